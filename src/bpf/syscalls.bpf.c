@@ -1,0 +1,528 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * sockscope trace: per-syscall counts, errors and latency for a process tree.
+ *
+ * Hot path (sys_enter/sys_exit, run for every syscall on the machine):
+ *  - membership is the presence of task local storage, so an untraced task
+ *    pays one storage lookup that finds nothing and returns;
+ *  - the syscall number and entry time live in that per-task storage, so
+ *    sys_exit does not depend on regs->orig_ax and needs no hash map;
+ *  - aggregates are per-CPU array slots indexed by syscall number: plain
+ *    stores, no atomic read-modify-write on a shared cache line. Syscall
+ *    tracepoint programs run with preemption disabled, so two tasks cannot
+ *    interleave on one CPU's slot.
+ * Atomics appear only on the fork/exit paths, which are rare by comparison.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "syscalls.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#if defined(__TARGET_ARCH_x86)
+#define NR_execve 59
+#define NR_execveat 322
+#define NR_exit 60
+#define NR_exit_group 231
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_execve 221
+#define NR_execveat 281
+#define NR_exit 93
+#define NR_exit_group 94
+#else
+#error "sockscope: syscall numbers for this architecture are not defined"
+#endif
+
+/* Set by the loader before load; constant-folded by the verifier. */
+const volatile bool count_only = false;
+const volatile bool follow_forks = true;
+const volatile bool per_thread = false;
+const volatile __u32 max_slots = 0;
+const volatile __u64 ringbuf_wake_bytes = 1 << 20;
+
+/* Written by the loader between phases (mmapped .bss). */
+__u32 iter_mode = 0;
+__u32 window_closed = 0;
+struct ss_counters counters = {};
+/* Read by the loader around self-cost slices: events per BPF run time. */
+struct ss_cpu_events cpu_events[SS_MAX_CPUS] = {};
+
+/* Never used by the programs: referenced so the skeleton generator emits
+ * Rust twins of the record layouts the loader parses. */
+struct ss_ev_fork layout_ev_fork __attribute__((unused));
+struct ss_ev_task layout_ev_task __attribute__((unused));
+struct ss_ev_exec layout_ev_exec __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ss_task);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ss_thread_stats);
+} thread_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SS_MAX_SYSCALLS);
+	__type(key, __u32);
+	__type(value, struct ss_sc_stats);
+} sc_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SS_MAX_SYSCALLS * SS_ERRNO_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} sc_errnos SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* resized by the loader */
+} events SEC(".maps");
+
+/*
+ * Ring buffer records are committed without a wakeup: a wakeup is an
+ * irq_work self-IPI, which costs tens of microseconds in a VM, on the
+ * forking or exiting task. The loader drains the buffer on its own timer;
+ * only a buffer filling up forces a wakeup.
+ */
+static __always_inline __u64 rb_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ringbuf_wake_bytes ?
+		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0;
+
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+/* Must match hist::bucket_of in src/trace/hist.rs. */
+static __always_inline __u32 hist_bucket(__u64 v)
+{
+	__u32 e, idx;
+
+	if (v < SS_HIST_SUB)
+		return v;
+	e = log2_u64(v);
+	idx = (e - SS_HIST_SUB_BITS + 1) * SS_HIST_SUB +
+	      ((v >> (e - SS_HIST_SUB_BITS)) & (SS_HIST_SUB - 1));
+	return idx < SS_HIST_BUCKETS ? idx : SS_HIST_BUCKETS - 1;
+}
+
+static __always_inline __u32 errno_slot(long ret)
+{
+	long e = -ret;
+
+	if (e < SS_ERRNO_DIRECT)
+		return e;
+	if (e >= SS_ERRNO_RESTART_BASE &&
+	    e < SS_ERRNO_RESTART_BASE + (SS_ERRNO_SLOTS - SS_ERRNO_DIRECT))
+		return SS_ERRNO_DIRECT + (e - SS_ERRNO_RESTART_BASE);
+	return 0;
+}
+
+static __always_inline void count_event(void)
+{
+	cpu_events[bpf_get_smp_processor_id() & (SS_MAX_CPUS - 1)].n++;
+}
+
+static __always_inline __u32 clamp_nr(long id)
+{
+	return (id >= 0 && id < SS_OTHER_SYSCALL) ? (__u32)id : SS_OTHER_SYSCALL;
+}
+
+static __always_inline struct ss_thread_sc *thread_sc(struct task_struct *task, __u32 nr)
+{
+	struct ss_thread_stats *ts;
+
+	ts = bpf_task_storage_get(&thread_stats, task, 0, 0);
+	if (!ts || nr >= SS_MAX_SYSCALLS)
+		return 0;
+	return &ts->sc[nr];
+}
+
+/* Calls that never return (exit, exit_group) and every call in count-only
+ * mode are counted at entry. */
+static __always_inline void count_entry(struct task_struct *task, __u32 nr)
+{
+	struct ss_sc_stats *s = bpf_map_lookup_elem(&sc_stats, &nr);
+
+	if (s)
+		s->calls++;
+	count_event();
+	if (per_thread) {
+		struct ss_thread_sc *t = thread_sc(task, nr);
+
+		if (t)
+			t->calls++;
+	}
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(ss_sys_enter, struct pt_regs *regs, long id)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_task *t;
+	__u32 nr;
+
+	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!t)
+		return 0;
+	if (t->flags & SS_PENDING_EXEC) {
+		/* The launched child is registered while it waits on a pipe;
+		 * its own life starts with execve. */
+		if (id != NR_execve && id != NR_execveat)
+			return 0;
+		t->flags &= ~SS_PENDING_EXEC;
+	}
+	nr = clamp_nr(id);
+	if (count_only || nr == NR_exit || nr == NR_exit_group) {
+		count_entry(task, nr);
+		t->ts = 0;
+		return 0;
+	}
+	t->nr = nr;
+	t->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_sc_stats *s;
+	struct ss_task *t;
+	__u64 now, dur;
+	__u32 nr, b;
+
+	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!t || !t->ts)
+		return 0; /* untraced, or its entry predates the attach */
+	now = bpf_ktime_get_ns();
+	dur = now - t->ts;
+	t->ts = 0;
+	nr = t->nr;
+	if (nr >= SS_MAX_SYSCALLS)
+		return 0;
+
+	s = bpf_map_lookup_elem(&sc_stats, &nr);
+	if (!s)
+		return 0;
+	if (s->calls == 0 || dur < s->min_ns)
+		s->min_ns = dur;
+	if (dur > s->max_ns)
+		s->max_ns = dur;
+	s->calls++;
+	s->total_ns += dur;
+	count_event();
+	b = hist_bucket(dur);
+	if (b < SS_HIST_BUCKETS)
+		s->hist[b]++;
+
+	if (ret < 0 && ret >= -4095) {
+		__u32 key = nr * SS_ERRNO_SLOTS + errno_slot(ret);
+		__u64 *e = bpf_map_lookup_elem(&sc_errnos, &key);
+
+		s->errors++;
+		if (e)
+			(*e)++;
+	}
+
+	if (per_thread) {
+		struct ss_thread_sc *tsc = thread_sc(task, nr);
+
+		if (tsc) {
+			tsc->calls++;
+			tsc->total_ns += dur;
+			if (ret < 0 && ret >= -4095)
+				tsc->errors++;
+		}
+	}
+	return 0;
+}
+
+static __always_inline void read_res(struct task_struct *task, struct ss_res *r)
+{
+	r->utime_ns = BPF_CORE_READ(task, utime);
+	r->stime_ns = BPF_CORE_READ(task, stime);
+	r->runtime_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
+	r->nvcsw = BPF_CORE_READ(task, nvcsw);
+	r->nivcsw = BPF_CORE_READ(task, nivcsw);
+	r->min_flt = BPF_CORE_READ(task, min_flt);
+	r->maj_flt = BPF_CORE_READ(task, maj_flt);
+}
+
+static __always_inline void window_res(struct task_struct *task, struct ss_task *t,
+				       struct ss_res *r)
+{
+	read_res(task, r);
+	if (t->flags & SS_NEED_BASELINE)
+		return; /* userspace discards it: no baseline to subtract */
+	r->utime_ns -= t->base.utime_ns;
+	r->stime_ns -= t->base.stime_ns;
+	r->runtime_ns -= t->base.runtime_ns;
+	r->nvcsw -= t->base.nvcsw;
+	r->nivcsw -= t->base.nivcsw;
+	r->min_flt -= t->base.min_flt;
+	r->maj_flt -= t->base.maj_flt;
+}
+
+static __always_inline __u32 alloc_slot(void)
+{
+	__u32 s;
+
+	if (!per_thread)
+		return 0;
+	s = __sync_fetch_and_add(&counters.slots_used, 1) + 1;
+	return s < max_slots ? s : 0;
+}
+
+static __always_inline void start_thread_stats(struct task_struct *task, __u32 slot)
+{
+	struct ss_thread_stats *ts;
+
+	if (!per_thread)
+		return;
+	ts = bpf_task_storage_get(&thread_stats, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (ts) {
+		ts->type = SS_EV_THREAD_STATS;
+		ts->slot = slot;
+	}
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(ss_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct ss_task *pt, *ct;
+	struct ss_ev_fork *e;
+	bool thread;
+
+	pt = bpf_task_storage_get(&tasks, parent, 0, 0);
+	if (!pt)
+		return 0;
+	thread = BPF_CORE_READ(child, tgid) == BPF_CORE_READ(parent, tgid);
+	if (!thread && !follow_forks)
+		return 0;
+	ct = bpf_task_storage_get(&tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!ct)
+		return 0;
+	/* A new task starts with zeroed counters: its baseline is zero. */
+	ct->ts = 0;
+	ct->flags = 0;
+	ct->slot = alloc_slot();
+	start_thread_stats(child, ct->slot);
+	if (thread)
+		__sync_fetch_and_add(&counters.threads_created, 1);
+	else
+		__sync_fetch_and_add(&counters.processes_created, 1);
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&counters.ringbuf_drops, 1);
+		return 0;
+	}
+	e->type = SS_EV_FORK;
+	e->tid = BPF_CORE_READ(child, pid);
+	e->tgid = BPF_CORE_READ(child, tgid);
+	e->parent_tid = BPF_CORE_READ(parent, pid);
+	e->slot = ct->slot;
+	e->is_thread = thread;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), child->comm);
+	bpf_ringbuf_submit(e, rb_flags());
+	return 0;
+}
+
+/*
+ * Peak RSS of the task's address space, as /proc's VmHWM computes it:
+ * max(hiwater_rss, current file + anon + shmem pages). Since Linux 6.16 the
+ * exit tracepoint runs before exit_mm(), so the mm is still there; on older
+ * kernels it is gone and we fall back to signal->maxrss (which exec seeds
+ * with the pre-exec image, so it can overstate a launched command).
+ */
+static __always_inline __u64 mm_peak_pages(struct task_struct *task)
+{
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	__u64 hiwater, rss = 0;
+
+	if (!mm)
+		return BPF_CORE_READ(task, signal, maxrss);
+	hiwater = BPF_CORE_READ(mm, hiwater_rss);
+	if (bpf_core_field_exists(mm->rss_stat[0].count)) {
+		__s64 file = BPF_CORE_READ(mm, rss_stat[0].count);
+		__s64 anon = BPF_CORE_READ(mm, rss_stat[1].count);
+		__s64 shmem = BPF_CORE_READ(mm, rss_stat[3].count);
+		__s64 sum = file + anon + shmem;
+
+		rss = sum > 0 ? sum : 0;
+	}
+	return hiwater > rss ? hiwater : rss;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ss_exit, struct task_struct *task)
+{
+	struct ss_thread_stats *ts;
+	struct ss_ev_task *e;
+	struct ss_task *t;
+
+	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!t || window_closed)
+		return 0;
+	__sync_fetch_and_add(&counters.exits, 1);
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&counters.ringbuf_drops, 1);
+		return 0;
+	}
+	e->type = SS_EV_EXIT;
+	e->tid = BPF_CORE_READ(task, pid);
+	e->tgid = BPF_CORE_READ(task, tgid);
+	e->slot = t->slot;
+	e->flags = t->flags;
+	e->group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
+	e->maxrss_pages = mm_peak_pages(task);
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+	window_res(task, t, &e->res);
+	bpf_ringbuf_submit(e, rb_flags());
+	/* A zombie is still listed by the task iterator: don't count it twice. */
+	t->flags |= SS_EXITED;
+
+	if (per_thread) {
+		ts = bpf_task_storage_get(&thread_stats, task, 0, 0);
+		if (ts && bpf_ringbuf_output(&events, ts, sizeof(*ts), rb_flags()))
+			__sync_fetch_and_add(&counters.ringbuf_drops, 1);
+	}
+	return 0;
+}
+
+struct zero_ctx {
+	struct ss_thread_stats *ts;
+};
+
+static long zero_thread_sc(__u64 i, void *ctx)
+{
+	struct ss_thread_stats *ts = ((struct zero_ctx *)ctx)->ts;
+
+	if (ts && i < SS_MAX_SYSCALLS) {
+		ts->sc[i].calls = 0;
+		ts->sc[i].errors = 0;
+		ts->sc[i].total_ns = 0;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ss_exec, struct task_struct *task)
+{
+	struct ss_thread_stats *ts;
+	struct zero_ctx zc;
+	struct ss_ev_exec *e;
+	struct ss_task *t;
+	__u32 old;
+
+	if (!per_thread)
+		return 0;
+	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	ts = bpf_task_storage_get(&thread_stats, task, 0, 0);
+	if (!t || !ts)
+		return 0;
+	old = t->slot;
+	if (bpf_ringbuf_output(&events, ts, sizeof(*ts), rb_flags()))
+		__sync_fetch_and_add(&counters.ringbuf_drops, 1);
+	/* bpf_loop: clang would turn a plain loop into a memset BPF lacks */
+	zc.ts = ts;
+	bpf_loop(SS_MAX_SYSCALLS, zero_thread_sc, &zc, 0);
+	t->slot = alloc_slot();
+	ts->slot = t->slot;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&counters.ringbuf_drops, 1);
+		return 0;
+	}
+	e->type = SS_EV_EXEC;
+	e->tid = BPF_CORE_READ(task, pid);
+	e->tgid = BPF_CORE_READ(task, tgid);
+	e->old_slot = old;
+	e->new_slot = t->slot;
+	e->pad = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+	bpf_ringbuf_submit(e, rb_flags());
+	return 0;
+}
+
+/*
+ * Run by the loader, once after registering the initial tasks
+ * (SS_ITER_BASELINE: record each one's counters as its baseline, give it a
+ * per-thread slot) and once when the window closes (SS_ITER_END: emit the
+ * in-window usage of every traced task still alive, plus its per-thread
+ * table).
+ */
+SEC("iter/task")
+int ss_iter_task(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct ss_thread_stats *ts;
+	struct ss_ev_task e = {};
+	struct ss_task *t;
+
+	if (!task)
+		return 0;
+	t = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!t)
+		return 0;
+
+	if (iter_mode == SS_ITER_BASELINE) {
+		struct ss_ev_fork r = {};
+
+		if (!(t->flags & SS_NEED_BASELINE))
+			return 0;
+		read_res(task, &t->base);
+		t->flags &= ~SS_NEED_BASELINE;
+		t->slot = alloc_slot();
+		start_thread_stats(task, t->slot);
+		r.type = SS_EV_REGISTERED;
+		r.tid = task->pid;
+		r.tgid = task->tgid;
+		r.slot = t->slot;
+		bpf_probe_read_kernel_str(r.comm, sizeof(r.comm), task->comm);
+		bpf_seq_write(seq, &r, sizeof(r));
+		return 0;
+	}
+	if (iter_mode != SS_ITER_END || (t->flags & SS_EXITED))
+		return 0;
+
+	e.type = SS_EV_LIVE;
+	e.tid = task->pid;
+	e.tgid = task->tgid;
+	e.slot = t->slot;
+	e.flags = t->flags;
+	bpf_probe_read_kernel_str(e.comm, sizeof(e.comm), task->comm);
+	window_res(task, t, &e.res);
+	bpf_seq_write(seq, &e, sizeof(e));
+	if (per_thread) {
+		ts = bpf_task_storage_get(&thread_stats, task, 0, 0);
+		if (ts)
+			bpf_seq_write(seq, ts, sizeof(*ts));
+	}
+	return 0;
+}

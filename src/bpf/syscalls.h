@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * Layouts and constants shared by syscalls.bpf.c and the Rust loader
+ * (src/trace/bpf.rs mirrors every struct here field for field; the Rust
+ * side asserts the sizes at compile time so a drift fails the build).
+ */
+#ifndef SOCKSCOPE_SYSCALLS_H
+#define SOCKSCOPE_SYSCALLS_H
+
+/* Syscall numbers 0..SS_MAX_SYSCALLS-2 get their own slot; anything larger
+ * (x32 ABI bit, future syscalls) lands in the last slot. */
+#define SS_MAX_SYSCALLS 512
+#define SS_OTHER_SYSCALL (SS_MAX_SYSCALLS - 1)
+
+/* Log-linear latency histogram: values 0..7 ns exact, then 8 sub-buckets
+ * per power of two (bucket width <= 1/8 of its lower bound, so a value
+ * reported as the bucket middle is within 6.25%). 320 buckets reach 2^42 ns
+ * (73 minutes); longer calls land in the last bucket. */
+#define SS_HIST_SUB_BITS 3
+#define SS_HIST_SUB (1 << SS_HIST_SUB_BITS)
+#define SS_HIST_BUCKETS 320
+
+/* errno slots per syscall: 1..149 are errno values as is; the kernel's
+ * internal restart codes 512..521 (ERESTARTSYS...) seen at sys_exit go to
+ * 150..159; slot 0 collects anything else. */
+#define SS_ERRNO_SLOTS 160
+#define SS_ERRNO_DIRECT 150
+#define SS_ERRNO_RESTART_BASE 512
+
+#define SS_COMM_LEN 16
+
+/* Per-CPU counters in .bss, a cache line each, indexed by CPU id modulo
+ * this (ids past it share a line: a few increments could then be lost). */
+#define SS_MAX_CPUS 256
+
+/* ss_task.flags */
+#define SS_PENDING_EXEC 1u   /* launched child: count nothing before its execve */
+#define SS_NEED_BASELINE 2u  /* resource baseline not taken yet (see iter pass) */
+#define SS_EXITED 4u         /* its exit record is out: the end pass skips it */
+
+/* values of the .bss global iter_mode */
+#define SS_ITER_BASELINE 1
+#define SS_ITER_END 2
+
+/* ring buffer / iterator record types */
+#define SS_EV_FORK 1
+#define SS_EV_EXIT 2
+#define SS_EV_THREAD_STATS 3
+#define SS_EV_LIVE 4
+#define SS_EV_EXEC 5
+#define SS_EV_REGISTERED 6  /* iterator: a registered task got its slot */
+
+/* Per-syscall aggregate, one per CPU (per-CPU array indexed by number). */
+struct ss_sc_stats {
+	__u64 calls;
+	__u64 errors;
+	__u64 total_ns;
+	__u64 min_ns;
+	__u64 max_ns;
+	__u64 hist[SS_HIST_BUCKETS];
+};
+
+/* Resource counters of one task, as the kernel keeps them in task_struct. */
+struct ss_res {
+	__u64 utime_ns;    /* tick-sampled; only their ratio is used */
+	__u64 stime_ns;
+	__u64 runtime_ns;  /* se.sum_exec_runtime: precise CPU time */
+	__u64 nvcsw;
+	__u64 nivcsw;
+	__u64 min_flt;
+	__u64 maj_flt;
+};
+
+/* Per-task state in task local storage: its presence means "traced". */
+struct ss_task {
+	__u64 ts;          /* entry time of the syscall in flight, 0 if none seen */
+	__u32 nr;          /* its number, recorded at entry */
+	__u32 flags;
+	__u32 slot;        /* per-thread slot, 0 = unassigned */
+	__u32 pad;
+	struct ss_res base; /* counters when the window opened for this task */
+};
+
+/* Per-thread totals for one syscall (--per-thread only). */
+struct ss_thread_sc {
+	__u64 calls;
+	__u64 errors;
+	__u64 total_ns;
+};
+
+/* Per-thread table in its own task storage map. It starts with a record
+ * header so the exit hook can copy it to the ring buffer as is. */
+struct ss_thread_stats {
+	__u32 type;        /* SS_EV_THREAD_STATS */
+	__u32 slot;
+	struct ss_thread_sc sc[SS_MAX_SYSCALLS];
+};
+
+/* A task was created by a traced task (ring buffer, SS_EV_FORK), or a task
+ * registered by the loader got its baseline and slot (iterator,
+ * SS_EV_REGISTERED, parent_tid 0). */
+struct ss_ev_fork {
+	__u32 type;
+	__u32 tid;
+	__u32 tgid;
+	__u32 parent_tid;
+	__u32 slot;
+	__u32 is_thread;
+	char comm[SS_COMM_LEN];
+};
+
+/* A traced task called execve (--per-thread only): its table so far was
+ * emitted under old_slot, and it continues under new_slot with its new name.
+ * Splitting the row at exec keeps a shell's own calls apart from the
+ * program it runs. */
+struct ss_ev_exec {
+	__u32 type;        /* SS_EV_EXEC */
+	__u32 tid;
+	__u32 tgid;
+	__u32 old_slot;
+	__u32 new_slot;
+	__u32 pad;
+	char comm[SS_COMM_LEN];
+};
+
+/* A traced task exited (ring buffer, SS_EV_EXIT) or is alive at the end
+ * of the window (iterator, SS_EV_LIVE). `res` is the usage inside the
+ * window: counters now minus the task's baseline. */
+struct ss_ev_task {
+	__u32 type;
+	__u32 tid;
+	__u32 tgid;
+	__u32 slot;
+	__u32 flags;       /* ss_task.flags at that moment */
+	__u32 group_dead;  /* last thread of its process (exit only) */
+	__u64 maxrss_pages; /* peak RSS of its mm at exit (exit only) */
+	char comm[SS_COMM_LEN];
+	struct ss_res res;
+};
+
+/* Traced syscall events counted on one CPU (one cache line). */
+struct ss_cpu_events {
+	__u64 n;
+	__u64 pad[7];
+};
+
+/* Counters kept in .bss by the fork/exit hooks (not on the syscall path). */
+struct ss_counters {
+	__u64 threads_created;
+	__u64 processes_created;
+	__u64 exits;
+	__u64 ringbuf_drops;
+	__u64 slots_used;
+};
+
+#endif /* SOCKSCOPE_SYSCALLS_H */

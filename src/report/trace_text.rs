@@ -1,0 +1,336 @@
+//! The `strace -c` / `perf trace -s` style table for people.
+
+use std::fmt::Write as _;
+
+use super::trace::{SyscallRow, TraceReport};
+
+/// Row order of the syscall table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortKey {
+    /// Total time inside the syscall (default; calls in count-only mode).
+    Time,
+    /// Number of calls.
+    Calls,
+    /// Number of errors.
+    Errors,
+    /// 99th percentile latency.
+    P99,
+    /// Syscall name.
+    Name,
+}
+
+/// What to show of the syscall table.
+#[derive(Clone, Debug)]
+pub struct TableView {
+    /// Row order.
+    pub sort: SortKey,
+    /// Show at most this many rows.
+    pub top: Option<usize>,
+    /// Only syscalls that returned errors.
+    pub errors_only: bool,
+}
+
+/// Formats nanoseconds with a unit and three significant digits.
+pub fn human_ns(ns: u64) -> String {
+    let (v, unit) = match ns {
+        0..1_000 => return format!("{ns}ns"),
+        1_000..1_000_000 => (ns as f64 / 1e3, "us"),
+        1_000_000..1_000_000_000 => (ns as f64 / 1e6, "ms"),
+        _ => (ns as f64 / 1e9, "s"),
+    };
+    let decimals = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.decimals$}{unit}")
+}
+
+fn sort_rows<'a>(rows: &'a [SyscallRow], view: &TableView) -> Vec<&'a SyscallRow> {
+    let mut out: Vec<&SyscallRow> = rows
+        .iter()
+        .filter(|r| !view.errors_only || r.errors.unwrap_or(0) > 0)
+        .collect();
+    let time = |r: &SyscallRow| r.latency.as_ref().map_or(0, |l| l.total_ns);
+    let p99 = |r: &SyscallRow| r.latency.as_ref().map_or(0, |l| l.p99_ns);
+    match view.sort {
+        SortKey::Time => out.sort_by(|a, b| {
+            time(b)
+                .cmp(&time(a))
+                .then(b.calls.cmp(&a.calls))
+                .then(a.name.cmp(&b.name))
+        }),
+        SortKey::Calls => out.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name))),
+        SortKey::Errors => out.sort_by(|a, b| {
+            b.errors
+                .unwrap_or(0)
+                .cmp(&a.errors.unwrap_or(0))
+                .then(a.name.cmp(&b.name))
+        }),
+        SortKey::P99 => out.sort_by(|a, b| p99(b).cmp(&p99(a)).then(a.name.cmp(&b.name))),
+        SortKey::Name => out.sort_by(|a, b| a.name.cmp(&b.name)),
+    }
+    if let Some(n) = view.top {
+        out.truncate(n);
+    }
+    out
+}
+
+fn errno_summary(r: &SyscallRow) -> String {
+    r.errnos
+        .iter()
+        .take(3)
+        .map(|e| format!("{} {}", e.name, e.count))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Renders the whole human-readable report.
+pub fn render(rep: &TraceReport, view: &TableView) -> String {
+    let mut s = String::new();
+    let what = match &rep.target.command {
+        Some(cmd) => cmd.join(" "),
+        None => format!("pid {} ({})", rep.target.pid, rep.target.comm),
+    };
+    let _ = writeln!(
+        s,
+        "sockscope trace: {what} [{}], {:.3} s, ended: {}{}",
+        rep.target.mode,
+        rep.window.duration_s,
+        rep.window.end_reason.replace('_', " "),
+        if rep.window.complete {
+            ""
+        } else {
+            " (INCOMPLETE window)"
+        }
+    );
+    let count_only = rep.options.count_only;
+    let total_time = rep.totals.time_ns.unwrap_or(0).max(1) as f64;
+    let rows = sort_rows(&rep.syscalls, view);
+
+    let _ = writeln!(s);
+    if count_only {
+        let _ = writeln!(s, "{:>6} {:>10}  syscall", "% calls", "calls");
+        let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
+        let total_calls = rep.totals.calls.max(1) as f64;
+        for r in &rows {
+            let _ = writeln!(
+                s,
+                "{:>7.2} {:>10}  {}",
+                100.0 * r.calls as f64 / total_calls,
+                r.calls,
+                r.name
+            );
+        }
+        let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
+        let _ = writeln!(s, "{:>7.2} {:>10}  total", 100.0, rep.totals.calls);
+    } else {
+        let _ = writeln!(
+            s,
+            "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} errors",
+            "% time",
+            "total",
+            "calls",
+            "errors",
+            "avg",
+            "min",
+            "p50",
+            "p90",
+            "p99",
+            "max",
+            "syscall"
+        );
+        let rule = format!(
+            "{:-<6} {:-<10} {:-<10} {:-<8} {:-<9} {:-<9} {:-<9} {:-<9} {:-<9} {:-<9}  {:-<18} {:-<6}",
+            "", "", "", "", "", "", "", "", "", "", "", ""
+        );
+        let _ = writeln!(s, "{rule}");
+        for r in &rows {
+            let l = r.latency.as_ref();
+            let g = |f: fn(&super::trace::Latency) -> u64| l.map_or("-".into(), |l| human_ns(f(l)));
+            let _ = writeln!(
+                s,
+                "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} {}",
+                100.0 * l.map_or(0, |l| l.total_ns) as f64 / total_time,
+                g(|l| l.total_ns),
+                r.calls,
+                r.errors.unwrap_or(0),
+                g(|l| l.avg_ns),
+                g(|l| l.min_ns),
+                g(|l| l.p50_ns),
+                g(|l| l.p90_ns),
+                g(|l| l.p99_ns),
+                g(|l| l.max_ns),
+                r.name,
+                errno_summary(r)
+            );
+        }
+        let _ = writeln!(s, "{rule}");
+        let _ = writeln!(
+            s,
+            "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  total",
+            100.0,
+            human_ns(rep.totals.time_ns.unwrap_or(0)),
+            rep.totals.calls,
+            rep.totals.errors.unwrap_or(0),
+            "",
+            "",
+            "",
+            "",
+            "",
+            ""
+        );
+    }
+    let shown = rows.len();
+    if shown < rep.syscalls.len() {
+        let _ = writeln!(
+            s,
+            "({} of {} syscalls shown; totals cover all)",
+            shown,
+            rep.syscalls.len()
+        );
+    }
+
+    if let Some(threads) = &rep.threads {
+        let _ = writeln!(s, "\nper thread:");
+        let _ = writeln!(
+            s,
+            "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  top syscalls",
+            "tid", "pid", "comm", "calls", "errors", "time"
+        );
+        for t in threads {
+            let top = t
+                .syscalls
+                .iter()
+                .take(3)
+                .map(|c| format!("{} {}", c.name, c.calls))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let tid = if t.tid == 0 {
+                "other".to_string()
+            } else {
+                t.tid.to_string()
+            };
+            let _ = writeln!(
+                s,
+                "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  {}{}",
+                tid,
+                t.pid,
+                t.comm,
+                t.calls,
+                t.errors,
+                if count_only {
+                    "-".into()
+                } else {
+                    human_ns(t.time_ns)
+                },
+                top,
+                match t.ended.as_deref() {
+                    Some("exec") => " (then exec'd)",
+                    Some(_) => " (exited)",
+                    None => "",
+                }
+            );
+        }
+    }
+
+    let r = &rep.resources;
+    let cpu = r.user_cpu_s + r.system_cpu_s;
+    let _ = writeln!(s, "\nresources over the window ({}):", r.method);
+    let _ = writeln!(
+        s,
+        "  CPU      user {:.3} s, system {:.3} s{}",
+        r.user_cpu_s,
+        r.system_cpu_s,
+        if cpu > 0.0 {
+            format!(
+                " ({:.0}% of it in the kernel)",
+                100.0 * r.system_cpu_s / cpu
+            )
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  switches {} voluntary, {} involuntary",
+        r.voluntary_ctxt_switches, r.involuntary_ctxt_switches
+    );
+    let _ = writeln!(
+        s,
+        "  faults   {} minor, {} major",
+        r.minor_faults, r.major_faults
+    );
+    match r.peak_rss_kb {
+        Some(kb) => {
+            let _ = writeln!(
+                s,
+                "  peak RSS {:.1} MiB ({})",
+                kb as f64 / 1024.0,
+                r.peak_rss_method
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  peak RSS unknown ({})", r.peak_rss_method);
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  seen     {} threads in {} processes{}",
+        r.threads_seen,
+        r.processes_seen,
+        if r.tasks_excluded > 0 {
+            format!(" ({} left out of the usage totals)", r.tasks_excluded)
+        } else {
+            String::new()
+        }
+    );
+
+    let t = &rep.tracer;
+    let _ = write!(s, "\ntracer: {} syscall events", t.events);
+    if let (Some(per), Some(share)) = (t.ns_per_event, t.cpu_share) {
+        let _ = write!(
+            s,
+            "; BPF time {} ({:.0} ns per event, {:.2}% of one CPU)",
+            human_ns(t.bpf_time_ns.unwrap_or(0)),
+            per,
+            100.0 * share
+        );
+    }
+    let _ = writeln!(s);
+    for p in &t.programs {
+        let _ = writeln!(
+            s,
+            "  {:<14} {:>12} runs x {:>6.1} ns",
+            p.name, p.run_count, p.ns_per_run
+        );
+    }
+    if t.ringbuf_drops > 0 {
+        let _ = writeln!(
+            s,
+            "  {} lifecycle records lost (ring buffer full)",
+            t.ringbuf_drops
+        );
+    }
+    for n in &rep.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_ns(95), "95ns");
+        assert_eq!(human_ns(1_500), "1.50us");
+        assert_eq!(human_ns(15_250), "15.2us");
+        assert_eq!(human_ns(999_999), "1000us");
+        assert_eq!(human_ns(3_400_000), "3.40ms");
+        assert_eq!(human_ns(2_000_000_000), "2.00s");
+    }
+}

@@ -1,0 +1,281 @@
+//! Turns the tracer's lifecycle records into the report's resource figures
+//! and per-thread rows.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::bpf::{
+    Event, ExecRecord, ForkRecord, MAX_SYSCALLS, TaskRecord, TaskUsage, ThreadSyscall,
+};
+use super::launch::RusageSum;
+use super::syscall_names;
+use crate::report::trace::{Resources, ThreadRow, ThreadSyscallRow};
+
+/// Lifecycle records collected during and at the end of the window.
+#[derive(Default)]
+pub struct EventLog {
+    /// Tasks created by traced tasks, and tasks registered by sockscope.
+    pub forks: Vec<ForkRecord>,
+    /// execve calls of traced tasks (per-thread mode).
+    pub execs: Vec<ExecRecord>,
+    /// Exit records (ring buffer) and live records (end-of-window pass).
+    pub tasks: Vec<TaskRecord>,
+    /// Per-thread tables by slot; slot 0 pools every task without a slot.
+    pub thread_tables: HashMap<u32, Box<[ThreadSyscall; MAX_SYSCALLS]>>,
+    /// Records that could not be parsed.
+    pub malformed: u64,
+}
+
+impl EventLog {
+    /// Files one event.
+    pub fn push(&mut self, ev: Event) {
+        match ev {
+            Event::Fork(f) => self.forks.push(f),
+            Event::Exec(e) => self.execs.push(e),
+            Event::Task(t) => self.tasks.push(t),
+            Event::ThreadStats(slot, table) => match self.thread_tables.get_mut(&slot) {
+                // Only the pooled slot 0 is shared by several tasks.
+                Some(acc) => {
+                    for (a, b) in acc.iter_mut().zip(table.iter()) {
+                        a.calls += b.calls;
+                        a.errors += b.errors;
+                        a.total_ns += b.total_ns;
+                    }
+                }
+                None => {
+                    self.thread_tables.insert(slot, table);
+                }
+            },
+        }
+    }
+
+    /// Sum of in-window usage over tasks that have a baseline, and the
+    /// number of tasks left out for lack of one.
+    fn usage_totals(&self) -> (Split, u64) {
+        let mut split = Split::default();
+        let mut excluded = 0;
+        for t in &self.tasks {
+            if !t.has_baseline {
+                excluded += 1;
+                continue;
+            }
+            split.add(&t.usage);
+        }
+        (split, excluded)
+    }
+
+    /// Largest peak RSS reported by a task exiting inside the window (kB).
+    pub fn exited_maxrss_kb(&self) -> Option<u64> {
+        self.tasks
+            .iter()
+            .filter(|t| t.exited)
+            .map(|t| t.maxrss_kb)
+            .max()
+    }
+}
+
+/// CPU time split the way the kernel's cputime_adjust does: the precise
+/// runtime divided in the ratio of the tick-sampled user and system times.
+#[derive(Default, Debug, Clone, Copy)]
+struct Split {
+    user_ns: f64,
+    system_ns: f64,
+    nvcsw: u64,
+    nivcsw: u64,
+    min_flt: u64,
+    maj_flt: u64,
+}
+
+impl Split {
+    fn add(&mut self, u: &TaskUsage) {
+        let rt = u.runtime_ns as f64;
+        let ticks = (u.utime_ns + u.stime_ns) as f64;
+        if ticks > 0.0 {
+            self.user_ns += rt * u.utime_ns as f64 / ticks;
+            self.system_ns += rt * u.stime_ns as f64 / ticks;
+        } else {
+            // No tick landed in the window: like the kernel, call it user.
+            self.user_ns += rt;
+        }
+        self.nvcsw += u.nvcsw;
+        self.nivcsw += u.nivcsw;
+        self.min_flt += u.min_flt;
+        self.maj_flt += u.maj_flt;
+    }
+}
+
+const PEAK_RSS_METHOD: &str = "largest high-water mark (hiwater_rss or current RSS) of an \
+    address space of the tree, read by BPF when a process exits and from VmHWM for those \
+    still running; a high-water mark since each exec, not only inside the window";
+
+/// Resource figures for a launched command, from wait4 rusage; the peak
+/// RSS comes from the exit hook (and VmHWM of processes still running),
+/// because ru_maxrss of a forked child starts at its parent's size.
+pub fn launch_resources(
+    ru: &RusageSum,
+    orphans: u64,
+    log: &EventLog,
+    live_hwm_kb: Option<u64>,
+    threads: u64,
+    processes: u64,
+) -> Resources {
+    Resources {
+        method: if orphans > 0 {
+            format!(
+                "wait4 rusage of the command and every descendant it reaped, plus {orphans} \
+                 orphaned descendant(s) reaped by sockscope"
+            )
+        } else {
+            "wait4 rusage of the command and every descendant it reaped".into()
+        },
+        user_cpu_s: ru.utime_us as f64 / 1e6,
+        system_cpu_s: ru.stime_us as f64 / 1e6,
+        voluntary_ctxt_switches: ru.nvcsw,
+        involuntary_ctxt_switches: ru.nivcsw,
+        minor_faults: ru.minflt,
+        major_faults: ru.majflt,
+        peak_rss_kb: [log.exited_maxrss_kb(), live_hwm_kb]
+            .into_iter()
+            .flatten()
+            .max(),
+        peak_rss_method: PEAK_RSS_METHOD.into(),
+        threads_seen: threads,
+        processes_seen: processes,
+        tasks_excluded: 0,
+    }
+}
+
+/// Resource figures for an attached tree, from BPF task counters.
+pub fn attach_resources(
+    log: &EventLog,
+    live_hwm_kb: Option<u64>,
+    threads: u64,
+    processes: u64,
+) -> Resources {
+    let (s, excluded) = log.usage_totals();
+    let peak = [live_hwm_kb, log.exited_maxrss_kb()]
+        .into_iter()
+        .flatten()
+        .max();
+    Resources {
+        method: "per-thread kernel counters (sum_exec_runtime, utime/stime ratio, nvcsw, \
+                 nivcsw, min_flt, maj_flt) read by BPF at attach, at each thread's exit and \
+                 at the end of the window"
+            .into(),
+        user_cpu_s: s.user_ns / 1e9,
+        system_cpu_s: s.system_ns / 1e9,
+        voluntary_ctxt_switches: s.nvcsw,
+        involuntary_ctxt_switches: s.nivcsw,
+        minor_faults: s.min_flt,
+        major_faults: s.maj_flt,
+        peak_rss_kb: peak,
+        peak_rss_method: PEAK_RSS_METHOD.into(),
+        threads_seen: threads,
+        processes_seen: processes,
+        tasks_excluded: excluded,
+    }
+}
+
+/// Per-thread rows, busiest first.
+pub fn thread_rows(log: &EventLog, count_only: bool) -> Vec<ThreadRow> {
+    // Identity of each slot: the latest record wins (exit/live records carry
+    // the name after any exec).
+    let mut who: BTreeMap<u32, (i32, i32, String, Option<&str>)> = BTreeMap::new();
+    for f in &log.forks {
+        who.insert(f.slot, (f.tid, f.tgid, f.comm.clone(), None));
+    }
+    for e in &log.execs {
+        // The row before the exec ended there; the new one carries the name.
+        if let Some(old) = who.get_mut(&e.old_slot) {
+            old.3 = Some("exec");
+        }
+        who.insert(e.new_slot, (e.tid, e.tgid, e.comm.clone(), None));
+    }
+    for t in &log.tasks {
+        if t.slot != 0 {
+            who.insert(
+                t.slot,
+                (t.tid, t.tgid, t.comm.clone(), t.exited.then_some("exit")),
+            );
+        }
+    }
+    let mut rows: Vec<ThreadRow> = log
+        .thread_tables
+        .iter()
+        .map(|(slot, table)| {
+            let (tid, pid, comm, ended) = if *slot == 0 {
+                (0, 0, "(other threads)".to_string(), None)
+            } else {
+                who.get(slot)
+                    .cloned()
+                    .unwrap_or((0, 0, "(unknown)".into(), None))
+            };
+            let mut syscalls: Vec<ThreadSyscallRow> = table
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.calls > 0)
+                .map(|(nr, c)| ThreadSyscallRow {
+                    name: syscall_names::name(nr as u32),
+                    calls: c.calls,
+                    errors: c.errors,
+                    time_ns: c.total_ns,
+                })
+                .collect();
+            if count_only {
+                syscalls.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
+            } else {
+                syscalls.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.name.cmp(&b.name)));
+            }
+            ThreadRow {
+                tid,
+                pid,
+                comm,
+                ended: ended.map(str::to_string),
+                calls: syscalls.iter().map(|c| c.calls).sum(),
+                errors: syscalls.iter().map(|c| c.errors).sum(),
+                time_ns: syscalls.iter().map(|c| c.time_ns).sum(),
+                syscalls,
+            }
+        })
+        .filter(|r| r.calls > 0)
+        .collect();
+    rows.sort_by(|a, b| {
+        b.time_ns
+            .cmp(&a.time_ns)
+            .then(b.calls.cmp(&a.calls))
+            .then(a.tid.cmp(&b.tid))
+    });
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_follows_tick_ratio_and_keeps_runtime() {
+        let mut s = Split::default();
+        s.add(&TaskUsage {
+            utime_ns: 3,
+            stime_ns: 1,
+            runtime_ns: 400,
+            ..Default::default()
+        });
+        s.add(&TaskUsage {
+            runtime_ns: 50,
+            ..Default::default()
+        });
+        assert!((s.user_ns - 350.0).abs() < 1e-9);
+        assert!((s.system_ns - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn pooled_slot_accumulates() {
+        let mut log = EventLog::default();
+        for _ in 0..2 {
+            let mut t = Box::new([ThreadSyscall::default(); MAX_SYSCALLS]);
+            t[39].calls = 5;
+            log.push(Event::ThreadStats(0, t));
+        }
+        assert_eq!(log.thread_tables[&0][39].calls, 10);
+    }
+}

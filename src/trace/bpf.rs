@@ -1,0 +1,811 @@
+//! Loading, attaching and reading the syscall tracer's BPF object
+//! (src/bpf/syscalls.bpf.c). Everything libbpf-specific stays in this file;
+//! the rest of `trace` sees plain Rust values.
+//!
+//! Programs are attached through links owned by this process and nothing is
+//! pinned, so however sockscope ends (even SIGKILL) the kernel detaches them
+//! when the last file descriptor closes.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::mem::{MaybeUninit, size_of};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result, anyhow, bail};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Iter, Link, MapCore, MapFlags, MapHandle, OpenObject, PrintLevel, libbpf_sys};
+
+use super::hist::{self, Histogram};
+
+mod skel {
+    #![allow(clippy::all, clippy::pedantic, unused_imports)]
+    include!(concat!(env!("OUT_DIR"), "/syscalls.skel.rs"));
+}
+use skel::{SyscallsSkel, SyscallsSkelBuilder, types};
+
+/// Constants from src/bpf/syscalls.h.
+pub const MAX_SYSCALLS: usize = 512;
+const ERRNO_SLOTS: u32 = 160;
+const ERRNO_DIRECT: u32 = 150;
+const ERRNO_RESTART_BASE: u32 = 512;
+const PENDING_EXEC: u32 = 1;
+const NEED_BASELINE: u32 = 2;
+const ITER_BASELINE: u32 = 1;
+const ITER_END: u32 = 2;
+const EV_FORK: u32 = 1;
+const EV_EXIT: u32 = 2;
+const EV_THREAD_STATS: u32 = 3;
+const EV_LIVE: u32 = 4;
+const EV_EXEC: u32 = 5;
+const EV_REGISTERED: u32 = 6;
+
+// The skeleton's types come from the BPF object's BTF; these pin the
+// layouts the Rust code relies on.
+const _: () = assert!(size_of::<types::ss_sc_stats>() == 5 * 8 + hist::BUCKETS * 8);
+const _: () = assert!(size_of::<types::ss_task>() == 24 + 7 * 8);
+const _: () = assert!(size_of::<types::ss_thread_stats>() == 8 + MAX_SYSCALLS * 24);
+const _: () = assert!(size_of::<types::ss_ev_fork>() == 24 + 16);
+const _: () = assert!(size_of::<types::ss_ev_task>() == 24 + 8 + 16 + 7 * 8);
+const _: () = assert!(size_of::<types::ss_ev_exec>() == 24 + 16);
+
+/// What to build into the programs (read-only globals, map sizes).
+#[derive(Clone, Debug)]
+pub struct TracerConfig {
+    /// Enter hook only: calls per syscall, no errors or latency.
+    pub count_only: bool,
+    /// Trace child processes created by traced tasks (threads always are).
+    pub follow_forks: bool,
+    /// Keep a per-thread table of calls/errors/time per syscall.
+    pub per_thread: bool,
+    /// Per-thread slots; threads beyond this are pooled in slot 0.
+    pub max_threads: u32,
+    /// Size of the lifecycle event ring buffer in bytes (power of two).
+    pub ringbuf_bytes: u32,
+}
+
+/// Aggregated figures for one syscall number, summed over CPUs.
+#[derive(Clone, Debug)]
+pub struct SyscallStat {
+    /// Syscall number (MAX_SYSCALLS-1 pools out-of-table numbers).
+    pub nr: u32,
+    /// Completed calls (plus calls that never return, counted at entry).
+    pub calls: u64,
+    /// Calls that returned -1..-4095.
+    pub errors: u64,
+    /// Sum of entry-to-exit wall time.
+    pub total_ns: u64,
+    /// Latency histogram with exact min/max.
+    pub hist: Histogram,
+    /// errno value -> count (kernel restart codes as 512..521).
+    pub errnos: BTreeMap<u32, u64>,
+}
+
+/// Per-thread totals for one syscall.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadSyscall {
+    /// Calls.
+    pub calls: u64,
+    /// Errors.
+    pub errors: u64,
+    /// Entry-to-exit time.
+    pub total_ns: u64,
+}
+
+/// Kernel resource counters of one task over the window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TaskUsage {
+    /// Tick-sampled user time (only the user:system ratio is meaningful).
+    pub utime_ns: u64,
+    /// Tick-sampled system time.
+    pub stime_ns: u64,
+    /// Precise CPU time (sum_exec_runtime).
+    pub runtime_ns: u64,
+    /// Voluntary context switches.
+    pub nvcsw: u64,
+    /// Involuntary context switches.
+    pub nivcsw: u64,
+    /// Minor page faults.
+    pub min_flt: u64,
+    /// Major page faults.
+    pub maj_flt: u64,
+}
+
+/// A task's usage record: from the exit hook or the end-of-window pass.
+#[derive(Clone, Debug)]
+pub struct TaskRecord {
+    /// Thread id.
+    pub tid: i32,
+    /// Process id.
+    pub tgid: i32,
+    /// Per-thread slot (0 = pooled/unassigned).
+    pub slot: u32,
+    /// Command name at that moment.
+    pub comm: String,
+    /// True when the task exited inside the window.
+    pub exited: bool,
+    /// Last thread of its process (exit records only).
+    pub group_dead: bool,
+    /// Peak RSS of its address space at exit, KiB (exit records only).
+    pub maxrss_kb: u64,
+    /// False when the task exited before its baseline could be taken; its
+    /// usage then covers its whole life and is left out of the totals.
+    pub has_baseline: bool,
+    /// In-window usage.
+    pub usage: TaskUsage,
+}
+
+/// A task created by a traced task, or registered by sockscope.
+#[derive(Clone, Debug)]
+pub struct ForkRecord {
+    /// New thread id.
+    pub tid: i32,
+    /// Its process id.
+    pub tgid: i32,
+    /// Creating thread (0 for a task registered by sockscope).
+    pub parent_tid: i32,
+    /// Per-thread slot.
+    pub slot: u32,
+    /// New thread in the same process (vs. a new process).
+    pub is_thread: bool,
+    /// Name inherited from the parent.
+    pub comm: String,
+}
+
+/// Everything the programs emit besides the per-syscall aggregates.
+#[derive(Debug)]
+pub enum Event {
+    /// A traced task created a task that is now traced too.
+    Fork(ForkRecord),
+    /// A traced task exited (or is alive at the end, from the iterator).
+    Task(TaskRecord),
+    /// Per-thread syscall table of the slot, at exec, exit or end of window.
+    ThreadStats(u32, Box<[ThreadSyscall; MAX_SYSCALLS]>),
+    /// A traced task called execve and continues under a new slot.
+    Exec(ExecRecord),
+}
+
+/// A traced task's execve (per-thread mode).
+#[derive(Clone, Debug)]
+pub struct ExecRecord {
+    /// Thread id after the exec.
+    pub tid: i32,
+    /// Process id.
+    pub tgid: i32,
+    /// Slot its calls before the exec were counted in.
+    pub old_slot: u32,
+    /// Slot it continues in.
+    pub new_slot: u32,
+    /// Its new name.
+    pub comm: String,
+}
+
+/// Counters kept by the fork/exit hooks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HookCounters {
+    /// Threads created by traced tasks inside the window.
+    pub threads_created: u64,
+    /// Processes created by traced tasks inside the window.
+    pub processes_created: u64,
+    /// Traced tasks that exited inside the window.
+    pub exits: u64,
+    /// Lifecycle records lost because the ring buffer was full.
+    pub ringbuf_drops: u64,
+}
+
+/// Kernel-measured run time of one program (bpf_enable_stats).
+#[derive(Clone, Debug)]
+pub struct ProgCost {
+    /// Program name.
+    pub name: &'static str,
+    /// Times it ran (for every task on the machine, traced or not).
+    pub run_cnt: u64,
+    /// Total time spent in it.
+    pub run_time_ns: u64,
+}
+
+/// Result of registering a task for tracing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Registered {
+    /// Storage created; the task is traced from now on.
+    Yes,
+    /// Already traced (the fork hook got there first).
+    Already,
+    /// The task no longer exists.
+    Gone,
+}
+
+static LIBBPF_LOG: Mutex<String> = Mutex::new(String::new());
+
+fn libbpf_print(level: PrintLevel, msg: String) {
+    if level == PrintLevel::Debug {
+        return;
+    }
+    if let Ok(mut log) = LIBBPF_LOG.lock() {
+        // Keep the tail: the verifier's verdict is at the end of its log.
+        if log.len() > 64 * 1024 {
+            let cut = log.len() - 32 * 1024;
+            let cut = (cut..log.len())
+                .find(|i| log.is_char_boundary(*i))
+                .unwrap_or(0);
+            log.drain(..cut);
+        }
+        log.push_str(&msg);
+    }
+}
+
+fn take_libbpf_log() -> String {
+    LIBBPF_LOG
+        .lock()
+        .map(|mut l| std::mem::take(&mut *l))
+        .unwrap_or_default()
+}
+
+/// The loaded tracer. Programs run only while it holds their links.
+pub struct Tracer<'obj> {
+    skel: SyscallsSkel<'obj>,
+    links: Vec<(&'static str, Link)>,
+    iter_link: Option<Link>,
+    stats_fd: Option<OwnedFd>,
+    cfg: TracerConfig,
+    ncpus: usize,
+}
+
+fn as_bytes<T: Copy>(v: &T) -> &[u8] {
+    // SAFETY: T is one of the plain repr(C) skeleton structs (no pointers,
+    // no uninitialised padding: every struct in syscalls.h is padded by
+    // hand), so viewing it as bytes is sound.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
+}
+
+fn read_pod<T: Copy>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < size_of::<T>() {
+        return None;
+    }
+    // SAFETY: length checked; T is a plain repr(C) struct valid for any
+    // bit pattern (integers and byte arrays only).
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+fn comm_str(c: &[i8]) -> String {
+    let bytes: Vec<u8> = c
+        .iter()
+        .take_while(|b| **b != 0)
+        .map(|b| *b as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn usage_of(r: &types::ss_res) -> TaskUsage {
+    TaskUsage {
+        utime_ns: r.utime_ns,
+        stime_ns: r.stime_ns,
+        runtime_ns: r.runtime_ns,
+        nvcsw: r.nvcsw,
+        nivcsw: r.nivcsw,
+        min_flt: r.min_flt,
+        maj_flt: r.maj_flt,
+    }
+}
+
+/// errno slot (as stored by the BPF side) back to the errno value.
+fn errno_of_slot(slot: u32) -> u32 {
+    if slot >= ERRNO_DIRECT {
+        ERRNO_RESTART_BASE + (slot - ERRNO_DIRECT)
+    } else {
+        slot
+    }
+}
+
+/// Parses one lifecycle record (ring buffer or iterator output).
+/// Returns the event and the bytes it used.
+pub fn parse_record(data: &[u8]) -> Result<(Event, usize)> {
+    let ty: u32 = read_pod(data).ok_or_else(|| anyhow!("truncated tracer record"))?;
+    match ty {
+        EV_FORK | EV_REGISTERED => {
+            let e: types::ss_ev_fork =
+                read_pod(data).ok_or_else(|| anyhow!("truncated fork record"))?;
+            Ok((
+                Event::Fork(ForkRecord {
+                    tid: e.tid as i32,
+                    tgid: e.tgid as i32,
+                    parent_tid: e.parent_tid as i32,
+                    slot: e.slot,
+                    is_thread: e.is_thread != 0,
+                    comm: comm_str(&e.comm),
+                }),
+                size_of::<types::ss_ev_fork>(),
+            ))
+        }
+        EV_EXEC => {
+            let e: types::ss_ev_exec =
+                read_pod(data).ok_or_else(|| anyhow!("truncated exec record"))?;
+            Ok((
+                Event::Exec(ExecRecord {
+                    tid: e.tid as i32,
+                    tgid: e.tgid as i32,
+                    old_slot: e.old_slot,
+                    new_slot: e.new_slot,
+                    comm: comm_str(&e.comm),
+                }),
+                size_of::<types::ss_ev_exec>(),
+            ))
+        }
+        EV_EXIT | EV_LIVE => {
+            let e: types::ss_ev_task =
+                read_pod(data).ok_or_else(|| anyhow!("truncated task record"))?;
+            Ok((
+                Event::Task(TaskRecord {
+                    tid: e.tid as i32,
+                    tgid: e.tgid as i32,
+                    slot: e.slot,
+                    comm: comm_str(&e.comm),
+                    exited: ty == EV_EXIT,
+                    group_dead: e.group_dead != 0,
+                    maxrss_kb: e.maxrss_pages * page_kb(),
+                    has_baseline: e.flags & NEED_BASELINE == 0,
+                    usage: usage_of(&e.res),
+                }),
+                size_of::<types::ss_ev_task>(),
+            ))
+        }
+        EV_THREAD_STATS => {
+            let need = size_of::<types::ss_thread_stats>();
+            if data.len() < need {
+                bail!("truncated per-thread record");
+            }
+            let slot: u32 = read_pod(&data[4..]).unwrap_or(0);
+            let mut table = Box::new([ThreadSyscall::default(); MAX_SYSCALLS]);
+            for (i, row) in table.iter_mut().enumerate() {
+                let off = 8 + i * 24;
+                let sc: types::ss_thread_sc = read_pod(&data[off..]).unwrap_or_default();
+                *row = ThreadSyscall {
+                    calls: sc.calls,
+                    errors: sc.errors,
+                    total_ns: sc.total_ns,
+                };
+            }
+            Ok((Event::ThreadStats(slot, table), need))
+        }
+        other => bail!("unknown tracer record type {other}"),
+    }
+}
+
+/// Parses back-to-back records (iterator output).
+fn parse_all(mut rest: &[u8]) -> Result<Vec<Event>> {
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let (ev, used) = parse_record(rest)?;
+        out.push(ev);
+        rest = &rest[used..];
+    }
+    Ok(out)
+}
+
+fn page_kb() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as u64 / 1024 } else { 4 }
+}
+
+/// Opens a pidfd for one thread (PIDFD_THREAD, Linux 6.9+), falling back to
+/// a plain pidfd, which the kernel accepts for thread-group leaders only.
+fn pidfd_for_thread(tid: i32) -> std::io::Result<OwnedFd> {
+    const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
+    for flags in [PIDFD_THREAD, 0] {
+        // SAFETY: plain syscall; a returned fd is owned by us.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, flags) };
+        if fd >= 0 {
+            // SAFETY: fd was just returned by the kernel and is not shared.
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINVAL) {
+            return Err(err);
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+impl<'obj> Tracer<'obj> {
+    /// Opens, configures and loads the programs (no attach yet). A verifier
+    /// rejection comes back with the verifier's own last lines.
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, cfg: TracerConfig) -> Result<Self> {
+        libbpf_rs::set_print(Some((PrintLevel::Info, libbpf_print)));
+        take_libbpf_log();
+        let builder = SyscallsSkelBuilder::default();
+        let mut open = builder
+            .open(storage)
+            .map_err(|e| load_error("opening the BPF object", e))?;
+        {
+            let ro = open
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .ok_or_else(|| anyhow!("BPF object has no .rodata"))?;
+            ro.count_only = cfg.count_only;
+            ro.follow_forks = cfg.follow_forks;
+            ro.per_thread = cfg.per_thread;
+            ro.max_slots = if cfg.per_thread {
+                cfg.max_threads + 1
+            } else {
+                0
+            };
+            ro.ringbuf_wake_bytes = u64::from(cfg.ringbuf_bytes / 4);
+        }
+        open.maps
+            .events
+            .set_max_entries(cfg.ringbuf_bytes)
+            .context("sizing the event ring buffer")?;
+        if cfg.count_only {
+            open.progs.ss_sys_exit.set_autoload(false);
+        }
+        if !cfg.per_thread {
+            open.progs.ss_exec.set_autoload(false);
+        }
+        let skel = open
+            .load()
+            .map_err(|e| load_error("loading the BPF programs", e))?;
+        let ncpus = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
+        Ok(Self {
+            skel,
+            links: Vec::new(),
+            iter_link: None,
+            stats_fd: None,
+            cfg,
+            ncpus,
+        })
+    }
+
+    /// Turns the kernel's per-program run-time accounting
+    /// (BPF_ENABLE_STATS) on or off. It is global and costs two clock reads
+    /// per program run, so the caller samples it. Needs CAP_SYS_ADMIN;
+    /// returns the reason when it cannot be turned on.
+    pub fn set_self_cost(&mut self, on: bool) -> std::result::Result<(), String> {
+        if !on {
+            self.stats_fd = None;
+            return Ok(());
+        }
+        if self.stats_fd.is_some() {
+            return Ok(());
+        }
+        // SAFETY: plain syscall wrapper; a non-negative result is an fd we own.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd < 0 {
+            return Err(format!(
+                "BPF run-time statistics unavailable: {}",
+                std::io::Error::from_raw_os_error(-fd)
+            ));
+        }
+        // SAFETY: fd is a fresh descriptor returned by the kernel.
+        self.stats_fd = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        Ok(())
+    }
+
+    /// Attaches the lifecycle hooks, then the syscall hooks. Until tasks are
+    /// registered every program finds no storage and returns at once.
+    pub fn attach(&mut self) -> Result<()> {
+        let progs = &self.skel.progs;
+        let mut links = Vec::new();
+        links.push((
+            "ss_fork",
+            progs
+                .ss_fork
+                .attach()
+                .map_err(|e| attach_error("sched_process_fork", e))?,
+        ));
+        links.push((
+            "ss_exit",
+            progs
+                .ss_exit
+                .attach()
+                .map_err(|e| attach_error("sched_process_exit", e))?,
+        ));
+        links.push((
+            "ss_sys_enter",
+            progs
+                .ss_sys_enter
+                .attach()
+                .map_err(|e| attach_error("sys_enter", e))?,
+        ));
+        if self.cfg.per_thread {
+            links.push((
+                "ss_exec",
+                progs
+                    .ss_exec
+                    .attach()
+                    .map_err(|e| attach_error("sched_process_exec", e))?,
+            ));
+        }
+        if !self.cfg.count_only {
+            links.push((
+                "ss_sys_exit",
+                progs
+                    .ss_sys_exit
+                    .attach()
+                    .map_err(|e| attach_error("sys_exit", e))?,
+            ));
+        }
+        self.links = links;
+        Ok(())
+    }
+
+    /// Marks thread `tid` as traced. `pending_exec` holds off counting until
+    /// the task calls execve (for a launched, not yet released child). A
+    /// task the fork hook already traces is left as it is.
+    pub fn register(&self, tid: i32, pending_exec: bool) -> Result<Registered> {
+        let pidfd = match pidfd_for_thread(tid) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(Registered::Gone),
+            Err(e) => return Err(e).with_context(|| format!("pidfd_open({tid})")),
+        };
+        let key = pidfd.as_raw_fd().to_ne_bytes();
+        let state = types::ss_task {
+            flags: NEED_BASELINE | if pending_exec { PENDING_EXEC } else { 0 },
+            ..Default::default()
+        };
+        if let Err(e) = self
+            .skel
+            .maps
+            .tasks
+            .update(&key, as_bytes(&state), MapFlags::NO_EXIST)
+        {
+            return classify_update_error(tid, e);
+        }
+        if self.cfg.per_thread {
+            let table = Box::new(types::ss_thread_stats {
+                r#type: EV_THREAD_STATS,
+                ..Default::default()
+            });
+            if let Err(e) =
+                self.skel
+                    .maps
+                    .thread_stats
+                    .update(&key, as_bytes(&*table), MapFlags::ANY)
+            {
+                return classify_update_error(tid, e);
+            }
+        }
+        Ok(Registered::Yes)
+    }
+
+    fn bss(&mut self) -> Result<&mut types::bss> {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref_mut()
+            .ok_or_else(|| anyhow!("BPF object has no .bss"))
+    }
+
+    fn run_iter(&mut self, mode: u32) -> Result<Vec<u8>> {
+        // Ordinary store into the mmapped .bss; the iterator runs after the
+        // bpf_iter_create syscall below, which orders it.
+        self.bss()?.iter_mode = mode;
+        if self.iter_link.is_none() {
+            let link = self
+                .skel
+                .progs
+                .ss_iter_task
+                .attach()
+                .map_err(|e| attach_error("the task iterator", e))?;
+            self.iter_link = Some(link);
+        }
+        let link = self.iter_link.as_ref().expect("set above");
+        let mut iter = Iter::new(link).context("creating the task iterator")?;
+        let mut out = Vec::new();
+        iter.read_to_end(&mut out)
+            .context("reading the task iterator")?;
+        Ok(out)
+    }
+
+    /// Records the current counters of every newly registered task as its
+    /// baseline and gives it a per-thread slot; returns one record per task.
+    pub fn take_baselines(&mut self) -> Result<Vec<Event>> {
+        let raw = self.run_iter(ITER_BASELINE)?;
+        parse_all(&raw)
+    }
+
+    /// Closes the resource window: exit records stop, and every traced task
+    /// still alive reports its in-window usage (and per-thread table).
+    pub fn close_window(&mut self) -> Result<Vec<Event>> {
+        self.bss()?.window_closed = 1;
+        let raw = self.run_iter(ITER_END)?;
+        parse_all(&raw)
+    }
+
+    /// A handle on the lifecycle ring buffer that does not borrow the tracer.
+    pub fn events_map(&self) -> Result<MapHandle> {
+        MapHandle::try_from(&self.skel.maps.events).context("duplicating the event ring buffer fd")
+    }
+
+    /// Detaches every program (the maps stay readable).
+    pub fn detach(&mut self) {
+        self.links.clear();
+        self.iter_link = None;
+    }
+
+    /// Fork/exit hook counters.
+    pub fn counters(&mut self) -> Result<HookCounters> {
+        let c = self.bss()?.counters;
+        Ok(HookCounters {
+            threads_created: c.threads_created,
+            processes_created: c.processes_created,
+            exits: c.exits,
+            ringbuf_drops: c.ringbuf_drops,
+        })
+    }
+
+    /// Traced syscall events counted so far (all CPUs); cheap: reads the
+    /// mmapped .bss.
+    pub fn events_counted(&mut self) -> u64 {
+        self.bss()
+            .map(|b| b.cpu_events.iter().map(|c| c.n).sum())
+            .unwrap_or(0)
+    }
+
+    /// Per-syscall aggregates summed over CPUs; only syscalls with calls.
+    pub fn syscall_stats(&self) -> Result<Vec<SyscallStat>> {
+        let mut out = Vec::new();
+        for nr in 0..MAX_SYSCALLS as u32 {
+            let per_cpu = self
+                .skel
+                .maps
+                .sc_stats
+                .lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)
+                .context("reading per-syscall statistics")?
+                .unwrap_or_default();
+            let mut agg = SyscallStat {
+                nr,
+                calls: 0,
+                errors: 0,
+                total_ns: 0,
+                hist: Histogram {
+                    counts: vec![0; hist::BUCKETS],
+                    min: u64::MAX,
+                    max: 0,
+                },
+                errnos: BTreeMap::new(),
+            };
+            for cpu in per_cpu.iter().take(self.ncpus) {
+                let Some(s) = read_pod::<types::ss_sc_stats>(cpu) else {
+                    bail!("short per-CPU value in sc_stats");
+                };
+                if s.calls == 0 {
+                    continue;
+                }
+                agg.calls += s.calls;
+                agg.errors += s.errors;
+                agg.total_ns += s.total_ns;
+                for (a, b) in agg.hist.counts.iter_mut().zip(s.hist.iter()) {
+                    *a += b;
+                }
+                if s.hist.iter().any(|c| *c > 0) {
+                    agg.hist.min = agg.hist.min.min(s.min_ns);
+                    agg.hist.max = agg.hist.max.max(s.max_ns);
+                }
+            }
+            if agg.calls == 0 {
+                continue;
+            }
+            if agg.hist.min == u64::MAX {
+                agg.hist.min = 0;
+            }
+            if agg.errors > 0 {
+                agg.errnos = self.errnos_of(nr)?;
+            }
+            out.push(agg);
+        }
+        Ok(out)
+    }
+
+    fn errnos_of(&self, nr: u32) -> Result<BTreeMap<u32, u64>> {
+        let mut out = BTreeMap::new();
+        for slot in 0..ERRNO_SLOTS {
+            let key = nr * ERRNO_SLOTS + slot;
+            let per_cpu = self
+                .skel
+                .maps
+                .sc_errnos
+                .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
+                .context("reading errno counts")?
+                .unwrap_or_default();
+            let n: u64 = per_cpu
+                .iter()
+                .take(self.ncpus)
+                .filter_map(|v| read_pod::<u64>(v))
+                .sum();
+            if n > 0 {
+                out.insert(errno_of_slot(slot), n);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Run counts and times the kernel accumulated for each program while
+    /// run-time accounting was on.
+    pub fn prog_costs(&self) -> Option<Vec<ProgCost>> {
+        let progs = &self.skel.progs;
+        let mut out = Vec::new();
+        let named: [(&'static str, &libbpf_rs::ProgramMut<'_>, bool); 5] = [
+            ("ss_sys_enter", &progs.ss_sys_enter, true),
+            ("ss_sys_exit", &progs.ss_sys_exit, !self.cfg.count_only),
+            ("ss_fork", &progs.ss_fork, true),
+            ("ss_exit", &progs.ss_exit, true),
+            ("ss_exec", &progs.ss_exec, self.cfg.per_thread),
+        ];
+        for (name, prog, loaded) in named {
+            if !loaded {
+                continue;
+            }
+            let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+            let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
+            // SAFETY: info is a zeroed bpf_prog_info of the length we pass.
+            let rc = unsafe {
+                libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
+            };
+            if rc != 0 {
+                return None;
+            }
+            out.push(ProgCost {
+                name,
+                run_cnt: info.run_cnt,
+                run_time_ns: info.run_time_ns,
+            });
+        }
+        Some(out)
+    }
+
+    /// Names of the programs as the kernel lists them (bpftool prog show).
+    pub fn prog_names() -> &'static [&'static str] {
+        &[
+            "ss_sys_enter",
+            "ss_sys_exit",
+            "ss_fork",
+            "ss_exit",
+            "ss_exec",
+            "ss_iter_task",
+        ]
+    }
+}
+
+fn classify_update_error(tid: i32, e: libbpf_rs::Error) -> Result<Registered> {
+    match e.kind() {
+        libbpf_rs::ErrorKind::AlreadyExists => Ok(Registered::Already),
+        // The task exited between pidfd_open and the update.
+        libbpf_rs::ErrorKind::NotFound => Ok(Registered::Gone),
+        _ => Err(anyhow!(e)).with_context(|| format!("registering thread {tid} for tracing")),
+    }
+}
+
+fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
+    let log = take_libbpf_log();
+    let tail: Vec<&str> = log.lines().rev().take(25).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    let mut msg = format!("{what} failed: {e}");
+    let verifier = log.contains("END PROG LOAD LOG") || log.contains("processed ");
+    if verifier {
+        msg.push_str(
+            "\n  the BPF verifier rejected a program; its verdict is the last lines below",
+        );
+    } else if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        msg.push_str(
+            "\n  the kernel refused: sockscope trace needs CAP_BPF and CAP_PERFMON \
+             (or CAP_SYS_ADMIN); run it as root",
+        );
+    }
+    if !tail.is_empty() {
+        msg.push_str("\n  libbpf/verifier said:\n    ");
+        msg.push_str(&tail.join("\n    "));
+    }
+    anyhow!(msg)
+}
+
+fn attach_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
+    let log = take_libbpf_log();
+    let mut msg = format!("attaching to {what} failed: {e}");
+    if !log.trim().is_empty() {
+        msg.push_str("\n  libbpf said: ");
+        msg.push_str(log.trim());
+    }
+    anyhow!(msg)
+}

@@ -1,0 +1,545 @@
+//! `sockscope trace`: an eBPF syscall profiler for a process tree.
+//!
+//! Launch mode forks the command, registers it while it waits on a pipe,
+//! then lets it execve, so the trace starts at its first instruction. Attach
+//! mode registers every thread of a running process (and its descendants)
+//! without stopping or signalling it. Either way, per-syscall aggregates are
+//! kept by BPF in per-CPU arrays and read once at the end; lifecycle records
+//! (fork, exit) arrive through a ring buffer.
+
+pub mod account;
+pub mod attach;
+pub mod bpf;
+pub mod errno;
+pub mod hist;
+pub mod launch;
+pub mod preflight;
+pub mod selfcost;
+pub mod syscall_names;
+pub mod wait;
+
+use std::cell::RefCell;
+use std::ffi::OsString;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use libbpf_rs::{RingBuffer, RingBufferBuilder};
+use nix::sys::signal::Signal;
+
+use self::account::EventLog;
+use self::bpf::{SyscallStat, Tracer, TracerConfig};
+use self::wait::{Signals, Wake};
+use crate::report::trace::{
+    ErrnoCount, Latency, SCHEMA, SCHEMA_VERSION, SyscallRow, Target, Totals, TraceOptionsRecord,
+    TraceReport, Window,
+};
+use crate::{error, procfs};
+
+/// What to trace.
+#[derive(Clone, Debug)]
+pub enum TargetSpec {
+    /// Start this command and trace it from its first instruction.
+    Launch {
+        /// argv of the command.
+        argv: Vec<OsString>,
+        /// Run it as this user (see launch::resolve_run_as).
+        run_as: Option<launch::RunAs>,
+    },
+    /// Trace a running process.
+    Attach {
+        /// Its pid.
+        pid: i32,
+        /// Detach after this long (else on Ctrl-C/SIGTERM or its exit).
+        duration: Option<Duration>,
+    },
+}
+
+/// Everything `trace::run` needs.
+#[derive(Clone, Debug)]
+pub struct TraceOptions {
+    /// What to trace.
+    pub target: TargetSpec,
+    /// Enter hook only (cheapest; no errors or latency).
+    pub count_only: bool,
+    /// Follow child processes (threads are always followed).
+    pub follow_forks: bool,
+    /// Keep per-thread tables.
+    pub per_thread: bool,
+    /// Per-thread slots before threads are pooled.
+    pub max_threads: u32,
+    /// Print progress lines on stderr (attached to ...).
+    pub verbose: bool,
+}
+
+/// The result of a trace and the status sockscope should exit with.
+pub struct TraceOutcome {
+    /// The measurements.
+    pub report: TraceReport,
+    /// 0, 1 (window cut short), or the launched command's own status.
+    pub exit_code: u8,
+}
+
+/// How the window ended.
+struct WindowEnd {
+    reason: String,
+    complete: bool,
+    exit_code: Option<i32>,
+    killed_by: Option<String>,
+    status: u8,
+}
+
+/// Longest time lifecycle records wait in the ring buffer before we read
+/// them (the BPF side commits them without waking us).
+const DRAIN_EVERY: Duration = Duration::from_millis(100);
+
+/// The moving parts of one trace: the loaded tracer, its event stream, the
+/// signals routed to us, the self-cost sampler.
+struct Session<'obj, 'rb> {
+    tracer: Tracer<'obj>,
+    rb: RingBuffer<'rb>,
+    log: Rc<RefCell<EventLog>>,
+    signals: Signals,
+    sampler: Option<selfcost::Sampler>,
+    notes: Vec<String>,
+}
+
+impl Session<'_, '_> {
+    /// Opens the window: from here on the traced tasks' syscalls count.
+    fn open_window(&mut self) -> Instant {
+        self.sampler = Some(selfcost::Sampler::start(&mut self.tracer));
+        Instant::now()
+    }
+
+    fn log_events(&mut self, events: Vec<bpf::Event>) {
+        let mut log = self.log.borrow_mut();
+        for ev in events {
+            log.push(ev);
+        }
+    }
+
+    /// Waits for a signal, one of `fds` or `deadline`, switching the
+    /// self-cost sampling on and off in between.
+    fn wait(&mut self, fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> Result<Wake> {
+        loop {
+            let sample_at = self.sampler.as_ref().and_then(|s| s.deadline());
+            let drain_at = Instant::now() + DRAIN_EVERY;
+            let next = [deadline, sample_at, Some(drain_at)]
+                .into_iter()
+                .flatten()
+                .min();
+            match wait::wait(&mut self.signals, fds, &self.rb, next)? {
+                Wake::Deadline if deadline.is_none_or(|d| Instant::now() < d) => {
+                    if let Some(s) = self.sampler.as_mut() {
+                        s.tick(&mut self.tracer, Instant::now());
+                    }
+                }
+                w => return Ok(w),
+            }
+        }
+    }
+}
+
+/// Runs a whole trace: preflight, load, attach, window, report.
+pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
+    preflight::check()?;
+    let mut storage = MaybeUninit::uninit();
+    let tracer = Tracer::load(
+        &mut storage,
+        TracerConfig {
+            count_only: opts.count_only,
+            follow_forks: opts.follow_forks,
+            per_thread: opts.per_thread,
+            max_threads: opts.max_threads,
+            ringbuf_bytes: if opts.per_thread { 32 << 20 } else { 4 << 20 },
+        },
+    )?;
+
+    let log = Rc::new(RefCell::new(EventLog::default()));
+    let events_map = tracer.events_map()?;
+    let mut rb_builder = RingBufferBuilder::new();
+    {
+        let log = Rc::clone(&log);
+        rb_builder
+            .add(&events_map, move |data: &[u8]| {
+                match bpf::parse_record(data) {
+                    Ok((ev, _)) => log.borrow_mut().push(ev),
+                    Err(_) => log.borrow_mut().malformed += 1,
+                }
+                0
+            })
+            .context("setting up the event ring buffer")?;
+    }
+    let rb = rb_builder
+        .build()
+        .context("setting up the event ring buffer")?;
+    let signals = Signals::block(&[
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ])?;
+    let mut s = Session {
+        tracer,
+        rb,
+        log,
+        signals,
+        sampler: None,
+        notes: Vec::new(),
+    };
+    s.tracer.attach()?;
+
+    match &opts.target {
+        TargetSpec::Launch { argv, run_as } => run_launch(&mut s, opts, argv, run_as.as_ref()),
+        TargetSpec::Attach { pid, duration } => run_attach(&mut s, opts, *pid, *duration),
+    }
+}
+
+fn run_launch(
+    s: &mut Session<'_, '_>,
+    opts: &TraceOptions,
+    argv: &[OsString],
+    run_as: Option<&launch::RunAs>,
+) -> Result<TraceOutcome> {
+    let program = launch::resolve_program(&argv[0])?;
+    launch::become_subreaper()?;
+    let started_at = SystemTime::now();
+    let held = launch::spawn_held(&program, argv, run_as)?;
+    let pid = held.pid;
+    let registered = s
+        .tracer
+        .register(pid, true)
+        .and_then(|_| s.tracer.take_baselines());
+    match registered {
+        Ok(events) => s.log_events(events),
+        Err(e) => {
+            held.abort();
+            return Err(e.context("registering the command before it runs"));
+        }
+    }
+    let started = s.open_window();
+    held.release(&program)?;
+
+    let mut reaper = launch::Reaper::default();
+    while reaper.main_status.is_none() {
+        match s.wait(&[], None)? {
+            Wake::Signal(si) if si.ssi_signo == Signal::SIGCHLD as u32 => reaper.reap(pid),
+            Wake::Signal(si) => {
+                // Ctrl-C from the terminal reaches the command's process
+                // group by itself; a signal sent to sockscope is passed on.
+                if si.ssi_code != libc::SI_KERNEL {
+                    // SAFETY: signalling our own child.
+                    unsafe { libc::kill(pid, si.ssi_signo as i32) };
+                }
+            }
+            Wake::Ready(_) | Wake::Deadline => {}
+        }
+    }
+    reaper.reap(pid);
+    let still_running = procfs::descendants(std::process::id() as i32);
+    if !still_running.is_empty() {
+        s.notes.push(format!(
+            "{} descendant process(es) still running when the command exited (pids {:?}); \
+             their CPU use is not in the rusage totals",
+            still_running.len(),
+            still_running
+        ));
+    }
+    let st = reaper.main_status.unwrap_or(0);
+    let end = if libc::WIFSIGNALED(st) {
+        let sig = libc::WTERMSIG(st);
+        WindowEnd {
+            reason: "command_exited".into(),
+            complete: true,
+            exit_code: None,
+            killed_by: Some(wait::signal_name(sig as u32)),
+            status: (128 + sig) as u8,
+        }
+    } else {
+        let code = libc::WEXITSTATUS(st);
+        WindowEnd {
+            reason: "command_exited".into(),
+            complete: true,
+            exit_code: Some(code),
+            killed_by: None,
+            status: code as u8,
+        }
+    };
+    let target = Target {
+        mode: "launch".into(),
+        command: Some(
+            argv.iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+        ),
+        pid,
+        comm: program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
+    let usage = reaper.usage;
+    let orphans = reaper.orphans_reaped;
+    finish(
+        s,
+        opts,
+        target,
+        started_at,
+        started,
+        end,
+        (1, 1),
+        |log, hwm, threads, procs| {
+            account::launch_resources(&usage, orphans, log, hwm, threads, procs)
+        },
+    )
+}
+
+fn run_attach(
+    s: &mut Session<'_, '_>,
+    opts: &TraceOptions,
+    pid: i32,
+    duration: Option<Duration>,
+) -> Result<TraceOutcome> {
+    // SAFETY: plain syscall; a returned fd is ours.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(if err.raw_os_error() == Some(libc::ESRCH) {
+            error::with_code(1, format!("no process with pid {pid}"))
+        } else {
+            anyhow::Error::from(err).context(format!("opening process {pid}"))
+        });
+    }
+    // SAFETY: fresh fd returned by the kernel.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    let comm = procfs::comm(pid).unwrap_or_default();
+    let started_at = SystemTime::now();
+    let reg = attach::register_tree(&s.tracer, pid, opts.follow_forks)?;
+    if !reg.converged {
+        s.notes.push(
+            "new threads kept appearing while attaching; some created during the attach \
+             may be missing"
+                .into(),
+        );
+    }
+    let events = s.tracer.take_baselines()?;
+    s.log_events(events);
+    let started = s.open_window();
+    if opts.verbose {
+        eprintln!(
+            "sockscope: attached to pid {pid} ({comm}): {} threads in {} processes",
+            reg.tids.len(),
+            reg.tgids.len()
+        );
+    }
+    let deadline = duration.map(|d| started + d);
+    let reason = loop {
+        match s.wait(&[pidfd.as_fd()], deadline)? {
+            Wake::Ready(_) => break "target_exited".to_string(),
+            Wake::Deadline => break "duration".to_string(),
+            Wake::Signal(si) if si.ssi_signo == Signal::SIGCHLD as u32 => {}
+            Wake::Signal(si) => break format!("signal:{}", wait::signal_name(si.ssi_signo)),
+        }
+    };
+    let complete = !(reason == "target_exited" && duration.is_some());
+    if reason == "target_exited" {
+        s.notes.push(format!(
+            "process {pid} exited after {:.3} s; the data covers the trace until then",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    let end = WindowEnd {
+        status: if complete { 0 } else { 1 },
+        reason,
+        complete,
+        exit_code: None,
+        killed_by: None,
+    };
+    let target = Target {
+        mode: "attach".into(),
+        command: None,
+        pid,
+        comm,
+    };
+    let initial = (
+        reg.registered_threads,
+        reg.registered_processes.len() as u64,
+    );
+    finish(
+        s,
+        opts,
+        target,
+        started_at,
+        started,
+        end,
+        initial,
+        account::attach_resources,
+    )
+}
+
+/// Closes the window and assembles the report. `initial` is the number of
+/// (threads, processes) registered by sockscope itself; `resources` turns
+/// the event log, the live processes' VmHWM and the thread/process counts
+/// into the resource figures.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    s: &mut Session<'_, '_>,
+    opts: &TraceOptions,
+    target: Target,
+    started_at: SystemTime,
+    started: Instant,
+    end: WindowEnd,
+    initial: (u64, u64),
+    resources: impl FnOnce(&EventLog, Option<u64>, u64, u64) -> crate::report::trace::Resources,
+) -> Result<TraceOutcome> {
+    // Every traced task alive now reports its in-window usage.
+    let live = s.tracer.close_window()?;
+    s.log_events(live);
+    let window = started.elapsed();
+    // VmHWM must be read while those processes still exist.
+    let live_hwm = s
+        .log
+        .borrow()
+        .tasks
+        .iter()
+        .filter(|t| !t.exited)
+        .filter_map(|t| procfs::vm_hwm_kb(t.tgid))
+        .max();
+    let sampler = s.sampler.take();
+    s.tracer.detach();
+    s.rb.consume().context("draining the event ring buffer")?;
+    let stats = s.tracer.syscall_stats()?;
+    let counters = s.tracer.counters()?;
+    let log = s.log.borrow();
+
+    let threads = initial.0 + counters.threads_created + counters.processes_created;
+    let processes = initial.1 + counters.processes_created;
+    let resources = resources(&log, live_hwm, threads, processes);
+
+    let mut notes = std::mem::take(&mut s.notes);
+    if counters.ringbuf_drops > 0 {
+        notes.push(format!(
+            "{} lifecycle records were lost (ring buffer full): per-thread and resource \
+             figures of the tasks concerned are missing",
+            counters.ringbuf_drops
+        ));
+    }
+    if log.malformed > 0 {
+        notes.push(format!(
+            "{} malformed tracer records ignored",
+            log.malformed
+        ));
+    }
+    if opts.count_only {
+        notes.push("count-only mode: calls counted at entry; no errors or latency".into());
+    } else {
+        notes.push(
+            "latency is wall time from syscall entry to exit (blocking included); \
+             p50/p90/p99 are histogram bucket middles (within 6.25%), min and max are exact"
+                .into(),
+        );
+    }
+    if stats.iter().any(|x| x.nr as usize == bpf::MAX_SYSCALLS - 1) {
+        notes.push(format!(
+            "syscall numbers >= {} are pooled in one row",
+            bpf::MAX_SYSCALLS - 1
+        ));
+    }
+
+    let syscalls = syscall_rows(&stats, opts.count_only);
+    let totals = Totals {
+        calls: syscalls.iter().map(|r| r.calls).sum(),
+        errors: (!opts.count_only).then(|| syscalls.iter().filter_map(|r| r.errors).sum()),
+        time_ns: (!opts.count_only).then(|| {
+            syscalls
+                .iter()
+                .filter_map(|r| r.latency.as_ref().map(|l| l.total_ns))
+                .sum()
+        }),
+    };
+    let (tracer_cost, cost_note) = match sampler {
+        Some(sm) => sm.finish(&mut s.tracer, totals.calls, window, counters.ringbuf_drops),
+        None => (Default::default(), Some("window never opened".into())),
+    };
+    if let Some(why) = cost_note {
+        notes.push(format!("tracer self-cost not measured: {why}"));
+    }
+    let threads_rows = opts
+        .per_thread
+        .then(|| account::thread_rows(&log, opts.count_only));
+
+    let report = TraceReport {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        sockscope_version: env!("CARGO_PKG_VERSION").into(),
+        target,
+        options: TraceOptionsRecord {
+            count_only: opts.count_only,
+            follow_forks: opts.follow_forks,
+            per_thread: opts.per_thread,
+        },
+        window: Window {
+            started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+            duration_s: window.as_secs_f64(),
+            end_reason: end.reason,
+            complete: end.complete,
+            exit_code: end.exit_code,
+            killed_by_signal: end.killed_by,
+        },
+        syscalls,
+        totals,
+        threads: threads_rows,
+        resources,
+        tracer: tracer_cost,
+        notes,
+    };
+    Ok(TraceOutcome {
+        report,
+        exit_code: end.status,
+    })
+}
+
+fn syscall_rows(stats: &[SyscallStat], count_only: bool) -> Vec<SyscallRow> {
+    let mut rows: Vec<SyscallRow> = stats
+        .iter()
+        .map(|s| {
+            let mut errnos: Vec<ErrnoCount> = s
+                .errnos
+                .iter()
+                .map(|(e, c)| ErrnoCount {
+                    name: errno::name(*e),
+                    errno: *e,
+                    count: *c,
+                })
+                .collect();
+            errnos.sort_by(|a, b| b.count.cmp(&a.count).then(a.errno.cmp(&b.errno)));
+            let timed = s.hist.total();
+            SyscallRow {
+                name: syscall_names::name(s.nr),
+                nr: s.nr,
+                calls: s.calls,
+                errors: (!count_only).then_some(s.errors),
+                errnos,
+                latency: (!count_only && timed > 0).then(|| Latency {
+                    total_ns: s.total_ns,
+                    min_ns: s.hist.min,
+                    avg_ns: s.total_ns / timed,
+                    max_ns: s.hist.max,
+                    p50_ns: s.hist.quantile(0.50).unwrap_or(0),
+                    p90_ns: s.hist.quantile(0.90).unwrap_or(0),
+                    p99_ns: s.hist.quantile(0.99).unwrap_or(0),
+                    histogram: s.hist.nonzero().into_iter().map(|(l, c)| [l, c]).collect(),
+                }),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        let t = |r: &SyscallRow| r.latency.as_ref().map_or(0, |l| l.total_ns);
+        t(b).cmp(&t(a))
+            .then(b.calls.cmp(&a.calls))
+            .then(a.name.cmp(&b.name))
+    });
+    rows
+}

@@ -1,0 +1,211 @@
+//! Helpers shared by the integration tests: the binaries under test, the
+//! ground-truth workload, and the root/BPF gate.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Path of the sockscope binary built for these tests.
+pub fn sockscope() -> &'static str {
+    env!("CARGO_BIN_EXE_sockscope")
+}
+
+/// A scratch directory unique to this test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("scratch")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// True when tests that load BPF may run. Outside CI a missing privilege
+/// skips the test with a printed reason; under CI=true it fails it.
+pub fn require_bpf(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    if root && btf {
+        return true;
+    }
+    let why = if !root {
+        "not running as root (BPF needs CAP_BPF/CAP_PERFMON)"
+    } else {
+        "kernel has no BTF"
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: CI=true but {why}: BPF tests must run in CI");
+    }
+    eprintln!("SKIP {test}: {why}");
+    false
+}
+
+/// Builds tests/workload/ss_workload.c once (statically, so no dynamic
+/// loader adds syscalls) and returns its path.
+pub fn workload() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ss_workload");
+        let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/ss_workload.c");
+        let st = Command::new("cc")
+            .args(["-static", "-O2", "-Wall", "-pthread", "-o"])
+            .arg(&tmp)
+            .arg(&src)
+            .status()
+            .expect("running cc (is gcc installed? `make deps` installs it)");
+        assert!(st.success(), "compiling {}", src.display());
+        std::fs::rename(&tmp, &out).unwrap();
+        out
+    })
+}
+
+/// Runs sockscope with `args`, capturing everything.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(sockscope())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running sockscope")
+}
+
+/// Parses a JSON file.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// calls of syscall `name` in a trace report (0 when absent).
+pub fn calls(rep: &serde_json::Value, name: &str) -> u64 {
+    syscall(rep, name).map_or(0, |s| s["calls"].as_u64().unwrap())
+}
+
+/// errors of syscall `name` in a trace report (0 when absent).
+pub fn errors(rep: &serde_json::Value, name: &str) -> u64 {
+    syscall(rep, name).map_or(0, |s| s["errors"].as_u64().unwrap_or(0))
+}
+
+/// The row of syscall `name`.
+pub fn syscall<'a>(rep: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    rep["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+}
+
+/// A workload started with `-w`: it has printed `ready <pid>` and waits for
+/// a byte on stdin.
+pub struct Waiting {
+    pub child: Child,
+    pub pid: i32,
+}
+
+impl Waiting {
+    /// Starts the workload with `args` (which must include -w).
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(workload())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid = line
+            .strip_prefix("ready ")
+            .unwrap_or_else(|| panic!("workload said {line:?}"))
+            .trim()
+            .parse()
+            .unwrap();
+        Self { child, pid }
+    }
+
+    /// Lets it work.
+    pub fn go(&mut self) {
+        use std::io::Write;
+        let mut stdin = self.child.stdin.take().unwrap();
+        stdin.write_all(b"x").unwrap();
+    }
+
+    /// Waits for it, with a bound.
+    pub fn wait(mut self, limit: Duration) -> std::process::ExitStatus {
+        wait_bounded(&mut self.child, limit)
+    }
+}
+
+/// Waits for a child, killing it (and failing) after `limit`.
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child {} did not finish within {limit:?}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A sockscope started in the background with stderr piped; `attached()`
+/// waits for its "attached to" line.
+pub struct Background {
+    pub child: Child,
+    stderr: BufReader<std::process::ChildStderr>,
+    pub seen: String,
+}
+
+impl Background {
+    /// Starts sockscope with `args`.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(sockscope())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        Self {
+            child,
+            stderr,
+            seen: String::new(),
+        }
+    }
+
+    /// Blocks until sockscope reports it is attached; panics with what it
+    /// printed if it exits first.
+    pub fn attached(&mut self) {
+        loop {
+            let mut line = String::new();
+            let n = self.stderr.read_line(&mut line).unwrap();
+            self.seen.push_str(&line);
+            if n == 0 {
+                let st = self.child.wait().unwrap();
+                panic!("sockscope exited ({st}) before attaching: {}", self.seen);
+            }
+            if line.contains("attached to pid") {
+                return;
+            }
+        }
+    }
+
+    /// Waits for exit (bounded) and returns (status, rest of stderr).
+    pub fn finish(mut self, limit: Duration) -> (std::process::ExitStatus, String) {
+        let st = wait_bounded(&mut self.child, limit);
+        let mut rest = String::new();
+        self.stderr.read_to_string(&mut rest).unwrap();
+        self.seen.push_str(&rest);
+        (st, self.seen)
+    }
+}

@@ -1,0 +1,674 @@
+//! `sockscope trace` on real processes with real BPF: exact counts against a
+//! ground-truth workload and against strace, attach/detach safety, failure
+//! paths. Needs root; see common::require_bpf.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+// Ground truth of the standard workload run.
+const MAIN_GETPPID: u64 = 200_000;
+const WRITES: u64 = 1_000;
+const ENOENT: u64 = 500;
+const THREADS: u64 = 4;
+const THREAD_GETPPID: u64 = 5_000;
+const CHILD_GETPPID: u64 = 1_000;
+
+fn workload_args() -> Vec<String> {
+    [
+        "-g",
+        &MAIN_GETPPID.to_string(),
+        "-W",
+        &WRITES.to_string(),
+        "-e",
+        &ENOENT.to_string(),
+        "-t",
+        &THREADS.to_string(),
+        "-G",
+        &THREAD_GETPPID.to_string(),
+        "-c",
+        &CHILD_GETPPID.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// The syscall the workload's missing-file opens use.
+fn open_name() -> &'static str {
+    if cfg!(target_arch = "x86_64") {
+        "open"
+    } else {
+        "openat"
+    }
+}
+
+fn assert_ground_truth(rep: &serde_json::Value) {
+    let getppid = MAIN_GETPPID + THREADS * THREAD_GETPPID + CHILD_GETPPID;
+    assert_eq!(calls(rep, "getppid"), getppid, "getppid");
+    assert_eq!(errors(rep, "getppid"), 0);
+    assert_eq!(calls(rep, "write"), WRITES, "write");
+    assert_eq!(errors(rep, "write"), 0);
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(calls(rep, "open"), ENOENT, "open");
+        assert_eq!(errors(rep, "open"), ENOENT);
+        let errnos = &syscall(rep, "open").unwrap()["errnos"];
+        assert_eq!(errnos[0]["name"], "ENOENT");
+        assert_eq!(errnos[0]["count"], ENOENT);
+        assert_eq!(errnos.as_array().unwrap().len(), 1);
+    }
+    // Threads leave with exit, processes with exit_group.
+    assert_eq!(calls(rep, "exit"), THREADS, "exit");
+    assert_eq!(calls(rep, "exit_group"), 2, "exit_group");
+    let r = &rep["resources"];
+    assert_eq!(r["processes_seen"], 2);
+    assert_eq!(r["threads_seen"], 1 + THREADS + 1);
+    // Sums are consistent with the rows.
+    let rows = rep["syscalls"].as_array().unwrap();
+    let sum: u64 = rows.iter().map(|s| s["calls"].as_u64().unwrap()).sum();
+    assert_eq!(rep["totals"]["calls"], sum);
+}
+
+#[test]
+fn launch_counts_equal_ground_truth() {
+    if !require_bpf("launch_counts_equal_ground_truth") {
+        return;
+    }
+    let dir = scratch("launch");
+    let json = dir.join("t.json");
+    let wl = workload().to_str().unwrap().to_string();
+    let mut args = vec![
+        "trace",
+        "--per-thread",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        &wl,
+    ];
+    let wargs = workload_args();
+    args.extend(wargs.iter().map(String::as_str));
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep = read_json(&json);
+    assert_eq!(rep["schema"], "sockscope.trace");
+    assert_eq!(rep["schema_version"], 1);
+    assert_eq!(rep["target"]["mode"], "launch");
+    assert_eq!(rep["window"]["exit_code"], 0);
+    assert_eq!(rep["window"]["complete"], true);
+    assert_ground_truth(&rep);
+    // Traced from the first instruction: exactly one execve, nothing from
+    // the held child before it.
+    assert_eq!(calls(&rep, "execve"), 1);
+    assert_eq!(calls(&rep, "read"), 0, "pre-exec pipe read must not count");
+
+    // Per thread: the main thread, 4 workers, the child process.
+    let threads = rep["threads"].as_array().unwrap();
+    let getppid_of = |t: &serde_json::Value| {
+        t["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "getppid")
+            .map_or(0, |c| c["calls"].as_u64().unwrap())
+    };
+    let mut per: Vec<u64> = threads.iter().map(getppid_of).collect();
+    per.sort_unstable();
+    assert_eq!(
+        per,
+        vec![
+            CHILD_GETPPID,
+            THREAD_GETPPID,
+            THREAD_GETPPID,
+            THREAD_GETPPID,
+            THREAD_GETPPID,
+            MAIN_GETPPID
+        ],
+        "{threads:#?}"
+    );
+    let pids: std::collections::BTreeSet<i64> =
+        threads.iter().map(|t| t["pid"].as_i64().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "threads of two processes");
+    // Per-thread sums equal the aggregate.
+    let sum: u64 = threads.iter().map(|t| t["calls"].as_u64().unwrap()).sum();
+    assert_eq!(sum, rep["totals"]["calls"].as_u64().unwrap());
+
+    // Resource figures are present and plausible for ~220k syscalls.
+    let r = &rep["resources"];
+    let cpu = r["user_cpu_s"].as_f64().unwrap() + r["system_cpu_s"].as_f64().unwrap();
+    assert!(cpu > 0.0, "{r}");
+    assert!(r["minor_faults"].as_u64().unwrap() > 0);
+    assert!(r["peak_rss_kb"].as_u64().unwrap() > 0);
+    assert!(r["peak_rss_kb"].as_u64().unwrap() < 64 * 1024, "{r}");
+}
+
+#[test]
+fn count_only_counts_exactly() {
+    if !require_bpf("count_only_counts_exactly") {
+        return;
+    }
+    let dir = scratch("count-only");
+    let json = dir.join("t.json");
+    let wl = workload().to_str().unwrap().to_string();
+    let mut args = vec![
+        "trace",
+        "--count-only",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        &wl,
+    ];
+    let wargs = workload_args();
+    args.extend(wargs.iter().map(String::as_str));
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep = read_json(&json);
+    assert_eq!(rep["options"]["count_only"], true);
+    assert_eq!(
+        calls(&rep, "getppid"),
+        MAIN_GETPPID + THREADS * THREAD_GETPPID + CHILD_GETPPID
+    );
+    assert_eq!(calls(&rep, "write"), WRITES);
+    assert_eq!(
+        calls(&rep, open_name()),
+        ENOENT + u64::from(open_name() == "openat")
+    );
+    let row = syscall(&rep, "getppid").unwrap();
+    assert!(row.get("latency").is_none(), "count-only has no latency");
+    assert!(row.get("errors").is_none(), "count-only has no errors");
+}
+
+#[test]
+fn counts_agree_with_strace_on_every_syscall() {
+    if !require_bpf("counts_agree_with_strace_on_every_syscall") {
+        return;
+    }
+    // sockscope traces strace and, through it, the workload: both tracers
+    // see the very same syscalls in one run, so even futex counts (which
+    // vary from run to run) must agree. The per-thread rows are split at
+    // exec, so strace's own pre-exec calls stay in a row named "strace".
+    let dir = scratch("strace");
+    let json = dir.join("t.json");
+    let strace_out = dir.join("strace.txt");
+    let wl = workload().to_str().unwrap().to_string();
+    let mut args = vec![
+        "trace",
+        "--per-thread",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "strace",
+        "-f",
+        "-c",
+        "-o",
+        strace_out.to_str().unwrap(),
+        "--",
+        &wl,
+    ];
+    let wargs = workload_args();
+    args.extend(wargs.iter().map(String::as_str));
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let strace = parse_strace_c(&std::fs::read_to_string(&strace_out).unwrap());
+    let rep = read_json(&json);
+    let mut ours: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for t in rep["threads"].as_array().unwrap() {
+        if t["comm"] != "ss_workload" {
+            continue;
+        }
+        for c in t["syscalls"].as_array().unwrap() {
+            let e = ours
+                .entry(c["name"].as_str().unwrap().to_string())
+                .or_default();
+            e.0 += c["calls"].as_u64().unwrap();
+            e.1 += c["errors"].as_u64().unwrap();
+        }
+    }
+    assert!(strace.len() > 10, "strace table too short: {strace:?}");
+    for (name, (c, e)) in &strace {
+        assert_eq!(
+            ours.get(name),
+            Some(&(*c, *e)),
+            "{name}: strace says {c} calls, {e} errors"
+        );
+    }
+    // strace -c leaves out calls that never return; everything else must
+    // be in both tables.
+    for name in ours.keys() {
+        assert!(
+            strace.contains_key(name) || name == "exit" || name == "exit_group",
+            "{name} seen by sockscope but not by strace"
+        );
+    }
+    assert_eq!(ours["exit"].0, THREADS);
+    assert_eq!(ours["exit_group"].0, 2);
+}
+
+/// Parses `strace -c` output into name -> (calls, errors).
+fn parse_strace_c(text: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5
+            || f[0].starts_with('%')
+            || f[0].starts_with('-')
+            || *f.last().unwrap() == "total"
+        {
+            continue;
+        }
+        let name = f.last().unwrap().to_string();
+        let calls: u64 = f[3].parse().unwrap();
+        let errors: u64 = if f.len() == 6 {
+            f[4].parse().unwrap()
+        } else {
+            0
+        };
+        out.insert(name, (calls, errors));
+    }
+    out
+}
+
+#[test]
+fn attach_counts_equal_ground_truth() {
+    if !require_bpf("attach_counts_equal_ground_truth") {
+        return;
+    }
+    // The worker threads exist before the attach (-P): they must be found
+    // in /proc, while the child process is created after it and must be
+    // followed by the fork hook.
+    let dir = scratch("attach");
+    let json = dir.join("t.json");
+    let mut wargs = workload_args();
+    wargs.extend(["-w".to_string(), "-P".to_string()]);
+    let wrefs: Vec<&str> = wargs.iter().map(String::as_str).collect();
+    let mut wl = Waiting::start(&wrefs);
+    let pid = wl.pid.to_string();
+    let mut bg = Background::start(&[
+        "trace",
+        "-p",
+        &pid,
+        "--per-thread",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    bg.attached();
+    assert!(bg.seen.contains("5 threads in 1 processes"), "{}", bg.seen);
+    wl.go();
+    assert!(wl.wait(LIMIT).success());
+    let (st, err) = bg.finish(LIMIT);
+    assert!(st.success(), "{err}");
+    let rep = read_json(&json);
+    assert_eq!(rep["target"]["mode"], "attach");
+    assert_eq!(rep["window"]["end_reason"], "target_exited");
+    assert_eq!(
+        rep["window"]["complete"], true,
+        "no --duration: the exit ends the window"
+    );
+    assert_ground_truth(&rep);
+}
+
+#[test]
+fn attach_cpu_agrees_with_the_process_own_rusage() {
+    if !require_bpf("attach_cpu_agrees_with_the_process_own_rusage") {
+        return;
+    }
+    // A single-threaded process that only waits before the go signal: its
+    // own getrusage at the end covers (almost) exactly the traced window.
+    let dir = scratch("attach-cpu");
+    let json = dir.join("t.json");
+    let ru = dir.join("ru.txt");
+    let mut wl = Waiting::start(&["-w", "-g", "2000000", "-r", ru.to_str().unwrap()]);
+    let pid = wl.pid.to_string();
+    let mut bg = Background::start(&["trace", "-p", &pid, "--json", json.to_str().unwrap()]);
+    bg.attached();
+    wl.go();
+    assert!(wl.wait(LIMIT).success());
+    let (st, err) = bg.finish(LIMIT);
+    assert!(st.success(), "{err}");
+    let rep = read_json(&json);
+    let own: Vec<f64> = std::fs::read_to_string(&ru)
+        .unwrap()
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let own_cpu = (own[0] + own[1]) / 1e6;
+    let r = &rep["resources"];
+    let traced_cpu = r["user_cpu_s"].as_f64().unwrap() + r["system_cpu_s"].as_f64().unwrap();
+    // The process's own figure also covers its start-up before the attach
+    // (a few ms at most); the window adds the exit path.
+    assert!(
+        (traced_cpu - own_cpu).abs() <= 0.02 + 0.1 * own_cpu,
+        "traced {traced_cpu} s vs own {own_cpu} s"
+    );
+    // getppid loops are kernel-heavy: most of the time is system time.
+    assert!(
+        r["system_cpu_s"].as_f64().unwrap() > r["user_cpu_s"].as_f64().unwrap(),
+        "{r}"
+    );
+    assert_eq!(calls(&rep, "getppid"), 2_000_000);
+}
+
+#[test]
+fn attach_and_detach_20_times_leaves_the_target_undisturbed() {
+    if !require_bpf("attach_and_detach_20_times_leaves_the_target_undisturbed") {
+        return;
+    }
+    // The workload checks every getppid result and fails on a wrong one,
+    // on any signal and on EINTR; it stops when its stdin closes.
+    let mut target = Command::new(workload())
+        .args(["-b", "120000"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    for i in 0..20 {
+        let dir = scratch(&format!("cycle{i}"));
+        let json = dir.join("t.json");
+        let out = run(&[
+            "trace",
+            "-q",
+            "-p",
+            &pid,
+            "--duration",
+            "0.05",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "cycle {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rep = read_json(&json);
+        assert_eq!(rep["window"]["end_reason"], "duration");
+        assert!(
+            calls(&rep, "getppid") > 100,
+            "cycle {i} saw the target busy"
+        );
+        assert!(
+            target.try_wait().unwrap().is_none(),
+            "target died at cycle {i}"
+        );
+    }
+    drop(target.stdin.take());
+    let st = wait_bounded(&mut target, LIMIT);
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "the target saw a wrong result, a signal or EINTR"
+    );
+}
+
+#[test]
+fn target_exit_before_duration_keeps_data_and_says_so() {
+    if !require_bpf("target_exit_before_duration_keeps_data_and_says_so") {
+        return;
+    }
+    let dir = scratch("early-exit");
+    let json = dir.join("t.json");
+    let mut wl = Waiting::start(&["-w", "-g", "12345"]);
+    let pid = wl.pid.to_string();
+    let mut bg = Background::start(&[
+        "trace",
+        "-p",
+        &pid,
+        "--duration",
+        "30",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    bg.attached();
+    wl.go();
+    assert!(wl.wait(LIMIT).success());
+    let (st, err) = bg.finish(LIMIT);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("ended early"), "{err}");
+    let rep = read_json(&json);
+    assert_eq!(rep["window"]["complete"], false);
+    assert_eq!(rep["window"]["end_reason"], "target_exited");
+    assert_eq!(
+        calls(&rep, "getppid"),
+        12345,
+        "data gathered until the exit is kept"
+    );
+}
+
+#[test]
+fn no_follow_traces_threads_but_not_child_processes() {
+    if !require_bpf("no_follow_traces_threads_but_not_child_processes") {
+        return;
+    }
+    let dir = scratch("no-follow");
+    let json = dir.join("t.json");
+    let wl = workload().to_str().unwrap().to_string();
+    let out = run(&[
+        "trace",
+        "--no-follow",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        &wl,
+        "-g",
+        "100",
+        "-t",
+        "2",
+        "-G",
+        "300",
+        "-c",
+        "7000",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep = read_json(&json);
+    assert_eq!(
+        calls(&rep, "getppid"),
+        100 + 2 * 300,
+        "threads counted, child not"
+    );
+    assert_eq!(rep["resources"]["processes_seen"], 1);
+}
+
+#[test]
+fn exit_status_of_the_command_is_passed_on() {
+    if !require_bpf("exit_status_of_the_command_is_passed_on") {
+        return;
+    }
+    let out = run(&["trace", "-q", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    let out = run(&["trace", "-q", "--", "sh", "-c", "kill -KILL $$"]);
+    assert_eq!(out.status.code(), Some(128 + 9));
+    let out = run(&["trace", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(128 + 15));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("command exited"));
+}
+
+#[test]
+fn command_not_found_exits_127_without_artifact() {
+    if !require_bpf("command_not_found_exits_127_without_artifact") {
+        return;
+    }
+    let dir = scratch("not-found");
+    let json = dir.join("t.json");
+    let out = run(&[
+        "trace",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "no-such-command-sockscope",
+    ]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("command not found"));
+    assert!(!json.exists());
+}
+
+#[test]
+fn bad_pid_fails_clearly_without_artifact() {
+    if !require_bpf("bad_pid_fails_clearly_without_artifact") {
+        return;
+    }
+    let dir = scratch("bad-pid");
+    let json = dir.join("t.json");
+    // pid_max is at most 4194304, so this pid cannot exist.
+    let out = run(&["trace", "-p", "4194305", "--json", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no process with pid 4194305"), "{err}");
+    assert!(!json.exists());
+}
+
+#[test]
+fn unprivileged_run_names_the_missing_capability() {
+    if !require_bpf("unprivileged_run_names_the_missing_capability") {
+        return;
+    }
+    // Drop to nobody with no capabilities at all.
+    let dir = scratch("unpriv");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let json = dir.join("t.json");
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(sockscope())
+        .args(["trace", "--json", json.to_str().unwrap(), "--", "true"])
+        .output()
+        .expect("setpriv (util-linux)");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CAP_BPF") && err.contains("CAP_PERFMON"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no table on failure");
+    assert!(!json.exists());
+}
+
+#[test]
+fn sigkill_leaves_no_bpf_program_attached() {
+    if !require_bpf("sigkill_leaves_no_bpf_program_attached") {
+        return;
+    }
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut bg = Background::start(&["trace", "-p", &sleeper.id().to_string()]);
+    bg.attached();
+    let tracer_pid = bg.child.id();
+    let ids = prog_ids_of(tracer_pid);
+    assert!(
+        ids.len() >= 3,
+        "expected sockscope's programs, found {ids:?}"
+    );
+    // SAFETY: killing our own child.
+    unsafe { libc::kill(tracer_pid as i32, libc::SIGKILL) };
+    let _ = bg.child.wait();
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let live = all_prog_ids();
+        let left: Vec<u64> = ids.iter().copied().filter(|i| live.contains(i)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "programs {left:?} still loaded after SIGKILL"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+/// Ids of the BPF programs process `pid` holds open (from its fdinfo; the
+/// Debian bpftool cannot name a program's owner).
+fn prog_ids_of(pid: u32) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        if let Some(id) = text.lines().find_map(|l| l.strip_prefix("prog_id:")) {
+            ids.push(id.trim().parse().unwrap());
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+fn bpftool_progs() -> Vec<serde_json::Value> {
+    let out = Command::new("bpftool")
+        .args(["-j", "prog", "show"])
+        .output()
+        .expect("bpftool (make deps installs it)");
+    assert!(out.status.success());
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn all_prog_ids() -> Vec<u64> {
+    bpftool_progs()
+        .iter()
+        .map(|p| p["id"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn run_as_user_drops_privileges() {
+    if !require_bpf("run_as_user_drops_privileges") {
+        return;
+    }
+    let out = Command::new(sockscope())
+        .args(["trace", "-q", "--user", "nobody", "--", "id", "-u"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "65534");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    // No BPF needed: these fail before anything is loaded.
+    for args in [
+        vec!["trace"],
+        vec!["trace", "--duration", "1", "--", "true"],
+        vec!["trace", "-p", "1", "--", "true"],
+        vec!["trace", "-p", "0"],
+        vec!["trace", "-p", "1", "--duration", "-3"],
+        vec!["trace", "--sort", "bogus", "--", "true"],
+        vec!["frobnicate"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(!out.stderr.is_empty());
+    }
+}
