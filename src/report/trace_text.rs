@@ -267,9 +267,8 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
         Some(kb) => {
             let _ = writeln!(
                 s,
-                "  peak RSS {:.1} MiB ({})",
-                kb as f64 / 1024.0,
-                r.peak_rss_method
+                "  peak RSS {:.1} MiB (largest process; high-water mark since its exec)",
+                kb as f64 / 1024.0
             );
         }
         None => {

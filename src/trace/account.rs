@@ -103,9 +103,8 @@ impl Split {
     }
 }
 
-const PEAK_RSS_METHOD: &str = "largest high-water mark (hiwater_rss or current RSS) of an \
-    address space of the tree, read by BPF when a process exits and from VmHWM for those \
-    still running; a high-water mark since each exec, not only inside the window";
+const PEAK_RSS_METHOD: &str = "largest high-water mark of a process of the tree since its \
+    exec: hiwater_rss or current RSS read by BPF at exit, VmHWM for processes still running";
 
 /// Resource figures for a launched command, from wait4 rusage; the peak
 /// RSS comes from the exit hook (and VmHWM of processes still running),

@@ -103,6 +103,7 @@ struct Session<'obj, 'rb> {
     log: Rc<RefCell<EventLog>>,
     signals: Signals,
     sampler: Option<selfcost::Sampler>,
+    progress: Option<(indicatif::ProgressBar, Instant)>,
     notes: Vec<String>,
 }
 
@@ -120,6 +121,40 @@ impl Session<'_, '_> {
         }
     }
 
+    /// Shows a progress bar on stderr while attached (only on a terminal,
+    /// not with --quiet).
+    fn show_progress(&mut self, pid: i32, duration: Option<Duration>, since: Instant) {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
+        let bar = match duration {
+            Some(d) => {
+                let bar = indicatif::ProgressBar::new(d.as_millis() as u64);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(&format!(
+                        "tracing pid {pid} [{{bar:30}}] of {:.1} s: {{msg}}",
+                        d.as_secs_f64()
+                    ))
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                bar
+            }
+            None => {
+                let bar = indicatif::ProgressBar::new_spinner();
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(&format!(
+                        "tracing pid {pid} {{spinner}} {{msg}}  (Ctrl-C to stop)"
+                    ))
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                );
+                bar
+            }
+        };
+        self.progress = Some((bar, since));
+    }
+
     /// Waits for a signal, one of `fds` or `deadline`, switching the
     /// self-cost sampling on and off in between.
     fn wait(&mut self, fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> Result<Wake> {
@@ -130,7 +165,17 @@ impl Session<'_, '_> {
                 .into_iter()
                 .flatten()
                 .min();
-            match wait::wait(&mut self.signals, fds, &self.rb, next)? {
+            let wake = wait::wait(&mut self.signals, fds, &self.rb, next)?;
+            if let Some((bar, since)) = &self.progress {
+                let t = since.elapsed();
+                bar.set_position(t.as_millis() as u64);
+                bar.set_message(format!(
+                    "{:.1} s, {} syscalls",
+                    t.as_secs_f64(),
+                    self.tracer.events_counted()
+                ));
+            }
+            match wake {
                 Wake::Deadline if deadline.is_none_or(|d| Instant::now() < d) => {
                     if let Some(s) = self.sampler.as_mut() {
                         s.tick(&mut self.tracer, Instant::now());
@@ -187,6 +232,7 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
         log,
         signals,
         sampler: None,
+        progress: None,
         notes: Vec::new(),
     };
     s.tracer.attach()?;
@@ -334,6 +380,9 @@ fn run_attach(
             reg.tgids.len()
         );
     }
+    if opts.verbose {
+        s.show_progress(pid, duration, started);
+    }
     let deadline = duration.map(|d| started + d);
     let reason = loop {
         match s.wait(&[pidfd.as_fd()], deadline)? {
@@ -343,6 +392,9 @@ fn run_attach(
             Wake::Signal(si) => break format!("signal:{}", wait::signal_name(si.ssi_signo)),
         }
     };
+    if let Some((bar, _)) = s.progress.take() {
+        bar.finish_and_clear();
+    }
     let complete = !(reason == "target_exited" && duration.is_some());
     if reason == "target_exited" {
         s.notes.push(format!(
