@@ -38,6 +38,18 @@ sockscope trace -p 1234 --duration 10 --json out.json\n  \
 sockscope trace --count-only --per-thread -p $(pidof nginx)"
     )]
     Trace(TraceArgs),
+    /// Generate load against a server: tcp-rr, tcp-crr, udp.
+    Load {
+        /// Workload.
+        #[command(subcommand)]
+        cmd: crate::load::LoadCommand,
+    },
+    /// Run a reference server: echo (threaded, epoll, io_uring), udp-sink.
+    Serve {
+        /// Server.
+        #[command(subcommand)]
+        cmd: crate::serve::ServeCommand,
+    },
     /// Print a shell completion script to stdout.
     Completions {
         /// Shell to generate for.

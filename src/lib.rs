@@ -3,12 +3,19 @@
 //!
 //! The binary (src/main.rs) is a thin dispatcher over these modules:
 //! - [`trace`]: the eBPF syscall profiler for a process tree;
+//! - [`load`]: the load generator; [`serve`]: the reference targets;
+//! - [`proto`]: wire formats load and serve share; [`stats`]: HDR latency
+//!   histograms;
 //! - [`procfs`]: small /proc readers;
 //! - [`report`]: artifact schemas, text tables, atomic writes;
 //! - [`cli`]: the clap definitions; [`error`]: exit-status carrying errors.
 
 pub mod cli;
 pub mod error;
+pub mod load;
 pub mod procfs;
+pub mod proto;
 pub mod report;
+pub mod serve;
+pub mod stats;
 pub mod trace;

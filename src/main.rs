@@ -27,6 +27,8 @@ fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Trace(args) => run_trace(args, cli.quiet),
+        Command::Load { cmd } => sockscope::load::run(cmd, cli.quiet),
+        Command::Serve { cmd } => sockscope::serve::run(cmd, cli.quiet),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
