@@ -11,7 +11,7 @@ BIN := target/release/sockscope
 # static test workload.
 BUILD_PKGS := clang llvm libelf-dev zlib1g-dev pkg-config gcc libc6-dev make
 # Tests and benchmarks: real peers and cross-checks.
-TEST_PKGS := strace bpftool util-linux linux-perf procps
+TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf
 
 .PHONY: all deps build test test-unit test-integration bench demo lint clean
 

@@ -17,5 +17,6 @@ pub mod procfs;
 pub mod proto;
 pub mod report;
 pub mod serve;
+pub mod signals;
 pub mod stats;
 pub mod trace;

@@ -1,21 +1,414 @@
-//! `sockscope load`: a load generator that is never the bottleneck.
-//! (Being built; see issue 3.)
+//! `sockscope load`: a load generator meant never to be the bottleneck.
+//!
+//! One epoll loop per worker thread drives its share of the connections
+//! (`tcp_rr`, `tcp_crr`); `udp` sends sequenced datagrams. Workers keep
+//! their own counts and lossless histograms (`tally`), merged at the end
+//! (`engine`). Open-loop rates are paced per worker (`schedule`) with
+//! latency measured from the intended send time.
+
+pub mod conn;
+pub mod driver;
+pub mod engine;
+pub mod plan;
+pub mod poller;
+pub mod schedule;
+pub mod tally;
+pub mod tcp_crr;
+pub mod tcp_rr;
+pub mod udp;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Result;
-use clap::Subcommand;
+use clap::{Args, Subcommand, ValueEnum};
+
+use self::conn::{Exchange, Expect};
+use self::engine::TcpKind;
+use self::plan::{Stop, TcpPlan};
+use crate::error;
+use crate::report::{self, load::LoadConfig, load_text};
 
 /// `sockscope load` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LoadCommand {
-    /// TCP request/response over persistent connections.
-    TcpRr,
-    /// TCP connect, request, response, close.
-    TcpCrr,
-    /// Sequenced UDP datagrams with exact loss accounting.
-    Udp,
+    /// TCP request/response over persistent connections (closed loop, or
+    /// open loop with --rate).
+    TcpRr(RrArgs),
+    /// TCP connect, request, response, close, in a loop per slot.
+    TcpCrr(CrrArgs),
+    /// Sequenced UDP datagrams, with loss accounted by `serve udp-sink`.
+    Udp(UdpArgs),
+}
+
+/// Options shared by tcp-rr and tcp-crr.
+#[derive(Debug, Args)]
+pub struct TcpArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Connections (tcp-rr) or concurrent connect loops (tcp-crr).
+    #[arg(short = 'c', long = "connections", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub connections: u32,
+    /// Worker threads, one epoll loop each (default: min(connections, CPUs)).
+    #[arg(short = 't', long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// Measure for this long (default 10 s unless -n).
+    #[arg(short = 'd', long, value_name = "SECS", value_parser = parse_positive_secs, conflicts_with = "count")]
+    pub duration: Option<f64>,
+    /// Measure this many transactions instead of a duration.
+    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Run this long first and leave it out of the results.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_secs)]
+    pub warmup: f64,
+    /// Open loop: this many transactions per second in total; latency is
+    /// measured from the intended send time.
+    #[arg(long, value_name = "PER_SEC", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Request size in bytes.
+    #[arg(long = "req", value_name = "BYTES", default_value_t = 1, conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub req: u32,
+    /// Response size in bytes (default: the request size).
+    #[arg(long = "resp", value_name = "BYTES", conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub resp: Option<u32>,
+    /// Send this string as the request instead (escapes: \r \n \t \\ \xHH),
+    /// e.g. 'PING\r\n' for redis.
+    #[arg(long, value_name = "STRING", requires = "expect")]
+    pub request: Option<String>,
+    /// With --request: the response, as a byte count or as the exact
+    /// string (escapes as in --request), e.g. '+PONG\r\n'.
+    #[arg(long, value_name = "BYTES|STRING", requires = "request")]
+    pub expect: Option<String>,
+    /// Check every response byte against the request it answers.
+    #[arg(long)]
+    pub verify: bool,
+    /// Connect and response timeout.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_positive_secs)]
+    pub timeout: f64,
+    /// Errors tolerated before the run counts as failed (exit 1).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_errors: u64,
+    /// Write the full result as JSON (schema: docs/load-json.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `load tcp-rr` options.
+#[derive(Debug, Args)]
+pub struct RrArgs {
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// Requests in flight per connection.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+}
+
+/// How tcp-crr closes each connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CloseMode {
+    /// Orderly close (FIN); the client keeps the TIME_WAIT.
+    Fin,
+    /// Abortive close (SO_LINGER 0, RST): no TIME_WAIT.
+    Rst,
+}
+
+/// `load tcp-crr` options.
+#[derive(Debug, Args)]
+pub struct CrrArgs {
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// How to close each connection.
+    #[arg(long, value_enum, default_value_t = CloseMode::Fin)]
+    pub close: CloseMode,
+}
+
+/// `load udp` options.
+#[derive(Debug, Args)]
+pub struct UdpArgs {
+    /// The sink: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Send this many datagrams back to back.
+    #[arg(long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..))]
+    pub burst: Option<u64>,
+    /// Send this many datagrams per second.
+    #[arg(long, value_name = "PPS", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// With --rate: send for this long (default 10 s unless -n).
+    #[arg(short = 'd', long, value_name = "SECS", value_parser = parse_positive_secs, conflicts_with_all = ["count", "burst"])]
+    pub duration: Option<f64>,
+    /// With --rate: send this many.
+    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "burst")]
+    pub count: Option<u64>,
+    /// Datagram size in bytes (the 32-byte header included).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, value_parser = clap::value_parser!(u32).range(32..=65507))]
+    pub size: u32,
+    /// SO_SNDBUF to request (the granted size is reported).
+    #[arg(long, value_name = "BYTES")]
+    pub sndbuf: Option<usize>,
+    /// How long to wait for the sink's report after the last datagram.
+    #[arg(long, value_name = "SECS", default_value = "2", value_parser = parse_positive_secs)]
+    pub fin_timeout: f64,
+    /// Send errors tolerated before the run counts as failed.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_errors: u64,
+    /// Write the full result as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v.is_finite() && (0.0..=86400.0 * 365.0).contains(&v)) {
+        return Err(format!("`{s}`: must be between 0 and a year"));
+    }
+    Ok(v)
+}
+
+fn parse_positive_secs(s: &str) -> Result<f64, String> {
+    let v = parse_secs(s)?;
+    if v <= 0.0 {
+        return Err(format!("`{s}`: must be > 0"));
+    }
+    Ok(v)
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a rate"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 1e9) {
+        return Err(format!("`{s}`: the rate must be > 0 and <= 1e9 per second"));
+    }
+    Ok(v)
+}
+
+/// Resolves ADDR; a malformed or unresolvable address is a usage error.
+pub fn resolve(addr: &str) -> Result<SocketAddr> {
+    if let Ok(a) = addr.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    match addr.to_socket_addrs() {
+        Ok(mut it) => it
+            .next()
+            .ok_or_else(|| error::usage(format!("`{addr}` resolves to no address"))),
+        Err(e) => Err(error::usage(format!(
+            "`{addr}` is not an address (IP:PORT, [IPv6]:PORT or HOST:PORT): {e}"
+        ))),
+    }
+}
+
+/// Decodes \r \n \t \\ \0 and \xHH escapes.
+pub fn unescape(s: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let Some(&c) = b.get(i + 1) else {
+            return Err(error::usage(format!("`{s}`: trailing backslash")));
+        };
+        i += 2;
+        out.push(match c {
+            b'r' => b'\r',
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'0' => 0,
+            b'\\' => b'\\',
+            b'x' => {
+                let hex = s
+                    .get(i..i + 2)
+                    .ok_or_else(|| error::usage(format!("`{s}`: \\x needs two hex digits")))?;
+                i += 2;
+                u8::from_str_radix(hex, 16)
+                    .map_err(|_| error::usage(format!("`{s}`: bad \\x{hex}")))?
+            }
+            other => {
+                return Err(error::usage(format!(
+                    "`{s}`: unknown escape \\{}",
+                    other as char
+                )));
+            }
+        });
+    }
+    Ok(out)
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Runs a load subcommand; returns the exit status.
-pub fn run(cmd: LoadCommand, _quiet: bool) -> Result<u8> {
-    Err(crate::error::usage(format!("load {cmd:?} is not built yet")))
+pub fn run(cmd: LoadCommand, quiet: bool) -> Result<u8> {
+    match cmd {
+        LoadCommand::TcpRr(a) => run_tcp(TcpKind::Rr, a.tcp, a.pipeline as usize, None, quiet),
+        LoadCommand::TcpCrr(a) => run_tcp(TcpKind::Crr, a.tcp, 1, Some(a.close), quiet),
+        LoadCommand::Udp(a) => run_udp(a, quiet),
+    }
+}
+
+fn run_tcp(
+    kind: TcpKind,
+    a: TcpArgs,
+    pipeline: usize,
+    close: Option<CloseMode>,
+    quiet: bool,
+) -> Result<u8> {
+    let addr = resolve(&a.addr)?;
+    let exchange = match (&a.request, &a.expect) {
+        (Some(req), Some(exp)) => {
+            let request = unescape(req)?;
+            if request.is_empty() {
+                return Err(error::usage("--request must not be empty"));
+            }
+            let expect = match exp.parse::<usize>() {
+                Ok(0) => {
+                    return Err(error::usage(
+                        "--expect 0: a response of 0 bytes cannot be waited for",
+                    ));
+                }
+                Ok(n) => Expect::Bytes(n),
+                Err(_) => Expect::Exact(unescape(exp)?),
+            };
+            if a.verify && matches!(expect, Expect::Bytes(_)) {
+                return Err(error::usage(
+                    "--verify with --expect BYTES: give the expected string to verify",
+                ));
+            }
+            Exchange::Fixed { request, expect }
+        }
+        _ => Exchange::Pattern {
+            req: a.req as usize,
+            resp: a.resp.unwrap_or(a.req) as usize,
+            verify: a.verify,
+        },
+    };
+    let connections = a.connections as usize;
+    let threads = a
+        .threads
+        .map_or_else(|| connections.min(cpus()), |t| t as usize)
+        .min(connections)
+        .max(1);
+    let stop = match (a.count, a.duration) {
+        (Some(n), _) => Stop::Count(n),
+        (None, d) => Stop::Duration(Duration::from_secs_f64(d.unwrap_or(10.0))),
+    };
+    if let (Some(r), Stop::Count(n)) = (a.rate, stop) {
+        if (n as f64) < r / 1e6 {
+            return Err(error::usage("-n is smaller than one microsecond of --rate"));
+        }
+    }
+    let plan = TcpPlan {
+        addr,
+        connections,
+        threads,
+        exchange: exchange.clone(),
+        pipeline,
+        close_rst: close == Some(CloseMode::Rst),
+        stop,
+        warmup: Duration::from_secs_f64(a.warmup),
+        rate: a.rate,
+        timeout: Duration::from_secs_f64(a.timeout),
+    };
+    let config = LoadConfig {
+        connections: Some(connections),
+        threads,
+        pipeline: (kind == TcpKind::Rr).then_some(pipeline),
+        request_bytes: Some(exchange.req_len()),
+        response_bytes: Some(exchange.resp_len()),
+        request: a.request.clone(),
+        expect: a.expect.clone(),
+        duration_s: match stop {
+            Stop::Duration(d) => Some(d.as_secs_f64()),
+            Stop::Count(_) => None,
+        },
+        count: a.count,
+        warmup_s: a.warmup,
+        rate: a.rate,
+        verify: a.verify,
+        close: close.map(|c| match c {
+            CloseMode::Fin => "fin".into(),
+            CloseMode::Rst => "rst".into(),
+        }),
+        timeout_s: a.timeout,
+        max_errors: a.max_errors,
+        command_line: std::env::args().collect(),
+        ..Default::default()
+    };
+    let out = engine::run_tcp(&plan, kind, config, a.max_errors, quiet)?;
+    finish(&out.report, out.failure, a.json.as_deref(), quiet)
+}
+
+fn run_udp(a: UdpArgs, quiet: bool) -> Result<u8> {
+    let addr = resolve(&a.addr)?;
+    let pace = match (a.burst, a.rate) {
+        (Some(n), None) => udp::Pace::Burst(n),
+        (None, Some(pps)) => udp::Pace::Rate {
+            pps,
+            duration: a
+                .count
+                .is_none()
+                .then(|| Duration::from_secs_f64(a.duration.unwrap_or(10.0))),
+            count: a.count,
+        },
+        (None, None) => return Err(error::usage("load udp needs --burst N or --rate PPS")),
+        (Some(_), Some(_)) => unreachable!("clap rejects --burst with --rate"),
+    };
+    let plan = udp::UdpPlan {
+        addr,
+        size: a.size as usize,
+        pace,
+        sndbuf: a.sndbuf,
+        fin_timeout: Duration::from_secs_f64(a.fin_timeout),
+    };
+    let config = LoadConfig {
+        threads: 1,
+        duration_s: a.duration,
+        count: a.count,
+        rate: a.rate,
+        burst: a.burst,
+        datagram_bytes: Some(a.size as usize),
+        sndbuf_requested: a.sndbuf,
+        timeout_s: a.fin_timeout,
+        max_errors: a.max_errors,
+        command_line: std::env::args().collect(),
+        ..Default::default()
+    };
+    let (rep, failure) = udp::run(&plan, config, a.max_errors)?;
+    finish(&rep, failure, a.json.as_deref(), quiet)
+}
+
+/// Prints the summary, writes the JSON (also for a failed run that
+/// measured something: it is marked `complete: false`), and turns a
+/// failure into exit status 1.
+fn finish(
+    rep: &report::load::LoadReport,
+    failure: Option<String>,
+    json: Option<&std::path::Path>,
+    quiet: bool,
+) -> Result<u8> {
+    let nothing_measured = rep.transactions == 0
+        && rep.udp.as_ref().is_none_or(|u| u.published == 0)
+        && rep.connections.established == 0;
+    if let Some(path) = json {
+        if !nothing_measured {
+            report::write_json(path, rep)?;
+        }
+    }
+    // A failed run still shows what it measured (even with --quiet); a run
+    // that measured nothing shows only the error.
+    let show = (!quiet || failure.is_some()) && !(nothing_measured && failure.is_some());
+    if show {
+        print!("{}", load_text::render(rep));
+    }
+    match failure {
+        None => Ok(0),
+        Some(why) => Err(error::with_code(1, why)),
+    }
 }

@@ -1,6 +1,8 @@
 //! Results: artifact schemas (serde, versioned), text rendering, and the
 //! atomic writer every artifact goes through.
 
+pub mod load;
+pub mod load_text;
 pub mod trace;
 pub mod trace_text;
 

@@ -15,5 +15,7 @@ pub enum ServeCommand {
 
 /// Runs a serve subcommand; returns the exit status.
 pub fn run(cmd: ServeCommand, _quiet: bool) -> Result<u8> {
-    Err(crate::error::usage(format!("serve {cmd:?} is not built yet")))
+    Err(crate::error::usage(format!(
+        "serve {cmd:?} is not built yet"
+    )))
 }

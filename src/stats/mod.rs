@@ -118,7 +118,9 @@ impl LatencyHist {
             .deserialize(&mut &bytes[..])
             .map_err(|e| anyhow!("decoding histogram: {e:?}"))?;
         let mut out = Self::new();
-        out.h.add(&h).map_err(|e| anyhow!("histogram out of range: {e:?}"))?;
+        out.h
+            .add(&h)
+            .map_err(|e| anyhow!("histogram out of range: {e:?}"))?;
         Ok(out)
     }
 }
@@ -162,7 +164,10 @@ mod tests {
         assert_eq!(s.count, 10_000);
         assert_eq!(s.min_ns, 1000);
         assert!((s.p50_ns as f64 - 5_000_000.0).abs() / 5e6 < 0.002, "{s:?}");
-        assert!((s.p99_ns as f64 - 9_900_000.0).abs() / 9.9e6 < 0.002, "{s:?}");
+        assert!(
+            (s.p99_ns as f64 - 9_900_000.0).abs() / 9.9e6 < 0.002,
+            "{s:?}"
+        );
         let enc = h.to_v2_base64().unwrap();
         assert!(enc.starts_with("HISTF"), "{enc}");
         let back = LatencyHist::from_v2_base64(&enc).unwrap();

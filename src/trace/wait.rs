@@ -2,54 +2,15 @@
 //! signalfd), process exits (pidfds), the lifecycle ring buffer, and an
 //! optional deadline.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use libbpf_rs::RingBuffer;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
-use nix::sys::signalfd::{SfdFlags, SignalFd, siginfo};
+use nix::sys::signalfd::siginfo;
 
-/// Signals routed to a signalfd for as long as this value lives.
-///
-/// Blocking happens on the calling thread; sockscope trace runs its loop on
-/// one thread and starts no others, so the process cannot take the signal
-/// anywhere else.
-pub struct Signals {
-    fd: SignalFd,
-    old: SigSet,
-}
-
-impl Signals {
-    /// Blocks `sigs` and opens a non-blocking signalfd for them.
-    pub fn block(sigs: &[Signal]) -> Result<Self> {
-        let mut set = SigSet::empty();
-        for s in sigs {
-            set.add(*s);
-        }
-        let mut old = SigSet::empty();
-        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
-            .context("blocking signals")?;
-        let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-            .context("creating a signalfd")?;
-        Ok(Self { fd, old })
-    }
-
-    /// Next pending signal, if any.
-    pub fn pending(&mut self) -> Option<siginfo> {
-        self.fd.read_signal().ok().flatten()
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        // Swallow what arrived after the loop stopped listening, so
-        // unblocking does not deliver a stale SIGINT that kills the report.
-        while self.pending().is_some() {}
-        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&self.old), None);
-    }
-}
+pub use crate::signals::{Signals, signal_name};
 
 /// What ended a wait.
 pub enum Wake {
@@ -59,13 +20,6 @@ pub enum Wake {
     Ready(usize),
     /// The deadline passed.
     Deadline,
-}
-
-/// Name of a signal number (SIGINT...), for reports.
-pub fn signal_name(signo: u32) -> String {
-    Signal::try_from(signo as i32)
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|_| format!("signal {signo}"))
 }
 
 /// Waits until a signal, one of `fds` or the deadline; ring buffer records
@@ -96,7 +50,7 @@ pub fn wait(
             }
         };
         let mut pfds: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 2);
-        pfds.push(PollFd::new(signals.fd.as_fd(), PollFlags::POLLIN));
+        pfds.push(PollFd::new(signals.as_fd(), PollFlags::POLLIN));
         pfds.push(PollFd::new(rb_fd, PollFlags::POLLIN));
         for fd in fds {
             pfds.push(PollFd::new(*fd, PollFlags::POLLIN));

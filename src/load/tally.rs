@@ -1,0 +1,280 @@
+//! What each load worker counts, and how the workers' counts merge.
+//!
+//! A worker owns its `Tally` outright (no sharing, no atomics on the hot
+//! path) and only publishes a completed-transactions counter for the
+//! progress bar and, once a second, an interval record to the main thread.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+
+use hdrhistogram::Histogram;
+
+use super::plan::Progress;
+use crate::stats::LatencyHist;
+
+/// Error classes reported by the load generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ErrorClass {
+    /// Connection refused (nothing listening).
+    Refused,
+    /// Connect or response did not come within --timeout.
+    TimedOut,
+    /// No local address/port available (ephemeral ports exhausted).
+    AddrNotAvail,
+    /// Connection reset by the peer.
+    Reset,
+    /// The peer closed the connection in the middle of a response.
+    ShortRead,
+    /// The peer closed the connection between transactions.
+    Closed,
+    /// A response byte differed from what the request implied (--verify,
+    /// or --expect STRING).
+    Mismatch,
+    /// The peer sent more than the expected response.
+    Unexpected,
+    /// Any other socket error.
+    Other,
+}
+
+impl ErrorClass {
+    /// Stable name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Refused => "ECONNREFUSED",
+            Self::TimedOut => "ETIMEDOUT",
+            Self::AddrNotAvail => "EADDRNOTAVAIL",
+            Self::Reset => "ECONNRESET",
+            Self::ShortRead => "short_read",
+            Self::Closed => "closed_by_peer",
+            Self::Mismatch => "response_mismatch",
+            Self::Unexpected => "unexpected_bytes",
+            Self::Other => "other",
+        }
+    }
+
+    /// Classifies a socket error.
+    pub fn of(err: &io::Error) -> Self {
+        match err.raw_os_error() {
+            Some(libc::ECONNREFUSED) => Self::Refused,
+            Some(libc::ETIMEDOUT) => Self::TimedOut,
+            Some(libc::EADDRNOTAVAIL) => Self::AddrNotAvail,
+            Some(libc::ECONNRESET) | Some(libc::EPIPE) => Self::Reset,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// Latency histogram used per one-second interval: 2 significant digits
+/// from 100 ns to 60 s (about 12 KB), enough for per-second p50/p99.
+pub fn interval_hist() -> Histogram<u32> {
+    Histogram::new_with_bounds(100, 60_000_000_000, 2).expect("valid static bounds")
+}
+
+/// One second of one worker, sent to the main thread.
+pub struct IntervalRecord {
+    /// Second index since the measured window started.
+    pub second: u64,
+    /// Transactions completed in it.
+    pub transactions: u64,
+    /// Errors in it.
+    pub errors: u64,
+    /// Latencies of those transactions.
+    pub hist: Histogram<u32>,
+}
+
+/// A worker's counts.
+pub struct Tally {
+    /// Start of the measured window on the run clock (ns).
+    pub measure_from: u64,
+    /// Latency (from the intended send time in open-loop mode).
+    pub latency: LatencyHist,
+    /// Latency from the actual send time (open-loop mode only).
+    pub uncorrected: Option<LatencyHist>,
+    /// How late the generator released sends after their intended time
+    /// (open-loop mode; waiting for a free connection not included).
+    pub send_lag: Option<LatencyHist>,
+    /// Connect latency (tcp-crr).
+    pub connect: Option<LatencyHist>,
+    /// Transactions completed inside the measured window.
+    pub transactions: u64,
+    /// Transactions completed during warm-up.
+    pub warmup_transactions: u64,
+    /// Errors by class (whole run, warm-up included).
+    pub errors: BTreeMap<ErrorClass, u64>,
+    /// Payload bytes written.
+    pub bytes_sent: u64,
+    /// Payload bytes read.
+    pub bytes_received: u64,
+    /// Connections that became established (reconnects included).
+    pub connects: u64,
+    interval: Histogram<u32>,
+    interval_second: u64,
+    interval_tx: u64,
+    interval_errors: u64,
+    sink: Option<Sender<IntervalRecord>>,
+    progress: Arc<Progress>,
+}
+
+impl Tally {
+    /// A tally whose measured window starts at `measure_from` (run clock
+    /// ns); `progress` is this worker's completed-transactions counter.
+    pub fn new(
+        measure_from: u64,
+        open_loop: bool,
+        connect: bool,
+        sink: Sender<IntervalRecord>,
+        progress: Arc<Progress>,
+    ) -> Self {
+        Self {
+            measure_from,
+            latency: LatencyHist::new(),
+            uncorrected: open_loop.then(LatencyHist::new),
+            send_lag: open_loop.then(LatencyHist::new),
+            connect: connect.then(LatencyHist::new),
+            transactions: 0,
+            warmup_transactions: 0,
+            errors: BTreeMap::new(),
+            bytes_sent: 0,
+            bytes_received: 0,
+            connects: 0,
+            interval: interval_hist(),
+            interval_second: 0,
+            interval_tx: 0,
+            interval_errors: 0,
+            sink: Some(sink),
+            progress,
+        }
+    }
+
+    /// True once the measured window has started.
+    #[inline]
+    pub fn measuring(&self, now: u64) -> bool {
+        now >= self.measure_from
+    }
+
+    /// Records a transaction completed at `now` that was meant to start at
+    /// `intended` and actually started at `sent` (equal in closed loop).
+    #[inline]
+    pub fn transaction(&mut self, now: u64, intended: u64, sent: u64) {
+        if !self.measuring(now) {
+            self.warmup_transactions += 1;
+            return;
+        }
+        self.roll(now);
+        let lat = now.saturating_sub(intended);
+        self.latency.record(lat);
+        if let Some(u) = self.uncorrected.as_mut() {
+            u.record(now.saturating_sub(sent));
+        }
+
+        let _ = self.interval.record(lat.clamp(100, 60_000_000_000));
+        self.transactions += 1;
+        self.interval_tx += 1;
+        self.progress
+            .transactions
+            .store(self.transactions, Ordering::Relaxed);
+    }
+
+    /// Records how late an open-loop send was released after its intended
+    /// time.
+    #[inline]
+    pub fn release_lag(&mut self, intended: u64, lag: u64) {
+        if intended >= self.measure_from {
+            if let Some(l) = self.send_lag.as_mut() {
+                l.record(lag);
+            }
+        }
+    }
+
+    /// Records a connect that took `ns`.
+    #[inline]
+    pub fn connected(&mut self, now: u64, ns: u64) {
+        self.connects += 1;
+        self.progress
+            .connects
+            .store(self.connects, Ordering::Relaxed);
+        if self.measuring(now) {
+            if let Some(c) = self.connect.as_mut() {
+                c.record(ns);
+            }
+        }
+    }
+
+    /// Counts an error.
+    pub fn error(&mut self, now: u64, class: ErrorClass) {
+        *self.errors.entry(class).or_default() += 1;
+        self.progress.errors.fetch_add(1, Ordering::Relaxed);
+        if self.measuring(now) {
+            self.roll(now);
+            self.interval_errors += 1;
+        }
+    }
+
+    /// Total errors.
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Moves to the interval that contains `now`, sending the finished one.
+    #[inline]
+    pub fn roll(&mut self, now: u64) {
+        let second = (now - self.measure_from.min(now)) / 1_000_000_000;
+        if second != self.interval_second {
+            self.flush_interval();
+            self.interval_second = second;
+        }
+    }
+
+    fn flush_interval(&mut self) {
+        if self.interval_tx == 0 && self.interval_errors == 0 {
+            return;
+        }
+        let rec = IntervalRecord {
+            second: self.interval_second,
+            transactions: self.interval_tx,
+            errors: self.interval_errors,
+            hist: std::mem::replace(&mut self.interval, interval_hist()),
+        };
+        self.interval_tx = 0;
+        self.interval_errors = 0;
+        if let Some(s) = &self.sink {
+            let _ = s.send(rec);
+        }
+    }
+
+    /// Sends the last partial interval; call once when the worker ends.
+    pub fn finish(&mut self) {
+        self.flush_interval();
+        self.sink = None;
+    }
+}
+
+/// Merges worker tallies into one (histograms added, counters summed).
+pub fn merge(parts: Vec<Tally>) -> Option<Tally> {
+    let mut it = parts.into_iter();
+    let mut acc = it.next()?;
+    for t in it {
+        acc.latency.merge(&t.latency);
+        if let (Some(a), Some(b)) = (acc.uncorrected.as_mut(), t.uncorrected.as_ref()) {
+            a.merge(b);
+        }
+        if let (Some(a), Some(b)) = (acc.connect.as_mut(), t.connect.as_ref()) {
+            a.merge(b);
+        }
+        if let (Some(a), Some(b)) = (acc.send_lag.as_mut(), t.send_lag.as_ref()) {
+            a.merge(b);
+        }
+        acc.transactions += t.transactions;
+        acc.warmup_transactions += t.warmup_transactions;
+        for (k, v) in t.errors {
+            *acc.errors.entry(k).or_default() += v;
+        }
+        acc.bytes_sent += t.bytes_sent;
+        acc.bytes_received += t.bytes_received;
+        acc.connects += t.connects;
+    }
+    Some(acc)
+}

@@ -1,0 +1,233 @@
+//! The `sockscope load` result: what `--json` writes (documented in
+//! docs/load-json.md) and what the summary for people is rendered from.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::proto::udp::SinkReport;
+use crate::stats::LatencySummary;
+
+/// Schema identifier of load artifacts.
+pub const SCHEMA: &str = "sockscope.load";
+/// Bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One complete load result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// Always `sockscope.load`.
+    pub schema: String,
+    /// Schema version.
+    pub schema_version: u32,
+    /// Version of the sockscope that wrote it.
+    pub sockscope_version: String,
+    /// `tcp-rr`, `tcp-crr` or `udp`.
+    pub workload: String,
+    /// Target address.
+    pub target: String,
+    /// The options that shape the load.
+    pub config: LoadConfig,
+    /// Wall-clock start (RFC 3339).
+    pub started_at: String,
+    /// Measured window (warm-up excluded), seconds.
+    pub duration_s: f64,
+    /// False when the run did not do what was asked (interrupted,
+    /// stalled, errors over budget, no report from the sink).
+    pub complete: bool,
+    /// Why the run ended: `duration`, `count`, `interrupted`, `stalled`...
+    pub end_reason: String,
+    /// Connections.
+    pub connections: Connections,
+    /// Completed transactions (datagrams for udp) in the measured window.
+    pub transactions: u64,
+    /// transactions / duration_s.
+    pub rate_per_s: f64,
+    /// Transaction latency (from the intended send time with --rate).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub latency: Option<LatencyRecord>,
+    /// Latency from the actual send time (--rate only), to show what
+    /// coordinated omission would have hidden.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub latency_uncorrected: Option<LatencyRecord>,
+    /// How late the generator released each send after its intended time
+    /// (--rate only): the generator's own share of `latency`. Time spent
+    /// waiting for a free connection is not in it: that is the target's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub send_lag: Option<LatencyRecord>,
+    /// Connect latency (tcp-crr).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connect_latency: Option<LatencyRecord>,
+    /// Errors.
+    pub errors: Errors,
+    /// Per-second samples of the measured window.
+    pub intervals: Vec<Interval>,
+    /// Payload bytes.
+    pub bytes: Bytes,
+    /// The generator's own cost.
+    pub generator: Generator,
+    /// UDP accounting (udp only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpResult>,
+    /// Caveats and warnings.
+    pub notes: Vec<String>,
+}
+
+/// Options recorded with the result.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LoadConfig {
+    /// Connections (tcp-rr) or concurrent connect loops (tcp-crr).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connections: Option<usize>,
+    /// Worker threads.
+    pub threads: usize,
+    /// Requests in flight per connection.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pipeline: Option<usize>,
+    /// Request size, bytes.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub request_bytes: Option<usize>,
+    /// Response size, bytes.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub response_bytes: Option<usize>,
+    /// Fixed request string (--request).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub request: Option<String>,
+    /// Expected response (--expect).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expect: Option<String>,
+    /// Requested duration, s.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub duration_s: Option<f64>,
+    /// Requested count.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub count: Option<u64>,
+    /// Warm-up, s.
+    pub warmup_s: f64,
+    /// Open-loop rate (transactions or datagrams per second).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rate: Option<f64>,
+    /// Responses verified byte by byte.
+    pub verify: bool,
+    /// Connection close style (tcp-crr): `fin` or `rst`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub close: Option<String>,
+    /// Connect/response timeout, s.
+    pub timeout_s: f64,
+    /// Errors tolerated before the run counts as failed.
+    pub max_errors: u64,
+    /// Datagrams sent back to back (udp --burst).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub burst: Option<u64>,
+    /// Datagram size (udp).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub datagram_bytes: Option<usize>,
+    /// Requested SO_SNDBUF (udp).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sndbuf_requested: Option<usize>,
+    /// The exact command line.
+    pub command_line: Vec<String>,
+}
+
+/// Connections asked for and obtained.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Connections {
+    /// Asked for (-c).
+    pub requested: usize,
+    /// tcp-rr: connections established at least once; tcp-crr: connects
+    /// that succeeded.
+    pub established: u64,
+    /// Successful connects including reconnects.
+    pub connects: u64,
+}
+
+/// A latency histogram: summary plus the lossless encoding.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LatencyRecord {
+    /// Percentiles, ns.
+    #[serde(flatten)]
+    pub summary: LatencySummary,
+    /// HdrHistogram V2 compressed, base64 (mergeable across runs).
+    pub hdr_histogram: String,
+}
+
+/// Errors by class.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Errors {
+    /// All errors (warm-up included).
+    pub total: u64,
+    /// By class (ECONNREFUSED, ETIMEDOUT, EADDRNOTAVAIL, ECONNRESET,
+    /// short_read, closed_by_peer, response_mismatch, ...).
+    pub by_class: BTreeMap<String, u64>,
+    /// Requests still unanswered when the run ended (not errors).
+    pub unanswered_at_end: u64,
+}
+
+/// One second of the measured window.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Interval {
+    /// Seconds since the window started.
+    pub t_s: u64,
+    /// Transactions completed in that second.
+    pub transactions: u64,
+    /// Errors in that second.
+    pub errors: u64,
+    /// Median latency of that second, ns.
+    pub p50_ns: u64,
+    /// 99th percentile, ns.
+    pub p99_ns: u64,
+    /// Largest, ns.
+    pub max_ns: u64,
+}
+
+/// Payload bytes moved.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Bytes {
+    /// Written by the generator.
+    pub sent: u64,
+    /// Read by the generator.
+    pub received: u64,
+}
+
+/// The generator's own CPU use.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Generator {
+    /// User CPU, s (whole process, whole run).
+    pub user_cpu_s: f64,
+    /// System CPU, s.
+    pub system_cpu_s: f64,
+    /// (user + system) / transactions (whole run, warm-up included), us.
+    pub cpu_us_per_transaction: f64,
+    /// Each worker thread's CPU use as a share of the run's wall time.
+    pub thread_cpu_share: Vec<f64>,
+    /// True when a worker thread was busy >= 90% of the time: the
+    /// generator may have been the bottleneck.
+    pub saturated: bool,
+}
+
+/// UDP accounting: what was published and what the sink saw.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct UdpResult {
+    /// DATA datagrams sent successfully.
+    pub published: u64,
+    /// Sends that failed.
+    pub send_errors: u64,
+    /// SO_SNDBUF granted by the kernel.
+    pub sndbuf_granted: u64,
+    /// The sink's report (absent if it never answered).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sink: Option<SinkReport>,
+    /// published - received (tail drops included).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub lost: Option<u64>,
+    /// lost / published.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub loss_ratio: Option<f64>,
+    /// One-way latency from the sink's histogram (one host only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub one_way_latency: Option<LatencySummary>,
+    /// Increase of /proc/net/snmp `Udp: RcvbufErrors` over the run
+    /// (machine-wide: equal to `lost` only when nothing else drops UDP).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kernel_rcvbuf_errors_delta: Option<u64>,
+}

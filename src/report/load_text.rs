@@ -1,0 +1,181 @@
+//! The load summary for people (neper/netperf style).
+
+use std::fmt::Write as _;
+
+use super::load::{LatencyRecord, LoadReport};
+use super::trace_text::human_ns;
+use crate::stats::LatencySummary;
+
+fn latency_line(label: &str, s: &LatencySummary) -> String {
+    format!(
+        "{label:<13} min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
+        human_ns(s.min_ns),
+        human_ns(s.mean_ns as u64),
+        human_ns(s.stddev_ns as u64),
+        human_ns(s.p50_ns),
+        human_ns(s.p90_ns),
+        human_ns(s.p99_ns),
+        human_ns(s.p999_ns),
+        human_ns(s.p9999_ns),
+        human_ns(s.max_ns)
+    )
+}
+
+fn record_line(label: &str, r: &Option<LatencyRecord>) -> Option<String> {
+    r.as_ref().map(|r| latency_line(label, &r.summary))
+}
+
+/// Renders the summary.
+pub fn render(rep: &LoadReport) -> String {
+    let mut s = String::new();
+    let c = &rep.config;
+    let _ = write!(s, "{} {}: ", rep.workload, rep.target);
+    if rep.workload == "udp" {
+        let _ = write!(s, "{} B datagrams", c.datagram_bytes.unwrap_or(0));
+        if let Some(b) = c.burst {
+            let _ = write!(s, ", burst of {b}");
+        }
+        if let Some(r) = c.rate {
+            let _ = write!(s, ", {r:.0}/s");
+        }
+    } else {
+        if rep.workload == "tcp-crr" {
+            let _ = write!(
+                s,
+                "{} connect loops ({} connects) on {} threads",
+                rep.connections.requested, rep.connections.connects, c.threads
+            );
+        } else {
+            let _ = write!(
+                s,
+                "{} connections ({} established) on {} threads",
+                rep.connections.requested, rep.connections.established, c.threads
+            );
+        }
+        if let Some(p) = c.pipeline.filter(|p| *p > 1) {
+            let _ = write!(s, ", pipeline {p}");
+        }
+        if let Some(r) = c.rate {
+            let _ = write!(s, ", open loop at {r:.0}/s");
+        }
+    }
+    let _ = writeln!(
+        s,
+        ", {:.2} s{}{}",
+        rep.duration_s,
+        if c.warmup_s > 0.0 {
+            format!(" after {:.1} s warm-up", c.warmup_s)
+        } else {
+            String::new()
+        },
+        if rep.complete {
+            String::new()
+        } else {
+            format!(" [INCOMPLETE: {}]", rep.end_reason)
+        }
+    );
+
+    if let Some(u) = &rep.udp {
+        let _ = writeln!(
+            s,
+            "published     {}  ({:.0}/s, {} send errors)",
+            u.published, rep.rate_per_s, u.send_errors
+        );
+        match &u.sink {
+            Some(k) => {
+                let lost = u.lost.unwrap_or(0);
+                let _ = writeln!(
+                    s,
+                    "received      {}  lost {} ({:.3}%, tail drops included)  interior gaps {}  reordered {}  duplicates {}",
+                    k.received,
+                    lost,
+                    100.0 * u.loss_ratio.unwrap_or(0.0),
+                    k.interior_gaps,
+                    k.reordered,
+                    k.duplicates
+                );
+                let _ = writeln!(
+                    s,
+                    "sink          rcvbuf granted {} B, jitter {} (RFC 3550)",
+                    k.rcvbuf_granted,
+                    human_ns(k.jitter_ns as u64)
+                );
+                if let Some(d) = u.kernel_rcvbuf_errors_delta {
+                    let _ = writeln!(
+                        s,
+                        "kernel        Udp RcvbufErrors +{d} over the run (machine-wide)"
+                    );
+                }
+                if let Some(l) = &u.one_way_latency {
+                    let _ = writeln!(s, "{}", latency_line("one-way", l));
+                }
+            }
+            None => {
+                let _ = writeln!(s, "received      unknown: the sink did not report");
+            }
+        }
+    } else {
+        let _ = writeln!(
+            s,
+            "transactions  {}  ({:.0}/s)  errors {}{}",
+            rep.transactions,
+            rep.rate_per_s,
+            rep.errors.total,
+            if rep.errors.unanswered_at_end > 0 {
+                format!("  (unanswered at end: {})", rep.errors.unanswered_at_end)
+            } else {
+                String::new()
+            }
+        );
+        if !rep.errors.by_class.is_empty() {
+            let classes: Vec<String> = rep
+                .errors
+                .by_class
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            let _ = writeln!(s, "error classes {}", classes.join(", "));
+        }
+        let corrected = if rep.latency_uncorrected.is_some() {
+            "latency*"
+        } else {
+            "latency"
+        };
+        for line in [
+            record_line(corrected, &rep.latency),
+            record_line("uncorrected", &rep.latency_uncorrected),
+            record_line("send lag", &rep.send_lag),
+            record_line("connect", &rep.connect_latency),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let _ = writeln!(s, "{line}");
+        }
+        if rep.latency_uncorrected.is_some() {
+            let _ = writeln!(
+                s,
+                "              * from the intended send time (coordinated omission corrected); \
+                 send lag is the generator's own share of it"
+            );
+        }
+    }
+    let g = &rep.generator;
+    let _ = writeln!(
+        s,
+        "generator     user {:.2} s, system {:.2} s, {:.2} us CPU per {}; busiest thread {:.0}%",
+        g.user_cpu_s,
+        g.system_cpu_s,
+        g.cpu_us_per_transaction,
+        if rep.workload == "udp" {
+            "datagram"
+        } else {
+            "transaction"
+        },
+        100.0 * g.thread_cpu_share.iter().cloned().fold(0.0, f64::max)
+    );
+    for n in &rep.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}

@@ -1,0 +1,594 @@
+//! `sockscope load` against real sockets on loopback: small in-test servers
+//! that misbehave on purpose (corrupt, close, stall), a real redis-server,
+//! and bad input. These need no privileges.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// How an in-test server treats each connection.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    /// Echo every byte.
+    Echo,
+    /// Echo, but flip one byte of every 50th request of `size` bytes.
+    Corrupt { size: usize },
+    /// Echo `n` bytes per connection, then close it.
+    CloseAfter { bytes: usize },
+    /// Accept and never read.
+    Stall,
+}
+
+/// A thread-per-connection test server; counts echoed bytes.
+struct TestServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    pub echoed: Arc<AtomicU64>,
+}
+
+impl TestServer {
+    fn start(b: Behaviour) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let echoed = Arc::new(AtomicU64::new(0));
+        let (st, ec) = (Arc::clone(&stop), Arc::clone(&echoed));
+        thread::spawn(move || {
+            let mut held = Vec::new();
+            while !st.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        s.set_nonblocking(false).unwrap();
+                        if let Behaviour::Stall = b {
+                            held.push(s); // keep it open, never read
+                            continue;
+                        }
+                        let (st, ec) = (Arc::clone(&st), Arc::clone(&ec));
+                        thread::spawn(move || serve(s, b, &st, &ec));
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        Self { addr, stop, echoed }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve(mut s: TcpStream, b: Behaviour, stop: &AtomicBool, echoed: &AtomicU64) {
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 65536];
+    let mut total = 0usize;
+    let mut requests_done = 0usize;
+    let mut partial = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let n = match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                continue;
+            }
+            Err(_) => return,
+        };
+        let mut out = buf[..n].to_vec();
+        match b {
+            Behaviour::Corrupt { size } => {
+                for (k, byte) in out.iter_mut().enumerate() {
+                    let pos = partial + k;
+                    if pos % size == 0 && (requests_done + pos / size) % 50 == 49 {
+                        *byte ^= 0x55;
+                    }
+                }
+                let all = partial + n;
+                requests_done += all / size;
+                partial = all % size;
+            }
+            Behaviour::CloseAfter { bytes } if total + n >= bytes => {
+                let keep = bytes - total;
+                let _ = s.write_all(&out[..keep]);
+                let _ = s.shutdown(Shutdown::Both);
+                return;
+            }
+            _ => {}
+        }
+        total += n;
+        if s.write_all(&out).is_err() {
+            return;
+        }
+        echoed.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+fn load(args: &[&str]) -> Output {
+    Command::new(sockscope())
+        .arg("load")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn count_mode_completes_exactly_n_transactions() {
+    let srv = TestServer::start(Behaviour::Echo);
+    let dir = scratch("load-count");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "4",
+        "-n",
+        "5000",
+        "--req",
+        "64",
+        "--verify",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = read_json(&json);
+    assert_eq!(rep["schema"], "sockscope.load");
+    assert_eq!(rep["transactions"], 5000);
+    assert_eq!(rep["errors"]["total"], 0);
+    assert_eq!(rep["complete"], true);
+    assert_eq!(rep["latency"]["count"], 5000);
+    assert!(
+        rep["latency"]["hdr_histogram"]
+            .as_str()
+            .unwrap()
+            .starts_with("HISTF")
+    );
+    assert_eq!(rep["connections"]["established"], 4);
+    // Every request byte and response byte crossed the wire once.
+    assert_eq!(rep["bytes"]["sent"], 5000 * 64);
+    assert_eq!(rep["bytes"]["received"], 5000 * 64);
+    assert_eq!(srv.echoed.load(Ordering::Relaxed), 5000 * 64);
+}
+
+#[test]
+fn pipelined_requests_are_matched_in_order() {
+    let srv = TestServer::start(Behaviour::Echo);
+    let dir = scratch("load-pipeline");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "2",
+        "--pipeline",
+        "16",
+        "-n",
+        "20000",
+        "--req",
+        "100",
+        "--verify",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = read_json(&json);
+    assert_eq!(rep["transactions"], 20000);
+    assert_eq!(rep["errors"]["total"], 0);
+}
+
+#[test]
+fn verify_catches_a_corrupting_server() {
+    let srv = TestServer::start(Behaviour::Corrupt { size: 32 });
+    let dir = scratch("load-corrupt");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "2",
+        "-d",
+        "1",
+        "--req",
+        "32",
+        "--verify",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("more than --max-errors 0"),
+        "{}",
+        stderr(&out)
+    );
+    let rep = read_json(&json);
+    assert_eq!(rep["complete"], false);
+    assert!(
+        rep["errors"]["by_class"]["response_mismatch"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{rep}"
+    );
+    // Without --verify the corruption goes unnoticed: this is what the
+    // option is for.
+    let out = load(&["tcp-rr", &addr, "-c", "2", "-d", "0.5", "--req", "32"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_server_that_closes_mid_run_is_reported() {
+    // Each connection is closed after 10 requests' worth of bytes.
+    let srv = TestServer::start(Behaviour::CloseAfter {
+        bytes: 10 * 50 + 25,
+    });
+    let dir = scratch("load-close");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    let t0 = Instant::now();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "2",
+        "-d",
+        "1",
+        "--req",
+        "50",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "the run must end on time"
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let rep = read_json(&json);
+    let by = &rep["errors"]["by_class"];
+    assert!(by["short_read"].as_u64().unwrap_or(0) > 0, "{by}");
+    assert!(rep["transactions"].as_u64().unwrap() >= 10, "{rep}");
+    // Reconnects are made, with backoff: a few dozen per connection per
+    // second at most, never a spin.
+    let connects = rep["connections"]["connects"].as_u64().unwrap();
+    assert!((2..=400).contains(&connects), "{connects}");
+    // A generous error budget makes the same run a success.
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "2",
+        "-d",
+        "0.5",
+        "--req",
+        "50",
+        "--max-errors",
+        "100000",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_stalled_server_ends_on_time_with_timeouts() {
+    let srv = TestServer::start(Behaviour::Stall);
+    let dir = scratch("load-stall");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    let t0 = Instant::now();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "3",
+        "-d",
+        "1.5",
+        "--timeout",
+        "0.3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert_eq!(out.status.code(), Some(1));
+    let rep = read_json(&json);
+    assert!(
+        rep["errors"]["by_class"]["ETIMEDOUT"].as_u64().unwrap() >= 3,
+        "{rep}"
+    );
+    assert_eq!(rep["transactions"], 0);
+    // Count mode cannot end on time: it gives up after twice the timeout
+    // without progress.
+    let t0 = Instant::now();
+    let out = load(&["tcp-rr", &addr, "-n", "100", "--timeout", "0.3"]);
+    assert!(t0.elapsed() < Duration::from_secs(4));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("stalled"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_unreachable_port_fails_fast_without_artifact() {
+    // Bind then drop to get a port nothing listens on.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = scratch("load-refused");
+    let json = dir.join("l.json");
+    let addr = format!("127.0.0.1:{port}");
+    let t0 = Instant::now();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "4",
+        "-d",
+        "30",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "must not wait out -d 30"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no connection") && err.contains("ECONNREFUSED"),
+        "{err}"
+    );
+    assert!(!json.exists());
+    let out = load(&["tcp-crr", &addr, "-d", "30"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn malformed_input_is_a_usage_error() {
+    for args in [
+        vec!["tcp-rr", "not-an-address"],
+        vec!["tcp-rr", "127.0.0.1"],
+        vec!["tcp-rr", "127.0.0.1:99999"],
+        vec!["tcp-rr", "127.0.0.1:1", "-c", "0"],
+        vec!["tcp-rr", "127.0.0.1:1", "-d", "0"],
+        vec!["tcp-rr", "127.0.0.1:1", "-d", "1", "-n", "5"],
+        vec!["tcp-rr", "127.0.0.1:1", "--rate", "-5"],
+        vec!["tcp-rr", "127.0.0.1:1", "--request", "PING"],
+        vec![
+            "tcp-rr",
+            "127.0.0.1:1",
+            "--request",
+            "PING\\q",
+            "--expect",
+            "4",
+        ],
+        vec!["tcp-crr", "127.0.0.1:1", "--close", "sideways"],
+        vec!["udp", "127.0.0.1:1"],
+        vec!["udp", "127.0.0.1:1", "--burst", "10", "--size", "8"],
+    ] {
+        let out = load(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+/// A redis-server on a free port, killed on drop.
+struct Redis {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Option<Self> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true but redis-server is not installed (make deps installs it)");
+            }
+            eprintln!("SKIP: redis-server not installed");
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < end, "redis-server did not start");
+            thread::sleep(Duration::from_millis(20));
+        }
+        Some(Self { child, port })
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn tcp_rr_drives_a_real_redis_with_ping_pong() {
+    let Some(redis) = Redis::start() else { return };
+    let dir = scratch("load-redis");
+    let json = dir.join("l.json");
+    let addr = format!("127.0.0.1:{}", redis.port);
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "8",
+        "-n",
+        "20000",
+        "--request",
+        "PING\\r\\n",
+        "--expect",
+        "+PONG\\r\\n",
+        "--verify",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = read_json(&json);
+    assert_eq!(rep["transactions"], 20000);
+    assert_eq!(rep["errors"]["total"], 0);
+    assert_eq!(rep["bytes"]["received"], 20000 * 7);
+    // Redis counts the commands it processed (the INFO that asks is
+    // counted after it answers).
+    let mut s = TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    s.write_all(b"INFO stats\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut text = String::new();
+    let mut buf = [0u8; 8192];
+    while !text.contains("total_commands_processed") || !text.ends_with("\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let cmds: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(cmds, 20000, "redis processed exactly our PINGs");
+    // A wrong expectation is caught.
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-n",
+        "10",
+        "--request",
+        "PING\\r\\n",
+        "--expect",
+        "+PANG\\r\\n",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn open_loop_rate_is_held_and_reports_both_latencies() {
+    let srv = TestServer::start(Behaviour::Echo);
+    let dir = scratch("load-rate");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "4",
+        "-d",
+        "2",
+        "--rate",
+        "2000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = read_json(&json);
+    let rate = rep["rate_per_s"].as_f64().unwrap();
+    assert!((1900.0..=2100.0).contains(&rate), "{rate}");
+    let c = rep["latency"]["p50_ns"].as_u64().unwrap();
+    let u = rep["latency_uncorrected"]["p50_ns"].as_u64().unwrap();
+    assert!(c >= u, "corrected {c} >= uncorrected {u}");
+    assert!(rep["send_lag"]["count"].as_u64().unwrap() > 0);
+    assert_eq!(rep["intervals"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn warmup_is_left_out_of_the_results() {
+    let srv = TestServer::start(Behaviour::Echo);
+    let dir = scratch("load-warmup");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "2",
+        "-d",
+        "1",
+        "--warmup",
+        "0.5",
+        "--rate",
+        "1000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = read_json(&json);
+    let tx = rep["transactions"].as_u64().unwrap();
+    // 1 s at 1000/s measured; the 500 warm-up transactions are not.
+    assert!((950..=1050).contains(&tx), "{tx}");
+    assert!((0.99..1.05).contains(&rep["duration_s"].as_f64().unwrap()));
+}
+
+#[test]
+fn tcp_crr_counts_connects_and_transactions() {
+    let srv = TestServer::start(Behaviour::Echo);
+    let dir = scratch("load-crr");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    for close in ["fin", "rst"] {
+        let out = load(&[
+            "tcp-crr",
+            &addr,
+            "-c",
+            "2",
+            "-n",
+            "300",
+            "--req",
+            "20",
+            "--verify",
+            "--close",
+            close,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{close}: {}", stderr(&out));
+        let rep = read_json(&json);
+        assert_eq!(rep["transactions"], 300);
+        assert_eq!(rep["connections"]["connects"], 300);
+        assert_eq!(rep["connect_latency"]["count"], 300);
+        assert_eq!(rep["config"]["close"], close);
+    }
+}
