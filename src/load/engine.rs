@@ -74,6 +74,28 @@ pub struct Outcome {
     pub failure: Option<String>,
 }
 
+/// Raises the soft open-files limit so `conns` sockets fit (up to the hard
+/// limit); says so when they cannot.
+fn ensure_fd_room(conns: usize) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let need = conns as u64 + 64;
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("reading RLIMIT_NOFILE")?;
+    if soft >= need {
+        return Ok(());
+    }
+    if hard < need {
+        return Err(crate::error::with_code(
+            1,
+            format!(
+                "{conns} connections need {need} file descriptors but the hard limit is {hard} \
+                 (raise it with ulimit -Hn or /etc/security/limits.conf)"
+            ),
+        ));
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, need, hard).context("raising RLIMIT_NOFILE")?;
+    Ok(())
+}
+
 /// Runs `plan` and builds the report. `config` is recorded as is.
 pub fn run_tcp(
     plan: &TcpPlan,
@@ -82,6 +104,7 @@ pub fn run_tcp(
     max_errors: u64,
     quiet: bool,
 ) -> Result<Outcome> {
+    ensure_fd_room(plan.connections)?;
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
     let started_at = SystemTime::now();
     let clock = RunClock::start();
