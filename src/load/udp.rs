@@ -12,7 +12,7 @@ use nix::sys::signal::Signal;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::engine::rusage_ns;
-use crate::procfs;
+use crate::procfs::snmp;
 use crate::proto::udp::{HEADER_LEN, Header, Kind, SinkReport, monotonic_ns};
 use crate::report::load::{
     Bytes, Connections, Errors, Generator, LoadConfig, LoadReport, SCHEMA, SCHEMA_VERSION,
@@ -167,7 +167,8 @@ pub fn run(
         first_error: None,
     };
 
-    let kernel_before = procfs::udp_counters();
+    let v6 = plan.addr.is_ipv6();
+    let kernel_before = snmp::read(v6);
     let cpu0 = rusage_ns(libc::RUSAGE_SELF);
     let started_at = SystemTime::now();
     let t0 = Instant::now();
@@ -228,7 +229,7 @@ pub fn run(
 
     // FIN until REPORT, bounded by --fin-timeout.
     let report = fin_exchange(&tx.sock, run_id, tx.published, plan.fin_timeout)?;
-    let kernel_after = procfs::udp_counters();
+    let kernel_after = snmp::read(v6);
     drop(signals);
 
     let mut notes = vec![
@@ -237,12 +238,7 @@ pub fn run(
             .to_string(),
     ];
     let delta = match (&kernel_before, &kernel_after) {
-        (Some(b), Some(a)) => Some(
-            a.get("RcvbufErrors")
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(b.get("RcvbufErrors").copied().unwrap_or(0)),
-        ),
+        (Some(b), Some(a)) => Some(a.since(b).rcvbuf_errors),
         _ => None,
     };
     notes.push(

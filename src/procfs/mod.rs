@@ -3,6 +3,8 @@
 //! that disappears while it is being read (the caller decides what a
 //! vanished task means).
 
+pub mod snmp;
+
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::io;
@@ -88,23 +90,6 @@ pub fn effective_caps() -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
-/// The `Udp:` counters of /proc/net/snmp (machine-wide, this network
-/// namespace), by name: InDatagrams, RcvbufErrors, InErrors, SndbufErrors...
-pub fn udp_counters() -> Option<HashMap<String, u64>> {
-    let s = fs::read_to_string("/proc/net/snmp").ok()?;
-    let mut lines = s.lines().filter(|l| l.starts_with("Udp:"));
-    let names = lines.next()?;
-    let values = lines.next()?;
-    Some(
-        names
-            .split_whitespace()
-            .skip(1)
-            .zip(values.split_whitespace().skip(1))
-            .filter_map(|(n, v)| Some((n.to_string(), v.parse().ok()?)))
-            .collect(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,8 +102,7 @@ mod tests {
         assert!(vm_hwm_kb(me).unwrap() > 0);
         assert!(ppid(me).unwrap() > 0);
         assert!(effective_caps().is_some());
-        let udp = udp_counters().unwrap();
-        assert!(udp.contains_key("RcvbufErrors") && udp.contains_key("InDatagrams"));
+        assert!(snmp::read(false).is_some());
     }
 
     #[test]

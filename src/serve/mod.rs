@@ -1,21 +1,224 @@
 //! `sockscope serve`: reference targets to compare kernel paths.
-//! (Being built; see issue 3.)
+//!
+//! * [`echo`]: a TCP echo / fixed-size request-response server with three
+//!   transports (thread per connection, epoll event loops, io_uring rings)
+//!   sharing one framing state machine, so a difference between them is the
+//!   kernel path and not the protocol code.
+//! * [`udp_sink`]: a UDP receiver that accounts sequenced datagrams
+//!   (received, gaps, reordering, duplicates, jitter, one-way latency) and
+//!   answers the load generator's FIN with a REPORT.
+//!
+//! Both print `listening on IP:PORT` on stdout once ready (everything else
+//! goes to stderr), stop cleanly on SIGTERM/SIGINT and write `--json`
+//! atomically only when they ran to a clean stop. People's documentation:
+//! docs/serve.md.
+
+pub mod echo;
+pub mod listen;
+pub mod signals;
+pub mod udp_sink;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use clap::Subcommand;
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::error;
+
+/// Largest `--req-size` / `--resp-size`: a response is built whole in the
+/// connection's output buffer, so this also bounds per-connection memory.
+pub const MAX_MESSAGE: usize = 16 << 20;
 
 /// `sockscope serve` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ServeCommand {
     /// TCP echo / request-response server (threaded, epoll or io_uring).
-    Echo,
+    #[command(after_help = "Examples:\n  sockscope serve echo --transport epoll\n  \
+sockscope serve echo --transport uring --req-size 100 --resp-size 1000 --json echo.json\n  \
+sockscope serve echo --transport threaded --listen [::1]:7000 --max-conns 1000")]
+    Echo(EchoArgs),
     /// UDP sink that accounts sequenced datagrams and their loss.
-    UdpSink,
+    #[command(after_help = "Examples:\n  sockscope serve udp-sink\n  \
+sockscope serve udp-sink --rcvbuf 65536 --expect 100000 --json sink.json")]
+    UdpSink(UdpSinkArgs),
+}
+
+/// How `serve echo` moves bytes between sockets and the framing code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// One thread per connection, blocking reads and writes.
+    Threaded,
+    /// N event loops, each with its own SO_REUSEPORT listener.
+    Epoll,
+    /// N io_uring rings (accept/recv/send), each with its own listener.
+    Uring,
+}
+
+impl Transport {
+    /// Name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Threaded => "threaded",
+            Transport::Epoll => "epoll",
+            Transport::Uring => "uring",
+        }
+    }
+}
+
+/// `sockscope serve echo` options.
+#[derive(Debug, Args)]
+pub struct EchoArgs {
+    /// Address to listen on (IP:PORT; port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// Kernel path to serve through.
+    #[arg(long, value_enum)]
+    pub transport: Transport,
+
+    /// epoll/uring: event loops, each with its own listener (default: one
+    /// per CPU). Not used by threaded.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+
+    /// Request size in bytes: answer every complete request of N bytes
+    /// with --resp-size bytes (without both sizes: plain echo).
+    #[arg(long, value_name = "N", requires = "resp_size", value_parser = parse_size)]
+    pub req_size: Option<usize>,
+
+    /// Response size in bytes (with --req-size).
+    #[arg(long, value_name = "M", requires = "req_size", value_parser = parse_size)]
+    pub resp_size: Option<usize>,
+
+    /// Burn this much CPU (a spin on the clock, not a sleep) per request,
+    /// or per read in plain echo mode, to model application work.
+    #[arg(long, value_name = "US", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub work_us: u64,
+
+    /// Connections beyond N at once are accepted and closed at once
+    /// (counted as rejected).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_conns: Option<u64>,
+
+    /// On a clean stop, write the counters as JSON (docs/serve.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `sockscope serve udp-sink` options.
+#[derive(Debug, Args)]
+pub struct UdpSinkArgs {
+    /// Address to listen on (IP:PORT; port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// Ask for this receive buffer (SO_RCVBUF, as an unprivileged program
+    /// would: the kernel doubles it and caps it at net.core.rmem_max).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=(i32::MAX as u64 / 2)))]
+    pub rcvbuf: Option<u64>,
+
+    /// Stop once N distinct DATA datagrams of the first run arrived.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub expect: Option<u64>,
+
+    /// Stop after this many seconds without a datagram, counted from the
+    /// first datagram (0: never).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_idle)]
+    pub idle_timeout: f64,
+
+    /// On a clean stop, write the per-run reports as JSON (docs/serve.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
+    if v == 0 || v > MAX_MESSAGE {
+        return Err(format!("`{s}`: must be between 1 and {MAX_MESSAGE} bytes"));
+    }
+    Ok(v)
+}
+
+fn parse_idle(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v.is_finite() && (0.0..=86400.0).contains(&v)) {
+        return Err(format!("`{s}`: must be between 0 and 86400 seconds"));
+    }
+    Ok(v)
 }
 
 /// Runs a serve subcommand; returns the exit status.
-pub fn run(cmd: ServeCommand, _quiet: bool) -> Result<u8> {
-    Err(crate::error::usage(format!(
-        "serve {cmd:?} is not built yet"
-    )))
+pub fn run(cmd: ServeCommand, quiet: bool) -> Result<u8> {
+    // A peer that vanishes must cost one connection, not the process; sends
+    // also pass MSG_NOSIGNAL, this covers any write that does not.
+    // SAFETY: installing SIG_IGN has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    match cmd {
+        ServeCommand::Echo(args) => {
+            check_json_dir(args.json.as_deref())?;
+            if args.threads.is_some() && args.transport == Transport::Threaded {
+                return Err(error::usage(
+                    "--threads applies to --transport epoll and uring \
+                     (threaded runs one thread per connection)",
+                ));
+            }
+            echo::run(&args, quiet)
+        }
+        ServeCommand::UdpSink(args) => {
+            check_json_dir(args.json.as_deref())?;
+            udp_sink::run(&args, quiet)
+        }
+    }
+}
+
+/// Fails before serving when `--json` could never be written, instead of
+/// discovering it after the run.
+fn check_json_dir(json: Option<&Path>) -> Result<()> {
+    let Some(path) = json else { return Ok(()) };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(error::usage(format!(
+            "--json {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    if path.file_name().is_none() {
+        return Err(error::usage(format!(
+            "--json {}: not a file path",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Prints the ready line on stdout and flushes it: the one line a launcher
+/// waits for. Nothing else sockscope serve prints goes to stdout.
+pub(crate) fn announce(addr: SocketAddr) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A launcher that closed our stdout no longer waits for the line;
+    // serving on is still right.
+    let _ = writeln!(out, "listening on {addr}");
+    let _ = out.flush();
+}
+
+/// Process CPU time so far (getrusage RUSAGE_SELF): (user, system) seconds.
+pub(crate) fn cpu_times() -> (f64, f64) {
+    use nix::sys::resource::{UsageWho, getrusage};
+    match getrusage(UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            (s(u.user_time()), s(u.system_time()))
+        }
+        Err(_) => (0.0, 0.0),
+    }
 }

@@ -2,6 +2,8 @@
 //! ground-truth workload, and the root/BPF gate.
 #![allow(dead_code)]
 
+pub mod server;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -1,0 +1,242 @@
+//! `sockscope serve echo`: an echo / fixed-size request-response server
+//! with three interchangeable transports.
+//!
+//! The controller (this file) binds the listeners, starts the transport's
+//! workers, prints the ready line, then sleeps on a signalfd. On SIGTERM or
+//! SIGINT it raises the stop flag; each worker stops accepting, drains
+//! (finishes writing what it owes, for at most [`DRAIN`]), closes
+//! everything and returns its counters, which are summed into the report.
+//!
+//! The protocol code lives once in [`conn`]; [`threaded`], [`epoll`] and
+//! [`uring`] only move bytes, so differences between them are kernel paths.
+
+pub mod accept;
+pub mod conn;
+pub mod counters;
+pub mod epoll;
+pub mod report;
+pub mod threaded;
+pub mod uring;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+
+use self::conn::{Framing, Spec};
+use self::counters::Counters;
+use self::report::EchoReport;
+use super::signals::{ExitNotice, StopCause, StopFlag, wait_for_stop};
+use super::{EchoArgs, Transport, announce, cpu_times, listen};
+use crate::report as artifact;
+use crate::signals::Signals;
+
+/// Longest time a stopping server keeps writing responses it owes.
+pub const DRAIN: Duration = Duration::from_secs(2);
+/// Extra time workers get, after the drain, to close and return.
+const JOIN_GRACE: Duration = Duration::from_secs(3);
+
+/// What the workers of one server share.
+pub struct Shared {
+    /// The protocol.
+    pub spec: Spec,
+    /// --max-conns.
+    pub max_conns: Option<u64>,
+    open: AtomicU64,
+    /// Raised by the controller to stop every worker.
+    pub stop: StopFlag,
+    /// Bumped by every worker as it exits.
+    pub exits: ExitNotice,
+}
+
+impl Shared {
+    /// Takes a connection slot; false when --max-conns are already open
+    /// (the caller closes the connection and counts it rejected).
+    pub fn admit(&self) -> bool {
+        match self.max_conns {
+            None => {
+                self.open.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Some(max) => self
+                .open
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                })
+                .is_ok(),
+        }
+    }
+
+    /// Gives back the slot of a closed connection.
+    pub fn release(&self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A worker thread's handle: its counters, or why it failed.
+pub type Worker = JoinHandle<Result<Counters>>;
+
+/// Starts a worker thread that always bumps the exit notice when it ends,
+/// even by panic, so the controller never waits on a dead worker.
+pub fn spawn_worker(
+    name: String,
+    shared: &Arc<Shared>,
+    body: impl FnOnce() -> Result<Counters> + Send + 'static,
+) -> Result<Worker> {
+    struct Notify(Arc<Shared>);
+    impl Drop for Notify {
+        fn drop(&mut self) {
+            self.0.exits.notify();
+        }
+    }
+    let guard = Notify(Arc::clone(shared));
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let _guard = guard;
+            body()
+        })
+        .with_context(|| format!("starting thread {name}"))
+}
+
+/// Runs `serve echo` until SIGTERM/SIGINT; returns the exit status.
+pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
+    let framing = match (args.req_size, args.resp_size) {
+        (Some(req), Some(resp)) => Framing::Fixed { req, resp },
+        _ => Framing::Echo,
+    };
+    let work = (args.work_us > 0).then(|| Duration::from_micros(args.work_us));
+    let spec = Spec::new(framing, work);
+    let loops = match args.transport {
+        Transport::Threaded => 1,
+        _ => match args.threads {
+            Some(n) => n as usize,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        },
+    };
+
+    // Before any thread exists, so every thread inherits the blocked mask.
+    let mut signals = Signals::block(&[
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+    ])?;
+    let (listeners, bound) = listen::bind_tcp(args.listen, loops)?;
+    let shared = Arc::new(Shared {
+        spec,
+        max_conns: args.max_conns,
+        open: AtomicU64::new(0),
+        stop: StopFlag::new()?,
+        exits: ExitNotice::new()?,
+    });
+    let workers = match args.transport {
+        Transport::Threaded => threaded::start(listeners, &shared)?,
+        Transport::Epoll => epoll::start(listeners, &shared)?,
+        Transport::Uring => uring::start(listeners, &shared)?,
+    };
+    announce(bound);
+    let t0 = Instant::now();
+    if !quiet {
+        let what = match framing {
+            Framing::Echo => "plain echo".to_string(),
+            Framing::Fixed { req, resp } => format!("{req}-byte requests, {resp}-byte responses"),
+        };
+        eprintln!(
+            "serve echo: {} transport, {loops} loop{}, {what}; stop with Ctrl-C or SIGTERM",
+            args.transport.name(),
+            if loops == 1 { "" } else { "s" }
+        );
+    }
+
+    let cause = wait_for_stop(&mut signals, &shared.exits)?;
+    let stop_at = Instant::now();
+    shared.stop.raise();
+    let total = join_all(workers, &shared)?;
+    if cause == StopCause::WorkerExited {
+        // Workers only return early on error, and join_all reported those.
+        return Err(anyhow!("an event loop stopped on its own; the run is void"));
+    }
+    let StopCause::Signal(sig) = cause else {
+        unreachable!()
+    };
+    let (user, system) = cpu_times();
+    let mut notes =
+        vec!["loopback only: figures include both ends' kernel work on one machine".to_string()];
+    if args.transport == Transport::Threaded {
+        notes.push("threaded: one acceptor thread plus one thread per connection".to_string());
+    }
+    let rep = EchoReport {
+        schema: report::SCHEMA.to_string(),
+        schema_version: report::SCHEMA_VERSION,
+        sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        listen: bound.to_string(),
+        transport: args.transport.name().to_string(),
+        loops,
+        req_size: args.req_size,
+        resp_size: args.resp_size,
+        work_us: args.work_us,
+        max_conns: args.max_conns,
+        out_cap_bytes: spec.out_cap,
+        stop_reason: format!("signal:{sig}"),
+        duration_s: t0.elapsed().as_secs_f64(),
+        drain_s: stop_at.elapsed().as_secs_f64(),
+        transactions: spec.resp_size().map(|_| total.transactions),
+        counters: total,
+        cpu_user_s: user,
+        cpu_system_s: system,
+        notes,
+    };
+    if !quiet {
+        eprint!("{}", report::render(&rep));
+    }
+    if let Some(path) = &args.json {
+        artifact::write_json(path, &rep)?;
+    }
+    Ok(0)
+}
+
+/// Waits (bounded) for every worker and sums their counters; the first
+/// worker error, panic or overrun fails the run.
+fn join_all(workers: Vec<Worker>, shared: &Shared) -> Result<Counters> {
+    let deadline = Instant::now() + DRAIN + JOIN_GRACE;
+    let mut pending = workers;
+    let mut total = Counters::default();
+    let mut first_err: Option<anyhow::Error> = None;
+    while !pending.is_empty() {
+        let (done, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|h| h.is_finished());
+        pending = rest;
+        for h in done {
+            match h.join() {
+                Ok(Ok(c)) => total.merge(&c),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(anyhow!("a server thread panicked"));
+                }
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(anyhow!(
+                "{} server threads did not stop within {:?} of the stop signal",
+                pending.len(),
+                DRAIN + JOIN_GRACE
+            ));
+        }
+        // Woken by the next worker exit; the timeout only bounds the wait.
+        let mut pfd = [nix::poll::PollFd::new(
+            shared.exits.fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let _ = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(20u8));
+        shared.exits.clear();
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(total),
+    }
+}

@@ -1,0 +1,161 @@
+//! The `serve echo` result: what `--json` writes and the summary printed on
+//! stderr at exit (docs/serve.md describes every field).
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::counters::Counters;
+
+/// Schema identifier of the echo artifact.
+pub const SCHEMA: &str = "sockscope.serve.echo";
+/// Bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One `serve echo` run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EchoReport {
+    /// Always `sockscope.serve.echo`.
+    pub schema: String,
+    /// See SCHEMA_VERSION.
+    pub schema_version: u32,
+    /// Version of the sockscope that wrote it.
+    pub sockscope_version: String,
+    /// The bound address (IP:PORT).
+    pub listen: String,
+    /// threaded, epoll or uring.
+    pub transport: String,
+    /// Event loops (epoll, uring); 1 for threaded (its acceptor).
+    pub loops: usize,
+    /// Request size in framed mode (null: plain echo).
+    pub req_size: Option<usize>,
+    /// Response size in framed mode (null: plain echo).
+    pub resp_size: Option<usize>,
+    /// CPU burned per request (per read in echo mode), microseconds.
+    pub work_us: u64,
+    /// --max-conns, if given.
+    pub max_conns: Option<u64>,
+    /// Unwritten output a connection may hold before it stops reading.
+    pub out_cap_bytes: usize,
+    /// What stopped the server (`signal:SIGTERM`).
+    pub stop_reason: String,
+    /// From ready to fully stopped, seconds.
+    pub duration_s: f64,
+    /// Drain time after the stop signal, seconds.
+    pub drain_s: f64,
+    /// Responses written in full (null in plain echo mode, where there are
+    /// no requests to count).
+    pub transactions: Option<u64>,
+    /// Everything counted.
+    pub counters: Counters,
+    /// The server process's own CPU time since it started (getrusage
+    /// RUSAGE_SELF), seconds.
+    pub cpu_user_s: f64,
+    /// Same, in the kernel.
+    pub cpu_system_s: f64,
+    /// Caveats needed to read the figures.
+    pub notes: Vec<String>,
+}
+
+/// The human summary printed on stderr at exit.
+pub fn render(r: &EchoReport) -> String {
+    let c = &r.counters;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "serve echo ({}, {} loop{}) on {}: stopped by {} after {:.1} s",
+        r.transport,
+        r.loops,
+        if r.loops == 1 { "" } else { "s" },
+        r.listen,
+        r.stop_reason.trim_start_matches("signal:"),
+        r.duration_s
+    );
+    let _ = writeln!(
+        s,
+        "  connections  {} accepted, {} rejected (max-conns), {} open at stop, \
+         {} closed by peer, {} reset, {} errors",
+        c.accepted,
+        c.rejected_max_conns + c.rejected_no_thread,
+        c.open_at_stop,
+        c.closed_by_peer,
+        c.reset,
+        c.errors
+    );
+    if c.drain_timeouts > 0 {
+        let _ = writeln!(
+            s,
+            "  drain        {} connections still owed response bytes when the drain time ran out",
+            c.drain_timeouts
+        );
+    }
+    let errs = c.accept_errors.nonzero();
+    if !errs.is_empty() {
+        let list: Vec<String> = errs.iter().map(|(n, v)| format!("{n} {v}")).collect();
+        let _ = writeln!(
+            s,
+            "  accept       errors {} ({} pauses)",
+            list.join(", "),
+            c.accept_errors.backoffs
+        );
+    }
+    if let Some(t) = r.transactions {
+        let rate = if r.duration_s > 0.0 {
+            t as f64 / r.duration_s
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            s,
+            "  transactions {t} ({rate:.0}/s over the run), {} requests read",
+            c.requests
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  bytes        in {}, out {}",
+        human_bytes(c.bytes_in),
+        human_bytes(c.bytes_out)
+    );
+    let total = r.cpu_user_s + r.cpu_system_s;
+    let _ = writeln!(
+        s,
+        "  cpu          user {:.3} s, system {:.3} s ({:.0}% of it in the kernel)",
+        r.cpu_user_s,
+        r.cpu_system_s,
+        if total > 0.0 {
+            100.0 * r.cpu_system_s / total
+        } else {
+            0.0
+        }
+    );
+    s
+}
+
+/// 1536 -> "1.5 KiB".
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_scales() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+}

@@ -1,0 +1,557 @@
+//! `sockscope serve udp-sink`: receives the sequenced datagrams of
+//! `load udp` (crate::proto::udp), accounts each run, answers every FIN with
+//! a REPORT, and sets its own loss beside the kernel's drop counters.
+//!
+//! Datagrams are read with recvmmsg into small buffers with MSG_TRUNC: only
+//! the 32-byte header matters, and the true length is still reported, so
+//! a batch of 64 datagrams costs one syscall and 4 KiB of buffers whatever
+//! their size. Receive times are taken after each batch, so the one-way
+//! latency includes the time a datagram waited in the socket queue, which
+//! is what an application sees.
+
+pub mod tracker;
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use self::tracker::RunTracker;
+use super::signals::timeout_ms;
+use super::{UdpSinkArgs, announce, cpu_times};
+use crate::procfs::snmp;
+use crate::proto::udp::{HEADER_LEN, Header, Kind, SinkReport, monotonic_ns};
+use crate::report as artifact;
+use crate::signals::{Signals, signal_name};
+use crate::stats::LatencySummary;
+
+/// Schema identifier of the udp-sink artifact.
+pub const SCHEMA: &str = "sockscope.serve.udp-sink";
+/// Bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Datagrams per recvmmsg.
+const BATCH: usize = 64;
+/// Bytes kept of each datagram: the header (the rest is padding).
+const KEEP: usize = 64;
+/// Batches read per wakeup before signals and deadlines are checked again.
+const BATCHES_PER_WAKE: usize = 64;
+/// Distinct run ids tracked at once; datagrams of further runs are counted
+/// and ignored (each run may hold up to 512 KiB of bitmap).
+const MAX_RUNS: usize = 64;
+/// With --expect: how long to wait for the run's FIN once the count is
+/// reached, so the sender still gets its REPORT.
+const FIN_GRACE: Duration = Duration::from_secs(1);
+
+/// One run as the sink saw it (in the JSON's `runs`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// What was (or would be) sent back in REPORT.
+    pub report: SinkReport,
+    /// DATA datagrams the sender published (from its FIN; null if no FIN
+    /// arrived).
+    pub published: Option<u64>,
+    /// published - received: every loss, tail drops included.
+    pub lost: Option<u64>,
+    /// lost / published, percent.
+    pub loss_pct: Option<f64>,
+    /// Datagrams that arrived more than the tracking window (4 Mi sequence
+    /// numbers) behind: neither received nor duplicates.
+    pub late_beyond_window: u64,
+    /// Summary of `report.latency_hist`, ns.
+    pub latency: LatencySummary,
+    /// DATA bytes received, duplicates included.
+    pub bytes: u64,
+    /// FINs answered with a REPORT.
+    pub fins_answered: u64,
+}
+
+/// The kernel's UDP drop counters over the run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelDrops {
+    /// Which file and fields.
+    pub source: String,
+    /// Increase of RcvbufErrors (receive buffer full) during the run.
+    pub rcvbuf_errors: u64,
+    /// Increase of InErrors during the run.
+    pub in_errors: u64,
+}
+
+/// One `serve udp-sink` run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UdpSinkReport {
+    /// Always `sockscope.serve.udp-sink`.
+    pub schema: String,
+    /// See SCHEMA_VERSION.
+    pub schema_version: u32,
+    /// Version of the sockscope that wrote it.
+    pub sockscope_version: String,
+    /// The bound address.
+    pub listen: String,
+    /// --rcvbuf as given (null: the system default).
+    pub rcvbuf_requested: Option<u64>,
+    /// SO_RCVBUF read back: what the kernel granted (twice the request,
+    /// capped at twice net.core.rmem_max).
+    pub rcvbuf_granted: u64,
+    /// net.core.rmem_max at start.
+    pub rmem_max: Option<u64>,
+    /// What ended the run: `expect`, `idle`, `signal:SIGTERM`...
+    pub end_reason: String,
+    /// From ready to end, seconds.
+    pub duration_s: f64,
+    /// Every datagram read (ours and foreign).
+    pub datagrams: u64,
+    /// Datagrams that are not DATA or FIN of the sockscope format.
+    pub foreign: u64,
+    /// Datagrams of runs beyond the tracking limit (64 run ids).
+    pub untracked_runs: u64,
+    /// REPORTs that could not be sent.
+    pub report_send_errors: u64,
+    /// Per run id, in order of first arrival.
+    pub runs: Vec<RunRecord>,
+    /// The kernel's counters over the same time (null if unreadable).
+    pub kernel: Option<KernelDrops>,
+    /// The sink process's CPU time since it started, seconds.
+    pub cpu_user_s: f64,
+    /// Same, in the kernel.
+    pub cpu_system_s: f64,
+    /// Caveats needed to read the figures.
+    pub notes: Vec<String>,
+}
+
+/// State of a running sink.
+struct Sink {
+    sock: UdpSocket,
+    granted: u64,
+    runs: HashMap<u32, RunTracker>,
+    order: Vec<u32>,
+    datagrams: u64,
+    foreign: u64,
+    untracked: u64,
+    send_errors: u64,
+    quiet: bool,
+}
+
+/// Runs `serve udp-sink` until --expect, the idle timeout or a signal;
+/// returns the exit status.
+pub fn run(args: &UdpSinkArgs, quiet: bool) -> Result<u8> {
+    let mut signals = Signals::block(&[Signal::SIGTERM, Signal::SIGINT])?;
+    let (sock, bound, granted) = bind(args.listen, args.rcvbuf)?;
+    let v6 = bound.is_ipv6();
+    let rmem_max = read_sysctl("/proc/sys/net/core/rmem_max");
+    let snmp0 = snmp::read(v6);
+    announce(bound);
+    let t0 = Instant::now();
+    if !quiet {
+        let asked = match args.rcvbuf {
+            Some(b) => format!("{b} bytes requested, "),
+            None => "system default, ".to_string(),
+        };
+        eprintln!(
+            "serve udp-sink: receive buffer {asked}{granted} granted (SO_RCVBUF read back; \
+             net.core.rmem_max {}); stop with Ctrl-C or SIGTERM",
+            rmem_max.map_or("unknown".into(), |v| v.to_string())
+        );
+    }
+    let mut sink = Sink {
+        sock,
+        granted,
+        runs: HashMap::new(),
+        order: Vec::new(),
+        datagrams: 0,
+        foreign: 0,
+        untracked: 0,
+        send_errors: 0,
+        quiet,
+    };
+    let idle = (args.idle_timeout > 0.0).then(|| Duration::from_secs_f64(args.idle_timeout));
+    let end_reason = sink.serve(&mut signals, idle, args.expect)?;
+    let snmp1 = snmp::read(v6);
+    let duration = t0.elapsed().as_secs_f64();
+
+    let kernel = match (snmp0, snmp1) {
+        (Some(a), Some(b)) => {
+            let d = b.since(&a);
+            Some(KernelDrops {
+                source: snmp::source(v6).to_string(),
+                rcvbuf_errors: d.rcvbuf_errors,
+                in_errors: d.in_errors,
+            })
+        }
+        _ => None,
+    };
+    let runs: Vec<RunRecord> = sink
+        .order
+        .iter()
+        .filter_map(|id| sink.runs.get(id))
+        .map(|t| record(t, granted))
+        .collect();
+    let (user, system) = cpu_times();
+    let rep = UdpSinkReport {
+        schema: SCHEMA.to_string(),
+        schema_version: SCHEMA_VERSION,
+        sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        listen: bound.to_string(),
+        rcvbuf_requested: args.rcvbuf,
+        rcvbuf_granted: granted,
+        rmem_max,
+        end_reason,
+        duration_s: duration,
+        datagrams: sink.datagrams,
+        foreign: sink.foreign,
+        untracked_runs: sink.untracked,
+        report_send_errors: sink.send_errors,
+        runs,
+        kernel,
+        cpu_user_s: user,
+        cpu_system_s: system,
+        notes: vec![
+            "one-way latency is receive time (CLOCK_MONOTONIC, after recvmmsg) minus the \
+             sender's stamp: meaningful only with sender and sink on one host"
+                .into(),
+            "kernel counters are per network namespace: other UDP sockets' drops count too".into(),
+        ],
+    };
+    if !quiet {
+        eprint!("{}", render(&rep));
+    }
+    if let Some(path) = &args.json {
+        artifact::write_json(path, &rep)?;
+    }
+    Ok(0)
+}
+
+/// Binds the socket, sets the receive buffer before any datagram can
+/// arrive, and reads back what the kernel granted.
+fn bind(addr: SocketAddr, rcvbuf: Option<u64>) -> Result<(UdpSocket, SocketAddr, u64)> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+        .context("creating a UDP socket")?;
+    if let Some(b) = rcvbuf {
+        // Plain SO_RCVBUF, not SO_RCVBUFFORCE even as root: the experiment
+        // shows what an unprivileged application gets.
+        s.set_recv_buffer_size(b as usize)
+            .with_context(|| format!("setting SO_RCVBUF to {b}"))?;
+    }
+    if addr.is_ipv6() {
+        s.set_only_v6(true).context("setting IPV6_V6ONLY")?;
+    }
+    s.bind(&addr.into()).map_err(|e| {
+        let hint = match e.raw_os_error() {
+            Some(libc::EADDRINUSE) => " (another socket is using that port)",
+            Some(libc::EADDRNOTAVAIL) => " (no local interface has that address)",
+            _ => "",
+        };
+        anyhow!("cannot bind UDP {addr}: {e}{hint}")
+    })?;
+    s.set_nonblocking(true)
+        .context("making the socket non-blocking")?;
+    let granted = s.recv_buffer_size().context("reading SO_RCVBUF back")? as u64;
+    let bound = s
+        .local_addr()
+        .context("getsockname")?
+        .as_socket()
+        .context("the socket has no IP address")?;
+    Ok((s.into(), bound, granted))
+}
+
+fn read_sysctl(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+impl Sink {
+    /// Reads until a stop condition; returns the end reason.
+    fn serve(
+        &mut self,
+        signals: &mut Signals,
+        idle: Option<Duration>,
+        expect: Option<u64>,
+    ) -> Result<String> {
+        let mut last_rx: Option<Instant> = None;
+        let mut expect_met: Option<Instant> = None;
+        loop {
+            if let Some(name) = signals.pending().map(|si| signal_name(si.ssi_signo)) {
+                return Ok(format!("signal:{name}"));
+            }
+            if let (Some(n), None) = (expect, expect_met)
+                && self.first_run().is_some_and(|t| t.received() >= n)
+            {
+                expect_met = Some(Instant::now());
+            }
+            if let Some(t) = expect_met
+                && (self.first_run().is_some_and(|r| r.fins > 0) || t.elapsed() >= FIN_GRACE)
+            {
+                return Ok("expect".into());
+            }
+            let idle_until = idle.zip(last_rx).map(|(d, t)| t + d);
+            if idle_until.is_some_and(|t| Instant::now() >= t) {
+                return Ok("idle".into());
+            }
+            let next = [idle_until, expect_met.map(|t| t + FIN_GRACE)]
+                .into_iter()
+                .flatten()
+                .min();
+            let timeout = timeout_ms(next, Duration::from_secs(1));
+            let mut pfds = [
+                PollFd::new(self.sock.as_fd(), PollFlags::POLLIN),
+                PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(
+                &mut pfds,
+                PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX),
+            ) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e).context("poll"),
+            }
+            if self.drain_socket(expect)? > 0 {
+                last_rx = Some(Instant::now());
+            }
+        }
+    }
+
+    fn first_run(&self) -> Option<&RunTracker> {
+        self.runs.get(self.order.first()?)
+    }
+
+    /// Reads what is queued, a bounded number of batches; returns the
+    /// datagrams read.
+    fn drain_socket(&mut self, expect: Option<u64>) -> Result<u64> {
+        let mut bufs = [[0u8; KEEP]; BATCH];
+        let mut total = 0;
+        for _ in 0..BATCHES_PER_WAKE {
+            let got = recv_batch(self.sock.as_raw_fd(), &mut bufs)?;
+            let now = monotonic_ns();
+            for (i, (len, from)) in got.iter().enumerate() {
+                self.datagram(&bufs[i][..(*len).min(KEEP)], *len, *from, now);
+            }
+            total += got.len() as u64;
+            // Stop at the expected count so the run ends where asked.
+            let met = expect.is_some_and(|n| self.first_run().is_some_and(|t| t.received() >= n));
+            if got.len() < BATCH || met {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    fn datagram(&mut self, head: &[u8], len: usize, from: Option<SocketAddr>, now: u64) {
+        self.datagrams += 1;
+        let Some(h) = Header::decode(head) else {
+            self.foreign += 1;
+            return;
+        };
+        if h.kind == Kind::Report {
+            self.foreign += 1;
+            return;
+        }
+        if !self.runs.contains_key(&h.run) {
+            if self.runs.len() >= MAX_RUNS {
+                self.untracked += 1;
+                return;
+            }
+            self.runs.insert(h.run, RunTracker::new(h.run));
+            self.order.push(h.run);
+        }
+        let Some(t) = self.runs.get_mut(&h.run) else {
+            return;
+        };
+        match h.kind {
+            Kind::Data => t.record(h.seq, h.sent_ns, now, len),
+            Kind::Fin => {
+                t.published = Some(h.seq);
+                let first = t.fins == 0;
+                t.fins += 1;
+                let rec = record(t, self.granted);
+                if first && !self.quiet {
+                    eprintln!("{}", run_line(&rec));
+                }
+                if let Some(to) = from {
+                    self.send_report(&rec.report, h.seq, to);
+                }
+            }
+            Kind::Report => {}
+        }
+    }
+
+    /// Answers a FIN: header (kind REPORT, seq = published) + JSON.
+    fn send_report(&mut self, rep: &SinkReport, published: u64, to: SocketAddr) {
+        let Ok(json) = serde_json::to_vec(rep) else {
+            self.send_errors += 1;
+            return;
+        };
+        let mut buf = vec![0u8; HEADER_LEN + json.len()];
+        Header {
+            run: rep.run,
+            seq: published,
+            sent_ns: monotonic_ns(),
+            kind: Kind::Report,
+        }
+        .encode(&mut buf);
+        buf[HEADER_LEN..].copy_from_slice(&json);
+        // Non-blocking: a full send buffer loses this REPORT, and the
+        // sender's next FIN asks again.
+        if self.sock.send_to(&buf, to).is_err() {
+            self.send_errors += 1;
+        }
+    }
+}
+
+/// One recvmmsg (non-blocking, MSG_TRUNC so lengths are the datagrams'
+/// true sizes); returns (length, source) per datagram.
+fn recv_batch(fd: i32, bufs: &mut [[u8; KEEP]; BATCH]) -> Result<Vec<(usize, Option<SocketAddr>)>> {
+    // SAFETY: all-zero is a valid sockaddr_storage, iovec and mmsghdr.
+    let mut addrs: [libc::sockaddr_storage; BATCH] = unsafe { MaybeUninit::zeroed().assume_init() };
+    let mut iovs: [libc::iovec; BATCH] = unsafe { MaybeUninit::zeroed().assume_init() };
+    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { MaybeUninit::zeroed().assume_init() };
+    for i in 0..BATCH {
+        iovs[i].iov_base = bufs[i].as_mut_ptr().cast();
+        iovs[i].iov_len = KEEP;
+        msgs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
+        msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+        msgs[i].msg_hdr.msg_iov = &mut iovs[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    let n = loop {
+        // SAFETY: every pointer above points into arrays that outlive the
+        // call, with the lengths given.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                msgs.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => break 0,
+            // An ICMP error queued on the socket; it concerns a send, not
+            // what we receive.
+            Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH) => continue,
+            _ => return Err(e).context("recvmmsg"),
+        }
+    };
+    Ok((0..n)
+        .map(|i| {
+            let from = sockaddr(&addrs[i], msgs[i].msg_hdr.msg_namelen);
+            (msgs[i].msg_len as usize, from)
+        })
+        .collect())
+}
+
+fn sockaddr(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+    let len = len as usize;
+    match ss.ss_family as i32 {
+        libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let a = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 if len >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let a = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                u32::from_be(a.sin6_flowinfo),
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+fn record(t: &RunTracker, granted: u64) -> RunRecord {
+    let report = t.report(granted);
+    let lost = t.published.map(|p| p.saturating_sub(report.received));
+    RunRecord {
+        published: t.published,
+        lost,
+        loss_pct: t.published.zip(lost).map(|(p, l)| {
+            if p > 0 {
+                100.0 * l as f64 / p as f64
+            } else {
+                0.0
+            }
+        }),
+        late_beyond_window: t.late,
+        latency: t.latency().summary(),
+        bytes: t.bytes,
+        fins_answered: t.fins,
+        report,
+    }
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1}us", ns / 1000.0)
+}
+
+/// The loss report of one run, one line.
+fn run_line(r: &RunRecord) -> String {
+    let rep = &r.report;
+    let loss = match (r.published, r.lost, r.loss_pct) {
+        (Some(p), Some(l), Some(pct)) => format!(
+            "published {p}, received {}, lost {l} ({pct:.2}%)",
+            rep.received
+        ),
+        _ => format!("received {} (no FIN yet: loss unknown)", rep.received),
+    };
+    let l = &r.latency;
+    format!(
+        "run {:08x}: {loss}, interior gaps {}, reordered {}, duplicates {}, jitter {}, \
+         one-way latency p50 {} p99 {} max {}",
+        rep.run,
+        rep.interior_gaps,
+        rep.reordered,
+        rep.duplicates,
+        us(rep.jitter_ns),
+        us(l.p50_ns as f64),
+        us(l.p99_ns as f64),
+        us(l.max_ns as f64),
+    )
+}
+
+/// The summary printed on stderr at exit.
+fn render(r: &UdpSinkReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "serve udp-sink on {}: ended by {} after {:.1} s; {} datagrams read, {} foreign, \
+         receive buffer {} granted",
+        r.listen,
+        r.end_reason.trim_start_matches("signal:"),
+        r.duration_s,
+        r.datagrams,
+        r.foreign,
+        r.rcvbuf_granted
+    );
+    for run in &r.runs {
+        let _ = writeln!(s, "  {}", run_line(run));
+    }
+    if let Some(k) = &r.kernel {
+        let ours: u64 = r.runs.iter().filter_map(|x| x.lost).sum();
+        let _ = writeln!(
+            s,
+            "  kernel: RcvbufErrors +{}, InErrors +{} over the run (sink's own loss count: {ours}; \
+             {}: all UDP sockets of this network namespace)",
+            k.rcvbuf_errors, k.in_errors, k.source
+        );
+    }
+    s
+}
