@@ -43,6 +43,7 @@ test: build
 
 bench: build
 	bench/overhead.sh
+	bench/load.sh
 
 # A short built-in demonstration: trace a small workload that forks, spawns
 # threads and fails some calls, and show the table and JSON path.

@@ -32,6 +32,8 @@ struct TestServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     pub echoed: Arc<AtomicU64>,
+    /// Source addresses of the connections accepted.
+    pub peers: Arc<std::sync::Mutex<std::collections::BTreeSet<std::net::IpAddr>>>,
 }
 
 impl TestServer {
@@ -41,12 +43,14 @@ impl TestServer {
         let addr = l.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let echoed = Arc::new(AtomicU64::new(0));
-        let (st, ec) = (Arc::clone(&stop), Arc::clone(&echoed));
+        let peers = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+        let (st, ec, pe) = (Arc::clone(&stop), Arc::clone(&echoed), Arc::clone(&peers));
         thread::spawn(move || {
             let mut held = Vec::new();
             while !st.load(Ordering::Relaxed) {
                 match l.accept() {
-                    Ok((s, _)) => {
+                    Ok((s, from)) => {
+                        pe.lock().unwrap().insert(from.ip());
                         s.set_nonblocking(false).unwrap();
                         if let Behaviour::Stall = b {
                             held.push(s); // keep it open, never read
@@ -59,7 +63,12 @@ impl TestServer {
                 }
             }
         });
-        Self { addr, stop, echoed }
+        Self {
+            addr,
+            stop,
+            echoed,
+            peers,
+        }
     }
 }
 
@@ -560,6 +569,80 @@ fn warmup_is_left_out_of_the_results() {
     // 1 s at 1000/s measured; the 500 warm-up transactions are not.
     assert!((950..=1050).contains(&tx), "{tx}");
     assert!((0.99..1.05).contains(&rep["duration_s"].as_f64().unwrap()));
+}
+
+#[test]
+fn connect_rate_paces_new_connections() {
+    let srv = TestServer::start(Behaviour::Echo);
+    let dir = scratch("load-connect-rate");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    // 40 connections at 20/s over a 0.5 s run: about 11 get opened.
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-c",
+        "40",
+        "-t",
+        "1",
+        "-d",
+        "0.5",
+        "--connect-rate",
+        "20",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = read_json(&json);
+    let est = rep["connections"]["established"].as_u64().unwrap();
+    assert!(
+        (5..=15).contains(&est),
+        "{est} connections in 0.5 s at 20/s"
+    );
+    assert_eq!(rep["config"]["connect_rate"], 20.0);
+    let out = load(&["tcp-crr", &addr, "-d", "1", "--connect-rate", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn crr_spreads_source_addresses_on_loopback() {
+    let srv = TestServer::start(Behaviour::Echo);
+    let dir = scratch("load-sources");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    let out = load(&[
+        "tcp-crr",
+        &addr,
+        "-c",
+        "2",
+        "-n",
+        "200",
+        "--source-ips",
+        "8",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = read_json(&json);
+    assert_eq!(rep["transactions"], 200);
+    assert_eq!(rep["config"]["source_ips"], 8);
+    let seen = srv.peers.lock().unwrap().clone();
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(seen.contains(&"127.0.0.2".parse::<std::net::IpAddr>().unwrap()));
+    // The default for tcp-crr on loopback is 16.
+    let out = load(&[
+        "tcp-crr",
+        &addr,
+        "-n",
+        "20",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read_json(&json)["config"]["source_ips"], 16);
+    // Not possible for an IPv6 target.
+    let out = load(&["tcp-crr", "[::1]:9", "-n", "20", "--source-ips", "4"]);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! consumes response bytes (and verifies them) as they arrive.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
@@ -24,6 +24,8 @@ pub enum Exchange {
         resp: usize,
         /// Check every response byte.
         verify: bool,
+        /// Transaction 0's request, copied as is when not verifying.
+        template: Vec<u8>,
     },
     /// A fixed request (e.g. `PING\r\n`) and what must come back.
     Fixed {
@@ -44,6 +46,18 @@ pub enum Expect {
 }
 
 impl Exchange {
+    /// A pattern exchange of `req` bytes out and `resp` back.
+    pub fn pattern(req: usize, resp: usize, verify: bool) -> Self {
+        let mut template = vec![0u8; req];
+        rr::fill_request(&mut template, 0);
+        Self::Pattern {
+            req,
+            resp,
+            verify,
+            template,
+        }
+    }
+
     /// Request length.
     pub fn req_len(&self) -> usize {
         match self {
@@ -76,13 +90,15 @@ impl Exchange {
     /// Appends the request of transaction `seq` to `out`.
     pub fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
         match self {
-            Self::Pattern { req, verify, .. } => {
+            Self::Pattern {
+                req, verify: true, ..
+            } => {
                 let start = out.len();
                 out.resize(start + req, 0);
-                // Without --verify every request carries transaction 0's
-                // pattern, so nothing is computed per request.
-                rr::fill_request(&mut out[start..], if *verify { seq } else { 0 });
+                rr::fill_request(&mut out[start..], seq);
             }
+            // Without --verify every request is transaction 0's: a copy.
+            Self::Pattern { template, .. } => out.extend_from_slice(template),
             Self::Fixed { request, .. } => out.extend_from_slice(request),
         }
     }
@@ -113,9 +129,10 @@ impl Exchange {
     }
 }
 
-/// Starts a non-blocking connect. Returns the socket and whether it is
-/// already connected (possible on loopback).
-pub fn start_connect(addr: &SocketAddr) -> io::Result<(Socket, bool)> {
+/// Starts a non-blocking connect, from `source` if given (the port is still
+/// chosen at connect time: IP_BIND_ADDRESS_NO_PORT). Returns the socket and
+/// whether it is already connected (possible on loopback).
+pub fn start_connect(addr: &SocketAddr, source: Option<IpAddr>) -> io::Result<(Socket, bool)> {
     let sock = Socket::new(
         Domain::for_address(*addr),
         Type::STREAM.nonblocking().cloexec(),
@@ -123,10 +140,48 @@ pub fn start_connect(addr: &SocketAddr) -> io::Result<(Socket, bool)> {
     )?;
     // Request/response: never let Nagle hold a request back.
     sock.set_tcp_nodelay(true)?;
+    if let Some(ip) = source {
+        let one: libc::c_int = 1;
+        // SAFETY: valid fd and option value.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_BIND_ADDRESS_NO_PORT,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+    }
     match sock.connect(&SockAddr::from(*addr)) {
         Ok(()) => Ok((sock, true)),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok((sock, false)),
         Err(e) => Err(e),
+    }
+}
+
+/// Source addresses to spread connects over: `n` addresses 127.0.0.2...
+/// for an IPv4 loopback target (any 127/8 address reaches it), none
+/// otherwise (the kernel picks). With one source address every connect
+/// searches the same 28k ephemeral ports, most of them held by TIME_WAIT
+/// sockets under tcp-crr, and that search became half the generator's CPU.
+pub fn source_pool(target: &SocketAddr, n: usize) -> Vec<IpAddr> {
+    match target.ip() {
+        IpAddr::V4(v4) if v4.is_loopback() && n > 1 => (0..n)
+            .map(|i| {
+                IpAddr::V4(Ipv4Addr::new(
+                    127,
+                    0,
+                    ((i + 2) >> 8) as u8,
+                    ((i + 2) & 0xff) as u8,
+                ))
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

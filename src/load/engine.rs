@@ -124,6 +124,7 @@ pub fn run_tcp(
             index: i,
             conns: WorkerCtx::share(plan.connections as u64, plan.threads, i) as usize,
             rate: plan.rate.map(|r| r / plan.threads as f64),
+            connect_rate: plan.connect_rate.map(|r| r / plan.threads as f64),
             quota: match plan.stop {
                 Stop::Count(n) => Some(WorkerCtx::share(n, plan.threads, i)),
                 Stop::Duration(_) => None,

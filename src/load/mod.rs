@@ -86,6 +86,14 @@ pub struct TcpArgs {
     /// Connect and response timeout.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_positive_secs)]
     pub timeout: f64,
+    /// Spread connections over this many source addresses 127.0.0.2...
+    /// (IPv4 loopback targets only; default: 16 for tcp-crr, 1 for tcp-rr).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub source_ips: Option<u32>,
+    /// tcp-rr: open at most this many connections per second (so a server
+    /// whose accept loop is slow is not handed a full listen backlog).
+    #[arg(long, value_name = "PER_SEC", value_parser = parse_rate)]
+    pub connect_rate: Option<f64>,
     /// Errors tolerated before the run counts as failed (exit 1).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_errors: u64,
@@ -261,6 +269,11 @@ fn run_tcp(
     quiet: bool,
 ) -> Result<u8> {
     let addr = resolve(&a.addr)?;
+    if kind == TcpKind::Crr && a.connect_rate.is_some() {
+        return Err(error::usage(
+            "--connect-rate applies to tcp-rr; tcp-crr paces its connects with --rate",
+        ));
+    }
     let exchange = match (&a.request, &a.expect) {
         (Some(req), Some(exp)) => {
             let request = unescape(req)?;
@@ -283,12 +296,17 @@ fn run_tcp(
             }
             Exchange::Fixed { request, expect }
         }
-        _ => Exchange::Pattern {
-            req: a.req as usize,
-            resp: a.resp.unwrap_or(a.req) as usize,
-            verify: a.verify,
-        },
+        _ => Exchange::pattern(a.req as usize, a.resp.unwrap_or(a.req) as usize, a.verify),
     };
+    let n_sources = a
+        .source_ips
+        .map_or(if kind == TcpKind::Crr { 16 } else { 1 }, |n| n as usize);
+    let sources = conn::source_pool(&addr, n_sources);
+    if a.source_ips.is_some_and(|n| n > 1) && sources.is_empty() {
+        return Err(error::usage(
+            "--source-ips needs an IPv4 loopback target (127.0.0.0/8)",
+        ));
+    }
     let connections = a.connections as usize;
     let threads = a
         .threads
@@ -315,6 +333,8 @@ fn run_tcp(
         warmup: Duration::from_secs_f64(a.warmup),
         rate: a.rate,
         timeout: Duration::from_secs_f64(a.timeout),
+        connect_rate: a.connect_rate,
+        sources: sources.clone(),
     };
     let config = LoadConfig {
         connections: Some(connections),
@@ -338,6 +358,8 @@ fn run_tcp(
         }),
         timeout_s: a.timeout,
         max_errors: a.max_errors,
+        connect_rate: a.connect_rate,
+        source_ips: Some(sources.len().max(1)),
         command_line: std::env::args().collect(),
         ..Default::default()
     };

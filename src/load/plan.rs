@@ -40,6 +40,10 @@ pub struct TcpPlan {
     pub rate: Option<f64>,
     /// Connect and response timeout.
     pub timeout: Duration,
+    /// Most new connections per second (tcp-rr), None: as fast as possible.
+    pub connect_rate: Option<f64>,
+    /// Source addresses to spread connects over (empty: the kernel's).
+    pub sources: Vec<std::net::IpAddr>,
 }
 
 /// Monotonic run clock: ns since the run's epoch, shared by all workers so
@@ -91,6 +95,8 @@ pub struct WorkerCtx {
     pub conns: usize,
     /// Its share of the open-loop rate.
     pub rate: Option<f64>,
+    /// Its share of --connect-rate.
+    pub connect_rate: Option<f64>,
     /// Its share of the measured transactions (count mode).
     pub quota: Option<u64>,
     /// Shared clock.

@@ -178,7 +178,11 @@ impl Worker<'_> {
         s.out.clear();
         s.out_off = 0;
         self.plan.exchange.push_request(&mut s.out, s.seq);
-        match conn::start_connect(&self.plan.addr) {
+        let src = (!self.plan.sources.is_empty()).then(|| {
+            let k = self.ctx.index * 7919 + i + self.slots[i].seq as usize;
+            self.plan.sources[k % self.plan.sources.len()]
+        });
+        match conn::start_connect(&self.plan.addr, src) {
             Ok((sock, done)) => {
                 if self.plan.close_rst {
                     if let Err(e) = conn::set_linger_zero(&sock) {

@@ -90,6 +90,9 @@ struct Worker<'a> {
     idle: Vec<usize>,
     issued_measured: u64,
     resp_len: usize,
+    /// Connects started, for --connect-rate.
+    connects_started: u64,
+    started_at: u64,
 }
 
 /// Runs one tcp-rr worker until its share of the run is done.
@@ -107,6 +110,8 @@ pub fn run(plan: &TcpPlan, ctx: &WorkerCtx, tally: &mut Tally) -> io::Result<Wor
         idle: Vec::new(),
         issued_measured: 0,
         resp_len,
+        connects_started: 0,
+        started_at: ctx.clock.now(),
     };
     let stalled = driver::drive(&mut w, plan, ctx, tally)?;
     tally.finish();
@@ -169,7 +174,9 @@ impl Worker<'_> {
     }
 
     fn connect(&mut self, i: usize, now: u64, tally: &mut Tally) {
-        match conn::start_connect(&self.plan.addr) {
+        let src = (!self.plan.sources.is_empty())
+            .then(|| self.plan.sources[(self.ctx.index * 7919 + i) % self.plan.sources.len()]);
+        match conn::start_connect(&self.plan.addr, src) {
             Ok((sock, done)) => {
                 let fd = conn::fd_of(&sock);
                 let c = &mut self.conns[i];
@@ -408,6 +415,10 @@ impl Worker<'_> {
         for i in 0..self.conns.len() {
             match self.conns[i].state {
                 State::Down { retry_at } if retry_at <= now && self.may_reconnect(now) => {
+                    if !self.connect_allowed(now) {
+                        continue;
+                    }
+                    self.connects_started += 1;
                     self.connect(i, now, tally);
                 }
                 State::Connecting { since } if now - since > timeout => {
@@ -425,6 +436,14 @@ impl Worker<'_> {
                 _ => {}
             }
         }
+    }
+
+    /// --connect-rate: has this worker's budget of new connects room?
+    fn connect_allowed(&self, now: u64) -> bool {
+        self.ctx.connect_rate.is_none_or(|r| {
+            let budget = (now - self.started_at) as f64 / 1e9 * r + 1.0;
+            (self.connects_started as f64) < budget
+        })
     }
 
     /// No point connecting when nothing more will be sent.

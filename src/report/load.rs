@@ -116,6 +116,12 @@ pub struct LoadConfig {
     pub timeout_s: f64,
     /// Errors tolerated before the run counts as failed.
     pub max_errors: u64,
+    /// Source addresses connects were spread over (1: the kernel's choice).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub source_ips: Option<usize>,
+    /// Most new connections per second (tcp-rr --connect-rate).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connect_rate: Option<f64>,
     /// Datagrams sent back to back (udp --burst).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub burst: Option<u64>,
