@@ -818,6 +818,13 @@ fn udp_loss_equals_published_minus_received_and_the_kernel_agrees() {
         published - received
     );
     assert_eq!(u["sink"]["duplicates"], 0);
+    let per_second: u64 = rep["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["transactions"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_second, published, "per-second published counts add up");
     let _ = stop_ok(srv, &sj);
 }
 

@@ -368,9 +368,9 @@ pub fn run_tcp(
                 t_s: s,
                 transactions: tx,
                 errors: er,
-                p50_ns: h.value_at_quantile(0.5),
-                p99_ns: h.value_at_quantile(0.99),
-                max_ns: h.max(),
+                p50_ns: Some(h.value_at_quantile(0.5)),
+                p99_ns: Some(h.value_at_quantile(0.99)),
+                max_ns: Some(h.max()),
             })
             .collect(),
         bytes: Bytes {

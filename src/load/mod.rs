@@ -402,7 +402,7 @@ fn run_udp(a: UdpArgs, quiet: bool) -> Result<u8> {
         command_line: std::env::args().collect(),
         ..Default::default()
     };
-    let (rep, failure) = udp::run(&plan, config, a.max_errors)?;
+    let (rep, failure) = udp::run(&plan, config, a.max_errors, quiet)?;
     finish(&rep, failure, a.json.as_deref(), quiet)
 }
 

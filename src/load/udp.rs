@@ -127,6 +127,7 @@ pub fn run(
     plan: &UdpPlan,
     config: LoadConfig,
     max_errors: u64,
+    quiet: bool,
 ) -> Result<(LoadReport, Option<String>)> {
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
     let bind: SocketAddr = if plan.addr.is_ipv4() {
@@ -169,6 +170,8 @@ pub fn run(
 
     let v6 = plan.addr.is_ipv6();
     let kernel_before = snmp::read(v6);
+    let bar = progress(plan, quiet);
+    let mut per_second: Vec<(u64, u64)> = Vec::new(); // (published, errors) per second
     let cpu0 = rusage_ns(libc::RUSAGE_SELF);
     let started_at = SystemTime::now();
     let t0 = Instant::now();
@@ -178,6 +181,7 @@ pub fn run(
             while tx.published < n && tx.first_error.is_none() {
                 let k = ((n - tx.published) as usize).min(BATCH);
                 tx.send_batch(k);
+                tick(&mut per_second, t0, &tx, bar.as_ref(), n);
                 if let Some(si) = signals.pending() {
                     interrupted = Some(signal_name(si.ssi_signo));
                     break;
@@ -216,6 +220,7 @@ pub fn run(
                         break; // an error; counted, retried next round
                     }
                 }
+                tick(&mut per_second, t0, &tx, bar.as_ref(), count.unwrap_or(0));
                 let next = t0 + Duration::from_nanos((tx.published as f64 * gap) as u64);
                 let sleep = next
                     .saturating_duration_since(Instant::now())
@@ -225,6 +230,9 @@ pub fn run(
         }
     }
     let send_time = t0.elapsed();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     let cpu1 = rusage_ns(libc::RUSAGE_SELF);
 
     // FIN until REPORT, bounded by --fin-timeout.
@@ -331,7 +339,7 @@ pub fn run(
                 .unwrap_or_default(),
             unanswered_at_end: 0,
         },
-        intervals: Vec::new(),
+        intervals: intervals_of(&per_second),
         bytes: Bytes {
             sent: tx.published * plan.size as u64,
             received: 0,
@@ -366,6 +374,76 @@ pub fn run(
         notes,
     };
     Ok((rep, failure))
+}
+
+/// Cumulative (published, errors) at the end of each second so far; the
+/// progress bar follows.
+fn tick(
+    per_second: &mut Vec<(u64, u64)>,
+    t0: Instant,
+    tx: &Sender,
+    bar: Option<&indicatif::ProgressBar>,
+    total: u64,
+) {
+    let sec = t0.elapsed().as_secs() as usize;
+    while per_second.len() <= sec {
+        per_second.push((tx.published, tx.send_errors));
+    }
+    per_second[sec] = (tx.published, tx.send_errors);
+    if let Some(b) = bar {
+        if total > 0 {
+            b.set_position(tx.published.min(total));
+        }
+        b.set_message(format!(
+            "{:.1} s, {} published",
+            t0.elapsed().as_secs_f64(),
+            tx.published
+        ));
+    }
+}
+
+/// Per-second deltas from cumulative samples.
+fn intervals_of(per_second: &[(u64, u64)]) -> Vec<crate::report::load::Interval> {
+    let mut prev = (0, 0);
+    per_second
+        .iter()
+        .enumerate()
+        .map(|(i, &(p, e))| {
+            let iv = crate::report::load::Interval {
+                t_s: i as u64,
+                transactions: p - prev.0,
+                errors: e - prev.1,
+                p50_ns: None,
+                p99_ns: None,
+                max_ns: None,
+            };
+            prev = (p, e);
+            iv
+        })
+        .collect()
+}
+
+fn progress(plan: &UdpPlan, quiet: bool) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let len = match plan.pace {
+        Pace::Burst(n) => n,
+        Pace::Rate { count: Some(c), .. } => c,
+        Pace::Rate { .. } => 0,
+    };
+    let bar = if len > 0 {
+        indicatif::ProgressBar::new(len)
+    } else {
+        indicatif::ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!("udp {} [{{bar:30}}] {{msg}}", plan.addr))
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    Some(bar)
 }
 
 /// Sends FIN every 100 ms until a REPORT for `run` arrives or `limit`

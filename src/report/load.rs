@@ -174,16 +174,20 @@ pub struct Errors {
 pub struct Interval {
     /// Seconds since the window started.
     pub t_s: u64,
-    /// Transactions completed in that second.
+    /// Transactions completed in that second (udp: datagrams published).
     pub transactions: u64,
     /// Errors in that second.
     pub errors: u64,
-    /// Median latency of that second, ns.
-    pub p50_ns: u64,
+    /// Median latency of that second, ns (absent for udp: the sender does
+    /// not see per-datagram latency).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub p50_ns: Option<u64>,
     /// 99th percentile, ns.
-    pub p99_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub p99_ns: Option<u64>,
     /// Largest, ns.
-    pub max_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_ns: Option<u64>,
 }
 
 /// Payload bytes moved.
