@@ -82,6 +82,9 @@ fn run_trace(args: TraceArgs, quiet: bool) -> Result<u8> {
         per_thread: args.per_thread,
         max_threads: args.max_threads,
         verbose: !quiet,
+        handle_signals: true,
+        stop: None,
+        window_opened: None,
     })?;
     let rep = &outcome.report;
     if let Some(path) = &args.json {

@@ -1,6 +1,9 @@
 //! Signals routed to a signalfd, so the main loops of trace, load and serve
 //! wait on them like on any other file descriptor.
 
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use anyhow::{Context, Result};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 use nix::sys::signalfd::{SfdFlags, SignalFd, siginfo};
@@ -56,4 +59,60 @@ pub fn signal_name(signo: u32) -> String {
     Signal::try_from(signo as i32)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {signo}"))
+}
+
+/// A one-way "stop now" switch that is also a file descriptor (an eventfd
+/// that becomes readable once raised and stays readable: nobody reads it,
+/// so any number of loops can watch it, level-triggered).
+#[derive(Debug)]
+pub struct StopFlag {
+    fd: OwnedFd,
+    raised: AtomicBool,
+}
+
+impl StopFlag {
+    /// A lowered flag.
+    pub fn new() -> Result<Self> {
+        Ok(Self {
+            fd: eventfd().context("creating the stop eventfd")?,
+            raised: AtomicBool::new(false),
+        })
+    }
+
+    /// Raises the flag and wakes everything watching it.
+    pub fn raise(&self) {
+        if !self.raised.swap(true, Ordering::SeqCst) {
+            bump(&self.fd);
+        }
+    }
+
+    /// True once raised.
+    pub fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::SeqCst)
+    }
+
+    /// The descriptor to watch for readability.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A new non-blocking eventfd.
+pub fn eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked before it is owned.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to an eventfd, making it readable.
+pub fn bump(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // An eventfd write only fails when the counter would overflow, which a
+    // few increments never reach; the fd stays readable either way.
+    // SAFETY: writes 8 bytes from a valid u64.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }

@@ -672,3 +672,53 @@ fn usage_errors_exit_2() {
         assert!(!out.stderr.is_empty());
     }
 }
+
+#[test]
+fn embedded_trace_is_stopped_by_its_caller() {
+    if !require_bpf("embedded_trace_is_stopped_by_its_caller") {
+        return;
+    }
+    use sockscope::signals::StopFlag;
+    use sockscope::trace::{TargetSpec, TraceOptions};
+    use std::sync::{Arc, mpsc};
+    let mut target = Command::new(workload())
+        .args(["-b", "60000"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stop = Arc::new(StopFlag::new().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let opts = TraceOptions {
+        target: TargetSpec::Attach {
+            pid: target.id() as i32,
+            duration: None,
+        },
+        count_only: false,
+        follow_forks: true,
+        per_thread: false,
+        max_threads: 16,
+        verbose: false,
+        handle_signals: false,
+        stop: Some(Arc::clone(&stop)),
+        window_opened: Some(tx),
+    };
+    let handle = std::thread::spawn(move || sockscope::trace::run(&opts));
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the window opens");
+    std::thread::sleep(Duration::from_millis(200));
+    stop.raise();
+    let outcome = handle.join().unwrap().unwrap();
+    let rep = &outcome.report;
+    assert_eq!(rep.window.end_reason, "stopped");
+    assert!(rep.window.complete);
+    assert_eq!(outcome.exit_code, 0);
+    let getppid = rep.syscalls.iter().find(|s| s.name == "getppid").unwrap();
+    assert!(getppid.calls > 1000, "{}", getppid.calls);
+    assert!(
+        (0.15..2.0).contains(&rep.window.duration_s),
+        "{}",
+        rep.window.duration_s
+    );
+    drop(target.stdin.take());
+    assert_eq!(wait_bounded(&mut target, LIMIT).code(), Some(0));
+}

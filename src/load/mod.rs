@@ -252,13 +252,53 @@ fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Runs a load subcommand; returns the exit status.
+/// A finished load run: the report and, when the run failed, why.
+pub struct LoadOutcome {
+    /// What was measured.
+    pub report: report::load::LoadReport,
+    /// Why the run counts as failed (None: success).
+    pub failure: Option<String>,
+}
+
+/// Runs a load subcommand; returns the exit status (the CLI path: prints
+/// the summary and writes --json).
 pub fn run(cmd: LoadCommand, quiet: bool) -> Result<u8> {
+    let json = match &cmd {
+        LoadCommand::TcpRr(a) => a.tcp.json.clone(),
+        LoadCommand::TcpCrr(a) => a.tcp.json.clone(),
+        LoadCommand::Udp(a) => a.json.clone(),
+    };
+    let out = execute(cmd, quiet)?;
+    finish(&out.report, out.failure, json.as_deref(), quiet)
+}
+
+/// Runs a load subcommand and returns what it measured, printing nothing
+/// but the progress bar (unless `quiet`). Bad options are usage errors;
+/// a failed run comes back as `LoadOutcome::failure`, with its report.
+/// For callers that embed a load (profile, experiments). Blocks SIGINT,
+/// SIGTERM and SIGHUP on the calling thread while it runs (Ctrl-C stops
+/// the load and marks it incomplete).
+pub fn execute(cmd: LoadCommand, quiet: bool) -> Result<LoadOutcome> {
     match cmd {
         LoadCommand::TcpRr(a) => run_tcp(TcpKind::Rr, a.tcp, a.pipeline as usize, None, quiet),
         LoadCommand::TcpCrr(a) => run_tcp(TcpKind::Crr, a.tcp, 1, Some(a.close), quiet),
         LoadCommand::Udp(a) => run_udp(a, quiet),
     }
+}
+
+/// Parses a load command line (without the `load` word), e.g.
+/// `["tcp-rr", "127.0.0.1:8080", "-c", "64", "-d", "10"]`.
+pub fn parse(args: &[String]) -> Result<LoadCommand> {
+    #[derive(clap::Parser)]
+    #[command(name = "load", no_binary_name = true)]
+    struct LoadLine {
+        #[command(subcommand)]
+        cmd: LoadCommand,
+    }
+    use clap::Parser;
+    LoadLine::try_parse_from(args)
+        .map(|l| l.cmd)
+        .map_err(|e| error::usage(format!("load {}: {}", args.join(" "), e.to_string().trim())))
 }
 
 fn run_tcp(
@@ -267,7 +307,7 @@ fn run_tcp(
     pipeline: usize,
     close: Option<CloseMode>,
     quiet: bool,
-) -> Result<u8> {
+) -> Result<LoadOutcome> {
     let addr = resolve(&a.addr)?;
     if kind == TcpKind::Crr && a.connect_rate.is_some() {
         return Err(error::usage(
@@ -364,10 +404,13 @@ fn run_tcp(
         ..Default::default()
     };
     let out = engine::run_tcp(&plan, kind, config, a.max_errors, quiet)?;
-    finish(&out.report, out.failure, a.json.as_deref(), quiet)
+    Ok(LoadOutcome {
+        report: out.report,
+        failure: out.failure,
+    })
 }
 
-fn run_udp(a: UdpArgs, quiet: bool) -> Result<u8> {
+fn run_udp(a: UdpArgs, quiet: bool) -> Result<LoadOutcome> {
     let addr = resolve(&a.addr)?;
     let pace = match (a.burst, a.rate) {
         (Some(n), None) => udp::Pace::Burst(n),
@@ -402,14 +445,14 @@ fn run_udp(a: UdpArgs, quiet: bool) -> Result<u8> {
         command_line: std::env::args().collect(),
         ..Default::default()
     };
-    let (rep, failure) = udp::run(&plan, config, a.max_errors, quiet)?;
-    finish(&rep, failure, a.json.as_deref(), quiet)
+    let (report, failure) = udp::run(&plan, config, a.max_errors, quiet)?;
+    Ok(LoadOutcome { report, failure })
 }
 
 /// Prints the summary, writes the JSON (also for a failed run that
 /// measured something: it is marked `complete: false`), and turns a
 /// failure into exit status 1.
-fn finish(
+pub fn finish(
     rep: &report::load::LoadReport,
     failure: Option<String>,
     json: Option<&std::path::Path>,
@@ -432,5 +475,37 @@ fn finish(
     match failure {
         None => Ok(0),
         Some(why) => Err(error::with_code(1, why)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unescape_decodes_escapes() {
+        assert_eq!(unescape("PING\\r\\n").unwrap(), b"PING\r\n");
+        assert_eq!(unescape("\\x00\\x41\\\\").unwrap(), b"\x00A\\");
+        assert!(unescape("bad\\q").is_err());
+        assert!(unescape("trailing\\").is_err());
+        assert!(unescape("\\x4").is_err());
+    }
+
+    #[test]
+    fn parse_reads_a_load_line() {
+        let args: Vec<String> = ["tcp-rr", "127.0.0.1:80", "-c", "64", "-d", "10"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        match parse(&args).unwrap() {
+            LoadCommand::TcpRr(a) => {
+                assert_eq!(a.tcp.connections, 64);
+                assert_eq!(a.tcp.duration, Some(10.0));
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad: Vec<String> = vec!["tcp-rr".into(), "-c".into(), "x".into()];
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.downcast_ref::<error::Exit>().map(|x| x.code), Some(2));
     }
 }

@@ -3,49 +3,13 @@
 //! loop watches as a file descriptor (so a loop blocked in epoll_wait,
 //! poll or io_uring_enter wakes without polling a flag on a timer).
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::signals::{Signals, signal_name};
-
-/// A one-way "stop now" switch that is also a file descriptor (an eventfd
-/// that becomes readable once raised and stays readable: nobody reads it,
-/// so any number of loops can watch it, level-triggered).
-pub struct StopFlag {
-    fd: OwnedFd,
-    raised: AtomicBool,
-}
-
-impl StopFlag {
-    /// A lowered flag.
-    pub fn new() -> Result<Self> {
-        Ok(Self {
-            fd: eventfd().context("creating the stop eventfd")?,
-            raised: AtomicBool::new(false),
-        })
-    }
-
-    /// Raises the flag and wakes everything watching it.
-    pub fn raise(&self) {
-        if !self.raised.swap(true, Ordering::SeqCst) {
-            bump(&self.fd);
-        }
-    }
-
-    /// True once raised.
-    pub fn is_raised(&self) -> bool {
-        self.raised.load(Ordering::SeqCst)
-    }
-
-    /// The descriptor to watch for readability.
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
+use crate::signals::{Signals, bump, eventfd, signal_name};
 
 /// A counter of finished workers that the controller can wait on: each
 /// worker bumps it as it exits, for whatever reason, so a worker that fails
@@ -80,24 +44,6 @@ impl ExitNotice {
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
-}
-
-fn eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain syscall; the result is checked before it is owned.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is a new descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn bump(fd: &OwnedFd) {
-    let one: u64 = 1;
-    // An eventfd write only fails when the counter would overflow, which a
-    // few increments never reach; the fd stays readable either way.
-    // SAFETY: writes 8 bytes from a valid u64.
-    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 
 /// What ended [`wait_for_stop`].

@@ -23,6 +23,7 @@ use std::ffi::OsString;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
@@ -36,6 +37,7 @@ use crate::report::trace::{
     ErrnoCount, Latency, SCHEMA, SCHEMA_VERSION, SyscallRow, Target, Totals, TraceOptionsRecord,
     TraceReport, Window,
 };
+use crate::signals::StopFlag;
 use crate::{error, procfs};
 
 /// What to trace.
@@ -72,6 +74,15 @@ pub struct TraceOptions {
     pub max_threads: u32,
     /// Print progress lines on stderr (attached to ...).
     pub verbose: bool,
+    /// Stop when SIGINT, SIGTERM or SIGHUP arrives (the CLI). An embedding
+    /// caller that handles signals itself sets this to false and stops the
+    /// trace with `stop` instead (attach mode).
+    pub handle_signals: bool,
+    /// Attach mode: ends the window when raised (end reason `stopped`).
+    pub stop: Option<Arc<StopFlag>>,
+    /// Told once the window is open (every thread registered, baselines
+    /// taken), so a caller can start its workload then.
+    pub window_opened: Option<mpsc::Sender<()>>,
 }
 
 /// The result of a trace and the status sockscope should exit with.
@@ -383,10 +394,17 @@ fn run_attach(
     if opts.verbose {
         s.show_progress(pid, duration, started);
     }
+    if let Some(tx) = &opts.window_opened {
+        let _ = tx.send(());
+    }
     let deadline = duration.map(|d| started + d);
+    let stop_fd = opts.stop.as_ref().map(|f| f.fd());
+    let mut fds = vec![pidfd.as_fd()];
+    fds.extend(stop_fd);
     let reason = loop {
-        match s.wait(&[pidfd.as_fd()], deadline)? {
-            Wake::Ready(_) => break "target_exited".to_string(),
+        match s.wait(&fds, deadline)? {
+            Wake::Ready(0) => break "target_exited".to_string(),
+            Wake::Ready(_) => break "stopped".to_string(),
             Wake::Deadline => break "duration".to_string(),
             Wake::Signal(si) if si.ssi_signo == Signal::SIGCHLD as u32 => {}
             Wake::Signal(si) => break format!("signal:{}", wait::signal_name(si.ssi_signo)),

@@ -28,10 +28,11 @@ use anyhow::{Context, Result, anyhow};
 use self::conn::{Framing, Spec};
 use self::counters::Counters;
 use self::report::EchoReport;
-use super::signals::{ExitNotice, StopCause, StopFlag, wait_for_stop};
+use super::signals::{ExitNotice, StopCause, wait_for_stop};
 use super::{EchoArgs, Transport, announce, cpu_times, listen};
 use crate::report as artifact;
 use crate::signals::Signals;
+use crate::signals::StopFlag;
 
 /// Longest time a stopping server keeps writing responses it owes.
 pub const DRAIN: Duration = Duration::from_secs(2);
