@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGS: &[&str] = &["syscalls"];
+const PROGS: &[&str] = &["syscalls", "relay"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
@@ -31,5 +31,6 @@ fn main() {
         println!("cargo:rerun-if-changed={src}");
     }
     println!("cargo:rerun-if-changed=src/bpf/syscalls.h");
+    println!("cargo:rerun-if-changed=src/bpf/relay.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");
 }

@@ -17,6 +17,7 @@ pub mod echo;
 pub mod listen;
 pub mod signals;
 pub mod udp_sink;
+pub mod workers;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

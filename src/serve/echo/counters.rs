@@ -41,6 +41,12 @@ pub struct Counters {
     pub accept_errors: AcceptErrors,
 }
 
+impl crate::serve::workers::Merge for Counters {
+    fn merge(&mut self, o: &Counters) {
+        Counters::merge(self, o);
+    }
+}
+
 impl Counters {
     /// Adds `o` to these counters.
     pub fn merge(&mut self, o: &Counters) {

@@ -20,16 +20,15 @@ pub mod uring;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 
 use self::conn::{Framing, Spec};
 use self::counters::Counters;
 use self::report::EchoReport;
 use super::signals::{ExitNotice, StopCause, wait_for_stop};
-use super::{EchoArgs, Transport, announce, cpu_times, listen};
+use super::{EchoArgs, Transport, announce, cpu_times, listen, workers};
 use crate::report as artifact;
 use crate::signals::Signals;
 use crate::signals::StopFlag;
@@ -49,7 +48,7 @@ pub struct Shared {
     /// Raised by the controller to stop every worker.
     pub stop: StopFlag,
     /// Bumped by every worker as it exits.
-    pub exits: ExitNotice,
+    pub exits: Arc<ExitNotice>,
 }
 
 impl Shared {
@@ -77,29 +76,15 @@ impl Shared {
 }
 
 /// A worker thread's handle: its counters, or why it failed.
-pub type Worker = JoinHandle<Result<Counters>>;
+pub type Worker = workers::Worker<Counters>;
 
-/// Starts a worker thread that always bumps the exit notice when it ends,
-/// even by panic, so the controller never waits on a dead worker.
+/// Starts a worker thread whose exit always wakes the controller.
 pub fn spawn_worker(
     name: String,
     shared: &Arc<Shared>,
     body: impl FnOnce() -> Result<Counters> + Send + 'static,
 ) -> Result<Worker> {
-    struct Notify(Arc<Shared>);
-    impl Drop for Notify {
-        fn drop(&mut self) {
-            self.0.exits.notify();
-        }
-    }
-    let guard = Notify(Arc::clone(shared));
-    std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(move || {
-            let _guard = guard;
-            body()
-        })
-        .with_context(|| format!("starting thread {name}"))
+    workers::spawn_worker(name, Arc::clone(&shared.exits), body)
 }
 
 /// Runs `serve echo` until SIGTERM/SIGINT; returns the exit status.
@@ -129,7 +114,7 @@ pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
         max_conns: args.max_conns,
         open: AtomicU64::new(0),
         stop: StopFlag::new()?,
-        exits: ExitNotice::new()?,
+        exits: Arc::new(ExitNotice::new()?),
     });
     let workers = match args.transport {
         Transport::Threaded => threaded::start(listeners, &shared)?,
@@ -153,7 +138,7 @@ pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
     let cause = wait_for_stop(&mut signals, &shared.exits)?;
     let stop_at = Instant::now();
     shared.stop.raise();
-    let total = join_all(workers, &shared)?;
+    let total = workers::join_all(workers, &shared.exits, DRAIN + JOIN_GRACE)?;
     if cause == StopCause::WorkerExited {
         // Workers only return early on error, and join_all reported those.
         return Err(anyhow!("an event loop stopped on its own; the run is void"));
@@ -197,47 +182,3 @@ pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
     Ok(0)
 }
 
-/// Waits (bounded) for every worker and sums their counters; the first
-/// worker error, panic or overrun fails the run.
-fn join_all(workers: Vec<Worker>, shared: &Shared) -> Result<Counters> {
-    let deadline = Instant::now() + DRAIN + JOIN_GRACE;
-    let mut pending = workers;
-    let mut total = Counters::default();
-    let mut first_err: Option<anyhow::Error> = None;
-    while !pending.is_empty() {
-        let (done, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|h| h.is_finished());
-        pending = rest;
-        for h in done {
-            match h.join() {
-                Ok(Ok(c)) => total.merge(&c),
-                Ok(Err(e)) => {
-                    first_err.get_or_insert(e);
-                }
-                Err(_) => {
-                    first_err.get_or_insert(anyhow!("a server thread panicked"));
-                }
-            }
-        }
-        if pending.is_empty() {
-            break;
-        }
-        if Instant::now() >= deadline {
-            return Err(anyhow!(
-                "{} server threads did not stop within {:?} of the stop signal",
-                pending.len(),
-                DRAIN + JOIN_GRACE
-            ));
-        }
-        // Woken by the next worker exit; the timeout only bounds the wait.
-        let mut pfd = [nix::poll::PollFd::new(
-            shared.exits.fd(),
-            nix::poll::PollFlags::POLLIN,
-        )];
-        let _ = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(20u8));
-        shared.exits.clear();
-    }
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(total),
-    }
-}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/* Layouts shared by relay.bpf.c and src/serve/relay/sockmap.rs. */
+#ifndef SOCKSCOPE_RELAY_H
+#define SOCKSCOPE_RELAY_H
+
+/* peers[cookie]: the socket's peer, and whether its data now goes through
+ * userspace (a redirect failed once). */
+struct relay_peer {
+	__u64 peer;
+	__u32 tainted;
+	__u32 pad;
+};
+
+/* Verdict counters, one per CPU (plain increments: per-CPU slot, and the
+ * verdict runs in softirq with preemption disabled). */
+struct relay_stats {
+	__u64 redirected_skbs;
+	__u64 redirected_bytes;
+	__u64 passed_skbs;
+	__u64 passed_bytes;
+	__u64 misses;
+};
+
+#endif /* SOCKSCOPE_RELAY_H */
