@@ -6,6 +6,7 @@
 //! - [`load`]: the load generator; [`serve`]: the reference targets;
 //! - [`proto`]: wire formats load and serve share; [`stats`]: HDR latency
 //!   histograms;
+//! - [`poller`], [`signals`]: the epoll and signal plumbing event loops share;
 //! - [`procfs`]: small /proc readers;
 //! - [`report`]: artifact schemas, text tables, atomic writes;
 //! - [`cli`]: the clap definitions; [`error`]: exit-status carrying errors.
@@ -13,6 +14,7 @@
 pub mod cli;
 pub mod error;
 pub mod load;
+pub mod poller;
 pub mod procfs;
 pub mod proto;
 pub mod report;

@@ -50,6 +50,18 @@ int relay_verdict(struct __sk_buff *skb)
 	__u32 zero = 0;
 	struct relay_stats *st = bpf_map_lookup_elem(&stats, &zero);
 
+	/*
+	 * A FIN with no payload arrives as an empty skb. Redirected, the
+	 * peer's transmit worker "sends" zero bytes, takes that for a broken
+	 * pipe and reports EPIPE on the peer socket. TCP has already processed
+	 * the FIN; the loader passes the end of stream on itself once every
+	 * byte is acknowledged. Nothing to deliver: drop the empty skb.
+	 */
+	if (skb->len == 0) {
+		if (st)
+			st->empty_skbs++;
+		return SK_DROP;
+	}
 	if (!p || p->tainted) {
 		if (st) {
 			st->passed_skbs++;

@@ -19,6 +19,7 @@ struct relay_stats {
 	__u64 passed_skbs;
 	__u64 passed_bytes;
 	__u64 misses;
+	__u64 empty_skbs;   /* payload-less skbs (a bare FIN), dropped */
 };
 
 #endif /* SOCKSCOPE_RELAY_H */

@@ -16,9 +16,9 @@ use std::io;
 use std::time::Duration;
 
 use super::plan::{Stop, TcpPlan, WorkerCtx};
-use super::poller::{Poller, Ready};
 use super::schedule::Schedule;
 use super::tally::Tally;
+use crate::poller::{Poller, Ready};
 
 /// How often timeouts and reconnects are checked.
 pub const HOUSEKEEPING_NS: u64 = 10_000_000;

@@ -10,7 +10,6 @@ pub mod conn;
 pub mod driver;
 pub mod engine;
 pub mod plan;
-pub mod poller;
 pub mod schedule;
 pub mod tally;
 pub mod tcp_crr;

@@ -11,10 +11,10 @@ use socket2::Socket;
 use super::conn::{self, ReadOutcome};
 use super::driver::{self, Workload};
 use super::plan::{Backoff, TcpPlan, WorkerCtx};
-use super::poller::{self, Poller};
 use super::schedule::Schedule;
 use super::tally::{ErrorClass, Tally};
 use super::tcp_rr::WorkerEnd;
+use crate::poller::{self, Poller};
 
 #[derive(Debug, PartialEq)]
 enum State {

@@ -13,9 +13,9 @@ use socket2::Socket;
 use super::conn::{self, ReadOutcome};
 use super::driver::{self, Workload};
 use super::plan::{Backoff, TcpPlan, WorkerCtx};
-use super::poller::{self, Poller};
 use super::schedule::Schedule;
 use super::tally::{ErrorClass, Tally};
+use crate::poller::{self, Poller};
 
 #[derive(Clone, Copy, Debug)]
 struct Pending {

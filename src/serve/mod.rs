@@ -15,6 +15,7 @@
 
 pub mod echo;
 pub mod listen;
+pub mod relay;
 pub mod signals;
 pub mod udp_sink;
 pub mod workers;
@@ -39,6 +40,13 @@ pub enum ServeCommand {
 sockscope serve echo --transport uring --req-size 100 --resp-size 1000 --json echo.json\n  \
 sockscope serve echo --transport threaded --listen [::1]:7000 --max-conns 1000")]
     Echo(EchoArgs),
+    /// TCP relay to an upstream, through userspace, splice or a BPF
+    /// sockmap (the kernel redirects bytes between the two sockets).
+    #[command(
+        after_help = "Examples:\n  sockscope serve relay --upstream 127.0.0.1:8080 --mode splice\n  \
+sockscope serve relay --upstream 127.0.0.1:8080 --mode sockmap --strict --json relay.json"
+    )]
+    Relay(RelayArgs),
     /// UDP sink that accounts sequenced datagrams and their loss.
     #[command(after_help = "Examples:\n  sockscope serve udp-sink\n  \
 sockscope serve udp-sink --rcvbuf 65536 --expect 100000 --json sink.json")]
@@ -107,6 +115,68 @@ pub struct EchoArgs {
     pub json: Option<PathBuf>,
 }
 
+/// How `serve relay` moves bytes between a client and its upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RelayMode {
+    /// read/write through a buffer in this process.
+    Userspace,
+    /// splice(2) through a pipe: no copy into this process.
+    Splice,
+    /// A BPF sockmap: the kernel redirects each socket's bytes to its peer.
+    Sockmap,
+}
+
+/// `sockscope serve relay` options.
+#[derive(Debug, Args)]
+pub struct RelayArgs {
+    /// Where every client connection is relayed to (IP:PORT or HOST:PORT).
+    #[arg(long, value_name = "ADDR")]
+    pub upstream: String,
+
+    /// Address to listen on (IP:PORT; port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// Data path.
+    #[arg(long, value_enum)]
+    pub mode: RelayMode,
+
+    /// With --mode sockmap: fail if the kernel path cannot be used, instead
+    /// of falling back to userspace.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Event loops, each with its own listener (default: one per CPU).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+
+    /// At most N pairs at once; more are accepted and closed at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_conns: Option<u64>,
+
+    /// Give up an upstream connect after this long (the client is closed).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_positive)]
+    pub connect_timeout: f64,
+
+    /// Close pairs that carried no data for this long.
+    #[arg(long, value_name = "SECS", value_parser = parse_positive)]
+    pub idle_timeout: Option<f64>,
+
+    /// On a clean stop, write the counters as JSON (docs/relay.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_positive(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 86400.0) {
+        return Err(format!("`{s}`: must be > 0 and at most 86400 seconds"));
+    }
+    Ok(v)
+}
+
 /// `sockscope serve udp-sink` options.
 #[derive(Debug, Args)]
 pub struct UdpSinkArgs {
@@ -169,6 +239,10 @@ pub fn run(cmd: ServeCommand, quiet: bool) -> Result<u8> {
                 ));
             }
             echo::run(&args, quiet)
+        }
+        ServeCommand::Relay(args) => {
+            check_json_dir(args.json.as_deref())?;
+            relay::run(&args, quiet)
         }
         ServeCommand::UdpSink(args) => {
             check_json_dir(args.json.as_deref())?;

@@ -44,7 +44,11 @@ pub fn spawn_worker<C: Send + 'static>(
 
 /// Waits for every worker, at most `limit`, and sums their counters; the
 /// first worker error, panic or overrun fails the run.
-pub fn join_all<C: Merge>(workers: Vec<Worker<C>>, exits: &ExitNotice, limit: Duration) -> Result<C> {
+pub fn join_all<C: Merge>(
+    workers: Vec<Worker<C>>,
+    exits: &ExitNotice,
+    limit: Duration,
+) -> Result<C> {
     let deadline = Instant::now() + limit;
     let mut pending = workers;
     let mut total = C::default();
@@ -73,12 +77,55 @@ pub fn join_all<C: Merge>(workers: Vec<Worker<C>>, exits: &ExitNotice, limit: Du
             ));
         }
         // Woken by the next worker exit; the timeout only bounds the wait.
-        let mut pfd = [nix::poll::PollFd::new(exits.fd(), nix::poll::PollFlags::POLLIN)];
+        let mut pfd = [nix::poll::PollFd::new(
+            exits.fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
         let _ = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(20u8));
         exits.clear();
     }
     match first_err {
         Some(e) => Err(e),
         None => Ok(total),
+    }
+}
+
+/// Connection slots for --max-conns, shared by every loop of a server.
+#[derive(Debug, Default)]
+pub struct Slots {
+    max: Option<u64>,
+    open: std::sync::atomic::AtomicU64,
+}
+
+impl Slots {
+    /// At most `max` at once (None: no limit, only counted).
+    pub fn new(max: Option<u64>) -> Self {
+        Self {
+            max,
+            open: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Takes a slot; false when all are taken (the caller closes the
+    /// connection and counts it rejected).
+    pub fn admit(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        match self.max {
+            None => {
+                self.open.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Some(max) => self
+                .open
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                })
+                .is_ok(),
+        }
+    }
+
+    /// Gives back the slot of a closed connection.
+    pub fn release(&self) {
+        self.open.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }

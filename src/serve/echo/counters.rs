@@ -99,7 +99,7 @@ pub struct AcceptErrors {
 }
 
 impl AcceptErrors {
-    fn merge(&mut self, o: &AcceptErrors) {
+    pub fn merge(&mut self, o: &AcceptErrors) {
         self.emfile += o.emfile;
         self.enfile += o.enfile;
         self.enobufs += o.enobufs;

@@ -19,7 +19,6 @@ pub mod threaded;
 pub mod uring;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
@@ -43,8 +42,7 @@ pub struct Shared {
     /// The protocol.
     pub spec: Spec,
     /// --max-conns.
-    pub max_conns: Option<u64>,
-    open: AtomicU64,
+    pub slots: workers::Slots,
     /// Raised by the controller to stop every worker.
     pub stop: StopFlag,
     /// Bumped by every worker as it exits.
@@ -55,23 +53,12 @@ impl Shared {
     /// Takes a connection slot; false when --max-conns are already open
     /// (the caller closes the connection and counts it rejected).
     pub fn admit(&self) -> bool {
-        match self.max_conns {
-            None => {
-                self.open.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-            Some(max) => self
-                .open
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < max).then_some(n + 1)
-                })
-                .is_ok(),
-        }
+        self.slots.admit()
     }
 
     /// Gives back the slot of a closed connection.
     pub fn release(&self) {
-        self.open.fetch_sub(1, Ordering::AcqRel);
+        self.slots.release()
     }
 }
 
@@ -111,8 +98,7 @@ pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
     let (listeners, bound) = listen::bind_tcp(args.listen, loops)?;
     let shared = Arc::new(Shared {
         spec,
-        max_conns: args.max_conns,
-        open: AtomicU64::new(0),
+        slots: workers::Slots::new(args.max_conns),
         stop: StopFlag::new()?,
         exits: Arc::new(ExitNotice::new()?),
     });
@@ -181,4 +167,3 @@ pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
     }
     Ok(0)
 }
-

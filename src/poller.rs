@@ -1,5 +1,5 @@
 //! A minimal level-triggered epoll wrapper with nanosecond timeouts
-//! (epoll_pwait2), the one piece of the event loop the load workers share.
+//! (epoll_pwait2), used by the load workers and the relay loops.
 //! Level-triggered on purpose: a worker reads once per readiness report and
 //! lets the kernel report again if more is queued, which costs one read per
 //! transaction instead of the extra EAGAIN read edge-triggered would need.
@@ -12,6 +12,8 @@ use std::time::Duration;
 pub const IN: u32 = libc::EPOLLIN as u32;
 /// Writable.
 pub const OUT: u32 = libc::EPOLLOUT as u32;
+/// The peer shut down its sending side.
+pub const RDHUP: u32 = libc::EPOLLRDHUP as u32;
 
 /// An epoll instance.
 pub struct Poller {
@@ -37,6 +39,14 @@ impl Ready {
     /// Writable, or an error a write/SO_ERROR will report.
     pub fn writable(&self) -> bool {
         self.events & (OUT | libc::EPOLLERR as u32 | libc::EPOLLHUP as u32) != 0
+    }
+    /// The peer sent FIN (EPOLLRDHUP), or the connection is gone.
+    pub fn hangup(&self) -> bool {
+        self.events & (RDHUP | libc::EPOLLHUP as u32) != 0
+    }
+    /// An error is pending on the socket.
+    pub fn error(&self) -> bool {
+        self.events & libc::EPOLLERR as u32 != 0
     }
 }
 

@@ -1,0 +1,129 @@
+//! The `serve relay` result: what `--json` writes and the summary printed
+//! on stderr at exit (docs/relay.md describes every field).
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::counters::RelayCounters;
+use super::sockmap::VerdictStats;
+use crate::serve::echo::report::human_bytes;
+
+/// Schema identifier of the relay artifact.
+pub const SCHEMA: &str = "sockscope.serve.relay";
+/// Bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One `serve relay` run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RelayReport {
+    /// Always `sockscope.serve.relay`.
+    pub schema: String,
+    /// See SCHEMA_VERSION.
+    pub schema_version: u32,
+    /// Version of the sockscope that wrote it.
+    pub sockscope_version: String,
+    /// The bound address.
+    pub listen: String,
+    /// The upstream address.
+    pub upstream: String,
+    /// --mode as given.
+    pub mode_requested: String,
+    /// The data path actually used (userspace after a sockmap fallback).
+    pub mode: String,
+    /// Why sockmap was not used, when it fell back.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fallback_reason: Option<String>,
+    /// Event loops.
+    pub loops: usize,
+    /// --max-conns.
+    pub max_conns: Option<u64>,
+    /// What stopped the relay.
+    pub stop_reason: String,
+    /// From ready to stopped, seconds.
+    pub duration_s: f64,
+    /// Drain after the stop signal, seconds.
+    pub drain_s: f64,
+    /// Everything counted.
+    pub counters: RelayCounters,
+    /// The verdict program's own counters (sockmap).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub verdict: Option<VerdictStats>,
+    /// The relay's CPU since it started (getrusage), seconds.
+    pub cpu_user_s: f64,
+    /// Same, in the kernel.
+    pub cpu_system_s: f64,
+    /// Caveats.
+    pub notes: Vec<String>,
+}
+
+/// The human summary printed on stderr at exit.
+pub fn render(r: &RelayReport) -> String {
+    let c = &r.counters;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "serve relay ({}{}, {} loops) {} -> {}: stopped by {} after {:.1} s",
+        r.mode,
+        if r.mode != r.mode_requested {
+            format!(", asked {}", r.mode_requested)
+        } else {
+            String::new()
+        },
+        r.loops,
+        r.listen,
+        r.upstream,
+        r.stop_reason.trim_start_matches("signal:"),
+        r.duration_s
+    );
+    let _ = writeln!(
+        s,
+        "  pairs        {} accepted, {} closed in order, {} reset, {} idle-closed, {} open at stop, {} rejected (max-conns)",
+        c.accepted, c.closed, c.reset, c.idle_closed, c.open_at_stop, c.rejected_max_conns
+    );
+    let _ = writeln!(
+        s,
+        "  upstream     {} connect failures, {} timeouts",
+        c.upstream_failures, c.upstream_timeouts
+    );
+    let _ = writeln!(
+        s,
+        "  bytes        client->upstream {}, upstream->client {}, through userspace {}",
+        human_bytes(c.bytes_client_to_upstream),
+        human_bytes(c.bytes_upstream_to_client),
+        human_bytes(c.bytes_through_userspace)
+    );
+    if let Some(v) = &r.verdict {
+        let _ = writeln!(
+            s,
+            "  verdict      {} skbs redirected ({}), {} passed to userspace ({}), {} misses, {} empty (FIN) dropped; {} tainted sockets, {} pairs not linked",
+            v.redirected_skbs,
+            human_bytes(v.redirected_bytes),
+            v.passed_skbs,
+            human_bytes(v.passed_bytes),
+            v.misses,
+            v.empty_skbs,
+            c.tainted_sockets,
+            c.link_failures
+        );
+    }
+    let cpu = r.cpu_user_s + r.cpu_system_s;
+    let _ = writeln!(
+        s,
+        "  cpu          user {:.3} s, system {:.3} s{}",
+        r.cpu_user_s,
+        r.cpu_system_s,
+        if cpu > 0.0 {
+            format!(
+                " ({:.0}% of it in the kernel)",
+                100.0 * r.cpu_system_s / cpu
+            )
+        } else {
+            String::new()
+        }
+    );
+    for n in &r.notes {
+        let _ = writeln!(s, "  note: {n}");
+    }
+    s
+}
