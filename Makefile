@@ -11,7 +11,7 @@ BIN := target/release/sockscope
 # static test workload.
 BUILD_PKGS := clang llvm libelf-dev zlib1g-dev pkg-config gcc libc6-dev make
 # Tests and benchmarks: real peers and cross-checks.
-TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf
+TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3
 
 .PHONY: all deps build test test-unit test-integration bench demo lint clean
 
@@ -44,6 +44,7 @@ test: build
 bench: build
 	bench/overhead.sh
 	bench/load.sh
+	bench/relay.sh
 
 # A short built-in demonstration: trace a small workload that forks, spawns
 # threads and fails some calls, and show the table and JSON path.

@@ -466,3 +466,78 @@ fn sockmap_delivers_bytes_that_waited_for_a_slow_upstream_connect() {
     assert_eq!(c["bytes_through_userspace"], 0, "{c}");
     assert_eq!(rep["verdict"]["passed_bytes"], 0);
 }
+
+#[test]
+fn max_conns_idle_timeout_and_emfile_are_survived() {
+    // No BPF needed: the hardening is the same code for every mode.
+    let dir = scratch("relay-hardening");
+    let ej = dir.join("echo.json");
+    let e = echo(&ej);
+
+    // --max-conns 3: the 4th concurrent client is closed at once.
+    let rj = dir.join("max.json");
+    let r = relay(e.addr, "userspace", &rj, &["--max-conns", "3", "--threads", "1"]);
+    let held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = TcpStream::connect(r.addr).unwrap();
+            s.set_read_timeout(Some(IO)).unwrap();
+            s.write_all(b"ping").unwrap();
+            let mut b = [0u8; 4];
+            s.read_exact(&mut b).unwrap();
+            s
+        })
+        .collect();
+    let mut extra = TcpStream::connect(r.addr).unwrap();
+    extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 1];
+    assert!(matches!(extra.read(&mut b), Ok(0) | Err(_)), "the 4th pair is refused");
+    drop(held);
+    let rep = stop_ok(r, &rj);
+    assert_eq!(counters(&rep)["rejected_max_conns"], 1);
+
+    // --idle-timeout: a silent pair is closed, counted, and the client
+    // sees the end.
+    let rj = dir.join("idle.json");
+    let r = relay(e.addr, "splice", &rj, &["--idle-timeout", "0.3"]);
+    let mut s = TcpStream::connect(r.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t0 = Instant::now();
+    let mut b = [0u8; 1];
+    assert!(matches!(s.read(&mut b), Ok(0) | Err(_)));
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    let rep = stop_ok(r, &rj);
+    assert_eq!(counters(&rep)["idle_closed"], 1);
+
+    // 64 descriptors: 200 clients cannot all be relayed (each pair needs
+    // two); the relay pauses accepting instead of spinning, stays up, and
+    // relays a fresh client afterwards.
+    let rj = dir.join("emfile.json");
+    let up = e.addr.to_string();
+    let mut r = Server::spawn(
+        &["serve", "relay", "--upstream", &up, "--mode", "userspace", "--threads", "1", "--json", rj.to_str().unwrap()],
+        Some(64),
+    );
+    let cpu0 = cpu_ticks(r.pid);
+    let t0 = Instant::now();
+    let burst: Vec<TcpStream> = (0..200)
+        .filter_map(|_| TcpStream::connect_timeout(&r.addr, Duration::from_millis(500)).ok())
+        .collect();
+    thread::sleep(Duration::from_millis(1500));
+    let busy = (cpu_ticks(r.pid) - cpu0) as f64 / 100.0;
+    let wall = t0.elapsed().as_secs_f64();
+    assert!(busy < 0.5 * wall, "relay burned {busy} s of CPU in {wall} s: spinning on EMFILE?");
+    drop(burst);
+    thread::sleep(Duration::from_millis(300));
+    assert!(r.alive(), "the relay survived");
+    echo_transfer(r.addr, 100_000, 9);
+    let rep = stop_ok(r, &rj);
+    let errs = &counters(&rep)["accept_errors"];
+    assert!(errs["emfile"].as_u64().unwrap() + counters(&rep)["upstream_failures"].as_u64().unwrap() > 0, "{rep}");
+    let _ = stop_ok(e, &ej);
+}
+
+fn cpu_ticks(pid: i32) -> u64 {
+    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = st[st.rfind(')').unwrap() + 2..].split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}

@@ -344,6 +344,7 @@ pub fn run_tcp(
             connects: t.connects,
         },
         transactions: t.transactions,
+        warmup_transactions: t.warmup_transactions,
         rate_per_s: if duration_s > 0.0 {
             t.transactions as f64 / duration_s
         } else {

@@ -317,6 +317,7 @@ pub fn run(
         },
         connections: Connections::default(),
         transactions: received,
+        warmup_transactions: 0,
         rate_per_s: if secs > 0.0 {
             tx.published as f64 / secs
         } else {

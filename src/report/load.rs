@@ -43,6 +43,9 @@ pub struct LoadReport {
     pub transactions: u64,
     /// transactions / duration_s.
     pub rate_per_s: f64,
+    /// Transactions completed during --warmup (not in any other figure).
+    #[serde(default)]
+    pub warmup_transactions: u64,
     /// Transaction latency (from the intended send time with --rate).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub latency: Option<LatencyRecord>,

@@ -114,6 +114,21 @@ impl Default for Scratch {
     }
 }
 
+/// What one round of a pump did.
+struct Step {
+    /// Bytes moved (or the end of stream was seen).
+    moved: bool,
+    /// The source may have more right now (its last read filled the room).
+    more: bool,
+}
+
+impl Step {
+    const IDLE: Step = Step { moved: false, more: false };
+    fn moved(more: bool) -> Step {
+        Step { moved: true, more }
+    }
+}
+
 fn would_block(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR))
 }
@@ -230,19 +245,21 @@ impl Dir {
     pub fn pump(&mut self, src: RawFd, dst: RawFd, scratch: &mut Scratch) -> io::Result<Pumped> {
         let mut any = false;
         for _ in 0..ROUNDS {
-            let moved = match &mut self.store {
+            let step = match &mut self.store {
                 Store::Buffer(_) => self.pump_buffer(src, dst, scratch)?,
                 Store::Splice(..) => self.pump_splice(src, dst, scratch)?,
             };
-            if !moved {
+            any |= step.moved;
+            // A short read emptied the source: asking again would only
+            // cost a read that returns EAGAIN (epoll reports new data).
+            if !step.moved || !step.more {
                 break;
             }
-            any = true;
         }
         Ok(if any { Pumped::Progress } else { Pumped::Idle })
     }
 
-    fn pump_buffer(&mut self, src: RawFd, dst: RawFd, scratch: &mut Scratch) -> io::Result<bool> {
+    fn pump_buffer(&mut self, src: RawFd, dst: RawFd, scratch: &mut Scratch) -> io::Result<Step> {
         let Store::Buffer(rest) = &mut self.store else {
             unreachable!()
         };
@@ -255,28 +272,28 @@ impl Dir {
                         // Idle directions hold no memory.
                         *rest = Vec::new();
                         self.dst_blocked = false;
-                        return Ok(true);
+                        return Ok(Step::moved(true));
                     }
                     self.dst_blocked = true;
-                    return Ok(n > 0);
+                    return Ok(if n > 0 { Step::moved(false) } else { Step::IDLE });
                 }
                 Err(e) if would_block(&e) => {
                     self.dst_blocked = true;
-                    return Ok(false);
+                    return Ok(Step::IDLE);
                 }
                 Err(e) => return Err(e),
             }
         }
         if self.src_eof {
-            return Ok(false);
+            return Ok(Step::IDLE);
         }
         let n = match recv(src, &mut scratch.buf) {
             Ok(0) => {
                 self.src_eof = true;
-                return Ok(true);
+                return Ok(Step::moved(false));
             }
             Ok(n) => n,
-            Err(e) if would_block(&e) => return Ok(false),
+            Err(e) if would_block(&e) => return Ok(Step::IDLE),
             Err(e) => return Err(e),
         };
         self.bytes_user += n as u64;
@@ -292,14 +309,14 @@ impl Dir {
             rest.extend_from_slice(&scratch.buf[w..n]);
             self.dst_blocked = true;
         }
-        Ok(true)
+        Ok(Step::moved(n == scratch.buf.len()))
     }
 
     /// One round of splicing: drain the pipe into the destination, read
     /// more from the source, drain again. On return, bytes left in the pipe
     /// always mean the destination would block (so the loop waits for
     /// EPOLLOUT and nothing sits in the pipe unwatched).
-    fn pump_splice(&mut self, src: RawFd, dst: RawFd, scratch: &mut Scratch) -> io::Result<bool> {
+    fn pump_splice(&mut self, src: RawFd, dst: RawFd, scratch: &mut Scratch) -> io::Result<Step> {
         let Store::Splice(pipe, in_pipe) = &mut self.store else {
             unreachable!()
         };
@@ -308,27 +325,27 @@ impl Dir {
         }
         let p = pipe.as_ref().expect("set above");
         let (pr, pw) = (p.r.as_raw_fd(), p.w.as_raw_fd());
-        let mut moved = drain_pipe(pr, dst, in_pipe, &mut self.bytes, &mut self.dst_blocked)?;
+        let drained = drain_pipe(pr, dst, in_pipe, &mut self.bytes, &mut self.dst_blocked)?;
         // A zero-length splice returns 0, which would read as end of stream.
         if self.dst_blocked || self.src_eof || *in_pipe >= CAP {
-            return Ok(moved);
+            return Ok(if drained { Step::moved(!self.dst_blocked) } else { Step::IDLE });
         }
-        match splice(src, pw, CAP - *in_pipe) {
+        let room = CAP - *in_pipe;
+        match splice(src, pw, room) {
             Ok(0) => {
                 self.src_eof = true;
-                moved = true;
+                Ok(Step::moved(false))
             }
             Ok(n) => {
                 *in_pipe += n;
-                moved = true;
                 drain_pipe(pr, dst, in_pipe, &mut self.bytes, &mut self.dst_blocked)?;
+                Ok(Step::moved(n == room && !self.dst_blocked))
             }
             // No data now. (The pipe cannot be out of slots: it was just
             // drained empty, or the destination would have blocked.)
-            Err(e) if would_block(&e) => {}
-            Err(e) => return Err(e),
+            Err(e) if would_block(&e) => Ok(if drained { Step::moved(false) } else { Step::IDLE }),
+            Err(e) => Err(e),
         }
-        Ok(moved)
     }
 
     /// Gives an empty pipe back to the loop's pool (a pipe with bytes in it
