@@ -476,7 +476,12 @@ fn max_conns_idle_timeout_and_emfile_are_survived() {
 
     // --max-conns 3: the 4th concurrent client is closed at once.
     let rj = dir.join("max.json");
-    let r = relay(e.addr, "userspace", &rj, &["--max-conns", "3", "--threads", "1"]);
+    let r = relay(
+        e.addr,
+        "userspace",
+        &rj,
+        &["--max-conns", "3", "--threads", "1"],
+    );
     let held: Vec<TcpStream> = (0..3)
         .map(|_| {
             let mut s = TcpStream::connect(r.addr).unwrap();
@@ -488,9 +493,14 @@ fn max_conns_idle_timeout_and_emfile_are_survived() {
         })
         .collect();
     let mut extra = TcpStream::connect(r.addr).unwrap();
-    extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut b = [0u8; 1];
-    assert!(matches!(extra.read(&mut b), Ok(0) | Err(_)), "the 4th pair is refused");
+    assert!(
+        matches!(extra.read(&mut b), Ok(0) | Err(_)),
+        "the 4th pair is refused"
+    );
     drop(held);
     let rep = stop_ok(r, &rj);
     assert_eq!(counters(&rep)["rejected_max_conns"], 1);
@@ -514,7 +524,18 @@ fn max_conns_idle_timeout_and_emfile_are_survived() {
     let rj = dir.join("emfile.json");
     let up = e.addr.to_string();
     let mut r = Server::spawn(
-        &["serve", "relay", "--upstream", &up, "--mode", "userspace", "--threads", "1", "--json", rj.to_str().unwrap()],
+        &[
+            "serve",
+            "relay",
+            "--upstream",
+            &up,
+            "--mode",
+            "userspace",
+            "--threads",
+            "1",
+            "--json",
+            rj.to_str().unwrap(),
+        ],
         Some(64),
     );
     let cpu0 = cpu_ticks(r.pid);
@@ -525,19 +546,28 @@ fn max_conns_idle_timeout_and_emfile_are_survived() {
     thread::sleep(Duration::from_millis(1500));
     let busy = (cpu_ticks(r.pid) - cpu0) as f64 / 100.0;
     let wall = t0.elapsed().as_secs_f64();
-    assert!(busy < 0.5 * wall, "relay burned {busy} s of CPU in {wall} s: spinning on EMFILE?");
+    assert!(
+        busy < 0.5 * wall,
+        "relay burned {busy} s of CPU in {wall} s: spinning on EMFILE?"
+    );
     drop(burst);
     thread::sleep(Duration::from_millis(300));
     assert!(r.alive(), "the relay survived");
     echo_transfer(r.addr, 100_000, 9);
     let rep = stop_ok(r, &rj);
     let errs = &counters(&rep)["accept_errors"];
-    assert!(errs["emfile"].as_u64().unwrap() + counters(&rep)["upstream_failures"].as_u64().unwrap() > 0, "{rep}");
+    assert!(
+        errs["emfile"].as_u64().unwrap() + counters(&rep)["upstream_failures"].as_u64().unwrap()
+            > 0,
+        "{rep}"
+    );
     let _ = stop_ok(e, &ej);
 }
 
 fn cpu_ticks(pid: i32) -> u64 {
     let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let f: Vec<&str> = st[st.rfind(')').unwrap() + 2..].split_whitespace().collect();
+    let f: Vec<&str> = st[st.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }

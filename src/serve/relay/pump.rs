@@ -123,7 +123,10 @@ struct Step {
 }
 
 impl Step {
-    const IDLE: Step = Step { moved: false, more: false };
+    const IDLE: Step = Step {
+        moved: false,
+        more: false,
+    };
     fn moved(more: bool) -> Step {
         Step { moved: true, more }
     }
@@ -275,7 +278,11 @@ impl Dir {
                         return Ok(Step::moved(true));
                     }
                     self.dst_blocked = true;
-                    return Ok(if n > 0 { Step::moved(false) } else { Step::IDLE });
+                    return Ok(if n > 0 {
+                        Step::moved(false)
+                    } else {
+                        Step::IDLE
+                    });
                 }
                 Err(e) if would_block(&e) => {
                     self.dst_blocked = true;
@@ -328,7 +335,11 @@ impl Dir {
         let drained = drain_pipe(pr, dst, in_pipe, &mut self.bytes, &mut self.dst_blocked)?;
         // A zero-length splice returns 0, which would read as end of stream.
         if self.dst_blocked || self.src_eof || *in_pipe >= CAP {
-            return Ok(if drained { Step::moved(!self.dst_blocked) } else { Step::IDLE });
+            return Ok(if drained {
+                Step::moved(!self.dst_blocked)
+            } else {
+                Step::IDLE
+            });
         }
         let room = CAP - *in_pipe;
         match splice(src, pw, room) {
@@ -343,7 +354,11 @@ impl Dir {
             }
             // No data now. (The pipe cannot be out of slots: it was just
             // drained empty, or the destination would have blocked.)
-            Err(e) if would_block(&e) => Ok(if drained { Step::moved(false) } else { Step::IDLE }),
+            Err(e) if would_block(&e) => Ok(if drained {
+                Step::moved(false)
+            } else {
+                Step::IDLE
+            }),
             Err(e) => Err(e),
         }
     }
