@@ -7,7 +7,10 @@
 //! - [`proto`]: wire formats load and serve share; [`stats`]: HDR latency
 //!   histograms;
 //! - [`procfs`]: small /proc readers;
-//! - [`report`]: artifact schemas, text tables, atomic writes;
+//! - [`report`]: artifact schemas, text tables, HTML/SVG reports, compare,
+//!   atomic writes;
+//! - [`run`]: profile (launch, ready, trace under load, stop), the built-in
+//!   experiments and the demo;
 //! - [`cli`]: the clap definitions; [`error`]: exit-status carrying errors.
 
 pub mod cli;
@@ -16,6 +19,7 @@ pub mod load;
 pub mod procfs;
 pub mod proto;
 pub mod report;
+pub mod run;
 pub mod serve;
 pub mod signals;
 pub mod stats;
