@@ -30,7 +30,7 @@ ul.insights li { margin: 4px 0; }
 .banner.good { background: #e6f4ee; border: 1px solid #009e73; color: #00543d; }
 .caveats { background: #fff8e6; border: 1px solid #e6b14a; border-radius: 8px; padding: 10px 18px; }
 .caveats h3 { margin-top: 6px; }
-svg.chart { display: block; max-width: 100%; height: auto; margin: 6px 0 4px; }
+svg.chart { display: block; width: 100%; height: auto; margin: 6px 0 4px; }
 svg.chart text { font-family: inherit; fill: #1b1f24; }
 svg.chart .tick { font-size: 12px; fill: #47515c; }
 svg.chart .axis-label { font-size: 13px; fill: #1b1f24; }

@@ -344,7 +344,7 @@ pub fn line_chart(c: &LineChart<'_>) -> String {
     let (xlo, xhi) = if xmax > xmin {
         (xmin, xmax)
     } else {
-        (xmin - 1.0, xmin + 1.0)
+        (xmin, xmin + 1.0)
     };
     let x = match c.x_scale {
         Scale::Linear => Axis {

@@ -121,21 +121,30 @@ impl Launched {
             // which then stops the target in order; and a stop reaches the
             // target's own children too.
             .process_group(0);
-        if let Some(ra) = run_as.cloned() {
-            // SAFETY: setgroups/setgid/setuid are async-signal-safe.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let groups: Vec<libc::gid_t> = ra.groups.clone();
-                    if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+        let ra = run_as.cloned();
+        // SAFETY: only async-signal-safe calls between fork and exec (no
+        // allocation: `ra` was cloned before the fork).
+        unsafe {
+            cmd.pre_exec(move || {
+                // sockscope blocks its stop signals to read them from a
+                // signalfd, and a blocked mask survives execve: a target
+                // that inherited it would never see our SIGTERM.
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                if libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(ra) = &ra {
+                    if libc::setgroups(ra.groups.len(), ra.groups.as_ptr()) != 0
                         || libc::setgid(ra.gid) != 0
                         || libc::setuid(ra.uid) != 0
                     {
                         return Err(std::io::Error::last_os_error());
                     }
-                    Ok(())
-                })
-            };
-        }
+                }
+                Ok(())
+            })
+        };
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", prog.to_string_lossy()))?;
@@ -293,6 +302,24 @@ mod tests {
         assert_eq!(r.killed_by.as_deref(), Some("SIGTERM"));
         let tail = t.log_tail(1000);
         assert!(tail.contains("hello") && tail.contains("oops"), "{tail}");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_blocked_signal_mask_is_not_inherited() {
+        use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+        let d = tmp("mask");
+        // Block SIGTERM on this thread, as profile does, then launch.
+        let mut set = SigSet::empty();
+        set.add(Signal::SIGTERM);
+        let mut old = SigSet::empty();
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old)).unwrap();
+        let argv: Vec<OsString> = ["sleep", "30"].iter().map(OsString::from).collect();
+        let mut t = Launched::spawn(&argv, &d.join("log"), None).unwrap();
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let r = t.stop(Duration::from_secs(5));
+        assert_eq!(r.signal, "SIGTERM", "{r:?}");
         fs::remove_dir_all(&d).unwrap();
     }
 
