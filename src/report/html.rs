@@ -28,6 +28,8 @@ ul.insights li { margin: 4px 0; }
 .banner { padding: 12px 16px; border-radius: 8px; margin: 16px 0; font-weight: 600; }
 .banner.bad { background: #fde8e6; border: 1px solid #d55e00; color: #7a2300; }
 .banner.good { background: #e6f4ee; border: 1px solid #009e73; color: #00543d; }
+.grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 6px 18px; }
+.grid2 h4 { margin: 8px 0 0; font-size: 14px; font-weight: 600; }
 .caveats { background: #fff8e6; border: 1px solid #e6b14a; border-radius: 8px; padding: 10px 18px; }
 .caveats h3 { margin-top: 6px; }
 svg.chart { display: block; width: 100%; height: auto; margin: 6px 0 4px; }
@@ -39,6 +41,7 @@ svg.chart .bar-label { font-size: 11.5px; fill: #1b1f24; }
 svg.chart .row-label { font-size: 13px; }
 svg.chart .grid { stroke: #e3e7ec; stroke-width: 1; }
 svg.chart .axis, svg.chart .tickmark { stroke: #5b6570; stroke-width: 1; }
+.tw { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-size: 13.5px; margin: 6px 0 4px; font-variant-numeric: tabular-nums; }
 th, td { padding: 5px 9px; border-bottom: 1px solid #e3e7ec; text-align: left; vertical-align: top; }
 th { background: #eef1f5; font-weight: 600; }
@@ -67,7 +70,7 @@ pub fn page(title: &str, subtitle: &str, body: &str) -> String {
 
 /// An HTML table; columns listed in `numeric` are right-aligned.
 pub fn table(headers: &[&str], rows: &[Vec<String>], numeric: &[usize]) -> String {
-    let mut s = String::from("<table><thead><tr>");
+    let mut s = String::from("<div class=\"tw\"><table><thead><tr>");
     for (i, h) in headers.iter().enumerate() {
         let cls = if numeric.contains(&i) {
             " class=\"n\""
@@ -89,7 +92,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>], numeric: &[usize]) -> Strin
         }
         s.push_str("</tr>");
     }
-    s.push_str("</tbody></table>");
+    s.push_str("</tbody></table></div>");
     s
 }
 
@@ -569,16 +572,54 @@ pub fn profile_page(r: &ProfileReport) -> String {
     )
 }
 
-fn transport_chart(
-    id: &str,
-    title: &str,
-    y_label: &str,
-    t: &TransportResult,
-    workload: &str,
+/// One figure of the transport comparison, charted per workload.
+struct Metric {
+    key: &'static str,
+    title: &'static str,
+    y_label: &'static str,
     scale: Scale,
     fmt: svg::Fmt,
     value: fn(&super::bench::TransportPoint) -> f64,
-) -> String {
+}
+
+const METRICS: [Metric; 4] = [
+    Metric {
+        key: "rate",
+        title: "Throughput",
+        y_label: "transactions per second",
+        scale: Scale::Linear,
+        fmt: svg::fmt_si,
+        value: |p| p.rate_per_s,
+    },
+    Metric {
+        key: "p99",
+        title: "p99 latency",
+        y_label: "p99 latency (log scale)",
+        scale: Scale::Log,
+        fmt: svg::fmt_ns,
+        value: |p| p.p99_ns as f64,
+    },
+    Metric {
+        key: "cpu",
+        title: "Server CPU per transaction",
+        y_label: "server CPU per transaction (us)",
+        scale: Scale::Linear,
+        fmt: |v| format!("{v:.1}"),
+        value: |p| p.server_cpu_us_per_transaction,
+    },
+    Metric {
+        key: "syscalls",
+        title: "Server syscalls per transaction",
+        y_label: "syscalls per transaction",
+        scale: Scale::Linear,
+        fmt: |v| format!("{v:.2}"),
+        value: |p| p.syscalls_per_transaction,
+    },
+];
+
+fn transport_chart(p: &str, t: &TransportResult, workload: &str, m: &Metric) -> String {
+    let id = format!("{p}chart-transport-{workload}-{}", m.key);
+    let (title, y_label, scale, fmt, value) = (m.title, m.y_label, m.scale, m.fmt, m.value);
     let mut conns: Vec<u32> = t
         .points
         .iter()
@@ -611,7 +652,7 @@ fn transport_chart(
         })
         .collect();
     svg::bar_chart(&BarChart {
-        id,
+        id: &id,
         title,
         y_label,
         x_label: "connections",
@@ -619,6 +660,7 @@ fn transport_chart(
         series,
         scale,
         fmt,
+        compact: true,
     })
 }
 
@@ -632,48 +674,10 @@ pub fn transport_body(p: &str, t: &TransportResult) -> String {
         }
     }
     for w in workloads {
-        let charts = [
-            transport_chart(
-                &format!("{p}chart-transport-{w}-rate"),
-                "Throughput",
-                "transactions per second",
-                t,
-                w,
-                Scale::Linear,
-                svg::fmt_si,
-                |p| p.rate_per_s,
-            ),
-            transport_chart(
-                &format!("{p}chart-transport-{w}-p99"),
-                "p99 latency",
-                "p99 latency (log scale)",
-                t,
-                w,
-                Scale::Log,
-                svg::fmt_ns,
-                |p| p.p99_ns as f64,
-            ),
-            transport_chart(
-                &format!("{p}chart-transport-{w}-cpu"),
-                "Server CPU per transaction",
-                "server CPU per transaction (us)",
-                t,
-                w,
-                Scale::Linear,
-                |v| format!("{v:.1}"),
-                |p| p.server_cpu_us_per_transaction,
-            ),
-            transport_chart(
-                &format!("{p}chart-transport-{w}-syscalls"),
-                "Server syscalls per transaction",
-                "syscalls per transaction",
-                t,
-                w,
-                Scale::Linear,
-                |v| format!("{v:.2}"),
-                |p| p.syscalls_per_transaction,
-            ),
-        ];
+        let charts: Vec<String> = METRICS
+            .iter()
+            .map(|m| transport_chart(p, t, w, m))
+            .collect();
         let rows: Vec<Vec<String>> = t
             .points
             .iter()
@@ -726,7 +730,7 @@ pub fn transport_body(p: &str, t: &TransportResult) -> String {
                  {:.1} s. Server CPU and syscalls are the server's own over the trace window.",
                 t.message_bytes, t.seconds_per_point
             ),
-            &(charts.concat() + &tbl),
+            &(format!("<div class=\"grid2\">{}</div>", charts.concat()) + &tbl),
         ));
     }
     b
@@ -777,6 +781,7 @@ pub fn udp_body(p: &str, u: &UdpRcvbufResult) -> String {
         series,
         scale: Scale::Linear,
         fmt: svg::fmt_pct,
+        compact: false,
     });
     let rows: Vec<Vec<String>> = u
         .trials
@@ -844,6 +849,7 @@ pub fn overhead_body(p: &str, o: &OverheadResult) -> String {
         )],
         scale: Scale::Log,
         fmt: |v| format!("{v:.0}"),
+        compact: false,
     });
     let rows: Vec<Vec<String>> = o
         .rows

@@ -202,10 +202,10 @@ fn nice_ceil(v: f64) -> f64 {
     (v / step).ceil() * step
 }
 
-fn open_svg(out: &mut String, id: &str, title: &str, height: f64) {
+fn open_svg(out: &mut String, id: &str, title: &str, width: f64, height: f64) {
     let _ = write!(
         out,
-        r#"<svg class="chart" id="{id}" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" aria-labelledby="{id}-title" xmlns="http://www.w3.org/2000/svg"><title id="{id}-title">{}</title>"#,
+        r#"<svg class="chart" id="{id}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-labelledby="{id}-title" xmlns="http://www.w3.org/2000/svg"><title id="{id}-title">{}</title>"#,
         esc(title)
     );
 }
@@ -331,7 +331,7 @@ pub fn line_chart(c: &LineChart<'_>) -> String {
         .filter(|v| *v > 0.0 || c.y_scale == Scale::Linear)
         .fold(f64::MAX, f64::min);
     let mut out = String::new();
-    open_svg(&mut out, c.id, c.title, H);
+    open_svg(&mut out, c.id, c.title, W, H);
     if series.is_empty() {
         let _ = write!(
             out,
@@ -430,6 +430,8 @@ pub struct BarChart<'a> {
     pub scale: Scale,
     /// Value format (ticks and bar labels).
     pub fmt: Fmt,
+    /// A narrower chart, for two side by side.
+    pub compact: bool,
 }
 
 /// Renders grouped vertical bars with the value above each bar.
@@ -437,14 +439,15 @@ pub fn bar_chart(c: &BarChart<'_>) -> String {
     let vals = || c.series.iter().flat_map(|s| s.1.iter().flatten().copied());
     let max = vals().fold(0.0f64, f64::max);
     let min = vals().filter(|v| *v > 0.0).fold(f64::MAX, f64::min);
+    let (w, h) = if c.compact { (470.0, 300.0) } else { (W, H) };
     let mut out = String::new();
-    open_svg(&mut out, c.id, c.title, H);
+    open_svg(&mut out, c.id, c.title, w, h);
     if c.categories.is_empty() || vals().next().is_none() {
         let _ = write!(
             out,
             r#"<text class="empty" x="{}" y="{}" text-anchor="middle">no data</text></svg>"#,
-            W / 2.0,
-            H / 2.0
+            w / 2.0,
+            h / 2.0
         );
         return out;
     }
@@ -452,12 +455,12 @@ pub fn bar_chart(c: &BarChart<'_>) -> String {
         c.scale,
         if min == f64::MAX { 1.0 } else { min },
         max,
-        H - MB,
+        h - MB,
         MT,
     );
-    y_axis(&mut out, &y, c.fmt, c.y_label, ML, W - MR);
+    y_axis(&mut out, &y, c.fmt, c.y_label, ML, w - MR);
     let n = c.categories.len() as f64;
-    let group_w = (W - ML - MR) / n;
+    let group_w = (w - ML - MR) / n;
     let k = c.series.len().max(1) as f64;
     let bar_w = ((group_w * 0.8) / k).min(46.0);
     let base = y.px(if c.scale == Scale::Log {
@@ -483,7 +486,7 @@ pub fn bar_chart(c: &BarChart<'_>) -> String {
                 esc(cat),
                 esc(&(c.fmt)(v))
             );
-            if bar_w >= 24.0 {
+            if bar_w >= 20.0 {
                 let _ = write!(
                     out,
                     r#"<text class="bar-label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
@@ -497,16 +500,16 @@ pub fn bar_chart(c: &BarChart<'_>) -> String {
             out,
             r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             ML + group_w * (ci as f64 + 0.5),
-            H - MB + 19.0,
+            h - MB + 19.0,
             esc(cat)
         );
     }
     let _ = write!(
         out,
         r#"<line class="axis" x1="{ML}" x2="{:.1}" y1="{base:.1}" y2="{base:.1}"/><text class="axis-label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        W - MR,
-        (ML + W - MR) / 2.0,
-        H - 12.0,
+        w - MR,
+        (ML + w - MR) / 2.0,
+        h - 12.0,
         esc(c.x_label)
     );
     legend(
@@ -545,7 +548,7 @@ pub fn stack_chart(c: &StackChart<'_>) -> String {
         .map(|r| r.1.iter().sum::<f64>())
         .fold(0.0f64, f64::max);
     let mut out = String::new();
-    open_svg(&mut out, c.id, c.title, height);
+    open_svg(&mut out, c.id, c.title, W, height);
     let x = Axis::new(
         Scale::Linear,
         0.0,
@@ -637,6 +640,7 @@ mod tests {
             series: vec![("epoll".into(), vec![Some(10.0), None])],
             scale: Scale::Linear,
             fmt: fmt_si,
+            compact: false,
         });
         assert!(svg.starts_with("<svg class=\"chart\" id=\"chart-x\""));
         assert!(svg.contains("a &lt;b&gt;"));

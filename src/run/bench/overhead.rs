@@ -175,7 +175,7 @@ fn median(v: &[f64]) -> f64 {
 pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(OverheadResult, Vec<String>)> {
     let (rounds, calls, slow) = match (size.quick, size.demo) {
         (true, _) => (1u32, 500_000u64, 5_000u64),
-        (false, true) => (3, 1_000_000, 10_000),
+        (false, true) => (5, 1_000_000, 10_000),
         (false, false) => (7, 1_000_000, 20_000),
     };
     let exe = std::env::current_exe().context("locating the sockscope binary")?;

@@ -37,13 +37,13 @@ impl Plan {
                 transports: &["threaded", "epoll", "uring"],
                 rr: &[1, 16, 256, 1000],
                 crr: &[1, 16, 256],
-                secs: 1.5,
+                secs: 3.0,
             },
             (false, false) => Plan {
                 transports: &["threaded", "epoll", "uring"],
                 rr: &[1, 16, 256, 1000],
                 crr: &[1, 16, 256, 1000],
-                secs: 3.0,
+                secs: 5.0,
             },
         }
     }
