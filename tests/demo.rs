@@ -173,3 +173,46 @@ fn demo_quick_runs_end_to_end_and_renders_in_chromium() {
     let head = std::fs::read(&png).unwrap();
     assert_eq!(&head[..8], b"\x89PNG\r\n\x1a\n");
 }
+
+#[test]
+fn demo_without_bpf_names_what_it_could_not_run_and_fails() {
+    // Needs root to drop to an unprivileged user.
+    if !require_bpf("demo_without_bpf_names_what_it_could_not_run_and_fails") {
+        return;
+    }
+    let dir = scratch("demo-nobpf");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = dir.join("demo");
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(sockscope())
+        .args(["demo", "--quick", "--out", out.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("setpriv (util-linux)");
+    let so = String::from_utf8_lossy(&o.stdout);
+    let se = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{so}{se}");
+    assert!(
+        se.contains("INCOMPLETE: could not run transport, overhead"),
+        "{se}"
+    );
+    assert!(
+        so.contains("transport: needs BPF") && so.contains("CAP_BPF"),
+        "{so}"
+    );
+    let demo = read_json(&out.join("demo.json"));
+    assert_eq!(demo["complete"], false);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("INCOMPLETE"),
+        "the report must not look complete"
+    );
+    assert!(!html.contains("banner good"));
+}

@@ -85,7 +85,7 @@ mod tests {
 
     #[test]
     fn wraps_at_width() {
-        let w = wrap("aaa bbb ccc ddd", 8, "  ");
+        let w = wrap("aaa bbb ccc ddd", 9, "  ");
         assert_eq!(w, "aaa bbb\n  ccc ddd");
     }
 }

@@ -162,6 +162,7 @@ fn wait_udp(sink: &mut Launched) -> Result<std::net::SocketAddr> {
             ));
         }
         if let Some(a) = ready::choose(&ready::owned_sockets(sink.pid), Proto::Udp) {
+            wait_blocked(sink.pid, deadline);
             return Ok(a);
         }
         if Instant::now() >= deadline {
@@ -171,6 +172,26 @@ fn wait_udp(sink: &mut Launched) -> Result<std::net::SocketAddr> {
             ));
         }
         target::wait_pidfd(sink.exit_fd(), Duration::from_millis(10));
+    }
+}
+
+/// Waits (until `deadline`) for the sink to be asleep in its receive loop
+/// (state `S` twice, 5 ms apart): a bound socket alone does not mean the
+/// sink is reading yet, and a burst sent into a sink still starting up
+/// measures its start-up, not its receive buffer.
+fn wait_blocked(pid: i32, deadline: Instant) {
+    let state = || {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        s[s.rfind(')')? + 1..]
+            .split_whitespace()
+            .next()?
+            .chars()
+            .next()
+    };
+    let mut asleep = 0;
+    while asleep < 2 && Instant::now() < deadline {
+        asleep = if state() == Some('S') { asleep + 1 } else { 0 };
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
