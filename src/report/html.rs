@@ -22,6 +22,7 @@ header h1 { margin: 0 0 4px; font-size: 24px; font-weight: 650; }
 header p { margin: 0; color: #c9d4df; font-size: 14px; }
 h2 { font-size: 20px; margin: 36px 0 8px; padding-bottom: 4px; border-bottom: 2px solid #d8dde3; }
 h3 { font-size: 16px; margin: 26px 0 6px; }
+section.card h3 { margin-top: 2px; }
 section.card { background: #fff; border: 1px solid #dde2e8; border-radius: 8px; padding: 14px 18px 16px; margin: 16px 0; }
 p.lead { font-size: 14px; color: #47515c; margin: 2px 0 10px; }
 ul.insights li { margin: 4px 0; }
@@ -522,8 +523,11 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
                 r.target.address
             ),
         ),
-        ("load".to_string(), r.load_command.join(" ")),
-        ("profile command".to_string(), r.command_line.join(" ")),
+        ("load".to_string(), shell_words::join(&r.load_command)),
+        (
+            "profile command".to_string(),
+            shell_words::join(&r.command_line),
+        ),
         ("started".to_string(), r.started_at.clone()),
         ("windows".to_string(), r.windows.note.clone()),
     ];

@@ -17,12 +17,12 @@ pub fn render(r: &ProfileReport) -> String {
         r.target
             .command
             .as_ref()
-            .map_or_else(|| format!("pid {}", r.target.pid), |c| c.join(" ")),
+            .map_or_else(|| format!("pid {}", r.target.pid), shell_words::join),
         r.target.pid,
         r.target.comm,
         r.target.address
     );
-    let _ = writeln!(s, "load     {}", r.load_command.join(" "));
+    let _ = writeln!(s, "load     {}", shell_words::join(&r.load_command));
     let _ = writeln!(s, "machine  {}", r.machine.describe());
     let _ = writeln!(s, "build    sockscope {}", r.build.describe());
     let _ = writeln!(s, "windows  {}", r.windows.note);
