@@ -10,8 +10,9 @@ BIN := target/release/sockscope
 # are needed by libbpf-sys; gcc and libc6-dev link the binary and build the
 # static test workload.
 BUILD_PKGS := clang llvm libelf-dev zlib1g-dev pkg-config gcc libc6-dev make
-# Tests and benchmarks: real peers and cross-checks.
-TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3
+# Tests and benchmarks: real peers and cross-checks; chromium renders the
+# HTML report headless in the demo test; haproxy is the relay benchmark's peer.
+TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 chromium
 
 .PHONY: all deps build test test-unit test-integration bench demo lint clean
 
@@ -46,15 +47,14 @@ bench: build
 	bench/load.sh
 	bench/relay.sh
 
-# A short built-in demonstration: trace a small workload that forks, spawns
-# threads and fails some calls, and show the table and JSON path.
+# The built-in demonstration: the transport comparison (every point a
+# traced profile), the UDP receive-buffer sweep and the tracer overhead
+# benchmark, about two minutes on 2 CPUs, one HTML report (path printed at
+# the end). BPF needs root: run as root, or sudo is used.
 demo: build
 	@mkdir -p out
-	$(BIN) trace --per-thread --json out/demo-trace.json -- \
-	  sh -c 'for i in 1 2 3; do ls /nonexistent-$$i 2>/dev/null; done; \
-	         dd if=/dev/zero of=/dev/null bs=4k count=20000 2>/dev/null; \
-	         (sleep 0.2 & wait); echo demo done'
-	@echo "JSON written to out/demo-trace.json"
+	@if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO $(BIN) demo --out out/demo
 
 lint:
 	$(CARGO) fmt --all -- --check

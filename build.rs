@@ -1,8 +1,10 @@
 //! Compiles the BPF programs under src/bpf/ with clang and generates their
-//! libbpf-rs skeletons into OUT_DIR.
+//! libbpf-rs skeletons into OUT_DIR; records the git commit the binary is
+//! built from (and whether the tree had local changes) for artifacts.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
@@ -33,4 +35,41 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/syscalls.h");
     println!("cargo:rerun-if-changed=src/bpf/relay.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");
+    embed_git_state();
+}
+
+/// Sets SOCKSCOPE_GIT_COMMIT and SOCKSCOPE_GIT_DIRTY ("true", "false" or
+/// "unknown") for env!(); "unknown" when this is not a git checkout or git
+/// is missing, so a build from a tarball still works.
+fn embed_git_state() {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git").args(args).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "HEAD"]).filter(|c| !c.is_empty());
+    let dirty = match (&commit, git(&["status", "--porcelain"])) {
+        (Some(_), Some(s)) => if s.is_empty() { "false" } else { "true" }.to_string(),
+        _ => "unknown".to_string(),
+    };
+    println!(
+        "cargo:rustc-env=SOCKSCOPE_GIT_COMMIT={}",
+        commit.as_deref().unwrap_or("unknown")
+    );
+    println!("cargo:rustc-env=SOCKSCOPE_GIT_DIRTY={dirty}");
+    // Re-run when the commit or the index moves, or a source changes (a
+    // directory is scanned recursively), so the dirty flag follows edits.
+    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+        let dir = Path::new(&dir);
+        for f in ["HEAD", "index"] {
+            println!("cargo:rerun-if-changed={}", dir.join(f).display());
+        }
+        if let Some(common) = git(&["rev-parse", "--git-common-dir"]) {
+            println!("cargo:rerun-if-changed={}/refs", common);
+        }
+    }
+    for p in ["src", "tests", "Cargo.toml", "build.rs"] {
+        println!("cargo:rerun-if-changed={p}");
+    }
 }

@@ -8,7 +8,10 @@
 //!   histograms;
 //! - [`poller`], [`signals`]: the epoll and signal plumbing event loops share;
 //! - [`procfs`]: small /proc readers;
-//! - [`report`]: artifact schemas, text tables, atomic writes;
+//! - [`report`]: artifact schemas, text tables, HTML/SVG reports, compare,
+//!   atomic writes;
+//! - [`run`]: profile (launch, ready, trace under load, stop), the built-in
+//!   experiments and the demo;
 //! - [`cli`]: the clap definitions; [`error`]: exit-status carrying errors.
 
 pub mod cli;
@@ -18,6 +21,7 @@ pub mod poller;
 pub mod procfs;
 pub mod proto;
 pub mod report;
+pub mod run;
 pub mod serve;
 pub mod signals;
 pub mod stats;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{CommandFactory, Parser};
 
-use sockscope::cli::{Cli, Command, TraceArgs};
+use sockscope::cli::{Cli, Command, ProfileArgs, TraceArgs};
 use sockscope::report::trace_text::{self, TableView};
 use sockscope::{error, report, trace};
 
@@ -29,6 +29,39 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Trace(args) => run_trace(args, cli.quiet),
         Command::Load { cmd } => sockscope::load::run(cmd, cli.quiet),
         Command::Serve { cmd } => sockscope::serve::run(cmd, cli.quiet),
+        Command::Profile(args) => run_profile(args, cli.quiet),
+        Command::Bench(args) => {
+            sockscope::run::bench::run_cli(args.name, args.out.as_deref(), args.quick, cli.quiet)
+        }
+        Command::Demo(args) => {
+            sockscope::run::demo::run(args.out.as_deref(), args.quick, cli.quiet)
+        }
+        Command::Report(args) => {
+            sockscope::run::rerender(&args.file, args.out.as_deref(), cli.quiet)
+        }
+        Command::Compare(args) => {
+            let a = report::profile::read(&args.a).map_err(|e| error::usage(format!("{e:#}")))?;
+            let b = report::profile::read(&args.b).map_err(|e| error::usage(format!("{e:#}")))?;
+            print!(
+                "{}",
+                report::compare::render(
+                    &a,
+                    &b,
+                    &args.a.display().to_string(),
+                    &args.b.display().to_string()
+                )
+            );
+            Ok(0)
+        }
+        Command::GetppidLoop { calls } => {
+            let ns = sockscope::run::bench::overhead::getppid_loop(calls);
+            println!("ns_per_call={ns:.1} calls={calls}");
+            Ok(0)
+        }
+        Command::Idle { secs } => {
+            std::thread::sleep(Duration::from_secs(secs));
+            Ok(0)
+        }
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -110,4 +143,46 @@ fn run_trace(args: TraceArgs, quiet: bool) -> Result<u8> {
         );
     }
     Ok(outcome.exit_code)
+}
+
+fn run_profile(args: ProfileArgs, quiet: bool) -> Result<u8> {
+    use sockscope::run::profile::{ProfileSpec, Target};
+    let target = match (args.target, args.pid, args.command.is_empty()) {
+        (Some(t), None, true) => {
+            let words =
+                shell_words::split(&t).map_err(|e| error::usage(format!("--target {t:?}: {e}")))?;
+            if words.is_empty() {
+                return Err(error::usage(
+                    "--target is empty: give e.g. 'serve echo --transport epoll'",
+                ));
+            }
+            Target::Sockscope(words)
+        }
+        (None, Some(pid), true) => {
+            if pid <= 0 {
+                return Err(error::usage(format!("--pid {pid}: not a process id")));
+            }
+            Target::Pid(pid)
+        }
+        (None, None, false) => Target::Command(args.command),
+        _ => {
+            return Err(error::usage(
+                "give exactly one target: --target 'ARGS', --pid PID, or -- CMD ARGS",
+            ));
+        }
+    };
+    let run_as = match target {
+        Target::Pid(_) => None,
+        _ => trace::launch::resolve_run_as(args.user.as_deref(), args.as_root)?,
+    };
+    let spec = ProfileSpec {
+        target,
+        load: sockscope::run::loadline::LoadLine::parse(&args.load)?,
+        ready_timeout: Duration::from_secs_f64(args.ready_timeout),
+        count_only: args.count_only,
+        run_as,
+        quiet,
+        command_line: std::env::args().collect(),
+    };
+    sockscope::run::run_profile(&spec, args.out.as_deref())
 }

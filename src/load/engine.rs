@@ -22,7 +22,7 @@ use crate::report::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig, LoadReport, SCHEMA,
     SCHEMA_VERSION,
 };
-use crate::signals::{Signals, signal_name};
+use crate::signals::{Signals, StopFlag, signal_name};
 use crate::stats::LatencyHist;
 
 /// Which TCP workload.
@@ -140,6 +140,7 @@ pub fn run_tcp(
     let bar = progress_bar(plan, kind, quiet);
     let mut intervals: BTreeMap<u64, (u64, u64, Histogram<u32>)> = BTreeMap::new();
     let mut interrupted: Option<String> = None;
+    let mut aborted = false;
 
     let results: Vec<Result<WorkerResult>> = std::thread::scope(|scope| {
         let handles: Vec<_> = ctxs
@@ -200,6 +201,10 @@ pub fn run_tcp(
                     stop.store(true, Ordering::Relaxed);
                 }
             }
+            if plan.abort.as_ref().is_some_and(|f| f.is_raised()) && !aborted {
+                aborted = true;
+                stop.store(true, Ordering::Relaxed);
+            }
             while let Ok(rec) = rx.try_recv() {
                 add_interval(&mut intervals, rec);
             }
@@ -217,7 +222,7 @@ pub fn run_tcp(
             if handles.iter().all(|h| h.is_finished()) {
                 break;
             }
-            wait_signal_or(&signals, Duration::from_millis(100));
+            wait_signal_or(&signals, plan.abort.as_deref(), Duration::from_millis(100));
         }
         handles
             .into_iter()
@@ -286,6 +291,8 @@ pub fn run_tcp(
     let errors_total = t.error_count();
     let end_reason = if let Some(sig) = &interrupted {
         format!("signal:{sig}")
+    } else if aborted {
+        "aborted".to_string()
     } else if stalled {
         "stalled".to_string()
     } else {
@@ -314,6 +321,8 @@ pub fn run_tcp(
         failure = Some(format!(
             "interrupted by {sig}; the figures cover the run until then"
         ));
+    } else if aborted {
+        failure = Some("aborted by its caller; the figures cover the run until then".into());
     } else if stalled {
         failure = Some(format!(
             "no transaction completed for {:.1} s: the target stalled before the count was reached",
@@ -415,9 +424,12 @@ fn add_interval(map: &mut BTreeMap<u64, (u64, u64, Histogram<u32>)>, rec: Interv
     let _ = e.2.add(&rec.hist);
 }
 
-fn wait_signal_or(signals: &Signals, d: Duration) {
+fn wait_signal_or(signals: &Signals, abort: Option<&StopFlag>, d: Duration) {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let mut fds = [PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+    let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+    if let Some(f) = abort {
+        fds.push(PollFd::new(f.fd(), PollFlags::POLLIN));
+    }
     let _ = poll(
         &mut fds,
         PollTimeout::try_from(d.as_millis() as i32).unwrap_or(PollTimeout::NONE),

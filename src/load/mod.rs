@@ -278,9 +278,22 @@ pub fn run(cmd: LoadCommand, quiet: bool) -> Result<u8> {
 /// SIGTERM and SIGHUP on the calling thread while it runs (Ctrl-C stops
 /// the load and marks it incomplete).
 pub fn execute(cmd: LoadCommand, quiet: bool) -> Result<LoadOutcome> {
+    execute_until(cmd, quiet, None)
+}
+
+/// [`execute`], and a TCP run also ends early (marked failed, end reason
+/// `aborted`) once `abort` is raised. A UDP run ignores `abort`: it is
+/// bounded by its own --fin-timeout.
+pub fn execute_until(
+    cmd: LoadCommand,
+    quiet: bool,
+    abort: Option<std::sync::Arc<crate::signals::StopFlag>>,
+) -> Result<LoadOutcome> {
     match cmd {
-        LoadCommand::TcpRr(a) => run_tcp(TcpKind::Rr, a.tcp, a.pipeline as usize, None, quiet),
-        LoadCommand::TcpCrr(a) => run_tcp(TcpKind::Crr, a.tcp, 1, Some(a.close), quiet),
+        LoadCommand::TcpRr(a) => {
+            run_tcp(TcpKind::Rr, a.tcp, a.pipeline as usize, None, quiet, abort)
+        }
+        LoadCommand::TcpCrr(a) => run_tcp(TcpKind::Crr, a.tcp, 1, Some(a.close), quiet, abort),
         LoadCommand::Udp(a) => run_udp(a, quiet),
     }
 }
@@ -306,6 +319,7 @@ fn run_tcp(
     pipeline: usize,
     close: Option<CloseMode>,
     quiet: bool,
+    abort: Option<std::sync::Arc<crate::signals::StopFlag>>,
 ) -> Result<LoadOutcome> {
     let addr = resolve(&a.addr)?;
     if kind == TcpKind::Crr && a.connect_rate.is_some() {
@@ -374,6 +388,7 @@ fn run_tcp(
         timeout: Duration::from_secs_f64(a.timeout),
         connect_rate: a.connect_rate,
         sources: sources.clone(),
+        abort,
     };
     let config = LoadConfig {
         connections: Some(connections),

@@ -44,6 +44,10 @@ pub struct TcpPlan {
     pub connect_rate: Option<f64>,
     /// Source addresses to spread connects over (empty: the kernel's).
     pub sources: Vec<std::net::IpAddr>,
+    /// Ends the run early when raised by an embedding caller (profile
+    /// raises it when its target dies, so the load does not run out its
+    /// duration against nothing). The run then counts as failed.
+    pub abort: Option<Arc<crate::signals::StopFlag>>,
 }
 
 /// Monotonic run clock: ns since the run's epoch, shared by all workers so

@@ -1,8 +1,17 @@
-//! Results: artifact schemas (serde, versioned), text rendering, and the
-//! atomic writer every artifact goes through.
+//! Results: artifact schemas (serde, versioned), text rendering, HTML with
+//! inline SVG charts, comparison, and the atomic writer every artifact goes
+//! through.
 
+pub mod bench;
+pub mod bench_text;
+pub mod compare;
+pub mod html;
+pub mod insight;
 pub mod load;
 pub mod load_text;
+pub mod profile;
+pub mod profile_text;
+pub mod svg;
 pub mod trace;
 pub mod trace_text;
 

@@ -76,7 +76,9 @@ pub struct TraceOptions {
     pub verbose: bool,
     /// Stop when SIGINT, SIGTERM or SIGHUP arrives (the CLI). An embedding
     /// caller that handles signals itself sets this to false and stops the
-    /// trace with `stop` instead (attach mode).
+    /// trace with `stop` instead (attach mode): the trace then reads no
+    /// signal at all in attach mode, and only SIGCHLD in launch mode, so it
+    /// never consumes a signal meant for its caller.
     pub handle_signals: bool,
     /// Attach mode: ends the window when raised (end reason `stopped`).
     pub stop: Option<Arc<StopFlag>>,
@@ -231,12 +233,20 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
     let rb = rb_builder
         .build()
         .context("setting up the event ring buffer")?;
-    let signals = Signals::block(&[
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGCHLD,
-    ])?;
+    // An embedding caller (handle_signals = false) reads its own signals:
+    // a signalfd here would steal them. Launch mode still needs SIGCHLD to
+    // reap its command.
+    let watched: &[Signal] = match (opts.handle_signals, &opts.target) {
+        (true, _) => &[
+            Signal::SIGINT,
+            Signal::SIGTERM,
+            Signal::SIGHUP,
+            Signal::SIGCHLD,
+        ],
+        (false, TargetSpec::Launch { .. }) => &[Signal::SIGCHLD],
+        (false, TargetSpec::Attach { .. }) => &[],
+    };
+    let signals = Signals::block(watched)?;
     let mut s = Session {
         tracer,
         rb,

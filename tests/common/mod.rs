@@ -211,3 +211,40 @@ impl Background {
         (st, self.seen)
     }
 }
+
+/// Runs sockscope with `args` to completion within `limit` (killed and
+/// failed after it), capturing stdout and stderr without risking a full
+/// pipe.
+pub fn run_bounded(args: &[&str], limit: Duration) -> (std::process::ExitStatus, String, String) {
+    let mut child = Command::new(sockscope())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running sockscope");
+    let (so, se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let (out, err) = (read(Box::new(so)), read(Box::new(se)));
+    let st = wait_bounded(&mut child, limit);
+    (st, out.join().unwrap(), err.join().unwrap())
+}
+
+/// True when no entry of `dir` is named like a staging directory of `name`
+/// (`.NAME.tmp.PID` / `.NAME.old.PID`): a failed run left nothing behind.
+pub fn no_staging_left(dir: &Path, name: &str) -> bool {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten().all(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                !(n.starts_with(&format!(".{name}.tmp")) || n.starts_with(&format!(".{name}.old")))
+            })
+        })
+        .unwrap_or(true)
+}

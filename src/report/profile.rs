@@ -1,0 +1,172 @@
+//! The `sockscope profile` artifact (run.json, schema `sockscope.profile`,
+//! documented in docs/profile-json.md): the trace and load reports of one
+//! window, the target, the machine, and the figures derived from them.
+
+use serde::{Deserialize, Serialize};
+
+use super::load::LoadReport;
+use super::trace::TraceReport;
+use crate::run::machine::{Build, Machine};
+use crate::run::target::StopRecord;
+
+/// Schema identifier of profile artifacts.
+pub const SCHEMA: &str = "sockscope.profile";
+/// Bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One profile run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProfileReport {
+    /// Always `sockscope.profile`.
+    pub schema: String,
+    /// See SCHEMA_VERSION.
+    pub schema_version: u32,
+    /// The sockscope build that measured it.
+    pub build: Build,
+    /// Wall-clock start of the run (RFC 3339).
+    pub started_at: String,
+    /// The profile command line as given.
+    pub command_line: Vec<String>,
+    /// What was measured.
+    pub target: TargetRecord,
+    /// The load, as the equivalent `sockscope load ...` command line.
+    pub load_command: Vec<String>,
+    /// Lengths of the load and trace windows.
+    pub windows: Windows,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The load generator's full report.
+    pub load: LoadReport,
+    /// The tracer's full report (attach mode, over the trace window).
+    pub trace: TraceReport,
+    /// Figures derived from the above.
+    pub derived: Derived,
+    /// The derived figures in plain sentences.
+    pub insights: Vec<String>,
+    /// What limits the figures (loopback, virtual machine, shared CPUs).
+    pub caveats: Vec<String>,
+}
+
+/// The target process.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TargetRecord {
+    /// `sockscope` (--target), `command` (-- CMD) or `pid` (--pid).
+    pub mode: String,
+    /// Command line it was started with (launched targets).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub command: Option<Vec<String>>,
+    /// Its pid.
+    pub pid: i32,
+    /// Its command name.
+    pub comm: String,
+    /// The address the load was sent to (learned from its own sockets).
+    pub address: String,
+    /// Every TCP listener / bound UDP socket it owned when it was ready.
+    pub sockets: Vec<String>,
+    /// Seconds from launch until it owned the listening socket.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ready_after_s: Option<f64>,
+    /// How a launched target was stopped.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stop: Option<StopRecord>,
+    /// The server's own report (`sockscope serve ... --json`), for
+    /// `--target 'serve ...'`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_report: Option<serde_json::Value>,
+}
+
+/// The two windows: the load's measured window, and the trace window
+/// around it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Windows {
+    /// The load's measured window, s.
+    pub load_s: f64,
+    /// From the load's start (connections included) until it returned, s.
+    pub load_wall_s: f64,
+    /// The trace window, s (opens before the load starts, closes after it
+    /// returns: a few ms longer).
+    pub trace_s: f64,
+    /// How the two relate, for people.
+    pub note: String,
+}
+
+/// One syscall's share per transaction.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SyscallShare {
+    /// Syscall name.
+    pub name: String,
+    /// Calls in the window.
+    pub calls: u64,
+    /// Calls per transaction.
+    pub per_transaction: f64,
+    /// Time inside it, ns (absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time_ns: Option<u64>,
+    /// Share of all syscall time (0..1; absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time_share: Option<f64>,
+}
+
+/// Figures derived from the load, the trace and the server's own report.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Derived {
+    /// Transactions the load completed (udp: datagrams the sink received).
+    pub transactions: u64,
+    /// Per second of the load window.
+    pub rate_per_s: f64,
+    /// The target's user CPU over the trace window, s.
+    pub target_user_cpu_s: f64,
+    /// The target's system CPU over the trace window, s.
+    pub target_system_cpu_s: f64,
+    /// system / (user + system).
+    pub target_kernel_share: f64,
+    /// (user + system) / transactions, us.
+    pub target_cpu_us_per_transaction: f64,
+    /// (user + system) / trace window: CPUs kept busy.
+    pub target_cpus_busy: f64,
+    /// Target syscalls per transaction (all syscalls).
+    pub syscalls_per_transaction: f64,
+    /// The busiest syscalls (by time, or by calls in count-only mode).
+    pub top_syscalls: Vec<SyscallShare>,
+    /// Voluntary context switches per transaction (the target blocked).
+    pub voluntary_switches_per_transaction: f64,
+    /// Involuntary context switches per transaction (it was preempted).
+    pub involuntary_switches_per_transaction: f64,
+    /// The generator's CPU per transaction, us (profile's own tracing
+    /// control thread excluded).
+    pub generator_cpu_us_per_transaction: f64,
+    /// CPU of profile's tracing control thread during the load, s
+    /// (excluded from the generator figure).
+    pub control_thread_cpu_s: f64,
+    /// True when a generator thread was busy >= 90% of the time.
+    pub generator_saturated: bool,
+    /// The tracer's BPF time per traced syscall, ns.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracer_ns_per_syscall: Option<f64>,
+    /// The tracer's BPF time over the window, ns.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracer_bpf_time_ns: Option<u64>,
+    /// That time as a share of the target's CPU time (0..1).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracer_share_of_target_cpu: Option<f64>,
+    /// The server's own transaction count (serve targets).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_transactions: Option<u64>,
+    /// `exact`, `in_flight` (the server answered up to
+    /// `unanswered_at_end` requests more than the load counted) or
+    /// `mismatch`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_agreement: Option<String>,
+    /// The server's own CPU since it started (getrusage), s.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_own_cpu_s: Option<f64>,
+}
+
+/// Reads an artifact back (report, compare).
+pub fn read(path: &std::path::Path) -> anyhow::Result<ProfileReport> {
+    use anyhow::Context;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a profile artifact", path.display()))
+}

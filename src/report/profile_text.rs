@@ -1,0 +1,91 @@
+//! summary.txt of a profile: what ran, the headline figures, the derived
+//! sentences, the syscall table and the caveats, for a terminal.
+
+use std::fmt::Write as _;
+
+use super::load_text;
+use super::profile::ProfileReport;
+use super::trace_text::{self, SortKey, TableView};
+
+/// Renders the whole summary.
+pub fn render(r: &ProfileReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "sockscope profile, {}", r.started_at);
+    let _ = writeln!(
+        s,
+        "target   {} (pid {}, {}) at {}",
+        r.target
+            .command
+            .as_ref()
+            .map_or_else(|| format!("pid {}", r.target.pid), shell_words::join),
+        r.target.pid,
+        r.target.comm,
+        r.target.address
+    );
+    let _ = writeln!(s, "load     {}", shell_words::join(&r.load_command));
+    let _ = writeln!(s, "machine  {}", r.machine.describe());
+    let _ = writeln!(s, "build    sockscope {}", r.build.describe());
+    let _ = writeln!(s, "windows  {}", r.windows.note);
+    let _ = writeln!(s);
+    let _ = writeln!(s, "What the run says:");
+    for line in &r.insights {
+        let _ = writeln!(s, "  * {}", wrap(line, 96, "    "));
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Load:");
+    for l in load_text::render(&r.load).lines() {
+        let _ = writeln!(s, "  {l}");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Target syscalls over the trace window (top 15):");
+    let view = TableView {
+        sort: if r.trace.options.count_only {
+            SortKey::Calls
+        } else {
+            SortKey::Time
+        },
+        top: Some(15),
+        errors_only: false,
+    };
+    for l in trace_text::render(&r.trace, &view).lines() {
+        let _ = writeln!(s, "  {l}");
+    }
+    if !r.caveats.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "Caveats:");
+        for c in &r.caveats {
+            let _ = writeln!(s, "  * {}", wrap(c, 96, "    "));
+        }
+    }
+    s
+}
+
+/// Wraps `text` at `width` columns, continuation lines indented.
+pub fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut col = 0;
+    for word in text.split_whitespace() {
+        if col > 0 && col + 1 + word.len() > width {
+            out.push('\n');
+            out.push_str(indent);
+            col = indent.len();
+        } else if col > 0 {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += word.len();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn wraps_at_width() {
+        let w = wrap("aaa bbb ccc ddd", 9, "  ");
+        assert_eq!(w, "aaa bbb\n  ccc ddd");
+    }
+}

@@ -1,0 +1,229 @@
+//! `sockscope bench NAME`: the built-in experiments. Each is one file
+//! beside its siblings; this file is the registry and what they share (the
+//! artifact directory being written, signals, progress lines).
+
+pub mod overhead;
+pub mod transport;
+pub mod udp_rcvbuf;
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use anyhow::Result;
+use clap::ValueEnum;
+use nix::sys::signal::Signal;
+
+use super::exit;
+use super::machine::{self, Build, Machine};
+use super::staging::Staging;
+use crate::error;
+use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
+use crate::report::{bench_text, html};
+use crate::signals::Signals;
+
+/// The experiments `sockscope bench` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Experiment {
+    /// Echo transports (threaded, epoll, uring) across connection counts
+    /// under tcp-rr and tcp-crr, each point a traced profile.
+    Transport,
+    /// UDP loss with a small, the default and a large receive buffer.
+    UdpRcvbuf,
+    /// The tracer's overhead on a getppid loop, against strace and perf.
+    Overhead,
+    /// Relay modes (userspace, splice, sockmap): not built yet.
+    Relay,
+}
+
+impl Experiment {
+    /// Its name on the command line and in artifacts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Transport => "transport",
+            Experiment::UdpRcvbuf => "udp-rcvbuf",
+            Experiment::Overhead => "overhead",
+            Experiment::Relay => "relay",
+        }
+    }
+
+    /// True when it needs BPF (root, BTF).
+    pub fn needs_bpf(self) -> bool {
+        matches!(self, Experiment::Transport | Experiment::Overhead)
+    }
+
+    /// Why it cannot run in this build, if it cannot.
+    pub fn unavailable(self) -> Option<&'static str> {
+        // The relay experiment lands together with `serve relay`.
+        (self == Experiment::Relay).then_some("the relay experiment is not built yet")
+    }
+}
+
+/// What every experiment gets: where to write, how to report progress,
+/// and the signals to check between runs.
+pub struct BenchContext<'a> {
+    /// The artifact directory being written.
+    pub staging: &'a Staging,
+    /// The command line, recorded in artifacts.
+    pub command_line: Vec<String>,
+    /// No progress lines.
+    pub quiet: bool,
+    signals: Signals,
+    scratch_n: u32,
+}
+
+impl<'a> BenchContext<'a> {
+    /// Blocks the stop signals (before any thread starts) and prepares.
+    pub fn new(staging: &'a Staging, command_line: Vec<String>, quiet: bool) -> Result<Self> {
+        let signals = Signals::block(&[
+            Signal::SIGINT,
+            Signal::SIGTERM,
+            Signal::SIGHUP,
+            Signal::SIGCHLD,
+        ])?;
+        Ok(Self {
+            staging,
+            command_line,
+            quiet,
+            signals,
+            scratch_n: 0,
+        })
+    }
+
+    /// Fails with the interruption status if Ctrl-C (or SIGTERM/SIGHUP)
+    /// arrived.
+    pub fn check_signals(&mut self) -> Result<()> {
+        while let Some(si) = self.signals.pending() {
+            if si.ssi_signo != Signal::SIGCHLD as u32 {
+                return Err(exit::interrupted(si.ssi_signo, "during the experiment"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A fresh private directory for one run's scratch files (inside the
+    /// staging directory, removed before it is committed).
+    pub fn scratch(&mut self, name: &str) -> Result<PathBuf> {
+        self.scratch_n += 1;
+        let d = self
+            .staging
+            .path()
+            .join(WORK)
+            .join(format!("{}-{name}", self.scratch_n));
+        std::fs::create_dir_all(&d)?;
+        Ok(d)
+    }
+
+    /// A progress line on stderr (unless quiet).
+    pub fn progress(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// Scratch subdirectory of a staging directory (removed before commit).
+pub const WORK: &str = ".work";
+
+/// Removes the scratch files before the set is committed.
+pub fn remove_work(staging: &Staging) {
+    let _ = std::fs::remove_dir_all(staging.path().join(WORK));
+}
+
+/// Sizes of a run: `quick` for a short one; `demo` for the demo's middle
+/// ground.
+#[derive(Clone, Copy, Debug)]
+pub struct Size {
+    /// --quick.
+    pub quick: bool,
+    /// Called by the demo (about two minutes for everything).
+    pub demo: bool,
+}
+
+/// Runs one experiment into `ctx`'s directory and returns its report.
+pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<BenchReport> {
+    if let Some(why) = exp.unavailable() {
+        return Err(error::usage(why));
+    }
+    let started_at = SystemTime::now();
+    let t0 = Instant::now();
+    let machine = Machine::current();
+    let mut rep = BenchReport {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        experiment: exp.name().into(),
+        build: Build::current(),
+        machine: machine.clone(),
+        started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        duration_s: 0.0,
+        command_line: ctx.command_line.clone(),
+        quick: size.quick,
+        transport: None,
+        udp_rcvbuf: None,
+        overhead: None,
+        insights: Vec::new(),
+        caveats: Vec::new(),
+    };
+    let loopback = Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    match exp {
+        Experiment::Transport => {
+            let plan = transport::Plan::new(size.quick, size.demo);
+            ctx.progress(&format!("bench transport: {} traced profiles", plan.len()));
+            let (t, ins) = transport::run(ctx, &plan)?;
+            rep.transport = Some(t);
+            rep.insights = ins;
+            rep.caveats = machine::caveats(&machine, loopback, true);
+        }
+        Experiment::UdpRcvbuf => {
+            let (u, ins) = udp_rcvbuf::run(ctx, size)?;
+            rep.udp_rcvbuf = Some(u);
+            rep.insights = ins;
+            rep.caveats = machine::caveats(&machine, loopback, true);
+            rep.caveats.push(
+                "The kernel's RcvbufErrors counter is machine-wide (per network namespace): any \
+                 other UDP receiver dropping at the same time adds to it."
+                    .into(),
+            );
+        }
+        Experiment::Overhead => {
+            let (o, ins) = overhead::run(ctx, size)?;
+            rep.overhead = Some(o);
+            rep.insights = ins;
+            rep.caveats = machine::caveats(&machine, None, false);
+            rep.caveats.push(
+                "A getppid loop is the worst case for a syscall tracer: almost nothing but \
+                 syscalls. A real server spends most of its time elsewhere."
+                    .into(),
+            );
+        }
+        Experiment::Relay => unreachable!("rejected above"),
+    }
+    rep.duration_s = t0.elapsed().as_secs_f64();
+    Ok(rep)
+}
+
+/// `sockscope bench NAME [--out DIR] [--quick]`: runs it and writes
+/// DIR/bench.json, summary.txt and report.html as a set.
+pub fn run_cli(exp: Experiment, out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
+    if let Some(why) = exp.unavailable() {
+        return Err(error::usage(why));
+    }
+    let dest = out
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(format!("bench-{}-{}", exp.name(), super::timestamp())));
+    let staging = Staging::new(&dest)?;
+    let mut ctx = BenchContext::new(&staging, std::env::args().collect(), quiet)?;
+    let rep = run(exp, Size { quick, demo: false }, &mut ctx)?;
+    ctx.check_signals()?;
+    remove_work(&staging);
+    staging.write_json("bench.json", &rep)?;
+    let summary = bench_text::render(&rep);
+    staging.write("summary.txt", summary.as_bytes())?;
+    staging.write("report.html", html::bench_page(&rep).as_bytes())?;
+    drop(ctx);
+    let dir = staging.commit()?;
+    if !quiet {
+        print!("{summary}");
+        println!("report: {}", dir.join("report.html").display());
+    }
+    Ok(0)
+}

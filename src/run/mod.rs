@@ -1,0 +1,118 @@
+//! Orchestration: launch, make ready and stop a target; profile it under
+//! load while tracing it; the built-in experiments and the demo built on
+//! that; and re-rendering artifacts.
+//!
+//! - [`profile`]: one traced load window and its artifact;
+//! - [`target`], [`ready`]: processes we start, and the sockets they own;
+//! - [`loadline`]: the `--load` string; [`machine`]: build, kernel, CPU,
+//!   sysctls and caveats; [`staging`]: artifact directories written as a
+//!   set; [`exit`]: the failure statuses;
+//! - [`bench`]: the experiments; [`demo`]: all of them with one report.
+
+pub mod bench;
+pub mod demo;
+pub mod exit;
+pub mod loadline;
+pub mod machine;
+pub mod profile;
+pub mod ready;
+pub mod staging;
+pub mod target;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::error;
+use crate::report::{self, bench::BenchReport, bench::DemoReport, bench_text, html};
+use crate::report::{profile::ProfileReport, profile_text};
+
+/// UTC time as YYYYmmdd-HHMMSS, for default directory names.
+pub fn timestamp() -> String {
+    let s = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    // 2026-11-22T15:04:05Z -> 20261122-150405
+    s.trim_end_matches('Z')
+        .replace(['-', ':'], "")
+        .replace('T', "-")
+}
+
+/// `sockscope profile`: measures, then writes DIR/run.json, summary.txt
+/// and report.html as a set; prints the summary and the report's path.
+pub fn run_profile(spec: &profile::ProfileSpec, out: Option<&Path>) -> Result<u8> {
+    let dest = out
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(format!("profile-{}", timestamp())));
+    let staging = staging::Staging::new(&dest)?;
+    let scratch = staging.path().join(bench::WORK);
+    std::fs::create_dir(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
+    let rep = profile::measure(spec, &scratch)?;
+    bench::remove_work(&staging);
+    staging.write_json("run.json", &rep)?;
+    let summary = profile_text::render(&rep);
+    staging.write("summary.txt", summary.as_bytes())?;
+    staging.write("report.html", html::profile_page(&rep).as_bytes())?;
+    let dir = staging.commit()?;
+    if !spec.quiet {
+        print!("{summary}");
+    }
+    println!("report: {}", dir.join("report.html").display());
+    Ok(0)
+}
+
+/// `sockscope report FILE`: re-renders report.html and summary.txt from a
+/// profile, bench or demo artifact, into `out` (default: beside FILE).
+pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| error::usage(format!("{}: not JSON: {e}", file.display())))?;
+    let schema = v["schema"].as_str().unwrap_or("").to_string();
+    let version = v["schema_version"].as_u64().unwrap_or(0);
+    let dir = match out {
+        Some(d) => d.to_path_buf(),
+        None => match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
+    };
+    let wrong = |e: serde_json::Error| {
+        error::usage(format!(
+            "{}: not a valid {schema} artifact: {e}",
+            file.display()
+        ))
+    };
+    if version != 1 {
+        return Err(error::usage(format!(
+            "{}: schema {schema:?} version {version} is not one this sockscope reads (1)",
+            file.display()
+        )));
+    }
+    let (summary, page) = match schema.as_str() {
+        report::profile::SCHEMA => {
+            let r: ProfileReport = serde_json::from_value(v).map_err(wrong)?;
+            (profile_text::render(&r), html::profile_page(&r))
+        }
+        report::bench::SCHEMA => {
+            let r: BenchReport = serde_json::from_value(v).map_err(wrong)?;
+            (bench_text::render(&r), html::bench_page(&r))
+        }
+        report::bench::DEMO_SCHEMA => {
+            let r: DemoReport = serde_json::from_value(v).map_err(wrong)?;
+            (bench_text::render_demo(&r), html::demo_page(&r))
+        }
+        other => {
+            return Err(error::usage(format!(
+                "{}: schema {other:?} has no report (expected sockscope.profile, \
+                 sockscope.bench or sockscope.demo)",
+                file.display()
+            )));
+        }
+    };
+    report::write_atomic(&dir.join("summary.txt"), summary.as_bytes())?;
+    report::write_atomic(&dir.join("report.html"), page.as_bytes())?;
+    if !quiet {
+        print!("{summary}");
+    }
+    println!("report: {}", dir.join("report.html").display());
+    Ok(0)
+}

@@ -1,0 +1,749 @@
+//! `sockscope profile`: launch (or find) a target, wait until it owns a
+//! listening socket, trace it while a load runs against it, stop it, and
+//! assemble one artifact from the load's and the trace's reports.
+//!
+//! Threads: the caller's thread blocks SIGINT/SIGTERM/SIGHUP/SIGCHLD first
+//! (so every thread started here inherits the mask), a tracer thread runs
+//! `trace::run` in attach mode, a watcher thread aborts the load if the
+//! target dies, and the load runs on the calling thread. Every wait is
+//! bounded; every process started here is stopped by a guard on every path.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::Signal;
+
+use super::exit::{self, fail};
+use super::loadline::{AddrSlot, LoadLine};
+use super::machine::{self, Build, Machine};
+use super::ready::{self, OwnedSocket, Proto};
+use super::target::{self, Launched, STOP_GRACE, quote_block};
+use crate::load::{self, LoadOutcome};
+use crate::report::insight;
+use crate::report::profile::{ProfileReport, SCHEMA, SCHEMA_VERSION, TargetRecord, Windows};
+use crate::signals::{Signals, StopFlag};
+use crate::trace::launch::RunAs;
+use crate::trace::{self, TargetSpec, TraceOptions, TraceOutcome};
+
+/// Longest wait for the tracer to load, attach and open its window.
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for the tracer to close its window and read its maps.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much of the target's output an error message quotes.
+const LOG_TAIL: u64 = 2000;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// Run this sockscope binary with these arguments (`serve echo ...`).
+    Sockscope(Vec<String>),
+    /// Run this program.
+    Command(Vec<OsString>),
+    /// Attach to this running process; it is not stopped afterwards.
+    Pid(i32),
+}
+
+/// One profile run, parsed and validated.
+#[derive(Clone, Debug)]
+pub struct ProfileSpec {
+    /// The target.
+    pub target: Target,
+    /// The load line (address filled in once learned).
+    pub load: LoadLine,
+    /// Longest wait for the target to own a listening socket.
+    pub ready_timeout: Duration,
+    /// Trace with the entry hook only (no latency).
+    pub count_only: bool,
+    /// Launched targets run as this user.
+    pub run_as: Option<RunAs>,
+    /// No progress bar.
+    pub quiet: bool,
+    /// The command line recorded in the artifact.
+    pub command_line: Vec<String>,
+}
+
+/// The target while it is being measured: launched by us, or attached to.
+struct Subject {
+    launched: Option<Launched>,
+    pid: i32,
+    exit_fd: OwnedFd,
+    server_json: Option<PathBuf>,
+}
+
+impl Subject {
+    fn exited(&mut self) -> bool {
+        match &mut self.launched {
+            Some(l) => l.try_exited().is_some(),
+            None => target::wait_pidfd(self.exit_fd.as_fd(), Duration::ZERO),
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        self.launched
+            .as_ref()
+            .map(|l| quote_block(&l.log_tail(LOG_TAIL)))
+            .unwrap_or_default()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "the target (pid {}, {})",
+            self.pid,
+            crate::procfs::comm(self.pid).unwrap_or_else(|| "gone".into())
+        )
+    }
+}
+
+/// Where the server writes its own report when the arguments do not say.
+fn json_arg(args: &[String]) -> Option<PathBuf> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--json" {
+            return it.next().map(PathBuf::from);
+        }
+        if let Some(p) = a.strip_prefix("--json=") {
+            return Some(PathBuf::from(p));
+        }
+    }
+    None
+}
+
+fn start(spec: &ProfileSpec, scratch: &Path) -> Result<Subject> {
+    let log = scratch.join("target.log");
+    let (argv, server_json): (Vec<OsString>, Option<PathBuf>) = match &spec.target {
+        Target::Pid(pid) => {
+            let fd = target::pidfd_open(*pid).map_err(|e| {
+                fail(
+                    exit::TARGET_EXITED_EARLY,
+                    format!("--pid {pid}: no such process ({e})"),
+                )
+            })?;
+            return Ok(Subject {
+                launched: None,
+                pid: *pid,
+                exit_fd: fd,
+                server_json: None,
+            });
+        }
+        Target::Command(argv) => (argv.clone(), None),
+        Target::Sockscope(args) => {
+            let exe = std::env::current_exe().context("locating the sockscope binary")?;
+            let mut argv: Vec<OsString> = vec![exe.into()];
+            argv.extend(args.iter().map(OsString::from));
+            let is_server = args.first().is_some_and(|a| a == "serve")
+                && args.get(1).is_some_and(|a| a == "echo" || a == "udp-sink");
+            let json = match json_arg(args) {
+                Some(p) => Some(p),
+                None if is_server => {
+                    let p = scratch.join("server.json");
+                    argv.push("--json".into());
+                    argv.push(p.clone().into());
+                    Some(p)
+                }
+                None => None,
+            };
+            (argv, json)
+        }
+    };
+    if let Some(ra) = &spec.run_as {
+        // The server writes its JSON here as that user.
+        std::os::unix::fs::chown(scratch, Some(ra.uid), Some(ra.gid))
+            .with_context(|| format!("handing {} to {}", scratch.display(), ra.name))?;
+    }
+    let launched = Launched::spawn(&argv, &log, spec.run_as.as_ref()).map_err(|e| {
+        fail(
+            exit::TARGET_EXITED_EARLY,
+            format!("the target could not be started: {e:#}"),
+        )
+    })?;
+    let exit_fd = launched
+        .exit_fd()
+        .try_clone_to_owned()
+        .context("duplicating the target's pidfd")?;
+    Ok(Subject {
+        pid: launched.pid,
+        launched: Some(launched),
+        exit_fd,
+        server_json,
+    })
+}
+
+/// Fails with the interruption status if a stop signal is pending.
+fn check_signals(signals: &mut Signals, what: &str) -> Result<()> {
+    while let Some(si) = signals.pending() {
+        if si.ssi_signo != Signal::SIGCHLD as u32 {
+            return Err(exit::interrupted(si.ssi_signo, what));
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the target itself owns a socket the load can use; returns
+/// the address to load and every socket it owns.
+fn wait_ready(
+    spec: &ProfileSpec,
+    subject: &mut Subject,
+    signals: &mut Signals,
+) -> Result<(std::net::SocketAddr, Vec<OwnedSocket>)> {
+    let proto = if spec.load.is_udp() {
+        Proto::Udp
+    } else {
+        Proto::TcpListen
+    };
+    let kind = if spec.load.is_udp() {
+        "a bound UDP socket"
+    } else {
+        "a listening TCP socket"
+    };
+    let explicit = match &spec.load.slot {
+        AddrSlot::Explicit(a) => Some(load::resolve(a)?),
+        _ => None,
+    };
+    let t0 = Instant::now();
+    let deadline = t0 + spec.ready_timeout;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        check_signals(signals, "while waiting for the target to be ready")?;
+        if subject.exited() {
+            let status = subject
+                .launched
+                .as_mut()
+                .and_then(|l| l.try_exited())
+                .map_or_else(|| "exited".to_string(), target::describe_status);
+            let tail = subject.log_tail();
+            let taken = ["in use", "EADDRINUSE"].iter().any(|w| tail.contains(w));
+            let code = if taken {
+                exit::PORT_TAKEN
+            } else {
+                exit::TARGET_EXITED_EARLY
+            };
+            let why = if taken {
+                "its port is taken (address in use)"
+            } else {
+                "it never owned"
+            };
+            return Err(fail(
+                code,
+                format!(
+                    "the target (pid {}) exited ({status}) before it was ready: {why}{}; its \
+                     output:\n{tail}",
+                    subject.pid,
+                    if taken {
+                        "".to_string()
+                    } else {
+                        format!(" {kind}")
+                    },
+                ),
+            ));
+        }
+        let socks = ready::owned_sockets(subject.pid);
+        match explicit {
+            None => {
+                if let Some(addr) = ready::choose(&socks, proto) {
+                    return Ok((addr, socks));
+                }
+            }
+            Some(addr) => {
+                if ready::serves(&socks, proto, addr) {
+                    return Ok((addr, socks));
+                }
+                let others = ready::listeners_on_port(addr.port(), proto, subject.pid);
+                let mine = socks.iter().any(|s| s.proto == proto);
+                if mine && !others.is_empty() {
+                    return Err(port_taken(subject, addr, &socks, &others));
+                }
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            if let Some(addr) = explicit {
+                let others = ready::listeners_on_port(addr.port(), proto, subject.pid);
+                if !others.is_empty() {
+                    return Err(port_taken(subject, addr, &socks, &others));
+                }
+            }
+            return Err(not_ready(spec, subject, kind, proto, &socks, explicit));
+        }
+        // Wake early on the target's exit or a signal; otherwise re-read
+        // /proc with a growing pause (5 ms doubling to 100 ms).
+        let wait = pause.min(deadline - now);
+        let mut pfds = [
+            PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+            PollFd::new(subject.exit_fd.as_fd(), PollFlags::POLLIN),
+        ];
+        let ms = wait.as_millis().max(1).min(i32::MAX as u128) as i32;
+        let _ = poll(
+            &mut pfds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        );
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+fn fmt_sockets(socks: &[OwnedSocket]) -> String {
+    if socks.is_empty() {
+        return "none".into();
+    }
+    socks
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {}",
+                match s.proto {
+                    Proto::TcpListen => "tcp",
+                    Proto::Udp => "udp",
+                },
+                s.local
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn port_taken(
+    subject: &Subject,
+    addr: std::net::SocketAddr,
+    socks: &[OwnedSocket],
+    others: &[(i32, String)],
+) -> anyhow::Error {
+    let who: Vec<String> = others
+        .iter()
+        .map(|(p, c)| format!("pid {p} ({c})"))
+        .collect();
+    fail(
+        exit::PORT_TAKEN,
+        format!(
+            "{addr} is not served by {}: another process listens there ({}); the target owns: \
+             {}. Give the load no address (profile learns the target's own) or the target's \
+             address.",
+            subject.describe(),
+            who.join(", "),
+            fmt_sockets(socks)
+        ),
+    )
+}
+
+fn not_ready(
+    spec: &ProfileSpec,
+    subject: &Subject,
+    kind: &str,
+    proto: Proto,
+    socks: &[OwnedSocket],
+    explicit: Option<std::net::SocketAddr>,
+) -> anyhow::Error {
+    let mut msg = format!(
+        "{} did not own {kind}{} within {:.1} s (--ready-timeout); it owns: {}",
+        subject.describe(),
+        explicit.map_or_else(String::new, |a| format!(" serving {a}")),
+        spec.ready_timeout.as_secs_f64(),
+        fmt_sockets(socks)
+    );
+    let kids: Vec<String> = crate::procfs::descendants(subject.pid)
+        .into_iter()
+        .filter_map(|p| {
+            let s: Vec<OwnedSocket> = ready::owned_sockets(p)
+                .into_iter()
+                .filter(|s| s.proto == proto)
+                .collect();
+            (!s.is_empty()).then(|| {
+                format!(
+                    "pid {p} ({}) owns {}",
+                    crate::procfs::comm(p).unwrap_or_default(),
+                    fmt_sockets(&s)
+                )
+            })
+        })
+        .collect();
+    if !kids.is_empty() {
+        msg.push_str(&format!(
+            ". A child process does: {}. profile measures the process it launched itself; \
+             start the server so that it is that process (e.g. `exec` in a shell wrapper) or \
+             use --pid",
+            kids.join("; ")
+        ));
+    }
+    if subject.launched.is_some() {
+        msg.push_str(&format!("; its output:\n{}", subject.log_tail()));
+    }
+    fail(exit::TIMED_OUT, msg)
+}
+
+/// CPU time of a running thread of this process, s (0 once it ended).
+fn thread_cpu_s(clock: Option<libc::clockid_t>) -> f64 {
+    let Some(c) = clock else { return 0.0 };
+    // SAFETY: timespec is plain data filled by the kernel.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer; an invalid clock id only returns an error.
+    if unsafe { libc::clock_gettime(c, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+fn cpu_clock_of<T>(h: &JoinHandle<T>) -> Option<libc::clockid_t> {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the thread is alive (its handle is not joined).
+    let rc = unsafe { libc::pthread_getcpuclockid(h.as_pthread_t(), &mut clock) };
+    (rc == 0).then_some(clock)
+}
+
+/// The tracer thread; raising its stop flag on drop ends its window, so an
+/// early return never leaves it attached longer than the process lives.
+struct Tracer {
+    stop: Arc<StopFlag>,
+    handle: Option<JoinHandle<()>>,
+    opened: mpsc::Receiver<()>,
+    done: mpsc::Receiver<Result<TraceOutcome>>,
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        self.stop.raise();
+    }
+}
+
+fn start_tracer(pid: i32, count_only: bool) -> Result<Tracer> {
+    let stop = Arc::new(StopFlag::new()?);
+    let (open_tx, opened) = mpsc::channel();
+    let (done_tx, done) = mpsc::channel();
+    let opts = TraceOptions {
+        target: TargetSpec::Attach {
+            pid,
+            duration: None,
+        },
+        count_only,
+        follow_forks: true,
+        per_thread: false,
+        max_threads: 4096,
+        verbose: false,
+        handle_signals: false,
+        stop: Some(Arc::clone(&stop)),
+        window_opened: Some(open_tx),
+    };
+    let handle = std::thread::Builder::new()
+        .name("sockscope-trace".into())
+        .spawn(move || {
+            let _ = done_tx.send(trace::run(&opts));
+        })
+        .context("starting the tracer thread")?;
+    Ok(Tracer {
+        stop,
+        handle: Some(handle),
+        opened,
+        done,
+    })
+}
+
+/// Waits for the tracer's window to open, watching the target and signals.
+fn wait_window(tracer: &Tracer, subject: &mut Subject, signals: &mut Signals) -> Result<()> {
+    let deadline = Instant::now() + ATTACH_TIMEOUT;
+    loop {
+        match tracer.opened.recv_timeout(Duration::from_millis(50)) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let why = match tracer.done.recv_timeout(FINISH_TIMEOUT) {
+                    Ok(Err(e)) => format!("{e:#}"),
+                    Ok(Ok(_)) => "it ended before its window opened".into(),
+                    Err(_) => "it stopped without a result".into(),
+                };
+                return Err(fail(
+                    exit::TRACER_FAILED,
+                    format!("the tracer could not attach to pid {}: {why}", subject.pid),
+                ));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        check_signals(signals, "while the tracer was attaching")?;
+        if subject.exited() {
+            return Err(fail(
+                exit::TARGET_DIED,
+                format!(
+                    "the target (pid {}) exited while the tracer was attaching; its output:\n{}",
+                    subject.pid,
+                    subject.log_tail()
+                ),
+            ));
+        }
+        if Instant::now() >= deadline {
+            return Err(fail(
+                exit::TIMED_OUT,
+                format!(
+                    "the tracer did not open its window within {} s",
+                    ATTACH_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+    }
+}
+
+/// Watches the target during the load: raises `abort` (ending the load
+/// early) and sets `died` if it exits; ends once `done` is raised.
+fn start_watcher(
+    exit_fd: OwnedFd,
+    abort: Arc<StopFlag>,
+    done: Arc<StopFlag>,
+    died: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("sockscope-watch".into())
+        .spawn(move || {
+            while !done.is_raised() {
+                let mut pfds = [
+                    PollFd::new(exit_fd.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(done.fd(), PollFlags::POLLIN),
+                ];
+                // The timeout only bounds a lost wakeup.
+                let _ = poll(&mut pfds, PollTimeout::from(1000u16));
+                if pfds[0].revents().is_some_and(|r| !r.is_empty()) {
+                    died.store(true, Ordering::SeqCst);
+                    abort.raise();
+                    return;
+                }
+            }
+        })
+        .context("starting the target watcher thread")
+}
+
+/// Runs one profile and returns its report; writes nothing. `scratch` is a
+/// private directory for the target's log and the server's own JSON.
+/// Failures carry the statuses of [`exit`].
+pub fn measure(spec: &ProfileSpec, scratch: &Path) -> Result<ProfileReport> {
+    // Before any thread exists: every thread started below inherits it.
+    let mut signals = Signals::block(&[
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ])?;
+    trace::preflight::check().map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}")))?;
+    let started_at = SystemTime::now();
+    let machine = Machine::current();
+
+    let t_launch = Instant::now();
+    let mut subject = start(spec, scratch)?;
+    let (addr, sockets) = wait_ready(spec, &mut subject, &mut signals)?;
+    let ready_after = t_launch.elapsed();
+    let comm = crate::procfs::comm(subject.pid).unwrap_or_default();
+    let load_argv = spec.load.with_addr(addr);
+    let cmd = spec.load.command(addr)?;
+
+    let tracer = start_tracer(subject.pid, spec.count_only)?;
+    let control_clock = tracer.handle.as_ref().and_then(cpu_clock_of);
+    wait_window(&tracer, &mut subject, &mut signals)?;
+
+    let abort = Arc::new(StopFlag::new()?);
+    let done = Arc::new(StopFlag::new()?);
+    let died = Arc::new(AtomicBool::new(false));
+    let watcher = start_watcher(
+        subject
+            .exit_fd
+            .try_clone()
+            .context("duplicating the target's pidfd")?,
+        Arc::clone(&abort),
+        Arc::clone(&done),
+        Arc::clone(&died),
+    )?;
+    let control0 = thread_cpu_s(control_clock);
+    let t_load = Instant::now();
+    let loaded = load::execute_until(cmd, spec.quiet, Some(abort));
+    let load_wall = t_load.elapsed();
+    let control_cpu = (thread_cpu_s(control_clock) - control0).max(0.0);
+    tracer.stop.raise();
+    done.raise();
+    let traced = tracer.done.recv_timeout(FINISH_TIMEOUT);
+    let _ = watcher.join();
+
+    check_signals(&mut signals, "during the run")?;
+    let LoadOutcome {
+        report: mut load_report,
+        failure,
+    } = match loaded {
+        Ok(o) => o,
+        Err(e) if e.downcast_ref::<crate::error::Exit>().is_some() => return Err(e),
+        Err(e) => {
+            return Err(fail(exit::LOAD_FAILED, format!("the load failed: {e:#}")));
+        }
+    };
+    if let Some(sig) = load_report.end_reason.strip_prefix("signal:") {
+        let signo = Signal::iterator()
+            .find(|s| s.as_str() == sig)
+            .map_or(libc::SIGINT as u32, |s| s as i32 as u32);
+        return Err(exit::interrupted(signo, "during the load"));
+    }
+    if died.load(Ordering::SeqCst) || subject.exited() {
+        return Err(fail(
+            exit::TARGET_DIED,
+            format!(
+                "the target (pid {}) exited during the run{}; nothing was written{}",
+                subject.pid,
+                subject
+                    .launched
+                    .as_mut()
+                    .and_then(|l| l.try_exited())
+                    .map_or_else(String::new, |s| format!(
+                        " ({})",
+                        target::describe_status(s)
+                    )),
+                if subject.launched.is_some() {
+                    format!("; its output:\n{}", subject.log_tail())
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
+    let trace_out = match traced {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            return Err(fail(
+                exit::TRACER_FAILED,
+                format!("the tracer failed: {e:#}"),
+            ));
+        }
+        Err(_) => {
+            return Err(fail(
+                exit::TIMED_OUT,
+                format!(
+                    "the tracer did not finish within {} s of the load's end",
+                    FINISH_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+    };
+    if let Some(why) = failure {
+        return Err(fail(exit::LOAD_FAILED, format!("the load failed: {why}")));
+    }
+
+    // Stop what we started, and read the server's own account.
+    let stop = subject.launched.as_mut().map(|l| l.stop(STOP_GRACE));
+    if let Some(rec) = &stop {
+        if rec.signal == "SIGKILL" {
+            return Err(fail(
+                exit::TIMED_OUT,
+                format!(
+                    "the target did not stop within {} s of SIGTERM and was killed; its \
+                     output:\n{}",
+                    STOP_GRACE.as_secs(),
+                    subject.log_tail()
+                ),
+            ));
+        }
+        if rec.signal == "none" {
+            return Err(fail(
+                exit::TARGET_DIED,
+                format!(
+                    "the target exited on its own right after the run; its output:\n{}",
+                    subject.log_tail()
+                ),
+            ));
+        }
+    }
+    let server_report = match &subject.server_json {
+        None => None,
+        Some(p) => {
+            let clean = stop.as_ref().is_none_or(|r| r.clean());
+            let parsed = std::fs::read_to_string(p)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+            match (clean, parsed) {
+                (true, Some(v)) => Some(v),
+                _ => {
+                    return Err(fail(
+                        exit::TARGET_DIED,
+                        format!(
+                            "the server did not stop cleanly on SIGTERM ({}), so its own \
+                             counters are missing; its output:\n{}",
+                            stop.as_ref().map_or("?".into(), |r| format!(
+                                "{} after {:.2} s, exit {:?}",
+                                r.signal, r.after_s, r.exit_code
+                            )),
+                            subject.log_tail()
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+
+    let mut load_command = vec!["sockscope".to_string(), "load".to_string()];
+    load_command.extend(load_argv.iter().cloned());
+    load_report.config.command_line = load_command.clone();
+    let trace_report = trace_out.report;
+    let derived = insight::derive(
+        &load_report,
+        &trace_report,
+        server_report.as_ref(),
+        control_cpu,
+    );
+    let insights = insight::sentences(&derived, &load_report, &trace_report);
+    let mut caveats = machine::caveats(
+        &machine,
+        Some(addr.ip()),
+        machine::shares_cpus_with(subject.pid),
+    );
+    if derived.server_agreement.as_deref() == Some("mismatch") {
+        caveats.push(
+            "The server's own transaction count disagrees with the load's (see the insights)."
+                .into(),
+        );
+    }
+    let trace_s = trace_report.window.duration_s;
+    let windows = Windows {
+        load_s: load_report.duration_s,
+        load_wall_s: load_wall.as_secs_f64(),
+        trace_s,
+        note: format!(
+            "The trace window ({trace_s:.3} s) opens before the load starts and closes after it \
+             returns, so it is {:.1} ms longer than the load's wall time ({:.3} s, connection \
+             set-up and teardown included); the load's own measured window is {:.3} s. Target \
+             CPU and syscalls cover the trace window; transactions cover the load.",
+            ((trace_s - load_wall.as_secs_f64()) * 1e3).max(0.0),
+            load_wall.as_secs_f64(),
+            load_report.duration_s
+        ),
+    };
+    let target_record = TargetRecord {
+        mode: match spec.target {
+            Target::Sockscope(_) => "sockscope",
+            Target::Command(_) => "command",
+            Target::Pid(_) => "pid",
+        }
+        .into(),
+        command: subject.launched.as_ref().map(|l| l.argv.clone()),
+        pid: subject.pid,
+        comm,
+        address: addr.to_string(),
+        sockets: sockets
+            .iter()
+            .map(|s| fmt_sockets(std::slice::from_ref(s)))
+            .collect(),
+        ready_after_s: subject.launched.as_ref().map(|_| ready_after.as_secs_f64()),
+        stop,
+        server_report,
+    };
+    drop(tracer);
+    Ok(ProfileReport {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        build: Build::current(),
+        started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        command_line: spec.command_line.clone(),
+        target: target_record,
+        load_command,
+        windows,
+        machine,
+        load: load_report,
+        trace: trace_report,
+        derived,
+        insights,
+        caveats,
+    })
+}

@@ -1,0 +1,250 @@
+//! Readiness: the sockets a process itself owns, found by matching the
+//! socket inodes of /proc/PID/fd against the rows of the process's own
+//! /proc/PID/net/{tcp,tcp6,udp,udp6} (its network namespace). Nothing here
+//! connects to anything: a port is learned from the kernel's tables, never
+//! assumed, and never confirmed by whoever answers on it.
+
+use std::collections::HashSet;
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::run::machine::is_loopback;
+
+/// Transport protocol of a socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// A TCP socket in LISTEN state.
+    TcpListen,
+    /// A bound UDP socket.
+    Udp,
+}
+
+/// A socket owned by a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedSocket {
+    /// What kind.
+    pub proto: Proto,
+    /// Local address and port.
+    pub local: SocketAddr,
+    /// Socket inode.
+    pub inode: u64,
+}
+
+/// Socket inodes among the open descriptors of `pid` (empty when the
+/// process is gone or unreadable).
+pub fn socket_inodes(pid: i32) -> HashSet<u64> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return HashSet::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let link = fs::read_link(e.path()).ok()?;
+            let s = link.to_str()?;
+            s.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect()
+}
+
+/// Every TCP listener and bound UDP socket that `pid` itself holds.
+pub fn owned_sockets(pid: i32) -> Vec<OwnedSocket> {
+    let inodes = socket_inodes(pid);
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (file, proto) in [
+        ("tcp", Proto::TcpListen),
+        ("tcp6", Proto::TcpListen),
+        ("udp", Proto::Udp),
+        ("udp6", Proto::Udp),
+    ] {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{file}")) else {
+            continue;
+        };
+        for row in parse_table(&text) {
+            let wanted_state = match proto {
+                Proto::TcpListen => row.state == 0x0A,
+                Proto::Udp => row.local.port() != 0,
+            };
+            if wanted_state && inodes.contains(&row.inode) {
+                out.push(OwnedSocket {
+                    proto,
+                    local: row.local,
+                    inode: row.inode,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One row of /proc/net/{tcp,udp}[6].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Local address.
+    pub local: SocketAddr,
+    /// Socket state (TCP: 0x0A is LISTEN).
+    pub state: u8,
+    /// Socket inode.
+    pub inode: u64,
+}
+
+/// Parses a /proc/net/{tcp,tcp6,udp,udp6} table; malformed rows are
+/// skipped.
+pub fn parse_table(text: &str) -> Vec<Row> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local = parse_addr(f.get(1)?)?;
+            let state = u8::from_str_radix(f.get(3)?, 16).ok()?;
+            let inode = f.get(9)?.parse().ok()?;
+            Some(Row {
+                local,
+                state,
+                inode,
+            })
+        })
+        .collect()
+}
+
+/// `0100007F:1F90` (IPv4) or 32 hex digits `:PORT` (IPv6): the address is
+/// printed as 32-bit words in host byte order.
+fn parse_addr(s: &str) -> Option<SocketAddr> {
+    let (addr, port) = s.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let ip = match addr.len() {
+        8 => IpAddr::V4(Ipv4Addr::from(
+            u32::from_str_radix(addr, 16).ok()?.to_ne_bytes(),
+        )),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for i in 0..4 {
+                let w = u32::from_str_radix(&addr[i * 8..i * 8 + 8], 16).ok()?;
+                bytes[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
+            }
+            IpAddr::V6(Ipv6Addr::from(bytes))
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Picks the socket a load should be sent to, among those of `proto`:
+/// loopback first, then the any-address (IPv4 before IPv6), then the
+/// rest; and returns the address to connect to (the any-address becomes
+/// the loopback address of its family).
+pub fn choose(sockets: &[OwnedSocket], proto: Proto) -> Option<SocketAddr> {
+    let rank = |a: &SocketAddr| -> u8 {
+        let ip = a.ip();
+        match (is_loopback(ip), ip.is_unspecified(), ip.is_ipv4()) {
+            (true, _, true) => 0,
+            (true, _, false) => 1,
+            (_, true, true) => 2,
+            (_, true, false) => 3,
+            _ => 4,
+        }
+    };
+    let best = sockets
+        .iter()
+        .filter(|s| s.proto == proto)
+        .min_by_key(|s| (rank(&s.local), s.local.port()))?;
+    let mut a = best.local;
+    if a.ip().is_unspecified() {
+        a.set_ip(if a.is_ipv4() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            IpAddr::V6(Ipv6Addr::LOCALHOST)
+        });
+    }
+    Some(a)
+}
+
+/// True when `addr` is served by one of `sockets` of `proto` (same port,
+/// and the same address or a socket bound to the any-address).
+pub fn serves(sockets: &[OwnedSocket], proto: Proto, addr: SocketAddr) -> bool {
+    sockets.iter().any(|s| {
+        s.proto == proto
+            && s.local.port() == addr.port()
+            && (s.local.ip() == addr.ip()
+                || (s.local.ip().is_unspecified() && s.local.is_ipv4() == addr.is_ipv4())
+                || (s.local.ip().is_unspecified() && s.local.is_ipv6()))
+    })
+}
+
+/// Processes (pid, comm) other than `except` whose sockets include a TCP
+/// listener on `port`: who else is listening there.
+pub fn listeners_on_port(port: u16, proto: Proto, except: i32) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == except {
+            continue;
+        }
+        if owned_sockets(pid)
+            .iter()
+            .any(|s| s.proto == proto && s.local.port() == port)
+        {
+            out.push((pid, crate::procfs::comm(pid).unwrap_or_default()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:9C40 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 12346 1 0000000000000000 20 4 30 10 -1
+";
+    const TCP6: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:1F91 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000000000000 100 0 0 10 0
+";
+
+    #[test]
+    fn parses_v4_and_v6_tables() {
+        let rows = parse_table(TCP);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].local, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(rows[0].state, 0x0A);
+        assert_eq!(rows[0].inode, 12345);
+        assert_eq!(rows[1].state, 1);
+        let rows = parse_table(TCP6);
+        assert_eq!(rows[0].local, "[::1]:8081".parse().unwrap());
+        assert_eq!(rows[0].inode, 777);
+    }
+
+    #[test]
+    fn finds_our_own_listener_and_prefers_loopback() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let any = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+        let me = std::process::id() as i32;
+        let socks = owned_sockets(me);
+        let addr = l.local_addr().unwrap();
+        assert!(
+            socks
+                .iter()
+                .any(|s| s.local == addr && s.proto == Proto::TcpListen),
+            "{socks:?}"
+        );
+        let only_any: Vec<OwnedSocket> = socks
+            .iter()
+            .filter(|s| s.local.port() == any.local_addr().unwrap().port())
+            .cloned()
+            .collect();
+        let chosen = choose(&only_any, Proto::TcpListen).unwrap();
+        assert_eq!(chosen.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert!(serves(&socks, Proto::TcpListen, addr));
+        assert!(serves(&socks, Proto::TcpListen, chosen));
+        let mut other = addr;
+        other.set_port(1);
+        assert!(!serves(&socks, Proto::TcpListen, other));
+    }
+}

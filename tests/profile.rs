@@ -1,0 +1,577 @@
+//! `sockscope profile` end to end: a real server launched by profile, a
+//! real load, a real BPF trace; the artifact cross-checked against the
+//! server's own counters; and every failure mode with its own exit status,
+//! its message and no artifact left behind.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const ECHO: &str = "serve echo --transport epoll --req-size 100 --resp-size 100";
+
+fn profile(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut all = vec!["profile"];
+    all.extend_from_slice(args);
+    let (st, out, err) = run_bounded(&all, LIMIT);
+    (st.code(), out, err)
+}
+
+/// Asserts the run failed with `code`, said `needle`, and left nothing.
+fn assert_failed(res: (Option<i32>, String, String), code: i32, needle: &str, out: &Path) {
+    let (c, so, se) = res;
+    assert_eq!(c, Some(code), "stdout: {so}\nstderr: {se}");
+    assert!(se.contains(needle), "expected {needle:?} in: {se}");
+    assert!(!out.exists(), "{} exists after a failure", out.display());
+    let parent = out.parent().unwrap();
+    let name = out.file_name().unwrap().to_str().unwrap();
+    assert!(
+        no_staging_left(parent, name),
+        "staging directory left in {}",
+        parent.display()
+    );
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn profile_of_epoll_echo_agrees_with_the_server() {
+    if !require_bpf("profile_of_epoll_echo_agrees_with_the_server") {
+        return;
+    }
+    let dir = scratch("profile-agree");
+    let out = dir.join("art");
+    let (c, so, se) = profile(&[
+        "--target",
+        ECHO,
+        "--load",
+        "tcp-rr -c 8 -n 20000 --req 100",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(c, Some(0), "stdout: {so}\nstderr: {se}");
+    for f in ["run.json", "summary.txt", "report.html"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    assert!(so.contains("report: "), "{so}");
+    let rep = read_json(&out.join("run.json"));
+    assert_eq!(rep["schema"], "sockscope.profile");
+    assert_eq!(rep["schema_version"], 1);
+    // Transactions: the load's count and the server's own agree exactly
+    // (count mode: the load stops with nothing in flight).
+    assert_eq!(rep["load"]["transactions"], 20000);
+    assert_eq!(
+        rep["target"]["server_report"]["transactions"], 20000,
+        "{}",
+        rep["target"]
+    );
+    assert_eq!(rep["derived"]["server_agreement"], "exact");
+    // epoll rr: one read and one write per transaction.
+    let tr = &rep["trace"];
+    for name in ["recvfrom", "sendto"] {
+        let per = calls(tr, name) as f64 / 20000.0;
+        assert!((0.9..1.2).contains(&per), "{name}: {per} per transaction");
+    }
+    let spt = f(&rep["derived"]["syscalls_per_transaction"]);
+    assert!((2.0..4.0).contains(&spt), "syscalls per transaction {spt}");
+    // CPU: the trace's figure (the window) against the server's own
+    // getrusage (its whole life: start-up, the window, the drain). The
+    // difference is start-up and shutdown, a few ms; allow 30 ms + 15%.
+    let r = &tr["resources"];
+    let traced = f(&r["user_cpu_s"]) + f(&r["system_cpu_s"]);
+    let srv = &rep["target"]["server_report"];
+    let own = f(&srv["cpu_user_s"]) + f(&srv["cpu_system_s"]);
+    assert!(traced > 0.0, "{r}");
+    assert!(
+        (traced - own).abs() <= 0.03 + 0.15 * own,
+        "traced {traced} s vs the server's own {own} s"
+    );
+    // Honest records.
+    assert_ne!(rep["build"]["git_commit"], "");
+    assert!(rep["machine"]["sysctls"]["net.core.somaxconn"].is_string());
+    assert!(
+        rep["machine"]["sysctls"]
+            .as_object()
+            .unwrap()
+            .contains_key("kernel.io_uring_disabled")
+    );
+    assert!(
+        rep["caveats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c.as_str().unwrap().starts_with("Loopback")),
+        "{}",
+        rep["caveats"]
+    );
+    assert!(f(&rep["windows"]["trace_s"]) >= f(&rep["windows"]["load_s"]));
+    assert_eq!(rep["target"]["stop"]["signal"], "SIGTERM");
+    assert_eq!(rep["load_command"][2], "tcp-rr");
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("syscalls in the target"), "{summary}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for id in [
+        "chart-latency",
+        "chart-throughput",
+        "chart-syscalls",
+        "chart-cpu",
+    ] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id} missing");
+    }
+    assert!(!html.contains("<script"), "the report needs no script");
+    // Self-contained: the only URL is the SVG namespace name.
+    assert_eq!(
+        html.matches("http").count(),
+        html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(),
+        "the report must not reference anything on the network"
+    );
+
+    // report re-renders; compare prints the figures.
+    let re = dir.join("re");
+    std::fs::create_dir(&re).unwrap();
+    let (st, so, se) = run_bounded(
+        &[
+            "report",
+            out.join("run.json").to_str().unwrap(),
+            "--out",
+            re.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "{so}{se}");
+    assert_eq!(
+        std::fs::read(re.join("report.html")).unwrap(),
+        html.as_bytes()
+    );
+    let j = out.join("run.json");
+    let (st, so, se) = run_bounded(
+        &["compare", j.to_str().unwrap(), j.to_str().unwrap()],
+        LIMIT,
+    );
+    assert!(st.success(), "{se}");
+    for w in [
+        "transactions/s",
+        "latency p99",
+        "syscalls per transaction",
+        "recvfrom per transaction",
+        "target share in the kernel",
+        "+0.0%",
+    ] {
+        assert!(so.contains(w), "{w} missing from: {so}");
+    }
+}
+
+#[test]
+fn profile_attaches_to_a_pid_and_leaves_it_running() {
+    if !require_bpf("profile_attaches_to_a_pid_and_leaves_it_running") {
+        return;
+    }
+    let mut srv = server::Server::start(&["serve", "echo", "--transport", "threaded"]);
+    let dir = scratch("profile-pid");
+    let out = dir.join("art");
+    let pid = srv.pid.to_string();
+    let (c, so, se) = profile(&[
+        "--pid",
+        &pid,
+        "--load",
+        "tcp-rr -c 2 -n 3000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    assert_eq!(rep["target"]["mode"], "pid");
+    assert_eq!(rep["target"]["address"], srv.addr.to_string());
+    assert!(rep["target"].get("stop").is_none());
+    assert_eq!(rep["load"]["transactions"], 3000);
+    assert!(
+        srv.alive(),
+        "profile must not stop a process it did not start"
+    );
+}
+
+#[test]
+fn target_exiting_before_ready_exits_3() {
+    if !require_bpf("target_exiting_before_ready_exits_3") {
+        return;
+    }
+    let dir = scratch("profile-early");
+    let out = dir.join("art");
+    let res = profile(&[
+        "--load",
+        "tcp-rr -c 1 -d 1",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo boom-before-listen >&2; exit 3",
+    ]);
+    assert_failed(res.clone(), 3, "before it was ready", &out);
+    assert!(
+        res.2.contains("boom-before-listen"),
+        "the target's output is quoted: {}",
+        res.2
+    );
+}
+
+#[test]
+fn port_taken_exits_5() {
+    if !require_bpf("port_taken_exits_5") {
+        return;
+    }
+    let held = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let dir = scratch("profile-port");
+    // The target cannot bind its port.
+    let out = dir.join("art");
+    let target = format!("serve echo --transport epoll --listen 127.0.0.1:{port}");
+    let res = profile(&[
+        "--target",
+        &target,
+        "--load",
+        "tcp-rr -c 1 -d 1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_failed(res, 5, "address in use", &out);
+    // The load names an address someone else serves.
+    let out2 = dir.join("art2");
+    let load = format!("tcp-rr 127.0.0.1:{port} -c 1 -d 1");
+    let res = profile(&[
+        "--target",
+        ECHO,
+        "--load",
+        &load,
+        "--out",
+        out2.to_str().unwrap(),
+    ]);
+    assert_failed(res, 5, "another process listens there", &out2);
+}
+
+#[test]
+fn target_never_ready_times_out_with_8_and_is_stopped() {
+    if !require_bpf("target_never_ready_times_out_with_8_and_is_stopped") {
+        return;
+    }
+    let dir = scratch("profile-timeout");
+    let out = dir.join("art");
+    let t0 = Instant::now();
+    let res = profile(&[
+        "--ready-timeout",
+        "1",
+        "--load",
+        "tcp-rr -c 1 -d 1",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "sleep",
+        "37.25",
+    ]);
+    assert_failed(
+        res,
+        8,
+        "did not own a listening TCP socket within 1.0 s",
+        &out,
+    );
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    assert!(
+        processes_with("sleep 37.25").is_empty(),
+        "the target was left running"
+    );
+}
+
+#[test]
+fn target_dying_during_the_run_exits_4() {
+    if !require_bpf("target_dying_during_the_run_exits_4") {
+        return;
+    }
+    let dir = scratch("profile-dies");
+    let out = dir.join("art");
+    // A unique option value marks our server's command line.
+    let target = "serve echo --transport epoll --max-conns 987654";
+    let mut child = Command::new(sockscope())
+        .args([
+            "profile",
+            "--target",
+            target,
+            "--load",
+            "tcp-rr -c 2 -d 30",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the server exists and has been loaded for a moment.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let srv = loop {
+        if let Some(p) = processes_with("--max-conns 987654")
+            .into_iter()
+            .find(|p| *p != child.id() as i32)
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "the target never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let t_kill = Instant::now();
+    // SAFETY: killing the server the test found.
+    unsafe { libc::kill(srv, libc::SIGKILL) };
+    let st = wait_bounded(&mut child, Duration::from_secs(30));
+    assert!(
+        t_kill.elapsed() < Duration::from_secs(10),
+        "the load was not aborted: {:?}",
+        t_kill.elapsed()
+    );
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_failed(
+        (st.code(), String::new(), err),
+        4,
+        "exited during the run",
+        &out,
+    );
+}
+
+#[test]
+fn unprivileged_tracer_exits_6() {
+    if !require_bpf("unprivileged_tracer_exits_6") {
+        return;
+    }
+    let dir = scratch("profile-unpriv");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = dir.join("art");
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(sockscope())
+        .args([
+            "profile",
+            "--target",
+            ECHO,
+            "--load",
+            "tcp-rr -c 1 -d 1",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("setpriv (util-linux)");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_failed((o.status.code(), String::new(), err), 6, "CAP_BPF", &out);
+}
+
+#[test]
+fn load_failure_exits_7() {
+    if !require_bpf("load_failure_exits_7") {
+        return;
+    }
+    let dir = scratch("profile-loadfail");
+    let out = dir.join("art");
+    // One connection allowed; the other three are closed at once.
+    let res = profile(&[
+        "--target",
+        "serve echo --transport epoll --max-conns 1",
+        "--load",
+        "tcp-rr -c 4 -d 1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_failed(res, 7, "the load failed", &out);
+}
+
+#[test]
+fn ctrl_c_exits_130_and_stops_the_target() {
+    if !require_bpf("ctrl_c_exits_130_and_stops_the_target") {
+        return;
+    }
+    let dir = scratch("profile-int");
+    let out = dir.join("art");
+    let target = "serve echo --transport epoll --max-conns 876543";
+    let mut child = Command::new(sockscope())
+        .args([
+            "profile",
+            "--target",
+            target,
+            "--load",
+            "tcp-rr -c 2 -d 30",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_with("--max-conns 876543").len() < 2 {
+        assert!(Instant::now() < deadline, "the target never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let st = wait_bounded(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_failed(
+        (st.code(), String::new(), err),
+        130,
+        "interrupted by SIGINT",
+        &out,
+    );
+    assert!(
+        processes_with("--max-conns 876543").is_empty(),
+        "the target was left running"
+    );
+}
+
+#[test]
+fn profile_of_an_arbitrary_command_redis() {
+    if !require_bpf("profile_of_an_arbitrary_command_redis") {
+        return;
+    }
+    if Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("redis-server missing under CI (make deps installs it)");
+        }
+        eprintln!("SKIP profile_of_an_arbitrary_command_redis: no redis-server");
+        return;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = scratch("profile-redis");
+    let out = dir.join("art");
+    let (c, so, se) = profile(&[
+        "--load",
+        r"tcp-rr -c 4 -n 4000 --request 'PING\r\n' --expect '+PONG\r\n'",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "redis-server",
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]);
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    assert_eq!(rep["target"]["mode"], "command");
+    assert_eq!(rep["target"]["address"], format!("127.0.0.1:{port}"));
+    assert_eq!(rep["load"]["transactions"], 4000);
+    assert!(rep["target"].get("server_report").is_none());
+}
+
+#[test]
+fn usage_errors_exit_2_before_anything_runs() {
+    let dir = scratch("profile-usage");
+    let foreign = dir.join("mine");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "keep me").unwrap();
+    let cases: Vec<Vec<String>> = vec![
+        vec![
+            "--target".into(),
+            ECHO.into(),
+            "--load".into(),
+            "tcp-rr -c x".into(),
+        ],
+        vec![
+            "--target".into(),
+            ECHO.into(),
+            "--load".into(),
+            "tcp-rr --json x.json".into(),
+        ],
+        vec![
+            "--target".into(),
+            ECHO.into(),
+            "--load".into(),
+            "tcp-rr --warmup 1".into(),
+        ],
+        vec!["--load".into(), "tcp-rr".into()],
+        vec![
+            "--target".into(),
+            ECHO.into(),
+            "--load".into(),
+            "tcp-rr".into(),
+            "--out".into(),
+            foreign.to_str().unwrap().into(),
+        ],
+        vec![
+            "--target".into(),
+            ECHO.into(),
+            "--pid".into(),
+            "1".into(),
+            "--load".into(),
+            "tcp-rr".into(),
+        ],
+    ];
+    for args in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (c, so, se) = profile(&a);
+        assert_eq!(c, Some(2), "{args:?}: {so}{se}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("notes.txt")).unwrap(),
+        "keep me"
+    );
+    let (st, _, se) = run_bounded(&["bench", "relay"], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("the relay experiment is not built yet"), "{se}");
+}
