@@ -472,6 +472,73 @@ fn ctrl_c_exits_130_and_stops_the_target() {
     );
 }
 
+/// Children of `pid` (from their stat's ppid field).
+fn children_of(pid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = &s[s.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn bench_relay_ctrl_c_exits_130_and_leaves_no_relay_running() {
+    if !require_bpf("bench_relay_ctrl_c_exits_130_and_leaves_no_relay_running") {
+        return;
+    }
+    let dir = scratch("bench-relay-int");
+    let out = dir.join("art");
+    let mut child = Command::new(sockscope())
+        .args(["bench", "relay", "--quick", "--out", out.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let me = child.id() as i32;
+    // Interrupt it while it has the echo upstream and a relay running.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        assert!(Instant::now() < deadline, "the relay never started");
+        seen = children_of(me);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(me, libc::SIGINT) };
+    let st = wait_bounded(&mut child, Duration::from_secs(30));
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_failed(
+        (st.code(), String::new(), err),
+        130,
+        "interrupted by SIGINT",
+        &out,
+    );
+    for pid in seen {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "pid {pid} ({:?}) was left running",
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default()
+        );
+    }
+}
+
 #[test]
 fn profile_of_an_arbitrary_command_redis() {
     if !require_bpf("profile_of_an_arbitrary_command_redis") {
@@ -571,7 +638,4 @@ fn usage_errors_exit_2_before_anything_runs() {
         std::fs::read_to_string(foreign.join("notes.txt")).unwrap(),
         "keep me"
     );
-    let (st, _, se) = run_bounded(&["bench", "relay"], LIMIT);
-    assert_eq!(st.code(), Some(2), "{se}");
-    assert!(se.contains("the relay experiment is not built yet"), "{se}");
 }

@@ -20,7 +20,7 @@ pub struct BenchReport {
     pub schema: String,
     /// See SCHEMA_VERSION.
     pub schema_version: u32,
-    /// `transport`, `udp-rcvbuf` or `overhead`.
+    /// `transport`, `udp-rcvbuf`, `overhead` or `relay`.
     pub experiment: String,
     /// The sockscope build.
     pub build: Build,
@@ -43,6 +43,9 @@ pub struct BenchReport {
     /// Results of `overhead`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub overhead: Option<OverheadResult>,
+    /// Results of `relay`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub relay: Option<RelayResult>,
     /// What the results say, in plain sentences.
     pub insights: Vec<String>,
     /// What limits them.
@@ -165,6 +168,77 @@ pub struct OverheadRow {
     pub ratio: f64,
     /// median - untraced median.
     pub added_ns: f64,
+}
+
+/// The relay comparison: tcp-rr through each relay data path (and HAProxy)
+/// to the same echo server, untraced.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RelayResult {
+    /// Load duration of each point, s.
+    pub seconds_per_point: f64,
+    /// Warm-up before each point's measured window, s.
+    pub warmup_s: f64,
+    /// Interleaved rounds (each point's figures are medians over them).
+    pub rounds: u32,
+    /// The upstream every relay forwards to.
+    pub upstream: String,
+    /// The paths compared, in the order run: `direct` (no relay: the
+    /// ceiling), `haproxy` (the peer), `userspace`, `splice`, `sockmap`.
+    pub modes: Vec<String>,
+    /// HAProxy's version line, when it took part.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub haproxy_version: Option<String>,
+    /// One per (mode, message size, connections).
+    pub points: Vec<RelayPoint>,
+    /// Each sockscope relay's own account of each round.
+    pub relay_runs: Vec<RelayRun>,
+    /// Modes left out, and why (e.g. haproxy not installed).
+    pub skipped: Vec<String>,
+}
+
+/// One (path, message size, connections) point.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RelayPoint {
+    /// direct, haproxy, userspace, splice, sockmap.
+    pub mode: String,
+    /// Request and response size, bytes.
+    pub message_bytes: u32,
+    /// Client connections.
+    pub connections: u32,
+    /// Transactions per second of each round.
+    pub rates_per_s: Vec<f64>,
+    /// Median of `rates_per_s`.
+    pub rate_per_s: f64,
+    /// Median latency, ns (median over the rounds).
+    pub p50_ns: u64,
+    /// 99th percentile, ns (median over the rounds).
+    pub p99_ns: u64,
+    /// Load errors over every round (any error fails the experiment, so
+    /// this is 0 in a written artifact; kept for readers' checks).
+    pub errors: u64,
+    /// The relay process's CPU per transaction, us (None for `direct`).
+    pub relay_cpu_us_per_transaction: Option<f64>,
+    /// Kernel worker threads' CPU (kworker, ksoftirqd: machine wide) per
+    /// transaction, us. sockmap's redirected bytes are carried there.
+    pub kernel_workers_cpu_us_per_transaction: f64,
+    /// The echo upstream's CPU per transaction, us.
+    pub upstream_cpu_us_per_transaction: f64,
+    /// The load generator's CPU per transaction, us.
+    pub generator_cpu_us_per_transaction: f64,
+    /// Busy CPU of the whole machine per transaction, us: the fairest
+    /// total on one loopback machine, wherever the work ran.
+    pub machine_cpu_us_per_transaction: f64,
+}
+
+/// A sockscope relay's own report of one round (its --json).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RelayRun {
+    /// userspace, splice, sockmap.
+    pub mode: String,
+    /// Round, 1-based.
+    pub round: u32,
+    /// The relay's report.
+    pub report: crate::serve::relay::report::RelayReport,
 }
 
 /// A part of the demo that did not run, and why.

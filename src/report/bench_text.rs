@@ -98,6 +98,40 @@ pub fn render(r: &BenchReport) -> String {
             let _ = writeln!(s, "skipped: {sk}");
         }
     }
+    if let Some(x) = &r.relay {
+        let _ = writeln!(
+            s,
+            "{:<9} {:>6} {:>6} {:>10} {:>9} {:>9} {:>11} {:>11} {:>12}",
+            "path",
+            "bytes",
+            "conns",
+            "tx/s",
+            "p50",
+            "p99",
+            "relay us/tx",
+            "kworker us",
+            "machine us/tx"
+        );
+        for p in &x.points {
+            let _ = writeln!(
+                s,
+                "{:<9} {:>6} {:>6} {:>10.0} {:>9} {:>9} {:>11} {:>11.2} {:>12.2}",
+                p.mode,
+                p.message_bytes,
+                p.connections,
+                p.rate_per_s,
+                human_ns(p.p50_ns),
+                human_ns(p.p99_ns),
+                p.relay_cpu_us_per_transaction
+                    .map_or("-".into(), |v| format!("{v:.2}")),
+                p.kernel_workers_cpu_us_per_transaction,
+                p.machine_cpu_us_per_transaction
+            );
+        }
+        for sk in &x.skipped {
+            let _ = writeln!(s, "skipped: {sk}");
+        }
+    }
     for i in &r.insights {
         let _ = writeln!(s, "  * {}", wrap(i, 96, "    "));
     }

@@ -3,20 +3,23 @@
 //! artifact directory being written, signals, progress lines).
 
 pub mod overhead;
+pub mod relay;
 pub mod transport;
 pub mod udp_rcvbuf;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use clap::ValueEnum;
 use nix::sys::signal::Signal;
 
-use super::exit;
+use super::exit::{self, fail};
 use super::machine::{self, Build, Machine};
+use super::ready::{self, Proto};
 use super::staging::Staging;
-use crate::error;
+use super::target::{self, Launched, quote_block};
 use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
 use crate::report::{bench_text, html};
 use crate::signals::Signals;
@@ -31,7 +34,8 @@ pub enum Experiment {
     UdpRcvbuf,
     /// The tracer's overhead on a getppid loop, against strace and perf.
     Overhead,
-    /// Relay modes (userspace, splice, sockmap): not built yet.
+    /// serve relay's data paths (userspace, splice, sockmap) against
+    /// HAProxy and the echo server reached directly.
     Relay,
 }
 
@@ -48,13 +52,11 @@ impl Experiment {
 
     /// True when it needs BPF (root, BTF).
     pub fn needs_bpf(self) -> bool {
-        matches!(self, Experiment::Transport | Experiment::Overhead)
-    }
-
-    /// Why it cannot run in this build, if it cannot.
-    pub fn unavailable(self) -> Option<&'static str> {
-        // The relay experiment lands together with `serve relay`.
-        (self == Experiment::Relay).then_some("the relay experiment is not built yet")
+        // relay: sockmap is a BPF program.
+        matches!(
+            self,
+            Experiment::Transport | Experiment::Overhead | Experiment::Relay
+        )
     }
 }
 
@@ -121,6 +123,42 @@ impl<'a> BenchContext<'a> {
     }
 }
 
+/// Longest wait for a process an experiment starts to own its socket.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits (at most READY_TIMEOUT) until `l` itself owns a socket of `proto`
+/// (a TCP listener, a bound UDP socket) and returns its address; a process
+/// that exits first, or never gets there, is an error quoting its output.
+pub fn wait_socket(l: &mut Launched, proto: Proto, what: &str) -> Result<SocketAddr> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Some(st) = l.try_exited() {
+            return Err(fail(
+                exit::TARGET_EXITED_EARLY,
+                format!(
+                    "{what} exited ({}) before it was ready; its output:\n{}",
+                    target::describe_status(st),
+                    quote_block(&l.log_tail(2000))
+                ),
+            ));
+        }
+        if let Some(a) = ready::choose(&ready::owned_sockets(l.pid), proto) {
+            return Ok(a);
+        }
+        if Instant::now() >= deadline {
+            return Err(fail(
+                exit::TIMED_OUT,
+                format!(
+                    "{what} did not own its socket within {} s; its output:\n{}",
+                    READY_TIMEOUT.as_secs(),
+                    quote_block(&l.log_tail(2000))
+                ),
+            ));
+        }
+        target::wait_pidfd(l.exit_fd(), Duration::from_millis(10));
+    }
+}
+
 /// Scratch subdirectory of a staging directory (removed before commit).
 pub const WORK: &str = ".work";
 
@@ -141,9 +179,6 @@ pub struct Size {
 
 /// Runs one experiment into `ctx`'s directory and returns its report.
 pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<BenchReport> {
-    if let Some(why) = exp.unavailable() {
-        return Err(error::usage(why));
-    }
     let started_at = SystemTime::now();
     let t0 = Instant::now();
     let machine = Machine::current();
@@ -160,6 +195,7 @@ pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<Be
         transport: None,
         udp_rcvbuf: None,
         overhead: None,
+        relay: None,
         insights: Vec::new(),
         caveats: Vec::new(),
     };
@@ -195,7 +231,18 @@ pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<Be
                     .into(),
             );
         }
-        Experiment::Relay => unreachable!("rejected above"),
+        Experiment::Relay => {
+            let (r, ins) = relay::run(ctx, size)?;
+            rep.relay = Some(r);
+            rep.insights = ins;
+            rep.caveats = machine::caveats(&machine, loopback, true);
+            rep.caveats.push(
+                "Relay, echo server and load generator share this machine's CPUs: a path that \
+                 costs more CPU anywhere (kernel workers included) leaves less for the others, \
+                 which is why the machine-wide CPU per transaction is the column to compare."
+                    .into(),
+            );
+        }
     }
     rep.duration_s = t0.elapsed().as_secs_f64();
     Ok(rep)
@@ -204,9 +251,6 @@ pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<Be
 /// `sockscope bench NAME [--out DIR] [--quick]`: runs it and writes
 /// DIR/bench.json, summary.txt and report.html as a set.
 pub fn run_cli(exp: Experiment, out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
-    if let Some(why) = exp.unavailable() {
-        return Err(error::usage(why));
-    }
     let dest = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("bench-{}-{}", exp.name(), super::timestamp())));

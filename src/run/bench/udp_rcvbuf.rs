@@ -12,8 +12,8 @@ use super::{BenchContext, Size};
 use crate::load;
 use crate::report::bench::{UdpRcvbufResult, UdpTrial};
 use crate::run::exit::{self, fail};
-use crate::run::ready::{self, Proto};
-use crate::run::target::{self, Launched, STOP_GRACE, quote_block};
+use crate::run::ready::Proto;
+use crate::run::target::{Launched, STOP_GRACE, quote_block};
 
 /// Asked-for receive buffers: (name, SO_RCVBUF request).
 const BUFFERS: [(&str, Option<u64>); 3] = [
@@ -147,32 +147,13 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(UdpRcvbufResult, V
     Ok((res, ins))
 }
 
-/// Waits (bounded) until the sink owns its bound UDP socket.
+/// Waits (bounded) until the sink owns its bound UDP socket and sleeps in
+/// its receive loop.
 fn wait_udp(sink: &mut Launched) -> Result<std::net::SocketAddr> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(st) = sink.try_exited() {
-            return Err(fail(
-                exit::TARGET_EXITED_EARLY,
-                format!(
-                    "the udp sink exited ({}) before it was ready; its output:\n{}",
-                    target::describe_status(st),
-                    quote_block(&sink.log_tail(2000))
-                ),
-            ));
-        }
-        if let Some(a) = ready::choose(&ready::owned_sockets(sink.pid), Proto::Udp) {
-            wait_blocked(sink.pid, deadline);
-            return Ok(a);
-        }
-        if Instant::now() >= deadline {
-            return Err(fail(
-                exit::TIMED_OUT,
-                "the udp sink did not bind its socket within 10 s",
-            ));
-        }
-        target::wait_pidfd(sink.exit_fd(), Duration::from_millis(10));
-    }
+    let deadline = Instant::now() + super::READY_TIMEOUT;
+    let a = super::wait_socket(sink, Proto::Udp, "the udp sink")?;
+    wait_blocked(sink.pid, deadline);
+    Ok(a)
 }
 
 /// Waits (until `deadline`) for the sink to be asleep in its receive loop
