@@ -70,6 +70,7 @@ int relay_verdict(struct __sk_buff *skb)
 		return SK_PASS;
 	}
 	if (bpf_sk_redirect_hash(skb, &socks, &p->peer, 0) == SK_PASS) {
+		__sync_fetch_and_add(&p->redirected_bytes, skb->len);
 		if (st) {
 			st->redirected_skbs++;
 			st->redirected_bytes += skb->len;

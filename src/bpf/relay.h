@@ -3,10 +3,13 @@
 #ifndef SOCKSCOPE_RELAY_H
 #define SOCKSCOPE_RELAY_H
 
-/* peers[cookie]: the socket's peer, and whether its data now goes through
- * userspace (a redirect failed once). */
+/* peers[cookie]: the socket's peer, the payload bytes the verdict
+ * redirected from this socket to it (exact: a FIN is no byte here, unlike
+ * in tcpi_bytes_received), and whether its data now goes through userspace
+ * (a redirect failed once). */
 struct relay_peer {
 	__u64 peer;
+	__u64 redirected_bytes;
 	__u32 tainted;
 	__u32 pad;
 };

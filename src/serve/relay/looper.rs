@@ -622,13 +622,11 @@ impl Loop {
         }
         let (c2u, u2c) = match (p.keys, &self.shared.sockmap) {
             (Some(keys), Some(sm)) => {
-                // The kernel moved these bytes: its counters know how many
-                // (a received FIN counts one, which is not payload).
-                let data = |fd: RawFd, d: &Dir| {
-                    tcpinfo::read(fd).map_or(d.bytes, |t| t.bytes_received - u64::from(d.src_eof))
-                };
-                let c = data(p.client.as_raw_fd(), &p.c2u);
-                let u = data(p.upstream.as_raw_fd(), &p.u2c);
+                // The kernel moved what the verdict redirected (counted per
+                // socket in its map); userspace moved the rest (`bytes`,
+                // from a tainted socket).
+                let c = sm.redirected_bytes(keys.client).unwrap_or(0) + p.c2u.bytes;
+                let u = sm.redirected_bytes(keys.upstream).unwrap_or(0) + p.u2c.bytes;
                 self.c.tainted_sockets +=
                     u64::from(sm.tainted(keys.client)) + u64::from(sm.tainted(keys.upstream));
                 sm.unlink(keys);

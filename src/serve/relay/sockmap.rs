@@ -35,7 +35,7 @@ mod skel {
 }
 use skel::{RelaySkel, RelaySkelBuilder, types};
 
-const _: () = assert!(size_of::<types::relay_peer>() == 16);
+const _: () = assert!(size_of::<types::relay_peer>() == 24);
 const _: () = assert!(size_of::<types::relay_stats>() == 48);
 
 /// Verdict program counters, summed over CPUs.
@@ -211,18 +211,28 @@ impl Sockmap {
         }
     }
 
+    fn peer_entry(&self, cookie: u64) -> Option<types::relay_peer> {
+        let v = self
+            .peers
+            .lookup(&cookie.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()?;
+        (v.len() >= size_of::<types::relay_peer>()).then(|| {
+            // SAFETY: length checked; plain integers.
+            unsafe { std::ptr::read_unaligned(v.as_ptr().cast()) }
+        })
+    }
+
     /// True once the verdict found no peer for this socket: its data now
     /// reaches userspace, which must relay it.
     pub fn tainted(&self, cookie: u64) -> bool {
-        self.peers
-            .lookup(&cookie.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()
-            .and_then(|v| {
-                v.get(8..12)
-                    .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            })
-            .is_some_and(|t| t != 0)
+        self.peer_entry(cookie).is_some_and(|p| p.tainted != 0)
+    }
+
+    /// Payload bytes the verdict redirected from this socket to its peer
+    /// (None once the pair is unlinked).
+    pub fn redirected_bytes(&self, cookie: u64) -> Option<u64> {
+        self.peer_entry(cookie).map(|p| p.redirected_bytes)
     }
 
     /// The verdict program's counters.
