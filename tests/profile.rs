@@ -428,7 +428,7 @@ fn ctrl_c_exits_130_and_stops_the_target() {
     let dir = scratch("profile-int");
     let out = dir.join("art");
     let target = "serve echo --transport epoll --max-conns 876543";
-    let mut child = Command::new(sockscope())
+    let child = Command::new(sockscope())
         .args([
             "profile",
             "--target",
@@ -449,6 +449,16 @@ fn ctrl_c_exits_130_and_stops_the_target() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(1000));
+    interrupt_and_check(child, &out);
+    assert!(
+        processes_with("--max-conns 876543").is_empty(),
+        "the target was left running"
+    );
+}
+
+/// Sends SIGINT to a running sockscope and checks it exits 130 saying so,
+/// leaving nothing at `out`.
+fn interrupt_and_check(mut child: std::process::Child, out: &Path) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let st = wait_bounded(&mut child, Duration::from_secs(20));
@@ -464,29 +474,17 @@ fn ctrl_c_exits_130_and_stops_the_target() {
         (st.code(), String::new(), err),
         130,
         "interrupted by SIGINT",
-        &out,
-    );
-    assert!(
-        processes_with("--max-conns 876543").is_empty(),
-        "the target was left running"
+        out,
     );
 }
 
-/// Children of `pid` (from their stat's ppid field).
+/// Children of `pid`.
 fn children_of(pid: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|c| {
-            std::fs::read_to_string(format!("/proc/{c}/stat"))
-                .ok()
-                .and_then(|s| {
-                    let rest = &s[s.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
-                })
-                == Some(pid)
-        })
+        .filter(|c| sockscope::procfs::ppid(*c) == Some(pid))
         .collect()
 }
 
@@ -497,7 +495,7 @@ fn bench_relay_ctrl_c_exits_130_and_leaves_no_relay_running() {
     }
     let dir = scratch("bench-relay-int");
     let out = dir.join("art");
-    let mut child = Command::new(sockscope())
+    let child = Command::new(sockscope())
         .args(["bench", "relay", "--quick", "--out", out.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -513,23 +511,7 @@ fn bench_relay_ctrl_c_exits_130_and_leaves_no_relay_running() {
         seen = children_of(me);
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(me, libc::SIGINT) };
-    let st = wait_bounded(&mut child, Duration::from_secs(30));
-    let mut err = String::new();
-    use std::io::Read;
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert_failed(
-        (st.code(), String::new(), err),
-        130,
-        "interrupted by SIGINT",
-        &out,
-    );
+    interrupt_and_check(child, &out);
     for pid in seen {
         assert!(
             !Path::new(&format!("/proc/{pid}")).exists(),

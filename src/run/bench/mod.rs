@@ -132,16 +132,7 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn wait_socket(l: &mut Launched, proto: Proto, what: &str) -> Result<SocketAddr> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
-        if let Some(st) = l.try_exited() {
-            return Err(fail(
-                exit::TARGET_EXITED_EARLY,
-                format!(
-                    "{what} exited ({}) before it was ready; its output:\n{}",
-                    target::describe_status(st),
-                    quote_block(&l.log_tail(2000))
-                ),
-            ));
-        }
+        check_alive(l, exit::TARGET_EXITED_EARLY, what, "before it was ready")?;
         if let Some(a) = ready::choose(&ready::owned_sockets(l.pid), proto) {
             return Ok(a);
         }
@@ -156,6 +147,22 @@ pub fn wait_socket(l: &mut Launched, proto: Proto, what: &str) -> Result<SocketA
             ));
         }
         target::wait_pidfd(l.exit_fd(), Duration::from_millis(10));
+    }
+}
+
+/// Fails with `code` if `l` has exited, naming it (`what`), when (`when`)
+/// and quoting its output.
+pub fn check_alive(l: &mut Launched, code: u8, what: &str, when: &str) -> Result<()> {
+    match l.try_exited() {
+        None => Ok(()),
+        Some(st) => Err(fail(
+            code,
+            format!(
+                "{what} exited ({}) {when}; its output:\n{}",
+                target::describe_status(st),
+                quote_block(&l.log_tail(2000))
+            ),
+        )),
     }
 }
 

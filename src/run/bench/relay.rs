@@ -24,7 +24,7 @@ use crate::report::bench::{RelayPoint, RelayResult, RelayRun};
 use crate::report::trace_text::human_ns;
 use crate::run::exit::{self, fail};
 use crate::run::ready::Proto;
-use crate::run::target::{self, Launched, STOP_GRACE, quote_block};
+use crate::run::target::{Launched, STOP_GRACE, quote_block};
 use crate::serve::relay::report::RelayReport;
 
 /// What each point sends: (message bytes, connections).
@@ -287,23 +287,11 @@ fn measure(
     let outcome = load::execute(load::parse(&line)?, true)?;
     let after = Cpu::read(relay_pid, upstream.pid);
     let what = format!("{} at {conns} x {bytes} B", p.name());
-    for (who, l) in [
-        (p.name(), s.proc_.as_mut()),
-        ("the echo upstream", Some(upstream)),
-    ] {
-        if let Some(l) = l {
-            if let Some(st) = l.try_exited() {
-                return Err(fail(
-                    exit::TARGET_DIED,
-                    format!(
-                        "{who} exited ({}) during {what}; its output:\n{}",
-                        target::describe_status(st),
-                        quote_block(&l.log_tail(2000))
-                    ),
-                ));
-            }
-        }
+    let when = format!("during {what}");
+    if let Some(l) = s.proc_.as_mut() {
+        super::check_alive(l, exit::TARGET_DIED, p.name(), &when)?;
     }
+    super::check_alive(upstream, exit::TARGET_DIED, "the echo upstream", &when)?;
     let r = &outcome.report;
     if let Some(why) = outcome.failure {
         return Err(fail(
