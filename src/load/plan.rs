@@ -121,6 +121,36 @@ impl WorkerCtx {
         let parts = parts as u64;
         total / parts + u64::from((index as u64) < total % parts)
     }
+
+    /// Closed loop: may another request be issued now, with
+    /// `issued_measured` measured ones issued so far? (The count quota and
+    /// the end time; open loop decides through its schedule.)
+    pub fn may_issue(&self, issued_measured: u64, now: u64) -> bool {
+        if self.end.is_some_and(|e| now >= e) {
+            return false;
+        }
+        match self.quota {
+            Some(q) if now >= self.measure_from => issued_measured < q,
+            _ => true,
+        }
+    }
+
+    /// Count mode: has every measured transaction of this worker's quota
+    /// been issued? (Open loop: the schedule is exhausted and nothing waits
+    /// in its backlog.) Always false in duration mode.
+    pub fn issued_all(
+        &self,
+        sched: Option<&super::schedule::Schedule>,
+        issued_measured: u64,
+    ) -> bool {
+        let Some(q) = self.quota else {
+            return false;
+        };
+        match sched {
+            Some(s) => s.exhausted() && s.backlog.is_empty(),
+            None => issued_measured >= q,
+        }
+    }
 }
 
 /// Exponential reconnect backoff, 10 ms doubling up to 1 s: a dead server

@@ -103,10 +103,7 @@ pub fn run(plan: &TcpPlan, ctx: &WorkerCtx, tally: &mut Tally) -> io::Result<Wor
         stalled,
         ..Default::default()
     };
-    if let Some(s) = &w.sched {
-        end.backlog_overflow = s.overflowed;
-        end.backlog_at_end = s.backlog.len() as u64;
-    }
+    end.record_backlog(w.sched.as_ref());
     Ok(end)
 }
 
@@ -133,28 +130,12 @@ impl Workload for Worker<'_> {
 
 impl Worker<'_> {
     fn count_done(&self) -> bool {
-        let Some(q) = self.ctx.quota else {
-            return false;
-        };
-        let issued_all = match &self.sched {
-            Some(s) => s.exhausted() && s.backlog.is_empty(),
-            None => self.issued_measured >= q,
-        };
-        issued_all
+        self.ctx
+            .issued_all(self.sched.as_ref(), self.issued_measured)
             && self
                 .slots
                 .iter()
                 .all(|s| matches!(s.state, State::Idle { .. }))
-    }
-
-    fn may_issue(&self, now: u64) -> bool {
-        if self.ctx.end.is_some_and(|e| now >= e) {
-            return false;
-        }
-        match self.ctx.quota {
-            Some(q) if now >= self.ctx.measure_from => self.issued_measured < q,
-            _ => true,
-        }
     }
 
     fn mark_idle(&mut self, i: usize) {
@@ -266,7 +247,7 @@ impl Worker<'_> {
         if self.sched.is_some() {
             self.mark_idle(i);
             self.release_and_dispatch(now, tally);
-        } else if self.may_issue(now) {
+        } else if self.ctx.may_issue(self.issued_measured, now) {
             self.start(i, now, now, tally);
         }
     }
@@ -357,7 +338,7 @@ impl Worker<'_> {
                 State::Idle { retry_at } if retry_at <= now => {
                     if self.sched.is_some() {
                         self.mark_idle(i);
-                    } else if self.may_issue(now) {
+                    } else if self.ctx.may_issue(self.issued_measured, now) {
                         self.start(i, now, now, tally);
                     }
                 }

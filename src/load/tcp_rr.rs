@@ -80,6 +80,16 @@ pub struct WorkerEnd {
     pub stalled: bool,
 }
 
+impl WorkerEnd {
+    /// Fills in what an open-loop schedule left behind.
+    pub fn record_backlog(&mut self, sched: Option<&Schedule>) {
+        if let Some(s) = sched {
+            self.backlog_overflow = s.overflowed;
+            self.backlog_at_end = s.backlog.len() as u64;
+        }
+    }
+}
+
 struct Worker<'a> {
     plan: &'a TcpPlan,
     ctx: &'a WorkerCtx,
@@ -121,10 +131,7 @@ pub fn run(plan: &TcpPlan, ctx: &WorkerCtx, tally: &mut Tally) -> io::Result<Wor
         stalled,
         ..Default::default()
     };
-    if let Some(s) = &w.sched {
-        end.backlog_overflow = s.overflowed;
-        end.backlog_at_end = s.backlog.len() as u64;
-    }
+    end.record_backlog(w.sched.as_ref());
     Ok(end)
 }
 
@@ -151,26 +158,9 @@ impl Workload for Worker<'_> {
 
 impl Worker<'_> {
     fn count_done(&self) -> bool {
-        let Some(q) = self.ctx.quota else {
-            return false;
-        };
-        let issued_all = match &self.sched {
-            Some(s) => s.exhausted() && s.backlog.is_empty(),
-            None => self.issued_measured >= q,
-        };
-        issued_all && self.conns.iter().all(|c| c.inflight.is_empty())
-    }
-
-    /// May another request be issued now? (Closed loop: the count quota
-    /// and the end time; open loop decides through the schedule.)
-    fn may_issue(&self, now: u64) -> bool {
-        if self.ctx.end.is_some_and(|e| now >= e) {
-            return false;
-        }
-        match self.ctx.quota {
-            Some(q) if now >= self.ctx.measure_from => self.issued_measured < q,
-            _ => true,
-        }
+        self.ctx
+            .issued_all(self.sched.as_ref(), self.issued_measured)
+            && self.conns.iter().all(|c| c.inflight.is_empty())
     }
 
     fn connect(&mut self, i: usize, now: u64, tally: &mut Tally) {
@@ -268,7 +258,9 @@ impl Worker<'_> {
     }
 
     fn fill_closed_loop(&mut self, i: usize, now: u64, tally: &mut Tally) {
-        while self.conns[i].inflight.len() < self.plan.pipeline && self.may_issue(now) {
+        while self.conns[i].inflight.len() < self.plan.pipeline
+            && self.ctx.may_issue(self.issued_measured, now)
+        {
             self.push_request(i, now, now);
         }
         self.flush(i, now, tally);
@@ -453,7 +445,7 @@ impl Worker<'_> {
         }
         match &self.sched {
             Some(s) => !s.exhausted() || !s.backlog.is_empty(),
-            None => self.may_issue(now),
+            None => self.ctx.may_issue(self.issued_measured, now),
         }
     }
 }
