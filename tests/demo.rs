@@ -255,15 +255,7 @@ fn demo_without_bpf_names_what_it_could_not_run_and_fails() {
     let dir = scratch("demo-nobpf");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let out = dir.join("demo");
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(sockscope())
+    let o = sockscope_as_nobody()
         .args(["demo", "--quick", "--out", out.to_str().unwrap()])
         .stdin(Stdio::null())
         .output()

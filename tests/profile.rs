@@ -376,15 +376,7 @@ fn unprivileged_tracer_exits_6() {
     let dir = scratch("profile-unpriv");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let out = dir.join("art");
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(sockscope())
+    let o = sockscope_as_nobody()
         .args([
             "profile",
             "--target",

@@ -546,15 +546,7 @@ fn unprivileged_run_names_the_missing_capability() {
     let dir = scratch("unpriv");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let json = dir.join("t.json");
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(sockscope())
+    let out = sockscope_as_nobody()
         .args(["trace", "--json", json.to_str().unwrap(), "--", "true"])
         .output()
         .expect("setpriv (util-linux)");

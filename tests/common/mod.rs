@@ -248,3 +248,18 @@ pub fn no_staging_left(dir: &Path, name: &str) -> bool {
         })
         .unwrap_or(true)
 }
+
+/// sockscope run as nobody (uid/gid 65534) with no capabilities at all,
+/// through util-linux's setpriv; add its arguments. The caller needs root.
+pub fn sockscope_as_nobody() -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--",
+    ])
+    .arg(sockscope());
+    c
+}
