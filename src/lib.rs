@@ -12,11 +12,13 @@
 //!   atomic writes;
 //! - [`run`]: profile (launch, ready, trace under load, stop), the built-in
 //!   experiments and the demo;
+//! - [`output`]: writing the files users name (--json, -o) safely as root;
 //! - [`cli`]: the clap definitions; [`error`]: exit-status carrying errors.
 
 pub mod cli;
 pub mod error;
 pub mod load;
+pub mod output;
 pub mod poller;
 pub mod procfs;
 pub mod proto;

@@ -15,54 +15,25 @@ pub mod svg;
 pub mod trace;
 pub mod trace_text;
 
-use std::fs;
-use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same
-/// directory, fsync, then rename. A reader (or a crash) never sees a
-/// partial file, and a failed run leaves the old file, if any, untouched.
+/// Writes `bytes` to `path` (see [`crate::output`]: streams and devices
+/// are written through, files replaced atomically, planted links refused).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> Result<()> {
-        let mut f =
-            fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(bytes)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        f.sync_all()
-            .with_context(|| format!("syncing {}", tmp.display()))?;
-        fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    crate::output::write(path, bytes)
 }
 
-/// Serialises `value` as pretty JSON and writes it atomically.
+/// Serialises `value` as pretty JSON and writes it with [`write_atomic`].
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value).context("serialising JSON")?;
-    bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    crate::output::write_json(path, value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {
