@@ -5,10 +5,10 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -775,11 +775,20 @@ fn client_and_server_transaction_counts_agree_exactly() {
     }
 }
 
+/// UDP tests run one at a time: one reads the namespace-wide RcvbufErrors
+/// counter, which another's datagrams could move.
+static UDP: Mutex<()> = Mutex::new(());
+
+fn udp_lock() -> std::sync::MutexGuard<'static, ()> {
+    UDP.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn udp_loss_equals_published_minus_received_and_the_kernel_agrees() {
-    // Serialised with nothing else here, but the kernel counter is
+    // Serialised with the other UDP tests here, but the kernel counter is
     // namespace-wide: the assertion accepts no slack, so a concurrent UDP
     // drop elsewhere would fail it loudly rather than hide.
+    let _g = udp_lock();
     let dir = scratch("udp-loss");
     let sj = dir.join("sink.json");
     let srv = Server::start(&[
@@ -826,6 +835,138 @@ fn udp_loss_equals_published_minus_received_and_the_kernel_agrees() {
         .sum();
     assert_eq!(per_second, published, "per-second published counts add up");
     let _ = stop_ok(srv, &sj);
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
+}
+
+fn udp_sink(dir: &std::path::Path) -> (Server, std::path::PathBuf) {
+    let sj = dir.join("sink.json");
+    let srv = Server::start(&["serve", "udp-sink", "--json", sj.to_str().unwrap()]);
+    (srv, sj)
+}
+
+#[test]
+fn udp_sink_gives_each_of_200_sequential_runs_its_report() {
+    let _g = udp_lock();
+    const RUNS: u64 = 200;
+    let dir = scratch("udp-200");
+    let (srv, sj) = udp_sink(&dir);
+    let addr = srv.addr.to_string();
+    for i in 0..RUNS {
+        let lj = dir.join("udp.json");
+        let out = load(&[
+            "udp",
+            &addr,
+            "--burst",
+            "20",
+            "--size",
+            "64",
+            "--json",
+            lj.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "run {i}: {}", stderr(&out));
+        assert_eq!(u(&read_json(&lj)["udp"]["sink"]["received"]), 20, "run {i}");
+    }
+    let j = stop_ok(srv, &sj);
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len() as u64 + u(&j["runs_dropped"]["runs"]), RUNS);
+    assert_eq!(u(&j["runs_evicted"]), RUNS - u(&j["max_tracked_runs"]));
+    for r in runs {
+        assert_eq!(
+            (u(&r["published"]), u(&r["report"]["received"])),
+            (20, 20),
+            "{r}"
+        );
+        assert_eq!(u(&r["fins_answered"]), 1, "{r}");
+    }
+}
+
+/// A DATA datagram of `run` (`seq`), 64 bytes.
+fn udp_data(run: u32, seq: u64) -> Vec<u8> {
+    use sockscope::proto::udp::{Header, Kind, monotonic_ns};
+    let mut d = vec![0u8; 64];
+    Header {
+        run,
+        seq,
+        sent_ns: monotonic_ns(),
+        kind: Kind::Data,
+    }
+    .encode(&mut d);
+    d
+}
+
+/// Sends `n` datagrams of made-up runs from another address than the real
+/// client's (every other one a FIN), pausing every 50 for the sink's
+/// answer to the last FIN so its receive buffer never overflows (the
+/// kernel's RcvbufErrors are namespace-wide).
+fn spoof_runs(sink: SocketAddr, n: u32) {
+    use sockscope::proto::udp::{HEADER_LEN, Header, Kind, fin_datagram};
+    let s = UdpSocket::bind("127.0.0.2:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 2048];
+    for i in 0..n {
+        let id = 0x5900_0000 + i;
+        let d = if i % 2 == 0 {
+            udp_data(id, 0)
+        } else {
+            fin_datagram(id, 1, HEADER_LEN)
+        };
+        s.send_to(&d, sink).unwrap();
+        if i % 50 != 49 {
+            continue;
+        }
+        let answered = (0..100).any(|_| {
+            let (len, _) = s.recv_from(&mut buf).expect("the sink answers FINs");
+            Header::decode(&buf[..len]).is_some_and(|h| h.run == id && h.kind == Kind::Need)
+        });
+        assert!(answered, "no answer to the FIN of run {id:x}");
+    }
+}
+
+#[test]
+fn udp_sink_still_answers_a_real_run_after_1000_made_up_runs() {
+    let _g = udp_lock();
+    const SPOOFED: u32 = 1000;
+    let dir = scratch("udp-spoofed");
+    let (srv, sj) = udp_sink(&dir);
+    spoof_runs(srv.addr, SPOOFED);
+    let lj = dir.join("udp.json");
+    let addr = srv.addr.to_string();
+    let out = load(&[
+        "udp",
+        &addr,
+        "--burst",
+        "100",
+        "--size",
+        "200",
+        "--json",
+        lj.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let l = read_json(&lj);
+    assert_eq!(u(&l["udp"]["sink"]["received"]), 100);
+    assert_eq!(u(&l["udp"]["lost"]), 0);
+    let j = stop_ok(srv, &sj);
+    let runs = j["runs"].as_array().unwrap();
+    // Bounded: 64 tracked + 1024 records at most; every run accounted.
+    assert!(runs.len() as u64 <= u(&j["max_tracked_runs"]) + u(&j["max_run_records"]));
+    assert_eq!(
+        runs.len() as u64 + u(&j["runs_dropped"]["runs"]),
+        u64::from(SPOOFED) + 1
+    );
+    let real = runs.last().unwrap();
+    assert_eq!(real["evicted"], false);
+    assert_eq!(
+        (u(&real["published"]), u(&real["report"]["received"])),
+        (100, 100)
+    );
+    let received: u64 = runs.iter().map(|r| u(&r["report"]["received"])).sum();
+    assert_eq!(
+        received + u(&j["runs_dropped"]["received"]),
+        u64::from(SPOOFED) / 2 + 100
+    );
 }
 
 #[test]

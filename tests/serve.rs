@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sockscope::proto::rr;
-use sockscope::proto::udp::{HEADER_LEN, Header, Kind, SinkReport};
+use sockscope::proto::udp::{
+    HEADER_LEN, Header, Kind, MAX_DATAGRAM, SinkReport, fin_datagram, parse_report,
+};
 
 use common::server::{Server, stop_ok};
 
@@ -548,7 +550,9 @@ fn datagram(run: u32, seq: u64, kind: Kind, size: usize) -> Vec<u8> {
     b
 }
 
-/// Sends FIN (published) until a REPORT for `run` comes back (bounded).
+/// Sends FIN (published) until a REPORT for `run` comes back (bounded),
+/// as `load udp` does: a header-only FIN first, then as long as the sink's
+/// NEED says. Every answer must be no longer than the FIN it answers.
 fn fin(sock: &UdpSocket, to: SocketAddr, run: u32, published: u64) -> SinkReport {
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
@@ -557,8 +561,9 @@ fn fin(sock: &UdpSocket, to: SocketAddr, run: u32, published: u64) -> SinkReport
     sock.set_nonblocking(true).unwrap();
     while sock.recv_from(&mut buf).is_ok() {}
     sock.set_nonblocking(false).unwrap();
+    let mut len = HEADER_LEN;
     for _ in 0..50 {
-        sock.send_to(&datagram(run, published, Kind::Fin, HEADER_LEN), to)
+        sock.send_to(&fin_datagram(run, published, len), to)
             .unwrap();
         let Ok((n, _)) = sock.recv_from(&mut buf) else {
             continue;
@@ -566,9 +571,17 @@ fn fin(sock: &UdpSocket, to: SocketAddr, run: u32, published: u64) -> SinkReport
         let Some(h) = Header::decode(&buf[..n]) else {
             continue;
         };
-        if h.kind == Kind::Report && h.run == run {
-            assert_eq!(h.seq, published);
-            return serde_json::from_slice(&buf[HEADER_LEN..n]).expect("REPORT JSON");
+        if h.run != run {
+            continue;
+        }
+        assert!(n <= len, "a {n}-byte answer to a {len}-byte FIN");
+        match h.kind {
+            Kind::Report => {
+                assert_eq!(h.seq, published);
+                return parse_report(&buf[..n]).expect("REPORT JSON");
+            }
+            Kind::Need => len = h.seq as usize,
+            k => panic!("{k:?} in answer to a FIN"),
         }
     }
     panic!("no REPORT for run {run:x}");
@@ -710,6 +723,158 @@ fn udp_sink_ends_on_expect_and_on_idle() {
     assert_eq!(j["end_reason"], "idle");
     assert_eq!(u(&j["runs"][0]["report"]["received"]), 1);
     assert!(j["runs"][0]["published"].is_null());
+}
+
+/// The next datagram `sock` receives (bounded wait): its length and header.
+fn reply(sock: &UdpSocket) -> (usize, Header) {
+    sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let (n, _) = sock.recv_from(&mut buf).expect("an answer from the sink");
+    (n, Header::decode(&buf[..n]).expect("a sockscope datagram"))
+}
+
+#[test]
+fn udp_sink_never_answers_with_more_bytes_than_the_fin_carried() {
+    let _g = udp_lock();
+    let json = json_path("udp-noamp");
+    let srv = sink(&[], &json);
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let run = 0xa3b1_0001;
+    // Latencies spread over many buckets: a REPORT far longer than a header.
+    let now = sockscope::proto::udp::monotonic_ns();
+    for seq in 0..200u64 {
+        let mut d = vec![0u8; 64];
+        Header {
+            run,
+            seq,
+            sent_ns: now - seq * seq * 997,
+            kind: Kind::Data,
+        }
+        .encode(&mut d);
+        tx.send_to(&d, srv.addr).unwrap();
+    }
+    let mut buf = vec![0u8; 65536];
+    // A header-only FIN gets a header-only NEED saying the length needed.
+    tx.send_to(&fin_datagram(run, 200, HEADER_LEN), srv.addr)
+        .unwrap();
+    let (n, h) = reply(&tx);
+    assert_eq!((n, h.kind, h.run), (HEADER_LEN, Kind::Need, run));
+    let need = h.seq as usize;
+    assert!(need > HEADER_LEN + 200 && need <= MAX_DATAGRAM, "{need}");
+    // One byte short: NEED again.
+    tx.send_to(&fin_datagram(run, 200, need - 1), srv.addr)
+        .unwrap();
+    let (n, h) = reply(&tx);
+    assert_eq!((n, h.kind, h.seq), (HEADER_LEN, Kind::Need, need as u64));
+    // Long enough: the REPORT, no longer than the FIN.
+    tx.send_to(&fin_datagram(run, 200, need), srv.addr).unwrap();
+    let (n, _) = tx.recv_from(&mut buf).unwrap();
+    assert!(n <= need, "a {n}-byte REPORT for a {need}-byte FIN");
+    assert_eq!(Header::decode(&buf[..n]).unwrap().kind, Kind::Report);
+    assert_eq!(parse_report(&buf[..n]).unwrap().received, 200);
+    // A version 1 FIN (magic SSU1, answered in full by old sinks) is
+    // foreign: the next answer is the one to the FIN after it.
+    let mut old = fin_datagram(run, 200, 4096);
+    old[0..4].copy_from_slice(b"SSU1");
+    tx.send_to(&old, srv.addr).unwrap();
+    tx.send_to(&fin_datagram(run, 200, HEADER_LEN), srv.addr)
+        .unwrap();
+    let (n, h) = reply(&tx);
+    assert_eq!((n, h.kind), (HEADER_LEN, Kind::Need));
+    let j = stop_ok(srv, &json);
+    assert_eq!(u(&j["foreign"]), 1);
+    assert_eq!(u(&j["fins_too_short"]), 3);
+    assert_eq!(u(&j["report_send_errors"]), 0);
+    assert_eq!(u(&j["runs"][0]["fins_answered"]), 1);
+}
+
+#[test]
+fn udp_sink_answers_a_run_only_at_the_address_of_its_data() {
+    let _g = udp_lock();
+    let json = json_path("udp-source");
+    let srv = sink(&[], &json);
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let run = 0xa3b1_0002;
+    for seq in 0..10 {
+        a.send_to(&datagram(run, seq, Kind::Data, 64), srv.addr)
+            .unwrap();
+    }
+    assert_eq!(fin(&a, srv.addr, run, 10).received, 10);
+    // From elsewhere: DATA of A's run, and a long FIN claiming 999
+    // published.
+    for seq in 10..20 {
+        b.send_to(&datagram(run, seq, Kind::Data, 64), srv.addr)
+            .unwrap();
+    }
+    b.send_to(&fin_datagram(run, 999, 4096), srv.addr).unwrap();
+    // B's own run is answered; an answer to the forged FIN would have
+    // come first.
+    let own = 0xa3b1_0003;
+    b.send_to(&fin_datagram(own, 0, HEADER_LEN), srv.addr)
+        .unwrap();
+    let (n, h) = reply(&b);
+    assert_eq!((n, h.run, h.kind), (HEADER_LEN, own, Kind::Need));
+    let j = stop_ok(srv, &json);
+    assert_eq!(u(&j["fins_wrong_source"]), 1);
+    assert_eq!(u(&j["data_wrong_source"]), 10);
+    let r = &j["runs"][0];
+    assert_eq!(u(&r["report"]["run"]), u64::from(run));
+    assert_eq!(r["source"], a.local_addr().unwrap().to_string());
+    assert_eq!(
+        (
+            u(&r["published"]),
+            u(&r["report"]["received"]),
+            u(&r["fins_answered"]),
+            u(&r["bytes"])
+        ),
+        (10, 10, 1, 640)
+    );
+    assert_eq!(j["runs"][1]["source"], b.local_addr().unwrap().to_string());
+}
+
+#[test]
+fn udp_sink_flags_a_run_evicted_while_it_was_receiving() {
+    use sockscope::serve::udp_sink::table::MAX_LIVE;
+    let _g = udp_lock();
+    let json = json_path("udp-evicted");
+    let srv = sink(&[], &json);
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let run = 0xa3b1_0004;
+    for seq in 0..5 {
+        a.send_to(&datagram(run, seq, Kind::Data, 64), srv.addr)
+            .unwrap();
+    }
+    // MAX_LIVE new runs from elsewhere, the last one a FIN whose answer
+    // says they were all read: the least recently used run, A's, is
+    // evicted.
+    let ids = 0x7e00_0000..0x7e00_0000 + MAX_LIVE as u32;
+    for id in ids.clone().take(MAX_LIVE - 1) {
+        b.send_to(&datagram(id, 0, Kind::Data, 64), srv.addr)
+            .unwrap();
+    }
+    let last = ids.last().unwrap();
+    b.send_to(&fin_datagram(last, 0, HEADER_LEN), srv.addr)
+        .unwrap();
+    assert_eq!(reply(&b).1.run, last);
+    for seq in 5..8 {
+        a.send_to(&datagram(run, seq, Kind::Data, 64), srv.addr)
+            .unwrap();
+    }
+    let r = fin(&a, srv.addr, run, 8);
+    assert_eq!((r.received, r.after_eviction), (5, 3));
+    let j = stop_ok(srv, &json);
+    assert_eq!(u(&j["runs_evicted"]), 1);
+    assert_eq!(u(&j["untracked_runs"]), 3);
+    assert_eq!(u(&j["max_tracked_runs"]), MAX_LIVE as u64);
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), MAX_LIVE + 1);
+    assert_eq!(runs[0]["evicted"], true);
+    assert_eq!(u(&runs[0]["published"]), 8);
+    assert_eq!(u(&runs[0]["report"]["after_eviction"]), 3);
+    assert_eq!(runs[1]["evicted"], false);
 }
 
 #[test]

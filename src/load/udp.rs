@@ -13,7 +13,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::engine::rusage_ns;
 use crate::procfs::snmp;
-use crate::proto::udp::{HEADER_LEN, Header, Kind, SinkReport, monotonic_ns};
+use crate::proto::udp::{
+    Header, Kind, MAX_DATAGRAM, SinkReport, fin_datagram, monotonic_ns, parse_report,
+};
 use crate::report::load::{
     Bytes, Connections, Errors, Generator, LoadConfig, LoadReport, SCHEMA, SCHEMA_VERSION,
     UdpResult,
@@ -54,6 +56,15 @@ pub struct UdpPlan {
 
 /// Datagrams handed to one sendmmsg.
 const BATCH: usize = 64;
+/// Length of the first FIN: the REPORT of a typical run (about 330 bytes of
+/// JSON) fits, so one round trip usually does. The sink answers a shorter
+/// FIN with NEED and the exact length, never with a longer datagram.
+const FIN_FIRST_LEN: usize = 512;
+/// NEEDs followed by an immediate longer FIN; after these the FIN goes out
+/// at the normal 100 ms pace (a report growing between FINs, late DATA).
+const MAX_IMMEDIATE_REFINS: u32 = 4;
+/// Pause between FINs without an answer.
+const FIN_INTERVAL: Duration = Duration::from_millis(100);
 
 struct Sender {
     sock: UdpSocket,
@@ -236,7 +247,21 @@ pub fn run(
     let cpu1 = rusage_ns(libc::RUSAGE_SELF);
 
     // FIN until REPORT, bounded by --fin-timeout.
-    let report = fin_exchange(&tx.sock, run_id, tx.published, plan.fin_timeout)?;
+    let (report, sink_trouble) =
+        match fin_exchange(&tx.sock, run_id, tx.published, plan.fin_timeout)? {
+            FinOutcome::Report(r) => {
+                let why = incomplete_report(&r);
+                (Some(r), why)
+            }
+            FinOutcome::NoAnswer => (None, None),
+            FinOutcome::TooLong(n) => (
+                None,
+                Some(format!(
+                    "the sink's report for this run is {n} bytes, more than one datagram \
+                     ({MAX_DATAGRAM}): received and loss are unknown"
+                )),
+            ),
+        };
     let kernel_after = snmp::read(v6);
     drop(signals);
 
@@ -256,6 +281,7 @@ pub fn run(
     );
     let lost = report
         .as_ref()
+        .filter(|_| sink_trouble.is_none())
         .map(|r| tx.published.saturating_sub(r.received));
     let one_way = report
         .as_ref()
@@ -275,6 +301,9 @@ pub fn run(
                 tx.send_errors
             ));
         }
+    }
+    if failure.is_none() {
+        failure = sink_trouble;
     }
     if report.is_none() && failure.is_none() {
         failure = Some(format!(
@@ -447,56 +476,162 @@ fn progress(plan: &UdpPlan, quiet: bool) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
+/// How the FIN/REPORT exchange ended.
+#[derive(Debug)]
+enum FinOutcome {
+    /// The sink's REPORT.
+    Report(SinkReport),
+    /// No REPORT within the limit.
+    NoAnswer,
+    /// The sink said its REPORT needs a FIN of this many bytes, more than a
+    /// datagram can hold.
+    TooLong(u64),
+}
+
+/// Why a REPORT cannot give this run's loss, if it cannot.
+fn incomplete_report(r: &SinkReport) -> Option<String> {
+    (r.after_eviction > 0).then(|| {
+        format!(
+            "the sink stopped tracking this run before it ended (too many runs at once: it \
+             evicted this one), {} datagrams arrived after that: received and loss are unknown",
+            r.after_eviction
+        )
+    })
+}
+
 /// Sends FIN every 100 ms until a REPORT for `run` arrives or `limit`
-/// passes.
-fn fin_exchange(
-    sock: &UdpSocket,
-    run: u32,
-    published: u64,
-    limit: Duration,
-) -> Result<Option<SinkReport>> {
-    let mut fin = [0u8; HEADER_LEN];
-    Header {
-        run,
-        seq: published,
-        sent_ns: monotonic_ns(),
-        kind: Kind::Fin,
-    }
-    .encode(&mut fin);
-    sock.set_read_timeout(Some(Duration::from_millis(100)))
-        .context("setting a receive timeout")?;
+/// passes. The FIN starts at FIN_FIRST_LEN bytes; a NEED from the sink
+/// makes it as long as the REPORT needs and sends it again at once (at
+/// most MAX_IMMEDIATE_REFINS times).
+fn fin_exchange(sock: &UdpSocket, run: u32, published: u64, limit: Duration) -> Result<FinOutcome> {
+    let mut fin = fin_datagram(run, published, FIN_FIRST_LEN);
     let end = Instant::now() + limit;
-    let mut buf = vec![0u8; 65536];
-    while Instant::now() < end {
-        // ECONNREFUSED here means nothing listens: keep trying until the
-        // limit, the sink may be starting (bounded either way).
-        let _ = sock.send(&fin);
-        let until = (Instant::now() + Duration::from_millis(100)).min(end);
-        while Instant::now() < until {
-            match sock.recv(&mut buf) {
-                Ok(n) => {
-                    if let Some(h) = Header::decode(&buf[..n]) {
-                        if h.kind == Kind::Report && h.run == run {
-                            let rep: SinkReport = serde_json::from_slice(&buf[HEADER_LEN..n])
-                                .context("the sink's report is not valid JSON")?;
-                            return Ok(Some(rep));
-                        }
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    break;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => break,
-                Err(e) => return Err(e).context("waiting for the sink's report"),
+    let mut next_send = Instant::now();
+    let mut refins = 0;
+    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return Ok(FinOutcome::NoAnswer);
+        }
+        if now >= next_send {
+            // ECONNREFUSED here means nothing listens: keep trying until
+            // the limit, the sink may be starting (bounded either way).
+            let _ = sock.send(&fin);
+            next_send = now + FIN_INTERVAL;
+        }
+        let wait = next_send.min(end).saturating_duration_since(Instant::now());
+        sock.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+            .context("setting a receive timeout")?;
+        let n = match sock.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) || e.raw_os_error() == Some(libc::ECONNREFUSED) =>
+            {
+                continue;
             }
+            Err(e) => return Err(e).context("waiting for the sink's report"),
+        };
+        let Some(h) = Header::decode(&buf[..n]).filter(|h| h.run == run) else {
+            continue;
+        };
+        match h.kind {
+            Kind::Report => {
+                let rep = parse_report(&buf[..n]).context("the sink's report is not valid JSON")?;
+                return Ok(FinOutcome::Report(rep));
+            }
+            Kind::Need if h.seq > MAX_DATAGRAM as u64 => return Ok(FinOutcome::TooLong(h.seq)),
+            // A NEED answering an earlier, shorter FIN asks for nothing new.
+            Kind::Need if h.seq as usize > fin.len() => {
+                fin = fin_datagram(run, published, h.seq as usize);
+                if refins < MAX_IMMEDIATE_REFINS {
+                    refins += 1;
+                    next_send = Instant::now();
+                }
+            }
+            _ => {}
         }
     }
-    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::udp::{HEADER_LEN, need_datagram, report_datagram};
+
+    /// A client socket connected to a fake sink; returns both.
+    fn pair() -> (UdpSocket, UdpSocket) {
+        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(sink.local_addr().unwrap()).unwrap();
+        sink.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        (client, sink)
+    }
+
+    #[test]
+    fn a_need_makes_the_fin_as_long_as_the_report_then_the_report_comes() {
+        let (client, sink) = pair();
+        let fake = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let (n, from) = sink.recv_from(&mut buf).unwrap();
+            assert_eq!(n, FIN_FIRST_LEN);
+            let h = Header::decode(&buf[..n]).unwrap();
+            assert_eq!((h.run, h.seq, h.kind), (5, 77, Kind::Fin));
+            // Another run's NEED and a stale one are ignored.
+            sink.send_to(&need_datagram(6, 1500), from).unwrap();
+            sink.send_to(&need_datagram(5, 100), from).unwrap();
+            sink.send_to(&need_datagram(5, 700), from).unwrap();
+            let (n, _) = sink.recv_from(&mut buf).unwrap();
+            assert_eq!(n, 700);
+            let rep = SinkReport {
+                run: 5,
+                received: 70,
+                ..Default::default()
+            };
+            let b = report_datagram(&rep, 77).unwrap();
+            assert!(b.len() <= n);
+            sink.send_to(&b, from).unwrap();
+        });
+        let out = fin_exchange(&client, 5, 77, Duration::from_secs(5)).unwrap();
+        fake.join().unwrap();
+        match out {
+            FinOutcome::Report(r) => assert_eq!((r.run, r.received), (5, 70)),
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn a_report_longer_than_a_datagram_ends_the_exchange() {
+        let (client, sink) = pair();
+        let fake = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let (n, from) = sink.recv_from(&mut buf).unwrap();
+            assert!(n >= HEADER_LEN);
+            sink.send_to(&need_datagram(5, MAX_DATAGRAM + 1), from)
+                .unwrap();
+        });
+        let out = fin_exchange(&client, 5, 1, Duration::from_secs(5)).unwrap();
+        fake.join().unwrap();
+        assert!(
+            matches!(out, FinOutcome::TooLong(n) if n == MAX_DATAGRAM as u64 + 1),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_report_with_data_after_eviction_gives_no_loss() {
+        let mut r = SinkReport {
+            received: 10,
+            ..Default::default()
+        };
+        assert_eq!(incomplete_report(&r), None);
+        r.after_eviction = 3;
+        let why = incomplete_report(&r).unwrap();
+        assert!(why.contains("3 datagrams arrived after"), "{why}");
+    }
 }

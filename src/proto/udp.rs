@@ -4,23 +4,34 @@
 //!
 //! | offset | size | field |
 //! |---|---|---|
-//! | 0 | 4 | magic `SSU1` |
+//! | 0 | 4 | magic `SSU2` |
 //! | 4 | 4 | run id (random per `load udp` run) |
-//! | 8 | 8 | sequence number (0-based) for DATA; datagrams published for FIN |
+//! | 8 | 8 | DATA: sequence number (0-based); FIN, REPORT: datagrams published; NEED: the FIN length needed |
 //! | 16 | 8 | send time, CLOCK_MONOTONIC ns (one-way latency on one host only) |
-//! | 24 | 1 | kind: 0 DATA, 1 FIN, 2 REPORT |
+//! | 24 | 1 | kind: 0 DATA, 1 FIN, 2 REPORT, 3 NEED |
 //! | 25 | 7 | zero |
 //!
 //! DATA is padded to the requested size. At the end the client sends FIN
 //! (repeated, bounded) until the sink answers with REPORT, whose payload
 //! after the header is a JSON [`SinkReport`] for that run id.
+//!
+//! The sink never answers with more bytes than the FIN it answers, so it
+//! cannot amplify a forged FIN: the client pads its FIN with zeros, and a
+//! FIN too short for the REPORT is answered with NEED, a bare header whose
+//! `seq` is the FIN length that fits; the client pads to that and asks
+//! again. The sink answers only the address the run's first datagram came
+//! from. Version 1 (`SSU1`) answered every FIN in full: its datagrams are
+//! foreign to version 2.
 
 use serde::{Deserialize, Serialize};
 
 /// Header length; the smallest datagram.
 pub const HEADER_LEN: usize = 32;
-/// Magic bytes at offset 0.
-pub const MAGIC: [u8; 4] = *b"SSU1";
+/// Magic bytes at offset 0 (the last byte is the format version).
+pub const MAGIC: [u8; 4] = *b"SSU2";
+/// Largest UDP payload over IPv4: the longest FIN a client sends, so the
+/// longest REPORT a sink can return.
+pub const MAX_DATAGRAM: usize = 65_507;
 
 /// Datagram kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +42,9 @@ pub enum Kind {
     Fin,
     /// The sink's report (JSON payload).
     Report,
+    /// The sink's answer to a FIN too short for its REPORT: `seq` holds the
+    /// FIN length (bytes, header included) that the REPORT fits in.
+    Need,
 }
 
 /// A decoded header.
@@ -38,7 +52,8 @@ pub enum Kind {
 pub struct Header {
     /// Run id.
     pub run: u32,
-    /// Sequence number (DATA) or published count (FIN).
+    /// Sequence number (DATA), published count (FIN, REPORT) or FIN length
+    /// needed (NEED).
     pub seq: u64,
     /// CLOCK_MONOTONIC send time, ns.
     pub sent_ns: u64,
@@ -57,6 +72,7 @@ impl Header {
             Kind::Data => 0,
             Kind::Fin => 1,
             Kind::Report => 2,
+            Kind::Need => 3,
         };
         buf[25..32].fill(0);
     }
@@ -70,6 +86,7 @@ impl Header {
             0 => Kind::Data,
             1 => Kind::Fin,
             2 => Kind::Report,
+            3 => Kind::Need,
             _ => return None,
         };
         Some(Self {
@@ -106,6 +123,58 @@ pub struct SinkReport {
     pub latency_hist: String,
     /// Receive buffer the kernel granted the sink's socket (getsockopt).
     pub rcvbuf_granted: u64,
+    /// DATA datagrams that arrived after the sink had evicted this run's
+    /// state to make room for other runs: counted in no other figure, so
+    /// when non-zero `received` is only a lower bound and loss is unknown.
+    #[serde(default)]
+    pub after_eviction: u64,
+}
+
+/// A FIN for `run` with `published` DATA datagrams, zero-padded to `len`
+/// bytes (at least the header).
+pub fn fin_datagram(run: u32, published: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len.max(HEADER_LEN)];
+    Header {
+        run,
+        seq: published,
+        sent_ns: monotonic_ns(),
+        kind: Kind::Fin,
+    }
+    .encode(&mut b);
+    b
+}
+
+/// A NEED: the FIN of `run` must be `len` bytes long for its REPORT.
+pub fn need_datagram(run: u32, len: usize) -> [u8; HEADER_LEN] {
+    let mut b = [0u8; HEADER_LEN];
+    Header {
+        run,
+        seq: len as u64,
+        sent_ns: monotonic_ns(),
+        kind: Kind::Need,
+    }
+    .encode(&mut b);
+    b
+}
+
+/// The REPORT datagram for `rep` (header, `seq` = published, then JSON).
+pub fn report_datagram(rep: &SinkReport, published: u64) -> serde_json::Result<Vec<u8>> {
+    let json = serde_json::to_vec(rep)?;
+    let mut b = vec![0u8; HEADER_LEN + json.len()];
+    Header {
+        run: rep.run,
+        seq: published,
+        sent_ns: monotonic_ns(),
+        kind: Kind::Report,
+    }
+    .encode(&mut b);
+    b[HEADER_LEN..].copy_from_slice(&json);
+    Ok(b)
+}
+
+/// The SinkReport in a REPORT datagram (`buf` whole, header included).
+pub fn parse_report(buf: &[u8]) -> serde_json::Result<SinkReport> {
+    serde_json::from_slice(buf.get(HEADER_LEN..).unwrap_or_default())
 }
 
 /// CLOCK_MONOTONIC now, ns (the clock the send stamps use).
@@ -137,5 +206,30 @@ mod tests {
         assert_eq!(Header::decode(&buf[..31]), None);
         buf[0] = b'X';
         assert_eq!(Header::decode(&buf), None);
+        // Version 1 is foreign to version 2.
+        buf[0..4].copy_from_slice(b"SSU1");
+        assert_eq!(Header::decode(&buf), None);
+    }
+
+    #[test]
+    fn fin_need_and_report_datagrams() {
+        let fin = fin_datagram(9, 1000, 400);
+        assert_eq!(fin.len(), 400);
+        let h = Header::decode(&fin).unwrap();
+        assert_eq!((h.run, h.seq, h.kind), (9, 1000, Kind::Fin));
+        assert_eq!(fin_datagram(9, 1, 0).len(), HEADER_LEN);
+        let need = need_datagram(9, 345);
+        let h = Header::decode(&need).unwrap();
+        assert_eq!((h.run, h.seq, h.kind), (9, 345, Kind::Need));
+        let rep = SinkReport {
+            run: 9,
+            received: 990,
+            ..Default::default()
+        };
+        let b = report_datagram(&rep, 1000).unwrap();
+        let h = Header::decode(&b).unwrap();
+        assert_eq!((h.run, h.seq, h.kind), (9, 1000, Kind::Report));
+        assert_eq!(parse_report(&b).unwrap(), rep);
+        assert!(parse_report(&b[..HEADER_LEN + 3]).is_err());
     }
 }

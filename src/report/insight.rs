@@ -18,14 +18,17 @@ fn per(x: f64, tx: u64) -> f64 {
 
 /// The server's own transaction count and CPU, from its `--json` report
 /// (`sockscope.serve.echo`: `transactions`; `sockscope.serve.udp-sink`:
-/// datagrams received over all runs).
+/// datagrams received over all runs, those whose records the sink dropped
+/// included).
 pub fn server_figures(server: &Value) -> (Option<u64>, Option<f64>) {
     let tx = match server["schema"].as_str() {
         Some("sockscope.serve.echo") => server["transactions"].as_u64(),
         Some("sockscope.serve.udp-sink") => server["runs"].as_array().map(|runs| {
-            runs.iter()
+            let kept: u64 = runs
+                .iter()
                 .filter_map(|r| r["report"]["received"].as_u64())
-                .sum()
+                .sum();
+            kept + server["runs_dropped"]["received"].as_u64().unwrap_or(0)
         }),
         _ => None,
     };
@@ -256,4 +259,27 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udp_sink_count_includes_the_dropped_records() {
+        let sink = serde_json::json!({
+            "schema": "sockscope.serve.udp-sink",
+            "runs": [{"report": {"received": 5}}, {"report": {"received": 7}}],
+            "runs_dropped": {"runs": 3, "received": 30, "lost": 0},
+            "cpu_user_s": 0.5,
+            "cpu_system_s": 0.25,
+        });
+        assert_eq!(server_figures(&sink), (Some(42), Some(0.75)));
+        // A sink JSON from before runs_dropped existed.
+        let old = serde_json::json!({
+            "schema": "sockscope.serve.udp-sink",
+            "runs": [{"report": {"received": 5}}],
+        });
+        assert_eq!(server_figures(&old), (Some(5), None));
+    }
 }

@@ -1,6 +1,8 @@
 //! `sockscope serve udp-sink`: receives the sequenced datagrams of
-//! `load udp` (crate::proto::udp), accounts each run, answers every FIN with
-//! a REPORT, and sets its own loss beside the kernel's drop counters.
+//! `load udp` (crate::proto::udp), accounts each run, answers each run's
+//! FINs with a REPORT (at the run's own address, never with more bytes than
+//! the FIN), and sets its own loss beside the kernel's drop counters. The
+//! runs it tracks and the records it keeps are bounded (see [`table`]).
 //!
 //! Datagrams are read with recvmmsg into small buffers with MSG_TRUNC: only
 //! the 32-byte header matters, and the true length is still reported, so
@@ -9,9 +11,9 @@
 //! latency includes the time a datagram waited in the socket queue, which
 //! is what an application sees.
 
+pub mod table;
 pub mod tracker;
 
-use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
@@ -23,14 +25,14 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use self::tracker::RunTracker;
+pub use self::table::RunRecord;
+use self::table::{Dropped, MAX_LIVE, MAX_RECORDS, RunTable, Slot};
 use super::signals::timeout_ms;
 use super::{UdpSinkArgs, announce, cpu_times};
 use crate::procfs::snmp;
-use crate::proto::udp::{HEADER_LEN, Header, Kind, SinkReport, monotonic_ns};
+use crate::proto::udp::{Header, Kind, SinkReport, monotonic_ns, need_datagram, report_datagram};
 use crate::report as artifact;
 use crate::signals::{Signals, signal_name};
-use crate::stats::LatencySummary;
 
 /// Schema identifier of the udp-sink artifact.
 pub const SCHEMA: &str = "sockscope.serve.udp-sink";
@@ -43,35 +45,15 @@ const BATCH: usize = 64;
 const KEEP: usize = 64;
 /// Batches read per wakeup before signals and deadlines are checked again.
 const BATCHES_PER_WAKE: usize = 64;
-/// Distinct run ids tracked at once; datagrams of further runs are counted
-/// and ignored (each run may hold up to 512 KiB of bitmap).
-const MAX_RUNS: usize = 64;
+/// Runs whose loss line is printed as their first FIN arrives; later ones
+/// are only in the summary and the JSON (a flood of runs must not fill a
+/// log).
+const MAX_PRINTED_RUNS: u64 = 256;
+/// Runs listed in the summary printed at exit (the latest ones).
+const SUMMARY_RUNS: usize = 64;
 /// With --expect: how long to wait for the run's FIN once the count is
 /// reached, so the sender still gets its REPORT.
 const FIN_GRACE: Duration = Duration::from_secs(1);
-
-/// One run as the sink saw it (in the JSON's `runs`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RunRecord {
-    /// What was (or would be) sent back in REPORT.
-    pub report: SinkReport,
-    /// DATA datagrams the sender published (from its FIN; null if no FIN
-    /// arrived).
-    pub published: Option<u64>,
-    /// published - received: every loss, tail drops included.
-    pub lost: Option<u64>,
-    /// lost / published, percent.
-    pub loss_pct: Option<f64>,
-    /// Datagrams that arrived more than the tracking window (4 Mi sequence
-    /// numbers) behind: neither received nor duplicates.
-    pub late_beyond_window: u64,
-    /// Summary of `report.latency_hist`, ns.
-    pub latency: LatencySummary,
-    /// DATA bytes received, duplicates included.
-    pub bytes: u64,
-    /// FINs answered with a REPORT.
-    pub fins_answered: u64,
-}
 
 /// The kernel's UDP drop counters over the run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -108,13 +90,33 @@ pub struct UdpSinkReport {
     pub duration_s: f64,
     /// Every datagram read (ours and foreign).
     pub datagrams: u64,
-    /// Datagrams that are not DATA or FIN of the sockscope format.
+    /// Datagrams that are not DATA or FIN of the sockscope format (version
+    /// 2), and datagrams without a source address.
     pub foreign: u64,
-    /// Datagrams of runs beyond the tracking limit (64 run ids).
+    /// DATA datagrams of runs already evicted (each run's share is its
+    /// `report.after_eviction`): counted in no run's `received`.
     pub untracked_runs: u64,
-    /// REPORTs that could not be sent.
+    /// REPORTs and NEEDs that could not be sent.
     pub report_send_errors: u64,
-    /// Per run id, in order of first arrival.
+    /// FINs too short for their REPORT, answered with a NEED (a bare
+    /// header saying the length needed).
+    pub fins_too_short: u64,
+    /// FINs of a run from an address other than the run's: ignored, no
+    /// answer.
+    pub fins_wrong_source: u64,
+    /// DATA of a run from an address other than the run's: ignored.
+    pub data_wrong_source: u64,
+    /// Runs tracked at once; a new run beyond evicts one.
+    pub max_tracked_runs: u64,
+    /// Runs evicted to make room for newer ones (ended runs first, then
+    /// the least recently used).
+    pub runs_evicted: u64,
+    /// Records of evicted runs kept in `runs`; older ones are dropped.
+    pub max_run_records: u64,
+    /// What the dropped records held (not in `runs`).
+    pub runs_dropped: Dropped,
+    /// Per run id, in order of first arrival: the tracked runs and the
+    /// records of evicted ones still kept.
     pub runs: Vec<RunRecord>,
     /// The kernel's counters over the same time (null if unreadable).
     pub kernel: Option<KernelDrops>,
@@ -129,14 +131,23 @@ pub struct UdpSinkReport {
 /// State of a running sink.
 struct Sink {
     sock: UdpSocket,
-    granted: u64,
-    runs: HashMap<u32, RunTracker>,
-    order: Vec<u32>,
+    table: RunTable,
+    counts: Counts,
+    quiet: bool,
+}
+
+/// The sink's own counters (see UdpSinkReport).
+#[derive(Default)]
+struct Counts {
     datagrams: u64,
     foreign: u64,
     untracked: u64,
     send_errors: u64,
-    quiet: bool,
+    fins_too_short: u64,
+    fins_wrong_source: u64,
+    data_wrong_source: u64,
+    /// Loss lines printed as runs' first FINs arrived.
+    printed: u64,
 }
 
 /// Runs `serve udp-sink` until --expect, the idle timeout or a signal;
@@ -162,13 +173,8 @@ pub fn run(args: &UdpSinkArgs, quiet: bool) -> Result<u8> {
     }
     let mut sink = Sink {
         sock,
-        granted,
-        runs: HashMap::new(),
-        order: Vec::new(),
-        datagrams: 0,
-        foreign: 0,
-        untracked: 0,
-        send_errors: 0,
+        table: RunTable::new(MAX_LIVE, MAX_RECORDS, granted),
+        counts: Counts::default(),
         quiet,
     };
     let idle = (args.idle_timeout > 0.0).then(|| Duration::from_secs_f64(args.idle_timeout));
@@ -187,13 +193,8 @@ pub fn run(args: &UdpSinkArgs, quiet: bool) -> Result<u8> {
         }
         _ => None,
     };
-    let runs: Vec<RunRecord> = sink
-        .order
-        .iter()
-        .filter_map(|id| sink.runs.get(id))
-        .map(|t| record(t, granted))
-        .collect();
     let (user, system) = cpu_times();
+    let c = &sink.counts;
     let rep = UdpSinkReport {
         schema: SCHEMA.to_string(),
         schema_version: SCHEMA_VERSION,
@@ -204,11 +205,18 @@ pub fn run(args: &UdpSinkArgs, quiet: bool) -> Result<u8> {
         rmem_max,
         end_reason,
         duration_s: duration,
-        datagrams: sink.datagrams,
-        foreign: sink.foreign,
-        untracked_runs: sink.untracked,
-        report_send_errors: sink.send_errors,
-        runs,
+        datagrams: c.datagrams,
+        foreign: c.foreign,
+        untracked_runs: c.untracked,
+        report_send_errors: c.send_errors,
+        fins_too_short: c.fins_too_short,
+        fins_wrong_source: c.fins_wrong_source,
+        data_wrong_source: c.data_wrong_source,
+        max_tracked_runs: MAX_LIVE as u64,
+        runs_evicted: sink.table.evicted,
+        max_run_records: MAX_RECORDS as u64,
+        runs_dropped: sink.table.dropped.clone(),
+        runs: sink.table.records(),
         kernel,
         cpu_user_s: user,
         cpu_system_s: system,
@@ -279,13 +287,14 @@ impl Sink {
             if let Some(name) = signals.pending().map(|si| signal_name(si.ssi_signo)) {
                 return Ok(format!("signal:{name}"));
             }
+            let first = self.table.first_run();
             if let (Some(n), None) = (expect, expect_met)
-                && self.first_run().is_some_and(|t| t.received() >= n)
+                && first.is_some_and(|(received, _)| received >= n)
             {
                 expect_met = Some(Instant::now());
             }
             if let Some(t) = expect_met
-                && (self.first_run().is_some_and(|r| r.fins > 0) || t.elapsed() >= FIN_GRACE)
+                && (first.is_some_and(|(_, answered)| answered) || t.elapsed() >= FIN_GRACE)
             {
                 return Ok("expect".into());
             }
@@ -315,10 +324,6 @@ impl Sink {
         }
     }
 
-    fn first_run(&self) -> Option<&RunTracker> {
-        self.runs.get(self.order.first()?)
-    }
-
     /// Reads what is queued, a bounded number of batches; returns the
     /// datagrams read.
     fn drain_socket(&mut self, expect: Option<u64>) -> Result<u64> {
@@ -332,7 +337,11 @@ impl Sink {
             }
             total += got.len() as u64;
             // Stop at the expected count so the run ends where asked.
-            let met = expect.is_some_and(|n| self.first_run().is_some_and(|t| t.received() >= n));
+            let met = expect.is_some_and(|n| {
+                self.table
+                    .first_run()
+                    .is_some_and(|(received, _)| received >= n)
+            });
             if got.len() < BATCH || met {
                 break;
             }
@@ -340,66 +349,95 @@ impl Sink {
         Ok(total)
     }
 
+    /// Accounts one datagram of `len` bytes (`head`: its first bytes)
+    /// read at `now`, and answers it if it is a FIN of its run's address.
     fn datagram(&mut self, head: &[u8], len: usize, from: Option<SocketAddr>, now: u64) {
-        self.datagrams += 1;
-        let Some(h) = Header::decode(head) else {
-            self.foreign += 1;
+        let c = &mut self.counts;
+        c.datagrams += 1;
+        // A datagram without an address cannot be tied to a run or answered.
+        let (Some(h), Some(from)) = (Header::decode(head), from) else {
+            c.foreign += 1;
             return;
         };
-        if h.kind == Kind::Report {
-            self.foreign += 1;
+        if !matches!(h.kind, Kind::Data | Kind::Fin) {
+            c.foreign += 1;
             return;
         }
-        if !self.runs.contains_key(&h.run) {
-            if self.runs.len() >= MAX_RUNS {
-                self.untracked += 1;
-                return;
-            }
-            self.runs.insert(h.run, RunTracker::new(h.run));
-            self.order.push(h.run);
-        }
-        let Some(t) = self.runs.get_mut(&h.run) else {
-            return;
-        };
-        match h.kind {
-            Kind::Data => t.record(h.seq, h.sent_ns, now, len),
-            Kind::Fin => {
-                t.published = Some(h.seq);
-                let first = t.fins == 0;
-                t.fins += 1;
-                let rec = record(t, self.granted);
+        let granted = self.table.granted();
+        match (self.table.admit(h.run, from), h.kind) {
+            (Slot::WrongSource, Kind::Fin) => c.fins_wrong_source += 1,
+            (Slot::WrongSource, _) => c.data_wrong_source += 1,
+            (Slot::Live(l), Kind::Fin) => {
+                let first = l.tracker.published.is_none();
+                l.tracker.published = Some(h.seq);
+                let rec = RunRecord::of(&l.tracker, granted, l.source);
                 if first && !self.quiet {
-                    eprintln!("{}", run_line(&rec));
+                    print_run_line(c, &rec);
                 }
-                if let Some(to) = from {
-                    self.send_report(&rec.report, h.seq, to);
+                if answer_fin(&self.sock, c, &rec.report, h.seq, len, from) {
+                    l.tracker.fins += 1;
                 }
             }
-            Kind::Report => {}
+            (Slot::Live(l), _) => l.tracker.record(h.seq, h.sent_ns, now, len),
+            (Slot::Retired(r), Kind::Fin) => {
+                r.record.set_published(h.seq);
+                if answer_fin(&self.sock, c, &r.record.report, h.seq, len, from) {
+                    r.record.fins_answered += 1;
+                }
+            }
+            (Slot::Retired(r), _) => {
+                r.record.report.after_eviction += 1;
+                c.untracked += 1;
+            }
         }
     }
+}
 
-    /// Answers a FIN: header (kind REPORT, seq = published) + JSON.
-    fn send_report(&mut self, rep: &SinkReport, published: u64, to: SocketAddr) {
-        let Ok(json) = serde_json::to_vec(rep) else {
-            self.send_errors += 1;
-            return;
-        };
-        let mut buf = vec![0u8; HEADER_LEN + json.len()];
-        Header {
-            run: rep.run,
-            seq: published,
-            sent_ns: monotonic_ns(),
-            kind: Kind::Report,
-        }
-        .encode(&mut buf);
-        buf[HEADER_LEN..].copy_from_slice(&json);
-        // Non-blocking: a full send buffer loses this REPORT, and the
-        // sender's next FIN asks again.
-        if self.sock.send_to(&buf, to).is_err() {
-            self.send_errors += 1;
-        }
+/// Prints a run's loss line as its first FIN arrives, for the first
+/// MAX_PRINTED_RUNS runs.
+fn print_run_line(c: &mut Counts, rec: &RunRecord) {
+    c.printed += 1;
+    if c.printed <= MAX_PRINTED_RUNS {
+        eprintln!("{}", run_line(rec));
     }
+    if c.printed == MAX_PRINTED_RUNS {
+        eprintln!(
+            "serve udp-sink: {MAX_PRINTED_RUNS} runs printed; further runs are only in the \
+             summary and the JSON"
+        );
+    }
+}
+
+/// Answers a FIN of `fin_len` bytes from `to`: with the REPORT (header,
+/// `seq` = published, then the JSON) when it is no longer than the FIN,
+/// else with a NEED saying how long the FIN must be, so the answer is never
+/// larger than the datagram that asked. Returns whether a REPORT went out.
+fn answer_fin(
+    sock: &UdpSocket,
+    c: &mut Counts,
+    rep: &SinkReport,
+    published: u64,
+    fin_len: usize,
+    to: SocketAddr,
+) -> bool {
+    let Ok(report) = report_datagram(rep, published) else {
+        c.send_errors += 1;
+        return false;
+    };
+    let fits = report.len() <= fin_len;
+    let reply: &[u8] = if fits {
+        &report
+    } else {
+        c.fins_too_short += 1;
+        &need_datagram(rep.run, report.len())
+    };
+    // Non-blocking: a full send buffer loses this answer, and the sender's
+    // next FIN asks again.
+    if sock.send_to(reply, to).is_err() {
+        c.send_errors += 1;
+        return false;
+    }
+    fits
 }
 
 /// One recvmmsg (non-blocking, MSG_TRUNC so lengths are the datagrams'
@@ -476,27 +514,6 @@ fn sockaddr(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketA
     }
 }
 
-fn record(t: &RunTracker, granted: u64) -> RunRecord {
-    let report = t.report(granted);
-    let lost = t.published.map(|p| p.saturating_sub(report.received));
-    RunRecord {
-        published: t.published,
-        lost,
-        loss_pct: t.published.zip(lost).map(|(p, l)| {
-            if p > 0 {
-                100.0 * l as f64 / p as f64
-            } else {
-                0.0
-            }
-        }),
-        late_beyond_window: t.late,
-        latency: t.latency().summary(),
-        bytes: t.bytes,
-        fins_answered: t.fins,
-        report,
-    }
-}
-
 fn us(ns: f64) -> String {
     format!("{:.1}us", ns / 1000.0)
 }
@@ -541,11 +558,27 @@ fn render(r: &UdpSinkReport) -> String {
         r.foreign,
         r.rcvbuf_granted
     );
-    for run in &r.runs {
+    let hidden = r.runs.len().saturating_sub(SUMMARY_RUNS);
+    if hidden > 0 {
+        let _ = writeln!(s, "  ({hidden} earlier runs: see the JSON)");
+    }
+    for run in &r.runs[hidden..] {
         let _ = writeln!(s, "  {}", run_line(run));
     }
+    if r.runs_evicted > 0 || r.fins_wrong_source + r.data_wrong_source > 0 {
+        let _ = writeln!(
+            s,
+            "  {} runs evicted (more than {} at once), {} records dropped; ignored from \
+             another address than their run's: {} FINs, {} DATA",
+            r.runs_evicted,
+            r.max_tracked_runs,
+            r.runs_dropped.runs,
+            r.fins_wrong_source,
+            r.data_wrong_source
+        );
+    }
     if let Some(k) = &r.kernel {
-        let ours: u64 = r.runs.iter().filter_map(|x| x.lost).sum();
+        let ours: u64 = r.runs.iter().filter_map(|x| x.lost).sum::<u64>() + r.runs_dropped.lost;
         let _ = writeln!(
             s,
             "  kernel: RcvbufErrors +{}, InErrors +{} over the run (sink's own loss count: {ours}; \

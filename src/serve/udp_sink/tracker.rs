@@ -66,6 +66,11 @@ impl RunTracker {
         }
     }
 
+    /// The run id.
+    pub fn run(&self) -> u32 {
+        self.run
+    }
+
     /// Distinct DATA datagrams received.
     pub fn received(&self) -> u64 {
         self.received
@@ -150,6 +155,7 @@ impl RunTracker {
             // would only mean "no latency data".
             latency_hist: self.hist.to_v2_base64().unwrap_or_default(),
             rcvbuf_granted,
+            after_eviction: 0,
         }
     }
 
