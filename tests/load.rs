@@ -139,6 +139,26 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The per-second intervals of a window of `span_s` seconds (a count run's
+/// or a UDP run's `duration_s`): whole seconds, then the second the window
+/// ended in, marked partial with the part of it the window covered.
+fn assert_intervals_cover(rep: &serde_json::Value, span_s: f64) {
+    let iv = rep["intervals"].as_array().unwrap();
+    assert!(!iv.is_empty(), "{rep}");
+    for (n, i) in iv.iter().enumerate() {
+        assert_eq!(i["t_s"], n as u64, "one interval per second, in order: {i}");
+        let covered = i["covered_s"].as_f64().unwrap();
+        let left = span_s - n as f64;
+        if left >= 1.0 - 1e-3 {
+            assert_eq!(i["partial"], false, "{i}");
+            assert_eq!(covered, 1.0, "{i}");
+        } else {
+            assert_eq!(i["partial"], true, "second {n} of a {span_s} s window: {i}");
+            assert!((covered - left.max(0.0)).abs() < 1e-5, "{covered} vs {left}");
+        }
+    }
+}
+
 #[test]
 fn count_mode_completes_exactly_n_transactions() {
     let srv = TestServer::start(Behaviour::Echo);
@@ -176,6 +196,7 @@ fn count_mode_completes_exactly_n_transactions() {
     assert_eq!(rep["bytes"]["sent"], 5000 * 64);
     assert_eq!(rep["bytes"]["received"], 5000 * 64);
     assert_eq!(srv.echoed.load(Ordering::Relaxed), 5000 * 64);
+    assert_intervals_cover(&rep, rep["duration_s"].as_f64().unwrap());
 }
 
 #[test]
@@ -540,7 +561,16 @@ fn open_loop_rate_is_held_and_reports_both_latencies() {
     let u = rep["latency_uncorrected"]["p50_ns"].as_u64().unwrap();
     assert!(c >= u, "corrected {c} >= uncorrected {u}");
     assert!(rep["send_lag"]["count"].as_u64().unwrap() > 0);
-    assert_eq!(rep["intervals"].as_array().unwrap().len(), 2);
+    // Two whole seconds; responses that came in after the end, if any,
+    // are in a third, partial one.
+    let iv = rep["intervals"].as_array().unwrap();
+    let whole: Vec<_> = iv.iter().filter(|i| i["partial"] == false).collect();
+    assert_eq!(whole.len(), 2, "{iv:?}");
+    assert!(iv.len() <= 3, "{iv:?}");
+    if let Some(tail) = iv.get(2) {
+        assert_eq!(tail["partial"], true, "{tail}");
+        assert!(tail["covered_s"].as_f64().unwrap() < 1.0, "{tail}");
+    }
 }
 
 #[test]
@@ -825,6 +855,7 @@ fn udp_loss_equals_published_minus_received_and_the_kernel_agrees() {
         .map(|i| i["transactions"].as_u64().unwrap())
         .sum();
     assert_eq!(per_second, published, "per-second published counts add up");
+    assert_intervals_cover(&rep, rep["duration_s"].as_f64().unwrap());
     let _ = stop_ok(srv, &sj);
 }
 

@@ -20,7 +20,7 @@ use super::tcp_rr::WorkerEnd;
 use super::{tcp_crr, tcp_rr};
 use crate::report::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig, LoadReport, SCHEMA,
-    SCHEMA_VERSION,
+    SCHEMA_VERSION, seal_intervals,
 };
 use crate::signals::{Signals, StopFlag, signal_name};
 use crate::stats::LatencyHist;
@@ -372,17 +372,25 @@ pub fn run_tcp(
                 .collect(),
             unanswered_at_end: ends.iter().map(|e| e.unanswered).sum(),
         },
-        intervals: intervals
-            .into_iter()
-            .map(|(s, (tx, er, h))| Interval {
-                t_s: s,
-                transactions: tx,
-                errors: er,
-                p50_ns: Some(h.value_at_quantile(0.5)),
-                p99_ns: Some(h.value_at_quantile(0.99)),
-                max_ns: Some(h.max()),
-            })
-            .collect(),
+        intervals: seal_intervals(
+            intervals
+                .into_iter()
+                .map(|(s, (tx, er, h))| Interval {
+                    t_s: s,
+                    transactions: tx,
+                    errors: er,
+                    // A second with errors only has no latency to show.
+                    p50_ns: (!h.is_empty()).then(|| h.value_at_quantile(0.5)),
+                    p99_ns: (!h.is_empty()).then(|| h.value_at_quantile(0.99)),
+                    max_ns: (!h.is_empty()).then(|| h.max()),
+                    ..Interval::empty(s)
+                })
+                .collect(),
+            // Everything the workers recorded, the responses that came in
+            // after a duration run's end included (they land in a last,
+            // partial second).
+            wall_end.saturating_sub(measure_from) as f64 / 1e9,
+        ),
         bytes: Bytes {
             sent: t.bytes_sent,
             received: t.bytes_received,
