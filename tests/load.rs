@@ -154,7 +154,10 @@ fn assert_intervals_cover(rep: &serde_json::Value, span_s: f64) {
             assert_eq!(covered, 1.0, "{i}");
         } else {
             assert_eq!(i["partial"], true, "second {n} of a {span_s} s window: {i}");
-            assert!((covered - left.max(0.0)).abs() < 1e-5, "{covered} vs {left}");
+            assert!(
+                (covered - left.max(0.0)).abs() < 1e-5,
+                "{covered} vs {left}"
+            );
         }
     }
 }
