@@ -139,6 +139,47 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The per-second intervals of a run that lasted `span_s` seconds: whole
+/// seconds, then the second the run ended in, marked partial with the part
+/// of it the run covered. `exact`: `span_s` is the run's own length (a UDP
+/// run's `duration_s`); otherwise an upper bound (a TCP count run's
+/// `duration_s` is taken when the watching thread noticed the end, up to a
+/// poll period after the workers stopped, where the intervals are sealed).
+fn assert_intervals_cover(rep: &serde_json::Value, span_s: f64, exact: bool) {
+    let iv = rep["intervals"].as_array().unwrap();
+    assert!(!iv.is_empty(), "{rep}");
+    let last = iv.len() - 1;
+    for (n, i) in iv.iter().enumerate() {
+        assert_eq!(i["t_s"], n as u64, "one interval per second, in order: {i}");
+        let covered = i["covered_s"].as_f64().unwrap();
+        let left = span_s - n as f64;
+        if i["partial"] == false {
+            assert_eq!(covered, 1.0, "{i}");
+            assert!(
+                left >= 1.0 - 1e-3,
+                "second {n} of a {span_s} s run is whole: {i}"
+            );
+            continue;
+        }
+        assert_eq!(n, last, "only the last second is partial: {iv:?}");
+        assert!(covered < 1.0, "{i}");
+        if exact {
+            assert!(
+                (covered - left.max(0.0)).abs() < 1e-5,
+                "{covered} vs {left}"
+            );
+        } else {
+            assert!(covered <= left + 1e-5, "{covered} vs at most {left}");
+        }
+    }
+    if exact && span_s.fract() > 1e-3 {
+        assert_eq!(
+            iv[last]["partial"], true,
+            "a {span_s} s run ends mid-second"
+        );
+    }
+}
+
 #[test]
 fn count_mode_completes_exactly_n_transactions() {
     let srv = TestServer::start(Behaviour::Echo);
@@ -176,6 +217,11 @@ fn count_mode_completes_exactly_n_transactions() {
     assert_eq!(rep["bytes"]["sent"], 5000 * 64);
     assert_eq!(rep["bytes"]["received"], 5000 * 64);
     assert_eq!(srv.echoed.load(Ordering::Relaxed), 5000 * 64);
+    // Well under a second here: one interval, partial.
+    assert_intervals_cover(&rep, rep["duration_s"].as_f64().unwrap(), false);
+    if rep["duration_s"].as_f64().unwrap() < 0.9 {
+        assert_eq!(rep["intervals"][0]["partial"], true, "{rep}");
+    }
 }
 
 #[test]
@@ -540,7 +586,16 @@ fn open_loop_rate_is_held_and_reports_both_latencies() {
     let u = rep["latency_uncorrected"]["p50_ns"].as_u64().unwrap();
     assert!(c >= u, "corrected {c} >= uncorrected {u}");
     assert!(rep["send_lag"]["count"].as_u64().unwrap() > 0);
-    assert_eq!(rep["intervals"].as_array().unwrap().len(), 2);
+    // Two whole seconds; responses that came in after the end, if any,
+    // are in a third, partial one.
+    let iv = rep["intervals"].as_array().unwrap();
+    let whole: Vec<_> = iv.iter().filter(|i| i["partial"] == false).collect();
+    assert_eq!(whole.len(), 2, "{iv:?}");
+    assert!(iv.len() <= 3, "{iv:?}");
+    if let Some(tail) = iv.get(2) {
+        assert_eq!(tail["partial"], true, "{tail}");
+        assert!(tail["covered_s"].as_f64().unwrap() < 1.0, "{tail}");
+    }
 }
 
 #[test]
@@ -834,6 +889,7 @@ fn udp_loss_equals_published_minus_received_and_the_kernel_agrees() {
         .map(|i| i["transactions"].as_u64().unwrap())
         .sum();
     assert_eq!(per_second, published, "per-second published counts add up");
+    assert_intervals_cover(&rep, rep["duration_s"].as_f64().unwrap(), true);
     let _ = stop_ok(srv, &sj);
 }
 

@@ -560,6 +560,72 @@ fn profile_of_an_arbitrary_command_redis() {
     assert!(rep["target"].get("server_report").is_none());
 }
 
+/// A forking echo server in Perl (perl-base is on every Debian system): a
+/// process per connection, so under tcp-crr a fork per transaction.
+const FORKING_ECHO: &str = r#"$SIG{CHLD} = "IGNORE";
+my $l = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$ARGV[0]", Listen => 128, ReuseAddr => 1)
+    or die "listen: $!";
+while (1) {
+    my $c = $l->accept or next;
+    if (!fork) { close $l; while (sysread($c, my $b, 4096)) { syswrite($c, $b) } exit 0 }
+    close $c;
+}"#;
+
+#[test]
+fn profile_of_a_forking_server_names_process_creation() {
+    if !require_bpf("profile_of_a_forking_server_names_process_creation") {
+        return;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = scratch("profile-fork");
+    let out = dir.join("art");
+    let (c, so, se) = profile(&[
+        "--load",
+        "tcp-crr -c 2 -n 300 --req 16 --resp 16 --verify",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "perl",
+        "-MIO::Socket::INET",
+        "-e",
+        FORKING_ECHO,
+        &port.to_string(),
+    ]);
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    assert_eq!(rep["load"]["transactions"], 300);
+    let d = &rep["derived"];
+    // One fork per connection, one connection per transaction.
+    let created = f(&d["tasks_created_per_transaction"]);
+    assert!((0.99..=1.01).contains(&created), "{d}");
+    assert!(d["processes_seen"].as_u64().unwrap() >= 300, "{d}");
+    assert!(f(&d["minor_faults_per_transaction"]) > 1.0, "{d}");
+    let classes = d["syscall_classes"].as_array().unwrap();
+    assert!(classes.iter().any(|c| c["class"] == "process"), "{d}");
+    let insights: Vec<&str> = rep["insights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(
+        insights
+            .iter()
+            .any(|s| s.starts_with("Process creation stands out: 1.00 new")),
+        "{insights:#?}"
+    );
+    assert!(
+        !insights
+            .iter()
+            .any(|s| s.contains("socket path,") || s.contains("likely its socket path")),
+        "a forking server's kernel time is not its socket path alone: {insights:#?}"
+    );
+}
+
 #[test]
 fn usage_errors_exit_2_before_anything_runs() {
     let dir = scratch("profile-usage");

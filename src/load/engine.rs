@@ -20,7 +20,7 @@ use super::tcp_rr::WorkerEnd;
 use super::{tcp_crr, tcp_rr};
 use crate::report::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig, LoadReport, SCHEMA,
-    SCHEMA_VERSION,
+    SCHEMA_VERSION, seal_intervals,
 };
 use crate::signals::{Signals, StopFlag, signal_name};
 use crate::stats::LatencyHist;
@@ -64,6 +64,8 @@ struct WorkerResult {
     end: WorkerEnd,
     cpu_ns: u64,
     wall_ns: u64,
+    /// When it stopped, on the run clock: the end of what it recorded.
+    stopped_at: u64,
 }
 
 /// A finished TCP run.
@@ -166,11 +168,13 @@ pub fn run_tcp(
                         TcpKind::Crr => tcp_crr::run(plan, ctx, &mut t),
                     }
                     .with_context(|| format!("load worker {}", ctx.index))?;
+                    let stopped_at = clock.now();
                     Ok(WorkerResult {
                         tally: t,
                         end,
                         cpu_ns: thread_cpu_ns() - cpu0,
-                        wall_ns: clock.now() - t0,
+                        wall_ns: stopped_at - t0,
+                        stopped_at,
                     })
                 })
             })
@@ -244,8 +248,10 @@ pub fn run_tcp(
     let mut parts = Vec::new();
     let mut ends = Vec::new();
     let mut shares = Vec::new();
+    let mut stopped_at = 0;
     for r in results {
         let r = r?;
+        stopped_at = stopped_at.max(r.stopped_at);
         shares.push(r.cpu_ns as f64 / r.wall_ns.max(1) as f64);
         parts.push(r.tally);
         ends.push(r.end);
@@ -372,17 +378,27 @@ pub fn run_tcp(
                 .collect(),
             unanswered_at_end: ends.iter().map(|e| e.unanswered).sum(),
         },
-        intervals: intervals
-            .into_iter()
-            .map(|(s, (tx, er, h))| Interval {
-                t_s: s,
-                transactions: tx,
-                errors: er,
-                p50_ns: Some(h.value_at_quantile(0.5)),
-                p99_ns: Some(h.value_at_quantile(0.99)),
-                max_ns: Some(h.max()),
-            })
-            .collect(),
+        intervals: seal_intervals(
+            intervals
+                .into_iter()
+                .map(|(s, (tx, er, h))| Interval {
+                    t_s: s,
+                    transactions: tx,
+                    errors: er,
+                    // A second with errors only has no latency to show.
+                    p50_ns: (!h.is_empty()).then(|| h.value_at_quantile(0.5)),
+                    p99_ns: (!h.is_empty()).then(|| h.value_at_quantile(0.99)),
+                    max_ns: (!h.is_empty()).then(|| h.max()),
+                    ..Interval::empty(s)
+                })
+                .collect(),
+            // Until the last worker stopped: everything the workers
+            // recorded, the responses that came in after a duration run's
+            // end included (they land in a last, partial second). Not
+            // `wall_end`: the watching thread notices the end up to one
+            // poll period later.
+            stopped_at.saturating_sub(measure_from) as f64 / 1e9,
+        ),
         bytes: Bytes {
             sent: t.bytes_sent,
             received: t.bytes_received,

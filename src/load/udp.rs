@@ -369,7 +369,7 @@ pub fn run(
                 .unwrap_or_default(),
             unanswered_at_end: 0,
         },
-        intervals: intervals_of(&per_second),
+        intervals: crate::report::load::seal_intervals(intervals_of(&per_second), secs),
         bytes: Bytes {
             sent: tx.published * plan.size as u64,
             received: 0,
@@ -440,12 +440,9 @@ fn intervals_of(per_second: &[(u64, u64)]) -> Vec<crate::report::load::Interval>
         .enumerate()
         .map(|(i, &(p, e))| {
             let iv = crate::report::load::Interval {
-                t_s: i as u64,
                 transactions: p - prev.0,
                 errors: e - prev.1,
-                p50_ns: None,
-                p99_ns: None,
-                max_ns: None,
+                ..crate::report::load::Interval::empty(i as u64)
             };
             prev = (p, e);
             iv

@@ -1,11 +1,25 @@
 //! `sockscope compare A.json B.json`: the differences between two profile
 //! artifacts (throughput, latency percentiles, syscalls per transaction,
-//! CPU split), each with its change in percent.
+//! CPU split, page faults), each with its change: in percent for
+//! quantities, in percentage points for shares, absolute from zero; and
+//! warnings when the two runs differ in more than the change under test
+//! (machine, tracer mode, target, load shape).
 
 use std::fmt::Write as _;
 
 use super::profile::ProfileReport;
 use super::trace_text::human_ns;
+
+/// How a figure's change is put.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A quantity: relative change in percent (absolute when A is, or
+    /// displays as, zero).
+    Quantity,
+    /// A share (0..1): the difference in percentage points; a share that
+    /// goes from 40% to 60% changed by 20 points, not by 50%.
+    Share,
+}
 
 /// One compared figure.
 struct Row {
@@ -13,17 +27,33 @@ struct Row {
     a: Option<f64>,
     b: Option<f64>,
     fmt: fn(f64) -> String,
+    kind: Kind,
 }
 
-fn change(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if a != 0.0 => format!("{:+.1}%", 100.0 * (b - a) / a.abs()),
-        (Some(a), Some(b)) if a == b => "+0.0%".into(),
-        (Some(_), Some(_)) => "new".into(),
-        _ => "-".into(),
+/// B's change relative to A, as a reader can use it.
+fn change(a: Option<f64>, b: Option<f64>, fmt: fn(f64) -> String, kind: Kind) -> String {
+    let (Some(a), Some(b)) = (a, b) else {
+        return "-".into();
+    };
+    if kind == Kind::Share {
+        return format!("{:+.1} pp", 100.0 * (b - a));
     }
+    if a == b {
+        return "+0.0%".into();
+    }
+    // From zero, or from a value too small to show, a percentage says
+    // nothing ("+5002146.4%"): the absolute change does.
+    if a == 0.0 || fmt(a) == fmt(0.0) {
+        let diff = fmt((b - a).abs());
+        if diff == fmt(0.0) {
+            // Both too small to show: so is their difference.
+            return "~0".into();
+        }
+        let sign = if b > a { '+' } else { '-' };
+        return format!("{sign}{diff}");
+    }
+    format!("{:+.1}%", 100.0 * (b - a) / a.abs())
 }
-
 fn num(v: f64) -> String {
     if v.abs() >= 1000.0 {
         format!("{v:.0}")
@@ -40,21 +70,28 @@ fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
-/// Renders the comparison table (B relative to A).
-pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) -> String {
+/// The rows of the comparison, in the order they print.
+fn rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
+    let row = |name: &str, a: Option<f64>, b: Option<f64>, fmt: fn(f64) -> String| Row {
+        name: name.into(),
+        a,
+        b,
+        fmt,
+        kind: Kind::Quantity,
+    };
     let mut rows = vec![
-        Row {
-            name: "transactions/s".into(),
-            a: Some(a.derived.rate_per_s),
-            b: Some(b.derived.rate_per_s),
-            fmt: num,
-        },
-        Row {
-            name: "transactions".into(),
-            a: Some(a.derived.transactions as f64),
-            b: Some(b.derived.transactions as f64),
-            fmt: num,
-        },
+        row(
+            "transactions/s",
+            Some(a.derived.rate_per_s),
+            Some(b.derived.rate_per_s),
+            num,
+        ),
+        row(
+            "transactions",
+            Some(a.derived.transactions as f64),
+            Some(b.derived.transactions as f64),
+            num,
+        ),
     ];
     let lat = |r: &ProfileReport, f: fn(&crate::stats::LatencySummary) -> u64| {
         r.load.latency.as_ref().map(|l| f(&l.summary) as f64)
@@ -69,19 +106,14 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
         ("latency p99.9", |s| s.p999_ns),
         ("latency max", |s| s.max_ns),
     ] {
-        rows.push(Row {
-            name: name.into(),
-            a: lat(a, f),
-            b: lat(b, f),
-            fmt: ns,
-        });
+        rows.push(row(name, lat(a, f), lat(b, f), ns));
     }
-    rows.push(Row {
-        name: "syscalls per transaction".into(),
-        a: Some(a.derived.syscalls_per_transaction),
-        b: Some(b.derived.syscalls_per_transaction),
-        fmt: num,
-    });
+    rows.push(row(
+        "syscalls per transaction",
+        Some(a.derived.syscalls_per_transaction),
+        Some(b.derived.syscalls_per_transaction),
+        num,
+    ));
     // Per syscall: the union of both runs' top syscalls.
     let mut names: Vec<String> = Vec::new();
     for r in [a, b] {
@@ -101,46 +133,90 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
                 .map_or(0.0, |s| s.calls as f64 / tx),
         )
     };
+    // A syscall's share of all syscall time (None in count-only mode).
+    let share = |r: &ProfileReport, n: &str| {
+        let total = r.trace.totals.time_ns.filter(|t| *t > 0)?;
+        let t = r
+            .trace
+            .syscalls
+            .iter()
+            .find(|s| s.name == n)
+            .and_then(|s| s.latency.as_ref())
+            .map_or(0, |l| l.total_ns);
+        Some(t as f64 / total as f64)
+    };
     for n in &names {
+        rows.push(row(
+            &format!("  {n} per transaction"),
+            per(a, n),
+            per(b, n),
+            num,
+        ));
+    }
+    // Shares under half a percent in both runs are noise here.
+    for n in names.iter().filter(|n| {
+        [share(a, n), share(b, n)]
+            .into_iter()
+            .flatten()
+            .any(|s| s >= 0.005)
+    }) {
         rows.push(Row {
-            name: format!("  {n} per transaction"),
-            a: per(a, n),
-            b: per(b, n),
-            fmt: num,
+            name: format!("  {n} share of syscall time"),
+            a: share(a, n),
+            b: share(b, n),
+            fmt: pct,
+            kind: Kind::Share,
         });
     }
-    for (name, f, fmt) in [
+    for (name, f, fmt, kind) in [
         (
             "target CPU per transaction (us)",
             (|r: &ProfileReport| r.derived.target_cpu_us_per_transaction)
                 as fn(&ProfileReport) -> f64,
             num as fn(f64) -> String,
+            Kind::Quantity,
         ),
-        ("target user CPU (s)", |r| r.derived.target_user_cpu_s, num),
+        (
+            "target user CPU (s)",
+            |r| r.derived.target_user_cpu_s,
+            num,
+            Kind::Quantity,
+        ),
         (
             "target system CPU (s)",
             |r| r.derived.target_system_cpu_s,
             num,
+            Kind::Quantity,
         ),
         (
             "target share in the kernel",
             |r| r.derived.target_kernel_share,
             pct,
+            Kind::Share,
+        ),
+        (
+            "minor page faults per transaction",
+            |r| r.derived.minor_faults_per_transaction,
+            num,
+            Kind::Quantity,
         ),
         (
             "voluntary switches per transaction",
             |r| r.derived.voluntary_switches_per_transaction,
             num,
+            Kind::Quantity,
         ),
         (
             "involuntary switches per transaction",
             |r| r.derived.involuntary_switches_per_transaction,
             num,
+            Kind::Quantity,
         ),
         (
             "generator CPU per transaction (us)",
             |r| r.derived.generator_cpu_us_per_transaction,
             num,
+            Kind::Quantity,
         ),
     ] {
         rows.push(Row {
@@ -148,30 +224,144 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
             a: Some(f(a)),
             b: Some(f(b)),
             fmt,
+            kind,
         });
     }
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "A: {a_name}\n   {} under {}",
-        a.target.comm,
-        a.load_command.join(" ")
-    );
-    let _ = writeln!(
-        s,
-        "B: {b_name}\n   {} under {}",
-        b.target.comm,
-        b.load_command.join(" ")
-    );
+    rows
+}
+
+/// The target's command as a comparable list: the program's base name,
+/// without the `--json FILE` profile gives a `serve` target, with the port
+/// it listened on written `PORT` (two runs of one server differ in it).
+fn target_identity(r: &ProfileReport) -> Vec<String> {
+    let Some(cmd) = &r.target.command else {
+        return vec![format!("pid of {}", r.target.comm)];
+    };
+    let port = r
+        .target
+        .address
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    let mut skip = false;
+    for (i, arg) in cmd.iter().enumerate() {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if arg == "--json" {
+            skip = true;
+            continue;
+        }
+        if arg.starts_with("--json=") {
+            continue;
+        }
+        let arg = if i == 0 {
+            arg.rsplit('/').next().unwrap_or(arg).to_string()
+        } else if !port.is_empty() {
+            arg.replace(&port, "PORT")
+        } else {
+            arg.clone()
+        };
+        out.push(arg);
+    }
+    out
+}
+
+/// The options that shape a load, by name, for people.
+fn load_shape(r: &ProfileReport) -> Vec<(&'static str, String)> {
+    let c = &r.load.config;
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    vec![
+        ("workload", r.load.workload.clone()),
+        ("connections", opt(c.connections.map(|v| v.to_string()))),
+        ("threads", c.threads.to_string()),
+        ("pipeline", opt(c.pipeline.map(|v| v.to_string()))),
+        ("request bytes", opt(c.request_bytes.map(|v| v.to_string()))),
+        (
+            "response bytes",
+            opt(c.response_bytes.map(|v| v.to_string())),
+        ),
+        ("request", opt(c.request.clone())),
+        (
+            "datagram bytes",
+            opt(c.datagram_bytes.map(|v| v.to_string())),
+        ),
+        ("burst", opt(c.burst.map(|v| v.to_string()))),
+        ("rate", opt(c.rate.map(|v| format!("{v}/s")))),
+        ("duration", opt(c.duration_s.map(|v| format!("{v} s")))),
+        ("count", opt(c.count.map(|v| v.to_string()))),
+        ("warm-up", format!("{} s", c.warmup_s)),
+    ]
+}
+
+/// Warnings about differences that are not the change under test.
+fn warnings(a: &ProfileReport, b: &ProfileReport) -> Vec<String> {
+    let mut out = Vec::new();
     if a.machine.kernel_release != b.machine.kernel_release
         || a.machine.cpu_model != b.machine.cpu_model
     {
-        let _ = writeln!(
-            s,
-            "note: different machines or kernels ({} vs {}): differences are not only the change under test",
+        out.push(format!(
+            "different machines or kernels ({} vs {}): differences are not only the change \
+             under test",
             a.machine.describe(),
             b.machine.describe()
+        ));
+    }
+    let mode = |r: &ProfileReport| {
+        if r.trace.options.count_only {
+            "count-only (--count-only: no syscall latency)"
+        } else {
+            "latency"
+        }
+    };
+    if a.trace.options.count_only != b.trace.options.count_only {
+        out.push(format!(
+            "different tracer modes: A {}, B {}; the tracer costs the target differently in \
+             each, and syscall times exist only in latency mode",
+            mode(a),
+            mode(b)
+        ));
+    }
+    let (ta, tb) = (target_identity(a), target_identity(b));
+    if ta != tb {
+        out.push(format!(
+            "different targets: A `{}`, B `{}`",
+            shell_words::join(&ta),
+            shell_words::join(&tb)
+        ));
+    }
+    let diffs: Vec<String> = load_shape(a)
+        .into_iter()
+        .zip(load_shape(b))
+        .filter(|(x, y)| x.1 != y.1)
+        .map(|((name, x), (_, y))| format!("{name} {x} vs {y}"))
+        .collect();
+    if !diffs.is_empty() {
+        out.push(format!(
+            "different loads ({}): per-transaction figures depend on the load's shape",
+            diffs.join(", ")
+        ));
+    }
+    out
+}
+
+/// Renders the comparison table (B relative to A).
+pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) -> String {
+    let mut s = String::new();
+    for (label, name, r) in [("A", a_name, a), ("B", b_name, b)] {
+        let _ = writeln!(
+            s,
+            "{label}: {name}\n   {} under {}",
+            r.target.command.as_ref().map_or_else(
+                || format!("pid {} ({})", r.target.pid, r.target.comm),
+                |c| { shell_words::join(c) }
+            ),
+            shell_words::join(&r.load_command)
         );
+    }
+    for w in warnings(a, b) {
+        let _ = writeln!(s, "note: {w}");
     }
     let _ = writeln!(s);
     let _ = writeln!(
@@ -179,7 +369,7 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
         "{:<40} {:>14} {:>14} {:>10}",
         "figure", "A", "B", "change"
     );
-    for r in rows {
+    for r in rows(a, b) {
         let f = |v: Option<f64>| v.map_or("-".to_string(), r.fmt);
         let _ = writeln!(
             s,
@@ -187,22 +377,116 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
             r.name,
             f(r.a),
             f(r.b),
-            change(r.a, r.b)
+            change(r.a, r.b, r.fmt, r.kind)
         );
     }
+    let _ = writeln!(
+        s,
+        "\nchange: B relative to A in percent; shares in percentage points (pp); from a zero \
+         (or a value that shows as zero) the absolute change (~0: both too small to show)"
+    );
     s
 }
 
 #[cfg(test)]
 mod tests {
-    use super::change;
+    use super::super::fixtures;
+    use super::*;
 
     #[test]
-    fn change_in_percent() {
-        assert_eq!(change(Some(100.0), Some(150.0)), "+50.0%");
-        assert_eq!(change(Some(200.0), Some(100.0)), "-50.0%");
-        assert_eq!(change(Some(0.0), Some(0.0)), "+0.0%");
-        assert_eq!(change(Some(0.0), Some(3.0)), "new");
-        assert_eq!(change(None, Some(3.0)), "-");
+    fn change_in_percent_points_or_absolute() {
+        let q = Kind::Quantity;
+        assert_eq!(change(Some(100.0), Some(150.0), num, q), "+50.0%");
+        assert_eq!(change(Some(200.0), Some(100.0), num, q), "-50.0%");
+        assert_eq!(change(Some(0.0), Some(0.0), num, q), "+0.0%");
+        assert_eq!(change(None, Some(3.0), num, q), "-");
+        // From zero, or from what displays as zero: absolute.
+        assert_eq!(change(Some(0.0), Some(3.0), num, q), "+3.000");
+        assert_eq!(change(Some(0.0000002), Some(1.0004), num, q), "+1.000");
+        assert_eq!(change(Some(0.0), Some(2_500_000.0), ns, q), "+2.50ms");
+        assert_eq!(change(Some(0.0001), Some(0.0), num, q), "~0");
+        assert_eq!(change(Some(0.0004), Some(0.5), num, q), "+0.500");
+        // Shares: 40% -> 60% is 20 points, not +50%.
+        assert_eq!(change(Some(0.4), Some(0.6), pct, Kind::Share), "+20.0 pp");
+        assert_eq!(change(Some(0.0), Some(0.05), pct, Kind::Share), "+5.0 pp");
+    }
+
+    #[test]
+    fn commands_paste_into_a_shell_and_differences_are_named() {
+        let a = fixtures::profile(&fixtures::epoll_echo());
+        let mut b = fixtures::profile(&fixtures::epoll_echo());
+        let out = render(&a, &b, "a.json", "b.json");
+        assert!(!out.contains("note:"), "{out}");
+        b.load_command = vec![
+            "sockscope".into(),
+            "load".into(),
+            "tcp-rr".into(),
+            "--request".into(),
+            "PING\\r\\n".into(),
+        ];
+        b.target.command = Some(
+            [
+                "sockscope",
+                "serve",
+                "echo",
+                "--transport",
+                "uring",
+                "--json",
+                "/tmp/x.json",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        b.trace.options.count_only = true;
+        b.load.config.connections = Some(64);
+        b.load.config.duration_s = Some(10.0);
+        let out = render(&a, &b, "a.json", "b.json");
+        assert!(
+            out.contains("under sockscope load tcp-rr --request 'PING\\r\\n'"),
+            "{out}"
+        );
+        assert!(out.contains("note: different tracer modes: A latency, B count-only"));
+        assert!(out.contains(
+            "note: different targets: A `sockscope serve echo --transport epoll`, B `sockscope \
+             serve echo --transport uring`"
+        ));
+        assert!(out.contains("note: different loads (connections 16 vs 64, duration 2 s vs 10 s)"));
+    }
+
+    #[test]
+    fn the_same_server_on_another_port_is_the_same_target() {
+        let a = fixtures::profile(&fixtures::forking_server());
+        let mut b = fixtures::profile(&fixtures::forking_server());
+        b.target.address = "127.0.0.1:41000".into();
+        b.target.command = Some(
+            [
+                "/usr/local/bin/postgres",
+                "-D",
+                "/tmp/pgdata",
+                "-p",
+                "41000",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        assert!(!render(&a, &b, "a", "b").contains("different targets"));
+    }
+
+    #[test]
+    fn shares_change_in_points() {
+        let a = fixtures::profile(&fixtures::epoll_echo());
+        let mut b = fixtures::profile(&fixtures::epoll_echo());
+        b.derived.target_kernel_share = a.derived.target_kernel_share - 0.10;
+        let out = render(&a, &b, "a", "b");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("target share in the kernel"))
+            .unwrap();
+        assert!(line.ends_with("-10.0 pp"), "{line}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("  sendto share of syscall time"))
+            .unwrap();
+        assert!(line.ends_with("+0.0 pp"), "{line}");
     }
 }

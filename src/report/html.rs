@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use super::bench::{
     BenchReport, DemoReport, OverheadResult, RelayResult, TransportResult, UdpRcvbufResult,
 };
-use super::load::LoadReport;
+use super::load::{Interval, LoadReport};
 use super::profile::ProfileReport;
 use super::svg::{self, BarChart, LineChart, Scale, Series, StackChart, esc};
-use super::trace_text::human_ns;
+use super::trace_text::{self, human_ns};
 use crate::run::machine::{Build, Machine};
 use crate::serve::echo::report::human_bytes;
 
@@ -238,16 +238,27 @@ pub fn latency_section(p: &str, load: &LoadReport) -> String {
 }
 
 /// Throughput per second of the load window, and its latency per second.
+/// A partial second (the window did not cover all of it) is not drawn:
+/// its count is not a rate and its percentiles rest on a few samples. The
+/// table lists it, marked, and a line under the charts says why it is not
+/// in them.
 pub fn throughput_section(p: &str, load: &LoadReport) -> String {
     if load.intervals.is_empty() {
         return String::new();
     }
     let udp = load.workload == "udp";
-    let tx: Vec<(f64, f64)> = load
-        .intervals
-        .iter()
-        .map(|i| (i.t_s as f64, i.transactions as f64))
-        .collect();
+    let whole: Vec<&Interval> = load.intervals.iter().filter(|i| !i.partial).collect();
+    let ticks = match (whole.first(), whole.last()) {
+        (Some(a), Some(b)) if b.t_s > a.t_s => svg::whole_ticks(a.t_s as f64, b.t_s as f64),
+        (Some(a), _) => svg::whole_ticks(a.t_s as f64, a.t_s as f64 + 1.0),
+        _ => Vec::new(),
+    };
+    let line = |f: fn(&Interval) -> Option<f64>| -> Vec<(f64, f64)> {
+        whole
+            .iter()
+            .filter_map(|i| Some((i.t_s as f64, f(i)?)))
+            .collect()
+    };
     let chart = svg::line_chart(&LineChart {
         id: &format!("{p}chart-throughput"),
         title: "Throughput over time",
@@ -259,7 +270,7 @@ pub fn throughput_section(p: &str, load: &LoadReport) -> String {
         },
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
-        x_ticks: None,
+        x_ticks: Some(ticks.clone()),
         x_fmt: svg::fmt_si,
         y_fmt: svg::fmt_si,
         series: vec![Series {
@@ -268,21 +279,11 @@ pub fn throughput_section(p: &str, load: &LoadReport) -> String {
             } else {
                 "transactions".into()
             },
-            points: tx,
+            points: line(|i| Some(i.transactions as f64)),
         }],
     });
     let mut inner = chart;
     if !udp {
-        let p50: Vec<(f64, f64)> = load
-            .intervals
-            .iter()
-            .filter_map(|i| Some((i.t_s as f64, i.p50_ns? as f64)))
-            .collect();
-        let p99: Vec<(f64, f64)> = load
-            .intervals
-            .iter()
-            .filter_map(|i| Some((i.t_s as f64, i.p99_ns? as f64)))
-            .collect();
         inner.push_str(&svg::line_chart(&LineChart {
             id: &format!("{p}chart-interval-latency"),
             title: "Latency per second",
@@ -290,27 +291,47 @@ pub fn throughput_section(p: &str, load: &LoadReport) -> String {
             y_label: "latency (log scale)",
             x_scale: Scale::Linear,
             y_scale: Scale::Log,
-            x_ticks: None,
+            x_ticks: Some(ticks),
             x_fmt: svg::fmt_si,
             y_fmt: svg::fmt_ns,
             series: vec![
                 Series {
                     name: "p50".into(),
-                    points: p50,
+                    points: line(|i| Some(i.p50_ns? as f64)),
                 },
                 Series {
                     name: "p99".into(),
-                    points: p99,
+                    points: line(|i| Some(i.p99_ns? as f64)),
                 },
             ],
         }));
+    }
+    let unit = if udp { "datagrams" } else { "transactions" };
+    for i in load.intervals.iter().filter(|i| i.partial) {
+        let _ = write!(
+            inner,
+            "<p class=\"lead partial-note\">Second {} lasted only {} ({} {unit}): \
+             a part of a second is not a rate, and its percentiles rest on a few samples, so \
+             the charts leave it out; the table lists it, marked partial.</p>",
+            i.t_s,
+            human_ns((i.covered_s * 1e9).round() as u64),
+            i.transactions
+        );
     }
     let rows: Vec<Vec<String>> = load
         .intervals
         .iter()
         .map(|i| {
             vec![
-                i.t_s.to_string(),
+                if i.partial {
+                    format!(
+                        "{} (partial: {})",
+                        i.t_s,
+                        human_ns((i.covered_s * 1e9).round() as u64)
+                    )
+                } else {
+                    i.t_s.to_string()
+                },
                 i.transactions.to_string(),
                 i.errors.to_string(),
                 i.p50_ns.map_or("-".into(), human_ns),
@@ -334,7 +355,8 @@ pub fn throughput_section(p: &str, load: &LoadReport) -> String {
     card(
         &format!("{p}throughput"),
         "Throughput over time",
-        "Per second of the load's measured window (the last second may be partial).",
+        "Per second of the load's measured window; a second the window did not cover whole \
+         is listed but not drawn.",
         &inner,
     )
 }
@@ -382,7 +404,11 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
                 }),
                 l.map_or("-".into(), |l| human_ns(l.p50_ns)),
                 l.map_or("-".into(), |l| human_ns(l.p99_ns)),
-                s.errors.map_or("-".into(), |e| e.to_string()),
+                match (s.errors, trace_text::errno_summary(s)) {
+                    (None, _) => "-".into(),
+                    (Some(e), names) if names.is_empty() => e.to_string(),
+                    (Some(e), names) => format!("{e} ({names})"),
+                },
             ]
         })
         .collect();
@@ -398,8 +424,9 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
             "errors",
         ],
         &rows,
-        &[1, 2, 3, 4, 5, 6, 7],
+        &[1, 2, 3, 4, 5, 6],
     );
+    let cut = shown_of(rows.len(), r.trace.syscalls.len());
     card(
         &format!("{p}syscalls"),
         "Syscall mix of the target",
@@ -408,7 +435,94 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
              syscall that blocks (epoll_wait, accept) counts its waiting.",
             d.syscalls_per_transaction
         ),
-        &(chart + &t),
+        &(chart + &t + &cut),
+    )
+}
+
+/// "15 of 25 syscalls shown" under a table that was cut, else nothing.
+fn shown_of(shown: usize, all: usize) -> String {
+    if shown >= all {
+        return String::new();
+    }
+    format!(
+        "<p class=\"lead rows-cut\">{shown} of {all} syscalls shown (the busiest by time, or by \
+         calls in count-only mode); totals cover all, and run.json lists every one.</p>"
+    )
+}
+
+/// What else the target's threads cost over the trace window: page
+/// faults, peak memory, the threads and processes seen (as summary.txt
+/// lists them).
+pub fn resources_section(p: &str, r: &ProfileReport) -> String {
+    let res = &r.trace.resources;
+    let tx = r.derived.transactions;
+    let per = |v: u64| {
+        if tx == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.2}", v as f64 / tx as f64)
+        }
+    };
+    let rows = vec![
+        vec![
+            "minor page faults".to_string(),
+            res.minor_faults.to_string(),
+            per(res.minor_faults),
+        ],
+        vec![
+            "major page faults (needed I/O)".to_string(),
+            res.major_faults.to_string(),
+            per(res.major_faults),
+        ],
+        vec![
+            "voluntary context switches".to_string(),
+            res.voluntary_ctxt_switches.to_string(),
+            per(res.voluntary_ctxt_switches),
+        ],
+        vec![
+            "involuntary context switches".to_string(),
+            res.involuntary_ctxt_switches.to_string(),
+            per(res.involuntary_ctxt_switches),
+        ],
+        vec![
+            "peak RSS (largest process, since its exec)".to_string(),
+            res.peak_rss_kb.map_or_else(
+                || format!("unknown ({})", res.peak_rss_method),
+                |kb| format!("{:.1} MiB", kb as f64 / 1024.0),
+            ),
+            "-".to_string(),
+        ],
+        vec![
+            "threads seen".to_string(),
+            res.threads_seen.to_string(),
+            "-".to_string(),
+        ],
+        vec![
+            "processes seen".to_string(),
+            res.processes_seen.to_string(),
+            "-".to_string(),
+        ],
+    ];
+    let mut lead = format!(
+        "The target's threads over the trace window ({}).",
+        res.method
+    );
+    if res.tasks_excluded > 0 {
+        let _ = write!(
+            lead,
+            " {} threads could not be windowed and are left out of the usage totals.",
+            res.tasks_excluded
+        );
+    }
+    card(
+        &format!("{p}resources"),
+        "Page faults, memory, threads and processes",
+        &lead,
+        &table(
+            &["figure", "over the window", "per transaction"],
+            &rows,
+            &[1, 2],
+        ),
     )
 }
 
@@ -489,6 +603,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
     b.push_str(&throughput_section(p, &r.load));
     b.push_str(&syscall_section(p, r));
     b.push_str(&cpu_section(p, r));
+    b.push_str(&resources_section(p, r));
     let tracer = &r.trace.tracer;
     let mut trows = vec![vec![
         "syscall events traced".to_string(),
@@ -520,7 +635,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
                 r.target
                     .command
                     .as_ref()
-                    .map_or_else(|| "attached".into(), |c| c.join(" ")),
+                    .map_or_else(|| "attached".into(), shell_words::join),
                 r.target.pid,
                 r.target.comm,
                 r.target.address
@@ -535,13 +650,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
         ("windows".to_string(), r.windows.note.clone()),
     ];
     if let Some(st) = &r.target.stop {
-        extra.push((
-            "target stop".to_string(),
-            format!(
-                "{} after {:.2} s, exit {:?}",
-                st.signal, st.after_s, st.exit_code
-            ),
-        ));
+        extra.push(("target stop".to_string(), st.describe()));
     }
     b.push_str(&card(
         &format!("{p}environment"),
@@ -1233,4 +1342,101 @@ pub fn demo_page(d: &DemoReport) -> String {
         ),
         &b,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+
+    /// The `points` of the polyline of series `name` in chart `id`.
+    fn polyline<'a>(html: &'a str, id: &str, name: &str) -> &'a str {
+        let chart = &html[html.find(&format!("id=\"{id}\"")).expect(id)..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        let series = &chart[chart.find(&format!("data-name=\"{name}\"")).expect(name)..];
+        let pts = &series[series.find("points=\"").unwrap() + 8..];
+        &pts[..pts.find('"').unwrap()]
+    }
+
+    fn x_tick_labels(html: &str, id: &str) -> Vec<String> {
+        let chart = &html[html.find(&format!("id=\"{id}\"")).expect(id)..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        chart
+            .split("<line class=\"tickmark\"")
+            .skip(1)
+            .map(|t| {
+                let t = &t[t.find('>').unwrap() + 1..];
+                let t = &t[t.find('>').unwrap() + 1..];
+                t[..t.find('<').unwrap()].to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_partial_last_second_is_listed_but_not_drawn() {
+        let r = fixtures::profile(&fixtures::epoll_echo());
+        assert!(r.load.intervals[2].partial);
+        let html = profile_page(&r);
+        // Two whole seconds: two points per line, not three.
+        for (id, name) in [
+            ("chart-throughput", "transactions"),
+            ("chart-interval-latency", "p50"),
+            ("chart-interval-latency", "p99"),
+        ] {
+            let pts = polyline(&html, id, name);
+            assert_eq!(pts.split(' ').count(), 2, "{id} {name}: {pts}");
+        }
+        assert!(
+            html.contains("Second 2 lasted only 3.10ms (9 transactions)"),
+            "the chart must say why the last second is not drawn"
+        );
+        assert!(html.contains("<td class=\"n\">2 (partial: 3.10ms)</td>"));
+        // The p99 of the tail's 9 transactions is in the table, not the chart.
+        assert!(html.contains("5.80ms"));
+    }
+
+    #[test]
+    fn per_second_axes_tick_whole_seconds() {
+        let r = fixtures::profile(&fixtures::forking_server());
+        let html = profile_page(&r);
+        for id in ["chart-throughput", "chart-interval-latency"] {
+            let ticks = x_tick_labels(&html, id);
+            assert_eq!(ticks, ["0", "1", "2"], "{id}");
+        }
+    }
+
+    #[test]
+    fn the_report_shows_what_the_summary_shows() {
+        let mut r = fixtures::profile(&fixtures::forking_server());
+        let row = r
+            .trace
+            .syscalls
+            .iter_mut()
+            .find(|s| s.name == "pselect6")
+            .unwrap();
+        row.errors = Some(517);
+        row.errnos = vec![super::super::trace::ErrnoCount {
+            name: "ERESTARTNOHAND".into(),
+            errno: 514,
+            count: 517,
+        }];
+        let html = profile_page(&r);
+        assert!(html.contains("517 (ERESTARTNOHAND 517)"), "errno names");
+        assert!(html.contains("15 of 18 syscalls shown"));
+        assert!(html.contains("<td>minor page faults</td><td class=\"n\">1185611</td>"));
+        assert!(html.contains("<td class=\"n\">376.62</td>"));
+        assert!(html.contains("28.7 MiB"));
+        assert!(html.contains("<td>processes seen</td><td class=\"n\">3158</td>"));
+        assert!(html.contains("SIGTERM after 0.04 s, exit status 0"));
+        let text = super::super::profile_text::render(&r);
+        assert!(text.contains("(15 of 18 syscalls shown; totals cover all)"));
+        for (what, out) in [("html", &html), ("text", &text)] {
+            for debug in ["Some(", "None", "[\"", "\\\""] {
+                assert!(
+                    !out.contains(debug),
+                    "{what} holds Rust debug text {debug:?}"
+                );
+            }
+        }
+    }
 }

@@ -5,7 +5,8 @@
 use serde_json::Value;
 
 use super::load::LoadReport;
-use super::profile::{Derived, SyscallShare};
+use super::profile::{ClassShare, Derived, SyscallShare};
+use super::syscall_class::{EXECS, SyscallClass, TASK_CREATING};
 use super::trace::TraceReport;
 use super::trace_text::human_ns;
 
@@ -90,6 +91,14 @@ pub fn derive(
         .to_string()
     });
     let bpf = trace.tracer.bpf_time_ns;
+    let calls_of = |names: &[&str]| -> u64 {
+        trace
+            .syscalls
+            .iter()
+            .filter(|s| names.contains(&s.name.as_str()))
+            .map(|s| s.calls)
+            .sum()
+    };
     Derived {
         transactions: tx,
         rate_per_s: load.rate_per_s,
@@ -115,6 +124,127 @@ pub fn derive(
         server_transactions: server_tx,
         server_agreement: agreement,
         server_own_cpu_s: server_cpu,
+        minor_faults_per_transaction: per(r.minor_faults as f64, tx),
+        major_faults_per_transaction: per(r.major_faults as f64, tx),
+        threads_seen: r.threads_seen,
+        processes_seen: r.processes_seen,
+        tasks_created_per_transaction: per(calls_of(&TASK_CREATING) as f64, tx),
+        execs_per_transaction: per(calls_of(&EXECS) as f64, tx),
+        syscall_classes: classes(trace, tx),
+    }
+}
+
+/// The trace's syscalls summed by kind, most calls first.
+pub fn classes(trace: &TraceReport, tx: u64) -> Vec<ClassShare> {
+    let mut sums: Vec<(SyscallClass, u64, Option<u64>)> = SyscallClass::ALL
+        .iter()
+        .map(|c| (*c, 0, (!trace.options.count_only).then_some(0)))
+        .collect();
+    for s in &trace.syscalls {
+        let i = SyscallClass::ALL
+            .iter()
+            .position(|c| *c == SyscallClass::of(&s.name))
+            .expect("ALL lists every class");
+        sums[i].1 += s.calls;
+        if let (Some(t), Some(l)) = (sums[i].2.as_mut(), s.latency.as_ref()) {
+            *t += l.total_ns;
+        }
+    }
+    let calls: u64 = sums.iter().map(|s| s.1).sum();
+    let time: u64 = sums.iter().filter_map(|s| s.2).sum();
+    let mut out: Vec<ClassShare> = sums
+        .into_iter()
+        .filter(|s| s.1 > 0)
+        .map(|(class, n, t)| ClassShare {
+            class,
+            calls: n,
+            per_transaction: per(n as f64, tx),
+            call_share: n as f64 / calls.max(1) as f64,
+            time_ns: t,
+            time_share: t.filter(|_| time > 0).map(|t| t as f64 / time as f64),
+        })
+        .collect();
+    // Stable: ties keep the order of SyscallClass::ALL.
+    out.sort_by_key(|c| std::cmp::Reverse(c.calls));
+    out
+}
+
+/// Page faults stand out when the target entered the kernel for them at
+/// least once per transaction and more often than for syscalls.
+pub fn faults_stand_out(d: &Derived) -> bool {
+    let faults = d.minor_faults_per_transaction + d.major_faults_per_transaction;
+    faults >= 1.0 && faults >= d.syscalls_per_transaction
+}
+
+/// Process (or thread) creation stands out at one new task, or one exec,
+/// per ten transactions or more: each costs far more than a socket call
+/// (a fork copies page tables, and the copy-on-write faults follow).
+pub fn creation_stands_out(d: &Derived) -> bool {
+    d.tasks_created_per_transaction >= 0.1 || d.execs_per_transaction >= 0.1
+}
+
+/// `process` when most of the tasks seen were processes of their own,
+/// `thread` otherwise (clone makes either; the trace counts both).
+fn created_kind(d: &Derived) -> &'static str {
+    if d.processes_seen * 2 > d.threads_seen {
+        "process"
+    } else {
+        "thread"
+    }
+}
+
+/// What the evidence says the target's kernel time went to: page faults
+/// and process creation when they stand out; the socket path only when
+/// socket I/O (with the readiness calls that drive it) makes most of the
+/// syscalls; otherwise the kind of syscall that leads.
+fn kernel_where(d: &Derived, unit: &str) -> String {
+    let mut causes = Vec::new();
+    if faults_stand_out(d) {
+        causes.push(format!(
+            "page faults ({:.0} per {unit}, against {:.2} syscalls)",
+            d.minor_faults_per_transaction + d.major_faults_per_transaction,
+            d.syscalls_per_transaction
+        ));
+    }
+    if creation_stands_out(d) {
+        causes.push(format!(
+            "{} creation ({:.2} per {unit})",
+            created_kind(d),
+            d.tasks_created_per_transaction.max(d.execs_per_transaction)
+        ));
+    }
+    if !causes.is_empty() {
+        return format!(
+            "in the kernel, {} stand out, so the cost is not the socket path alone",
+            causes.join(" and ")
+        );
+    }
+    let share = |c: SyscallClass| {
+        d.syscall_classes
+            .iter()
+            .find(|s| s.class == c)
+            .map_or(0.0, |s| s.call_share)
+    };
+    let socket = share(SyscallClass::SocketIo);
+    let network = socket + share(SyscallClass::Readiness);
+    match d.syscall_classes.first() {
+        None => "the trace saw no syscall to tell which kernel path".into(),
+        Some(_) if socket > 0.0 && network >= 0.5 => format!(
+            "socket I/O and the readiness calls around it make {:.0}% of its syscalls, so the \
+             kernel's part is likely its socket path",
+            network * 100.0
+        ),
+        Some(top) => format!(
+            "its syscalls are led by {} ({:.0}% of them), so the syscall mix does not point \
+             at the socket path{}",
+            top.class.label(),
+            top.call_share * 100.0,
+            match top.class {
+                SyscallClass::ReadWrite => " (read and write may be on sockets or on files)",
+                SyscallClass::IoUring => " (io_uring carries socket and file I/O alike)",
+                _ => "",
+            }
+        ),
     }
 }
 
@@ -130,6 +260,99 @@ fn us(v: f64) -> String {
 
 fn pct(v: f64) -> String {
     format!("{:.0}%", v * 100.0)
+}
+
+/// The syscall mix by kind: calls per transaction, share of calls and of
+/// syscall time, the four biggest kinds.
+fn classes_sentence(d: &Derived, unit: &str) -> Option<String> {
+    if d.syscall_classes.is_empty() {
+        return None;
+    }
+    // Kinds under 1% of the calls are noise here (run.json lists them).
+    let parts: Vec<String> = d
+        .syscall_classes
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| *i == 0 || c.call_share >= 0.01)
+        .map(|(_, c)| c)
+        .take(4)
+        .map(|c| match c.time_share {
+            Some(t) => format!(
+                "{} {:.2} ({:.0}% of calls, {:.0}% of time)",
+                c.class.label(),
+                c.per_transaction,
+                c.call_share * 100.0,
+                t * 100.0
+            ),
+            None => format!(
+                "{} {:.2} ({:.0}% of calls)",
+                c.class.label(),
+                c.per_transaction,
+                c.call_share * 100.0
+            ),
+        })
+        .collect();
+    let by_time = d
+        .syscall_classes
+        .iter()
+        .filter(|c| c.time_share.is_some())
+        .max_by(|a, b| {
+            a.time_share
+                .partial_cmp(&b.time_share)
+                .expect("finite shares")
+        });
+    let top = &d.syscall_classes[0];
+    let lead = match by_time {
+        Some(t) if t.class != top.class => format!(
+            "{} leads by calls, {} by time (wall time: waiting in readiness calls or blocking \
+             reads counts as time)",
+            top.class.label(),
+            t.class.label()
+        ),
+        Some(_) => format!("{} leads by calls and by time", top.class.label()),
+        None => format!("{} leads by calls", top.class.label()),
+    };
+    Some(format!(
+        "By kind, its syscalls per {unit} were {}: {lead}.",
+        parts.join(", ")
+    ))
+}
+
+/// Page faults and process creation, named when they stand out.
+fn faults_and_creation(d: &Derived, unit: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if faults_stand_out(d) {
+        out.push(format!(
+            "Page faults stand out: {:.1} minor and {:.2} major per {unit}, more than its {:.2} \
+             syscalls; each is a trip into the kernel (a freshly forked process faults in its \
+             copy-on-write pages, a new thread its stack).",
+            d.minor_faults_per_transaction,
+            d.major_faults_per_transaction,
+            d.syscalls_per_transaction
+        ));
+    }
+    if creation_stands_out(d) {
+        let kind = created_kind(d);
+        out.push(format!(
+            "{} creation stands out: {:.2} new processes or threads per {unit} (fork, vfork, \
+             clone, clone3){}, and {} thread(s) in {} process(es) were seen over the window: a \
+             {kind} per connection or per request.",
+            if kind == "process" {
+                "Process"
+            } else {
+                "Thread"
+            },
+            d.tasks_created_per_transaction,
+            if d.execs_per_transaction > 0.0 {
+                format!(" and {:.2} execs", d.execs_per_transaction)
+            } else {
+                String::new()
+            },
+            d.threads_seen,
+            d.processes_seen
+        ));
+    }
+    out
 }
 
 /// The derived figures in plain sentences, most important first.
@@ -162,13 +385,19 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
         us(d.target_cpu_us_per_transaction),
         pct(d.target_kernel_share),
         if cpu == 0.0 {
-            "too little CPU time to split"
+            "too little CPU time to split".to_string()
         } else if d.target_kernel_share >= 0.6 {
-            "most of the cost is the kernel's socket path, not the program's own code"
+            format!(
+                "most of the cost is in the kernel, not the program's own code; {}",
+                kernel_where(d, unit)
+            )
         } else if d.target_kernel_share <= 0.4 {
-            "most of the cost is the program's own code"
+            "most of the cost is the program's own code".to_string()
         } else {
-            "the cost is split between the program and the kernel"
+            format!(
+                "the cost is split between the program and the kernel; {}",
+                kernel_where(d, unit)
+            )
         },
         d.target_cpus_busy
     ));
@@ -183,6 +412,10 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
         d.syscalls_per_transaction,
         mix.join(", ")
     ));
+    if let Some(line) = classes_sentence(d, unit) {
+        out.push(line);
+    }
+    out.extend(faults_and_creation(d, unit));
     out.push(format!(
         "Context switches per {unit}: {:.2} voluntary (the target blocked waiting for work) \
          and {:.2} involuntary (it was preempted).",
@@ -263,6 +496,7 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::{self, Shape};
     use super::*;
 
     #[test]
@@ -281,5 +515,121 @@ mod tests {
             "runs": [{"report": {"received": 5}}],
         });
         assert_eq!(server_figures(&old), (Some(5), None));
+    }
+
+    fn kernel_sentence(r: &super::super::profile::ProfileReport) -> &str {
+        r.insights
+            .iter()
+            .find(|s| s.starts_with("Its CPU time"))
+            .expect("the CPU sentence")
+    }
+
+    #[test]
+    fn a_forking_server_is_not_blamed_on_the_socket_path() {
+        let r = fixtures::profile(&fixtures::forking_server());
+        let d = &r.derived;
+        assert!(
+            (d.minor_faults_per_transaction - 376.6).abs() < 0.1,
+            "{d:?}"
+        );
+        assert_eq!(d.tasks_created_per_transaction, 3152.0 / 3148.0);
+        assert_eq!((d.threads_seen, d.processes_seen), (3158, 3158));
+        assert!(d.target_kernel_share > 0.6);
+        let k = kernel_sentence(&r);
+        assert!(!k.contains("kernel's socket path"), "{k}");
+        assert!(!k.contains("likely its socket path"), "{k}");
+        assert!(k.contains("page faults (377 per transaction"), "{k}");
+        assert!(k.contains("process creation (1.00 per transaction)"), "{k}");
+        let all = r.insights.join("\n");
+        assert!(all.contains("Page faults stand out: 376.6 minor"), "{all}");
+        assert!(
+            all.contains("Process creation stands out: 1.00 new"),
+            "{all}"
+        );
+        assert!(all.contains("a process per connection"), "{all}");
+        // The mix by kind: readiness leads by calls here, by time too.
+        assert!(
+            all.contains("By kind, its syscalls per transaction were"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn an_epoll_echo_server_is_its_socket_path() {
+        let r = fixtures::profile(&fixtures::epoll_echo());
+        let k = kernel_sentence(&r);
+        assert!(
+            k.contains(
+                "most of the cost is in the kernel, not the program's own code; socket I/O \
+                        and the readiness calls around it make 100% of its syscalls, so the \
+                        kernel's part is likely its socket path"
+            ),
+            "{k}"
+        );
+        let all = r.insights.join("\n");
+        assert!(!all.contains("stand out"), "{all}");
+        assert!(
+            all.contains("socket I/O 2.00 (77% of calls, 41% of time)"),
+            "{all}"
+        );
+        assert!(
+            all.contains("socket I/O leads by calls, readiness/polling by time"),
+            "{all}"
+        );
+        let c = &r.derived.syscall_classes;
+        assert_eq!(c[0].class, SyscallClass::SocketIo);
+        assert_eq!(c[0].calls, 399_755 + 399_771 + 21 + 16);
+    }
+
+    #[test]
+    fn count_only_and_io_uring_say_what_the_calls_show() {
+        let mut s = fixtures::epoll_echo();
+        s.count_only = true;
+        let r = fixtures::profile(&s);
+        assert!(kernel_sentence(&r).contains("likely its socket path"));
+        assert!(r.derived.syscall_classes[0].time_share.is_none());
+        let all = r.insights.join("\n");
+        assert!(all.contains("socket I/O leads by calls."), "{all}");
+
+        let s = Shape {
+            syscalls: vec![
+                ("io_uring_enter", 361_452, 2_830_000_000),
+                ("close", 16, 67_200),
+            ],
+            ..fixtures::epoll_echo()
+        };
+        let k = kernel_sentence(&fixtures::profile(&s)).to_string();
+        assert!(
+            k.contains(
+                "led by io_uring (100% of them), so the syscall mix does not point at the \
+                        socket path (io_uring carries socket and file I/O alike)"
+            ),
+            "{k}"
+        );
+    }
+
+    #[test]
+    fn thread_per_connection_is_named_as_threads() {
+        let s = Shape {
+            syscalls: vec![
+                ("recvfrom", 63_228, 4_200_000_000),
+                ("clone3", 31_614, 343_000_000),
+                ("sendto", 31_614, 199_000_000),
+                ("mmap", 31_635, 333_000_000),
+            ],
+            transactions: 31_614,
+            seen: (31_616, 1),
+            minor_faults: 185,
+            ..fixtures::epoll_echo()
+        };
+        let r = fixtures::profile(&s);
+        let all = r.insights.join("\n");
+        assert!(
+            all.contains("Thread creation stands out: 1.00 new"),
+            "{all}"
+        );
+        assert!(all.contains("a thread per connection"), "{all}");
+        assert!(!all.contains("Page faults stand out"), "{all}");
+        assert!(kernel_sentence(&r).contains("thread creation (1.00 per transaction)"));
     }
 }

@@ -191,6 +191,68 @@ pub struct Interval {
     /// Largest, ns.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_ns: Option<u64>,
+    /// True when the window did not cover this whole second (normally the
+    /// last one: a count run that ended mid-second, or the responses that
+    /// arrived after a duration run's end). Its counts are not a rate and
+    /// its percentiles rest on a few samples, so charts leave it out.
+    #[serde(default)]
+    pub partial: bool,
+    /// How much of this second the window covered, s (1 for a whole one).
+    #[serde(default = "one_second")]
+    pub covered_s: f64,
+}
+
+fn one_second() -> f64 {
+    1.0
+}
+
+/// Slack before a second counts as partial: a window of 10.0004 s has ten
+/// whole seconds, not ten and a sliver.
+const SECOND_SLACK_S: f64 = 1e-3;
+
+impl Interval {
+    /// Second `t_s` with nothing recorded in it.
+    pub fn empty(t_s: u64) -> Self {
+        Self {
+            t_s,
+            transactions: 0,
+            errors: 0,
+            p50_ns: None,
+            p99_ns: None,
+            max_ns: None,
+            partial: false,
+            covered_s: 1.0,
+        }
+    }
+}
+
+/// Completes the per-second list of a window that lasted `span_s` (from
+/// the start of the measured window until the last worker stopped):
+/// seconds in which nothing was recorded are filled in with zeros, so a
+/// stall shows as one instead of a line drawn across it, and every second
+/// the window did not cover whole is marked `partial` with the part it
+/// covered. A trailing second the window entered by less than
+/// [`SECOND_SLACK_S`] is kept only if something was recorded in it.
+pub fn seal_intervals(recorded: Vec<Interval>, span_s: f64) -> Vec<Interval> {
+    let span_s = span_s.max(0.0);
+    let entered = (span_s - SECOND_SLACK_S).ceil().max(0.0) as u64;
+    let last_recorded = recorded.iter().map(|i| i.t_s + 1).max().unwrap_or(0);
+    let n = entered.max(last_recorded);
+    let mut by_second: std::collections::BTreeMap<u64, Interval> =
+        recorded.into_iter().map(|i| (i.t_s, i)).collect();
+    (0..n)
+        .map(|s| {
+            let mut iv = by_second.remove(&s).unwrap_or_else(|| Interval::empty(s));
+            let covered = (span_s - s as f64).clamp(0.0, 1.0);
+            iv.partial = covered < 1.0 - SECOND_SLACK_S;
+            iv.covered_s = if iv.partial {
+                (covered * 1e6).round() / 1e6
+            } else {
+                1.0
+            };
+            iv
+        })
+        .collect()
 }
 
 /// Payload bytes moved.
@@ -243,4 +305,62 @@ pub struct UdpResult {
     /// (machine-wide: equal to `lost` only when nothing else drops UDP).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kernel_rcvbuf_errors_delta: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(t_s: u64, transactions: u64) -> Interval {
+        Interval {
+            transactions,
+            p50_ns: Some(20_000),
+            p99_ns: Some(90_000),
+            max_ns: Some(100_000),
+            ..Interval::empty(t_s)
+        }
+    }
+
+    #[test]
+    fn a_tail_after_a_duration_run_is_partial_and_says_how_short() {
+        // -d 3: three whole seconds, then 2 responses that arrived 3.2 ms
+        // after the end, while the workers stopped.
+        let s = seal_intervals(vec![iv(0, 1000), iv(1, 1000), iv(2, 990), iv(3, 2)], 3.0032);
+        assert_eq!(s.len(), 4);
+        assert!(s[..3].iter().all(|i| !i.partial && i.covered_s == 1.0));
+        assert!(s[3].partial);
+        assert!((s[3].covered_s - 0.0032).abs() < 1e-9, "{}", s[3].covered_s);
+        assert_eq!(s[3].transactions, 2);
+    }
+
+    #[test]
+    fn a_sliver_with_nothing_in_it_is_left_out_and_stalls_are_zeros() {
+        let s = seal_intervals(vec![iv(0, 1000), iv(2, 1000)], 3.0004);
+        assert_eq!(s.len(), 3, "{s:?}");
+        assert_eq!(s[1].transactions, 0);
+        assert_eq!(s[1].p99_ns, None);
+        assert!(s.iter().all(|i| !i.partial));
+    }
+
+    #[test]
+    fn a_run_shorter_than_a_second_is_one_partial_interval() {
+        let s = seal_intervals(vec![iv(0, 500)], 0.25);
+        assert_eq!(s.len(), 1);
+        assert!(s[0].partial);
+        assert_eq!(s[0].covered_s, 0.25);
+        // A count run that ended 0.4 s into a second it spent stalled.
+        let s = seal_intervals(vec![iv(0, 500), iv(1, 500)], 2.4);
+        assert_eq!(s.len(), 3);
+        assert!(s[2].partial && s[2].transactions == 0);
+    }
+
+    #[test]
+    fn older_artifacts_read_as_whole_seconds() {
+        let i: Interval = serde_json::from_str(r#"{"t_s":3,"transactions":5,"errors":0}"#).unwrap();
+        assert!(!i.partial);
+        assert_eq!(i.covered_s, 1.0);
+        let v = serde_json::to_value(seal_intervals(vec![iv(0, 1)], 0.5)).unwrap();
+        assert_eq!(v[0]["partial"], true);
+        assert_eq!(v[0]["covered_s"], 0.5);
+    }
 }

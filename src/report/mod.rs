@@ -5,6 +5,8 @@
 pub mod bench;
 pub mod bench_text;
 pub mod compare;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod html;
 pub mod insight;
 pub mod load;
@@ -12,6 +14,7 @@ pub mod load_text;
 pub mod profile;
 pub mod profile_text;
 pub mod svg;
+pub mod syscall_class;
 pub mod trace;
 pub mod trace_text;
 

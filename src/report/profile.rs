@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::load::LoadReport;
+use super::syscall_class::SyscallClass;
 use super::trace::TraceReport;
 use crate::run::machine::{Build, Machine};
 use crate::run::target::StopRecord;
@@ -107,6 +108,25 @@ pub struct SyscallShare {
     pub time_share: Option<f64>,
 }
 
+/// One kind of syscall (see [`SyscallClass`]) and its share.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClassShare {
+    /// The kind.
+    pub class: SyscallClass,
+    /// Calls in the window.
+    pub calls: u64,
+    /// Calls per transaction.
+    pub per_transaction: f64,
+    /// Share of all calls (0..1).
+    pub call_share: f64,
+    /// Time inside them, ns (absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time_ns: Option<u64>,
+    /// Share of all syscall time (0..1; absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time_share: Option<f64>,
+}
+
 /// Figures derived from the load, the trace and the server's own report.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Derived {
@@ -160,6 +180,28 @@ pub struct Derived {
     /// The server's own CPU since it started (getrusage), s.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_own_cpu_s: Option<f64>,
+    /// Minor page faults of the target per transaction (trace window).
+    #[serde(default)]
+    pub minor_faults_per_transaction: f64,
+    /// Major page faults (they needed I/O) per transaction.
+    #[serde(default)]
+    pub major_faults_per_transaction: f64,
+    /// Threads of the target seen over the trace window.
+    #[serde(default)]
+    pub threads_seen: u64,
+    /// Processes of the target seen over the trace window.
+    #[serde(default)]
+    pub processes_seen: u64,
+    /// fork, vfork, clone and clone3 calls per transaction: processes or
+    /// threads created.
+    #[serde(default)]
+    pub tasks_created_per_transaction: f64,
+    /// execve and execveat calls per transaction.
+    #[serde(default)]
+    pub execs_per_transaction: f64,
+    /// The syscalls by kind, most calls first (kinds with no call left out).
+    #[serde(default)]
+    pub syscall_classes: Vec<ClassShare>,
 }
 
 /// Reads an artifact back (report, compare).

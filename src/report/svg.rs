@@ -197,6 +197,22 @@ fn nice_step(raw: f64) -> f64 {
     n * mag
 }
 
+/// Ticks at whole numbers from `lo` to `hi` (a whole step of 1, 2, 5,
+/// 10...), for axes that count whole units such as seconds: no 0.5 tick
+/// between two seconds.
+pub fn whole_ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
+    let lo = lo.ceil();
+    let hi = hi.max(lo);
+    let step = nice_step((hi - lo) / 5.0).max(1.0).round();
+    let mut out = Vec::new();
+    let mut v = (lo / step).ceil() * step;
+    while v <= hi + 1e-9 && out.len() < 20 {
+        out.push((v, format!("{v:.0}")));
+        v += step;
+    }
+    out
+}
+
 fn nice_ceil(v: f64) -> f64 {
     let step = nice_step(v / 5.0);
     (v / step).ceil() * step
@@ -627,6 +643,17 @@ mod tests {
         let a = Axis::new(Scale::Linear, 0.0, 87.0, 0.0, 100.0);
         assert_eq!(a.hi, 100.0);
         assert_eq!(a.ticks(), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+    }
+
+    #[test]
+    fn whole_ticks_never_fall_between_units() {
+        let t: Vec<f64> = whole_ticks(0.0, 2.0).into_iter().map(|t| t.0).collect();
+        assert_eq!(t, vec![0.0, 1.0, 2.0]);
+        let t: Vec<f64> = whole_ticks(0.0, 1.0).into_iter().map(|t| t.0).collect();
+        assert_eq!(t, vec![0.0, 1.0]);
+        let t = whole_ticks(0.0, 59.0);
+        assert!(t.iter().all(|(v, l)| v.fract() == 0.0 && !l.contains('.')));
+        assert_eq!(t[1].0, 20.0);
     }
 
     #[test]

@@ -78,7 +78,8 @@ fn sort_rows<'a>(rows: &'a [SyscallRow], view: &TableView) -> Vec<&'a SyscallRow
     out
 }
 
-fn errno_summary(r: &SyscallRow) -> String {
+/// The three most frequent errnos of a syscall: `EAGAIN 2911, EINTR 3`.
+pub fn errno_summary(r: &SyscallRow) -> String {
     r.errnos
         .iter()
         .take(3)
@@ -91,7 +92,7 @@ fn errno_summary(r: &SyscallRow) -> String {
 pub fn render(rep: &TraceReport, view: &TableView) -> String {
     let mut s = String::new();
     let what = match &rep.target.command {
-        Some(cmd) => cmd.join(" "),
+        Some(cmd) => shell_words::join(cmd),
         None => format!("pid {} ({})", rep.target.pid, rep.target.comm),
     };
     let _ = writeln!(

@@ -661,10 +661,7 @@ pub fn measure(spec: &ProfileSpec, scratch: &Path) -> Result<ProfileReport> {
                         format!(
                             "the server did not stop cleanly on SIGTERM ({}), so its own \
                              counters are missing; its output:\n{}",
-                            stop.as_ref().map_or("?".into(), |r| format!(
-                                "{} after {:.2} s, exit {:?}",
-                                r.signal, r.after_s, r.exit_code
-                            )),
+                            stop.as_ref().map_or("?".into(), |r| r.describe()),
                             subject.log_tail()
                         ),
                     ));

@@ -41,6 +41,17 @@ pub struct StopRecord {
 }
 
 impl StopRecord {
+    /// For people: `SIGTERM after 0.01 s, exit status 0`, `SIGKILL after
+    /// 5.00 s, killed by SIGKILL`, `none after 0.00 s, status unknown`.
+    pub fn describe(&self) -> String {
+        let status = match (self.exit_code, &self.killed_by) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!("killed by {sig}"),
+            (None, None) => "status unknown".to_string(),
+        };
+        format!("{} after {:.2} s, {status}", self.signal, self.after_s)
+    }
+
     /// True when it exited with status 0 without needing SIGKILL.
     pub fn clean(&self) -> bool {
         self.signal != "SIGKILL" && self.exit_code == Some(0)

@@ -308,10 +308,14 @@ fn run_launch(
     let still_running = procfs::descendants(std::process::id() as i32);
     if !still_running.is_empty() {
         s.notes.push(format!(
-            "{} descendant process(es) still running when the command exited (pids {:?}); \
+            "{} descendant process(es) still running when the command exited (pids {}); \
              their CPU use is not in the rusage totals",
             still_running.len(),
             still_running
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     let st = reaper.main_status.unwrap_or(0);

@@ -220,10 +220,7 @@ fn stop(p: Route, s: &mut Started) -> Result<Option<RelayReport>> {
         return Ok(None);
     };
     if !rec.clean() {
-        return Err(broken(format!(
-            "did not stop cleanly (exit {:?}, signal {:?})",
-            rec.exit_code, rec.killed_by
-        )));
+        return Err(broken(format!("did not stop cleanly ({})", rec.describe())));
     }
     let text =
         std::fs::read_to_string(json).map_err(|e| broken(format!("wrote no report ({e})")))?;
