@@ -235,8 +235,15 @@ pub fn run(
     }
     let cpu1 = rusage_ns(libc::RUSAGE_SELF);
 
-    // FIN until REPORT, bounded by --fin-timeout.
-    let report = fin_exchange(&tx.sock, run_id, tx.published, plan.fin_timeout)?;
+    // FIN until REPORT, bounded by --fin-timeout (and ended by a signal).
+    let report = fin_exchange(
+        &tx.sock,
+        run_id,
+        tx.published,
+        plan.fin_timeout,
+        &mut signals,
+        &mut interrupted,
+    )?;
     let kernel_after = snmp::read(v6);
     drop(signals);
 
@@ -447,13 +454,17 @@ fn progress(plan: &UdpPlan, quiet: bool) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// Sends FIN every 100 ms until a REPORT for `run` arrives or `limit`
-/// passes.
+/// Sends FIN every 100 ms until a REPORT for `run` arrives, `limit`
+/// passes, or a stop signal comes (recorded in `interrupted`, unless an
+/// earlier one is: the run is then reported as interrupted, not as a sink
+/// that did not answer).
 fn fin_exchange(
     sock: &UdpSocket,
     run: u32,
     published: u64,
     limit: Duration,
+    signals: &mut Signals,
+    interrupted: &mut Option<String>,
 ) -> Result<Option<SinkReport>> {
     let mut fin = [0u8; HEADER_LEN];
     Header {
@@ -468,6 +479,10 @@ fn fin_exchange(
     let end = Instant::now() + limit;
     let mut buf = vec![0u8; 65536];
     while Instant::now() < end {
+        if let Some(si) = signals.pending() {
+            interrupted.get_or_insert_with(|| signal_name(si.ssi_signo));
+            return Ok(None);
+        }
         // ECONNREFUSED here means nothing listens: keep trying until the
         // limit, the sink may be starting (bounded either way).
         let _ = sock.send(&fin);
