@@ -156,7 +156,9 @@ mod tests {
             // SAFETY: raise on the calling thread, where SIGUSR2 is blocked.
             assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
             drop(inner);
-            let si = outer.pending().expect("the outer reader sees the late signal");
+            let si = outer
+                .pending()
+                .expect("the outer reader sees the late signal");
             assert_eq!(si.ssi_signo, libc::SIGUSR2 as u32);
         })
         .join()

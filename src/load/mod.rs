@@ -532,7 +532,9 @@ mod tests {
             assert!(e.to_string().contains("cannot be waited for"), "{e}");
         }
         assert!(matches!(parse_expect("5", false), Ok(Expect::Bytes(5))));
-        assert!(matches!(parse_expect("+PONG\\r\\n", true), Ok(Expect::Exact(b)) if b == b"+PONG\r\n"));
+        assert!(
+            matches!(parse_expect("+PONG\\r\\n", true), Ok(Expect::Exact(b)) if b == b"+PONG\r\n")
+        );
         assert!(parse_expect("5", true).is_err());
     }
 

@@ -168,8 +168,7 @@ pub struct Derived {
 /// artifact`.
 pub fn read(path: &std::path::Path) -> anyhow::Result<ProfileReport> {
     use anyhow::Context;
-    let text =
-        std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     parse(&text).map_err(|what| {
         anyhow::anyhow!(
             "compare reads profile artifacts (run.json, schema {SCHEMA}); {} {what}",

@@ -83,7 +83,9 @@ mod tests {
     }
 
     fn code(e: &anyhow::Error) -> u8 {
-        e.downcast_ref::<error::Exit>().expect("an exit status").code
+        e.downcast_ref::<error::Exit>()
+            .expect("an exit status")
+            .code
     }
 
     #[test]
@@ -97,7 +99,10 @@ mod tests {
         );
         let e = load_interrupted(&ended("signal:SIGTERM"), "x").unwrap_err();
         assert_eq!(code(&e), 143);
-        assert_eq!(code(&load_interrupted(&ended("signal:SIGHUP"), "x").unwrap_err()), 129);
+        assert_eq!(
+            code(&load_interrupted(&ended("signal:SIGHUP"), "x").unwrap_err()),
+            129
+        );
     }
 
     #[test]
