@@ -34,10 +34,11 @@ pub enum Experiment {
     Transport,
     /// UDP loss with a small, the default and a large receive buffer.
     UdpRcvbuf,
-    /// The tracer's overhead on a getppid loop, against strace and perf.
+    /// The tracer's overhead on a getppid loop, against strace and perf
+    /// (where installed).
     Overhead,
     /// serve relay's data paths (userspace, splice, sockmap) against
-    /// HAProxy and the echo server reached directly.
+    /// HAProxy (when installed) and the echo server reached directly.
     Relay,
 }
 
