@@ -527,7 +527,9 @@ mod tests {
     #[test]
     fn an_empty_expected_response_is_a_usage_error() {
         for exp in ["", "0"] {
-            let e = parse_expect(exp, false).err().expect(exp);
+            let Err(e) = parse_expect(exp, false) else {
+                panic!("--expect {exp:?} was accepted");
+            };
             assert_eq!(e.downcast_ref::<error::Exit>().map(|x| x.code), Some(2));
             assert!(e.to_string().contains("cannot be waited for"), "{e}");
         }

@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn what_is_not_a_profile_artifact_is_named() {
-        let what = |t: &str| parse(t.as_bytes()).err().expect(t);
+        let what = |t: &str| parse(t.as_bytes()).expect_err(t);
         assert_eq!(
             what(r#"{"schema":"sockscope.trace","schema_version":1,"syscalls":[]}"#),
             "is a sockscope.trace artifact"

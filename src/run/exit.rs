@@ -70,16 +70,32 @@ mod tests {
     use super::*;
 
     fn ended(reason: &str) -> LoadReport {
-        let mut r: LoadReport = serde_json::from_value(serde_json::json!({
-            "schema": "sockscope.load", "schema_version": 1, "sockscope_version": "0",
-            "workload": "udp", "target": "127.0.0.1:9", "config": {}, "started_at": "",
-            "duration_s": 0.0, "complete": false, "end_reason": "", "connections": {},
-            "transactions": 0, "rate_per_s": 0.0, "errors": {}, "intervals": [], "bytes": {}, "generator": {},
-            "notes": []
-        }))
-        .expect("a minimal load report");
-        r.end_reason = reason.into();
-        r
+        LoadReport {
+            schema: crate::report::load::SCHEMA.into(),
+            schema_version: 1,
+            sockscope_version: "0".into(),
+            workload: "udp".into(),
+            target: "127.0.0.1:9".into(),
+            config: Default::default(),
+            started_at: String::new(),
+            duration_s: 0.0,
+            complete: false,
+            end_reason: reason.into(),
+            connections: Default::default(),
+            transactions: 0,
+            rate_per_s: 0.0,
+            warmup_transactions: 0,
+            latency: None,
+            latency_uncorrected: None,
+            send_lag: None,
+            connect_latency: None,
+            errors: Default::default(),
+            intervals: Vec::new(),
+            bytes: Default::default(),
+            generator: Default::default(),
+            udp: None,
+            notes: Vec::new(),
+        }
     }
 
     fn code(e: &anyhow::Error) -> u8 {
