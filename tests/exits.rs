@@ -155,7 +155,8 @@ fn bench_udp_rcvbuf_terminated_while_the_load_waits_for_the_sink_exits_143() {
         out.to_str().unwrap(),
     ]);
     let me = child.id() as i32;
-    // The first sink, once it sleeps in its receive loop on a bound socket.
+    // A sink (the first, unless it is done before this poll sees it), once
+    // it sleeps in its receive loop on a bound socket.
     let deadline = Instant::now() + Duration::from_secs(30);
     let (sink, inode) = loop {
         assert!(Instant::now() < deadline, "no udp sink became ready");
@@ -196,7 +197,8 @@ fn bench_udp_rcvbuf_terminated_while_the_load_waits_for_the_sink_exits_143() {
         code,
         &rest,
         143,
-        "interrupted by SIGTERM during udp-rcvbuf trial small 1",
+        // Usually the first trial; a slow poll here may catch a later one.
+        "interrupted by SIGTERM during udp-rcvbuf trial ",
         &out,
     );
     assert_gone(&[sink]);
