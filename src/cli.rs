@@ -19,7 +19,8 @@ demo use 3-8 for specific failures (see `sockscope profile --help`) and 128+N \
 when interrupted by signal N."
 )]
 pub struct Cli {
-    /// Print nothing but errors (and what was asked for with -o/--json).
+    /// Print nothing but errors and what was asked for (-o/--json; profile
+    /// and demo still print the report's path).
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
@@ -35,9 +36,7 @@ pub enum Command {
     /// counts, errors, latency percentiles, and the tree's CPU split,
     /// context switches, page faults and peak memory over the same window.
     #[command(
-        after_help = "Examples:\n  sockscope trace -- redis-server --port 0\n  \
-sockscope trace -p 1234 --duration 10 --json out.json\n  \
-sockscope trace --count-only --per-thread -p $(pidof nginx)"
+        after_help = TRACE_HELP
     )]
     Trace(TraceArgs),
     /// Generate load against a server: tcp-rr, tcp-crr, udp.
@@ -46,7 +45,8 @@ sockscope trace --count-only --per-thread -p $(pidof nginx)"
         #[command(subcommand)]
         cmd: crate::load::LoadCommand,
     },
-    /// Run a reference server: echo (threaded, epoll, io_uring), udp-sink.
+    /// Run a reference server: echo (threaded, epoll, io_uring), relay
+    /// (userspace, splice, sockmap), udp-sink.
     Serve {
         /// Server.
         #[command(subcommand)]
@@ -60,9 +60,10 @@ sockscope trace --count-only --per-thread -p $(pidof nginx)"
     /// and write bench.json, summary.txt and report.html.
     #[command(
         after_help = "Examples:\n  sockscope bench transport --out out/transport\n  \
-sockscope bench udp-rcvbuf --quick\n  sockscope bench overhead\n\n\
-Exit status: as for profile (3-8 name the failing component); 2 for `relay`, which is \
-not built yet."
+sockscope bench udp-rcvbuf --quick\n  sockscope bench overhead\n  sockscope bench relay --quick\n\n\
+Exit status: as for profile: 3-8 name the failing component (6: transport, overhead and \
+relay need BPF, checked before anything is measured: root, or the capabilities the \
+message names); 128+N when interrupted by signal N (Ctrl-C: 130), also during a load."
     )]
     Bench(BenchArgs),
     /// Run the built-in experiments with one report (about two minutes;
@@ -174,6 +175,21 @@ fn parse_secs(s: &str) -> Result<f64, String> {
     }
     Ok(v)
 }
+
+const TRACE_HELP: &str = "\
+Examples:
+  sockscope trace -- redis-server --port 0
+  sockscope trace -p 1234 --duration 10 --json out.json
+  sockscope trace --count-only --per-thread -p $(pidof nginx)
+
+Signals, launch mode (-- CMD): sockscope does not stop before the command
+does. Ctrl-C in a terminal reaches the command (and its children) from the
+terminal itself; SIGINT, SIGTERM or SIGHUP sent to sockscope (kill PID) is
+passed on to the command's process only, not to its children. The command
+decides: sockscope traces until it exits, prints the table, writes --json
+and exits with the command's status (130 if SIGINT killed it, 143 SIGTERM).
+Attach mode (-p): those signals end the window, the table is printed and
+sockscope exits 0; the process is never signalled.";
 
 const PROFILE_HELP: &str = "\
 The load line is a `sockscope load` command without `load` and without the

@@ -16,6 +16,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd, siginfo};
 pub struct Signals {
     fd: SignalFd,
     old: SigSet,
+    /// Every signal of this set was already blocked before (an outer
+    /// `Signals` reads them: profile or bench around an embedded load).
+    nested: bool,
 }
 
 impl Signals {
@@ -30,7 +33,8 @@ impl Signals {
             .context("blocking signals")?;
         let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .context("creating a signalfd")?;
-        Ok(Self { fd, old })
+        let nested = sigs.iter().all(|s| old.contains(*s));
+        Ok(Self { fd, old, nested })
     }
 
     /// The signalfd, to poll on.
@@ -49,7 +53,11 @@ impl Drop for Signals {
     fn drop(&mut self) {
         // Swallow what arrived after the loop stopped listening, so
         // unblocking does not deliver a stale SIGINT that kills the report.
-        while self.pending().is_some() {}
+        // Nested, nothing is unblocked: what arrived stays pending for the
+        // outer reader, which must see a Ctrl-C that came at the very end.
+        if !self.nested {
+            while self.pending().is_some() {}
+        }
         let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&self.old), None);
     }
 }
@@ -59,6 +67,14 @@ pub fn signal_name(signo: u32) -> String {
     Signal::try_from(signo as i32)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {signo}"))
+}
+
+/// Number of a signal named as [`signal_name`] writes it (`SIGINT` -> 2);
+/// None for a name that is no signal.
+pub fn signal_number(name: &str) -> Option<u32> {
+    Signal::iterator()
+        .find(|s| s.as_str() == name)
+        .map(|s| s as i32 as u32)
 }
 
 /// A one-way "stop now" switch that is also a file descriptor (an eventfd
@@ -115,4 +131,51 @@ pub fn bump(fd: &OwnedFd) {
     // few increments never reach; the fd stays readable either way.
     // SAFETY: writes 8 bytes from a valid u64.
     let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_names_and_numbers_round_trip() {
+        assert_eq!(signal_number("SIGINT"), Some(libc::SIGINT as u32));
+        assert_eq!(signal_number("SIGTERM"), Some(libc::SIGTERM as u32));
+        assert_eq!(signal_number(&signal_name(libc::SIGHUP as u32)), Some(1));
+        assert_eq!(signal_number("signal 99"), None);
+        assert_eq!(signal_number("INT"), None);
+    }
+
+    #[test]
+    fn a_nested_signalfd_leaves_late_signals_to_the_outer_one() {
+        // Its own thread: the mask and the raised signal stay there.
+        std::thread::spawn(|| {
+            let mut outer = Signals::block(&[Signal::SIGUSR2]).unwrap();
+            let inner = Signals::block(&[Signal::SIGUSR2]).unwrap();
+            // Arrives after the inner loop stopped reading.
+            // SAFETY: raise on the calling thread, where SIGUSR2 is blocked.
+            assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
+            drop(inner);
+            let si = outer
+                .pending()
+                .expect("the outer reader sees the late signal");
+            assert_eq!(si.ssi_signo, libc::SIGUSR2 as u32);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn an_outermost_signalfd_swallows_late_signals() {
+        std::thread::spawn(|| {
+            let s = Signals::block(&[Signal::SIGUSR1]).unwrap();
+            // SAFETY: raise on the calling thread, where SIGUSR1 is blocked.
+            assert_eq!(unsafe { libc::raise(libc::SIGUSR1) }, 0);
+            // Unblocking would deliver it (and kill the process) unless
+            // the drop swallowed it.
+            drop(s);
+        })
+        .join()
+        .unwrap();
+    }
 }

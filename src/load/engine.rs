@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 use nix::sys::signal::Signal;
 
 use super::plan::{Progress, RunClock, Stop, TcpPlan, WorkerCtx};
-use super::tally::{self, IntervalRecord, Tally};
+use super::tally::{self, ErrorClass, IntervalRecord, Tally};
 use super::tcp_rr::WorkerEnd;
 use super::{tcp_crr, tcp_rr};
 use crate::report::load::{
@@ -309,19 +309,10 @@ pub fn run_tcp(
     };
     let mut failure = None;
     if established == 0 {
-        let classes: Vec<String> = t
-            .errors
-            .iter()
-            .map(|(k, v)| format!("{} x{v}", k.name()))
-            .collect();
         failure = Some(format!(
             "no connection to {} could be established ({})",
             plan.addr,
-            if classes.is_empty() {
-                "no error reported".into()
-            } else {
-                classes.join(", ")
-            }
+            error_classes(&t.errors).unwrap_or_else(|| "no error reported".into())
         ));
     } else if let Some(sig) = &interrupted {
         failure = Some(format!(
@@ -336,7 +327,8 @@ pub fn run_tcp(
         ));
     } else if errors_total > max_errors {
         failure = Some(format!(
-            "{errors_total} errors, more than --max-errors {max_errors}"
+            "{errors_total} errors, more than --max-errors {max_errors} ({})",
+            error_classes(&t.errors).unwrap_or_default()
         ));
     } else if t.transactions == 0 {
         failure = Some("no transaction completed in the measured window".into());
@@ -440,6 +432,19 @@ fn add_interval(map: &mut BTreeMap<u64, (u64, u64, Histogram<u32>)>, rec: Interv
     let _ = e.2.add(&rec.hist);
 }
 
+/// The error classes of a run, most frequent first ("ECONNRESET x10,
+/// short_read x2"), so a failure says what went wrong and not only how
+/// often; None when there were none.
+fn error_classes(errors: &BTreeMap<ErrorClass, u64>) -> Option<String> {
+    let mut v: Vec<(&ErrorClass, &u64)> = errors.iter().filter(|(_, n)| **n > 0).collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let parts: Vec<String> = v
+        .iter()
+        .map(|(k, n)| format!("{} x{n}", k.name()))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 fn wait_signal_or(signals: &Signals, abort: Option<&StopFlag>, d: Duration) {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
@@ -495,4 +500,22 @@ fn update_bar(
     bar.set_message(format!(
         "{phase}{secs:.1} s, {done} tx ({rate:.0}/s), {errs} errors"
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_classes_name_the_most_frequent_first() {
+        let mut e = BTreeMap::new();
+        assert_eq!(error_classes(&e), None);
+        e.insert(ErrorClass::ShortRead, 2);
+        e.insert(ErrorClass::Reset, 10);
+        e.insert(ErrorClass::Refused, 0);
+        assert_eq!(
+            error_classes(&e).as_deref(),
+            Some("ECONNRESET x10, short_read x2")
+        );
+    }
 }

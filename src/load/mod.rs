@@ -247,6 +247,36 @@ pub fn unescape(s: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Parses --expect: a byte count or the exact response (escapes as in
+/// --request). An empty response, as a count or as a string, is a usage
+/// error: a response of no bytes cannot be waited for.
+fn parse_expect(exp: &str, verify: bool) -> Result<Expect> {
+    let expect = match exp.parse::<usize>() {
+        Ok(0) => {
+            return Err(error::usage(
+                "--expect 0: a response of 0 bytes cannot be waited for",
+            ));
+        }
+        Ok(n) => Expect::Bytes(n),
+        Err(_) => {
+            let bytes = unescape(exp)?;
+            if bytes.is_empty() {
+                return Err(error::usage(
+                    "--expect '': an empty response cannot be waited for (give the \
+                     response, or its size in bytes)",
+                ));
+            }
+            Expect::Exact(bytes)
+        }
+    };
+    if verify && matches!(expect, Expect::Bytes(_)) {
+        return Err(error::usage(
+            "--verify with --expect BYTES: give the expected string to verify",
+        ));
+    }
+    Ok(expect)
+}
+
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -333,21 +363,10 @@ fn run_tcp(
             if request.is_empty() {
                 return Err(error::usage("--request must not be empty"));
             }
-            let expect = match exp.parse::<usize>() {
-                Ok(0) => {
-                    return Err(error::usage(
-                        "--expect 0: a response of 0 bytes cannot be waited for",
-                    ));
-                }
-                Ok(n) => Expect::Bytes(n),
-                Err(_) => Expect::Exact(unescape(exp)?),
-            };
-            if a.verify && matches!(expect, Expect::Bytes(_)) {
-                return Err(error::usage(
-                    "--verify with --expect BYTES: give the expected string to verify",
-                ));
+            Exchange::Fixed {
+                request,
+                expect: parse_expect(exp, a.verify)?,
             }
-            Exchange::Fixed { request, expect }
         }
         _ => Exchange::pattern(a.req as usize, a.resp.unwrap_or(a.req) as usize, a.verify),
     };
@@ -503,6 +522,22 @@ mod tests {
         assert!(unescape("bad\\q").is_err());
         assert!(unescape("trailing\\").is_err());
         assert!(unescape("\\x4").is_err());
+    }
+
+    #[test]
+    fn an_empty_expected_response_is_a_usage_error() {
+        for exp in ["", "0"] {
+            let Err(e) = parse_expect(exp, false) else {
+                panic!("--expect {exp:?} was accepted");
+            };
+            assert_eq!(e.downcast_ref::<error::Exit>().map(|x| x.code), Some(2));
+            assert!(e.to_string().contains("cannot be waited for"), "{e}");
+        }
+        assert!(matches!(parse_expect("5", false), Ok(Expect::Bytes(5))));
+        assert!(
+            matches!(parse_expect("+PONG\\r\\n", true), Ok(Expect::Exact(b)) if b == b"+PONG\r\n")
+        );
+        assert!(parse_expect("5", true).is_err());
     }
 
     #[test]

@@ -246,22 +246,28 @@ pub fn run(
     }
     let cpu1 = rusage_ns(libc::RUSAGE_SELF);
 
-    // FIN until REPORT, bounded by --fin-timeout.
-    let (report, sink_trouble) =
-        match fin_exchange(&tx.sock, run_id, tx.published, plan.fin_timeout)? {
-            FinOutcome::Report(r) => {
-                let why = incomplete_report(&r);
-                (Some(r), why)
-            }
-            FinOutcome::NoAnswer => (None, None),
-            FinOutcome::TooLong(n) => (
-                None,
-                Some(format!(
-                    "the sink's report for this run is {n} bytes, more than one datagram \
+    // FIN until REPORT, bounded by --fin-timeout (and ended by a signal).
+    let (report, sink_trouble) = match fin_exchange(
+        &tx.sock,
+        run_id,
+        tx.published,
+        plan.fin_timeout,
+        &mut signals,
+        &mut interrupted,
+    )? {
+        FinOutcome::Report(r) => {
+            let why = incomplete_report(&r);
+            (Some(r), why)
+        }
+        FinOutcome::NoAnswer => (None, None),
+        FinOutcome::TooLong(n) => (
+            None,
+            Some(format!(
+                "the sink's report for this run is {n} bytes, more than one datagram \
                      ({MAX_DATAGRAM}): received and loss are unknown"
-                )),
-            ),
-        };
+            )),
+        ),
+    };
     let kernel_after = snmp::read(v6);
     drop(signals);
 
@@ -496,17 +502,30 @@ fn incomplete_report(r: &SinkReport) -> Option<String> {
     })
 }
 
-/// Sends FIN every 100 ms until a REPORT for `run` arrives or `limit`
-/// passes. The FIN starts at FIN_FIRST_LEN bytes; a NEED from the sink
-/// makes it as long as the REPORT needs and sends it again at once (at
-/// most MAX_IMMEDIATE_REFINS times).
-fn fin_exchange(sock: &UdpSocket, run: u32, published: u64, limit: Duration) -> Result<FinOutcome> {
+/// Sends FIN every 100 ms until a REPORT for `run` arrives, `limit`
+/// passes, or a stop signal comes (recorded in `interrupted`, unless an
+/// earlier one is: the run is then reported as interrupted, not as a sink
+/// that did not answer). The FIN starts at FIN_FIRST_LEN bytes; a NEED
+/// from the sink makes it as long as the REPORT needs and sends it again at
+/// once (at most MAX_IMMEDIATE_REFINS times).
+fn fin_exchange(
+    sock: &UdpSocket,
+    run: u32,
+    published: u64,
+    limit: Duration,
+    signals: &mut Signals,
+    interrupted: &mut Option<String>,
+) -> Result<FinOutcome> {
     let mut fin = fin_datagram(run, published, FIN_FIRST_LEN);
     let end = Instant::now() + limit;
     let mut next_send = Instant::now();
     let mut refins = 0;
     let mut buf = vec![0u8; MAX_DATAGRAM + 1];
     loop {
+        if let Some(si) = signals.pending() {
+            interrupted.get_or_insert_with(|| signal_name(si.ssi_signo));
+            return Ok(FinOutcome::NoAnswer);
+        }
         let now = Instant::now();
         if now >= end {
             return Ok(FinOutcome::NoAnswer);
@@ -594,12 +613,25 @@ mod tests {
             assert!(b.len() <= n);
             sink.send_to(&b, from).unwrap();
         });
-        let out = fin_exchange(&client, 5, 77, Duration::from_secs(5)).unwrap();
+        let out = fin_exchange(
+            &client,
+            5,
+            77,
+            Duration::from_secs(5),
+            &mut no_signals(),
+            &mut None,
+        )
+        .unwrap();
         fake.join().unwrap();
         match out {
             FinOutcome::Report(r) => assert_eq!((r.run, r.received), (5, 70)),
             o => panic!("{o:?}"),
         }
+    }
+
+    /// A signalfd for no signal: the exchange runs uninterrupted.
+    fn no_signals() -> Signals {
+        Signals::block(&[]).unwrap()
     }
 
     #[test]
@@ -612,7 +644,15 @@ mod tests {
             sink.send_to(&need_datagram(5, MAX_DATAGRAM + 1), from)
                 .unwrap();
         });
-        let out = fin_exchange(&client, 5, 1, Duration::from_secs(5)).unwrap();
+        let out = fin_exchange(
+            &client,
+            5,
+            1,
+            Duration::from_secs(5),
+            &mut no_signals(),
+            &mut None,
+        )
+        .unwrap();
         fake.join().unwrap();
         assert!(
             matches!(out, FinOutcome::TooLong(n) if n == MAX_DATAGRAM as u64 + 1),

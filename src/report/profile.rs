@@ -204,11 +204,70 @@ pub struct Derived {
     pub syscall_classes: Vec<ClassShare>,
 }
 
-/// Reads an artifact back (report, compare).
+/// Reads a profile artifact back (compare). A file that is not one fails
+/// with a message that says what it is instead: `compare reads profile
+/// artifacts (run.json, schema sockscope.profile); X is a sockscope.trace
+/// artifact`.
 pub fn read(path: &std::path::Path) -> anyhow::Result<ProfileReport> {
     use anyhow::Context;
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a profile artifact", path.display()))
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    parse(&text).map_err(|what| {
+        anyhow::anyhow!(
+            "compare reads profile artifacts (run.json, schema {SCHEMA}); {} {what}",
+            path.display()
+        )
+    })
+}
+
+/// A profile artifact from its bytes, or what they are instead ("is a
+/// sockscope.trace artifact", "is not JSON (...)").
+fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("is not JSON ({e})"))?;
+    let schema = match v.get("schema").and_then(|s| s.as_str()) {
+        Some(s) => s.to_string(),
+        None => return Err("is JSON without a `schema` field: not a sockscope artifact".into()),
+    };
+    if schema != SCHEMA {
+        return Err(format!("is a {schema} artifact"));
+    }
+    let version = v.get("schema_version").and_then(|x| x.as_u64());
+    if version != Some(SCHEMA_VERSION as u64) {
+        return Err(format!(
+            "is {SCHEMA} version {}; this sockscope reads version {SCHEMA_VERSION}",
+            version.map_or("(none)".into(), |x| x.to_string())
+        ));
+    }
+    serde_json::from_value(v)
+        .map_err(|e| format!("is a {SCHEMA} artifact this sockscope cannot read: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_not_a_profile_artifact_is_named() {
+        let what = |t: &str| parse(t.as_bytes()).expect_err(t);
+        assert_eq!(
+            what(r#"{"schema":"sockscope.trace","schema_version":1,"syscalls":[]}"#),
+            "is a sockscope.trace artifact"
+        );
+        for s in ["sockscope.load", "sockscope.bench", "sockscope.demo"] {
+            assert_eq!(
+                what(&format!(r#"{{"schema":"{s}","schema_version":1}}"#)),
+                format!("is a {s} artifact")
+            );
+        }
+        assert!(what("% time  total").starts_with("is not JSON ("));
+        assert!(what("[1, 2]").contains("without a `schema` field"));
+        assert_eq!(
+            what(r#"{"schema":"sockscope.profile","schema_version":2}"#),
+            "is sockscope.profile version 2; this sockscope reads version 1"
+        );
+        assert!(
+            what(r#"{"schema":"sockscope.profile","schema_version":1}"#)
+                .starts_with("is a sockscope.profile artifact this sockscope cannot read: ")
+        );
+    }
 }

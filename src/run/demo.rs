@@ -35,17 +35,14 @@ pub fn run(out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
     let mut ctx = BenchContext::new(&staging, std::env::args().collect(), quiet)?;
     let started_at = SystemTime::now();
     let t0 = Instant::now();
-    let bpf = crate::trace::preflight::check()
-        .err()
-        .map(|e| format!("{e:#}"));
     let mut experiments = Vec::new();
     let mut not_run = Vec::new();
     let mut missing_required = Vec::new();
     for exp in EXPERIMENTS {
-        if let (true, Some(why)) = (exp.needs_bpf(), &bpf) {
+        if let Err(why) = exp.preflight("sockscope demo") {
             not_run.push(NotRun {
                 experiment: exp.name().into(),
-                reason: format!("needs BPF: {why}"),
+                reason: format!("needs BPF: {why:#}"),
             });
             missing_required.push(exp.name());
             continue;

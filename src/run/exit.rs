@@ -4,6 +4,7 @@
 //! signal N (Ctrl-C: 130).
 
 use crate::error;
+use crate::report::load::LoadReport;
 
 /// The target exited (or could not be started) before it owned a
 /// listening socket.
@@ -13,7 +14,8 @@ pub const TARGET_DIED: u8 = 4;
 /// The port was taken: the target could not bind (address in use), or
 /// the address given to the load is served by another process.
 pub const PORT_TAKEN: u8 = 5;
-/// The tracer could not attach (not root, no BTF, verifier...).
+/// BPF could not be loaded or attached: the tracer, or `bench relay`'s
+/// sockmap (not root, no BTF, verifier...).
 pub const TRACER_FAILED: u8 = 6;
 /// The load failed: errors beyond --max-errors, no connection, stalled.
 pub const LOAD_FAILED: u8 = 7;
@@ -36,4 +38,93 @@ pub fn interrupted(signo: u32, what: &str) -> anyhow::Error {
             crate::signals::signal_name(signo)
         ),
     )
+}
+
+/// Fails with the interruption status when an embedded load ended on a
+/// signal; `what` says when (`during the load`).
+///
+/// A load run inside profile or an experiment reads SIGINT, SIGTERM and
+/// SIGHUP from its own signalfd while it runs, so the caller's own check
+/// finds nothing pending afterwards: the signal survives only in the
+/// load's report. Called before the load's failure is looked at, it makes
+/// an interrupted run exit 128+N (Ctrl-C: 130) rather than as a failed
+/// load (7), and before the processes are checked, since a terminal's
+/// Ctrl-C may have reached them too.
+pub fn load_interrupted(rep: &LoadReport, what: &str) -> anyhow::Result<()> {
+    match ended_by_signal(&rep.end_reason) {
+        Some(signo) => Err(interrupted(signo, what)),
+        None => Ok(()),
+    }
+}
+
+/// The signal number in a load's `end_reason` (`signal:SIGTERM` -> 15).
+fn ended_by_signal(end_reason: &str) -> Option<u32> {
+    let name = end_reason.strip_prefix("signal:")?;
+    // The load names only signals it watches; an unknown name still means
+    // an interruption.
+    Some(crate::signals::signal_number(name).unwrap_or(libc::SIGINT as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(reason: &str) -> LoadReport {
+        LoadReport {
+            schema: crate::report::load::SCHEMA.into(),
+            schema_version: 1,
+            sockscope_version: "0".into(),
+            workload: "udp".into(),
+            target: "127.0.0.1:9".into(),
+            config: Default::default(),
+            started_at: String::new(),
+            duration_s: 0.0,
+            complete: false,
+            end_reason: reason.into(),
+            connections: Default::default(),
+            transactions: 0,
+            rate_per_s: 0.0,
+            warmup_transactions: 0,
+            latency: None,
+            latency_uncorrected: None,
+            send_lag: None,
+            connect_latency: None,
+            errors: Default::default(),
+            intervals: Vec::new(),
+            bytes: Default::default(),
+            generator: Default::default(),
+            udp: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn code(e: &anyhow::Error) -> u8 {
+        e.downcast_ref::<error::Exit>()
+            .expect("an exit status")
+            .code
+    }
+
+    #[test]
+    fn a_load_ended_by_a_signal_is_an_interruption() {
+        let e = load_interrupted(&ended("signal:SIGINT"), "during the load").unwrap_err();
+        assert_eq!(code(&e), 130);
+        assert!(
+            e.to_string()
+                .contains("interrupted by SIGINT during the load"),
+            "{e}"
+        );
+        let e = load_interrupted(&ended("signal:SIGTERM"), "x").unwrap_err();
+        assert_eq!(code(&e), 143);
+        assert_eq!(
+            code(&load_interrupted(&ended("signal:SIGHUP"), "x").unwrap_err()),
+            129
+        );
+    }
+
+    #[test]
+    fn a_load_that_ended_otherwise_is_not() {
+        for reason in ["duration", "count", "burst_sent", "aborted", "stalled"] {
+            assert!(load_interrupted(&ended(reason), "x").is_ok(), "{reason}");
+        }
+    }
 }

@@ -523,7 +523,8 @@ pub fn measure(spec: &ProfileSpec, scratch: &Path) -> Result<ProfileReport> {
         Signal::SIGHUP,
         Signal::SIGCHLD,
     ])?;
-    trace::preflight::check().map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}")))?;
+    trace::preflight::check_for(trace::preflight::Programs::Tracing, "sockscope profile")
+        .map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}")))?;
     let started_at = SystemTime::now();
     let machine = Machine::current();
 
@@ -572,12 +573,7 @@ pub fn measure(spec: &ProfileSpec, scratch: &Path) -> Result<ProfileReport> {
             return Err(fail(exit::LOAD_FAILED, format!("the load failed: {e:#}")));
         }
     };
-    if let Some(sig) = load_report.end_reason.strip_prefix("signal:") {
-        let signo = Signal::iterator()
-            .find(|s| s.as_str() == sig)
-            .map_or(libc::SIGINT as u32, |s| s as i32 as u32);
-        return Err(exit::interrupted(signo, "during the load"));
-    }
+    exit::load_interrupted(&load_report, "during the load")?;
     if died.load(Ordering::SeqCst) || subject.exited() {
         return Err(fail(
             exit::TARGET_DIED,

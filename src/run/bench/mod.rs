@@ -21,8 +21,10 @@ use super::ready::{self, Proto};
 use super::staging::Staging;
 use super::target::{self, Launched, quote_block};
 use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
+use crate::report::load::LoadReport;
 use crate::report::{bench_text, html};
 use crate::signals::Signals;
+use crate::trace::preflight::{self, Programs};
 
 /// The experiments `sockscope bench` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -32,10 +34,11 @@ pub enum Experiment {
     Transport,
     /// UDP loss with a small, the default and a large receive buffer.
     UdpRcvbuf,
-    /// The tracer's overhead on a getppid loop, against strace and perf.
+    /// The tracer's overhead on a getppid loop, against strace and perf
+    /// (where installed).
     Overhead,
     /// serve relay's data paths (userspace, splice, sockmap) against
-    /// HAProxy and the echo server reached directly.
+    /// HAProxy (when installed) and the echo server reached directly.
     Relay,
 }
 
@@ -50,13 +53,32 @@ impl Experiment {
         }
     }
 
+    /// The BPF programs it loads, if any: the tracer (transport,
+    /// overhead) or serve relay's sockmap (relay).
+    pub fn bpf(self) -> Option<Programs> {
+        match self {
+            Experiment::Transport | Experiment::Overhead => Some(Programs::Tracing),
+            Experiment::Relay => Some(Programs::Sockmap),
+            Experiment::UdpRcvbuf => None,
+        }
+    }
+
     /// True when it needs BPF (root, BTF).
     pub fn needs_bpf(self) -> bool {
-        // relay: sockmap is a BPF program.
-        matches!(
-            self,
-            Experiment::Transport | Experiment::Overhead | Experiment::Relay
-        )
+        self.bpf().is_some()
+    }
+
+    /// Fails at once, with TRACER_FAILED and a message naming the missing
+    /// capability or kernel feature, when it needs BPF this process cannot
+    /// load; `who` is the command run ("sockscope bench relay"). Without
+    /// it, a relay run as non-root would measure its other paths for
+    /// seconds and then fail on libbpf's errno.
+    pub fn preflight(self, who: &str) -> Result<()> {
+        match self.bpf() {
+            None => Ok(()),
+            Some(programs) => preflight::check_for(programs, who)
+                .map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}"))),
+        }
     }
 }
 
@@ -100,6 +122,15 @@ impl<'a> BenchContext<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Fails with the interruption status if a stop signal came while an
+    /// embedded load ran (`when`: "during ..."): pending here, or read by
+    /// the load itself and left in its report. Call it before judging the
+    /// load's failure or the processes, which the signal may explain.
+    pub fn check_load(&mut self, rep: &LoadReport, when: &str) -> Result<()> {
+        self.check_signals()?;
+        exit::load_interrupted(rep, when)
     }
 
     /// A fresh private directory for one run's scratch files (inside the
@@ -258,6 +289,7 @@ pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<Be
 /// `sockscope bench NAME [--out DIR] [--quick]`: runs it and writes
 /// DIR/bench.json, summary.txt and report.html as a set.
 pub fn run_cli(exp: Experiment, out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
+    exp.preflight(&format!("sockscope bench {}", exp.name()))?;
     let dest = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("bench-{}-{}", exp.name(), super::timestamp())));

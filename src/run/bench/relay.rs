@@ -265,6 +265,7 @@ struct Sample {
 }
 
 fn measure(
+    ctx: &mut BenchContext<'_>,
     p: Route,
     s: &mut Started,
     upstream: &mut Launched,
@@ -285,6 +286,7 @@ fn measure(
     let after = Cpu::read(relay_pid, upstream.pid);
     let what = format!("{} at {conns} x {bytes} B", p.name());
     let when = format!("during {what}");
+    ctx.check_load(&outcome.report, &when)?;
     if let Some(l) = s.proc_.as_mut() {
         super::check_alive(l, exit::TARGET_DIED, p.name(), &when)?;
     }
@@ -379,7 +381,7 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(RelayResult, Vec<S
             let mut s = start(p, &exe, upstream, haproxy.as_deref(), &dir)?;
             for &shape in plan.shapes {
                 ctx.check_signals()?;
-                let x = measure(p, &mut s, &mut echo, shape, &plan)?;
+                let x = measure(ctx, p, &mut s, &mut echo, shape, &plan)?;
                 ctx.progress(&format!(
                     "  round {round} {:<9} {:>5} B x {:>4} conns: {:>8.0} tx/s  p99 {:>8}  relay {:>7}  workers {:>6.2} us/tx  machine {:>6.2} us/tx",
                     p.name(),

@@ -70,6 +70,10 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(UdpRcvbufResult, V
                 DATAGRAM.to_string(),
             ];
             let outcome = load::execute(load::parse(&line)?, true)?;
+            ctx.check_load(
+                &outcome.report,
+                &format!("during udp-rcvbuf trial {name} {n}"),
+            )?;
             if let Some(why) = outcome.failure {
                 return Err(fail(
                     exit::LOAD_FAILED,

@@ -73,10 +73,10 @@ pub fn render(r: &EchoReport) -> String {
     );
     let _ = writeln!(
         s,
-        "  connections  {} accepted, {} rejected (max-conns), {} open at stop, \
+        "  connections  {} accepted, {}, {} open at stop, \
          {} closed by peer, {} reset, {} errors",
         c.accepted,
-        c.rejected_max_conns + c.rejected_no_thread,
+        rejected(c),
         c.open_at_stop,
         c.closed_by_peer,
         c.reset,
@@ -132,6 +132,28 @@ pub fn render(r: &EchoReport) -> String {
     s
 }
 
+/// "N rejected", with the reasons the JSON counts them under: over
+/// --max-conns (`rejected_max_conns`), or no thread could be started for
+/// them (`rejected_no_thread`, threaded only).
+fn rejected(c: &Counters) -> String {
+    let reasons: Vec<(&str, u64)> = [
+        ("max-conns", c.rejected_max_conns),
+        ("no thread", c.rejected_no_thread),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .collect();
+    let total = c.rejected_max_conns + c.rejected_no_thread;
+    match reasons.as_slice() {
+        [] => "0 rejected".into(),
+        [(why, _)] => format!("{total} rejected ({why})"),
+        many => {
+            let parts: Vec<String> = many.iter().map(|(w, n)| format!("{n} {w}")).collect();
+            format!("{total} rejected ({})", parts.join(", "))
+        }
+    }
+}
+
 /// 1536 -> "1.5 KiB".
 pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -151,6 +173,53 @@ pub fn human_bytes(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn counters(max_conns: u64, no_thread: u64) -> Counters {
+        Counters {
+            rejected_max_conns: max_conns,
+            rejected_no_thread: no_thread,
+            ..Counters::default()
+        }
+    }
+
+    #[test]
+    fn rejections_name_the_reason_the_json_gives() {
+        assert_eq!(rejected(&counters(0, 0)), "0 rejected");
+        assert_eq!(rejected(&counters(0, 154)), "154 rejected (no thread)");
+        assert_eq!(rejected(&counters(7, 0)), "7 rejected (max-conns)");
+        assert_eq!(
+            rejected(&counters(7, 154)),
+            "161 rejected (7 max-conns, 154 no thread)"
+        );
+    }
+
+    #[test]
+    fn the_summary_of_a_threaded_server_out_of_threads_says_so() {
+        let r = EchoReport {
+            schema: SCHEMA.into(),
+            schema_version: SCHEMA_VERSION,
+            sockscope_version: "0".into(),
+            listen: "127.0.0.1:1".into(),
+            transport: "threaded".into(),
+            loops: 1,
+            req_size: None,
+            resp_size: None,
+            work_us: 0,
+            max_conns: None,
+            out_cap_bytes: 0,
+            stop_reason: "signal:SIGTERM".into(),
+            duration_s: 1.0,
+            drain_s: 0.0,
+            transactions: None,
+            counters: counters(0, 154),
+            cpu_user_s: 0.0,
+            cpu_system_s: 0.0,
+            notes: vec![],
+        };
+        let text = render(&r);
+        assert!(text.contains(", 154 rejected (no thread),"), "{text}");
+        assert!(!text.contains("max-conns"), "{text}");
+    }
 
     #[test]
     fn human_bytes_scales() {

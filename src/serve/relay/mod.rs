@@ -51,7 +51,15 @@ pub fn run(args: &RelayArgs, quiet: bool) -> Result<u8> {
         RelayMode::Userspace => (Path::Userspace, None),
         RelayMode::Splice => (Path::Splice, None),
         RelayMode::Sockmap => {
-            match sockmap::Sockmap::load(args.max_conns.map_or(65536, |m| m.min(1 << 20) as u32)) {
+            // Named capabilities first: libbpf alone says only EPERM.
+            let loaded = crate::trace::preflight::check_for(
+                crate::trace::preflight::Programs::Sockmap,
+                "sockscope serve relay --mode sockmap",
+            )
+            .and_then(|()| {
+                sockmap::Sockmap::load(args.max_conns.map_or(65536, |m| m.min(1 << 20) as u32))
+            });
+            match loaded {
                 Ok((sm, loaded)) => {
                     keep = Some(loaded);
                     (Path::Sockmap, Some(sm))

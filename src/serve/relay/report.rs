@@ -31,8 +31,10 @@ pub struct RelayReport {
     pub mode_requested: String,
     /// The data path actually used (userspace after a sockmap fallback).
     pub mode: String,
-    /// Why sockmap was not used, when it fell back.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// Why sockmap was not used, when it fell back; always written (null
+    /// when there was no fallback), so a reader can tell "none" from "not
+    /// recorded".
+    #[serde(default)]
     pub fallback_reason: Option<String>,
     /// Event loops.
     pub loops: usize,
@@ -126,4 +128,45 @@ pub fn render(r: &RelayReport) -> String {
         let _ = writeln!(s, "  note: {n}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(fallback: Option<&str>) -> RelayReport {
+        RelayReport {
+            schema: SCHEMA.into(),
+            schema_version: SCHEMA_VERSION,
+            sockscope_version: "0".into(),
+            listen: "127.0.0.1:1".into(),
+            upstream: "127.0.0.1:2".into(),
+            mode_requested: "sockmap".into(),
+            mode: if fallback.is_some() {
+                "userspace"
+            } else {
+                "sockmap"
+            }
+            .into(),
+            fallback_reason: fallback.map(str::to_string),
+            loops: 1,
+            max_conns: None,
+            stop_reason: "signal:SIGTERM".into(),
+            duration_s: 1.0,
+            drain_s: 0.0,
+            counters: RelayCounters::default(),
+            verdict: None,
+            cpu_user_s: 0.0,
+            cpu_system_s: 0.0,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn fallback_reason_is_always_in_the_json() {
+        let none = serde_json::to_value(report(None)).unwrap();
+        assert_eq!(none.get("fallback_reason"), Some(&serde_json::Value::Null));
+        let some = serde_json::to_value(report(Some("no CAP_BPF"))).unwrap();
+        assert_eq!(some["fallback_reason"], "no CAP_BPF");
+    }
 }
