@@ -86,6 +86,11 @@ not run (e.g. no BPF: the report and the summary say which); 3-8 and 128+N as fo
         #[arg(value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
         calls: u64,
     },
+    /// Guards the process groups sockscope launches: reads `+PGID`/`-PGID`
+    /// on stdin and SIGKILLs every group still registered at end-of-file
+    /// (see src/run/watchdog.rs).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
     /// Sleeps (an idle process for `bench overhead`).
     #[command(name = "__idle", hide = true)]
     Idle {
@@ -221,8 +226,8 @@ No failure leaves anything at DIR.";
 #[command(group(clap::ArgGroup::new("what").required(true).args(["target", "pid", "command"])))]
 pub struct ProfileArgs {
     /// Run this sockscope subcommand as the target, e.g. 'serve echo
-    /// --transport epoll' (serve targets get a --json for their own
-    /// counters).
+    /// --transport epoll' (without --json: a serve target's own counters
+    /// are put in run.json).
     #[arg(long, value_name = "ARGS", conflicts_with_all = ["pid", "command"])]
     pub target: Option<String>,
 

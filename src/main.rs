@@ -14,7 +14,13 @@ use sockscope::{error, report, trace};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match dispatch(cli) {
+    // Whatever this run launches dies with it, SIGKILL included. The
+    // watchdog starts with the first launch; /proc/self/exe still names
+    // this binary if the file is replaced meanwhile.
+    sockscope::run::watchdog::enable("/proc/self/exe".into());
+    let res = dispatch(cli);
+    sockscope::run::watchdog::shutdown();
+    match res {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             let code = e.downcast_ref::<error::Exit>().map_or(1, |x| x.code);
@@ -58,6 +64,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             println!("ns_per_call={ns:.1} calls={calls}");
             Ok(0)
         }
+        Command::Watchdog => sockscope::run::watchdog::run(),
         Command::Idle { secs } => {
             std::thread::sleep(Duration::from_secs(secs));
             Ok(0)
@@ -156,6 +163,7 @@ fn run_profile(args: ProfileArgs, quiet: bool) -> Result<u8> {
                     "--target is empty: give e.g. 'serve echo --transport epoll'",
                 ));
             }
+            sockscope::run::profile::check_target_args(&words)?;
             Target::Sockscope(words)
         }
         (None, Some(pid), true) => {

@@ -500,7 +500,15 @@ fn bench_relay_ctrl_c_exits_130_and_leaves_no_relay_running() {
     let mut seen = Vec::new();
     while seen.len() < 2 {
         assert!(Instant::now() < deadline, "the relay never started");
-        seen = children_of(me);
+        // The watchdog is a child too; it goes once sockscope has exited.
+        seen = children_of(me)
+            .into_iter()
+            .filter(|p| {
+                !std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .unwrap_or_default()
+                    .contains("__watchdog")
+            })
+            .collect();
         std::thread::sleep(Duration::from_millis(20));
     }
     interrupt_and_check(child, &out);
@@ -652,6 +660,23 @@ fn usage_errors_exit_2_before_anything_runs() {
             "tcp-rr --warmup 1".into(),
         ],
         vec!["--load".into(), "tcp-rr".into()],
+        // profile reads a serve target's report itself, never a path.
+        vec![
+            "--target".into(),
+            format!("{ECHO} --json {}", dir.join("server.json").display()),
+            "--load".into(),
+            "tcp-rr -n 10".into(),
+            "--out".into(),
+            dir.join("json-art").display().to_string(),
+        ],
+        vec![
+            "--target".into(),
+            format!("{ECHO} --json=-"),
+            "--load".into(),
+            "tcp-rr -n 10".into(),
+            "--out".into(),
+            dir.join("json-art").display().to_string(),
+        ],
         vec![
             "--target".into(),
             ECHO.into(),

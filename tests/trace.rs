@@ -561,6 +561,33 @@ fn unprivileged_run_names_the_missing_capability() {
 }
 
 #[test]
+fn a_killed_trace_takes_its_command_with_it() {
+    if !require_bpf("a_killed_trace_takes_its_command_with_it") {
+        return;
+    }
+    let mut run = Command::new(sockscope())
+        .args(["trace", "-q", "--", sockscope(), "__idle", "600"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The command once it has exec'd (before, the held child's command
+    // line is sockscope's own).
+    let exec_line = format!("{} __idle 600", sockscope());
+    let cmd = common::procs::wait_for(Duration::from_secs(30), || {
+        common::procs::tree(run.id() as i32)
+            .into_iter()
+            .find(|p| p.cmdline.starts_with(&exec_line))
+    })
+    .expect("the traced command never ran");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let left = common::procs::still_running_after(&[cmd], Duration::from_secs(2));
+    assert!(left.is_empty(), "the command outlived its tracer: {left:?}");
+}
+
+#[test]
 fn sigkill_leaves_no_bpf_program_attached() {
     if !require_bpf("sigkill_leaves_no_bpf_program_attached") {
         return;

@@ -4,6 +4,7 @@
 //!
 //! - [`profile`]: one traced load window and its artifact;
 //! - [`target`], [`ready`]: processes we start, and the sockets they own;
+//!   [`watchdog`]: what kills their process groups if sockscope dies;
 //! - [`loadline`]: the `--load` string; [`machine`]: build, kernel, CPU,
 //!   sysctls and caveats; [`staging`]: artifact directories written as a
 //!   set; [`exit`]: the failure statuses;
@@ -18,6 +19,7 @@ pub mod profile;
 pub mod ready;
 pub mod staging;
 pub mod target;
+pub mod watchdog;
 
 use std::path::{Path, PathBuf};
 
@@ -43,10 +45,7 @@ pub fn run_profile(spec: &profile::ProfileSpec, out: Option<&Path>) -> Result<u8
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("profile-{}", timestamp())));
     let staging = staging::Staging::new(&dest)?;
-    let scratch = staging.path().join(bench::WORK);
-    std::fs::create_dir(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    let rep = profile::measure(spec, &scratch)?;
-    bench::remove_work(&staging);
+    let rep = profile::measure(spec)?;
     staging.write_json("run.json", &rep)?;
     let summary = profile_text::render(&rep);
     staging.write("summary.txt", summary.as_bytes())?;

@@ -10,7 +10,6 @@
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
@@ -74,7 +73,8 @@ struct Subject {
     launched: Option<Launched>,
     pid: i32,
     exit_fd: OwnedFd,
-    server_json: Option<PathBuf>,
+    /// It hands its own report back (a launched `serve echo`/`udp-sink`).
+    reports: bool,
 }
 
 impl Subject {
@@ -101,23 +101,26 @@ impl Subject {
     }
 }
 
-/// Where the server writes its own report when the arguments do not say.
-fn json_arg(args: &[String]) -> Option<PathBuf> {
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--json" {
-            return it.next().map(PathBuf::from);
-        }
-        if let Some(p) = a.strip_prefix("--json=") {
-            return Some(PathBuf::from(p));
-        }
+/// Checks the arguments of a `--target`: a `--json` of its own is refused.
+/// profile hands a serve target a descriptor for its report and embeds the
+/// report in run.json; reading back a path the target wrote (it may run as
+/// another user, who could put a link to any file there) is what it must
+/// never do as root.
+pub fn check_target_args(args: &[String]) -> Result<()> {
+    if let Some(a) = args
+        .iter()
+        .find(|a| *a == "--json" || a.starts_with("--json="))
+    {
+        return Err(crate::error::usage(format!(
+            "--target: leave out {a}: profile gives a serve target its own report descriptor \
+             and puts the server's report in run.json (target.server_report)"
+        )));
     }
-    None
+    Ok(())
 }
 
-fn start(spec: &ProfileSpec, scratch: &Path) -> Result<Subject> {
-    let log = scratch.join("target.log");
-    let (argv, server_json): (Vec<OsString>, Option<PathBuf>) = match &spec.target {
+fn start(spec: &ProfileSpec) -> Result<Subject> {
+    let (argv, reports): (Vec<OsString>, bool) = match &spec.target {
         Target::Pid(pid) => {
             let fd = target::pidfd_open(*pid).map_err(|e| {
                 fail(
@@ -129,35 +132,27 @@ fn start(spec: &ProfileSpec, scratch: &Path) -> Result<Subject> {
                 launched: None,
                 pid: *pid,
                 exit_fd: fd,
-                server_json: None,
+                reports: false,
             });
         }
-        Target::Command(argv) => (argv.clone(), None),
+        Target::Command(argv) => (argv.clone(), false),
         Target::Sockscope(args) => {
+            check_target_args(args)?;
             let exe = std::env::current_exe().context("locating the sockscope binary")?;
             let mut argv: Vec<OsString> = vec![exe.into()];
             argv.extend(args.iter().map(OsString::from));
             let is_server = args.first().is_some_and(|a| a == "serve")
                 && args.get(1).is_some_and(|a| a == "echo" || a == "udp-sink");
-            let json = match json_arg(args) {
-                Some(p) => Some(p),
-                None if is_server => {
-                    let p = scratch.join("server.json");
-                    argv.push("--json".into());
-                    argv.push(p.clone().into());
-                    Some(p)
-                }
-                None => None,
-            };
-            (argv, json)
+            (argv, is_server)
         }
     };
-    if let Some(ra) = &spec.run_as {
-        // The server writes its JSON here as that user.
-        std::os::unix::fs::chown(scratch, Some(ra.uid), Some(ra.gid))
-            .with_context(|| format!("handing {} to {}", scratch.display(), ra.name))?;
+    let run_as = spec.run_as.as_ref();
+    let launched = if reports {
+        Launched::spawn_reporting(&argv, run_as)
+    } else {
+        Launched::spawn(&argv, run_as)
     }
-    let launched = Launched::spawn(&argv, &log, spec.run_as.as_ref()).map_err(|e| {
+    .map_err(|e| {
         fail(
             exit::TARGET_EXITED_EARLY,
             format!("the target could not be started: {e:#}"),
@@ -171,7 +166,7 @@ fn start(spec: &ProfileSpec, scratch: &Path) -> Result<Subject> {
         pid: launched.pid,
         launched: Some(launched),
         exit_fd,
-        server_json,
+        reports,
     })
 }
 
@@ -512,10 +507,40 @@ fn start_watcher(
         .context("starting the target watcher thread")
 }
 
-/// Runs one profile and returns its report; writes nothing. `scratch` is a
-/// private directory for the target's log and the server's own JSON.
-/// Failures carry the statuses of [`exit`].
-pub fn measure(spec: &ProfileSpec, scratch: &Path) -> Result<ProfileReport> {
+/// The server's own report, read back through its descriptor once it
+/// stopped cleanly on SIGTERM; without it the run has no server counters
+/// and fails.
+fn server_report(
+    subject: &Subject,
+    stop: Option<&target::StopRecord>,
+) -> Result<serde_json::Value> {
+    let clean = stop.is_none_or(|r| r.clean());
+    let parsed = subject
+        .launched
+        .as_ref()
+        .context("a report from a target profile did not launch")?
+        .report()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).map_err(Into::into));
+    match (clean, parsed) {
+        (true, Ok(v)) => Ok(v),
+        (_, parsed) => Err(fail(
+            exit::TARGET_DIED,
+            format!(
+                "the server did not stop cleanly on SIGTERM ({}{}), so its own counters are \
+                 missing; its output:\n{}",
+                stop.map_or("?".into(), |r| r.describe()),
+                parsed.err().map_or(String::new(), |e| format!("; {e:#}")),
+                subject.log_tail()
+            ),
+        )),
+    }
+}
+
+/// Runs one profile and returns its report; writes nothing. A launched
+/// target is started on the calling thread (its PR_SET_PDEATHSIG is tied
+/// to it), which must therefore outlive the call. Failures carry the
+/// statuses of [`exit`].
+pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     // Before any thread exists: every thread started below inherits it.
     let mut signals = Signals::block(&[
         Signal::SIGINT,
@@ -529,7 +554,7 @@ pub fn measure(spec: &ProfileSpec, scratch: &Path) -> Result<ProfileReport> {
     let machine = Machine::current();
 
     let t_launch = Instant::now();
-    let mut subject = start(spec, scratch)?;
+    let mut subject = start(spec)?;
     let (addr, sockets) = wait_ready(spec, &mut subject, &mut signals)?;
     let ready_after = t_launch.elapsed();
     let comm = crate::procfs::comm(subject.pid).unwrap_or_default();
@@ -642,28 +667,10 @@ pub fn measure(spec: &ProfileSpec, scratch: &Path) -> Result<ProfileReport> {
             ));
         }
     }
-    let server_report = match &subject.server_json {
-        None => None,
-        Some(p) => {
-            let clean = stop.as_ref().is_none_or(|r| r.clean());
-            let parsed = std::fs::read_to_string(p)
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
-            match (clean, parsed) {
-                (true, Some(v)) => Some(v),
-                _ => {
-                    return Err(fail(
-                        exit::TARGET_DIED,
-                        format!(
-                            "the server did not stop cleanly on SIGTERM ({}), so its own \
-                             counters are missing; its output:\n{}",
-                            stop.as_ref().map_or("?".into(), |r| r.describe()),
-                            subject.log_tail()
-                        ),
-                    ));
-                }
-            }
-        }
+    let server_report = if subject.reports {
+        Some(server_report(&subject, stop.as_ref())?)
+    } else {
+        None
     };
 
     let mut load_command = vec!["sockscope".to_string(), "load".to_string()];

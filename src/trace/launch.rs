@@ -135,6 +135,12 @@ fn cstrings(items: impl IntoIterator<Item = OsString>) -> Result<Vec<CString>> {
 }
 
 /// Forks the child that will exec `argv`; it blocks until `Held::release`.
+///
+/// The child gets PR_SET_PDEATHSIG(SIGKILL) (set again after a switch of
+/// user, which clears it), so it dies with sockscope, held or running. The
+/// kernel sends it when the *thread* that forked exits: call this on a
+/// thread that lives as long as the command should (the CLI's main thread).
+/// The command's own children do not inherit it.
 pub fn spawn_held(program: &Path, argv: &[OsString], run_as: Option<&RunAs>) -> Result<Held> {
     // Everything the child needs is allocated before fork: after it, the
     // child may only make async-signal-safe calls.
@@ -155,12 +161,19 @@ pub fn spawn_held(program: &Path, argv: &[OsString], run_as: Option<&RunAs>) -> 
 
     let (release_r, release_w) = pipe_cloexec()?;
     let (status_r, status_w) = pipe_cloexec()?;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
 
     // SAFETY: the child branch below only calls async-signal-safe libc
     // functions on memory prepared above, then execs or _exits.
     match unsafe { fork() }.context("fork")? {
         ForkResult::Child => unsafe {
             let status_fd = status_w.as_raw_fd();
+            // The parent's ends: holding release_w ourselves would keep the
+            // read below from seeing sockscope go away.
+            libc::close(release_w.as_raw_fd());
+            libc::close(status_r.as_raw_fd());
+            die_with_parent(parent, status_fd);
             // Undo what sockscope changed for itself: blocked signals and
             // Rust's SIG_IGN for SIGPIPE would otherwise be inherited.
             let mut empty: libc::sigset_t = std::mem::zeroed();
@@ -189,6 +202,8 @@ pub fn spawn_held(program: &Path, argv: &[OsString], run_as: Option<&RunAs>) -> 
                 if libc::setuid(uid) != 0 {
                     child_fail(status_fd, 1);
                 }
+                // The switch of user cleared it.
+                die_with_parent(parent, status_fd);
             }
             libc::execve(path.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr());
             child_fail(status_fd, 2)
@@ -201,6 +216,23 @@ pub fn spawn_held(program: &Path, argv: &[OsString], run_as: Option<&RunAs>) -> 
                 release_w,
                 status_r,
             })
+        }
+    }
+}
+
+/// Asks for SIGKILL when the parent (thread) dies, then exits at once if
+/// `parent` already has.
+///
+/// # Safety
+/// Only async-signal-safe calls: usable in the child between fork and exec.
+unsafe fn die_with_parent(parent: libc::pid_t, status_fd: i32) {
+    // SAFETY: plain prctl and getppid.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            child_fail(status_fd, 1);
+        }
+        if libc::getppid() != parent {
+            libc::_exit(1);
         }
     }
 }

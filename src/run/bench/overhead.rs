@@ -47,9 +47,8 @@ fn which(prog: &str) -> Option<PathBuf> {
 
 /// Runs `argv` to completion (bounded) and returns the loop's ns/call from
 /// its output.
-fn measure(argv: &[OsString], scratch: &Path, what: &str) -> Result<f64> {
-    let log = scratch.join(format!("{what}.log"));
-    let mut p = Launched::spawn(argv, &log, None)?;
+fn measure(argv: &[OsString], what: &str) -> Result<f64> {
+    let mut p = Launched::spawn(argv, None)?;
     if !target::wait_pidfd(p.exit_fd(), RUN_LIMIT) {
         p.stop(STOP_GRACE);
         return Err(fail(
@@ -61,7 +60,7 @@ fn measure(argv: &[OsString], scratch: &Path, what: &str) -> Result<f64> {
         ));
     }
     let st = p.try_exited();
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let text = p.log_tail(4096);
     let ns = text
         .lines()
         .rev()
@@ -81,7 +80,7 @@ fn measure(argv: &[OsString], scratch: &Path, what: &str) -> Result<f64> {
             format!(
                 "overhead run `{what}` failed ({}); its output:\n{}",
                 st.map_or("did not exit".into(), target::describe_status),
-                quote_block(&target::log_tail(&log, 2000))
+                quote_block(&p.log_tail(2000))
             ),
         )),
     }
@@ -89,9 +88,9 @@ fn measure(argv: &[OsString], scratch: &Path, what: &str) -> Result<f64> {
 
 /// The loop run untraced while an in-process attach-mode trace watches an
 /// idle process.
-fn collateral(exe: &Path, calls: u64, scratch: &Path) -> Result<f64> {
+fn collateral(exe: &Path, calls: u64) -> Result<f64> {
     let idle_argv: Vec<OsString> = vec![exe.into(), "__idle".into(), "600".into()];
-    let idle = Launched::spawn(&idle_argv, &scratch.join("idle.log"), None)?;
+    let idle = Launched::spawn(&idle_argv, None)?;
     let stop = Arc::new(StopFlag::new()?);
     let (open_tx, open_rx) = mpsc::channel();
     let opts = TraceOptions {
@@ -137,7 +136,7 @@ fn collateral(exe: &Path, calls: u64, scratch: &Path) -> Result<f64> {
         "__getppid-loop".into(),
         calls.to_string().into(),
     ];
-    let ns = measure(&loop_argv, scratch, "collateral");
+    let ns = measure(&loop_argv, "collateral");
     stop.raise();
     match done_rx.recv_timeout(Duration::from_secs(30)) {
         Ok(Ok(_)) => {}
@@ -188,7 +187,8 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(OverheadResult, Ve
     };
     let strace = which("strace");
     let perf = which("perf").filter(|p| {
-        std::process::Command::new(p)
+        let mut probe = std::process::Command::new(p);
+        target::dies_with_us(&mut probe)
             .args(["trace", "-s", "-o", "/dev/null", "--", "true"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -226,9 +226,8 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(OverheadResult, Ve
     for r in 1..=rounds {
         for (i, (key, _)) in configs.iter().enumerate() {
             ctx.check_signals()?;
-            let scratch = ctx.scratch(&format!("overhead-{key}-{r}"))?;
             let ns = match *key {
-                "untraced" => measure(&loop_argv(calls), &scratch, key)?,
+                "untraced" => measure(&loop_argv(calls), key)?,
                 "count_only" | "latency" => {
                     let mut argv: Vec<OsString> =
                         vec![exe.clone().into(), "-q".into(), "trace".into()];
@@ -237,7 +236,7 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(OverheadResult, Ve
                     }
                     argv.push("--".into());
                     argv.extend(loop_argv(calls));
-                    measure(&argv, &scratch, &format!("sockscope {key}"))?
+                    measure(&argv, &format!("sockscope {key}"))?
                 }
                 "strace" => {
                     let mut argv: Vec<OsString> = vec![
@@ -249,7 +248,7 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(OverheadResult, Ve
                         "--".into(),
                     ];
                     argv.extend(loop_argv(slow));
-                    measure(&argv, &scratch, key)?
+                    measure(&argv, key)?
                 }
                 "perf_trace" => {
                     let mut argv: Vec<OsString> = vec![
@@ -261,9 +260,9 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(OverheadResult, Ve
                         "--".into(),
                     ];
                     argv.extend(loop_argv(slow));
-                    measure(&argv, &scratch, key)?
+                    measure(&argv, key)?
                 }
-                _ => collateral(&exe, calls, &scratch)?,
+                _ => collateral(&exe, calls)?,
             };
             results[i].push(ns);
         }

@@ -94,7 +94,11 @@ fn find_haproxy() -> Option<PathBuf> {
 }
 
 fn haproxy_version(bin: &Path) -> Option<String> {
-    let out = std::process::Command::new(bin).arg("-v").output().ok()?;
+    let mut cmd = std::process::Command::new(bin);
+    let out = crate::run::target::dies_with_us(&mut cmd)
+        .arg("-v")
+        .output()
+        .ok()?;
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .next()
@@ -119,7 +123,8 @@ fn free_port() -> Result<u16> {
 struct Started {
     proc_: Option<Launched>,
     addr: SocketAddr,
-    json: Option<PathBuf>,
+    /// It hands back its own report (a sockscope relay).
+    reports: bool,
 }
 
 fn start(
@@ -129,12 +134,11 @@ fn start(
     haproxy: Option<&Path>,
     scratch: &Path,
 ) -> Result<Started> {
-    let log = scratch.join(format!("{}.log", p.name()));
     match p {
         Route::Direct => Ok(Started {
             proc_: None,
             addr: upstream,
-            json: None,
+            reports: false,
         }),
         Route::Haproxy => {
             let bin = haproxy.context("haproxy is not installed")?;
@@ -154,16 +158,15 @@ fn start(
             .context("writing haproxy.cfg")?;
             let argv: Vec<OsString> =
                 vec![bin.into(), "-db".into(), "-f".into(), cfg.into_os_string()];
-            let mut l = Launched::spawn(&argv, &log, None)?;
+            let mut l = Launched::spawn(&argv, None)?;
             let addr = super::wait_socket(&mut l, Proto::TcpListen, "haproxy")?;
             Ok(Started {
                 proc_: Some(l),
                 addr,
-                json: None,
+                reports: false,
             })
         }
         Route::Relay(mode) => {
-            let json = scratch.join(format!("{mode}.json"));
             let argv: Vec<OsString> = vec![
                 exe.into(),
                 "serve".into(),
@@ -175,16 +178,14 @@ fn start(
                 // A sockmap that falls back to userspace would be measured
                 // under the wrong name.
                 "--strict".into(),
-                "--json".into(),
-                json.clone().into(),
             ];
-            let mut l = Launched::spawn(&argv, &log, None)?;
+            let mut l = Launched::spawn_reporting(&argv, None)?;
             let addr =
                 super::wait_socket(&mut l, Proto::TcpListen, &format!("serve relay {mode}"))?;
             Ok(Started {
                 proc_: Some(l),
                 addr,
-                json: Some(json),
+                reports: true,
             })
         }
     }
@@ -216,15 +217,16 @@ fn stop(p: Route, s: &mut Started) -> Result<Option<RelayReport>> {
     if rec.signal == "none" {
         return Err(broken("exited by itself during the experiment".into()));
     }
-    let Some(json) = &s.json else {
+    if !s.reports {
         return Ok(None);
-    };
+    }
     if !rec.clean() {
         return Err(broken(format!("did not stop cleanly ({})", rec.describe())));
     }
-    let text =
-        std::fs::read_to_string(json).map_err(|e| broken(format!("wrote no report ({e})")))?;
-    let rep: RelayReport = serde_json::from_str(&text)
+    let bytes = l
+        .report()
+        .map_err(|e| broken(format!("left no report ({e:#})")))?;
+    let rep: RelayReport = serde_json::from_slice(&bytes)
         .map_err(|e| broken(format!("wrote an unreadable report ({e})")))?;
     Ok(Some(rep))
 }
@@ -368,7 +370,7 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(RelayResult, Vec<S
         "--transport".into(),
         "epoll".into(),
     ];
-    let mut echo = Launched::spawn(&echo_argv, &scratch.join("echo.log"), None)?;
+    let mut echo = Launched::spawn(&echo_argv, None)?;
     let upstream = super::wait_socket(&mut echo, Proto::TcpListen, "the echo upstream")?;
 
     let mut samples: Vec<(Route, Shape, Sample)> = Vec::new();

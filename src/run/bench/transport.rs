@@ -95,8 +95,7 @@ pub fn run(ctx: &mut BenchContext<'_>, plan: &Plan) -> Result<(TransportResult, 
                     quiet: true,
                     command_line: ctx.command_line.clone(),
                 };
-                let scratch = ctx.scratch(&name)?;
-                let rep = profile::measure(&spec, &scratch)
+                let rep = profile::measure(&spec)
                     .map_err(|e| e.context(format!("transport point {name}")))?;
                 let run = format!("runs/{name}/run.json");
                 ctx.staging.write_json(&run, &rep)?;

@@ -44,22 +44,18 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(UdpRcvbufResult, V
         // Interleaved, so drift on the machine hits every size alike.
         for (name, req) in BUFFERS {
             ctx.check_signals()?;
-            let scratch = ctx.scratch(&format!("udp-{name}-{n}"))?;
-            let json = scratch.join("sink.json");
             let mut argv: Vec<OsString> = vec![
                 exe.clone().into(),
                 "serve".into(),
                 "udp-sink".into(),
                 "--idle-timeout".into(),
                 "0".into(),
-                "--json".into(),
-                json.clone().into(),
             ];
             if let Some(r) = req {
                 argv.push("--rcvbuf".into());
                 argv.push(r.to_string().into());
             }
-            let mut sink = Launched::spawn(&argv, &scratch.join("sink.log"), None)?;
+            let mut sink = Launched::spawn_reporting(&argv, None)?;
             let addr = wait_udp(&mut sink)?;
             let line = vec![
                 "udp".to_string(),
@@ -81,15 +77,15 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(UdpRcvbufResult, V
                 ));
             }
             let stop = sink.stop(STOP_GRACE);
-            let sink_rep: serde_json::Value = std::fs::read_to_string(&json)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .ok_or_else(|| {
+            let sink_rep: serde_json::Value = sink
+                .report()
+                .and_then(|b| serde_json::from_slice(&b).map_err(Into::into))
+                .map_err(|e| {
                     fail(
                         exit::TARGET_DIED,
                         format!(
-                            "the udp sink did not stop cleanly ({} after {:.2} s) and wrote no \
-                             report; its output:\n{}",
+                            "the udp sink did not stop cleanly ({} after {:.2} s) and left no \
+                             readable report ({e:#}); its output:\n{}",
                             stop.signal,
                             stop.after_s,
                             quote_block(&sink.log_tail(2000))

@@ -1,0 +1,106 @@
+//! The processes of one sockscope run, found by ancestry (never by name:
+//! other tests run sockscope at the same time), and the wait for them to be
+//! gone.
+
+use std::time::{Duration, Instant};
+
+/// A process seen once: pid, start time (so a reused pid is not mistaken
+/// for it) and command line.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub pid: i32,
+    start: u64,
+    pub cmdline: String,
+}
+
+/// (state, start time) from /proc/PID/stat.
+fn stat(pid: i32) -> Option<(char, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces: state is
+    // field 3, starttime field 22.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    Some((state, fields.get(19)?.parse().ok()?))
+}
+
+fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+impl Seen {
+    fn of(pid: i32) -> Option<Self> {
+        let (_, start) = stat(pid)?;
+        Some(Self {
+            pid,
+            start,
+            cmdline: cmdline(pid),
+        })
+    }
+
+    /// Still running: the same process, and not a zombie (an orphan whose
+    /// new parent has not reaped it yet has released everything).
+    pub fn running(&self) -> bool {
+        matches!(stat(self.pid), Some((s, start)) if start == self.start && s != 'Z' && s != 'X')
+    }
+}
+
+/// Every descendant of `root`, as now.
+pub fn tree(root: i32) -> Vec<Seen> {
+    sockscope::procfs::descendants(root)
+        .into_iter()
+        .filter_map(Seen::of)
+        .collect()
+}
+
+/// Waits up to `limit` for all of `procs` to be gone; returns those still
+/// running then.
+pub fn still_running_after(procs: &[Seen], limit: Duration) -> Vec<Seen> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left: Vec<Seen> = procs.iter().filter(|p| p.running()).cloned().collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls `what` every 20 ms until it returns something or `limit` passes.
+pub fn wait_for<T>(limit: Duration, mut what: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = what() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Established TCP connections whose local port is `port` (the server's
+/// side of a load's connections).
+pub fn established_on(port: u16) -> usize {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| {
+            t.lines()
+                .skip(1)
+                .filter(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    let local_port = cols
+                        .get(1)
+                        .and_then(|a| a.rsplit(':').next())
+                        .and_then(|p| u16::from_str_radix(p, 16).ok());
+                    local_port == Some(port) && cols.get(3) == Some(&"01")
+                })
+                .map(|_| ())
+                .collect::<Vec<_>>()
+        })
+        .count()
+}
