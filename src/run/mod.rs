@@ -36,6 +36,19 @@ pub fn timestamp() -> String {
         .replace('T', "-")
 }
 
+/// A private directory for one command's scratch files (the target's log,
+/// a server's own JSON, a generated haproxy.cfg): mode 0700, owned by us,
+/// with an unpredictable name under $TMPDIR (or /tmp), removed when the
+/// guard drops. Never under --out: only the artifacts go there.
+pub fn scratch_dir() -> Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix("sockscope-scratch-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .context("creating a private scratch directory")
+}
+
 /// `sockscope profile`: measures, then writes DIR/run.json, summary.txt
 /// and report.html as a set; prints the summary and the report's path.
 pub fn run_profile(spec: &profile::ProfileSpec, out: Option<&Path>) -> Result<u8> {
@@ -43,10 +56,9 @@ pub fn run_profile(spec: &profile::ProfileSpec, out: Option<&Path>) -> Result<u8
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("profile-{}", timestamp())));
     let staging = staging::Staging::new(&dest)?;
-    let scratch = staging.path().join(bench::WORK);
-    std::fs::create_dir(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    let rep = profile::measure(spec, &scratch)?;
-    bench::remove_work(&staging);
+    let scratch = scratch_dir()?;
+    let rep = profile::measure(spec, scratch.path())?;
+    drop(scratch);
     staging.write_json("run.json", &rep)?;
     let summary = profile_text::render(&rep);
     staging.write("summary.txt", summary.as_bytes())?;
@@ -62,8 +74,13 @@ pub fn run_profile(spec: &profile::ProfileSpec, out: Option<&Path>) -> Result<u8
 /// `sockscope report FILE`: re-renders report.html and summary.txt from a
 /// profile, bench or demo artifact, into `out` (default: beside FILE).
 pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        error::usage(format!(
+            "{}: {}",
+            file.display(),
+            crate::output::errno_text(&e)
+        ))
+    })?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| error::usage(format!("{}: not JSON: {e}", file.display())))?;
     let schema = v["schema"].as_str().unwrap_or("").to_string();
@@ -108,11 +125,38 @@ pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
             )));
         }
     };
-    report::write_atomic(&dir.join("summary.txt"), summary.as_bytes())?;
-    report::write_atomic(&dir.join("report.html"), page.as_bytes())?;
+    if out.is_some() {
+        ensure_out_dir(&dir)?;
+    }
+    let (summary_path, page_path) = (dir.join("summary.txt"), dir.join("report.html"));
+    crate::output::check(&summary_path, "--out")?;
+    crate::output::check(&page_path, "--out")?;
+    report::write_atomic(&summary_path, summary.as_bytes())?;
+    report::write_atomic(&page_path, page.as_bytes())?;
     if !quiet {
         print!("{summary}");
     }
     println!("report: {}", dir.join("report.html").display());
     Ok(0)
+}
+
+/// `report --out DIR`: creates DIR when it does not exist yet (its parent
+/// must); an existing DIR must be a directory. Refusals are usage errors.
+fn ensure_out_dir(dir: &Path) -> Result<()> {
+    use crate::output::{Followed, errno_text, follow};
+    let usage = |e: anyhow::Error| error::usage(format!("--out {e:#}"));
+    match follow(dir).map_err(usage)? {
+        Followed::Path(_, Some(m)) if m.is_dir() => Ok(()),
+        Followed::Path(p, None) => std::fs::create_dir(&p).map_err(|e| {
+            error::usage(format!(
+                "--out {}: creating it: {}",
+                dir.display(),
+                errno_text(&e)
+            ))
+        }),
+        _ => Err(error::usage(format!(
+            "--out {}: exists and is not a directory",
+            dir.display()
+        ))),
+    }
 }

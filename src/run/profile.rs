@@ -115,6 +115,25 @@ fn json_arg(args: &[String]) -> Option<PathBuf> {
     None
 }
 
+/// Where a launched sockscope server writes its own JSON: in the private
+/// scratch directory, or, for a target run as another user, in a
+/// subdirectory that user owns. The scratch directory itself stays ours
+/// (opened to others for traversal only), so that user cannot plant links
+/// where we write the target's log.
+fn server_json_path(scratch: &Path, run_as: Option<&RunAs>) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(ra) = run_as else {
+        return Ok(scratch.join("server.json"));
+    };
+    let dir = scratch.join("server");
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::os::unix::fs::chown(&dir, Some(ra.uid), Some(ra.gid))
+        .with_context(|| format!("handing {} to {}", dir.display(), ra.name))?;
+    std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o711))
+        .with_context(|| format!("opening {} for traversal", scratch.display()))?;
+    Ok(dir.join("server.json"))
+}
+
 fn start(spec: &ProfileSpec, scratch: &Path) -> Result<Subject> {
     let log = scratch.join("target.log");
     let (argv, server_json): (Vec<OsString>, Option<PathBuf>) = match &spec.target {
@@ -142,7 +161,7 @@ fn start(spec: &ProfileSpec, scratch: &Path) -> Result<Subject> {
             let json = match json_arg(args) {
                 Some(p) => Some(p),
                 None if is_server => {
-                    let p = scratch.join("server.json");
+                    let p = server_json_path(scratch, spec.run_as.as_ref())?;
                     argv.push("--json".into());
                     argv.push(p.clone().into());
                     Some(p)
@@ -152,11 +171,6 @@ fn start(spec: &ProfileSpec, scratch: &Path) -> Result<Subject> {
             (argv, json)
         }
     };
-    if let Some(ra) = &spec.run_as {
-        // The server writes its JSON here as that user.
-        std::os::unix::fs::chown(scratch, Some(ra.uid), Some(ra.gid))
-            .with_context(|| format!("handing {} to {}", scratch.display(), ra.name))?;
-    }
     let launched = Launched::spawn(&argv, &log, spec.run_as.as_ref()).map_err(|e| {
         fail(
             exit::TARGET_EXITED_EARLY,
