@@ -96,7 +96,8 @@ pub struct TcpArgs {
     /// Errors tolerated before the run counts as failed (exit 1).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_errors: u64,
-    /// Write the full result as JSON (schema: docs/load-json.md).
+    /// Write the full result as JSON (schema: docs/load-json.md); - for
+    /// stdout (the summary then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
