@@ -97,6 +97,19 @@ fn a_stale_staging_directory_of_a_dead_run_is_cleaned_up_by_the_next_run_into_th
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
+    // The target's stdout is its log, in the run's private scratch
+    // directory.
+    let target = processes_with(marker)
+        .into_iter()
+        .find(|p| *p != child.id() as i32)
+        .unwrap();
+    let log = std::fs::read_link(format!("/proc/{target}/fd/1")).unwrap();
+    let scratch_dir = log.parent().unwrap().to_path_buf();
+    assert!(
+        !scratch_dir.starts_with(&dir),
+        "scratch under --out: {}",
+        log.display()
+    );
     child.kill().unwrap(); // SIGKILL: no cleanup runs.
     child.wait().unwrap();
     for pid in processes_with(marker) {
@@ -114,6 +127,11 @@ fn a_stale_staging_directory_of_a_dead_run_is_cleaned_up_by_the_next_run_into_th
     assert_eq!(c, Some(0), "{so}{se}");
     assert!(out.join("run.json").is_file());
     assert!(!stale.exists(), "{} survived the next run", stale.display());
+    assert!(
+        !scratch_dir.exists(),
+        "the dead run's scratch {} survived the next run",
+        scratch_dir.display()
+    );
     assert!(
         no_staging_left(&dir, "art"),
         "{:?}",

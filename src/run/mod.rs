@@ -21,7 +21,7 @@ pub mod target;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::error;
 use crate::report::{self, bench::BenchReport, bench::DemoReport, bench_text, html};
@@ -38,15 +38,24 @@ pub fn timestamp() -> String {
 
 /// A private directory for one command's scratch files (the target's log,
 /// a server's own JSON, a generated haproxy.cfg): mode 0700, owned by us,
-/// with an unpredictable name under $TMPDIR (or /tmp), removed when the
-/// guard drops. Never under --out: only the artifacts go there.
-pub fn scratch_dir() -> Result<tempfile::TempDir> {
-    use std::os::unix::fs::PermissionsExt;
-    tempfile::Builder::new()
-        .prefix("sockscope-scratch-")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-        .context("creating a private scratch directory")
+/// with an unpredictable name under $TMPDIR (or /tmp), locked while the
+/// command lives and removed when the guard drops. Never under --out: only
+/// the artifacts go there. Scratch directories of commands killed outright
+/// (their lock is free) are removed first.
+pub fn scratch_dir() -> Result<staging::LockedDir> {
+    const PREFIX: &[u8] = b"sockscope-scratch-";
+    let tmp = std::env::temp_dir();
+    staging::remove_stale_in(&tmp, PREFIX);
+    staging::LockedDir::create(&tmp, PREFIX).map_err(|e| {
+        error::with_code(
+            1,
+            format!(
+                "creating a private scratch directory in {}: {}",
+                tmp.display(),
+                crate::output::errno_text(&e)
+            ),
+        )
+    })
 }
 
 /// `sockscope profile`: measures, then writes DIR/run.json, summary.txt

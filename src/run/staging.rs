@@ -43,10 +43,9 @@ const CREATE_TRIES: usize = 3;
 
 /// An artifact directory being written.
 pub struct Staging {
-    /// The staging directory, removed (with what it holds) when dropped.
-    dir: tempfile::TempDir,
-    /// Open on the staging directory and flock'ed while the run lives.
-    _lock: File,
+    /// The staging directory, locked while the run lives, removed (with
+    /// what it holds) when dropped.
+    dir: LockedDir,
     dest: PathBuf,
 }
 
@@ -156,28 +155,72 @@ fn still_at(f: &File, p: &Path) -> bool {
 /// could clean up left behind: those whose lock is free, that are real
 /// directories owned by our effective user. Returns what it removed.
 pub fn remove_stale(dest: &Path) -> Result<Vec<PathBuf>> {
-    let prefix = staging_prefix(dest)?;
-    let parent = parent_of(dest);
-    let Ok(entries) = fs::read_dir(&parent) else {
-        return Ok(Vec::new());
+    Ok(remove_stale_in(&parent_of(dest), &staging_prefix(dest)?))
+}
+
+/// Removes the entries of `parent` named `prefix` + [`RAND_LEN`] random
+/// characters that are real directories (a link or a file planted under
+/// such a name is left alone) owned by our effective user and not locked
+/// by a live [`LockedDir`]. Returns what it removed.
+pub fn remove_stale_in(parent: &Path, prefix: &[u8]) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return Vec::new();
     };
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     let mut removed = Vec::new();
     for e in entries.flatten() {
-        if !is_staging_name(&e.file_name(), &prefix) {
+        if !is_staging_name(&e.file_name(), prefix) {
             continue;
         }
         let p = e.path();
-        // O_NOFOLLOW | O_DIRECTORY: a link or a file planted under a
-        // staging name fails to open and is left alone.
+        // O_NOFOLLOW | O_DIRECTORY: a link or a file fails to open.
         let Ok(f) = open_dir(&p) else { continue };
         let owned = f.metadata().is_ok_and(|m| m.uid() == euid);
         if owned && try_lock(&f) && still_at(&f, &p) && fs::remove_dir_all(&p).is_ok() {
             removed.push(p);
         }
     }
-    Ok(removed)
+    removed
+}
+
+/// A directory with an unpredictable name (`prefix` + [`RAND_LEN`] random
+/// characters), created exclusively with mode 0700 and flock'ed for as
+/// long as this lives, so [`remove_stale_in`] leaves it alone; removed
+/// with what it holds when dropped.
+pub struct LockedDir {
+    dir: tempfile::TempDir,
+    _lock: File,
+}
+
+impl LockedDir {
+    /// Creates and locks it in `parent`.
+    pub fn create(parent: &Path, prefix: &[u8]) -> io::Result<Self> {
+        for _ in 0..CREATE_TRIES {
+            let dir = tempfile::Builder::new()
+                .prefix(OsStr::from_bytes(prefix))
+                .rand_bytes(RAND_LEN)
+                .permissions(fs::Permissions::from_mode(0o700))
+                .tempdir_in(parent)?;
+            let lock = open_dir(dir.path())?;
+            // Between mkdir and flock a concurrent run may have taken the
+            // unlocked directory for a dead run's.
+            if try_lock(&lock) && still_at(&lock, dir.path()) {
+                return Ok(Self { dir, _lock: lock });
+            }
+            // Not ours any more: whoever took it removes it.
+            let _ = dir.keep();
+        }
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "every directory created was taken by a concurrent cleanup",
+        ))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
 }
 
 /// The process's umask, read without changing it (umask(2) would, for
@@ -226,43 +269,17 @@ impl Staging {
         let prefix = staging_prefix(&dest)?;
         remove_stale(&dest)?;
         let parent = parent_of(&dest);
-        for _ in 0..CREATE_TRIES {
-            let dir = tempfile::Builder::new()
-                .prefix(OsStr::from_bytes(&prefix))
-                .rand_bytes(RAND_LEN)
-                .permissions(fs::Permissions::from_mode(0o700))
-                .tempdir_in(&parent)
-                .map_err(|e| {
-                    error::with_code(
-                        1,
-                        format!(
-                            "creating a staging directory in {}: {}",
-                            parent.display(),
-                            errno_text(&e)
-                        ),
-                    )
-                })?;
-            let lock = open_dir(dir.path())
-                .with_context(|| format!("opening {}", dir.path().display()))?;
-            // Between mkdir and flock a concurrent run into the same --out
-            // may have taken the unlocked directory for a dead run's.
-            if try_lock(&lock) && still_at(&lock, dir.path()) {
-                return Ok(Self {
-                    dir,
-                    _lock: lock,
-                    dest,
-                });
-            }
-            // Not ours any more: whoever took it removes it.
-            let _ = dir.keep();
-        }
-        Err(error::with_code(
-            1,
-            format!(
-                "could not create a staging directory in {} that another run did not remove",
-                parent.display()
-            ),
-        ))
+        let dir = LockedDir::create(&parent, &prefix).map_err(|e| {
+            error::with_code(
+                1,
+                format!(
+                    "creating a staging directory in {}: {}",
+                    parent.display(),
+                    errno_text(&e)
+                ),
+            )
+        })?;
+        Ok(Self { dir, dest })
     }
 
     /// The staging directory (files written here appear at the
@@ -316,7 +333,10 @@ impl Staging {
         if let Ok(d) = File::open(parent_of(&self.dest)) {
             let _ = d.sync_all();
         }
-        let Staging { dir, dest, .. } = self;
+        let Staging {
+            dir: LockedDir { dir, .. },
+            dest,
+        } = self;
         if replaced {
             // The old artifact, now under the staging name. A failure
             // leaves an unlocked staging directory the next run removes.

@@ -70,7 +70,7 @@ pub struct BenchContext<'a> {
     /// No progress lines.
     pub quiet: bool,
     signals: Signals,
-    scratch: tempfile::TempDir,
+    scratch: super::staging::LockedDir,
     scratch_n: u32,
 }
 
