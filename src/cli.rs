@@ -150,7 +150,8 @@ pub struct TraceArgs {
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_threads: u32,
 
-    /// Write the full result as JSON (schema: docs/trace-json.md).
+    /// Write the full result as JSON (schema: docs/trace-json.md); - for
+    /// stdout.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 

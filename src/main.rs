@@ -115,6 +115,7 @@ fn run_trace(args: TraceArgs, quiet: bool) -> Result<u8> {
         }
         (Some(_), false) => unreachable!("clap rejects -p together with a command"),
     };
+    check_trace_outputs(&args)?;
     let outcome = trace::run(&trace::TraceOptions {
         target,
         count_only: args.count_only,
@@ -127,29 +128,66 @@ fn run_trace(args: TraceArgs, quiet: bool) -> Result<u8> {
         window_opened: None,
     })?;
     let rep = &outcome.report;
-    if let Some(path) = &args.json {
-        report::write_json(path, rep)?;
-    }
-    let view = TableView {
-        sort: args.sort,
-        top: args.top,
-        errors_only: args.errors_only,
-    };
-    let table = trace_text::render(rep, &view);
-    match &args.output {
-        Some(path) => report::write_atomic(path, table.as_bytes())?,
-        None if !quiet => {
-            let _ = std::io::stderr().write_all(table.as_bytes());
-        }
-        None => {}
-    }
+    let written = write_trace_outputs(&args, rep, quiet);
     if !rep.window.complete {
         eprintln!(
             "sockscope: the window ended early ({}); the data covers only the part traced",
             rep.window.end_reason.replace('_', " ")
         );
     }
-    Ok(outcome.exit_code)
+    written.map(|()| outcome.exit_code)
+}
+
+/// Refuses --json and -o destinations before anything is traced (exit 2).
+fn check_trace_outputs(args: &TraceArgs) -> Result<()> {
+    if let Some(p) = &args.json {
+        sockscope::output::check(p, "--json")?;
+    }
+    if let Some(p) = &args.output {
+        sockscope::output::check(p, "-o")?;
+    }
+    if let (Some(j), Some(o)) = (&args.json, &args.output)
+        && sockscope::output::is_stdout(j)
+        && sockscope::output::is_stdout(o)
+    {
+        return Err(error::usage(
+            "--json and -o both name standard output; send one of them elsewhere",
+        ));
+    }
+    Ok(())
+}
+
+/// Writes --json, then the table to -o (or stderr). Every output is
+/// attempted even when an earlier one failed, and a table that could not
+/// be written to -o is printed on stderr instead, so nothing measured is
+/// lost to a full disk; the first failure is returned (exit 1).
+fn write_trace_outputs(
+    args: &TraceArgs,
+    rep: &report::trace::TraceReport,
+    quiet: bool,
+) -> Result<()> {
+    let json = match &args.json {
+        Some(path) => report::write_json(path, rep),
+        None => Ok(()),
+    };
+    let view = TableView {
+        sort: args.sort,
+        top: args.top,
+        errors_only: args.errors_only,
+    };
+    let table = trace_text::render(rep, &view);
+    let text = match &args.output {
+        Some(path) => report::write_atomic(path, table.as_bytes()).inspect_err(|_| {
+            let _ = std::io::stderr().write_all(table.as_bytes());
+        }),
+        None => {
+            if !quiet {
+                let _ = std::io::stderr().write_all(table.as_bytes());
+            }
+            Ok(())
+        }
+    };
+    json.and(text)
 }
 
 fn run_profile(args: ProfileArgs, quiet: bool) -> Result<u8> {

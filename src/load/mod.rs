@@ -96,7 +96,8 @@ pub struct TcpArgs {
     /// Errors tolerated before the run counts as failed (exit 1).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_errors: u64,
-    /// Write the full result as JSON (schema: docs/load-json.md).
+    /// Write the full result as JSON (schema: docs/load-json.md); - for
+    /// stdout (the summary then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
@@ -297,6 +298,9 @@ pub fn run(cmd: LoadCommand, quiet: bool) -> Result<u8> {
         LoadCommand::TcpCrr(a) => a.tcp.json.clone(),
         LoadCommand::Udp(a) => a.json.clone(),
     };
+    if let Some(path) = &json {
+        crate::output::check(path, "--json")?;
+    }
     let out = execute(cmd, quiet)?;
     finish(&out.report, out.failure, json.as_deref(), quiet)
 }
@@ -484,30 +488,40 @@ fn run_udp(a: UdpArgs, quiet: bool) -> Result<LoadOutcome> {
 
 /// Prints the summary, writes the JSON (also for a failed run that
 /// measured something: it is marked `complete: false`), and turns a
-/// failure into exit status 1.
+/// failure into exit status 1. The summary goes to stdout, or to stderr
+/// when the JSON does (`--json -`), and comes before the JSON is written,
+/// so a destination that turns out full loses nothing already shown.
 pub fn finish(
     rep: &report::load::LoadReport,
     failure: Option<String>,
     json: Option<&std::path::Path>,
     quiet: bool,
 ) -> Result<u8> {
+    use std::io::Write;
     let nothing_measured = rep.transactions == 0
         && rep.udp.as_ref().is_none_or(|u| u.published == 0)
         && rep.connections.established == 0;
-    if let Some(path) = json {
-        if !nothing_measured {
-            report::write_json(path, rep)?;
-        }
-    }
     // A failed run still shows what it measured (even with --quiet); a run
     // that measured nothing shows only the error.
     let show = (!quiet || failure.is_some()) && !(nothing_measured && failure.is_some());
     if show {
-        print!("{}", load_text::render(rep));
+        let text = load_text::render(rep);
+        if json.is_some_and(crate::output::is_stdout) {
+            let _ = std::io::stderr().write_all(text.as_bytes());
+        } else {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        }
     }
-    match failure {
-        None => Ok(0),
-        Some(why) => Err(error::with_code(1, why)),
+    let written = match json {
+        Some(path) if !nothing_measured => report::write_json(path, rep),
+        _ => Ok(()),
+    };
+    match (failure, written) {
+        (None, Ok(())) => Ok(0),
+        (None, Err(e)) => Err(e),
+        (Some(why), Ok(())) => Err(error::with_code(1, why)),
+        (Some(why), Err(e)) => Err(error::with_code(1, format!("{why}; and {e:#}"))),
     }
 }
 

@@ -65,7 +65,6 @@ pub fn run(out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
         experiments,
         not_run,
     };
-    bench::remove_work(&staging);
     staging.write_json("demo.json", &demo)?;
     let summary = bench_text::render_demo(&demo);
     staging.write("summary.txt", summary.as_bytes())?;

@@ -23,7 +23,7 @@ pub mod watchdog;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::error;
 use crate::report::{self, bench::BenchReport, bench::DemoReport, bench_text, html};
@@ -36,6 +36,29 @@ pub fn timestamp() -> String {
     s.trim_end_matches('Z')
         .replace(['-', ':'], "")
         .replace('T', "-")
+}
+
+/// A private directory for one command's scratch files (a generated
+/// haproxy.cfg; launched processes' output and reports come back through
+/// descriptors, see [`target::Launched`]): mode 0700, owned by us,
+/// with an unpredictable name under $TMPDIR (or /tmp), locked while the
+/// command lives and removed when the guard drops. Never under --out: only
+/// the artifacts go there. Scratch directories of commands killed outright
+/// (their lock is free) are removed first.
+pub fn scratch_dir() -> Result<staging::LockedDir> {
+    const PREFIX: &[u8] = b"sockscope-scratch-";
+    let tmp = std::env::temp_dir();
+    staging::remove_stale_in(&tmp, PREFIX);
+    staging::LockedDir::create(&tmp, PREFIX).map_err(|e| {
+        error::with_code(
+            1,
+            format!(
+                "creating a private scratch directory in {}: {}",
+                tmp.display(),
+                crate::output::errno_text(&e)
+            ),
+        )
+    })
 }
 
 /// `sockscope profile`: measures, then writes DIR/run.json, summary.txt
@@ -61,8 +84,13 @@ pub fn run_profile(spec: &profile::ProfileSpec, out: Option<&Path>) -> Result<u8
 /// `sockscope report FILE`: re-renders report.html and summary.txt from a
 /// profile, bench or demo artifact, into `out` (default: beside FILE).
 pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        error::usage(format!(
+            "{}: {}",
+            file.display(),
+            crate::output::errno_text(&e)
+        ))
+    })?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| error::usage(format!("{}: not JSON: {e}", file.display())))?;
     let schema = v["schema"].as_str().unwrap_or("").to_string();
@@ -107,11 +135,38 @@ pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
             )));
         }
     };
-    report::write_atomic(&dir.join("summary.txt"), summary.as_bytes())?;
-    report::write_atomic(&dir.join("report.html"), page.as_bytes())?;
+    if out.is_some() {
+        ensure_out_dir(&dir)?;
+    }
+    let (summary_path, page_path) = (dir.join("summary.txt"), dir.join("report.html"));
+    crate::output::check(&summary_path, "--out")?;
+    crate::output::check(&page_path, "--out")?;
+    report::write_atomic(&summary_path, summary.as_bytes())?;
+    report::write_atomic(&page_path, page.as_bytes())?;
     if !quiet {
         print!("{summary}");
     }
     println!("report: {}", dir.join("report.html").display());
     Ok(0)
+}
+
+/// `report --out DIR`: creates DIR when it does not exist yet (its parent
+/// must); an existing DIR must be a directory. Refusals are usage errors.
+fn ensure_out_dir(dir: &Path) -> Result<()> {
+    use crate::output::{Followed, errno_text, follow};
+    let usage = |e: anyhow::Error| error::usage(format!("--out {e:#}"));
+    match follow(dir).map_err(usage)? {
+        Followed::Path(_, Some(m)) if m.is_dir() => Ok(()),
+        Followed::Path(p, None) => std::fs::create_dir(&p).map_err(|e| {
+            error::usage(format!(
+                "--out {}: creating it: {}",
+                dir.display(),
+                errno_text(&e)
+            ))
+        }),
+        _ => Err(error::usage(format!(
+            "--out {}: exists and is not a directory",
+            dir.display()
+        ))),
+    }
 }

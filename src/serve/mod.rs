@@ -9,8 +9,9 @@
 //!   answers the load generator's FIN with a REPORT.
 //!
 //! Both print `listening on IP:PORT` on stdout once ready (everything else
-//! goes to stderr), stop cleanly on SIGTERM/SIGINT and write `--json`
-//! atomically only when they ran to a clean stop. People's documentation:
+//! goes to stderr; with `--json -` the line goes to stderr too), stop
+//! cleanly on SIGTERM/SIGINT and write `--json` (through [`crate::output`],
+//! checked before serving) only when they ran to a clean stop. People's documentation:
 //! docs/serve.md.
 
 pub mod echo;
@@ -231,7 +232,7 @@ pub fn run(cmd: ServeCommand, quiet: bool) -> Result<u8> {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     match cmd {
         ServeCommand::Echo(args) => {
-            check_json_dir(args.json.as_deref())?;
+            check_json(args.json.as_deref())?;
             if args.threads.is_some() && args.transport == Transport::Threaded {
                 return Err(error::usage(
                     "--threads applies to --transport epoll and uring \
@@ -241,49 +242,41 @@ pub fn run(cmd: ServeCommand, quiet: bool) -> Result<u8> {
             echo::run(&args, quiet)
         }
         ServeCommand::Relay(args) => {
-            check_json_dir(args.json.as_deref())?;
+            check_json(args.json.as_deref())?;
             relay::run(&args, quiet)
         }
         ServeCommand::UdpSink(args) => {
-            check_json_dir(args.json.as_deref())?;
+            check_json(args.json.as_deref())?;
             udp_sink::run(&args, quiet)
         }
     }
 }
 
-/// Fails before serving when `--json` could never be written, instead of
-/// discovering it after the run.
-fn check_json_dir(json: Option<&Path>) -> Result<()> {
-    let Some(path) = json else { return Ok(()) };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(error::usage(format!(
-            "--json {}: directory {} does not exist",
-            path.display(),
-            dir.display()
-        )));
+/// Fails before serving when `--json` could never be written (a usage
+/// error), instead of discovering it after the run.
+fn check_json(json: Option<&Path>) -> Result<()> {
+    match json {
+        Some(path) => crate::output::check(path, "--json"),
+        None => Ok(()),
     }
-    if path.file_name().is_none() {
-        return Err(error::usage(format!(
-            "--json {}: not a file path",
-            path.display()
-        )));
-    }
-    Ok(())
 }
 
 /// Prints the ready line on stdout and flushes it: the one line a launcher
-/// waits for. Nothing else sockscope serve prints goes to stdout.
-pub(crate) fn announce(addr: SocketAddr) {
+/// waits for. Nothing else sockscope serve prints goes to stdout. When
+/// `--json` goes to stdout (`--json -`), the line goes to stderr instead,
+/// so that stdout is the JSON alone.
+pub(crate) fn announce(addr: SocketAddr, json: Option<&Path>) {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    let line = format!("listening on {addr}\n");
     // A launcher that closed our stdout no longer waits for the line;
     // serving on is still right.
-    let _ = writeln!(out, "listening on {addr}");
-    let _ = out.flush();
+    if json.is_some_and(crate::output::is_stdout) {
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    } else {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(line.as_bytes());
+        let _ = out.flush();
+    }
 }
 
 /// Process CPU time so far (getrusage RUSAGE_SELF): (user, system) seconds.

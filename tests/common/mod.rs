@@ -237,17 +237,32 @@ pub fn run_bounded(args: &[&str], limit: Duration) -> (std::process::ExitStatus,
     (st, out.join().unwrap(), err.join().unwrap())
 }
 
-/// True when no entry of `dir` is named like a staging directory of `name`
-/// (`.NAME.tmp.PID` / `.NAME.old.PID`): a failed run left nothing behind.
-pub fn no_staging_left(dir: &Path, name: &str) -> bool {
+/// Staging directories of artifact directory `name` in `dir`
+/// (`.NAME.sockscope-staging-XXXXXXXXXX`, and the names older versions
+/// used, `.NAME.tmp.PID` / `.NAME.old.PID`).
+pub fn staging_dirs(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let prefixes = [
+        format!(".{name}.sockscope-staging-"),
+        format!(".{name}.tmp"),
+        format!(".{name}.old"),
+    ];
     std::fs::read_dir(dir)
         .map(|d| {
-            d.flatten().all(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                !(n.starts_with(&format!(".{name}.tmp")) || n.starts_with(&format!(".{name}.old")))
-            })
+            d.flatten()
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    prefixes.iter().any(|p| n.starts_with(p.as_str()))
+                })
+                .map(|e| e.path())
+                .collect()
         })
-        .unwrap_or(true)
+        .unwrap_or_default()
+}
+
+/// True when no entry of `dir` is named like a staging directory of
+/// `name`: a failed run left nothing behind.
+pub fn no_staging_left(dir: &Path, name: &str) -> bool {
+    staging_dirs(dir, name).is_empty()
 }
 
 /// sockscope run as nobody (uid/gid 65534) with no capabilities at all,

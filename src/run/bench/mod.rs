@@ -92,6 +92,7 @@ pub struct BenchContext<'a> {
     /// No progress lines.
     pub quiet: bool,
     signals: Signals,
+    scratch: super::staging::LockedDir,
     scratch_n: u32,
 }
 
@@ -109,6 +110,7 @@ impl<'a> BenchContext<'a> {
             command_line,
             quiet,
             signals,
+            scratch: super::scratch_dir()?,
             scratch_n: 0,
         })
     }
@@ -133,16 +135,16 @@ impl<'a> BenchContext<'a> {
         exit::load_interrupted(rep, when)
     }
 
-    /// A fresh private directory for one run's scratch files (inside the
-    /// staging directory, removed before it is committed).
+    /// A fresh directory for one run's scratch files, inside this
+    /// experiment's private scratch directory ([`super::scratch_dir`],
+    /// removed with the context).
     pub fn scratch(&mut self, name: &str) -> Result<PathBuf> {
         self.scratch_n += 1;
         let d = self
-            .staging
+            .scratch
             .path()
-            .join(WORK)
             .join(format!("{}-{name}", self.scratch_n));
-        std::fs::create_dir_all(&d)?;
+        std::fs::create_dir(&d)?;
         Ok(d)
     }
 
@@ -195,14 +197,6 @@ pub fn check_alive(l: &mut Launched, code: u8, what: &str, when: &str) -> Result
             ),
         )),
     }
-}
-
-/// Scratch subdirectory of a staging directory (removed before commit).
-pub const WORK: &str = ".work";
-
-/// Removes the scratch files before the set is committed.
-pub fn remove_work(staging: &Staging) {
-    let _ = std::fs::remove_dir_all(staging.path().join(WORK));
 }
 
 /// Sizes of a run: `quick` for a short one; `demo` for the demo's middle
@@ -297,7 +291,6 @@ pub fn run_cli(exp: Experiment, out: Option<&Path>, quick: bool, quiet: bool) ->
     let mut ctx = BenchContext::new(&staging, std::env::args().collect(), quiet)?;
     let rep = run(exp, Size { quick, demo: false }, &mut ctx)?;
     ctx.check_signals()?;
-    remove_work(&staging);
     staging.write_json("bench.json", &rep)?;
     let summary = bench_text::render(&rep);
     staging.write("summary.txt", summary.as_bytes())?;

@@ -107,7 +107,7 @@ pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
         Transport::Epoll => epoll::start(listeners, &shared)?,
         Transport::Uring => uring::start(listeners, &shared)?,
     };
-    announce(bound);
+    announce(bound, args.json.as_deref());
     let t0 = Instant::now();
     if !quiet {
         let what = match framing {

@@ -102,7 +102,7 @@ pub fn run(args: &RelayArgs, quiet: bool) -> Result<u8> {
             move || lp.run(),
         )?);
     }
-    announce(bound);
+    announce(bound, args.json.as_deref());
     let t0 = Instant::now();
     if !quiet {
         eprintln!(

@@ -1,0 +1,240 @@
+//! Artifact directories (`--out` of profile, bench, demo; `report --out`):
+//! staged under an unpredictable name, committed atomically, stale staging
+//! directories of dead runs cleaned up by the next run, scratch files kept
+//! out of --out, and a full filesystem reported as ENOSPC with nothing
+//! left behind.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+/// A short profile: a target and a load of a fraction of a second.
+const SHORT_LOAD: &str = "tcp-rr -c 1 -d 0.3";
+
+fn profile(out: &Path, target: &str, load: &str) -> (Option<i32>, String, String) {
+    let (st, so, se) = run_bounded(
+        &[
+            "profile",
+            "-q",
+            "--target",
+            target,
+            "--load",
+            load,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    (st.code(), so, se)
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Every file under `d`, relative paths.
+fn files_under(d: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![d.to_path_buf()];
+    while let Some(x) = todo.pop() {
+        for e in std::fs::read_dir(&x).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                todo.push(p.clone());
+            }
+            out.push(p.strip_prefix(d).unwrap().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_stale_staging_directory_of_a_dead_run_is_cleaned_up_by_the_next_run_into_the_same_out() {
+    if !require_bpf(
+        "a_stale_staging_directory_of_a_dead_run_is_cleaned_up_by_the_next_run_into_the_same_out",
+    ) {
+        return;
+    }
+    let dir = scratch("artifacts-stale");
+    let out = dir.join("art");
+    let marker = "--max-conns 765431";
+    let target = format!("serve echo --transport epoll {marker}");
+    let mut child = Command::new(sockscope())
+        .args(["profile", "-q", "--target", &target, "--load"])
+        .args(["tcp-rr -c 1 -d 30", "--out", out.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Mid-run: the staging directory exists and the target is up.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while staging_dirs(&dir, "art").is_empty() || processes_with(marker).len() < 2 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "profile ended before it was killed"
+        );
+        assert!(Instant::now() < deadline, "the run never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // The target's stdout is its log, in the run's private scratch
+    // directory.
+    let target = processes_with(marker)
+        .into_iter()
+        .find(|p| *p != child.id() as i32)
+        .unwrap();
+    let log = std::fs::read_link(format!("/proc/{target}/fd/1")).unwrap();
+    let scratch_dir = log.parent().unwrap().to_path_buf();
+    assert!(
+        !scratch_dir.starts_with(&dir),
+        "scratch under --out: {}",
+        log.display()
+    );
+    child.kill().unwrap(); // SIGKILL: no cleanup runs.
+    child.wait().unwrap();
+    for pid in processes_with(marker) {
+        // SAFETY: the orphaned target of the profile we killed.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let left = staging_dirs(&dir, "art");
+    assert_eq!(left.len(), 1, "{left:?}");
+    let stale: &PathBuf = &left[0];
+    // Only artifacts are ever written under --out: no log, no scratch.
+    let inside = files_under(stale);
+    assert!(inside.is_empty(), "scratch files under --out: {inside:?}");
+
+    let (c, so, se) = profile(&out, "serve echo --transport epoll", SHORT_LOAD);
+    assert_eq!(c, Some(0), "{so}{se}");
+    assert!(out.join("run.json").is_file());
+    assert!(!stale.exists(), "{} survived the next run", stale.display());
+    assert!(
+        !scratch_dir.exists(),
+        "the dead run's scratch {} survived the next run",
+        scratch_dir.display()
+    );
+    assert!(
+        no_staging_left(&dir, "art"),
+        "{:?}",
+        staging_dirs(&dir, "art")
+    );
+}
+
+/// A tmpfs of `size` mounted at `at`, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Self {
+        std::fs::create_dir_all(at).unwrap();
+        let st = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mounting a tmpfs at {}", at.display());
+        Self(at.to_path_buf())
+    }
+
+    /// Fills it: a file grown until ENOSPC.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        let chunk = vec![0u8; 4096];
+        loop {
+            match f.write(&chunk) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => panic!("filling the tmpfs: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_profile_onto_a_full_filesystem_exits_1_naming_enospc_and_leaves_nothing() {
+    if !require_bpf("a_profile_onto_a_full_filesystem_exits_1_naming_enospc_and_leaves_nothing") {
+        return;
+    }
+    let dir = scratch("artifacts-enospc");
+    let fs = Tmpfs::mount(&dir.join("fs"), "256k");
+    fs.fill();
+    let out = fs.0.join("art");
+    let (c, so, se) = profile(&out, "serve echo --transport epoll", SHORT_LOAD);
+    assert_eq!(c, Some(1), "{so}{se}");
+    assert!(se.contains("ENOSPC"), "{se}");
+    assert!(!out.exists(), "{} exists after the failure", out.display());
+    assert!(
+        no_staging_left(&fs.0, "art"),
+        "{:?}",
+        staging_dirs(&fs.0, "art")
+    );
+}
+
+#[test]
+fn report_out_creates_a_new_directory_and_names_what_is_wrong() {
+    if !require_bpf("report_out_creates_a_new_directory_and_names_what_is_wrong") {
+        return;
+    }
+    let dir = scratch("artifacts-report");
+    let art = dir.join("art");
+    let (c, so, se) = profile(&art, "serve echo --transport epoll", SHORT_LOAD);
+    assert_eq!(c, Some(0), "{so}{se}");
+    let run_json = art.join("run.json");
+    let j = run_json.to_str().unwrap();
+
+    let new = dir.join("new");
+    let (st, so, se) = run_bounded(&["report", j, "--out", new.to_str().unwrap()], LIMIT);
+    assert!(st.success(), "{so}{se}");
+    assert!(new.join("report.html").is_file() && new.join("summary.txt").is_file());
+    assert_eq!(
+        std::fs::read(new.join("report.html")).unwrap(),
+        std::fs::read(art.join("report.html")).unwrap()
+    );
+
+    let deep = dir.join("no/such/new");
+    let (st, _, se) = run_bounded(&["report", j, "--out", deep.to_str().unwrap()], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("no/such") && se.contains("ENOENT"), "{se}");
+    assert!(!se.contains(".tmp"), "names an internal file: {se}");
+
+    let missing = dir.join("missing.json");
+    let (st, _, se) = run_bounded(&["report", missing.to_str().unwrap()], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("missing.json") && se.contains("ENOENT"), "{se}");
+
+    let (st, _, se) = run_bounded(&["report", j, "--out", j], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("not a directory"), "{se}");
+}
