@@ -371,6 +371,7 @@ pub fn run_tcp(
                 .map(|(k, v)| (k.name().to_string(), *v))
                 .collect(),
             unanswered_at_end: ends.iter().map(|e| e.unanswered).sum(),
+            answered_after_end: t.answered_after_end,
         },
         intervals: intervals
             .into_iter()

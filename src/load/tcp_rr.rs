@@ -154,6 +154,22 @@ impl Workload for Worker<'_> {
     fn handle(&mut self, ev: poller::Ready, tally: &mut Tally) {
         Worker::handle(self, ev, tally)
     }
+    fn in_flight(&self) -> u64 {
+        self.conns.iter().map(|c| c.inflight.len() as u64).sum()
+    }
+    fn close_idle(&mut self) {
+        for c in &mut self.conns {
+            if c.sock.is_some() && c.inflight.is_empty() {
+                // Dropping the socket closes it (FIN) and leaves epoll.
+                c.sock = None;
+                c.fd = -1;
+                c.out.clear();
+                c.out_off = 0;
+                c.writing = false;
+                c.state = State::Down { retry_at: u64::MAX };
+            }
+        }
+    }
 }
 
 impl Worker<'_> {
@@ -267,6 +283,10 @@ impl Worker<'_> {
     }
 
     fn release_and_dispatch(&mut self, now: u64, tally: &mut Tally) {
+        // Nothing new goes out once the window has ended (the drain).
+        if self.ctx.end.is_some_and(|e| now >= e) {
+            return;
+        }
         let Some(sched) = self.sched.as_mut() else {
             return;
         };

@@ -339,6 +339,7 @@ pub fn run(
                 })
                 .unwrap_or_default(),
             unanswered_at_end: 0,
+            answered_after_end: 0,
         },
         intervals: intervals_of(&per_second),
         bytes: Bytes {

@@ -39,6 +39,12 @@ pub fn server_figures(server: &Value) -> (Option<u64>, Option<f64>) {
     (tx, cpu)
 }
 
+/// Requests in flight when the load's window ended: answered during the
+/// drain, or never. The server may have counted any of them.
+fn owed_at_end(load: &LoadReport) -> u64 {
+    load.errors.unanswered_at_end + load.errors.answered_after_end
+}
+
 /// Derives the per-transaction figures. `control_cpu_s` is the CPU that
 /// profile's own tracing control thread used during the load (it runs in
 /// the generator's process and is taken out of the generator's figure).
@@ -79,7 +85,7 @@ pub fn derive(
     let agreement = server_tx.map(|s| {
         if s == tx {
             "exact"
-        } else if s > tx && s - tx <= load.errors.unanswered_at_end {
+        } else if s > tx && s - tx <= owed_at_end(load) {
             "in_flight"
         } else {
             "mismatch"
@@ -243,15 +249,16 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
             ),
             "in_flight" => format!(
                 "The server answered {s} {unit}s, the load counted {tx}: the {} more are \
-                 requests still in flight when the load stopped ({} were unanswered at the \
-                 end).",
+                 requests still in flight when the load's window ended ({} answered while it \
+                 drained, {} unanswered at the end).",
                 s - tx,
+                load.errors.answered_after_end,
                 load.errors.unanswered_at_end
             ),
             _ => format!(
                 "MISMATCH: the server counted {s} {unit}s but the load counted {tx} (only \
                  {} requests were in flight at the end); one side's count is wrong.",
-                load.errors.unanswered_at_end
+                owed_at_end(load)
             ),
         });
     }
