@@ -16,7 +16,7 @@ use nix::sys::signal::Signal;
 
 use super::plan::{Progress, RunClock, Stop, TcpPlan, WorkerCtx};
 use super::tally::{self, IntervalRecord, Tally};
-use super::tcp_rr::WorkerEnd;
+use super::tcp_rr::{ConnTally, WorkerEnd};
 use super::{tcp_crr, tcp_rr};
 use crate::report::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig, LoadReport, SCHEMA,
@@ -72,6 +72,9 @@ pub struct Outcome {
     pub report: LoadReport,
     /// Why the run counts as failed (errors over budget, stalled...).
     pub failure: Option<String>,
+    /// tcp-rr: each connection's local address and responses (empty for
+    /// tcp-crr).
+    pub connections: Vec<ConnTally>,
 }
 
 /// Raises the soft open-files limit so `conns` sockets fit (up to the hard
@@ -402,7 +405,12 @@ pub fn run_tcp(
         udp: None,
         notes,
     };
-    Ok(Outcome { report, failure })
+    let connections = ends.into_iter().flat_map(|e| e.connections).collect();
+    Ok(Outcome {
+        report,
+        failure,
+        connections,
+    })
 }
 
 /// A latency record, or None for an empty histogram.

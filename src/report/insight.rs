@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::load::LoadReport;
-use super::profile::{Derived, SyscallShare};
+use super::profile::{Attribution, Derived, SyscallShare};
 use super::trace::TraceReport;
 use super::trace_text::human_ns;
 
@@ -118,7 +118,99 @@ pub fn derive(
         server_transactions: server_tx,
         server_agreement: agreement,
         server_own_cpu_s: server_cpu,
+        attribution: None,
     }
+}
+
+/// Rescales the per-transaction target figures (computed over every
+/// transaction of the load) to the transactions the traced tree served,
+/// `a.transactions`; when that is unknown or zero they become NaN (null in
+/// the JSON): no figure then pretends to cover the whole load. The
+/// generator's figure stays over every transaction (it sent them all).
+pub fn attribute_per_transaction(d: &mut Derived, a: Attribution) {
+    let factor = match a.transactions {
+        Some(t) if t > 0.0 && d.transactions > 0 => d.transactions as f64 / t,
+        _ => f64::NAN,
+    };
+    d.target_cpu_us_per_transaction *= factor;
+    d.syscalls_per_transaction *= factor;
+    d.voluntary_switches_per_transaction *= factor;
+    d.involuntary_switches_per_transaction *= factor;
+    for s in &mut d.top_syscalls {
+        s.per_transaction *= factor;
+    }
+    d.attribution = Some(a);
+}
+
+/// Who else serves the address, and what the per-transaction figures
+/// cover.
+fn attribution_sentence(a: &Attribution, unit: &str) -> String {
+    let others: Vec<String> = a
+        .shared_with
+        .iter()
+        .map(|s| {
+            format!(
+                "pid {} ({}, {})",
+                s.pid,
+                s.comm,
+                if s.how == "same_socket" {
+                    "holds the same listening socket"
+                } else {
+                    "its own listener on the port"
+                }
+            )
+        })
+        .collect();
+    let head = format!(
+        "Processes outside the traced tree serve the same address: {}.",
+        others.join("; ")
+    );
+    match (a.share, a.transactions) {
+        (Some(share), Some(t)) if t > 0.0 => format!(
+            "{head} The traced tree served an estimated {} of the load's {unit}s (about \
+             {t:.0}), by {}; every per-{unit} figure of the target below is over those.",
+            pct(share),
+            a.method
+        ),
+        (Some(_), _) => format!(
+            "{head} The traced tree served none of the load's {unit}s (by {}), so no \
+             per-{unit} figure of the target is given (null in run.json).",
+            a.method
+        ),
+        _ => format!(
+            "{head} UNATTRIBUTED: {}; the target's figures below cover only the traced tree, \
+             and no per-{unit} figure is given (null in run.json). To cover the whole load, \
+             profile the process they all descend from (--pid of their master), if any.",
+            a.method
+        ),
+    }
+}
+
+/// The figures that need no transaction count, for a run whose traced
+/// tree's share of the load is unknown.
+fn unattributed_sentences(d: &Derived, trace: &TraceReport) -> Vec<String> {
+    let mut out = vec![format!(
+        "The traced tree's CPU time over the window was {:.3} s user + {:.3} s system, {} of \
+         it in the kernel; it kept {:.2} CPUs busy and made {} syscalls ({}).",
+        d.target_user_cpu_s,
+        d.target_system_cpu_s,
+        pct(d.target_kernel_share),
+        d.target_cpus_busy,
+        trace.totals.calls,
+        d.top_syscalls
+            .iter()
+            .take(4)
+            .map(|s| format!("{} {}", s.name, s.calls))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    if let Some(share) = trace.tracer.cpu_share {
+        out.push(format!(
+            "The tracer's own BPF programs used {:.1}% of one CPU over the window.",
+            share * 100.0
+        ));
+    }
+    out
 }
 
 fn us(v: f64) -> String {
@@ -145,7 +237,12 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
     };
     let tx = d.transactions;
     out.push(format!(
-        "The target handled {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{} ({}).",
+        "{} {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{} ({}).",
+        if d.attribution.is_some() {
+            "The load completed"
+        } else {
+            "The target handled"
+        },
         load.duration_s,
         d.rate_per_s,
         load.connections.requested,
@@ -156,6 +253,13 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
         },
         load.workload
     ));
+    if let Some(a) = &d.attribution {
+        out.push(attribution_sentence(a, unit));
+        if d.syscalls_per_transaction.is_nan() {
+            out.extend(unattributed_sentences(d, trace));
+            return out;
+        }
+    }
     let cpu = d.target_user_cpu_s + d.target_system_cpu_s;
     out.push(format!(
         "Its CPU time over the window was {:.3} s user + {:.3} s system = {} per {unit}, \
