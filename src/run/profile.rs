@@ -441,7 +441,8 @@ fn start_share_sampler(
     if shared_with.is_empty() || spec.load.workload() != "tcp-rr" {
         return Ok(None);
     }
-    share::Sampler::start(addr, pid).map(Some)
+    let others = shared_with.iter().map(|s| s.pid).collect();
+    share::Sampler::start(addr, pid, others).map(Some)
 }
 
 /// The caveat of a run whose address others serve too.
