@@ -704,3 +704,522 @@ fn usage_errors_exit_2_before_anything_runs() {
         "keep me"
     );
 }
+
+/// Skips (or, under CI, fails) a test that needs an installed program.
+fn have(program: &str, test: &str) -> bool {
+    let found = Command::new(program)
+        .arg(if program == "haproxy" {
+            "-v"
+        } else {
+            "--version"
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{program} missing under CI (make deps installs it)");
+        }
+        eprintln!("SKIP {test}: no {program}");
+    }
+    found
+}
+
+/// A process group started by a test, killed whole on drop.
+struct Group {
+    child: std::process::Child,
+}
+
+impl Group {
+    fn spawn(cmd: &mut Command) -> Self {
+        use std::os::unix::process::CommandExt;
+        Self {
+            child: cmd
+                .process_group(0)
+                .spawn()
+                .expect("starting a test server"),
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// SIGTERM to the group leader, then waits for it (bounded).
+    fn stop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        wait_bounded(&mut self.child, Duration::from_secs(20));
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: signalling the process group we created.
+        unsafe { libc::kill(-self.pid(), libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+/// tests/workload/prefork.py: a parent that listens and forks `workers`
+/// workers sharing its listening socket (each accepting at most `limit`
+/// connections when `limit` > 0); each worker writes what it echoed and
+/// accepted to `counts`/PID when stopped.
+struct Prefork {
+    group: Group,
+    port: u16,
+    workers: Vec<i32>,
+    counts: std::path::PathBuf,
+}
+
+impl Prefork {
+    fn start(workers: usize, limit: usize, counts: &Path) -> Self {
+        Self::start_with(workers, limit, counts, &[])
+    }
+
+    /// `extra`: `reuseport` gives each worker its own listener.
+    fn start_with(workers: usize, limit: usize, counts: &Path, extra: &[&str]) -> Self {
+        use std::io::BufRead;
+        std::fs::create_dir_all(counts).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/prefork.py");
+        let mut group = Group::spawn(
+            Command::new("python3")
+                .arg(script)
+                .arg(workers.to_string())
+                .arg(limit.to_string())
+                .arg(counts)
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped()),
+        );
+        let out = group.child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("prefork.py did not print its ready line");
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f.first(), Some(&"ready"), "{line:?}");
+        Self {
+            port: f[1].parse().unwrap(),
+            workers: f[2..].iter().map(|p| p.parse().unwrap()).collect(),
+            group,
+            counts: counts.to_path_buf(),
+        }
+    }
+
+    /// Stops it; returns each worker's (bytes echoed, connections accepted).
+    fn stop(mut self) -> std::collections::HashMap<i32, (u64, u64)> {
+        self.group.stop();
+        self.workers
+            .iter()
+            .map(|w| {
+                let t = std::fs::read_to_string(self.counts.join(w.to_string()))
+                    .unwrap_or_else(|e| panic!("worker {w} left no counts: {e}"));
+                let v: Vec<u64> = t.split_whitespace().map(|x| x.parse().unwrap()).collect();
+                (*w, (v[0], v[1]))
+            })
+            .collect()
+    }
+}
+
+fn text(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Socket inodes among the descriptors of `pid`.
+fn socket_inodes(pid: i32) -> Vec<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let l = std::fs::read_link(e.path()).ok()?;
+                    l.to_str()?
+                        .strip_prefix("socket:[")?
+                        .strip_suffix(']')?
+                        .parse()
+                        .ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits (at most 10 s) until a child of `master`, and not `master`
+/// itself, holds the listener on 127.0.0.1:`port`: haproxy -W has then
+/// handed it over to its worker.
+fn wait_for_a_child_listener(master: i32, port: u16) {
+    let t0 = Instant::now();
+    loop {
+        let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        let listener: Vec<u64> = tcp
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(1)? == &format!("0100007F:{port:04X}") && f.get(3)? == &"0A")
+                    .then(|| f.get(9)?.parse().ok())?
+            })
+            .collect();
+        let held_by = |pid: i32| socket_inodes(pid).iter().any(|i| listener.contains(i));
+        let child = children_of(master).into_iter().any(held_by);
+        if !listener.is_empty() && child && !held_by(master) {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "haproxy's worker never held the listener alone"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn profile_pid_of_a_master_whose_worker_listens() {
+    let test = "profile_pid_of_a_master_whose_worker_listens";
+    if !require_bpf(test) || !have("haproxy", test) {
+        return;
+    }
+    // haproxy -W: the master forks a worker, and only the worker holds the
+    // listening socket; the master is what a service manager knows.
+    let upstream = server::Server::start(&["serve", "echo", "--transport", "epoll"]);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = scratch("profile-haproxy");
+    let cfg = dir.join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n    nbthread 1\ndefaults\n    mode tcp\n    timeout connect 5s\n    \
+             timeout client 30s\n    timeout server 30s\nfrontend fe\n    bind \
+             127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s1 {}\n",
+            upstream.addr
+        ),
+    )
+    .unwrap();
+    let mut hap = Group::spawn(
+        Command::new("haproxy")
+            .args(["-W", "-db", "-f"])
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let master = hap.pid();
+    wait_for_a_child_listener(master, port);
+    let out = dir.join("art");
+    let (c, so, se) = profile(&[
+        "--pid",
+        &master.to_string(),
+        "--ready-timeout",
+        "10",
+        "--load",
+        "tcp-rr -c 2 -n 3000 --req 64",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    assert_eq!(rep["target"]["pid"], master);
+    assert_eq!(rep["target"]["address"], format!("127.0.0.1:{port}"));
+    let sockets = rep["target"]["sockets"].to_string();
+    assert!(sockets.contains("(pid "), "held by the worker: {sockets}");
+    assert_eq!(rep["load"]["transactions"], 3000);
+    assert!(
+        rep["derived"].get("attribution").is_none(),
+        "{}",
+        rep["derived"]
+    );
+    // The breakdown has the master and its worker; the worker did the
+    // work, and the rows add up to the totals.
+    let procs = rep["trace"]["processes"].as_array().unwrap();
+    assert!(procs.len() >= 2, "{procs:?}");
+    assert!(procs.iter().any(|p| p["pid"] == master), "{procs:?}");
+    let worker = procs.iter().find(|p| p["pid"] != master).unwrap();
+    assert!(worker["calls"].as_u64().unwrap() >= 2 * 3000, "{worker}");
+    let sum: u64 = procs.iter().map(|p| p["calls"].as_u64().unwrap()).sum();
+    let total = rep["trace"]["totals"]["calls"].as_u64().unwrap();
+    assert!(sum <= total && sum + 10 >= total, "{sum} vs {total}");
+    assert!(text(&out.join("summary.txt")).contains("per process:"));
+    assert!(text(&out.join("report.html")).contains("Per process"));
+    hap.stop();
+}
+
+#[test]
+fn profile_pid_not_ready_names_the_tree_and_never_says_use_pid() {
+    let test = "profile_pid_not_ready_names_the_tree_and_never_says_use_pid";
+    if !require_bpf(test) || !have("python3", test) {
+        return;
+    }
+    let dir = scratch("profile-pid-not-ready");
+    let pf = Prefork::start(1, 0, &dir.join("counts"));
+    // Nobody listens on the load's explicit port: not ready. Its worker
+    // (a child) holds the master's listener.
+    let free = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let load = format!("tcp-rr 127.0.0.1:{free} -c 1 -n 10");
+    let out = dir.join("art");
+    let res = profile(&[
+        "--pid",
+        &pf.group.pid().to_string(),
+        "--ready-timeout",
+        "1",
+        "--load",
+        &load,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_failed(res.clone(), 8, "and its descendants did not own", &out);
+    assert!(!res.2.contains("use --pid"), "{}", res.2);
+    assert!(res.2.contains(&format!(":{}", pf.port)), "{}", res.2);
+    pf.stop();
+}
+
+#[test]
+fn profile_of_one_worker_counts_only_the_transactions_it_served() {
+    let test = "profile_of_one_worker_counts_only_the_transactions_it_served";
+    if !require_bpf(test) || !have("python3", test) {
+        return;
+    }
+    // Two workers share the parent's listening socket; each accepts at most
+    // 4 of the load's 8 connections, so neither serves everything.
+    let dir = scratch("profile-worker-rr");
+    let pf = Prefork::start(2, 4, &dir.join("counts"));
+    let (w1, w2) = (pf.workers[0], pf.workers[1]);
+    let out = dir.join("art");
+    let (c, so, se) = profile(&[
+        "--pid",
+        &w1.to_string(),
+        "--load",
+        "tcp-rr -c 8 -n 8000 --req 64",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let parent = pf.group.pid();
+    let truth = pf.stop();
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    let served = truth[&w1].0 / 64;
+    assert_eq!(served + truth[&w2].0 / 64, 8000, "{truth:?}");
+    let d = &rep["derived"];
+    let a = &d["attribution"];
+    assert_eq!(a["basis"], "tree_share", "{a}");
+    let others: Vec<i64> = a["shared_with"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            assert_eq!(s["how"], "same_socket", "{s}");
+            s["pid"].as_i64().unwrap()
+        })
+        .collect();
+    assert!(others.contains(&(w2 as i64)) && others.contains(&(parent as i64)));
+    let placed = &a["connections"];
+    let n = |k: &str| placed[k].as_u64().unwrap();
+    assert_eq!(n("tree") + n("others") + n("unknown"), 8, "{a}");
+    // The load counted every response per connection: the tree's share is
+    // exactly what the worker says it served.
+    assert!(
+        (f(&a["transactions"]) - served as f64).abs() < 0.5,
+        "estimated {} vs served {served}",
+        a["transactions"]
+    );
+    let calls = rep["trace"]["totals"]["calls"].as_u64().unwrap() as f64;
+    let spt = f(&d["syscalls_per_transaction"]);
+    assert!(
+        (spt - calls / served as f64).abs() < 1e-6,
+        "{spt} syscalls per transaction, {calls} calls over {served} served"
+    );
+    assert!(served < 8000, "the other worker served its connections too");
+    let insights = rep["insights"].to_string();
+    assert!(insights.contains("serve the same address"), "{insights}");
+    assert!(text(&out.join("summary.txt")).contains("Shared address"));
+    assert!(text(&out.join("report.html")).contains("Shared address"));
+}
+
+#[test]
+fn profile_of_one_worker_under_crr_and_unattributed_count_only() {
+    let test = "profile_of_one_worker_under_crr_and_unattributed_count_only";
+    if !require_bpf(test) || !have("python3", test) {
+        return;
+    }
+    let dir = scratch("profile-worker-crr");
+    // tcp-crr: the share is the connections the worker accepted.
+    let pf = Prefork::start(2, 0, &dir.join("counts"));
+    let w1 = pf.workers[0];
+    let out = dir.join("art");
+    let (c, so, se) = profile(&[
+        "--pid",
+        &w1.to_string(),
+        "--load",
+        "tcp-crr -c 4 -n 2000 --req 64",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let truth = pf.stop();
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    let a = &rep["derived"]["attribution"];
+    assert_eq!(a["basis"], "tree_share", "{a}");
+    let accepted = truth[&w1].1;
+    assert!(
+        (f(&a["transactions"]) - accepted as f64).abs() < 0.5,
+        "estimated {} vs accepted {accepted} ({truth:?})",
+        a["transactions"]
+    );
+
+    // Count-only tracing cannot tell accepts that failed: unknown, and no
+    // per-transaction figure pretends to cover the load.
+    let pf = Prefork::start(2, 0, &dir.join("counts2"));
+    let out = dir.join("art2");
+    let (c, so, se) = profile(&[
+        "--count-only",
+        "--pid",
+        &pf.workers[0].to_string(),
+        "--load",
+        "tcp-crr -c 4 -n 1000 --req 64",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    pf.stop();
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    let d = &rep["derived"];
+    assert_eq!(d["attribution"]["basis"], "unknown", "{d}");
+    for k in [
+        "syscalls_per_transaction",
+        "target_cpu_us_per_transaction",
+        "voluntary_switches_per_transaction",
+    ] {
+        assert!(d[k].is_null(), "{k}: {}", d[k]);
+    }
+    assert!(d["top_syscalls"][0]["per_transaction"].is_null());
+    let summary = text(&out.join("summary.txt"));
+    assert!(summary.contains("UNATTRIBUTED"), "{summary}");
+    assert!(!summary.contains("NaN"), "{summary}");
+    assert!(!text(&out.join("report.html")).contains("NaN"));
+    // The artifact reads back (null per-transaction figures included).
+    let again = dir.join("again");
+    std::fs::create_dir(&again).unwrap();
+    let (st, so, se) = run_bounded(
+        &[
+            "report",
+            out.join("run.json").to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "{so}{se}");
+}
+
+#[test]
+fn profile_of_redis_for_a_duration_shows_no_teardown_resets() {
+    let test = "profile_of_redis_for_a_duration_shows_no_teardown_resets";
+    if !require_bpf(test) || !have("redis-server", test) {
+        return;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = scratch("profile-redis-drain");
+    let out = dir.join("art");
+    // Many connections, each with a request in flight when the duration
+    // ends: closing them then used to reset them under redis' reads.
+    let (c, so, se) = profile(&[
+        "--load",
+        r"tcp-rr -c 64 -d 1 --request 'PING\r\n' --expect '+PONG\r\n'",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "redis-server",
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]);
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    for s in rep["trace"]["syscalls"].as_array().unwrap() {
+        for e in s["errnos"].as_array().unwrap() {
+            assert!(
+                e["name"] != "ECONNRESET" && e["name"] != "EPIPE",
+                "{} {}: the generator's teardown reached the target",
+                s["name"],
+                e
+            );
+        }
+    }
+    let load = &rep["load"];
+    assert_eq!(load["errors"]["total"], 0, "{}", load["errors"]);
+    assert_eq!(load["errors"]["unanswered_at_end"], 0, "{}", load["errors"]);
+    // redis writes one reply per PING: the target's writes are the load's
+    // transactions plus what it answered during the drain.
+    let tx = load["transactions"].as_u64().unwrap();
+    let drained = load["errors"]["answered_after_end"].as_u64().unwrap();
+    assert_eq!(
+        calls(&rep["trace"], "write"),
+        tx + drained,
+        "{}",
+        load["errors"]
+    );
+    assert!(
+        f(&load["duration_s"]) <= 1.0 + 1e-6,
+        "{}",
+        load["duration_s"]
+    );
+}
+
+#[test]
+fn profile_of_one_reuseport_listener_counts_its_share() {
+    let test = "profile_of_one_reuseport_listener_counts_its_share";
+    if !require_bpf(test) || !have("python3", test) {
+        return;
+    }
+    // Two workers with their own SO_REUSEPORT listeners on one port: the
+    // kernel spreads the connections by hash.
+    let dir = scratch("profile-reuseport");
+    let pf = Prefork::start_with(2, 0, &dir.join("counts"), &["reuseport"]);
+    let (w1, w2) = (pf.workers[0], pf.workers[1]);
+    let out = dir.join("art");
+    let (c, so, se) = profile(&[
+        "--pid",
+        &w1.to_string(),
+        "--load",
+        "tcp-rr -c 8 -n 4000 --req 64",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let truth = pf.stop();
+    assert_eq!(c, Some(0), "{so}{se}");
+    let rep = read_json(&out.join("run.json"));
+    let a = &rep["derived"]["attribution"];
+    let shared = a["shared_with"].as_array().unwrap();
+    assert_eq!(shared.len(), 1, "the parent does not listen: {a}");
+    assert_eq!(shared[0]["pid"], w2);
+    assert_eq!(shared[0]["how"], "reuseport");
+    let served = truth[&w1].0 / 64;
+    assert_eq!(served + truth[&w2].0 / 64, 4000, "{truth:?}");
+    assert!(
+        (f(&a["transactions"]) - served as f64).abs() < 0.5,
+        "estimated {} vs served {served}: {a}",
+        a["transactions"]
+    );
+}

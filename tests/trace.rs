@@ -73,6 +73,43 @@ fn assert_ground_truth(rep: &serde_json::Value) {
     let rows = rep["syscalls"].as_array().unwrap();
     let sum: u64 = rows.iter().map(|s| s["calls"].as_u64().unwrap()).sum();
     assert_eq!(rep["totals"]["calls"], sum);
+    assert_process_rows(rep);
+}
+
+/// The per-process split: the rows add up to the totals, each agrees with
+/// the per-thread tables (kept by a separate mechanism) of its threads, and
+/// the forked child holds its getppid calls and its exit_group (plus what
+/// libc's fork does in the child).
+fn assert_process_rows(rep: &serde_json::Value) {
+    let procs = rep["processes"].as_array().expect("processes");
+    assert_eq!(procs.len(), 2, "{procs:?}");
+    let sum: u64 = procs.iter().map(|p| p["calls"].as_u64().unwrap()).sum();
+    assert_eq!(rep["totals"]["calls"], sum, "{procs:?}");
+    let errs: u64 = procs.iter().map(|p| p["errors"].as_u64().unwrap()).sum();
+    assert_eq!(rep["totals"]["errors"], errs, "{procs:?}");
+    let root = &rep["target"]["pid"];
+    let main = procs.iter().find(|p| &p["pid"] == root).expect("root row");
+    let child = procs.iter().find(|p| &p["pid"] != root).expect("child row");
+    let child_calls = child["calls"].as_u64().unwrap();
+    assert!(
+        (CHILD_GETPPID + 1..CHILD_GETPPID + 4).contains(&child_calls),
+        "getppid + exit_group: {child}"
+    );
+    assert_eq!(child["errors"], 0);
+    let threads = rep["threads"].as_array().expect("--per-thread rows");
+    for p in procs {
+        let of_it: u64 = threads
+            .iter()
+            .filter(|t| t["pid"] == p["pid"])
+            .map(|t| t["calls"].as_u64().unwrap())
+            .sum();
+        assert_eq!(p["calls"].as_u64().unwrap(), of_it, "{p} vs {threads:?}");
+    }
+    assert_eq!(child["threads"], 1);
+    assert_eq!(child["exited"], true);
+    assert_eq!(main["threads"], 1 + THREADS);
+    assert_eq!(main["errors"], ENOENT);
+    assert_eq!(main["exited"], true);
 }
 
 #[test]

@@ -160,12 +160,13 @@ static __always_inline struct ss_thread_sc *thread_sc(struct task_struct *task, 
 
 /* Calls that never return (exit, exit_group) and every call in count-only
  * mode are counted at entry. */
-static __always_inline void count_entry(struct task_struct *task, __u32 nr)
+static __always_inline void count_entry(struct task_struct *task, struct ss_task *t, __u32 nr)
 {
 	struct ss_sc_stats *s = bpf_map_lookup_elem(&sc_stats, &nr);
 
 	if (s)
 		s->calls++;
+	t->sc.calls++;
 	count_event();
 	if (per_thread) {
 		struct ss_thread_sc *t = thread_sc(task, nr);
@@ -194,7 +195,7 @@ int BPF_PROG(ss_sys_enter, struct pt_regs *regs, long id)
 	}
 	nr = clamp_nr(id);
 	if (count_only || nr == NR_exit || nr == NR_exit_group) {
-		count_entry(task, nr);
+		count_entry(task, t, nr);
 		t->ts = 0;
 		return 0;
 	}
@@ -231,6 +232,8 @@ int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
 		s->max_ns = dur;
 	s->calls++;
 	s->total_ns += dur;
+	t->sc.calls++;
+	t->sc.time_ns += dur;
 	count_event();
 	b = hist_bucket(dur);
 	if (b < SS_HIST_BUCKETS)
@@ -241,6 +244,7 @@ int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
 		__u64 *e = bpf_map_lookup_elem(&sc_errnos, &key);
 
 		s->errors++;
+		t->sc.errors++;
 		if (e)
 			(*e)++;
 	}
@@ -326,6 +330,9 @@ int BPF_PROG(ss_fork, struct task_struct *parent, struct task_struct *child)
 	/* A new task starts with zeroed counters: its baseline is zero. */
 	ct->ts = 0;
 	ct->flags = 0;
+	ct->sc.calls = 0;
+	ct->sc.errors = 0;
+	ct->sc.time_ns = 0;
 	ct->slot = alloc_slot();
 	start_thread_stats(child, ct->slot);
 	if (thread)
@@ -401,6 +408,7 @@ int BPF_PROG(ss_exit, struct task_struct *task)
 	e->maxrss_pages = mm_peak_pages(task);
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
 	window_res(task, t, &e->res);
+	e->sc = t->sc;
 	bpf_ringbuf_submit(e, rb_flags());
 	/* A zombie is still listed by the task iterator: don't count it twice. */
 	t->flags |= SS_EXITED;
@@ -518,6 +526,7 @@ int ss_iter_task(struct bpf_iter__task *ctx)
 	e.flags = t->flags;
 	bpf_probe_read_kernel_str(e.comm, sizeof(e.comm), task->comm);
 	window_res(task, t, &e.res);
+	e.sc = t->sc;
 	bpf_seq_write(seq, &e, sizeof(e));
 	if (per_thread) {
 		ts = bpf_task_storage_get(&thread_stats, task, 0, 0);

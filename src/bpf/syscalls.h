@@ -71,6 +71,15 @@ struct ss_res {
 	__u64 maj_flt;
 };
 
+/* One task's syscalls since it was traced: every syscall the aggregates
+ * count, summed per task so the loader can split them by process. Kept in
+ * the task's own storage next to `ts` (plain stores, no sharing). */
+struct ss_task_sc {
+	__u64 calls;
+	__u64 errors;      /* -1..-4095 returns (0 in count-only mode) */
+	__u64 time_ns;     /* entry-to-exit time (0 in count-only mode) */
+};
+
 /* Per-task state in task local storage: its presence means "traced". */
 struct ss_task {
 	__u64 ts;          /* entry time of the syscall in flight, 0 if none seen */
@@ -78,6 +87,7 @@ struct ss_task {
 	__u32 flags;
 	__u32 slot;        /* per-thread slot, 0 = unassigned */
 	__u32 pad;
+	struct ss_task_sc sc;
 	struct ss_res base; /* counters when the window opened for this task */
 };
 
@@ -136,6 +146,7 @@ struct ss_ev_task {
 	__u64 maxrss_pages; /* peak RSS of its mm at exit (exit only) */
 	char comm[SS_COMM_LEN];
 	struct ss_res res;
+	struct ss_task_sc sc; /* its syscalls since it was traced */
 };
 
 /* Traced syscall events counted on one CPU (one cache line). */

@@ -11,6 +11,11 @@
 //! sleeps (timer slack 1 ns, at least 50 us at a time so high rates go out
 //! in small batches) and the lateness is measured and reported as `send
 //! lag`, the generator's own share of the latency.
+//!
+//! A duration run ends gracefully: once the measured window is over the
+//! loop stops issuing, closes the connections with nothing in flight and
+//! waits (at most [`drain_limit`]) for the answers still owed, so the target
+//! sees orderly closes instead of resets from the generator's teardown.
 
 use std::io;
 use std::time::Duration;
@@ -39,6 +44,17 @@ pub trait Workload {
     fn release_and_dispatch(&mut self, now: u64, tally: &mut Tally);
     /// One readiness report.
     fn handle(&mut self, ev: Ready, tally: &mut Tally);
+    /// Requests issued and not answered yet (tcp-crr: exchanges under way).
+    fn in_flight(&self) -> u64;
+    /// Drain: closes every connection with nothing in flight (an orderly
+    /// FIN: no unread data, no answer still coming).
+    fn close_idle(&mut self);
+}
+
+/// Longest wait for the answers still in flight once a duration run's
+/// window has ended: `--timeout`, at most 1 s.
+pub fn drain_limit(timeout: Duration) -> Duration {
+    timeout.min(Duration::from_secs(1))
 }
 
 /// Runs the loop until the worker's share is done. Returns true when count
@@ -55,10 +71,11 @@ pub fn drive<W: Workload>(
     let mut last_progress = ctx.clock.now();
     loop {
         let now = ctx.clock.now();
-        if ctx.stop.load(std::sync::atomic::Ordering::Relaxed)
-            || ctx.end.is_some_and(|e| now >= e)
-            || w.count_done()
-        {
+        if ctx.stop.load(std::sync::atomic::Ordering::Relaxed) || w.count_done() {
+            return Ok(false);
+        }
+        if ctx.end.is_some_and(|e| now >= e) {
+            drain(w, plan, ctx, tally)?;
             return Ok(false);
         }
         if now >= next_housekeeping {
@@ -91,6 +108,38 @@ pub fn drive<W: Workload>(
         let n = w
             .poller()
             .wait(Some(Duration::from_nanos(wake.saturating_sub(now))))?;
+        for k in 0..n {
+            let ev = w.poller().ready(k);
+            w.handle(ev, tally);
+        }
+    }
+}
+
+/// After the end of a duration run: issues nothing, closes what is idle and
+/// waits for the answers still in flight, until none is left, the drain
+/// limit passes, or the run is stopped. Answers that arrive now are counted
+/// apart (`answered_after_end`); what is still unanswered afterwards is the
+/// worker's `unanswered`.
+fn drain<W: Workload>(
+    w: &mut W,
+    plan: &TcpPlan,
+    ctx: &WorkerCtx,
+    tally: &mut Tally,
+) -> io::Result<()> {
+    tally.close_window();
+    let deadline = ctx.clock.now() + drain_limit(plan.timeout).as_nanos() as u64;
+    loop {
+        w.close_idle();
+        let now = ctx.clock.now();
+        if w.in_flight() == 0
+            || now >= deadline
+            || ctx.stop.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Ok(());
+        }
+        // The stop flag is checked at least every 100 ms.
+        let wait = (deadline - now).min(100_000_000);
+        let n = w.poller().wait(Some(Duration::from_nanos(wait)))?;
         for k in 0..n {
             let ev = w.poller().ready(k);
             w.handle(ev, tally);

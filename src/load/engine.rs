@@ -16,7 +16,7 @@ use nix::sys::signal::Signal;
 
 use super::plan::{Progress, RunClock, Stop, TcpPlan, WorkerCtx};
 use super::tally::{self, ErrorClass, IntervalRecord, Tally};
-use super::tcp_rr::WorkerEnd;
+use super::tcp_rr::{ConnTally, WorkerEnd};
 use super::{tcp_crr, tcp_rr};
 use crate::report::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig, LoadReport, SCHEMA,
@@ -74,6 +74,9 @@ pub struct Outcome {
     pub report: LoadReport,
     /// Why the run counts as failed (errors over budget, stalled...).
     pub failure: Option<String>,
+    /// tcp-rr: each connection's local address and responses (empty for
+    /// tcp-crr).
+    pub connections: Vec<ConnTally>,
 }
 
 /// Raises the soft open-files limit so `conns` sockets fit (up to the hard
@@ -369,6 +372,7 @@ pub fn run_tcp(
                 .map(|(k, v)| (k.name().to_string(), *v))
                 .collect(),
             unanswered_at_end: ends.iter().map(|e| e.unanswered).sum(),
+            answered_after_end: t.answered_after_end,
         },
         intervals: seal_intervals(
             intervals
@@ -409,7 +413,12 @@ pub fn run_tcp(
         udp: None,
         notes,
     };
-    Ok(Outcome { report, failure })
+    let connections = ends.into_iter().flat_map(|e| e.connections).collect();
+    Ok(Outcome {
+        report,
+        failure,
+        connections,
+    })
 }
 
 /// A latency record, or None for an empty histogram.

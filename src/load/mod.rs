@@ -26,6 +26,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use self::conn::{Exchange, Expect};
 use self::engine::TcpKind;
 use self::plan::{Stop, TcpPlan};
+pub use self::tcp_rr::ConnTally;
 use crate::error;
 use crate::report::{self, load::LoadConfig, load_text};
 
@@ -288,6 +289,9 @@ pub struct LoadOutcome {
     pub report: report::load::LoadReport,
     /// Why the run counts as failed (None: success).
     pub failure: Option<String>,
+    /// tcp-rr: every connection's local address and the responses it
+    /// completed (empty for the other workloads).
+    pub connections: Vec<ConnTally>,
 }
 
 /// Runs a load subcommand; returns the exit status (the CLI path: prints
@@ -444,6 +448,7 @@ fn run_tcp(
     Ok(LoadOutcome {
         report: out.report,
         failure: out.failure,
+        connections: out.connections,
     })
 }
 
@@ -483,7 +488,11 @@ fn run_udp(a: UdpArgs, quiet: bool) -> Result<LoadOutcome> {
         ..Default::default()
     };
     let (report, failure) = udp::run(&plan, config, a.max_errors, quiet)?;
-    Ok(LoadOutcome { report, failure })
+    Ok(LoadOutcome {
+        report,
+        failure,
+        connections: Vec::new(),
+    })
 }
 
 /// Prints the summary, writes the JSON (also for a failed run that

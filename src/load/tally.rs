@@ -110,6 +110,13 @@ pub struct Tally {
     pub bytes_received: u64,
     /// Connections that became established (reconnects included).
     pub connects: u64,
+    /// Responses that arrived after the measured window ended, while the
+    /// run drained the requests still in flight (not transactions).
+    pub answered_after_end: u64,
+    /// Set when the measured window has ended and the run drains: answers
+    /// then count in `answered_after_end` and errors stay out of the
+    /// per-second intervals.
+    window_closed: bool,
     interval: Histogram<u32>,
     interval_second: u64,
     interval_tx: u64,
@@ -140,6 +147,8 @@ impl Tally {
             bytes_sent: 0,
             bytes_received: 0,
             connects: 0,
+            answered_after_end: 0,
+            window_closed: false,
             interval: interval_hist(),
             interval_second: 0,
             interval_tx: 0,
@@ -159,6 +168,10 @@ impl Tally {
     /// `intended` and actually started at `sent` (equal in closed loop).
     #[inline]
     pub fn transaction(&mut self, now: u64, intended: u64, sent: u64) {
+        if self.window_closed {
+            self.answered_after_end += 1;
+            return;
+        }
         if !self.measuring(now) {
             self.warmup_transactions += 1;
             return;
@@ -207,7 +220,7 @@ impl Tally {
     pub fn error(&mut self, now: u64, class: ErrorClass) {
         *self.errors.entry(class).or_default() += 1;
         self.progress.errors.fetch_add(1, Ordering::Relaxed);
-        if self.measuring(now) {
+        if self.measuring(now) && !self.window_closed {
             self.roll(now);
             self.interval_errors += 1;
         }
@@ -245,6 +258,12 @@ impl Tally {
         }
     }
 
+    /// Ends the measured window (duration mode, before the drain): from
+    /// here on answers are `answered_after_end`, not transactions.
+    pub fn close_window(&mut self) {
+        self.window_closed = true;
+    }
+
     /// Sends the last partial interval; call once when the worker ends.
     pub fn finish(&mut self) {
         self.flush_interval();
@@ -275,6 +294,7 @@ pub fn merge(parts: Vec<Tally>) -> Option<Tally> {
         acc.bytes_sent += t.bytes_sent;
         acc.bytes_received += t.bytes_received;
         acc.connects += t.connects;
+        acc.answered_after_end += t.answered_after_end;
     }
     Some(acc)
 }

@@ -126,6 +126,15 @@ impl Workload for Worker<'_> {
     fn handle(&mut self, ev: poller::Ready, tally: &mut Tally) {
         Worker::handle(self, ev, tally)
     }
+    fn in_flight(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| !matches!(s.state, State::Idle { .. }))
+            .count() as u64
+    }
+    fn close_idle(&mut self) {
+        // An idle slot holds no socket: each exchange closes its own.
+    }
 }
 
 impl Worker<'_> {
@@ -253,6 +262,10 @@ impl Worker<'_> {
     }
 
     fn release_and_dispatch(&mut self, now: u64, tally: &mut Tally) {
+        // Nothing new starts once the window has ended (the drain).
+        if self.ctx.end.is_some_and(|e| now >= e) {
+            return;
+        }
         let Some(sched) = self.sched.as_mut() else {
             return;
         };

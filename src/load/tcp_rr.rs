@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use socket2::Socket;
@@ -44,6 +45,10 @@ struct Conn {
     backoff: Backoff,
     ever_up: bool,
     idle_listed: bool,
+    /// Local address of the current socket, once connected.
+    local: Option<SocketAddr>,
+    /// Responses completed on the current socket.
+    answered: u64,
 }
 
 impl Conn {
@@ -61,6 +66,8 @@ impl Conn {
             backoff: Backoff::default(),
             ever_up: false,
             idle_listed: false,
+            local: None,
+            answered: 0,
         }
     }
 }
@@ -78,6 +85,19 @@ pub struct WorkerEnd {
     pub backlog_at_end: u64,
     /// True when count mode gave up for lack of progress.
     pub stalled: bool,
+    /// tcp-rr: every socket that was connected, with the responses it
+    /// completed (profile uses them to tell which process served what).
+    pub connections: Vec<ConnTally>,
+}
+
+/// One connection of a tcp-rr run: its local address and the responses
+/// completed on it (warm-up and drain included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnTally {
+    /// Local address of the generator's socket.
+    pub local: SocketAddr,
+    /// Responses completed on it.
+    pub transactions: u64,
 }
 
 impl WorkerEnd {
@@ -103,6 +123,8 @@ struct Worker<'a> {
     /// Connects started, for --connect-rate.
     connects_started: u64,
     started_at: u64,
+    /// Sockets closed so far, with what they completed.
+    closed: Vec<ConnTally>,
 }
 
 /// Runs one tcp-rr worker until its share of the run is done.
@@ -122,13 +144,18 @@ pub fn run(plan: &TcpPlan, ctx: &WorkerCtx, tally: &mut Tally) -> io::Result<Wor
         resp_len,
         connects_started: 0,
         started_at: ctx.clock.now(),
+        closed: Vec::new(),
     };
     let stalled = driver::drive(&mut w, plan, ctx, tally)?;
     tally.finish();
+    for i in 0..w.conns.len() {
+        w.retire(i);
+    }
     let mut end = WorkerEnd {
         established: w.conns.iter().filter(|c| c.ever_up).count(),
         unanswered: w.conns.iter().map(|c| c.inflight.len() as u64).sum(),
         stalled,
+        connections: std::mem::take(&mut w.closed),
         ..Default::default()
     };
     end.record_backlog(w.sched.as_ref());
@@ -153,6 +180,24 @@ impl Workload for Worker<'_> {
     }
     fn handle(&mut self, ev: poller::Ready, tally: &mut Tally) {
         Worker::handle(self, ev, tally)
+    }
+    fn in_flight(&self) -> u64 {
+        self.conns.iter().map(|c| c.inflight.len() as u64).sum()
+    }
+    fn close_idle(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].sock.is_some() && self.conns[i].inflight.is_empty() {
+                self.retire(i);
+                let c = &mut self.conns[i];
+                // Dropping the socket closes it (FIN) and leaves epoll.
+                c.sock = None;
+                c.fd = -1;
+                c.out.clear();
+                c.out_off = 0;
+                c.writing = false;
+                c.state = State::Down { retry_at: u64::MAX };
+            }
+        }
     }
 }
 
@@ -204,6 +249,10 @@ impl Worker<'_> {
         }
         c.state = State::Up;
         c.ever_up = true;
+        c.local = c
+            .sock
+            .as_ref()
+            .and_then(|s| s.local_addr().ok()?.as_socket());
         tally.connected(now, now - since);
         if let Err(e) = self.poller.modify(c.fd, i as u64, poller::IN) {
             self.fail(i, now, ErrorClass::of(&e), tally);
@@ -216,9 +265,21 @@ impl Worker<'_> {
         }
     }
 
+    /// Records what connection `i`'s socket completed, before it closes.
+    fn retire(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if let Some(local) = c.local.take() {
+            self.closed.push(ConnTally {
+                local,
+                transactions: std::mem::take(&mut c.answered),
+            });
+        }
+    }
+
     /// Closes connection `i` after an error and schedules a reconnect.
     fn fail(&mut self, i: usize, now: u64, class: ErrorClass, tally: &mut Tally) {
         tally.error(now, class);
+        self.retire(i);
         let c = &mut self.conns[i];
         // Dropping the socket closes it, which also removes it from epoll.
         c.sock = None;
@@ -267,6 +328,10 @@ impl Worker<'_> {
     }
 
     fn release_and_dispatch(&mut self, now: u64, tally: &mut Tally) {
+        // Nothing new goes out once the window has ended (the drain).
+        if self.ctx.end.is_some_and(|e| now >= e) {
+            return;
+        }
         let Some(sched) = self.sched.as_mut() else {
             return;
         };
@@ -389,6 +454,7 @@ impl Worker<'_> {
                 c.got = 0;
                 c.inflight.pop_front();
                 c.backoff.reset();
+                c.answered += 1;
                 tally.transaction(now, front.intended, front.sent);
                 completed = true;
             }

@@ -374,6 +374,7 @@ pub fn run(
                 })
                 .unwrap_or_default(),
             unanswered_at_end: 0,
+            answered_after_end: 0,
         },
         intervals: crate::report::load::seal_intervals(intervals_of(&per_second), secs),
         bytes: Bytes {

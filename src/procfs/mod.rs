@@ -4,6 +4,7 @@
 //! vanished task means).
 
 pub mod snmp;
+pub mod sock_diag;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;

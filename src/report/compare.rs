@@ -123,8 +123,9 @@ fn rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
             }
         }
     }
+    // Over the transactions the traced tree served (None when unknown).
     let per = |r: &ProfileReport, n: &str| {
-        let tx = r.derived.transactions.max(1) as f64;
+        let tx = r.derived.target_transactions()?;
         Some(
             r.trace
                 .syscalls
@@ -369,7 +370,10 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
         "{:<40} {:>14} {:>14} {:>10}",
         "figure", "A", "B", "change"
     );
-    for r in rows(a, b) {
+    for mut r in rows(a, b) {
+        // A per-transaction figure of an unattributed run is NaN: unknown.
+        r.a = r.a.filter(|v| v.is_finite());
+        r.b = r.b.filter(|v| v.is_finite());
         let f = |v: Option<f64>| v.map_or("-".to_string(), r.fmt);
         let _ = writeln!(
             s,

@@ -367,17 +367,20 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
     if d.top_syscalls.is_empty() {
         return String::new();
     }
-    let chart = svg::stack_chart(&StackChart {
-        id: &format!("{p}chart-syscalls"),
-        title: "Syscalls per transaction",
-        x_label: "calls per transaction",
-        parts: vec!["calls per transaction".into()],
-        rows: d
-            .top_syscalls
-            .iter()
-            .map(|s| (s.name.clone(), vec![s.per_transaction]))
-            .collect(),
-        fmt: |v| format!("{v:.2}"),
+    let target_tx = d.target_transactions();
+    let chart = target_tx.map_or_else(String::new, |_| {
+        svg::stack_chart(&StackChart {
+            id: &format!("{p}chart-syscalls"),
+            title: "Syscalls per transaction",
+            x_label: "calls per transaction",
+            parts: vec!["calls per transaction".into()],
+            rows: d
+                .top_syscalls
+                .iter()
+                .map(|s| (s.name.clone(), vec![s.per_transaction]))
+                .collect(),
+            fmt: |v| format!("{v:.2}"),
+        })
     });
     let rows: Vec<Vec<String>> = r
         .trace
@@ -390,14 +393,7 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
             vec![
                 s.name.clone(),
                 s.calls.to_string(),
-                format!(
-                    "{:.3}",
-                    if d.transactions > 0 {
-                        s.calls as f64 / d.transactions as f64
-                    } else {
-                        0.0
-                    }
-                ),
+                target_tx.map_or("-".into(), |t| format!("{:.3}", s.calls as f64 / t)),
                 l.map_or("-".into(), |l| human_ns(l.total_ns)),
                 l.filter(|_| total > 0).map_or("-".into(), |l| {
                     format!("{:.1}%", 100.0 * l.total_ns as f64 / total as f64)
@@ -431,9 +427,22 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
         &format!("{p}syscalls"),
         "Syscall mix of the target",
         &format!(
-            "{:.2} syscalls per transaction in all. Time is wall time from entry to exit: a \
-             syscall that blocks (epoll_wait, accept) counts its waiting.",
-            d.syscalls_per_transaction
+            "{} Time is wall time from entry to exit: a syscall that blocks (epoll_wait, \
+             accept) counts its waiting.",
+            match target_tx {
+                Some(_) => format!(
+                    "{:.2} syscalls per transaction in all{}.",
+                    d.syscalls_per_transaction,
+                    if d.attribution.is_some() {
+                        " (over the traced tree's estimated share of the transactions)"
+                    } else {
+                        ""
+                    }
+                ),
+                None => "No per-transaction figure: the traced tree's share of the load \
+                         is unknown (see the insights)."
+                    .to_string(),
+            }
         ),
         &(chart + &t + &cut),
     )
@@ -455,14 +464,9 @@ fn shown_of(shown: usize, all: usize) -> String {
 /// lists them).
 pub fn resources_section(p: &str, r: &ProfileReport) -> String {
     let res = &r.trace.resources;
-    let tx = r.derived.transactions;
-    let per = |v: u64| {
-        if tx == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.2}", v as f64 / tx as f64)
-        }
-    };
+    // Over the traced tree's share when others serve the address too.
+    let tx = r.derived.target_transactions();
+    let per = |v: u64| tx.map_or("-".to_string(), |t| format!("{:.2}", v as f64 / t));
     let rows = vec![
         vec![
             "minor page faults".to_string(),
@@ -529,24 +533,28 @@ pub fn resources_section(p: &str, r: &ProfileReport) -> String {
 /// User vs kernel CPU per transaction, target and generator.
 pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
     let d = &r.derived;
-    let tx = d.transactions.max(1) as f64;
     let g = &r.load.generator;
     let gen_total = (g.user_cpu_s + g.system_cpu_s).max(1e-12);
     let gen_cpu = d.generator_cpu_us_per_transaction;
     // The generator's control-thread share is taken out pro rata.
     let gu = gen_cpu * g.user_cpu_s / gen_total;
     let gs = gen_cpu * g.system_cpu_s / gen_total;
-    let tu = d.target_user_cpu_s * 1e6 / tx;
-    let ts = d.target_system_cpu_s * 1e6 / tx;
+    // Over the transactions the traced tree served (NaN when unknown).
+    let ttx = d.target_transactions().unwrap_or(f64::NAN);
+    let tu = d.target_user_cpu_s * 1e6 / ttx;
+    let ts = d.target_system_cpu_s * 1e6 / ttx;
     let chart = svg::stack_chart(&StackChart {
         id: &format!("{p}chart-cpu"),
         title: "User vs kernel CPU per transaction",
         x_label: "CPU time per transaction",
         parts: vec!["user".into(), "kernel (system)".into()],
-        rows: vec![
-            ("target".into(), vec![tu, ts]),
-            ("load generator".into(), vec![gu, gs]),
-        ],
+        rows: [
+            ("target".to_string(), vec![tu, ts]),
+            ("load generator".to_string(), vec![gu, gs]),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.iter().all(|x| x.is_finite()))
+        .collect(),
         fmt: svg::fmt_us,
     });
     let rows = vec![
@@ -554,7 +562,11 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
             "target".to_string(),
             format!("{:.3} s", d.target_user_cpu_s),
             format!("{:.3} s", d.target_system_cpu_s),
-            svg::fmt_us(tu + ts),
+            if ttx.is_finite() {
+                svg::fmt_us(tu + ts)
+            } else {
+                "-".into()
+            },
             format!("{:.0}%", 100.0 * d.target_kernel_share),
         ],
         vec![
@@ -581,13 +593,115 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
         "User vs kernel CPU",
         &format!(
             "Target over the trace window; generator over its run, without profile's own \
-             tracing control thread ({:.3} s). Context switches per transaction: {:.2} \
-             voluntary, {:.2} involuntary.",
+             tracing control thread ({:.3} s). {}",
             d.control_thread_cpu_s,
-            d.voluntary_switches_per_transaction,
-            d.involuntary_switches_per_transaction
+            if ttx.is_finite() {
+                format!(
+                    "Context switches per transaction: {:.2} voluntary, {:.2} involuntary.",
+                    d.voluntary_switches_per_transaction, d.involuntary_switches_per_transaction
+                )
+            } else {
+                "The traced tree's share of the load is unknown: no per-transaction target \
+                 figure."
+                    .to_string()
+            }
         ),
         &(chart + &t),
+    )
+}
+
+/// Who else serves the load's address, and the traced tree's share of it
+/// (empty when only the traced tree serves it).
+pub fn attribution_section(p: &str, r: &ProfileReport) -> String {
+    let Some(a) = &r.derived.attribution else {
+        return String::new();
+    };
+    let rows: Vec<Vec<String>> = a
+        .shared_with
+        .iter()
+        .map(|s| {
+            vec![
+                s.pid.to_string(),
+                s.comm.clone(),
+                if s.how == "same_socket" {
+                    "holds the same listening socket".into()
+                } else {
+                    "its own listener on the port (SO_REUSEPORT)".into()
+                },
+            ]
+        })
+        .collect();
+    let lead = match (a.share, a.transactions) {
+        (Some(share), Some(t)) => format!(
+            "Other processes serve the load's address too. The traced tree served an \
+             estimated {:.1}% of the load's {} transactions (about {t:.0}); every \
+             per-transaction target figure on this page is over those. How: {}.",
+            share * 100.0,
+            r.derived.transactions,
+            a.method
+        ),
+        _ => format!(
+            "UNATTRIBUTED: other processes serve the load's address too and the traced \
+             tree's share is unknown ({}); no per-transaction target figure is given.",
+            a.method
+        ),
+    };
+    card(
+        &format!("{p}shared"),
+        "Shared address",
+        &lead,
+        &table(&["pid", "command", "how"], &rows, &[0]),
+    )
+}
+
+/// The per-process breakdown of a multi-process target (empty for one
+/// process).
+pub fn processes_section(p: &str, r: &ProfileReport) -> String {
+    let procs = &r.trace.processes;
+    if procs.len() < 2 {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = procs
+        .iter()
+        .map(|x| {
+            vec![
+                x.pid.to_string(),
+                format!("{}{}", x.comm, if x.exited { " (exited)" } else { "" }),
+                x.threads.to_string(),
+                format!("{:.3} s", x.user_cpu_s),
+                format!("{:.3} s", x.system_cpu_s),
+                x.calls.to_string(),
+                x.errors.map_or("-".into(), |e| e.to_string()),
+                x.time_ns.map_or("-".into(), human_ns),
+                x.minor_faults.to_string(),
+                x.major_faults.to_string(),
+            ]
+        })
+        .collect();
+    card(
+        &format!("{p}processes"),
+        "Per process",
+        &format!(
+            "The traced tree had {} processes; each one's CPU, syscalls and faults over the \
+             trace window, busiest first.",
+            procs.len()
+        ),
+        &table(
+            &[
+                "pid",
+                "command",
+                "threads",
+                "user",
+                "system",
+                "syscalls",
+                "errors",
+                "syscall time",
+                "minor faults",
+                "major faults",
+            ],
+            &rows,
+            &[0, 2, 3, 4, 5, 6, 7, 8, 9],
+        ),
     )
 }
 
@@ -604,6 +718,8 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
     b.push_str(&syscall_section(p, r));
     b.push_str(&cpu_section(p, r));
     b.push_str(&resources_section(p, r));
+    b.push_str(&attribution_section(p, r));
+    b.push_str(&processes_section(p, r));
     let tracer = &r.trace.tracer;
     let mut trows = vec![vec![
         "syscall events traced".to_string(),

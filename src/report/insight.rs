@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::load::LoadReport;
-use super::profile::{ClassShare, Derived, SyscallShare};
+use super::profile::{Attribution, ClassShare, Derived, SyscallShare};
 use super::syscall_class::{EXECS, SyscallClass, TASK_CREATING};
 use super::trace::TraceReport;
 use super::trace_text::human_ns;
@@ -41,6 +41,12 @@ pub fn server_figures(server: &Value) -> (Option<u64>, Option<f64>) {
         _ => None,
     };
     (tx, cpu)
+}
+
+/// Requests in flight when the load's window ended: answered during the
+/// drain, or never. The server may have counted any of them.
+fn owed_at_end(load: &LoadReport) -> u64 {
+    load.errors.unanswered_at_end + load.errors.answered_after_end
 }
 
 /// Derives the per-transaction figures. `control_cpu_s` is the CPU that
@@ -83,7 +89,7 @@ pub fn derive(
     let agreement = server_tx.map(|s| {
         if s == tx {
             "exact"
-        } else if s > tx && s - tx <= load.errors.unanswered_at_end {
+        } else if s > tx && s - tx <= owed_at_end(load) {
             "in_flight"
         } else {
             "mismatch"
@@ -131,6 +137,7 @@ pub fn derive(
         tasks_created_per_transaction: per(calls_of(&TASK_CREATING) as f64, tx),
         execs_per_transaction: per(calls_of(&EXECS) as f64, tx),
         syscall_classes: classes(trace, tx),
+        attribution: None,
     }
 }
 
@@ -246,6 +253,104 @@ fn kernel_where(d: &Derived, unit: &str) -> String {
             }
         ),
     }
+}
+
+/// Rescales the per-transaction target figures (computed over every
+/// transaction of the load) to the transactions the traced tree served,
+/// `a.transactions`; when that is unknown or zero they become NaN (null in
+/// the JSON): no figure then pretends to cover the whole load. The
+/// generator's figure stays over every transaction (it sent them all).
+pub fn attribute_per_transaction(d: &mut Derived, a: Attribution) {
+    let factor = match a.transactions {
+        Some(t) if t > 0.0 && d.transactions > 0 => d.transactions as f64 / t,
+        _ => f64::NAN,
+    };
+    d.target_cpu_us_per_transaction *= factor;
+    d.syscalls_per_transaction *= factor;
+    d.voluntary_switches_per_transaction *= factor;
+    d.involuntary_switches_per_transaction *= factor;
+    d.minor_faults_per_transaction *= factor;
+    d.major_faults_per_transaction *= factor;
+    d.tasks_created_per_transaction *= factor;
+    d.execs_per_transaction *= factor;
+    for s in &mut d.top_syscalls {
+        s.per_transaction *= factor;
+    }
+    for c in &mut d.syscall_classes {
+        c.per_transaction *= factor;
+    }
+    d.attribution = Some(a);
+}
+
+/// Who else serves the address, and what the per-transaction figures
+/// cover.
+fn attribution_sentence(a: &Attribution, unit: &str) -> String {
+    let others: Vec<String> = a
+        .shared_with
+        .iter()
+        .map(|s| {
+            format!(
+                "pid {} ({}, {})",
+                s.pid,
+                s.comm,
+                if s.how == "same_socket" {
+                    "holds the same listening socket"
+                } else {
+                    "its own listener on the port"
+                }
+            )
+        })
+        .collect();
+    let head = format!(
+        "Processes outside the traced tree serve the same address: {}.",
+        others.join("; ")
+    );
+    match (a.share, a.transactions) {
+        (Some(share), Some(t)) if t > 0.0 => format!(
+            "{head} The traced tree served an estimated {} of the load's {unit}s (about \
+             {t:.0}), by {}; every per-{unit} figure of the target below is over those.",
+            pct(share),
+            a.method
+        ),
+        (Some(_), _) => format!(
+            "{head} The traced tree served none of the load's {unit}s (by {}), so no \
+             per-{unit} figure of the target is given (null in run.json).",
+            a.method
+        ),
+        _ => format!(
+            "{head} UNATTRIBUTED: {}; the target's figures below cover only the traced tree, \
+             and no per-{unit} figure is given (null in run.json). To cover the whole load, \
+             profile the process they all descend from (--pid of their master), if any.",
+            a.method
+        ),
+    }
+}
+
+/// The figures that need no transaction count, for a run whose traced
+/// tree's share of the load is unknown.
+fn unattributed_sentences(d: &Derived, trace: &TraceReport) -> Vec<String> {
+    let mut out = vec![format!(
+        "The traced tree's CPU time over the window was {:.3} s user + {:.3} s system, {} of \
+         it in the kernel; it kept {:.2} CPUs busy and made {} syscalls ({}).",
+        d.target_user_cpu_s,
+        d.target_system_cpu_s,
+        pct(d.target_kernel_share),
+        d.target_cpus_busy,
+        trace.totals.calls,
+        d.top_syscalls
+            .iter()
+            .take(4)
+            .map(|s| format!("{} {}", s.name, s.calls))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    if let Some(share) = trace.tracer.cpu_share {
+        out.push(format!(
+            "The tracer's own BPF programs used {:.1}% of one CPU over the window.",
+            share * 100.0
+        ));
+    }
+    out
 }
 
 fn us(v: f64) -> String {
@@ -365,7 +470,12 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
     };
     let tx = d.transactions;
     out.push(format!(
-        "The target handled {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{} ({}).",
+        "{} {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{} ({}).",
+        if d.attribution.is_some() {
+            "The load completed"
+        } else {
+            "The target handled"
+        },
         load.duration_s,
         d.rate_per_s,
         load.connections.requested,
@@ -376,6 +486,13 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
         },
         load.workload
     ));
+    if let Some(a) = &d.attribution {
+        out.push(attribution_sentence(a, unit));
+        if d.syscalls_per_transaction.is_nan() {
+            out.extend(unattributed_sentences(d, trace));
+            return out;
+        }
+    }
     let cpu = d.target_user_cpu_s + d.target_system_cpu_s;
     out.push(format!(
         "Its CPU time over the window was {:.3} s user + {:.3} s system = {} per {unit}, \
@@ -479,15 +596,16 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
             ),
             "in_flight" => format!(
                 "The server answered {s} {unit}s, the load counted {tx}: the {} more are \
-                 requests still in flight when the load stopped ({} were unanswered at the \
-                 end).",
+                 requests still in flight when the load's window ended ({} answered while it \
+                 drained, {} unanswered at the end).",
                 s - tx,
+                load.errors.answered_after_end,
                 load.errors.unanswered_at_end
             ),
             _ => format!(
                 "MISMATCH: the server counted {s} {unit}s but the load counted {tx} (only \
                  {} requests were in flight at the end); one side's count is wrong.",
-                load.errors.unanswered_at_end
+                owed_at_end(load)
             ),
         });
     }

@@ -168,8 +168,14 @@ pub struct Errors {
     /// By class (ECONNREFUSED, ETIMEDOUT, EADDRNOTAVAIL, ECONNRESET,
     /// short_read, closed_by_peer, response_mismatch, ...).
     pub by_class: BTreeMap<String, u64>,
-    /// Requests still unanswered when the run ended (not errors).
+    /// Requests still unanswered when the run ended, after the drain (not
+    /// errors).
     pub unanswered_at_end: u64,
+    /// Requests in flight when the measured window ended that were
+    /// answered during the drain that follows it (tcp; not transactions,
+    /// not in the latency or the rate).
+    #[serde(default)]
+    pub answered_after_end: u64,
 }
 
 /// One second of the measured window.

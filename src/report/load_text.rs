@@ -121,11 +121,7 @@ pub fn render(rep: &LoadReport) -> String {
             rep.transactions,
             rep.rate_per_s,
             rep.errors.total,
-            if rep.errors.unanswered_at_end > 0 {
-                format!("  (unanswered at end: {})", rep.errors.unanswered_at_end)
-            } else {
-                String::new()
-            }
+            end_of_run(&rep.errors)
         );
         if !rep.errors.by_class.is_empty() {
             let classes: Vec<String> = rep
@@ -178,4 +174,21 @@ pub fn render(rep: &LoadReport) -> String {
         let _ = writeln!(s, "note: {n}");
     }
     s
+}
+
+/// What the end of a tcp run left: answers that came during the drain
+/// after the window, and requests never answered.
+fn end_of_run(e: &crate::report::load::Errors) -> String {
+    let mut parts = Vec::new();
+    if e.answered_after_end > 0 {
+        parts.push(format!("answered after end: {}", e.answered_after_end));
+    }
+    if e.unanswered_at_end > 0 {
+        parts.push(format!("unanswered at end: {}", e.unanswered_at_end));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("  ({})", parts.join(", "))
+    }
 }

@@ -99,6 +99,7 @@ pub struct SyscallShare {
     /// Calls in the window.
     pub calls: u64,
     /// Calls per transaction.
+    #[serde(deserialize_with = "nan_if_null")]
     pub per_transaction: f64,
     /// Time inside it, ns (absent in count-only mode).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -116,6 +117,7 @@ pub struct ClassShare {
     /// Calls in the window.
     pub calls: u64,
     /// Calls per transaction.
+    #[serde(deserialize_with = "nan_if_null")]
     pub per_transaction: f64,
     /// Share of all calls (0..1).
     pub call_share: f64,
@@ -141,16 +143,20 @@ pub struct Derived {
     /// system / (user + system).
     pub target_kernel_share: f64,
     /// (user + system) / transactions, us.
+    #[serde(deserialize_with = "nan_if_null")]
     pub target_cpu_us_per_transaction: f64,
     /// (user + system) / trace window: CPUs kept busy.
     pub target_cpus_busy: f64,
     /// Target syscalls per transaction (all syscalls).
+    #[serde(deserialize_with = "nan_if_null")]
     pub syscalls_per_transaction: f64,
     /// The busiest syscalls (by time, or by calls in count-only mode).
     pub top_syscalls: Vec<SyscallShare>,
     /// Voluntary context switches per transaction (the target blocked).
+    #[serde(deserialize_with = "nan_if_null")]
     pub voluntary_switches_per_transaction: f64,
     /// Involuntary context switches per transaction (it was preempted).
+    #[serde(deserialize_with = "nan_if_null")]
     pub involuntary_switches_per_transaction: f64,
     /// The generator's CPU per transaction, us (profile's own tracing
     /// control thread excluded).
@@ -181,10 +187,10 @@ pub struct Derived {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_own_cpu_s: Option<f64>,
     /// Minor page faults of the target per transaction (trace window).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nan_if_null")]
     pub minor_faults_per_transaction: f64,
     /// Major page faults (they needed I/O) per transaction.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nan_if_null")]
     pub major_faults_per_transaction: f64,
     /// Threads of the target seen over the trace window.
     #[serde(default)]
@@ -194,14 +200,88 @@ pub struct Derived {
     pub processes_seen: u64,
     /// fork, vfork, clone and clone3 calls per transaction: processes or
     /// threads created.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nan_if_null")]
     pub tasks_created_per_transaction: f64,
     /// execve and execveat calls per transaction.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nan_if_null")]
     pub execs_per_transaction: f64,
     /// The syscalls by kind, most calls first (kinds with no call left out).
     #[serde(default)]
     pub syscall_classes: Vec<ClassShare>,
+    /// Present when processes outside the traced tree serve the load's
+    /// address too: the tree's share of the transactions, over which the
+    /// per-transaction target figures are computed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub attribution: Option<Attribution>,
+}
+
+impl Derived {
+    /// The transactions the per-transaction target figures are over: every
+    /// transaction of the load, or the traced tree's estimated share of
+    /// them when others serve the address too; None when that share is
+    /// unknown or zero (the figures are then null).
+    pub fn target_transactions(&self) -> Option<f64> {
+        match &self.attribution {
+            None => Some(self.transactions as f64).filter(|t| *t > 0.0),
+            Some(a) => a.transactions.filter(|t| *t > 0.0),
+        }
+    }
+}
+
+/// Which part of the load the traced tree served, when others serve the
+/// same address (a worker among several, SO_REUSEPORT siblings).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Attribution {
+    /// `tree_share`: the per-transaction target figures are over
+    /// `transactions` (the tree's estimated share); `unknown`: the share
+    /// could not be measured and those figures are null.
+    pub basis: String,
+    /// The processes outside the traced tree that serve the address.
+    pub shared_with: Vec<Sharer>,
+    /// Estimated fraction (0..1) of the load's transactions the traced tree
+    /// served (absent when unknown).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub share: Option<f64>,
+    /// The load's transactions x `share`: the divisor of the per-transaction
+    /// target figures (absent when unknown).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub transactions: Option<f64>,
+    /// How the share was estimated, or why it could not be.
+    pub method: String,
+    /// The load's connections by who held their server end, as sampled
+    /// (tcp-rr).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connections: Option<ConnectionOwners>,
+}
+
+/// A process outside the traced tree that serves the load's address.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Sharer {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command name.
+    pub comm: String,
+    /// `same_socket` (it holds the very listening socket, e.g. inherited
+    /// across fork) or `reuseport` (its own listener on the same port).
+    pub how: String,
+}
+
+/// Who held the server end of the load's connections.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ConnectionOwners {
+    /// Held by the traced tree.
+    pub tree: u64,
+    /// Held by another process.
+    pub others: u64,
+    /// Never seen accepted by anyone (left out of the share).
+    pub unknown: u64,
+}
+
+/// A per-transaction target figure: null in the JSON (NaN in memory) when
+/// the traced tree's share of the transactions is unknown (see
+/// [`Attribution`]); serde_json writes a NaN as null.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Reads a profile artifact back (compare). A file that is not one fails

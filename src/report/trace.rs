@@ -32,6 +32,10 @@ pub struct TraceReport {
     pub threads: Option<Vec<ThreadRow>>,
     /// Resource use of the traced tree over the window.
     pub resources: Resources,
+    /// The same figures and the syscall totals split by process, busiest
+    /// first (every process traced in the window).
+    #[serde(default)]
+    pub processes: Vec<ProcessRow>,
     /// The tracer's own cost.
     pub tracer: TracerCost,
     /// Caveats a reader needs to interpret the figures.
@@ -212,6 +216,43 @@ pub struct Resources {
     /// Processes traced over the window.
     pub processes_seen: u64,
     /// Threads whose usage could not be windowed and was left out.
+    pub tasks_excluded: u64,
+}
+
+/// One process of the traced tree over the window: the sum of its
+/// threads' in-window kernel counters and syscalls.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ProcessRow {
+    /// Process id.
+    pub pid: i32,
+    /// Command name (its main thread's, after any exec).
+    pub comm: String,
+    /// Threads of it traced in the window.
+    pub threads: u64,
+    /// True when it exited inside the window.
+    pub exited: bool,
+    /// CPU time in user mode, seconds.
+    pub user_cpu_s: f64,
+    /// CPU time in the kernel, seconds.
+    pub system_cpu_s: f64,
+    /// Voluntary context switches.
+    pub voluntary_ctxt_switches: u64,
+    /// Involuntary context switches.
+    pub involuntary_ctxt_switches: u64,
+    /// Minor page faults.
+    pub minor_faults: u64,
+    /// Major page faults.
+    pub major_faults: u64,
+    /// Syscalls.
+    pub calls: u64,
+    /// Syscalls that returned an error (absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub errors: Option<u64>,
+    /// Time inside syscalls, ns (absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time_ns: Option<u64>,
+    /// Threads whose usage could not be windowed (left out of its CPU,
+    /// switch and fault figures, as in `resources`).
     pub tasks_excluded: u64,
 }
 

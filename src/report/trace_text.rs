@@ -237,6 +237,10 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
         }
     }
 
+    if let Some(table) = process_table(rep) {
+        let _ = write!(s, "\nper process:\n{table}");
+    }
+
     let r = &rep.resources;
     let cpu = r.user_cpu_s + r.system_cpu_s;
     let _ = writeln!(s, "\nresources over the window ({}):", r.method);
@@ -318,6 +322,47 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
         let _ = writeln!(s, "note: {n}");
     }
     s
+}
+
+/// The per-process breakdown as a table, busiest first; None when the
+/// trace saw a single process (the totals already say it all).
+pub fn process_table(rep: &TraceReport) -> Option<String> {
+    if rep.processes.len() < 2 {
+        return None;
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>8} {:<16} {:>7} {:>9} {:>9} {:>10} {:>8} {:>10} {:>9} {:>9}",
+        "pid",
+        "comm",
+        "threads",
+        "user s",
+        "system s",
+        "syscalls",
+        "errors",
+        "sys time",
+        "min flt",
+        "maj flt"
+    );
+    for p in &rep.processes {
+        let _ = writeln!(
+            s,
+            "{:>8} {:<16} {:>7} {:>9.3} {:>9.3} {:>10} {:>8} {:>10} {:>9} {:>9}{}",
+            p.pid,
+            p.comm,
+            p.threads,
+            p.user_cpu_s,
+            p.system_cpu_s,
+            p.calls,
+            p.errors.map_or_else(|| "-".into(), |e| e.to_string()),
+            p.time_ns.map_or_else(|| "-".into(), human_ns),
+            p.minor_faults,
+            p.major_faults,
+            if p.exited { "  (exited)" } else { "" }
+        );
+    }
+    Some(s)
 }
 
 #[cfg(test)]

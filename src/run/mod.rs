@@ -5,6 +5,8 @@
 //! - [`profile`]: one traced load window and its artifact;
 //! - [`target`], [`ready`]: processes we start, and the sockets they own;
 //!   [`watchdog`]: what kills their process groups if sockscope dies;
+//!   [`share`]: who else serves the load's address, and the traced tree's
+//!   share of the load;
 //! - [`loadline`]: the `--load` string; [`machine`]: build, kernel, CPU,
 //!   sysctls and caveats; [`staging`]: artifact directories written as a
 //!   set; [`exit`]: the failure statuses;
@@ -17,6 +19,7 @@ pub mod loadline;
 pub mod machine;
 pub mod profile;
 pub mod ready;
+pub mod share;
 pub mod staging;
 pub mod target;
 pub mod watchdog;

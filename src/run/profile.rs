@@ -23,10 +23,13 @@ use super::exit::{self, fail};
 use super::loadline::{AddrSlot, LoadLine};
 use super::machine::{self, Build, Machine};
 use super::ready::{self, OwnedSocket, Proto};
+use super::share;
 use super::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::load::{self, LoadOutcome};
 use crate::report::insight;
-use crate::report::profile::{ProfileReport, SCHEMA, SCHEMA_VERSION, TargetRecord, Windows};
+use crate::report::profile::{
+    ProfileReport, SCHEMA, SCHEMA_VERSION, Sharer, TargetRecord, Windows,
+};
 use crate::signals::{Signals, StopFlag};
 use crate::trace::launch::RunAs;
 use crate::trace::{self, TargetSpec, TraceOptions, TraceOutcome};
@@ -238,7 +241,7 @@ fn wait_ready(
                 ),
             ));
         }
-        let socks = ready::owned_sockets(subject.pid);
+        let socks = ready_sockets(spec, subject.pid);
         match explicit {
             None => {
                 if let Some(addr) = ready::choose(&socks, proto) {
@@ -249,7 +252,8 @@ fn wait_ready(
                 if ready::serves(&socks, proto, addr) {
                     return Ok((addr, socks));
                 }
-                let others = ready::listeners_on_port(addr.port(), proto, subject.pid);
+                let others =
+                    ready::listeners_on_port(addr.port(), proto, &ready_tree(spec, subject.pid));
                 let mine = socks.iter().any(|s| s.proto == proto);
                 if mine && !others.is_empty() {
                     return Err(port_taken(subject, addr, &socks, &others));
@@ -259,7 +263,8 @@ fn wait_ready(
         let now = Instant::now();
         if now >= deadline {
             if let Some(addr) = explicit {
-                let others = ready::listeners_on_port(addr.port(), proto, subject.pid);
+                let others =
+                    ready::listeners_on_port(addr.port(), proto, &ready_tree(spec, subject.pid));
                 if !others.is_empty() {
                     return Err(port_taken(subject, addr, &socks, &others));
                 }
@@ -282,22 +287,52 @@ fn wait_ready(
     }
 }
 
-fn fmt_sockets(socks: &[OwnedSocket]) -> String {
+/// The sockets that make the target ready: with --pid, those of the
+/// traced tree (the pid and its descendants, as the tracer follows them),
+/// so a master whose worker holds the listener (haproxy -W, nginx,
+/// postgres) is ready; a launched target must hold it itself.
+fn ready_sockets(spec: &ProfileSpec, pid: i32) -> Vec<OwnedSocket> {
+    match spec.target {
+        Target::Pid(_) => ready::tree_sockets(pid),
+        _ => ready::owned_sockets(pid),
+    }
+}
+
+/// The processes whose sockets count as the target's (see
+/// [`ready_sockets`]); anyone else listening on the port is someone else.
+fn ready_tree(spec: &ProfileSpec, pid: i32) -> Vec<i32> {
+    match spec.target {
+        Target::Pid(_) => std::iter::once(pid)
+            .chain(crate::procfs::descendants(pid))
+            .collect(),
+        _ => vec![pid],
+    }
+}
+
+/// `tcp 127.0.0.1:80`, with the holder's pid when it is not `root`.
+fn fmt_socket(s: &OwnedSocket, root: i32) -> String {
+    format!(
+        "{} {}{}",
+        match s.proto {
+            Proto::TcpListen => "tcp",
+            Proto::Udp => "udp",
+        },
+        s.local,
+        if s.pid == root {
+            String::new()
+        } else {
+            format!(" (pid {})", s.pid)
+        }
+    )
+}
+
+fn fmt_sockets(socks: &[OwnedSocket], root: i32) -> String {
     if socks.is_empty() {
         return "none".into();
     }
     socks
         .iter()
-        .map(|s| {
-            format!(
-                "{} {}",
-                match s.proto {
-                    Proto::TcpListen => "tcp",
-                    Proto::Udp => "udp",
-                },
-                s.local
-            )
-        })
+        .map(|s| fmt_socket(s, root))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -320,7 +355,7 @@ fn port_taken(
              address.",
             subject.describe(),
             who.join(", "),
-            fmt_sockets(socks)
+            fmt_sockets(socks, subject.pid)
         ),
     )
 }
@@ -333,13 +368,21 @@ fn not_ready(
     socks: &[OwnedSocket],
     explicit: Option<std::net::SocketAddr>,
 ) -> anyhow::Error {
+    let tree = matches!(spec.target, Target::Pid(_));
     let mut msg = format!(
-        "{} did not own {kind}{} within {:.1} s (--ready-timeout); it owns: {}",
+        "{}{} did not own {kind}{} within {:.1} s (--ready-timeout); {}: {}",
         subject.describe(),
+        if tree { " and its descendants" } else { "" },
         explicit.map_or_else(String::new, |a| format!(" serving {a}")),
         spec.ready_timeout.as_secs_f64(),
-        fmt_sockets(socks)
+        if tree { "they own" } else { "it owns" },
+        fmt_sockets(socks, subject.pid)
     );
+    if tree {
+        // Its descendants' sockets are already in `socks`: there is no
+        // child to point at, and --pid was given.
+        return fail(exit::TIMED_OUT, msg);
+    }
     let kids: Vec<String> = crate::procfs::descendants(subject.pid)
         .into_iter()
         .filter_map(|p| {
@@ -351,7 +394,7 @@ fn not_ready(
                 format!(
                     "pid {p} ({}) owns {}",
                     crate::procfs::comm(p).unwrap_or_default(),
-                    fmt_sockets(&s)
+                    fmt_sockets(&s, p)
                 )
             })
         })
@@ -368,6 +411,55 @@ fn not_ready(
         msg.push_str(&format!("; its output:\n{}", subject.log_tail()));
     }
     fail(exit::TIMED_OUT, msg)
+}
+
+/// Processes outside the traced tree (the target and its descendants) that
+/// serve the load's address too.
+fn find_sharers(spec: &ProfileSpec, pid: i32, addr: std::net::SocketAddr) -> Vec<Sharer> {
+    let proto = if spec.load.is_udp() {
+        Proto::Udp
+    } else {
+        Proto::TcpListen
+    };
+    share::sharers(&share::tree_of(pid), addr, proto)
+}
+
+/// Samples the load's connections when others serve the address and the
+/// load is tcp-rr (tcp-crr's connections are too short-lived; its share
+/// comes from the trace's accepts).
+fn start_share_sampler(
+    spec: &ProfileSpec,
+    shared_with: &[Sharer],
+    addr: std::net::SocketAddr,
+    pid: i32,
+) -> Result<Option<share::Sampler>> {
+    if shared_with.is_empty() || spec.load.workload() != "tcp-rr" {
+        return Ok(None);
+    }
+    let others = shared_with.iter().map(|s| s.pid).collect();
+    share::Sampler::start(addr, pid, others).map(Some)
+}
+
+/// The caveat of a run whose address others serve too.
+fn attribution_caveat(d: &crate::report::profile::Derived) -> Option<String> {
+    let a = d.attribution.as_ref()?;
+    let pids: Vec<String> = a.shared_with.iter().map(|s| s.pid.to_string()).collect();
+    Some(match a.share {
+        Some(share) => format!(
+            "Shared address: processes outside the traced tree (pids {}) serve it too; the \
+             per-transaction target figures are over the traced tree's estimated share ({:.1}%), \
+             an estimate ({}).",
+            pids.join(", "),
+            share * 100.0,
+            a.method
+        ),
+        None => format!(
+            "Shared address, UNATTRIBUTED: processes outside the traced tree (pids {}) serve \
+             it too and the traced tree's share is unknown; the target's per-transaction \
+             figures are null.",
+            pids.join(", ")
+        ),
+    })
 }
 
 /// CPU time of a running thread of this process, s (0 once it ended).
@@ -560,10 +652,12 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let comm = crate::procfs::comm(subject.pid).unwrap_or_default();
     let load_argv = spec.load.with_addr(addr);
     let cmd = spec.load.command(addr)?;
+    let mut shared_with = find_sharers(spec, subject.pid, addr);
 
     let tracer = start_tracer(subject.pid, spec.count_only)?;
     let control_clock = tracer.handle.as_ref().and_then(cpu_clock_of);
     wait_window(&tracer, &mut subject, &mut signals)?;
+    let sampler = start_share_sampler(spec, &shared_with, addr, subject.pid)?;
 
     let abort = Arc::new(StopFlag::new()?);
     let done = Arc::new(StopFlag::new()?);
@@ -582,15 +676,20 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let loaded = load::execute_until(cmd, spec.quiet, Some(abort));
     let load_wall = t_load.elapsed();
     let control_cpu = (thread_cpu_s(control_clock) - control0).max(0.0);
+    let (samples, sampler_cpu) = sampler.map(share::Sampler::finish).unzip();
+    let control_cpu = control_cpu + sampler_cpu.unwrap_or(0.0);
     tracer.stop.raise();
     done.raise();
     let traced = tracer.done.recv_timeout(FINISH_TIMEOUT);
     let _ = watcher.join();
+    // A worker started during the run serves the address too.
+    share::merge_sharers(&mut shared_with, find_sharers(spec, subject.pid, addr));
 
     check_signals(&mut signals, "during the run")?;
     let LoadOutcome {
         report: mut load_report,
         failure,
+        connections: load_conns,
     } = match loaded {
         Ok(o) => o,
         Err(e) if e.downcast_ref::<crate::error::Exit>().is_some() => return Err(e),
@@ -677,18 +776,29 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     load_command.extend(load_argv.iter().cloned());
     load_report.config.command_line = load_command.clone();
     let trace_report = trace_out.report;
-    let derived = insight::derive(
+    let mut derived = insight::derive(
         &load_report,
         &trace_report,
         server_report.as_ref(),
         control_cpu,
     );
+    if !shared_with.is_empty() {
+        let a = share::attribute(
+            shared_with,
+            samples.as_ref(),
+            &load_conns,
+            &load_report,
+            &trace_report,
+        );
+        insight::attribute_per_transaction(&mut derived, a);
+    }
     let insights = insight::sentences(&derived, &load_report, &trace_report);
     let mut caveats = machine::caveats(
         &machine,
         Some(addr.ip()),
         machine::shares_cpus_with(subject.pid),
     );
+    caveats.extend(attribution_caveat(&derived));
     if derived.server_agreement.as_deref() == Some("mismatch") {
         caveats.push(
             "The server's own transaction count disagrees with the load's (see the insights)."
@@ -721,10 +831,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         pid: subject.pid,
         comm,
         address: addr.to_string(),
-        sockets: sockets
-            .iter()
-            .map(|s| fmt_sockets(std::slice::from_ref(s)))
-            .collect(),
+        sockets: sockets.iter().map(|s| fmt_socket(s, subject.pid)).collect(),
         ready_after_s: subject.launched.as_ref().map(|_| ready_after.as_secs_f64()),
         stop,
         server_report,

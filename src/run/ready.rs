@@ -22,6 +22,8 @@ pub enum Proto {
 /// A socket owned by a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnedSocket {
+    /// The process that holds it (one of them, when several do).
+    pub pid: i32,
     /// What kind.
     pub proto: Proto,
     /// Local address and port.
@@ -68,6 +70,7 @@ pub fn owned_sockets(pid: i32) -> Vec<OwnedSocket> {
             };
             if wanted_state && inodes.contains(&row.inode) {
                 out.push(OwnedSocket {
+                    pid,
                     proto,
                     local: row.local,
                     inode: row.inode,
@@ -78,11 +81,26 @@ pub fn owned_sockets(pid: i32) -> Vec<OwnedSocket> {
     out
 }
 
+/// Every TCP listener and bound UDP socket held by `root` or one of its
+/// descendants (the tree a trace with follow-forks covers), each once: a
+/// socket several processes share (a listener inherited across fork) is
+/// listed under the first holder found, `root` first.
+pub fn tree_sockets(root: i32) -> Vec<OwnedSocket> {
+    let mut seen = HashSet::new();
+    std::iter::once(root)
+        .chain(crate::procfs::descendants(root))
+        .flat_map(owned_sockets)
+        .filter(|s| seen.insert(s.inode))
+        .collect()
+}
+
 /// One row of /proc/net/{tcp,udp}[6].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Row {
     /// Local address.
     pub local: SocketAddr,
+    /// Remote address (the any-address for listeners).
+    pub remote: SocketAddr,
     /// Socket state (TCP: 0x0A is LISTEN).
     pub state: u8,
     /// Socket inode.
@@ -97,10 +115,12 @@ pub fn parse_table(text: &str) -> Vec<Row> {
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let local = parse_addr(f.get(1)?)?;
+            let remote = parse_addr(f.get(2)?)?;
             let state = u8::from_str_radix(f.get(3)?, 16).ok()?;
             let inode = f.get(9)?.parse().ok()?;
             Some(Row {
                 local,
+                remote,
                 state,
                 inode,
             })
@@ -172,9 +192,9 @@ pub fn serves(sockets: &[OwnedSocket], proto: Proto, addr: SocketAddr) -> bool {
     })
 }
 
-/// Processes (pid, comm) other than `except` whose sockets include a TCP
+/// Processes (pid, comm) outside `except` whose sockets include a TCP
 /// listener on `port`: who else is listening there.
-pub fn listeners_on_port(port: u16, proto: Proto, except: i32) -> Vec<(i32, String)> {
+pub fn listeners_on_port(port: u16, proto: Proto, except: &[i32]) -> Vec<(i32, String)> {
     let mut out = Vec::new();
     let Ok(dir) = fs::read_dir("/proc") else {
         return out;
@@ -183,7 +203,7 @@ pub fn listeners_on_port(port: u16, proto: Proto, except: i32) -> Vec<(i32, Stri
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
-        if pid == except {
+        if except.contains(&pid) {
             continue;
         }
         if owned_sockets(pid)
@@ -216,6 +236,7 @@ mod tests {
         assert_eq!(rows[0].state, 0x0A);
         assert_eq!(rows[0].inode, 12345);
         assert_eq!(rows[1].state, 1);
+        assert_eq!(rows[1].remote, "127.0.0.1:8080".parse().unwrap());
         let rows = parse_table(TCP6);
         assert_eq!(rows[0].local, "[::1]:8081".parse().unwrap());
         assert_eq!(rows[0].inode, 777);

@@ -8,7 +8,7 @@ use super::bpf::{
 };
 use super::launch::RusageSum;
 use super::syscall_names;
-use crate::report::trace::{Resources, ThreadRow, ThreadSyscallRow};
+use crate::report::trace::{ProcessRow, Resources, ThreadRow, ThreadSyscallRow};
 
 /// Lifecycle records collected during and at the end of the window.
 #[derive(Default)]
@@ -172,6 +172,72 @@ pub fn attach_resources(
         processes_seen: processes,
         tasks_excluded: excluded,
     }
+}
+
+/// Per-process rows, busiest (CPU, then syscalls) first: every task's
+/// last record (exit, or alive at the end) summed by process. CPU, switches
+/// and faults leave out tasks without a baseline, as the totals do;
+/// syscalls count every task.
+pub fn process_rows(log: &EventLog, count_only: bool) -> Vec<ProcessRow> {
+    struct Acc {
+        split: Split,
+        row: ProcessRow,
+        main_comm: Option<String>,
+        all_exited: bool,
+    }
+    let mut by_pid: BTreeMap<i32, Acc> = BTreeMap::new();
+    for t in &log.tasks {
+        let a = by_pid.entry(t.tgid).or_insert_with(|| Acc {
+            split: Split::default(),
+            row: ProcessRow {
+                pid: t.tgid,
+                comm: t.comm.clone(),
+                ..Default::default()
+            },
+            main_comm: None,
+            all_exited: true,
+        });
+        a.row.threads += 1;
+        a.all_exited &= t.exited;
+        if t.tid == t.tgid {
+            a.main_comm = Some(t.comm.clone());
+        }
+        if t.has_baseline {
+            a.split.add(&t.usage);
+        } else {
+            a.row.tasks_excluded += 1;
+        }
+        a.row.calls += t.syscalls.calls;
+        a.row.errors = Some(a.row.errors.unwrap_or(0) + t.syscalls.errors);
+        a.row.time_ns = Some(a.row.time_ns.unwrap_or(0) + t.syscalls.time_ns);
+    }
+    let mut rows: Vec<ProcessRow> = by_pid
+        .into_values()
+        .map(|a| {
+            let s = a.split;
+            ProcessRow {
+                comm: a.main_comm.unwrap_or(a.row.comm),
+                exited: a.all_exited,
+                user_cpu_s: s.user_ns / 1e9,
+                system_cpu_s: s.system_ns / 1e9,
+                voluntary_ctxt_switches: s.nvcsw,
+                involuntary_ctxt_switches: s.nivcsw,
+                minor_faults: s.min_flt,
+                major_faults: s.maj_flt,
+                errors: a.row.errors.filter(|_| !count_only),
+                time_ns: a.row.time_ns.filter(|_| !count_only),
+                ..a.row
+            }
+        })
+        .collect();
+    let cpu = |r: &ProcessRow| r.user_cpu_s + r.system_cpu_s;
+    rows.sort_by(|a, b| {
+        cpu(b)
+            .total_cmp(&cpu(a))
+            .then(b.calls.cmp(&a.calls))
+            .then(a.pid.cmp(&b.pid))
+    });
+    rows
 }
 
 /// Per-thread rows, busiest first.

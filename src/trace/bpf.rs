@@ -43,10 +43,10 @@ const EV_REGISTERED: u32 = 6;
 // The skeleton's types come from the BPF object's BTF; these pin the
 // layouts the Rust code relies on.
 const _: () = assert!(size_of::<types::ss_sc_stats>() == 5 * 8 + hist::BUCKETS * 8);
-const _: () = assert!(size_of::<types::ss_task>() == 24 + 7 * 8);
+const _: () = assert!(size_of::<types::ss_task>() == 24 + 3 * 8 + 7 * 8);
 const _: () = assert!(size_of::<types::ss_thread_stats>() == 8 + MAX_SYSCALLS * 24);
 const _: () = assert!(size_of::<types::ss_ev_fork>() == 24 + 16);
-const _: () = assert!(size_of::<types::ss_ev_task>() == 24 + 8 + 16 + 7 * 8);
+const _: () = assert!(size_of::<types::ss_ev_task>() == 24 + 8 + 16 + 7 * 8 + 3 * 8);
 const _: () = assert!(size_of::<types::ss_ev_exec>() == 24 + 16);
 
 /// What to build into the programs (read-only globals, map sizes).
@@ -133,6 +133,19 @@ pub struct TaskRecord {
     pub has_baseline: bool,
     /// In-window usage.
     pub usage: TaskUsage,
+    /// Its syscalls since it was traced (what the aggregates counted for it).
+    pub syscalls: TaskSyscalls,
+}
+
+/// One task's share of the syscall aggregates.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TaskSyscalls {
+    /// Calls.
+    pub calls: u64,
+    /// Calls that returned an error (0 in count-only mode).
+    pub errors: u64,
+    /// Entry-to-exit time, ns (0 in count-only mode).
+    pub time_ns: u64,
 }
 
 /// A task created by a traced task, or registered by sockscope.
@@ -345,6 +358,11 @@ pub fn parse_record(data: &[u8]) -> Result<(Event, usize)> {
                     maxrss_kb: e.maxrss_pages * page_kb(),
                     has_baseline: e.flags & NEED_BASELINE == 0,
                     usage: usage_of(&e.res),
+                    syscalls: TaskSyscalls {
+                        calls: e.sc.calls,
+                        errors: e.sc.errors,
+                        time_ns: e.sc.time_ns,
+                    },
                 }),
                 size_of::<types::ss_ev_task>(),
             ))

@@ -576,6 +576,7 @@ fn finish(
         totals,
         threads: threads_rows,
         resources,
+        processes: account::process_rows(&log, opts.count_only),
         tracer: tracer_cost,
         notes,
     };

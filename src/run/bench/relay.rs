@@ -302,7 +302,11 @@ fn measure(
     }
     // CPU is read around the whole load (connections and warm-up
     // included), so it is divided by every transaction done in it.
-    let all_tx = (r.transactions + r.warmup_transactions + r.errors.unanswered_at_end).max(1);
+    let all_tx = (r.transactions
+        + r.warmup_transactions
+        + r.errors.answered_after_end
+        + r.errors.unanswered_at_end)
+        .max(1);
     let hz = procfs::clock_ticks();
     let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / hz * 1e6 / all_tx as f64;
     let lat = r.latency.as_ref().map(|l| &l.summary);
