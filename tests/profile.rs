@@ -333,10 +333,7 @@ fn target_dying_during_the_run_exits_4() {
     // Wait until the server exists and has been loaded for a moment.
     let deadline = Instant::now() + Duration::from_secs(20);
     let srv = loop {
-        if let Some(p) = processes_with("--max-conns 987654")
-            .into_iter()
-            .find(|p| *p != child.id() as i32)
-        {
+        if let Some(p) = common::serve_process_with("--max-conns 987654") {
             break p;
         }
         assert!(Instant::now() < deadline, "the target never started");
@@ -436,7 +433,7 @@ fn ctrl_c_exits_130_and_stops_the_target() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while processes_with("--max-conns 876543").len() < 2 {
+    while common::serve_process_with("--max-conns 876543").is_none() {
         assert!(Instant::now() < deadline, "the target never started");
         std::thread::sleep(Duration::from_millis(20));
     }
