@@ -142,7 +142,11 @@ fn a_killed_bench_relay_takes_haproxy_and_its_servers_with_it() {
         .unwrap_or_else(|| panic!("no echo upstream: {procs:#?}"));
     let upstream_addr = listener_of(upstream.pid).expect("the upstream listens");
     kill_and_check(run, &procs);
-    assert!(refused(addr), "{want} at {addr} still accepts connections");
+    assert!(
+        refused(addr),
+        "{want} at {addr} still accepts connections; listening there: {:?}",
+        ready::listeners_on_port(addr.port(), Proto::TcpListen, 0)
+    );
     assert!(refused(upstream_addr), "the echo upstream still accepts");
 }
 
