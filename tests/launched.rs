@@ -145,7 +145,7 @@ fn a_killed_bench_relay_takes_haproxy_and_its_servers_with_it() {
     assert!(
         refused(addr),
         "{want} at {addr} still accepts connections; listening there: {:?}",
-        ready::listeners_on_port(addr.port(), Proto::TcpListen, 0)
+        ready::listeners_on_port(addr.port(), Proto::TcpListen, &[])
     );
     assert!(refused(upstream_addr), "the echo upstream still accepts");
 }
