@@ -181,6 +181,38 @@ fn assert_intervals_cover(rep: &serde_json::Value, span_s: f64, exact: bool) {
 }
 
 #[test]
+fn a_count_runs_duration_ends_when_its_last_transaction_does() {
+    // One connection, closed loop: the transactions follow one another, so
+    // the measured window is their latencies end to end plus the loop's own
+    // time, never the up-to-100 ms the watching thread takes to notice the
+    // workers stopped (a short run then read as twice as long, half its
+    // rate).
+    let srv = TestServer::start(Behaviour::Echo);
+    let dir = scratch("load-count-duration");
+    let json = dir.join("l.json");
+    let addr = srv.addr.to_string();
+    for _ in 0..3 {
+        let out = load(&[
+            "tcp-rr",
+            &addr,
+            "-n",
+            "200",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let rep = read_json(&json);
+        let d = rep["duration_s"].as_f64().unwrap();
+        let busy = rep["latency"]["mean_ns"].as_f64().unwrap() * 200.0 / 1e9;
+        assert!(
+            d < busy + 0.02,
+            "duration_s {d:.4} s for 200 transactions of {:.4} s in all",
+            busy
+        );
+    }
+}
+
+#[test]
 fn count_mode_completes_exactly_n_transactions() {
     let srv = TestServer::start(Behaviour::Echo);
     let dir = scratch("load-count");

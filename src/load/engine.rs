@@ -246,7 +246,6 @@ pub fn run_tcp(
         b.finish_and_clear();
     }
     let cpu_after = rusage_ns(libc::RUSAGE_SELF);
-    let wall_end = clock.now();
 
     let mut parts = Vec::new();
     let mut ends = Vec::new();
@@ -261,11 +260,13 @@ pub fn run_tcp(
     }
     let t = tally::merge(parts).ok_or_else(|| anyhow!("no load worker ran"))?;
 
+    // Until the last worker stopped, not until the watching thread noticed
+    // (up to one poll period later: a 50 ms count run read as 100 ms).
     let measured_ns = match plan.stop {
-        Stop::Duration(_) => wall_end
+        Stop::Duration(_) => stopped_at
             .saturating_sub(measure_from)
             .min(end.unwrap_or(u64::MAX) - measure_from),
-        Stop::Count(_) => wall_end.saturating_sub(measure_from),
+        Stop::Count(_) => stopped_at.saturating_sub(measure_from),
     };
     let duration_s = measured_ns as f64 / 1e9;
     let established: u64 = ends.iter().map(|e| e.established as u64).sum();
@@ -389,10 +390,7 @@ pub fn run_tcp(
                 })
                 .collect(),
             // Until the last worker stopped: everything the workers
-            // recorded, the responses that came in after a duration run's
-            // end included (they land in a last, partial second). Not
-            // `wall_end`: the watching thread notices the end up to one
-            // poll period later.
+            // recorded.
             stopped_at.saturating_sub(measure_from) as f64 / 1e9,
         ),
         bytes: Bytes {
