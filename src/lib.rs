@@ -13,7 +13,8 @@
 //! - [`run`]: profile (launch, ready, trace under load, stop), the built-in
 //!   experiments and the demo;
 //! - [`output`]: writing the files users name (--json, -o) safely as root;
-//! - [`cli`]: the clap definitions; [`error`]: exit-status carrying errors.
+//! - [`cli`]: every command's options (clap), the value parsers, and their
+//!   validation into plain specs; [`error`]: exit-status carrying errors.
 
 pub mod cli;
 pub mod error;

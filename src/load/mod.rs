@@ -16,238 +16,21 @@ pub mod tcp_crr;
 pub mod tcp_rr;
 pub mod udp;
 
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use clap::{Args, Subcommand, ValueEnum};
 
 use self::conn::{Exchange, Expect};
 use self::engine::TcpKind;
 use self::plan::{Stop, TcpPlan};
 pub use self::tcp_rr::ConnTally;
+// The clap option structs and the shared value parsers live in the CLI
+// layer; `run_tcp`/`run_udp` still read the raw options until load takes a
+// plan of its own.
+use crate::cli::load::{CloseMode, LoadCommand, TcpArgs, UdpArgs};
+use crate::cli::values::{resolve, unescape};
 use crate::error;
 use crate::report::{self, load::LoadConfig, load_text};
-
-/// `sockscope load` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum LoadCommand {
-    /// TCP request/response over persistent connections (closed loop, or
-    /// open loop with --rate).
-    TcpRr(RrArgs),
-    /// TCP connect, request, response, close, in a loop per slot.
-    TcpCrr(CrrArgs),
-    /// Sequenced UDP datagrams, with loss accounted by `serve udp-sink`.
-    Udp(UdpArgs),
-}
-
-/// Options shared by tcp-rr and tcp-crr.
-#[derive(Debug, Args)]
-pub struct TcpArgs {
-    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
-    pub addr: String,
-    /// Connections (tcp-rr) or concurrent connect loops (tcp-crr).
-    #[arg(short = 'c', long = "connections", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub connections: u32,
-    /// Worker threads, one epoll loop each (default: min(connections, CPUs)).
-    #[arg(short = 't', long, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub threads: Option<u32>,
-    /// Measure for this long (default 10 s unless -n).
-    #[arg(short = 'd', long, value_name = "SECS", value_parser = parse_positive_secs, conflicts_with = "count")]
-    pub duration: Option<f64>,
-    /// Measure this many transactions instead of a duration.
-    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
-    pub count: Option<u64>,
-    /// Run this long first and leave it out of the results.
-    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_secs)]
-    pub warmup: f64,
-    /// Open loop: this many transactions per second in total; latency is
-    /// measured from the intended send time.
-    #[arg(long, value_name = "PER_SEC", value_parser = parse_rate)]
-    pub rate: Option<f64>,
-    /// Request size in bytes.
-    #[arg(long = "req", value_name = "BYTES", default_value_t = 1, conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
-    pub req: u32,
-    /// Response size in bytes (default: the request size).
-    #[arg(long = "resp", value_name = "BYTES", conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
-    pub resp: Option<u32>,
-    /// Send this string as the request instead (escapes: \r \n \t \\ \xHH),
-    /// e.g. 'PING\r\n' for redis.
-    #[arg(long, value_name = "STRING", requires = "expect")]
-    pub request: Option<String>,
-    /// With --request: the response, as a byte count or as the exact
-    /// string (escapes as in --request), e.g. '+PONG\r\n'.
-    #[arg(long, value_name = "BYTES|STRING", requires = "request")]
-    pub expect: Option<String>,
-    /// Check every response byte against the request it answers.
-    #[arg(long)]
-    pub verify: bool,
-    /// Connect and response timeout.
-    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_positive_secs)]
-    pub timeout: f64,
-    /// Spread connections over this many source addresses 127.0.0.2...
-    /// (IPv4 loopback targets only; default: 16 for tcp-crr, 1 for tcp-rr).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub source_ips: Option<u32>,
-    /// tcp-rr: open at most this many connections per second (so a server
-    /// whose accept loop is slow is not handed a full listen backlog).
-    #[arg(long, value_name = "PER_SEC", value_parser = parse_rate)]
-    pub connect_rate: Option<f64>,
-    /// Errors tolerated before the run counts as failed (exit 1).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub max_errors: u64,
-    /// Write the full result as JSON (schema: docs/load-json.md); - for
-    /// stdout (the summary then goes to stderr).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-}
-
-/// `load tcp-rr` options.
-#[derive(Debug, Args)]
-pub struct RrArgs {
-    /// Shared TCP options.
-    #[command(flatten)]
-    pub tcp: TcpArgs,
-    /// Requests in flight per connection.
-    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub pipeline: u32,
-}
-
-/// How tcp-crr closes each connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum CloseMode {
-    /// Orderly close (FIN); the client keeps the TIME_WAIT.
-    Fin,
-    /// Abortive close (SO_LINGER 0, RST): no TIME_WAIT.
-    Rst,
-}
-
-/// `load tcp-crr` options.
-#[derive(Debug, Args)]
-pub struct CrrArgs {
-    /// Shared TCP options.
-    #[command(flatten)]
-    pub tcp: TcpArgs,
-    /// How to close each connection.
-    #[arg(long, value_enum, default_value_t = CloseMode::Fin)]
-    pub close: CloseMode,
-}
-
-/// `load udp` options.
-#[derive(Debug, Args)]
-pub struct UdpArgs {
-    /// The sink: IP:PORT, [IPv6]:PORT or HOST:PORT.
-    pub addr: String,
-    /// Send this many datagrams back to back.
-    #[arg(long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..))]
-    pub burst: Option<u64>,
-    /// Send this many datagrams per second.
-    #[arg(long, value_name = "PPS", value_parser = parse_rate)]
-    pub rate: Option<f64>,
-    /// With --rate: send for this long (default 10 s unless -n).
-    #[arg(short = 'd', long, value_name = "SECS", value_parser = parse_positive_secs, conflicts_with_all = ["count", "burst"])]
-    pub duration: Option<f64>,
-    /// With --rate: send this many.
-    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "burst")]
-    pub count: Option<u64>,
-    /// Datagram size in bytes (the 32-byte header included).
-    #[arg(long, value_name = "BYTES", default_value_t = 64, value_parser = clap::value_parser!(u32).range(32..=65507))]
-    pub size: u32,
-    /// SO_SNDBUF to request (the granted size is reported).
-    #[arg(long, value_name = "BYTES")]
-    pub sndbuf: Option<usize>,
-    /// How long to wait for the sink's report after the last datagram.
-    #[arg(long, value_name = "SECS", default_value = "2", value_parser = parse_positive_secs)]
-    pub fin_timeout: f64,
-    /// Send errors tolerated before the run counts as failed.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub max_errors: u64,
-    /// Write the full result as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-}
-
-fn parse_secs(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !(v.is_finite() && (0.0..=86400.0 * 365.0).contains(&v)) {
-        return Err(format!("`{s}`: must be between 0 and a year"));
-    }
-    Ok(v)
-}
-
-fn parse_positive_secs(s: &str) -> Result<f64, String> {
-    let v = parse_secs(s)?;
-    if v <= 0.0 {
-        return Err(format!("`{s}`: must be > 0"));
-    }
-    Ok(v)
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a rate"))?;
-    if !(v.is_finite() && v > 0.0 && v <= 1e9) {
-        return Err(format!("`{s}`: the rate must be > 0 and <= 1e9 per second"));
-    }
-    Ok(v)
-}
-
-/// Resolves ADDR; a malformed or unresolvable address is a usage error.
-pub fn resolve(addr: &str) -> Result<SocketAddr> {
-    if let Ok(a) = addr.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    match addr.to_socket_addrs() {
-        Ok(mut it) => it
-            .next()
-            .ok_or_else(|| error::usage(format!("`{addr}` resolves to no address"))),
-        Err(e) => Err(error::usage(format!(
-            "`{addr}` is not an address (IP:PORT, [IPv6]:PORT or HOST:PORT): {e}"
-        ))),
-    }
-}
-
-/// Decodes \r \n \t \\ \0 and \xHH escapes.
-pub fn unescape(s: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            out.push(b[i]);
-            i += 1;
-            continue;
-        }
-        let Some(&c) = b.get(i + 1) else {
-            return Err(error::usage(format!("`{s}`: trailing backslash")));
-        };
-        i += 2;
-        out.push(match c {
-            b'r' => b'\r',
-            b'n' => b'\n',
-            b't' => b'\t',
-            b'0' => 0,
-            b'\\' => b'\\',
-            b'x' => {
-                let hex = s
-                    .get(i..i + 2)
-                    .ok_or_else(|| error::usage(format!("`{s}`: \\x needs two hex digits")))?;
-                i += 2;
-                u8::from_str_radix(hex, 16)
-                    .map_err(|_| error::usage(format!("`{s}`: bad \\x{hex}")))?
-            }
-            other => {
-                return Err(error::usage(format!(
-                    "`{s}`: unknown escape \\{}",
-                    other as char
-                )));
-            }
-        });
-    }
-    Ok(out)
-}
 
 /// Parses --expect: a byte count or the exact response (escapes as in
 /// --request). An empty response, as a count or as a string, is a usage
@@ -334,21 +117,6 @@ pub fn execute_until(
         LoadCommand::TcpCrr(a) => run_tcp(TcpKind::Crr, a.tcp, 1, Some(a.close), quiet, abort),
         LoadCommand::Udp(a) => run_udp(a, quiet),
     }
-}
-
-/// Parses a load command line (without the `load` word), e.g.
-/// `["tcp-rr", "127.0.0.1:8080", "-c", "64", "-d", "10"]`.
-pub fn parse(args: &[String]) -> Result<LoadCommand> {
-    #[derive(clap::Parser)]
-    #[command(name = "load", no_binary_name = true)]
-    struct LoadLine {
-        #[command(subcommand)]
-        cmd: LoadCommand,
-    }
-    use clap::Parser;
-    LoadLine::try_parse_from(args)
-        .map(|l| l.cmd)
-        .map_err(|e| error::usage(format!("load {}: {}", args.join(" "), e.to_string().trim())))
 }
 
 fn run_tcp(
@@ -539,15 +307,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unescape_decodes_escapes() {
-        assert_eq!(unescape("PING\\r\\n").unwrap(), b"PING\r\n");
-        assert_eq!(unescape("\\x00\\x41\\\\").unwrap(), b"\x00A\\");
-        assert!(unescape("bad\\q").is_err());
-        assert!(unescape("trailing\\").is_err());
-        assert!(unescape("\\x4").is_err());
-    }
-
-    #[test]
     fn an_empty_expected_response_is_a_usage_error() {
         for exp in ["", "0"] {
             let Err(e) = parse_expect(exp, false) else {
@@ -561,23 +320,5 @@ mod tests {
             matches!(parse_expect("+PONG\\r\\n", true), Ok(Expect::Exact(b)) if b == b"+PONG\r\n")
         );
         assert!(parse_expect("5", true).is_err());
-    }
-
-    #[test]
-    fn parse_reads_a_load_line() {
-        let args: Vec<String> = ["tcp-rr", "127.0.0.1:80", "-c", "64", "-d", "10"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        match parse(&args).unwrap() {
-            LoadCommand::TcpRr(a) => {
-                assert_eq!(a.tcp.connections, 64);
-                assert_eq!(a.tcp.duration, Some(10.0));
-            }
-            other => panic!("{other:?}"),
-        }
-        let bad: Vec<String> = vec!["tcp-rr".into(), "-c".into(), "x".into()];
-        let e = parse(&bad).unwrap_err();
-        assert_eq!(e.downcast_ref::<error::Exit>().map(|x| x.code), Some(2));
     }
 }

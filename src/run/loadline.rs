@@ -15,8 +15,8 @@ use std::net::SocketAddr;
 
 use anyhow::Result;
 
+use crate::cli::load::{self, LoadCommand};
 use crate::error;
-use crate::load::{self, LoadCommand};
 
 /// The placeholder replaced by the learned address.
 pub const PLACEHOLDER: &str = "ADDR";

@@ -10,11 +10,15 @@
 //! - [`loadline`]: the `--load` string; [`machine`]: build, kernel, CPU,
 //!   sysctls and caveats; [`staging`]: artifact directories written as a
 //!   set; [`exit`]: the failure statuses;
-//! - [`bench`]: the experiments; [`demo`]: all of them with one report.
+//! - [`bench`]: the experiments; [`demo`]: all of them with one report;
+//! - [`compare`]: two profile artifacts side by side; [`hidden`]: the
+//!   helper subcommands sockscope runs itself (`__getppid-loop`, `__idle`).
 
 pub mod bench;
+pub mod compare;
 pub mod demo;
 pub mod exit;
+pub mod hidden;
 pub mod loadline;
 pub mod machine;
 pub mod profile;

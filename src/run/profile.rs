@@ -201,7 +201,7 @@ fn wait_ready(
         "a listening TCP socket"
     };
     let explicit = match &spec.load.slot {
-        AddrSlot::Explicit(a) => Some(load::resolve(a)?),
+        AddrSlot::Explicit(a) => Some(crate::cli::values::resolve(a)?),
         _ => None,
     };
     let t0 = Instant::now();

@@ -13,6 +13,9 @@
 //! cleanly on SIGTERM/SIGINT and write `--json` (through [`crate::output`],
 //! checked before serving) only when they ran to a clean stop. People's documentation:
 //! docs/serve.md.
+//!
+//! Each server runs from a validated spec ([`ServeSpec`]); the options and
+//! their checks are in `crate::cli::serve`.
 
 pub mod echo;
 pub mod listen;
@@ -25,34 +28,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use clap::{Args, Subcommand, ValueEnum};
-
-use crate::error;
+use clap::ValueEnum;
 
 /// Largest `--req-size` / `--resp-size`: a response is built whole in the
 /// connection's output buffer, so this also bounds per-connection memory.
 pub const MAX_MESSAGE: usize = 16 << 20;
-
-/// `sockscope serve` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum ServeCommand {
-    /// TCP echo / request-response server (threaded, epoll or io_uring).
-    #[command(after_help = "Examples:\n  sockscope serve echo --transport epoll\n  \
-sockscope serve echo --transport uring --req-size 100 --resp-size 1000 --json echo.json\n  \
-sockscope serve echo --transport threaded --listen [::1]:7000 --max-conns 1000")]
-    Echo(EchoArgs),
-    /// TCP relay to an upstream, through userspace, splice or a BPF
-    /// sockmap (the kernel redirects bytes between the two sockets).
-    #[command(
-        after_help = "Examples:\n  sockscope serve relay --upstream 127.0.0.1:8080 --mode splice\n  \
-sockscope serve relay --upstream 127.0.0.1:8080 --mode sockmap --strict --json relay.json"
-    )]
-    Relay(RelayArgs),
-    /// UDP sink that accounts sequenced datagrams and their loss.
-    #[command(after_help = "Examples:\n  sockscope serve udp-sink\n  \
-sockscope serve udp-sink --rcvbuf 65536 --expect 100000 --json sink.json")]
-    UdpSink(UdpSinkArgs),
-}
 
 /// How `serve echo` moves bytes between sockets and the framing code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -76,46 +56,6 @@ impl Transport {
     }
 }
 
-/// `sockscope serve echo` options.
-#[derive(Debug, Args)]
-pub struct EchoArgs {
-    /// Address to listen on (IP:PORT; port 0 picks a free port).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
-    pub listen: SocketAddr,
-
-    /// Kernel path to serve through.
-    #[arg(long, value_enum)]
-    pub transport: Transport,
-
-    /// epoll/uring: event loops, each with its own listener (default: one
-    /// per CPU). Not used by threaded.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub threads: Option<u32>,
-
-    /// Request size in bytes: answer every complete request of N bytes
-    /// with --resp-size bytes (without both sizes: plain echo).
-    #[arg(long, value_name = "N", requires = "resp_size", value_parser = parse_size)]
-    pub req_size: Option<usize>,
-
-    /// Response size in bytes (with --req-size).
-    #[arg(long, value_name = "M", requires = "req_size", value_parser = parse_size)]
-    pub resp_size: Option<usize>,
-
-    /// Burn this much CPU (a spin on the clock, not a sleep) per request,
-    /// or per read in plain echo mode, to model application work.
-    #[arg(long, value_name = "US", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-    pub work_us: u64,
-
-    /// Connections beyond N at once are accepted and closed at once
-    /// (counted as rejected).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub max_conns: Option<u64>,
-
-    /// On a clean stop, write the counters as JSON (docs/serve.md).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-}
-
 /// How `serve relay` moves bytes between a client and its upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum RelayMode {
@@ -127,137 +67,87 @@ pub enum RelayMode {
     Sockmap,
 }
 
-/// `sockscope serve relay` options.
-#[derive(Debug, Args)]
-pub struct RelayArgs {
-    /// Where every client connection is relayed to (IP:PORT or HOST:PORT).
-    #[arg(long, value_name = "ADDR")]
-    pub upstream: String,
+/// One serve command, validated (built by the CLI layer, `crate::cli::serve`).
+#[derive(Clone, Debug)]
+pub enum ServeSpec {
+    /// `serve echo`.
+    Echo(EchoSpec),
+    /// `serve relay`.
+    Relay(RelaySpec),
+    /// `serve udp-sink`.
+    UdpSink(UdpSinkSpec),
+}
 
-    /// Address to listen on (IP:PORT; port 0 picks a free port).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+/// What `serve echo` serves (docs/serve.md).
+#[derive(Clone, Debug)]
+pub struct EchoSpec {
+    /// Address to listen on (port 0: a free port).
     pub listen: SocketAddr,
-
-    /// Data path.
-    #[arg(long, value_enum)]
-    pub mode: RelayMode,
-
-    /// With --mode sockmap: fail if the kernel path cannot be used, instead
-    /// of falling back to userspace.
-    #[arg(long)]
-    pub strict: bool,
-
-    /// Event loops, each with its own listener (default: one per CPU).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// Kernel path to serve through.
+    pub transport: Transport,
+    /// epoll/uring: event loops (None: one per CPU); never set for threaded.
     pub threads: Option<u32>,
-
-    /// At most N pairs at once; more are accepted and closed at once.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    /// Request size: with `resp_size`, answer every request of this many
+    /// bytes (None: plain echo).
+    pub req_size: Option<usize>,
+    /// Response size (with `req_size`).
+    pub resp_size: Option<usize>,
+    /// CPU to burn per request (or per read in plain echo), microseconds.
+    pub work_us: u64,
+    /// Connections beyond this many at once are closed at once.
     pub max_conns: Option<u64>,
-
-    /// Give up an upstream connect after this long (the client is closed).
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_positive)]
-    pub connect_timeout: f64,
-
-    /// Close pairs that carried no data for this long.
-    #[arg(long, value_name = "SECS", value_parser = parse_positive)]
-    pub idle_timeout: Option<f64>,
-
-    /// On a clean stop, write the counters as JSON (docs/relay.md).
-    #[arg(long, value_name = "FILE")]
+    /// Write the counters here on a clean stop (checked writable).
     pub json: Option<PathBuf>,
 }
 
-fn parse_positive(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !(v.is_finite() && v > 0.0 && v <= 86400.0) {
-        return Err(format!("`{s}`: must be > 0 and at most 86400 seconds"));
-    }
-    Ok(v)
-}
-
-/// `sockscope serve udp-sink` options.
-#[derive(Debug, Args)]
-pub struct UdpSinkArgs {
-    /// Address to listen on (IP:PORT; port 0 picks a free port).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+/// What `serve relay` relays (docs/relay.md).
+#[derive(Clone, Debug)]
+pub struct RelaySpec {
+    /// Where every client connection is relayed to (resolved).
+    pub upstream: SocketAddr,
+    /// Address to listen on (port 0: a free port).
     pub listen: SocketAddr,
-
-    /// Ask for this receive buffer (SO_RCVBUF, as an unprivileged program
-    /// would: the kernel doubles it and caps it at net.core.rmem_max).
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=(i32::MAX as u64 / 2)))]
-    pub rcvbuf: Option<u64>,
-
-    /// Stop once N distinct DATA datagrams of the first run arrived.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub expect: Option<u64>,
-
-    /// Stop after this many seconds without a datagram, counted from the
-    /// first datagram (0: never).
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_idle)]
-    pub idle_timeout: f64,
-
-    /// On a clean stop, write the per-run reports as JSON (docs/serve.md).
-    #[arg(long, value_name = "FILE")]
+    /// Data path.
+    pub mode: RelayMode,
+    /// Sockmap only: fail instead of falling back to userspace.
+    pub strict: bool,
+    /// Event loops (None: one per CPU).
+    pub threads: Option<u32>,
+    /// At most this many pairs at once.
+    pub max_conns: Option<u64>,
+    /// Upstream connect timeout, seconds.
+    pub connect_timeout: f64,
+    /// Close pairs idle this long, seconds.
+    pub idle_timeout: Option<f64>,
+    /// Write the counters here on a clean stop (checked writable).
     pub json: Option<PathBuf>,
 }
 
-fn parse_size(s: &str) -> Result<usize, String> {
-    let v: usize = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
-    if v == 0 || v > MAX_MESSAGE {
-        return Err(format!("`{s}`: must be between 1 and {MAX_MESSAGE} bytes"));
-    }
-    Ok(v)
+/// What `serve udp-sink` accounts (docs/serve.md).
+#[derive(Clone, Debug)]
+pub struct UdpSinkSpec {
+    /// Address to listen on (port 0: a free port).
+    pub listen: SocketAddr,
+    /// SO_RCVBUF to ask for.
+    pub rcvbuf: Option<u64>,
+    /// Stop once this many distinct DATA datagrams of the first run arrived.
+    pub expect: Option<u64>,
+    /// Stop after this many seconds without a datagram (0: never).
+    pub idle_timeout: f64,
+    /// Write the per-run reports here on a clean stop (checked writable).
+    pub json: Option<PathBuf>,
 }
 
-fn parse_idle(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !(v.is_finite() && (0.0..=86400.0).contains(&v)) {
-        return Err(format!("`{s}`: must be between 0 and 86400 seconds"));
-    }
-    Ok(v)
-}
-
-/// Runs a serve subcommand; returns the exit status.
-pub fn run(cmd: ServeCommand, quiet: bool) -> Result<u8> {
+/// Runs a serve command; returns the exit status.
+pub fn run(spec: ServeSpec, quiet: bool) -> Result<u8> {
     // A peer that vanishes must cost one connection, not the process; sends
     // also pass MSG_NOSIGNAL, this covers any write that does not.
     // SAFETY: installing SIG_IGN has no preconditions.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    match cmd {
-        ServeCommand::Echo(args) => {
-            check_json(args.json.as_deref())?;
-            if args.threads.is_some() && args.transport == Transport::Threaded {
-                return Err(error::usage(
-                    "--threads applies to --transport epoll and uring \
-                     (threaded runs one thread per connection)",
-                ));
-            }
-            echo::run(&args, quiet)
-        }
-        ServeCommand::Relay(args) => {
-            check_json(args.json.as_deref())?;
-            relay::run(&args, quiet)
-        }
-        ServeCommand::UdpSink(args) => {
-            check_json(args.json.as_deref())?;
-            udp_sink::run(&args, quiet)
-        }
-    }
-}
-
-/// Fails before serving when `--json` could never be written (a usage
-/// error), instead of discovering it after the run.
-fn check_json(json: Option<&Path>) -> Result<()> {
-    match json {
-        Some(path) => crate::output::check(path, "--json"),
-        None => Ok(()),
+    match spec {
+        ServeSpec::Echo(s) => echo::run(&s, quiet),
+        ServeSpec::Relay(s) => relay::run(&s, quiet),
+        ServeSpec::UdpSink(s) => udp_sink::run(&s, quiet),
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod account;
 pub mod attach;
 pub mod bpf;
+pub mod command;
 pub mod errno;
 pub mod hist;
 pub mod launch;
@@ -39,6 +40,8 @@ use crate::report::trace::{
 };
 use crate::signals::StopFlag;
 use crate::{error, procfs};
+
+pub use self::command::TraceSpec;
 
 /// What to trace.
 #[derive(Clone, Debug)]

@@ -27,7 +27,7 @@ use self::conn::{Framing, Spec};
 use self::counters::Counters;
 use self::report::EchoReport;
 use super::signals::{ExitNotice, StopCause, wait_for_stop};
-use super::{EchoArgs, Transport, announce, cpu_times, listen, workers};
+use super::{EchoSpec, Transport, announce, cpu_times, listen, workers};
 use crate::report as artifact;
 use crate::signals::Signals;
 use crate::signals::StopFlag;
@@ -75,7 +75,7 @@ pub fn spawn_worker(
 }
 
 /// Runs `serve echo` until SIGTERM/SIGINT; returns the exit status.
-pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
+pub fn run(args: &EchoSpec, quiet: bool) -> Result<u8> {
     let framing = match (args.req_size, args.resp_size) {
         (Some(req), Some(resp)) => Framing::Fixed { req, resp },
         _ => Framing::Echo,

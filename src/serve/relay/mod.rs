@@ -25,7 +25,7 @@ use self::counters::RelayCounters;
 use self::looper::{DRAIN, Loop, Path, RateLog, Shared};
 use self::report::RelayReport;
 use super::signals::{ExitNotice, StopCause, wait_for_stop};
-use super::{RelayArgs, RelayMode, announce, cpu_times, listen, workers};
+use super::{RelayMode, RelaySpec, announce, cpu_times, listen, workers};
 use crate::report as artifact;
 use crate::signals::{Signals, StopFlag};
 
@@ -33,8 +33,8 @@ use crate::signals::{Signals, StopFlag};
 const JOIN_GRACE: Duration = Duration::from_secs(3);
 
 /// Runs `serve relay` until SIGTERM/SIGINT; returns the exit status.
-pub fn run(args: &RelayArgs, quiet: bool) -> Result<u8> {
-    let upstream = crate::load::resolve(&args.upstream)?;
+pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
+    let upstream = args.upstream;
     let loops = args.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |n| n as usize,

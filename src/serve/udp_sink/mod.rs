@@ -28,7 +28,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 pub use self::table::RunRecord;
 use self::table::{Dropped, MAX_LIVE, MAX_RECORDS, RunTable, Slot};
 use super::signals::timeout_ms;
-use super::{UdpSinkArgs, announce, cpu_times};
+use super::{UdpSinkSpec, announce, cpu_times};
 use crate::procfs::snmp;
 use crate::proto::udp::{Header, Kind, SinkReport, monotonic_ns, need_datagram, report_datagram};
 use crate::report as artifact;
@@ -152,7 +152,7 @@ struct Counts {
 
 /// Runs `serve udp-sink` until --expect, the idle timeout or a signal;
 /// returns the exit status.
-pub fn run(args: &UdpSinkArgs, quiet: bool) -> Result<u8> {
+pub fn run(args: &UdpSinkSpec, quiet: bool) -> Result<u8> {
     let mut signals = Signals::block(&[Signal::SIGTERM, Signal::SIGINT])?;
     let (sock, bound, granted) = bind(args.listen, args.rcvbuf)?;
     let v6 = bound.is_ipv6();

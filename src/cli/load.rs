@@ -1,0 +1,192 @@
+//! `sockscope load` options (clap): the workloads tcp-rr, tcp-crr and udp,
+//! and [`parse`], which reads a load line (`tcp-rr ADDR -c 64`) for the
+//! callers that build one (profile's `--load`, the experiments).
+//!
+//! Validation beyond what clap checks (addresses, `--request`/`--expect`,
+//! option combinations per workload) still happens in `crate::load` when a
+//! command runs; these structs are what it is given.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::values;
+use crate::error;
+
+/// `sockscope load` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum LoadCommand {
+    /// TCP request/response over persistent connections (closed loop, or
+    /// open loop with --rate).
+    TcpRr(RrArgs),
+    /// TCP connect, request, response, close, in a loop per slot.
+    TcpCrr(CrrArgs),
+    /// Sequenced UDP datagrams, with loss accounted by `serve udp-sink`.
+    Udp(UdpArgs),
+}
+
+/// Options shared by tcp-rr and tcp-crr.
+#[derive(Debug, Args)]
+pub struct TcpArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Connections (tcp-rr) or concurrent connect loops (tcp-crr).
+    #[arg(short = 'c', long = "connections", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub connections: u32,
+    /// Worker threads, one epoll loop each (default: min(connections, CPUs)).
+    #[arg(short = 't', long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// Measure for this long (default 10 s unless -n).
+    #[arg(short = 'd', long, value_name = "SECS", value_parser = values::positive_secs, conflicts_with = "count")]
+    pub duration: Option<f64>,
+    /// Measure this many transactions instead of a duration.
+    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Run this long first and leave it out of the results.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = values::secs_or_zero)]
+    pub warmup: f64,
+    /// Open loop: this many transactions per second in total; latency is
+    /// measured from the intended send time.
+    #[arg(long, value_name = "PER_SEC", value_parser = values::rate)]
+    pub rate: Option<f64>,
+    /// Request size in bytes.
+    #[arg(long = "req", value_name = "BYTES", default_value_t = 1, conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub req: u32,
+    /// Response size in bytes (default: the request size).
+    #[arg(long = "resp", value_name = "BYTES", conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub resp: Option<u32>,
+    /// Send this string as the request instead (escapes: \r \n \t \\ \xHH),
+    /// e.g. 'PING\r\n' for redis.
+    #[arg(long, value_name = "STRING", requires = "expect")]
+    pub request: Option<String>,
+    /// With --request: the response, as a byte count or as the exact
+    /// string (escapes as in --request), e.g. '+PONG\r\n'.
+    #[arg(long, value_name = "BYTES|STRING", requires = "request")]
+    pub expect: Option<String>,
+    /// Check every response byte against the request it answers.
+    #[arg(long)]
+    pub verify: bool,
+    /// Connect and response timeout.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = values::positive_secs)]
+    pub timeout: f64,
+    /// Spread connections over this many source addresses 127.0.0.2...
+    /// (IPv4 loopback targets only; default: 16 for tcp-crr, 1 for tcp-rr).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub source_ips: Option<u32>,
+    /// tcp-rr: open at most this many connections per second (so a server
+    /// whose accept loop is slow is not handed a full listen backlog).
+    #[arg(long, value_name = "PER_SEC", value_parser = values::rate)]
+    pub connect_rate: Option<f64>,
+    /// Errors tolerated before the run counts as failed (exit 1).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_errors: u64,
+    /// Write the full result as JSON (schema: docs/load-json.md); - for
+    /// stdout (the summary then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `load tcp-rr` options.
+#[derive(Debug, Args)]
+pub struct RrArgs {
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// Requests in flight per connection.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+}
+
+/// How tcp-crr closes each connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CloseMode {
+    /// Orderly close (FIN); the client keeps the TIME_WAIT.
+    Fin,
+    /// Abortive close (SO_LINGER 0, RST): no TIME_WAIT.
+    Rst,
+}
+
+/// `load tcp-crr` options.
+#[derive(Debug, Args)]
+pub struct CrrArgs {
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// How to close each connection.
+    #[arg(long, value_enum, default_value_t = CloseMode::Fin)]
+    pub close: CloseMode,
+}
+
+/// `load udp` options.
+#[derive(Debug, Args)]
+pub struct UdpArgs {
+    /// The sink: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Send this many datagrams back to back.
+    #[arg(long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..))]
+    pub burst: Option<u64>,
+    /// Send this many datagrams per second.
+    #[arg(long, value_name = "PPS", value_parser = values::rate)]
+    pub rate: Option<f64>,
+    /// With --rate: send for this long (default 10 s unless -n).
+    #[arg(short = 'd', long, value_name = "SECS", value_parser = values::positive_secs, conflicts_with_all = ["count", "burst"])]
+    pub duration: Option<f64>,
+    /// With --rate: send this many.
+    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "burst")]
+    pub count: Option<u64>,
+    /// Datagram size in bytes (the 32-byte header included).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, value_parser = clap::value_parser!(u32).range(32..=65507))]
+    pub size: u32,
+    /// SO_SNDBUF to request (the granted size is reported).
+    #[arg(long, value_name = "BYTES")]
+    pub sndbuf: Option<usize>,
+    /// How long to wait for the sink's report after the last datagram.
+    #[arg(long, value_name = "SECS", default_value = "2", value_parser = values::positive_secs)]
+    pub fin_timeout: f64,
+    /// Send errors tolerated before the run counts as failed.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_errors: u64,
+    /// Write the full result as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Parses a load command line (without the `load` word), e.g.
+/// `["tcp-rr", "127.0.0.1:8080", "-c", "64", "-d", "10"]`; clap's refusal
+/// is a usage error naming the line.
+pub fn parse(args: &[String]) -> Result<LoadCommand> {
+    #[derive(clap::Parser)]
+    #[command(name = "load", no_binary_name = true)]
+    struct LoadLine {
+        #[command(subcommand)]
+        cmd: LoadCommand,
+    }
+    use clap::Parser;
+    LoadLine::try_parse_from(args)
+        .map(|l| l.cmd)
+        .map_err(|e| error::usage(format!("load {}: {}", args.join(" "), e.to_string().trim())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_reads_a_load_line() {
+        let args: Vec<String> = ["tcp-rr", "127.0.0.1:80", "-c", "64", "-d", "10"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        match parse(&args).unwrap() {
+            LoadCommand::TcpRr(a) => {
+                assert_eq!(a.tcp.connections, 64);
+                assert_eq!(a.tcp.duration, Some(10.0));
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad: Vec<String> = vec!["tcp-rr".into(), "-c".into(), "x".into()];
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.downcast_ref::<error::Exit>().map(|x| x.code), Some(2));
+    }
+}

@@ -1,0 +1,276 @@
+//! The command line, all of it: clap definitions for every command (one
+//! file per command family), the one set of value parsers ([`values`]),
+//! and the validation of each command's raw options into a [`Plan`] of
+//! plain specs (no clap types) that the code running it takes. Like
+//! ripgrep's low-level and high-level arguments: clap parses, `into_plan`
+//! validates once, `main` dispatches. Nothing here measures anything.
+//!
+//! - [`trace`] -> [`crate::trace::TraceSpec`]; [`profile`] ->
+//!   [`crate::run::profile::ProfileSpec`]; [`serve`] ->
+//!   [`crate::serve::ServeSpec`];
+//! - [`load`]: the workloads' options and the load-line parser (profile's
+//!   `--load` and the experiments build load lines too); `crate::load`
+//!   still validates them when it runs;
+//! - [`bench`] (bench, demo), [`report`] (report, compare): plain fields.
+
+pub mod bench;
+pub mod load;
+pub mod profile;
+pub mod report;
+pub mod serve;
+pub mod trace;
+pub mod values;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{CommandFactory, Parser, Subcommand};
+
+use self::bench::{BenchArgs, DemoArgs};
+use self::profile::{PROFILE_HELP, ProfileArgs};
+use self::report::{CompareArgs, ReportArgs};
+use self::trace::{TRACE_HELP, TraceArgs};
+
+/// Where a Linux network service spends its time, and how that changes
+/// under load.
+#[derive(Debug, Parser)]
+#[command(name = "sockscope", version, about, long_about = None)]
+#[command(
+    after_help = "Exit status: 0 success, 1 measurement failed (reason on stderr), \
+2 usage error; `trace -- CMD` exits with CMD's own status; profile, bench and \
+demo use 3-8 for specific failures (see `sockscope profile --help`) and 128+N \
+when interrupted by signal N."
+)]
+pub struct Cli {
+    /// Print nothing but errors and what was asked for (-o/--json; profile
+    /// and demo still print the report's path).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Profile the syscalls of a command or a running process tree with eBPF:
+    /// counts, errors, latency percentiles, and the tree's CPU split,
+    /// context switches, page faults and peak memory over the same window.
+    #[command(
+        after_help = TRACE_HELP
+    )]
+    Trace(TraceArgs),
+    /// Generate load against a server: tcp-rr, tcp-crr, udp.
+    Load {
+        /// Workload.
+        #[command(subcommand)]
+        cmd: load::LoadCommand,
+    },
+    /// Run a reference server: echo (threaded, epoll, io_uring), relay
+    /// (userspace, splice, sockmap), udp-sink.
+    Serve {
+        /// Server.
+        #[command(subcommand)]
+        cmd: serve::ServeCommand,
+    },
+    /// Launch (or attach to) a server, drive a load against it while
+    /// tracing it, and write run.json, summary.txt and report.html.
+    #[command(after_help = PROFILE_HELP)]
+    Profile(ProfileArgs),
+    /// Run a built-in experiment (transport, udp-rcvbuf, overhead, relay)
+    /// and write bench.json, summary.txt and report.html.
+    #[command(
+        after_help = "Examples:\n  sockscope bench transport --out out/transport\n  \
+sockscope bench udp-rcvbuf --quick\n  sockscope bench overhead\n  sockscope bench relay --quick\n\n\
+Exit status: as for profile: 3-8 name the failing component (6: transport, overhead and \
+relay need BPF, checked before anything is measured: root, or the capabilities the \
+message names); 128+N when interrupted by signal N (Ctrl-C: 130), also during a load."
+    )]
+    Bench(BenchArgs),
+    /// Run the built-in experiments with one report (about two minutes;
+    /// --quick: well under one).
+    #[command(
+        after_help = "Exit status: 0 when every experiment ran; 1 when a part could \
+not run (e.g. no BPF: the report and the summary say which); 3-8 and 128+N as for profile."
+    )]
+    Demo(DemoArgs),
+    /// Re-render report.html and summary.txt from a run.json, bench.json or
+    /// demo.json.
+    Report(ReportArgs),
+    /// Print the differences between two profile artifacts (run.json), with
+    /// the change in percent.
+    Compare(CompareArgs),
+    /// The getppid loop of `bench overhead` (prints ns_per_call=...).
+    #[command(name = "__getppid-loop", hide = true)]
+    GetppidLoop {
+        /// Calls to time.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
+        calls: u64,
+    },
+    /// Guards the process groups sockscope launches: reads `+PGID`/`-PGID`
+    /// on stdin and SIGKILLs every group still registered at end-of-file
+    /// (see src/run/watchdog.rs).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
+    /// Sleeps (an idle process for `bench overhead`).
+    #[command(name = "__idle", hide = true)]
+    Idle {
+        /// Seconds.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        secs: u64,
+    },
+    /// Print a shell completion script to stdout.
+    Completions {
+        /// Shell to generate for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout.
+    Manpage,
+}
+
+/// A command, validated: what `main` dispatches. Each variant holds the
+/// plain spec (or plain values) the code that runs the command takes.
+#[derive(Debug)]
+pub enum Plan {
+    /// `sockscope trace`.
+    Trace(crate::trace::TraceSpec),
+    /// `sockscope load`: still the raw workload options, which
+    /// `crate::load` validates as it runs.
+    Load {
+        /// The workload and its options.
+        cmd: load::LoadCommand,
+        /// --quiet.
+        quiet: bool,
+    },
+    /// `sockscope serve`.
+    Serve {
+        /// The server.
+        spec: crate::serve::ServeSpec,
+        /// --quiet.
+        quiet: bool,
+    },
+    /// `sockscope profile`.
+    Profile {
+        /// The run.
+        spec: crate::run::profile::ProfileSpec,
+        /// Artifact directory (None: a timestamped default).
+        out: Option<PathBuf>,
+    },
+    /// `sockscope bench`.
+    Bench {
+        /// The experiment.
+        experiment: crate::run::bench::Experiment,
+        /// Artifact directory (None: a timestamped default).
+        out: Option<PathBuf>,
+        /// Fewer points, shorter runs.
+        quick: bool,
+        /// --quiet.
+        quiet: bool,
+    },
+    /// `sockscope demo`.
+    Demo {
+        /// Artifact directory (None: a timestamped default).
+        out: Option<PathBuf>,
+        /// The short version.
+        quick: bool,
+        /// --quiet.
+        quiet: bool,
+    },
+    /// `sockscope report`.
+    Report {
+        /// The artifact to re-render.
+        file: PathBuf,
+        /// Where to write (None: beside `file`).
+        out: Option<PathBuf>,
+        /// --quiet.
+        quiet: bool,
+    },
+    /// `sockscope compare`.
+    Compare {
+        /// The baseline run.json.
+        a: PathBuf,
+        /// The run.json compared with it.
+        b: PathBuf,
+    },
+    /// `sockscope __getppid-loop`.
+    GetppidLoop {
+        /// Calls to time.
+        calls: u64,
+    },
+    /// `sockscope __watchdog`.
+    Watchdog,
+    /// `sockscope __idle`.
+    Idle {
+        /// Seconds to sleep.
+        secs: u64,
+    },
+    /// `sockscope completions`.
+    Completions(clap_complete::Shell),
+    /// `sockscope manpage`.
+    Manpage,
+}
+
+impl Cli {
+    /// Validates the parsed options into a [`Plan`]; what clap could not
+    /// check is a usage error here (exit 2), before anything runs.
+    pub fn into_plan(self) -> Result<Plan> {
+        let quiet = self.quiet;
+        Ok(match self.command {
+            Command::Trace(args) => Plan::Trace(args.into_spec(quiet)?),
+            Command::Load { cmd } => Plan::Load { cmd, quiet },
+            Command::Serve { cmd } => Plan::Serve {
+                spec: cmd.into_spec()?,
+                quiet,
+            },
+            Command::Profile(args) => {
+                let (spec, out) = args.into_spec(quiet)?;
+                Plan::Profile { spec, out }
+            }
+            Command::Bench(args) => Plan::Bench {
+                experiment: args.name,
+                out: args.out,
+                quick: args.quick,
+                quiet,
+            },
+            Command::Demo(args) => Plan::Demo {
+                out: args.out,
+                quick: args.quick,
+                quiet,
+            },
+            Command::Report(args) => Plan::Report {
+                file: args.file,
+                out: args.out,
+                quiet,
+            },
+            Command::Compare(args) => Plan::Compare {
+                a: args.a,
+                b: args.b,
+            },
+            Command::GetppidLoop { calls } => Plan::GetppidLoop { calls },
+            Command::Watchdog => Plan::Watchdog,
+            Command::Idle { secs } => Plan::Idle { secs },
+            Command::Completions { shell } => Plan::Completions(shell),
+            Command::Manpage => Plan::Manpage,
+        })
+    }
+}
+
+/// Prints the completion script for `shell`, generated from these
+/// definitions.
+pub fn print_completions(shell: clap_complete::Shell) -> Result<u8> {
+    clap_complete::generate(
+        shell,
+        &mut Cli::command(),
+        "sockscope",
+        &mut std::io::stdout(),
+    );
+    Ok(0)
+}
+
+/// Prints the man page (roff), generated from these definitions.
+pub fn print_manpage() -> Result<u8> {
+    clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+    Ok(0)
+}

@@ -1,0 +1,135 @@
+//! `sockscope profile` options (clap) and their validation into
+//! [`crate::run::profile::ProfileSpec`].
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::values;
+use crate::error;
+use crate::run::loadline::LoadLine;
+use crate::run::profile::{self, ProfileSpec, Target};
+use crate::trace;
+
+pub(super) const PROFILE_HELP: &str = "\
+The load line is a `sockscope load` command without `load` and without the
+address: profile learns the address from the target's own listening socket
+(/proc/PID/fd against /proc/PID/net/tcp*) and inserts it after the workload
+(or replaces the word ADDR). An explicit address must be one the target
+listens on.
+
+Examples:
+  sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 64 -d 10'
+  sockscope profile --load 'tcp-rr -c 8 -d 5 --request \"PING\\r\\n\" --expect \"+PONG\\r\\n\"' \\
+      -- redis-server --port 16379 --save ''
+  sockscope profile --pid $(pidof nginx) --load 'tcp-crr -c 16 -d 10'
+
+Exit status:
+  0  success: DIR holds run.json, summary.txt, report.html
+  1  other failure      2  usage error
+  3  the target exited (or could not start) before it was ready
+  4  the target died during the run, or did not stop cleanly
+  5  port taken: the target could not bind, or another process owns the address
+  6  the tracer could not attach (not root, no BTF, ...)
+  7  the load failed (errors over --max-errors, no connection, stalled)
+  8  a component timed out (not ready within --ready-timeout, no stop, tracer)
+  128+N  interrupted by signal N (Ctrl-C: 130)
+No failure leaves anything at DIR.";
+
+/// `sockscope profile` options.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "pid", "command"])))]
+pub struct ProfileArgs {
+    /// Run this sockscope subcommand as the target, e.g. 'serve echo
+    /// --transport epoll' (without --json: a serve target's own counters
+    /// are put in run.json).
+    #[arg(long, value_name = "ARGS", conflicts_with_all = ["pid", "command"])]
+    pub target: Option<String>,
+
+    /// Attach to this running server (profile stops nothing it did not
+    /// start).
+    #[arg(short = 'p', long, value_name = "PID", conflicts_with_all = ["command", "user", "as_root"])]
+    pub pid: Option<i32>,
+
+    /// The load: a `sockscope load` line without the address, e.g.
+    /// 'tcp-rr -c 64 -d 10'.
+    #[arg(long, value_name = "LOAD")]
+    pub load: String,
+
+    /// Artifact directory (default: profile-YYYYmmdd-HHMMSS). Replaced
+    /// only if it holds an earlier sockscope artifact.
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Longest wait for the target to own its listening socket.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = values::positive_secs)]
+    pub ready_timeout: f64,
+
+    /// Trace with the syscall-entry hook only (cheapest; no syscall
+    /// latency).
+    #[arg(long)]
+    pub count_only: bool,
+
+    /// Run a launched target as this user (name or uid).
+    #[arg(short = 'u', long, value_name = "USER")]
+    pub user: Option<String>,
+
+    /// Under sudo, run a launched target as root instead of the invoking
+    /// user.
+    #[arg(long, conflicts_with = "user")]
+    pub as_root: bool,
+
+    /// The program to launch as the target, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+impl ProfileArgs {
+    /// Validates the options into a [`ProfileSpec`] and the artifact
+    /// directory: exactly one target, a `--target` line without a `--json`
+    /// of its own, a load line that parses (usage errors, exit 2).
+    pub fn into_spec(self, quiet: bool) -> Result<(ProfileSpec, Option<PathBuf>)> {
+        let target = match (self.target, self.pid, self.command.is_empty()) {
+            (Some(t), None, true) => {
+                let words = shell_words::split(&t)
+                    .map_err(|e| error::usage(format!("--target {t:?}: {e}")))?;
+                if words.is_empty() {
+                    return Err(error::usage(
+                        "--target is empty: give e.g. 'serve echo --transport epoll'",
+                    ));
+                }
+                profile::check_target_args(&words)?;
+                Target::Sockscope(words)
+            }
+            (None, Some(pid), true) => {
+                if pid <= 0 {
+                    return Err(error::usage(format!("--pid {pid}: not a process id")));
+                }
+                Target::Pid(pid)
+            }
+            (None, None, false) => Target::Command(self.command),
+            _ => {
+                return Err(error::usage(
+                    "give exactly one target: --target 'ARGS', --pid PID, or -- CMD ARGS",
+                ));
+            }
+        };
+        let run_as = match target {
+            Target::Pid(_) => None,
+            _ => trace::launch::resolve_run_as(self.user.as_deref(), self.as_root)?,
+        };
+        let spec = ProfileSpec {
+            target,
+            load: LoadLine::parse(&self.load)?,
+            ready_timeout: Duration::from_secs_f64(self.ready_timeout),
+            count_only: self.count_only,
+            run_as,
+            quiet,
+            command_line: std::env::args().collect(),
+        };
+        Ok((spec, self.out))
+    }
+}

@@ -1,0 +1,193 @@
+//! The value parsers every command shares: seconds, rates, message sizes,
+//! addresses and escaped strings. One parser per accepted range, named by
+//! that range, so two options that take "seconds" say which seconds they
+//! take (a warm-up may be 0, a timeout may not; serve's timeouts stop at a
+//! day, the others at a year).
+//!
+//! The `fn(&str) -> Result<T, String>` parsers are clap `value_parser`s:
+//! clap prints their message as `invalid value 'X' for '--opt'` (exit 2).
+//! [`resolve`] and [`unescape`] run after parsing, on values clap keeps as
+//! strings, and return usage errors (exit 2) themselves.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use anyhow::Result;
+
+use crate::error;
+
+/// A day in seconds: the bound of serve's timeouts.
+const DAY: f64 = 86_400.0;
+/// A year in seconds: the bound of every other duration.
+const YEAR: f64 = 365.0 * DAY;
+
+/// Parses seconds in `[0, max]` (`zero_ok`) or `(0, max]`, `max_name`
+/// naming the bound in the message.
+fn secs_in(s: &str, zero_ok: bool, max: f64, max_name: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    let low_ok = if zero_ok { v >= 0.0 } else { v > 0.0 };
+    if !(v.is_finite() && low_ok && v <= max) {
+        return Err(if zero_ok {
+            format!("`{s}`: must be between 0 and {max_name}")
+        } else {
+            format!("`{s}`: must be > 0 and at most {max_name}")
+        });
+    }
+    Ok(v)
+}
+
+/// Seconds in (0, a year]: durations and timeouts (trace `-d`, profile
+/// `--ready-timeout`, load `-d`, `--timeout`, `--fin-timeout`).
+pub fn positive_secs(s: &str) -> Result<f64, String> {
+    secs_in(s, false, YEAR, "a year")
+}
+
+/// Seconds in [0, a year]: a span that may be left out (load `--warmup`).
+pub fn secs_or_zero(s: &str) -> Result<f64, String> {
+    secs_in(s, true, YEAR, "a year")
+}
+
+/// Seconds in (0, a day]: serve relay's `--connect-timeout` and
+/// `--idle-timeout`.
+pub fn positive_secs_up_to_a_day(s: &str) -> Result<f64, String> {
+    secs_in(s, false, DAY, "86400 seconds")
+}
+
+/// Seconds in [0, a day], 0 meaning never: serve udp-sink's
+/// `--idle-timeout`.
+pub fn secs_up_to_a_day_or_zero(s: &str) -> Result<f64, String> {
+    secs_in(s, true, DAY, "86400 seconds")
+}
+
+/// Events per second in (0, 1e9]: load `--rate`, `--connect-rate`.
+pub fn rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a rate"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 1e9) {
+        return Err(format!("`{s}`: the rate must be > 0 and <= 1e9 per second"));
+    }
+    Ok(v)
+}
+
+/// A message size in bytes, 1 to [`crate::serve::MAX_MESSAGE`]: serve
+/// echo's `--req-size` and `--resp-size`.
+pub fn message_size(s: &str) -> Result<usize, String> {
+    let max = crate::serve::MAX_MESSAGE;
+    let v: usize = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of bytes"))?;
+    if v == 0 || v > max {
+        return Err(format!("`{s}`: must be between 1 and {max} bytes"));
+    }
+    Ok(v)
+}
+
+/// Resolves ADDR (IP:PORT, [IPv6]:PORT or HOST:PORT); a malformed or
+/// unresolvable address is a usage error.
+pub fn resolve(addr: &str) -> Result<SocketAddr> {
+    if let Ok(a) = addr.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    match addr.to_socket_addrs() {
+        Ok(mut it) => it
+            .next()
+            .ok_or_else(|| error::usage(format!("`{addr}` resolves to no address"))),
+        Err(e) => Err(error::usage(format!(
+            "`{addr}` is not an address (IP:PORT, [IPv6]:PORT or HOST:PORT): {e}"
+        ))),
+    }
+}
+
+/// Decodes \r \n \t \\ \0 and \xHH escapes (load `--request`, `--expect`);
+/// a bad escape is a usage error.
+pub fn unescape(s: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let Some(&c) = b.get(i + 1) else {
+            return Err(error::usage(format!("`{s}`: trailing backslash")));
+        };
+        i += 2;
+        out.push(match c {
+            b'r' => b'\r',
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'0' => 0,
+            b'\\' => b'\\',
+            b'x' => {
+                let hex = s
+                    .get(i..i + 2)
+                    .ok_or_else(|| error::usage(format!("`{s}`: \\x needs two hex digits")))?;
+                i += 2;
+                u8::from_str_radix(hex, 16)
+                    .map_err(|_| error::usage(format!("`{s}`: bad \\x{hex}")))?
+            }
+            other => {
+                return Err(error::usage(format!(
+                    "`{s}`: unknown escape \\{}",
+                    other as char
+                )));
+            }
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unescape_decodes_escapes() {
+        assert_eq!(unescape("PING\\r\\n").unwrap(), b"PING\r\n");
+        assert_eq!(unescape("\\x00\\x41\\\\").unwrap(), b"\x00A\\");
+        assert!(unescape("bad\\q").is_err());
+        assert!(unescape("trailing\\").is_err());
+        assert!(unescape("\\x4").is_err());
+    }
+
+    #[test]
+    fn each_seconds_parser_keeps_its_own_range() {
+        // (0, a year]
+        assert!(positive_secs("0").is_err());
+        assert_eq!(positive_secs("0.5"), Ok(0.5));
+        assert_eq!(positive_secs("31536000"), Ok(YEAR));
+        assert!(positive_secs("31536001").is_err());
+        // [0, a year]
+        assert_eq!(secs_or_zero("0"), Ok(0.0));
+        assert!(secs_or_zero("31536001").is_err());
+        // (0, a day]
+        assert!(positive_secs_up_to_a_day("0").is_err());
+        assert_eq!(positive_secs_up_to_a_day("86400"), Ok(DAY));
+        assert!(positive_secs_up_to_a_day("86401").is_err());
+        // [0, a day]
+        assert_eq!(secs_up_to_a_day_or_zero("0"), Ok(0.0));
+        assert!(secs_up_to_a_day_or_zero("86401").is_err());
+        for p in [
+            positive_secs,
+            secs_or_zero,
+            positive_secs_up_to_a_day,
+            secs_up_to_a_day_or_zero,
+        ] {
+            for bad in ["-1", "inf", "NaN", "x", ""] {
+                assert!(p(bad).is_err(), "{bad}");
+            }
+        }
+    }
+
+    #[test]
+    fn rates_and_sizes_are_bounded() {
+        assert!(rate("0").is_err());
+        assert_eq!(rate("1e9"), Ok(1e9));
+        assert!(rate("1.1e9").is_err());
+        assert!(message_size("0").is_err());
+        assert_eq!(message_size("16777216"), Ok(16 << 20));
+        assert!(message_size("16777217").is_err());
+    }
+}

@@ -1,0 +1,67 @@
+//! The `sockscope trace` command: runs a validated [`TraceSpec`], then
+//! writes what the user asked for (the table on stderr or `-o`, `--json`).
+//! The options and their checks are in `crate::cli::trace`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::TraceOptions;
+use crate::report::trace_text::{self, TableView};
+use crate::report::{self, trace::TraceReport};
+
+/// One `sockscope trace` run, validated: what to trace and where the
+/// results go (both destinations already checked writable).
+#[derive(Clone, Debug)]
+pub struct TraceSpec {
+    /// What to trace and how.
+    pub options: TraceOptions,
+    /// Write the report as JSON here (`-` for stdout).
+    pub json: Option<PathBuf>,
+    /// Write the table here instead of stderr.
+    pub output: Option<PathBuf>,
+    /// Which rows the table shows, in which order.
+    pub view: TableView,
+    /// Print no table on stderr (a table sent to `-o` is still written).
+    pub quiet: bool,
+}
+
+/// Traces, writes the outputs and returns the exit status: the launched
+/// command's own, or 0/1 in attach mode.
+pub fn run(spec: &TraceSpec) -> Result<u8> {
+    let outcome = super::run(&spec.options)?;
+    let rep = &outcome.report;
+    let written = write_outputs(spec, rep);
+    if !rep.window.complete {
+        eprintln!(
+            "sockscope: the window ended early ({}); the data covers only the part traced",
+            rep.window.end_reason.replace('_', " ")
+        );
+    }
+    written.map(|()| outcome.exit_code)
+}
+
+/// Writes --json, then the table to -o (or stderr). Every output is
+/// attempted even when an earlier one failed, and a table that could not
+/// be written to -o is printed on stderr instead, so nothing measured is
+/// lost to a full disk; the first failure is returned (exit 1).
+fn write_outputs(spec: &TraceSpec, rep: &TraceReport) -> Result<()> {
+    let json = match &spec.json {
+        Some(path) => report::write_json(path, rep),
+        None => Ok(()),
+    };
+    let table = trace_text::render(rep, &spec.view);
+    let text = match &spec.output {
+        Some(path) => report::write_atomic(path, table.as_bytes()).inspect_err(|_| {
+            let _ = std::io::stderr().write_all(table.as_bytes());
+        }),
+        None => {
+            if !spec.quiet {
+                let _ = std::io::stderr().write_all(table.as_bytes());
+            }
+            Ok(())
+        }
+    };
+    json.and(text)
+}
