@@ -11,7 +11,7 @@
 //! - [`load`]: the workloads' options and the load-line parser (profile's
 //!   `--load` and the experiments build load lines too); `crate::load`
 //!   still validates them when it runs;
-//! - [`bench`] (bench, demo), [`report`] (report, compare): plain fields.
+//! - [`bench`](mod@bench) (bench, demo), [`report`] (report, compare): plain fields.
 
 pub mod bench;
 pub mod load;

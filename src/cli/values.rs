@@ -82,7 +82,7 @@ pub fn message_size(s: &str) -> Result<usize, String> {
     Ok(v)
 }
 
-/// Resolves ADDR (IP:PORT, [IPv6]:PORT or HOST:PORT); a malformed or
+/// Resolves ADDR (`IP:PORT`, `[IPv6]:PORT` or `HOST:PORT`); a malformed or
 /// unresolvable address is a usage error.
 pub fn resolve(addr: &str) -> Result<SocketAddr> {
     if let Ok(a) = addr.parse::<SocketAddr>() {
