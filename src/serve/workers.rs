@@ -168,6 +168,22 @@ impl Crew {
         spawn_worker(name, Arc::clone(&self.exits), body)
     }
 
+    /// Starts one worker per event loop, named `{prefix}-{i}`. The loops
+    /// are built first (everything that can fail set up), so a failure
+    /// leaves no thread behind.
+    pub fn spawn_loops<L: Send + 'static, C: Send + 'static>(
+        &self,
+        prefix: &str,
+        loops: Vec<L>,
+        run: fn(L) -> Result<C>,
+    ) -> Result<Vec<WorkerHandle<C>>> {
+        loops
+            .into_iter()
+            .enumerate()
+            .map(|(i, lp)| self.spawn(format!("{prefix}-{i}"), move || run(lp)))
+            .collect()
+    }
+
     /// The controller's part once the workers run: announces the server
     /// (see [`Ready`]), sleeps until SIGTERM/SIGINT, raises the stop, and
     /// joins the workers within their `drain` plus [`JOIN_GRACE`]. A worker

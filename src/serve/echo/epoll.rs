@@ -50,15 +50,11 @@ const WAIT_CAP: std::time::Duration = std::time::Duration::from_secs(1);
 /// Starts one event loop per listener. Everything that can fail is set up
 /// before any thread starts.
 pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
-    let mut loops = Vec::with_capacity(listeners.len());
-    for l in listeners {
-        loops.push(EpollLoop::new(l, shared)?);
-    }
-    loops
+    let loops = listeners
         .into_iter()
-        .enumerate()
-        .map(|(i, lp)| shared.crew.spawn(format!("ss-epoll-{i}"), move || lp.run()))
-        .collect()
+        .map(|l| EpollLoop::new(l, shared))
+        .collect::<Result<Vec<_>>>()?;
+    shared.crew.spawn_loops("ss-epoll", loops, EpollLoop::run)
 }
 
 /// One connection. Idle, it is a descriptor, two empty Vecs and a few

@@ -169,6 +169,22 @@ impl ThreadedAcceptor {
             }
         }
     }
+
+    /// Stops the connection threads: read side first (they finish what
+    /// they owe), everything after the drain time. Returns how many
+    /// threads are still running after that.
+    fn drain(&mut self) -> usize {
+        self.reg.stopping.store(true, Ordering::SeqCst);
+        self.c.open_at_stop += self.reg.lock().live.len() as u64;
+        self.reg.shutdown_all(libc::SHUT_RD);
+        let left = self.reg.wait_empty(Instant::now() + DRAIN);
+        if left == 0 {
+            return 0;
+        }
+        self.c.drain_timeouts += left as u64;
+        self.reg.shutdown_all(libc::SHUT_RDWR);
+        self.reg.wait_empty(Instant::now() + FORCE_GRACE)
+    }
 }
 
 impl AcceptLoop for ThreadedAcceptor {
@@ -226,24 +242,6 @@ impl AcceptLoop for ThreadedAcceptor {
     fn pause_listening(&mut self) -> Result<()> {
         // Nothing to do: the poll leaves the listener out while paused.
         Ok(())
-    }
-}
-
-impl ThreadedAcceptor {
-    /// Stops the connection threads: read side first (they finish what
-    /// they owe), everything after the drain time. Returns how many
-    /// threads are still running after that.
-    fn drain(&mut self) -> usize {
-        self.reg.stopping.store(true, Ordering::SeqCst);
-        self.c.open_at_stop += self.reg.lock().live.len() as u64;
-        self.reg.shutdown_all(libc::SHUT_RD);
-        let left = self.reg.wait_empty(Instant::now() + DRAIN);
-        if left == 0 {
-            return 0;
-        }
-        self.c.drain_timeouts += left as u64;
-        self.reg.shutdown_all(libc::SHUT_RDWR);
-        self.reg.wait_empty(Instant::now() + FORCE_GRACE)
     }
 }
 

@@ -55,15 +55,11 @@ fn user_data(slot: usize, op: u64) -> u64 {
 /// cannot be created (io_uring disabled, not built, refused) fails the
 /// start with the reason, before anything is announced.
 pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
-    let mut rings = Vec::with_capacity(listeners.len());
-    for l in listeners {
-        rings.push(UringLoop::new(l, shared)?);
-    }
-    rings
+    let rings = listeners
         .into_iter()
-        .enumerate()
-        .map(|(i, r)| shared.crew.spawn(format!("ss-uring-{i}"), move || r.run()))
-        .collect()
+        .map(|l| UringLoop::new(l, shared))
+        .collect::<Result<Vec<_>>>()?;
+    shared.crew.spawn_loops("ss-uring", rings, UringLoop::run)
 }
 
 /// Creates a ring, or explains why io_uring is not available here.
