@@ -13,6 +13,7 @@ pub mod bpf;
 pub mod errno;
 pub mod hist;
 pub mod launch;
+pub mod pod;
 pub mod preflight;
 pub mod selfcost;
 pub mod syscall_names;
@@ -525,10 +526,10 @@ fn finish(
                 .into(),
         );
     }
-    if stats.iter().any(|x| x.nr as usize == bpf::MAX_SYSCALLS - 1) {
+    if stats.iter().any(|x| x.nr == bpf::OTHER_SYSCALL) {
         notes.push(format!(
             "syscall numbers >= {} are pooled in one row",
-            bpf::MAX_SYSCALLS - 1
+            bpf::OTHER_SYSCALL
         ));
     }
 
