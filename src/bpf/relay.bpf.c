@@ -78,7 +78,7 @@ int relay_verdict(struct __sk_buff *skb)
 		return SK_PASS;
 	}
 	/* Peer missing: this socket's data goes through userspace for good. */
-	p->tainted = 1;
+	p->tainted = RELAY_TAINTED;
 	if (st) {
 		st->misses++;
 		st->passed_skbs++;

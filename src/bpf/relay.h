@@ -1,7 +1,17 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
-/* Layouts shared by relay.bpf.c and src/serve/relay/sockmap.rs. */
+/*
+ * Layouts and values shared by relay.bpf.c and src/serve/relay/sockmap.rs,
+ * which uses the skeleton's generated twins (libbpf-cargo, from the
+ * object's BTF): values are enums, which reach BTF, not #defines.
+ */
 #ifndef SOCKSCOPE_RELAY_H
 #define SOCKSCOPE_RELAY_H
+
+/* relay_peer.tainted: where a socket's data goes. */
+enum relay_taint {
+	RELAY_CLEAN = 0,    /* redirected to its peer by the verdict */
+	RELAY_TAINTED = 1,  /* a redirect failed once: its own receive queue, for good */
+};
 
 /* peers[cookie]: the socket's peer, the payload bytes the verdict
  * redirected from this socket to it (exact: a FIN is no byte here, unlike
@@ -10,7 +20,7 @@
 struct relay_peer {
 	__u64 peer;
 	__u64 redirected_bytes;
-	__u32 tainted;
+	enum relay_taint tainted;
 	__u32 pad;
 };
 

@@ -43,17 +43,20 @@ const volatile __u32 max_slots = 0;
 const volatile __u64 ringbuf_wake_bytes = 1 << 20;
 
 /* Written by the loader between phases (mmapped .bss). */
-__u32 iter_mode = 0;
+enum ss_iter_mode iter_mode = SS_ITER_IDLE;
 __u32 window_closed = 0;
 struct ss_counters counters = {};
 /* Read by the loader around self-cost slices: events per BPF run time. */
 struct ss_cpu_events cpu_events[SS_MAX_CPUS] = {};
 
 /* Never used by the programs: referenced so the skeleton generator emits
- * Rust twins of the record layouts the loader parses. */
+ * Rust twins of the record layouts the loader parses, and of the enums no
+ * field or global has as its type (see syscalls.h). */
 struct ss_ev_fork layout_ev_fork __attribute__((unused));
 struct ss_ev_task layout_ev_task __attribute__((unused));
 struct ss_ev_exec layout_ev_exec __attribute__((unused));
+enum ss_limits layout_limits __attribute__((unused));
+enum ss_task_flags layout_task_flags __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);

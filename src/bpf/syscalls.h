@@ -1,54 +1,73 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
  * Layouts and constants shared by syscalls.bpf.c and the Rust loader
- * (src/trace/bpf.rs mirrors every struct here field for field; the Rust
- * side asserts the sizes at compile time so a drift fails the build).
+ * (src/trace/bpf.rs). The Rust side uses the skeleton's generated twins of
+ * these structs and enums (libbpf-cargo, from the object's BTF), so it
+ * holds no copy that could drift.
  */
 #ifndef SOCKSCOPE_SYSCALLS_H
 #define SOCKSCOPE_SYSCALLS_H
 
-/* Syscall numbers 0..SS_MAX_SYSCALLS-2 get their own slot; anything larger
- * (x32 ABI bit, future syscalls) lands in the last slot. */
-#define SS_MAX_SYSCALLS 512
-#define SS_OTHER_SYSCALL (SS_MAX_SYSCALLS - 1)
+/*
+ * Constants are enums, not #defines: enums reach the object's BTF, so the
+ * skeleton generator (libbpf-cargo) emits them into the Rust `types` module
+ * (`types::ss_limits::SS_MAX_SYSCALLS.0`) and the loader copies no value by
+ * hand. An enum that no struct field or global uses would not reach BTF:
+ * syscalls.bpf.c keeps those with an unused global (layout_* there).
+ */
+enum ss_limits {
+	/* Syscall numbers 0..SS_MAX_SYSCALLS-2 get their own slot; anything
+	 * larger (x32 ABI bit, future syscalls) lands in the last slot. */
+	SS_MAX_SYSCALLS = 512,
+	SS_OTHER_SYSCALL = SS_MAX_SYSCALLS - 1,
 
-/* Log-linear latency histogram: values 0..7 ns exact, then 8 sub-buckets
- * per power of two (bucket width <= 1/8 of its lower bound, so a value
- * reported as the bucket middle is within 6.25%). 320 buckets reach 2^42 ns
- * (73 minutes); longer calls land in the last bucket. */
-#define SS_HIST_SUB_BITS 3
-#define SS_HIST_SUB (1 << SS_HIST_SUB_BITS)
-#define SS_HIST_BUCKETS 320
+	/* Log-linear latency histogram: values 0..7 ns exact, then 8
+	 * sub-buckets per power of two (bucket width <= 1/8 of its lower
+	 * bound, so a value reported as the bucket middle is within 6.25%).
+	 * 320 buckets reach 2^42 ns (73 minutes); longer calls land in the
+	 * last bucket. */
+	SS_HIST_SUB_BITS = 3,
+	SS_HIST_SUB = 1 << SS_HIST_SUB_BITS,
+	SS_HIST_BUCKETS = 320,
 
-/* errno slots per syscall: 1..149 are errno values as is; the kernel's
- * internal restart codes 512..521 (ERESTARTSYS...) seen at sys_exit go to
- * 150..159; slot 0 collects anything else. */
-#define SS_ERRNO_SLOTS 160
-#define SS_ERRNO_DIRECT 150
-#define SS_ERRNO_RESTART_BASE 512
+	/* errno slots per syscall: 1..149 are errno values as is; the
+	 * kernel's internal restart codes 512..521 (ERESTARTSYS...) seen at
+	 * sys_exit go to 150..159; slot 0 collects anything else. */
+	SS_ERRNO_SLOTS = 160,
+	SS_ERRNO_DIRECT = 150,
+	SS_ERRNO_RESTART_BASE = 512,
 
-#define SS_COMM_LEN 16
+	SS_COMM_LEN = 16,
 
-/* Per-CPU counters in .bss, a cache line each, indexed by CPU id modulo
- * this (ids past it share a line: a few increments could then be lost). */
-#define SS_MAX_CPUS 256
+	/* Per-CPU counters in .bss, a cache line each, indexed by CPU id
+	 * modulo this (ids past it share a line: a few increments could then
+	 * be lost). */
+	SS_MAX_CPUS = 256,
+};
 
-/* ss_task.flags */
-#define SS_PENDING_EXEC 1u   /* launched child: count nothing before its execve */
-#define SS_NEED_BASELINE 2u  /* resource baseline not taken yet (see iter pass) */
-#define SS_EXITED 4u         /* its exit record is out: the end pass skips it */
+/* ss_task.flags (bits) */
+enum ss_task_flags {
+	SS_PENDING_EXEC = 1,   /* launched child: count nothing before its execve */
+	SS_NEED_BASELINE = 2,  /* resource baseline not taken yet (see iter pass) */
+	SS_EXITED = 4,         /* its exit record is out: the end pass skips it */
+};
 
 /* values of the .bss global iter_mode */
-#define SS_ITER_BASELINE 1
-#define SS_ITER_END 2
+enum ss_iter_mode {
+	SS_ITER_IDLE = 0,
+	SS_ITER_BASELINE = 1,
+	SS_ITER_END = 2,
+};
 
-/* ring buffer / iterator record types */
-#define SS_EV_FORK 1
-#define SS_EV_EXIT 2
-#define SS_EV_THREAD_STATS 3
-#define SS_EV_LIVE 4
-#define SS_EV_EXEC 5
-#define SS_EV_REGISTERED 6  /* iterator: a registered task got its slot */
+/* ring buffer / iterator record types: the first field of every record */
+enum ss_event_type {
+	SS_EV_FORK = 1,
+	SS_EV_EXIT = 2,
+	SS_EV_THREAD_STATS = 3,
+	SS_EV_LIVE = 4,
+	SS_EV_EXEC = 5,
+	SS_EV_REGISTERED = 6,  /* iterator: a registered task got its slot */
+};
 
 /* Per-syscall aggregate, one per CPU (per-CPU array indexed by number). */
 struct ss_sc_stats {
@@ -101,7 +120,7 @@ struct ss_thread_sc {
 /* Per-thread table in its own task storage map. It starts with a record
  * header so the exit hook can copy it to the ring buffer as is. */
 struct ss_thread_stats {
-	__u32 type;        /* SS_EV_THREAD_STATS */
+	enum ss_event_type type; /* SS_EV_THREAD_STATS */
 	__u32 slot;
 	struct ss_thread_sc sc[SS_MAX_SYSCALLS];
 };
@@ -110,7 +129,7 @@ struct ss_thread_stats {
  * registered by the loader got its baseline and slot (iterator,
  * SS_EV_REGISTERED, parent_tid 0). */
 struct ss_ev_fork {
-	__u32 type;
+	enum ss_event_type type;
 	__u32 tid;
 	__u32 tgid;
 	__u32 parent_tid;
@@ -124,7 +143,7 @@ struct ss_ev_fork {
  * Splitting the row at exec keeps a shell's own calls apart from the
  * program it runs. */
 struct ss_ev_exec {
-	__u32 type;        /* SS_EV_EXEC */
+	enum ss_event_type type; /* SS_EV_EXEC */
 	__u32 tid;
 	__u32 tgid;
 	__u32 old_slot;
@@ -137,7 +156,7 @@ struct ss_ev_exec {
  * of the window (iterator, SS_EV_LIVE). `res` is the usage inside the
  * window: counters now minus the task's baseline. */
 struct ss_ev_task {
-	__u32 type;
+	enum ss_event_type type;
 	__u32 tid;
 	__u32 tgid;
 	__u32 slot;

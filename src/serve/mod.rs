@@ -17,6 +17,7 @@
 //! Each server runs from a validated spec ([`ServeSpec`]); the options and
 //! their checks are in `crate::cli::serve`.
 
+pub mod accept;
 pub mod echo;
 pub mod listen;
 pub mod relay;
@@ -167,6 +168,28 @@ pub(crate) fn announce(addr: SocketAddr, json: Option<&Path>) {
         let _ = out.write_all(line.as_bytes());
         let _ = out.flush();
     }
+}
+
+/// The caveat every TCP server report carries.
+pub(crate) const LOOPBACK_NOTE: &str =
+    "loopback only: figures include both ends' kernel work on one machine";
+
+/// Ends a server's clean run, the same for every server: its summary on
+/// stderr (unless quiet), its report as JSON to `--json`. Returns the exit
+/// status.
+pub(crate) fn finish<R: serde::Serialize>(
+    rep: &R,
+    summary: impl FnOnce(&R) -> String,
+    json: Option<&Path>,
+    quiet: bool,
+) -> Result<u8> {
+    if !quiet {
+        eprint!("{}", summary(rep));
+    }
+    if let Some(path) = json {
+        crate::report::write_json(path, rep)?;
+    }
+    Ok(0)
 }
 
 /// Process CPU time so far (getrusage RUSAGE_SELF): (user, system) seconds.

@@ -11,6 +11,16 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::signals::{Signals, bump, eventfd, signal_name};
 
+/// Blocks SIGTERM and SIGINT and returns the signalfd that reads them: the
+/// graceful end of every server. Call it before any thread exists, so every
+/// thread inherits the blocked mask.
+pub fn block_stop_signals() -> Result<Signals> {
+    Signals::block(&[
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+    ])
+}
+
 /// A counter of finished workers that the controller can wait on: each
 /// worker bumps it as it exits, for whatever reason, so a worker that fails
 /// wakes the controller at once.

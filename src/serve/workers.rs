@@ -1,14 +1,21 @@
-//! Worker threads of a server (echo, relay): started so that their exit,
-//! however it happens, wakes the controller; joined with a bound; their
-//! counters summed.
+//! Worker threads of a TCP server (echo, relay) and the controller's tail
+//! they share: workers are started so that their exit, however it happens,
+//! wakes the controller ([`Crew::spawn`]); the controller announces the
+//! server, sleeps until SIGTERM/SIGINT, raises the stop, joins the workers
+//! with a bound and sums their counters ([`Crew::run_until_stop`]). A
+//! server supplies only its workers and its report.
 
+use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 
-use super::signals::ExitNotice;
+use super::announce;
+use super::signals::{ExitNotice, StopCause, wait_for_stop};
+use crate::signals::{Signals, StopFlag};
 
 /// Counters a worker returns, summed across workers at the end.
 pub trait Merge: Default {
@@ -17,7 +24,7 @@ pub trait Merge: Default {
 }
 
 /// A worker thread's handle: its counters, or why it failed.
-pub type Worker<C> = JoinHandle<Result<C>>;
+pub type WorkerHandle<C> = JoinHandle<Result<C>>;
 
 /// Starts a worker thread that always bumps `exits` when it ends, even by
 /// panic, so the controller never waits on a dead worker.
@@ -25,7 +32,7 @@ pub fn spawn_worker<C: Send + 'static>(
     name: String,
     exits: Arc<ExitNotice>,
     body: impl FnOnce() -> Result<C> + Send + 'static,
-) -> Result<Worker<C>> {
+) -> Result<WorkerHandle<C>> {
     struct Notify(Arc<ExitNotice>);
     impl Drop for Notify {
         fn drop(&mut self) {
@@ -45,7 +52,7 @@ pub fn spawn_worker<C: Send + 'static>(
 /// Waits for every worker, at most `limit`, and sums their counters; the
 /// first worker error, panic or overrun fails the run.
 pub fn join_all<C: Merge>(
-    workers: Vec<Worker<C>>,
+    workers: Vec<WorkerHandle<C>>,
     exits: &ExitNotice,
     limit: Duration,
 ) -> Result<C> {
@@ -87,6 +94,129 @@ pub fn join_all<C: Merge>(
     match first_err {
         Some(e) => Err(e),
         None => Ok(total),
+    }
+}
+
+/// Event loops to run: `--threads`, or one per CPU.
+pub fn loop_count(threads: Option<u32>) -> usize {
+    match threads {
+        Some(n) => n as usize,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// What the workers of a TCP server share with its controller, whatever
+/// the server: the stop they watch, the notice their exits bump, and the
+/// --max-conns slots.
+pub struct Crew {
+    /// Raised by the controller to stop every worker.
+    pub stop: StopFlag,
+    /// Bumped by every worker as it exits.
+    pub exits: Arc<ExitNotice>,
+    /// --max-conns.
+    pub slots: Slots,
+}
+
+/// Extra time workers get, after their drain, to close and return.
+pub const JOIN_GRACE: Duration = Duration::from_secs(3);
+
+/// How a server introduces itself once its workers run.
+pub struct Ready<'a> {
+    /// The address its listeners share: the ready line (see [`announce`]).
+    pub bound: SocketAddr,
+    /// --json, which moves the ready line to stderr when it is stdout.
+    pub json: Option<&'a Path>,
+    /// The line for people on stderr (None with --quiet).
+    pub banner: Option<String>,
+}
+
+/// How a server's run ended, for its report.
+pub struct Stopped<C> {
+    /// The workers' counters, summed.
+    pub total: C,
+    /// The stop signal's name (`SIGTERM`, `SIGINT`).
+    pub signal: String,
+    /// When the ready line went out.
+    pub started: Instant,
+    /// When the stop signal was seen.
+    pub stop_at: Instant,
+}
+
+impl<C> Stopped<C> {
+    /// The report's `stop_reason`.
+    pub fn stop_reason(&self) -> String {
+        format!("signal:{}", self.signal)
+    }
+}
+
+impl Crew {
+    /// A crew for at most `max_conns` connections at once.
+    pub fn new(max_conns: Option<u64>) -> Result<Self> {
+        Ok(Self {
+            stop: StopFlag::new()?,
+            exits: Arc::new(ExitNotice::new()?),
+            slots: Slots::new(max_conns),
+        })
+    }
+
+    /// Starts a worker thread whose exit always wakes the controller.
+    pub fn spawn<C: Send + 'static>(
+        &self,
+        name: String,
+        body: impl FnOnce() -> Result<C> + Send + 'static,
+    ) -> Result<WorkerHandle<C>> {
+        spawn_worker(name, Arc::clone(&self.exits), body)
+    }
+
+    /// Starts one worker per event loop, named `{prefix}-{i}`. The loops
+    /// are built first (everything that can fail set up), so a failure
+    /// leaves no thread behind.
+    pub fn spawn_loops<L: Send + 'static, C: Send + 'static>(
+        &self,
+        prefix: &str,
+        loops: Vec<L>,
+        run: fn(L) -> Result<C>,
+    ) -> Result<Vec<WorkerHandle<C>>> {
+        loops
+            .into_iter()
+            .enumerate()
+            .map(|(i, lp)| self.spawn(format!("{prefix}-{i}"), move || run(lp)))
+            .collect()
+    }
+
+    /// The controller's part once the workers run: announces the server
+    /// (see [`Ready`]), sleeps until SIGTERM/SIGINT, raises the stop, and
+    /// joins the workers within their `drain` plus [`JOIN_GRACE`]. A worker
+    /// that stopped on its own voids the run; `what` names one in that
+    /// error ("an event loop").
+    pub fn run_until_stop<C: Merge>(
+        &self,
+        signals: &mut Signals,
+        workers: Vec<WorkerHandle<C>>,
+        ready: Ready<'_>,
+        drain: Duration,
+        what: &str,
+    ) -> Result<Stopped<C>> {
+        announce(ready.bound, ready.json);
+        let started = Instant::now();
+        if let Some(line) = ready.banner {
+            eprintln!("{line}");
+        }
+        let cause = wait_for_stop(signals, &self.exits)?;
+        let stop_at = Instant::now();
+        self.stop.raise();
+        let total = join_all(workers, &self.exits, drain + JOIN_GRACE)?;
+        match cause {
+            StopCause::Signal(signal) => Ok(Stopped {
+                total,
+                signal,
+                started,
+                stop_at,
+            }),
+            // Workers only return early on error, and join_all reported
+            // those.
+            StopCause::WorkerExited => Err(anyhow!("{what} stopped on its own; the run is void")),
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, MapFlags, MapHandle, OpenObject, PrintLevel, libbpf_sys};
 
 use super::hist::{self, Histogram};
+use super::pod::{self, Plain, as_bytes};
 
 mod skel {
     #![allow(clippy::all, clippy::pedantic, unused_imports)]
@@ -24,30 +25,45 @@ mod skel {
 }
 use skel::{SyscallsSkel, SyscallsSkelBuilder, types};
 
-/// Constants from src/bpf/syscalls.h.
-pub const MAX_SYSCALLS: usize = 512;
-const ERRNO_SLOTS: u32 = 160;
-const ERRNO_DIRECT: u32 = 150;
-const ERRNO_RESTART_BASE: u32 = 512;
-const PENDING_EXEC: u32 = 1;
-const NEED_BASELINE: u32 = 2;
-const ITER_BASELINE: u32 = 1;
-const ITER_END: u32 = 2;
-const EV_FORK: u32 = 1;
-const EV_EXIT: u32 = 2;
-const EV_THREAD_STATS: u32 = 3;
-const EV_LIVE: u32 = 4;
-const EV_EXEC: u32 = 5;
-const EV_REGISTERED: u32 = 6;
+use types::{ss_event_type as EvType, ss_iter_mode as IterMode, ss_limits as Limits};
 
-// The skeleton's types come from the BPF object's BTF; these pin the
-// layouts the Rust code relies on.
-const _: () = assert!(size_of::<types::ss_sc_stats>() == 5 * 8 + hist::BUCKETS * 8);
-const _: () = assert!(size_of::<types::ss_task>() == 24 + 3 * 8 + 7 * 8);
-const _: () = assert!(size_of::<types::ss_thread_stats>() == 8 + MAX_SYSCALLS * 24);
-const _: () = assert!(size_of::<types::ss_ev_fork>() == 24 + 16);
-const _: () = assert!(size_of::<types::ss_ev_task>() == 24 + 8 + 16 + 7 * 8 + 3 * 8);
-const _: () = assert!(size_of::<types::ss_ev_exec>() == 24 + 16);
+/// Syscall numbers with a slot of their own, plus the last slot that pools
+/// every number beyond (SS_MAX_SYSCALLS in src/bpf/syscalls.h).
+pub const MAX_SYSCALLS: usize = Limits::SS_MAX_SYSCALLS.0 as usize;
+/// The slot that pools every syscall number from it up (SS_OTHER_SYSCALL).
+pub const OTHER_SYSCALL: u32 = Limits::SS_OTHER_SYSCALL.0;
+/// Buckets of the latency histogram (SS_HIST_BUCKETS).
+pub const HIST_BUCKETS: usize = Limits::SS_HIST_BUCKETS.0 as usize;
+/// Sub-buckets per power of two, as a shift (SS_HIST_SUB_BITS).
+pub const HIST_SUB_BITS: u32 = Limits::SS_HIST_SUB_BITS.0;
+const ERRNO_SLOTS: u32 = Limits::SS_ERRNO_SLOTS.0;
+const ERRNO_DIRECT: u32 = Limits::SS_ERRNO_DIRECT.0;
+const ERRNO_RESTART_BASE: u32 = Limits::SS_ERRNO_RESTART_BASE.0;
+const PENDING_EXEC: u32 = types::ss_task_flags::SS_PENDING_EXEC.0;
+const NEED_BASELINE: u32 = types::ss_task_flags::SS_NEED_BASELINE.0;
+
+// SAFETY (all): skeleton structs generated from src/bpf/syscalls.h:
+// repr(C), integers, byte arrays and explicit padding only (see pod.rs).
+unsafe impl Plain for types::ss_task {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_thread_stats {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_sc_stats {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_ev_fork {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_ev_task {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_ev_exec {}
+// SAFETY: a repr(transparent) u32.
+unsafe impl Plain for EvType {}
+
+// Every record starts with its type, which is how a reader tells them
+// apart (see parse_record).
+const _: () = assert!(std::mem::offset_of!(types::ss_ev_fork, r#type) == 0);
+const _: () = assert!(std::mem::offset_of!(types::ss_ev_task, r#type) == 0);
+const _: () = assert!(std::mem::offset_of!(types::ss_ev_exec, r#type) == 0);
+const _: () = assert!(std::mem::offset_of!(types::ss_thread_stats, r#type) == 0);
 
 /// What to build into the programs (read-only globals, map sizes).
 #[derive(Clone, Debug)]
@@ -67,7 +83,7 @@ pub struct TracerConfig {
 /// Aggregated figures for one syscall number, summed over CPUs.
 #[derive(Clone, Debug)]
 pub struct SyscallStat {
-    /// Syscall number (MAX_SYSCALLS-1 pools out-of-table numbers).
+    /// Syscall number ([`OTHER_SYSCALL`] pools out-of-table numbers).
     pub nr: u32,
     /// Completed calls (plus calls that never return, counted at entry).
     pub calls: u64,
@@ -264,22 +280,6 @@ pub struct Tracer<'obj> {
     ncpus: usize,
 }
 
-fn as_bytes<T: Copy>(v: &T) -> &[u8] {
-    // SAFETY: T is one of the plain repr(C) skeleton structs (no pointers,
-    // no uninitialised padding: every struct in syscalls.h is padded by
-    // hand), so viewing it as bytes is sound.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
-}
-
-fn read_pod<T: Copy>(bytes: &[u8]) -> Option<T> {
-    if bytes.len() < size_of::<T>() {
-        return None;
-    }
-    // SAFETY: length checked; T is a plain repr(C) struct valid for any
-    // bit pattern (integers and byte arrays only).
-    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
-}
-
 fn comm_str(c: &[i8]) -> String {
     let bytes: Vec<u8> = c
         .iter()
@@ -313,11 +313,11 @@ fn errno_of_slot(slot: u32) -> u32 {
 /// Parses one lifecycle record (ring buffer or iterator output).
 /// Returns the event and the bytes it used.
 pub fn parse_record(data: &[u8]) -> Result<(Event, usize)> {
-    let ty: u32 = read_pod(data).ok_or_else(|| anyhow!("truncated tracer record"))?;
+    let ty: EvType = pod::read(data).ok_or_else(|| anyhow!("truncated tracer record"))?;
     match ty {
-        EV_FORK | EV_REGISTERED => {
+        EvType::SS_EV_FORK | EvType::SS_EV_REGISTERED => {
             let e: types::ss_ev_fork =
-                read_pod(data).ok_or_else(|| anyhow!("truncated fork record"))?;
+                pod::read(data).ok_or_else(|| anyhow!("truncated fork record"))?;
             Ok((
                 Event::Fork(ForkRecord {
                     tid: e.tid as i32,
@@ -330,9 +330,9 @@ pub fn parse_record(data: &[u8]) -> Result<(Event, usize)> {
                 size_of::<types::ss_ev_fork>(),
             ))
         }
-        EV_EXEC => {
+        EvType::SS_EV_EXEC => {
             let e: types::ss_ev_exec =
-                read_pod(data).ok_or_else(|| anyhow!("truncated exec record"))?;
+                pod::read(data).ok_or_else(|| anyhow!("truncated exec record"))?;
             Ok((
                 Event::Exec(ExecRecord {
                     tid: e.tid as i32,
@@ -344,16 +344,16 @@ pub fn parse_record(data: &[u8]) -> Result<(Event, usize)> {
                 size_of::<types::ss_ev_exec>(),
             ))
         }
-        EV_EXIT | EV_LIVE => {
+        EvType::SS_EV_EXIT | EvType::SS_EV_LIVE => {
             let e: types::ss_ev_task =
-                read_pod(data).ok_or_else(|| anyhow!("truncated task record"))?;
+                pod::read(data).ok_or_else(|| anyhow!("truncated task record"))?;
             Ok((
                 Event::Task(TaskRecord {
                     tid: e.tid as i32,
                     tgid: e.tgid as i32,
                     slot: e.slot,
                     comm: comm_str(&e.comm),
-                    exited: ty == EV_EXIT,
+                    exited: ty == EvType::SS_EV_EXIT,
                     group_dead: e.group_dead != 0,
                     maxrss_kb: e.maxrss_pages * page_kb(),
                     has_baseline: e.flags & NEED_BASELINE == 0,
@@ -367,25 +367,24 @@ pub fn parse_record(data: &[u8]) -> Result<(Event, usize)> {
                 size_of::<types::ss_ev_task>(),
             ))
         }
-        EV_THREAD_STATS => {
-            let need = size_of::<types::ss_thread_stats>();
-            if data.len() < need {
-                bail!("truncated per-thread record");
-            }
-            let slot: u32 = read_pod(&data[4..]).unwrap_or(0);
+        EvType::SS_EV_THREAD_STATS => {
+            // 12 KiB: read onto the heap, not the stack.
+            let e: Box<types::ss_thread_stats> =
+                pod::read_boxed(data).ok_or_else(|| anyhow!("truncated per-thread record"))?;
             let mut table = Box::new([ThreadSyscall::default(); MAX_SYSCALLS]);
-            for (i, row) in table.iter_mut().enumerate() {
-                let off = 8 + i * 24;
-                let sc: types::ss_thread_sc = read_pod(&data[off..]).unwrap_or_default();
+            for (row, sc) in table.iter_mut().zip(e.sc.iter()) {
                 *row = ThreadSyscall {
                     calls: sc.calls,
                     errors: sc.errors,
                     total_ns: sc.total_ns,
                 };
             }
-            Ok((Event::ThreadStats(slot, table), need))
+            Ok((
+                Event::ThreadStats(e.slot, table),
+                size_of::<types::ss_thread_stats>(),
+            ))
         }
-        other => bail!("unknown tracer record type {other}"),
+        other => bail!("unknown tracer record type {}", other.0),
     }
 }
 
@@ -572,7 +571,7 @@ impl<'obj> Tracer<'obj> {
         }
         if self.cfg.per_thread {
             let table = Box::new(types::ss_thread_stats {
-                r#type: EV_THREAD_STATS,
+                r#type: EvType::SS_EV_THREAD_STATS,
                 ..Default::default()
             });
             if let Err(e) =
@@ -595,7 +594,7 @@ impl<'obj> Tracer<'obj> {
             .ok_or_else(|| anyhow!("BPF object has no .bss"))
     }
 
-    fn run_iter(&mut self, mode: u32) -> Result<Vec<u8>> {
+    fn run_iter(&mut self, mode: IterMode) -> Result<Vec<u8>> {
         // Ordinary store into the mmapped .bss; the iterator runs after the
         // bpf_iter_create syscall below, which orders it.
         self.bss()?.iter_mode = mode;
@@ -619,7 +618,7 @@ impl<'obj> Tracer<'obj> {
     /// Records the current counters of every newly registered task as its
     /// baseline and gives it a per-thread slot; returns one record per task.
     pub fn take_baselines(&mut self) -> Result<Vec<Event>> {
-        let raw = self.run_iter(ITER_BASELINE)?;
+        let raw = self.run_iter(IterMode::SS_ITER_BASELINE)?;
         parse_all(&raw)
     }
 
@@ -627,7 +626,7 @@ impl<'obj> Tracer<'obj> {
     /// still alive reports its in-window usage (and per-thread table).
     pub fn close_window(&mut self) -> Result<Vec<Event>> {
         self.bss()?.window_closed = 1;
-        let raw = self.run_iter(ITER_END)?;
+        let raw = self.run_iter(IterMode::SS_ITER_END)?;
         parse_all(&raw)
     }
 
@@ -685,7 +684,7 @@ impl<'obj> Tracer<'obj> {
                 errnos: BTreeMap::new(),
             };
             for cpu in per_cpu.iter().take(self.ncpus) {
-                let Some(s) = read_pod::<types::ss_sc_stats>(cpu) else {
+                let Some(s) = pod::read::<types::ss_sc_stats>(cpu) else {
                     bail!("short per-CPU value in sc_stats");
                 };
                 if s.calls == 0 {
@@ -730,7 +729,7 @@ impl<'obj> Tracer<'obj> {
             let n: u64 = per_cpu
                 .iter()
                 .take(self.ncpus)
-                .filter_map(|v| read_pod::<u64>(v))
+                .filter_map(|v| pod::read::<u64>(v))
                 .sum();
             if n > 0 {
                 out.insert(errno_of_slot(slot), n);
@@ -826,4 +825,44 @@ fn attach_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
         msg.push_str(log.trim());
     }
     anyhow!(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_parse_through_the_generated_layouts() {
+        let mut ts = Box::new(types::ss_thread_stats {
+            r#type: EvType::SS_EV_THREAD_STATS,
+            slot: 7,
+            ..Default::default()
+        });
+        ts.sc[39].calls = 5;
+        ts.sc[MAX_SYSCALLS - 1].total_ns = 9;
+        let mut fork = types::ss_ev_fork {
+            r#type: EvType::SS_EV_REGISTERED,
+            tid: 42,
+            tgid: 41,
+            slot: 3,
+            ..Default::default()
+        };
+        fork.comm[..3].copy_from_slice(&[b'a' as i8, b'b' as i8, b'c' as i8]);
+        let mut data = as_bytes(&*ts).to_vec();
+        data.extend_from_slice(as_bytes(&fork));
+        let events = parse_all(&data).unwrap();
+        match &events[..] {
+            [Event::ThreadStats(7, table), Event::Fork(f)] => {
+                assert_eq!(table[39].calls, 5);
+                assert_eq!(table[MAX_SYSCALLS - 1].total_ns, 9);
+                assert_eq!((f.tid, f.tgid, f.slot, f.parent_tid), (42, 41, 3, 0));
+                assert_eq!(f.comm, "abc");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(parse_record(&data[..100]).is_err(), "truncated");
+        let unknown = 99u32.to_ne_bytes();
+        let err = parse_record(&unknown).unwrap_err().to_string();
+        assert!(err.contains("unknown tracer record type 99"), "{err}");
+    }
 }

@@ -6,9 +6,9 @@
 //! exact twin of `hist_bucket` in src/bpf/syscalls.bpf.c; the unit tests pin
 //! the boundaries so a drift on either side is caught.
 
-/// Number of buckets (SS_HIST_BUCKETS in syscalls.h).
-pub const BUCKETS: usize = 320;
-const SUB_BITS: u32 = 3;
+/// Number of buckets (SS_HIST_BUCKETS in src/bpf/syscalls.h).
+pub const BUCKETS: usize = super::bpf::HIST_BUCKETS;
+const SUB_BITS: u32 = super::bpf::HIST_SUB_BITS;
 const SUB: u64 = 1 << SUB_BITS;
 
 /// Bucket index of a value in nanoseconds (twin of the BPF code).

@@ -14,6 +14,7 @@ pub mod command;
 pub mod errno;
 pub mod hist;
 pub mod launch;
+pub mod pod;
 pub mod preflight;
 pub mod selfcost;
 pub mod syscall_names;
@@ -528,10 +529,10 @@ fn finish(
                 .into(),
         );
     }
-    if stats.iter().any(|x| x.nr as usize == bpf::MAX_SYSCALLS - 1) {
+    if stats.iter().any(|x| x.nr == bpf::OTHER_SYSCALL) {
         notes.push(format!(
             "syscall numbers >= {} are pooled in one row",
-            bpf::MAX_SYSCALLS - 1
+            bpf::OTHER_SYSCALL
         ));
     }
 

@@ -10,7 +10,7 @@
 //! not empty the connection is not read (backpressure), so a peer that does
 //! not read its responses costs at most one read's worth of output here
 //! and fills its own socket buffers instead. An idle connection holds no
-//! buffer at all: see [`Conn`].
+//! buffer at all: see [`EpollConn`].
 //!
 //! The listener is level-triggered; when accept fails for lack of a
 //! resource it is removed from the epoll set for the backoff (otherwise the
@@ -18,19 +18,20 @@
 
 use std::collections::VecDeque;
 use std::net::TcpListener;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::ops::ControlFlow;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use nix::errno::Errno;
 use nix::poll::PollTimeout;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 
-use super::accept::{self, ACCEPT_BATCH, Backoff, OnError};
 use super::conn::{self, Ending, Framer, OutBuf, Tally};
 use super::counters::Counters;
-use super::{DRAIN, Shared, Worker, spawn_worker};
+use super::{DRAIN, EchoShared, EchoWorker};
+use crate::serve::accept::{self, AcceptLoop, AcceptState, Backoff};
 use crate::serve::signals::timeout_ms;
 
 const TOKEN_LISTENER: u64 = u64::MAX;
@@ -48,23 +49,19 @@ const WAIT_CAP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Starts one event loop per listener. Everything that can fail is set up
 /// before any thread starts.
-pub fn start(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> Result<Vec<Worker>> {
-    let mut loops = Vec::with_capacity(listeners.len());
-    for l in listeners {
-        loops.push(Loop::new(l, shared)?);
-    }
-    loops
+pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
+    let loops = listeners
         .into_iter()
-        .enumerate()
-        .map(|(i, lp)| spawn_worker(format!("ss-epoll-{i}"), shared, move || lp.run()))
-        .collect()
+        .map(|l| EpollLoop::new(l, shared))
+        .collect::<Result<Vec<_>>>()?;
+    shared.crew.spawn_loops("ss-epoll", loops, EpollLoop::run)
 }
 
 /// One connection. Idle, it is a descriptor, two empty Vecs and a few
 /// flags (about 80 bytes): the read buffer is the loop's, request bytes
 /// are held only while a request is incomplete and output only while the
 /// kernel would not take it.
-struct Conn {
+struct EpollConn {
     fd: OwnedFd,
     framer: Framer,
     out: OutBuf,
@@ -81,7 +78,7 @@ struct Conn {
     queued: bool,
 }
 
-/// What a turn of [`Loop::service`] ended with.
+/// What a turn of [`EpollLoop::service`] ended with.
 enum Turn {
     /// Nothing more to do until the next event.
     Wait,
@@ -91,13 +88,13 @@ enum Turn {
     Close(Option<Ending>),
 }
 
-struct Loop {
+struct EpollLoop {
     ep: Epoll,
     listener: Option<TcpListener>,
     /// The listener is in the epoll set (not during a backoff).
     listening: bool,
-    shared: Arc<Shared>,
-    conns: Vec<Option<Conn>>,
+    shared: Arc<EchoShared>,
+    conns: Vec<Option<EpollConn>>,
     free: Vec<usize>,
     /// Slots freed during the current batch of events, reusable after it
     /// (a later event of the same batch may still name the old connection).
@@ -112,8 +109,8 @@ struct Loop {
     c: Counters,
 }
 
-impl Loop {
-    fn new(listener: TcpListener, shared: &Arc<Shared>) -> Result<Self> {
+impl EpollLoop {
+    fn new(listener: TcpListener, shared: &Arc<EchoShared>) -> Result<Self> {
         let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll_create1")?;
         ep.add(
             &listener,
@@ -121,7 +118,7 @@ impl Loop {
         )
         .context("adding the listener to epoll")?;
         ep.add(
-            shared.stop.fd(),
+            shared.crew.stop.fd(),
             EpollEvent::new(EpollFlags::EPOLLIN, TOKEN_STOP),
         )
         .context("adding the stop eventfd to epoll")?;
@@ -177,7 +174,7 @@ impl Loop {
             };
             for ev in &events[..n] {
                 match ev.data() {
-                    TOKEN_LISTENER => self.accept_some()?,
+                    TOKEN_LISTENER => accept::accept_batch(&mut self)?,
                     TOKEN_STOP => self.begin_drain()?,
                     t => {
                         let slot = t as usize;
@@ -232,7 +229,7 @@ impl Loop {
     /// Writes what the connection owes, then reads and answers while it
     /// can, for at most ROUNDS reads.
     fn service(&mut self, slot: usize) -> Turn {
-        let Loop {
+        let EpollLoop {
             conns,
             rbuf,
             scratch,
@@ -324,83 +321,11 @@ impl Loop {
             drop(conn);
             self.freed.push(slot);
             self.live -= 1;
-            self.shared.release();
+            self.shared.crew.slots.release();
             if let Some(how) = how {
                 self.c.ended(how);
             }
         }
-    }
-
-    fn accept_some(&mut self) -> Result<()> {
-        let Some(listener) = &self.listener else {
-            return Ok(());
-        };
-        let lfd = listener.as_raw_fd();
-        for _ in 0..ACCEPT_BATCH {
-            let fd = match accept::accept(lfd, true) {
-                Ok(fd) => fd,
-                Err(e) => match accept::classify(&e, &mut self.c.accept_errors) {
-                    OnError::Idle => return Ok(()),
-                    OnError::Retry => continue,
-                    OnError::Pause => return self.pause_accepting(),
-                    OnError::Fatal => return Err(anyhow!("accept on the listener: {e}")),
-                },
-            };
-            self.backoff.success();
-            if !self.shared.admit() {
-                // Accepted and closed at once: the client sees EOF (or a
-                // reset if it had sent data) instead of waiting in the queue.
-                self.c.rejected_max_conns += 1;
-                continue;
-            }
-            accept::set_nodelay(fd.as_raw_fd());
-            let slot = self.free.pop().unwrap_or_else(|| {
-                self.conns.push(None);
-                self.conns.len() - 1
-            });
-            let flags = EpollFlags::EPOLLIN
-                | EpollFlags::EPOLLOUT
-                | EpollFlags::EPOLLRDHUP
-                | EpollFlags::EPOLLET;
-            if self
-                .ep
-                .add(fd.as_fd(), EpollEvent::new(flags, slot as u64))
-                .is_err()
-            {
-                // Out of kernel memory for the epoll item: this connection
-                // cannot be served.
-                self.shared.release();
-                self.free.push(slot);
-                self.c.errors += 1;
-                continue;
-            }
-            self.c.accepted += 1;
-            self.live += 1;
-            self.conns[slot] = Some(Conn {
-                fd,
-                framer: Framer::default(),
-                out: OutBuf::default(),
-                tally: Tally::default(),
-                readable: false,
-                eof: false,
-                hup: false,
-                queued: false,
-            });
-        }
-        Ok(())
-    }
-
-    fn pause_accepting(&mut self) -> Result<()> {
-        if let Some(l) = &self.listener
-            && self.listening
-        {
-            self.ep
-                .delete(l)
-                .context("removing the listener from epoll for a backoff")?;
-            self.listening = false;
-        }
-        self.backoff.pause(&mut self.c.accept_errors);
-        Ok(())
     }
 
     fn resume_accepting(&mut self) -> Result<()> {
@@ -425,7 +350,7 @@ impl Loop {
         // The stop eventfd stays readable: it must leave the set or it
         // would wake every wait from now on.
         self.ep
-            .delete(self.shared.stop.fd())
+            .delete(self.shared.crew.stop.fd())
             .context("removing the stop eventfd from epoll")?;
         if let Some(l) = self.listener.take()
             && self.listening
@@ -455,5 +380,70 @@ impl Loop {
                 self.close(slot, None);
             }
         }
+    }
+}
+
+impl AcceptLoop for EpollLoop {
+    fn listener(&self) -> Option<(RawFd, bool)> {
+        self.listener.as_ref().map(|l| (l.as_raw_fd(), true))
+    }
+
+    fn accept_state(&mut self) -> AcceptState<'_> {
+        AcceptState {
+            slots: &self.shared.crew.slots,
+            backoff: &mut self.backoff,
+            errors: &mut self.c.accept_errors,
+            rejected: &mut self.c.rejected_max_conns,
+        }
+    }
+
+    fn serve(&mut self, fd: OwnedFd) -> ControlFlow<()> {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        let flags = EpollFlags::EPOLLIN
+            | EpollFlags::EPOLLOUT
+            | EpollFlags::EPOLLRDHUP
+            | EpollFlags::EPOLLET;
+        if self
+            .ep
+            .add(fd.as_fd(), EpollEvent::new(flags, slot as u64))
+            .is_err()
+        {
+            // Out of kernel memory for the epoll item: this connection
+            // cannot be served.
+            self.shared.crew.slots.release();
+            self.free.push(slot);
+            self.c.errors += 1;
+            return ControlFlow::Continue(());
+        }
+        self.c.accepted += 1;
+        self.live += 1;
+        self.conns[slot] = Some(EpollConn {
+            fd,
+            framer: Framer::default(),
+            out: OutBuf::default(),
+            tally: Tally::default(),
+            readable: false,
+            eof: false,
+            hup: false,
+            queued: false,
+        });
+        ControlFlow::Continue(())
+    }
+
+    /// The queued connection keeps a level-triggered listener readable: it
+    /// leaves the epoll set for the backoff, or the loop would spin.
+    fn pause_listening(&mut self) -> Result<()> {
+        if let Some(l) = &self.listener
+            && self.listening
+        {
+            self.ep
+                .delete(l)
+                .context("removing the listener from epoll for a backoff")?;
+            self.listening = false;
+        }
+        Ok(())
     }
 }

@@ -2,15 +2,16 @@
 //! with three interchangeable transports.
 //!
 //! The controller (this file) binds the listeners, starts the transport's
-//! workers, prints the ready line, then sleeps on a signalfd. On SIGTERM or
-//! SIGINT it raises the stop flag; each worker stops accepting, drains
+//! workers, and hands over to the controller tail every server shares
+//! ([`Crew::run_until_stop`]): ready line, sleep on a signalfd, and on
+//! SIGTERM or SIGINT the stop flag; each worker stops accepting, drains
 //! (finishes writing what it owes, for at most [`DRAIN`]), closes
 //! everything and returns its counters, which are summed into the report.
 //!
-//! The protocol code lives once in [`conn`]; [`threaded`], [`epoll`] and
-//! [`uring`] only move bytes, so differences between them are kernel paths.
+//! The protocol code lives once in [`conn`], the accept loop once in
+//! [`crate::serve::accept`]; [`threaded`], [`epoll`] and [`uring`] only move
+//! bytes, so differences between them are kernel paths.
 
-pub mod accept;
 pub mod conn;
 pub mod counters;
 pub mod epoll;
@@ -18,61 +19,30 @@ pub mod report;
 pub mod threaded;
 pub mod uring;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 
 use self::conn::{Framing, Spec};
 use self::counters::Counters;
 use self::report::EchoReport;
-use super::signals::{ExitNotice, StopCause, wait_for_stop};
-use super::{EchoSpec, Transport, announce, cpu_times, listen, workers};
-use crate::report as artifact;
-use crate::signals::Signals;
-use crate::signals::StopFlag;
+use super::signals::block_stop_signals;
+use super::workers::{Crew, Ready, WorkerHandle, loop_count};
+use super::{EchoSpec, LOOPBACK_NOTE, Transport, cpu_times, finish, listen};
 
 /// Longest time a stopping server keeps writing responses it owes.
 pub const DRAIN: Duration = Duration::from_secs(2);
-/// Extra time workers get, after the drain, to close and return.
-const JOIN_GRACE: Duration = Duration::from_secs(3);
 
-/// What the workers of one server share.
-pub struct Shared {
+/// What the workers of one echo server share.
+pub struct EchoShared {
     /// The protocol.
     pub spec: Spec,
-    /// --max-conns.
-    pub slots: workers::Slots,
-    /// Raised by the controller to stop every worker.
-    pub stop: StopFlag,
-    /// Bumped by every worker as it exits.
-    pub exits: Arc<ExitNotice>,
+    /// The stop, the exit notice and --max-conns.
+    pub crew: Crew,
 }
 
-impl Shared {
-    /// Takes a connection slot; false when --max-conns are already open
-    /// (the caller closes the connection and counts it rejected).
-    pub fn admit(&self) -> bool {
-        self.slots.admit()
-    }
-
-    /// Gives back the slot of a closed connection.
-    pub fn release(&self) {
-        self.slots.release()
-    }
-}
-
-/// A worker thread's handle: its counters, or why it failed.
-pub type Worker = workers::Worker<Counters>;
-
-/// Starts a worker thread whose exit always wakes the controller.
-pub fn spawn_worker(
-    name: String,
-    shared: &Arc<Shared>,
-    body: impl FnOnce() -> Result<Counters> + Send + 'static,
-) -> Result<Worker> {
-    workers::spawn_worker(name, Arc::clone(&shared.exits), body)
-}
+/// An echo worker thread's handle: its counters, or why it failed.
+pub type EchoWorker = WorkerHandle<Counters>;
 
 /// Runs `serve echo` until SIGTERM/SIGINT; returns the exit status.
 pub fn run(args: &EchoSpec, quiet: bool) -> Result<u8> {
@@ -84,57 +54,41 @@ pub fn run(args: &EchoSpec, quiet: bool) -> Result<u8> {
     let spec = Spec::new(framing, work);
     let loops = match args.transport {
         Transport::Threaded => 1,
-        _ => match args.threads {
-            Some(n) => n as usize,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        },
+        _ => loop_count(args.threads),
     };
 
-    // Before any thread exists, so every thread inherits the blocked mask.
-    let mut signals = Signals::block(&[
-        nix::sys::signal::Signal::SIGTERM,
-        nix::sys::signal::Signal::SIGINT,
-    ])?;
+    let mut signals = block_stop_signals()?;
     let (listeners, bound) = listen::bind_tcp(args.listen, loops)?;
-    let shared = Arc::new(Shared {
+    let shared = std::sync::Arc::new(EchoShared {
         spec,
-        slots: workers::Slots::new(args.max_conns),
-        stop: StopFlag::new()?,
-        exits: Arc::new(ExitNotice::new()?),
+        crew: Crew::new(args.max_conns)?,
     });
     let workers = match args.transport {
         Transport::Threaded => threaded::start(listeners, &shared)?,
         Transport::Epoll => epoll::start(listeners, &shared)?,
         Transport::Uring => uring::start(listeners, &shared)?,
     };
-    announce(bound, args.json.as_deref());
-    let t0 = Instant::now();
-    if !quiet {
+    let banner = (!quiet).then(|| {
         let what = match framing {
             Framing::Echo => "plain echo".to_string(),
             Framing::Fixed { req, resp } => format!("{req}-byte requests, {resp}-byte responses"),
         };
-        eprintln!(
+        format!(
             "serve echo: {} transport, {loops} loop{}, {what}; stop with Ctrl-C or SIGTERM",
             args.transport.name(),
             if loops == 1 { "" } else { "s" }
-        );
-    }
-
-    let cause = wait_for_stop(&mut signals, &shared.exits)?;
-    let stop_at = Instant::now();
-    shared.stop.raise();
-    let total = workers::join_all(workers, &shared.exits, DRAIN + JOIN_GRACE)?;
-    if cause == StopCause::WorkerExited {
-        // Workers only return early on error, and join_all reported those.
-        return Err(anyhow!("an event loop stopped on its own; the run is void"));
-    }
-    let StopCause::Signal(sig) = cause else {
-        unreachable!()
+        )
+    });
+    let ready = Ready {
+        bound,
+        json: args.json.as_deref(),
+        banner,
     };
+    let end = shared
+        .crew
+        .run_until_stop(&mut signals, workers, ready, DRAIN, "an event loop")?;
     let (user, system) = cpu_times();
-    let mut notes =
-        vec!["loopback only: figures include both ends' kernel work on one machine".to_string()];
+    let mut notes = vec![LOOPBACK_NOTE.to_string()];
     if args.transport == Transport::Threaded {
         notes.push("threaded: one acceptor thread plus one thread per connection".to_string());
     }
@@ -150,20 +104,14 @@ pub fn run(args: &EchoSpec, quiet: bool) -> Result<u8> {
         work_us: args.work_us,
         max_conns: args.max_conns,
         out_cap_bytes: spec.out_cap,
-        stop_reason: format!("signal:{sig}"),
-        duration_s: t0.elapsed().as_secs_f64(),
-        drain_s: stop_at.elapsed().as_secs_f64(),
-        transactions: spec.resp_size().map(|_| total.transactions),
-        counters: total,
+        stop_reason: end.stop_reason(),
+        duration_s: end.started.elapsed().as_secs_f64(),
+        drain_s: end.stop_at.elapsed().as_secs_f64(),
+        transactions: spec.resp_size().map(|_| end.total.transactions),
+        counters: end.total,
         cpu_user_s: user,
         cpu_system_s: system,
         notes,
     };
-    if !quiet {
-        eprint!("{}", report::render(&rep));
-    }
-    if let Some(path) = &args.json {
-        artifact::write_json(path, &rep)?;
-    }
-    Ok(0)
+    finish(&rep, report::render, args.json.as_deref(), quiet)
 }

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::net::TcpListener;
+use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -20,10 +21,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::accept::{self, ACCEPT_BATCH, Backoff, OnError};
 use super::conn::{self, Ending, Framer, Spec, Tally};
 use super::counters::Counters;
-use super::{DRAIN, Shared, Worker, spawn_worker};
+use super::{DRAIN, EchoShared, EchoWorker};
+use crate::serve::accept::{self, AcceptLoop, AcceptState, Backoff};
 use crate::serve::signals::timeout_ms;
 
 /// Stack of a connection thread: the loop below is shallow, and thousands
@@ -36,12 +37,12 @@ const READ_BUF: usize = 64 << 10;
 const FORCE_GRACE: Duration = Duration::from_secs(1);
 
 /// Starts the acceptor thread (which owns the connection threads).
-pub fn start(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> Result<Vec<Worker>> {
+pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
     let listener = listeners
         .into_iter()
         .next()
         .context("no listener to serve")?;
-    let acc = Acceptor {
+    let acc = ThreadedAcceptor {
         listener,
         shared: Arc::clone(shared),
         reg: Arc::new(Registry::default()),
@@ -49,9 +50,9 @@ pub fn start(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> Result<Vec<Wo
         next_id: 0,
         c: Counters::default(),
     };
-    Ok(vec![spawn_worker("ss-accept".into(), shared, move || {
-        acc.run()
-    })?])
+    Ok(vec![
+        shared.crew.spawn("ss-accept".into(), move || acc.run())?,
+    ])
 }
 
 /// The live connections, so the acceptor can shut them down at the stop,
@@ -109,16 +110,16 @@ impl Registry {
     }
 }
 
-struct Acceptor {
+struct ThreadedAcceptor {
     listener: TcpListener,
-    shared: Arc<Shared>,
+    shared: Arc<EchoShared>,
     reg: Arc<Registry>,
     backoff: Backoff,
     next_id: u64,
     c: Counters,
 }
 
-impl Acceptor {
+impl ThreadedAcceptor {
     fn run(mut self) -> Result<Counters> {
         let result = self.accept_until_stop();
         // Whatever ended accepting, the connection threads are stopped and
@@ -140,7 +141,7 @@ impl Acceptor {
             self.backoff.expired();
             let accepting = !self.backoff.active();
             let timeout = timeout_ms(self.backoff.until(), Duration::from_secs(1));
-            let mut pfds = vec![PollFd::new(self.shared.stop.fd(), PollFlags::POLLIN)];
+            let mut pfds = vec![PollFd::new(self.shared.crew.stop.fd(), PollFlags::POLLIN)];
             if accepting {
                 pfds.push(PollFd::new(
                     std::os::fd::AsFd::as_fd(&self.listener),
@@ -156,7 +157,7 @@ impl Acceptor {
             }
             let readable = |p: &PollFd<'_>| p.revents().is_some_and(|r| !r.is_empty());
             let (stop, incoming) = (
-                readable(&pfds[0]) || self.shared.stop.is_raised(),
+                readable(&pfds[0]) || self.shared.crew.stop.is_raised(),
                 pfds.get(1).is_some_and(readable),
             );
             drop(pfds);
@@ -164,66 +165,9 @@ impl Acceptor {
                 return Ok(());
             }
             if incoming {
-                self.accept_some()?;
+                accept::accept_batch(self)?;
             }
         }
-    }
-
-    fn accept_some(&mut self) -> Result<()> {
-        let lfd = self.listener.as_raw_fd();
-        for _ in 0..ACCEPT_BATCH {
-            // Blocking sockets for blocking connection threads.
-            let fd = match accept::accept(lfd, false) {
-                Ok(fd) => fd,
-                Err(e) => match accept::classify(&e, &mut self.c.accept_errors) {
-                    OnError::Idle => return Ok(()),
-                    OnError::Retry => continue,
-                    OnError::Pause => {
-                        self.backoff.pause(&mut self.c.accept_errors);
-                        return Ok(());
-                    }
-                    OnError::Fatal => return Err(anyhow!("accept on the listener: {e}")),
-                },
-            };
-            self.backoff.success();
-            if !self.shared.admit() {
-                self.c.rejected_max_conns += 1;
-                continue;
-            }
-            accept::set_nodelay(fd.as_raw_fd());
-            let fd = Arc::new(fd);
-            let id = self.next_id;
-            self.next_id += 1;
-            self.reg.lock().live.insert(id, Arc::clone(&fd));
-            let (shared, reg) = (Arc::clone(&self.shared), Arc::clone(&self.reg));
-            let spawned = std::thread::Builder::new()
-                .name("ss-conn".into())
-                .stack_size(CONN_STACK)
-                .spawn(move || {
-                    let mut c = Counters::default();
-                    let how = serve_conn(fd.as_raw_fd(), &shared.spec, &mut c);
-                    // Connections open at the stop are counted there.
-                    if !reg.stopping.load(Ordering::SeqCst) {
-                        c.ended(how);
-                    }
-                    drop(fd);
-                    shared.release();
-                    reg.finish(id, &c);
-                });
-            match spawned {
-                Ok(_) => self.c.accepted += 1,
-                Err(_) => {
-                    // Out of threads (or memory for a stack): refuse this
-                    // connection and pause, as for EMFILE.
-                    self.reg.lock().live.remove(&id);
-                    self.shared.release();
-                    self.c.rejected_no_thread += 1;
-                    self.backoff.pause(&mut self.c.accept_errors);
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Stops the connection threads: read side first (they finish what
@@ -240,6 +184,64 @@ impl Acceptor {
         self.c.drain_timeouts += left as u64;
         self.reg.shutdown_all(libc::SHUT_RDWR);
         self.reg.wait_empty(Instant::now() + FORCE_GRACE)
+    }
+}
+
+impl AcceptLoop for ThreadedAcceptor {
+    fn listener(&self) -> Option<(RawFd, bool)> {
+        // Blocking sockets for blocking connection threads.
+        Some((self.listener.as_raw_fd(), false))
+    }
+
+    fn accept_state(&mut self) -> AcceptState<'_> {
+        AcceptState {
+            slots: &self.shared.crew.slots,
+            backoff: &mut self.backoff,
+            errors: &mut self.c.accept_errors,
+            rejected: &mut self.c.rejected_max_conns,
+        }
+    }
+
+    fn serve(&mut self, fd: OwnedFd) -> ControlFlow<()> {
+        let fd = Arc::new(fd);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.reg.lock().live.insert(id, Arc::clone(&fd));
+        let (shared, reg) = (Arc::clone(&self.shared), Arc::clone(&self.reg));
+        let spawned = std::thread::Builder::new()
+            .name("ss-conn".into())
+            .stack_size(CONN_STACK)
+            .spawn(move || {
+                let mut c = Counters::default();
+                let how = serve_conn(fd.as_raw_fd(), &shared.spec, &mut c);
+                // Connections open at the stop are counted there.
+                if !reg.stopping.load(Ordering::SeqCst) {
+                    c.ended(how);
+                }
+                drop(fd);
+                shared.crew.slots.release();
+                reg.finish(id, &c);
+            });
+        match spawned {
+            Ok(_) => {
+                self.c.accepted += 1;
+                ControlFlow::Continue(())
+            }
+            Err(_) => {
+                // Out of threads (or memory for a stack): refuse this
+                // connection and pause, as for EMFILE.
+                self.reg.lock().live.remove(&id);
+                self.shared.crew.slots.release();
+                self.c.rejected_no_thread += 1;
+                self.backoff.pause(&mut self.c.accept_errors);
+                ControlFlow::Break(())
+            }
+        }
+    }
+
+    fn pause_listening(&mut self) -> Result<()> {
+        // Nothing to do: the poll leaves the listener out while paused.
+        Ok(())
     }
 }
 

@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow};
 use io_uring::{IoUring, opcode, squeue, types};
 
-use super::accept::{self, Backoff, OnError};
 use super::conn::{self, Ending, Framer, OutBuf, Tally};
 use super::counters::Counters;
-use super::{DRAIN, Shared, Worker, spawn_worker};
+use super::{DRAIN, EchoShared, EchoWorker};
+use crate::serve::accept::{self, AcceptState, Admitted, Backoff};
 
 /// Receive buffer of each connection (a recv is always in flight on an
 /// idle connection, so this is per-connection memory).
@@ -54,16 +54,12 @@ fn user_data(slot: usize, op: u64) -> u64 {
 /// Creates one ring per listener and starts their threads. A ring that
 /// cannot be created (io_uring disabled, not built, refused) fails the
 /// start with the reason, before anything is announced.
-pub fn start(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> Result<Vec<Worker>> {
-    let mut rings = Vec::with_capacity(listeners.len());
-    for l in listeners {
-        rings.push(Ring::new(l, shared)?);
-    }
-    rings
+pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
+    let rings = listeners
         .into_iter()
-        .enumerate()
-        .map(|(i, r)| spawn_worker(format!("ss-uring-{i}"), shared, move || r.run()))
-        .collect()
+        .map(|l| UringLoop::new(l, shared))
+        .collect::<Result<Vec<_>>>()?;
+    shared.crew.spawn_loops("ss-uring", rings, UringLoop::run)
 }
 
 /// Creates a ring, or explains why io_uring is not available here.
@@ -122,7 +118,7 @@ pub fn unavailable_message(e: &std::io::Error, disabled: Option<u32>, root: bool
 
 /// A connection. At most one of recv/send is in flight (see the module
 /// comment); `rbuf` and `out` are what they point into.
-struct UConn {
+struct UringConn {
     fd: OwnedFd,
     framer: Framer,
     out: OutBuf,
@@ -131,12 +127,12 @@ struct UConn {
     in_flight: bool,
 }
 
-struct Ring {
+struct UringLoop {
     ring: IoUring,
     listener: Option<TcpListener>,
     accept_in_flight: bool,
-    shared: Arc<Shared>,
-    conns: Vec<Option<UConn>>,
+    shared: Arc<EchoShared>,
+    conns: Vec<Option<UringConn>>,
     free: Vec<usize>,
     live: usize,
     /// Entries that did not fit in the submission queue yet.
@@ -148,8 +144,8 @@ struct Ring {
     c: Counters,
 }
 
-impl Ring {
-    fn new(listener: TcpListener, shared: &Arc<Shared>) -> Result<Self> {
+impl UringLoop {
+    fn new(listener: TcpListener, shared: &Arc<EchoShared>) -> Result<Self> {
         Ok(Self {
             ring: new_ring()?,
             listener: Some(listener),
@@ -168,7 +164,7 @@ impl Ring {
 
     fn run(mut self) -> Result<Counters> {
         let stop = opcode::PollAdd::new(
-            types::Fd(self.shared.stop.fd().as_raw_fd()),
+            types::Fd(self.shared.crew.stop.fd().as_raw_fd()),
             libc::POLLIN as u32,
         )
         .build()
@@ -290,33 +286,35 @@ impl Ring {
             self.listener = None;
             return Ok(());
         }
-        if res < 0 {
-            let e = std::io::Error::from_raw_os_error(-res);
-            match accept::classify(&e, &mut self.c.accept_errors) {
-                OnError::Idle | OnError::Retry => self.arm_accept(),
-                OnError::Pause => {
-                    self.backoff.pause(&mut self.c.accept_errors);
-                }
-                OnError::Fatal => return Err(anyhow!("accept on the listener: {e}")),
+        let res = if res < 0 {
+            Err(std::io::Error::from_raw_os_error(-res))
+        } else {
+            // SAFETY: a new descriptor nobody else owns.
+            Ok(unsafe { OwnedFd::from_raw_fd(res) })
+        };
+        let st = AcceptState {
+            slots: &self.shared.crew.slots,
+            backoff: &mut self.backoff,
+            errors: &mut self.c.accept_errors,
+            rejected: &mut self.c.rejected_max_conns,
+        };
+        let fd = match accept::admit(res, st)? {
+            Admitted::Conn(fd) => fd,
+            Admitted::Idle | Admitted::Again => {
+                self.arm_accept();
+                return Ok(());
             }
-            return Ok(());
-        }
-        // SAFETY: a new descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(res) };
-        self.backoff.success();
+            // Not re-armed until the backoff ends (see run).
+            Admitted::Paused => return Ok(()),
+        };
         self.arm_accept();
-        if !self.shared.admit() {
-            self.c.rejected_max_conns += 1;
-            return Ok(());
-        }
-        accept::set_nodelay(fd.as_raw_fd());
         self.c.accepted += 1;
         self.live += 1;
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
         });
-        self.conns[slot] = Some(UConn {
+        self.conns[slot] = Some(UringConn {
             fd,
             framer: Framer::default(),
             out: OutBuf::default(),
@@ -386,7 +384,7 @@ impl Ring {
             n => {
                 let n = n as usize;
                 self.c.bytes_in += n as u64;
-                let UConn {
+                let UringConn {
                     framer, out, rbuf, ..
                 } = conn;
                 self.c.requests += framer.feed(&spec, &rbuf[..n], out.tail());
@@ -433,7 +431,7 @@ impl Ring {
             drop(conn);
             self.free.push(slot);
             self.live -= 1;
-            self.shared.release();
+            self.shared.crew.slots.release();
             if let Some(how) = how {
                 self.c.ended(how);
             }

@@ -12,12 +12,13 @@
 //! or error on either side resets the other and closes both.
 
 use std::net::{SocketAddr, TcpListener};
+use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::counters::RelayCounters;
@@ -25,10 +26,8 @@ use super::pump::{Dir, Scratch};
 use super::sockmap::{PairKeys, Sockmap};
 use super::tcpinfo;
 use crate::poller::{self, Poller, Ready};
-use crate::serve::echo::accept::{self, ACCEPT_BATCH, Backoff, OnError};
-use crate::serve::signals::ExitNotice;
-use crate::serve::workers::Slots;
-use crate::signals::StopFlag;
+use crate::serve::accept::{self, AcceptLoop, AcceptState, Backoff};
+use crate::serve::workers::Crew;
 
 const TOKEN_LISTENER: u64 = u64::MAX;
 const TOKEN_STOP: u64 = u64::MAX - 1;
@@ -45,7 +44,7 @@ pub const DRAIN: Duration = Duration::from_secs(2);
 
 /// How bytes cross the relay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Path {
+pub enum RelayPath {
     /// read/write through a buffer.
     Userspace,
     /// splice through a pipe.
@@ -94,19 +93,15 @@ impl RateLog {
 }
 
 /// What every loop of a relay shares.
-pub struct Shared {
+pub struct RelayShared {
     /// The upstream address.
     pub upstream: SocketAddr,
     /// The path in use (after any fallback).
-    pub path: Path,
+    pub path: RelayPath,
     /// The kernel maps, in sockmap mode.
     pub sockmap: Option<Sockmap>,
-    /// --max-conns.
-    pub slots: Slots,
-    /// Raised to stop every loop.
-    pub stop: StopFlag,
-    /// Bumped by every loop as it exits.
-    pub exits: Arc<ExitNotice>,
+    /// The stop, the exit notice and --max-conns.
+    pub crew: Crew,
     /// --connect-timeout.
     pub connect_timeout: Duration,
     /// --idle-timeout.
@@ -183,11 +178,11 @@ enum End {
 }
 
 /// A relay loop.
-pub struct Loop {
+pub struct RelayLoop {
     poller: Poller,
     listener: TcpListener,
     listening: bool,
-    shared: Arc<Shared>,
+    shared: Arc<RelayShared>,
     pairs: Vec<Option<Pair>>,
     free: Vec<usize>,
     scratch: Scratch,
@@ -196,12 +191,12 @@ pub struct Loop {
     flushing: usize,
 }
 
-impl Loop {
+impl RelayLoop {
     /// A loop around `listener`.
-    pub fn new(listener: TcpListener, shared: &Arc<Shared>) -> Result<Self> {
+    pub fn new(listener: TcpListener, shared: &Arc<RelayShared>) -> Result<Self> {
         let poller = Poller::new(1024)?;
         poller.add(listener.as_raw_fd(), TOKEN_LISTENER, poller::IN)?;
-        poller.add(shared.stop.fd().as_raw_fd(), TOKEN_STOP, poller::IN)?;
+        poller.add(shared.crew.stop.fd().as_raw_fd(), TOKEN_STOP, poller::IN)?;
         Ok(Self {
             poller,
             listener,
@@ -242,12 +237,12 @@ impl Loop {
             for k in 0..n {
                 let ev = self.poller.ready(k);
                 match ev.token {
-                    TOKEN_LISTENER => self.accept_some()?,
+                    TOKEN_LISTENER => accept::accept_batch(&mut self)?,
                     TOKEN_STOP => {
                         if drain_until.is_none() {
                             drain_until = Some(Instant::now() + DRAIN);
                             self.stop_listening();
-                            let _ = self.poller.delete(self.shared.stop.fd().as_raw_fd());
+                            let _ = self.poller.delete(self.shared.crew.stop.fd().as_raw_fd());
                         }
                     }
                     t => self.handle((t / 2) as usize, (t % 2) as usize, ev),
@@ -295,34 +290,6 @@ impl Loop {
         Ok(())
     }
 
-    fn accept_some(&mut self) -> Result<()> {
-        for _ in 0..ACCEPT_BATCH {
-            let client = match accept::accept(self.listener.as_raw_fd(), true) {
-                Ok(fd) => fd,
-                Err(e) => match accept::classify(&e, &mut self.c.accept_errors) {
-                    OnError::Idle => return Ok(()),
-                    OnError::Retry => continue,
-                    OnError::Pause => {
-                        // The queued connection keeps the listener readable:
-                        // stop watching it for the backoff, never spin.
-                        self.backoff.pause(&mut self.c.accept_errors);
-                        self.stop_listening();
-                        return Ok(());
-                    }
-                    OnError::Fatal => return Err(anyhow!("accept on the relay listener: {e}")),
-                },
-            };
-            self.backoff.success();
-            if !self.shared.slots.admit() {
-                self.c.rejected_max_conns += 1;
-                continue;
-            }
-            accept::set_nodelay(client.as_raw_fd());
-            self.start_pair(client);
-        }
-        Ok(())
-    }
-
     fn start_pair(&mut self, client: OwnedFd) {
         let now = Instant::now();
         let up = self.shared.upstream;
@@ -339,7 +306,7 @@ impl Loop {
                     "cannot create an upstream socket: {e}; closing the client"
                 ));
                 self.c.upstream_failures += 1;
-                self.shared.slots.release();
+                self.shared.crew.slots.release();
                 self.backoff.pause(&mut self.c.accept_errors);
                 self.stop_listening();
                 return;
@@ -354,11 +321,11 @@ impl Loop {
                     .log
                     .log(&format!("upstream {up}: {e}; closing the client"));
                 self.c.upstream_failures += 1;
-                self.shared.slots.release();
+                self.shared.crew.slots.release();
                 return;
             }
         };
-        let splice = self.shared.path == Path::Splice;
+        let splice = self.shared.path == RelayPath::Splice;
         let pair = Pair {
             client,
             upstream: sock.into(),
@@ -646,8 +613,35 @@ impl Loop {
         }
         p.c2u.release(&mut self.scratch);
         p.u2c.release(&mut self.scratch);
-        self.shared.slots.release();
+        self.shared.crew.slots.release();
         // Dropping the descriptors closes them and removes them from epoll.
+    }
+}
+
+impl AcceptLoop for RelayLoop {
+    fn listener(&self) -> Option<(RawFd, bool)> {
+        Some((self.listener.as_raw_fd(), true))
+    }
+
+    fn accept_state(&mut self) -> AcceptState<'_> {
+        AcceptState {
+            slots: &self.shared.crew.slots,
+            backoff: &mut self.backoff,
+            errors: &mut self.c.accept_errors,
+            rejected: &mut self.c.rejected_max_conns,
+        }
+    }
+
+    fn serve(&mut self, client: OwnedFd) -> ControlFlow<()> {
+        self.start_pair(client);
+        ControlFlow::Continue(())
+    }
+
+    /// The queued connection keeps the listener readable: stop watching
+    /// it for the backoff, never spin.
+    fn pause_listening(&mut self) -> Result<()> {
+        self.stop_listening();
+        Ok(())
     }
 }
 

@@ -5,9 +5,11 @@
 //!
 //! The controller (this file) loads the sockmap program if asked (falling
 //! back to userspace, or failing with --strict), binds one SO_REUSEPORT
-//! listener per loop, starts the loops ([`looper`]), prints the ready line
-//! and waits for SIGTERM/SIGINT; then the loops stop accepting, let open
-//! pairs finish for a bounded time, and their counters are reported.
+//! listener per loop, starts the loops ([`looper`], accepting through the
+//! shared [`crate::serve::accept`] loop), and hands over to the controller
+//! tail every server shares ([`Crew::run_until_stop`]): ready line, wait
+//! for SIGTERM/SIGINT; then the loops stop accepting, let open pairs finish
+//! for a bounded time, and their counters are reported.
 
 pub mod counters;
 pub mod looper;
@@ -17,39 +19,28 @@ pub mod sockmap;
 pub mod tcpinfo;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
 use self::counters::RelayCounters;
-use self::looper::{DRAIN, Loop, Path, RateLog, Shared};
+use self::looper::{DRAIN, RateLog, RelayLoop, RelayPath, RelayShared};
 use self::report::RelayReport;
-use super::signals::{ExitNotice, StopCause, wait_for_stop};
-use super::{RelayMode, RelaySpec, announce, cpu_times, listen, workers};
-use crate::report as artifact;
-use crate::signals::{Signals, StopFlag};
-
-/// Extra time loops get, after the drain, to close and return.
-const JOIN_GRACE: Duration = Duration::from_secs(3);
+use super::signals::block_stop_signals;
+use super::workers::{Crew, Ready, loop_count};
+use super::{LOOPBACK_NOTE, RelaySpec, RelayMode, cpu_times, finish, listen};
 
 /// Runs `serve relay` until SIGTERM/SIGINT; returns the exit status.
 pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
     let upstream = args.upstream;
-    let loops = args.threads.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |n| n as usize,
-    );
-    // Before any thread exists, so every thread inherits the blocked mask.
-    let mut signals = Signals::block(&[
-        nix::sys::signal::Signal::SIGTERM,
-        nix::sys::signal::Signal::SIGINT,
-    ])?;
+    let loops = loop_count(args.threads);
+    let mut signals = block_stop_signals()?;
 
     let mut fallback = None;
     let mut keep = None;
     let (path, sockmap) = match args.mode {
-        RelayMode::Userspace => (Path::Userspace, None),
-        RelayMode::Splice => (Path::Splice, None),
+        RelayMode::Userspace => (RelayPath::Userspace, None),
+        RelayMode::Splice => (RelayPath::Splice, None),
         RelayMode::Sockmap => {
             // Named capabilities first: libbpf alone says only EPERM.
             let loaded = crate::trace::preflight::check_for(
@@ -62,7 +53,7 @@ pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
             match loaded {
                 Ok((sm, loaded)) => {
                     keep = Some(loaded);
-                    (Path::Sockmap, Some(sm))
+                    (RelayPath::Sockmap, Some(sm))
                 }
                 Err(e) if args.strict => {
                     return Err(anyhow!(
@@ -75,57 +66,51 @@ pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
                         "sockscope relay: sockmap unavailable ({why}); relaying in userspace instead"
                     );
                     fallback = Some(why);
-                    (Path::Userspace, None)
+                    (RelayPath::Userspace, None)
                 }
             }
         }
     };
 
     let (listeners, bound) = listen::bind_tcp(args.listen, loops)?;
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(RelayShared {
         upstream,
         path,
         sockmap,
-        slots: workers::Slots::new(args.max_conns),
-        stop: StopFlag::new()?,
-        exits: Arc::new(ExitNotice::new()?),
+        crew: Crew::new(args.max_conns)?,
         connect_timeout: Duration::from_secs_f64(args.connect_timeout),
         idle_timeout: args.idle_timeout.map(Duration::from_secs_f64),
         log: RateLog::new(quiet),
     });
     let mut handles = Vec::with_capacity(loops);
     for (i, l) in listeners.into_iter().enumerate() {
-        let lp = Loop::new(l, &shared)?;
-        handles.push(workers::spawn_worker(
-            format!("ss-relay-{i}"),
-            Arc::clone(&shared.exits),
-            move || lp.run(),
-        )?);
+        let lp = RelayLoop::new(l, &shared)?;
+        handles.push(
+            shared
+                .crew
+                .spawn(format!("ss-relay-{i}"), move || lp.run())?,
+        );
     }
-    announce(bound, args.json.as_deref());
-    let t0 = Instant::now();
-    if !quiet {
-        eprintln!(
+    let banner = (!quiet).then(|| {
+        format!(
             "serve relay: {bound} -> {upstream}, {} mode, {loops} loop{}; stop with Ctrl-C or SIGTERM",
             mode_name(path),
             if loops == 1 { "" } else { "s" }
-        );
-    }
-    let cause = wait_for_stop(&mut signals, &shared.exits)?;
-    let stop_at = Instant::now();
-    shared.stop.raise();
-    let total: RelayCounters = workers::join_all(handles, &shared.exits, DRAIN + JOIN_GRACE)?;
-    if cause == StopCause::WorkerExited {
-        return Err(anyhow!("a relay loop stopped on its own; the run is void"));
-    }
-    let StopCause::Signal(sig) = cause else {
-        unreachable!()
+        )
+    });
+    let ready = Ready {
+        bound,
+        json: args.json.as_deref(),
+        banner,
     };
+    let end = shared
+        .crew
+        .run_until_stop(&mut signals, handles, ready, DRAIN, "a relay loop")?;
+    let total: &RelayCounters = &end.total;
     let (user, system) = cpu_times();
     let verdict = shared.sockmap.as_ref().map(|s| s.stats());
-    let mut notes =
-        vec!["loopback only: figures include both ends' kernel work on one machine".to_string()];
-    if path == Path::Sockmap && total.bytes_through_userspace > 0 {
+    let mut notes = vec![LOOPBACK_NOTE.to_string()];
+    if path == RelayPath::Sockmap && total.bytes_through_userspace > 0 {
         notes.push(format!(
             "{} bytes went through userspace in sockmap mode: {} sockets had data before their \
              peer was in the map, {} pairs could not be linked",
@@ -139,40 +124,36 @@ pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
         listen: bound.to_string(),
         upstream: upstream.to_string(),
         mode_requested: mode_name(match args.mode {
-            RelayMode::Userspace => Path::Userspace,
-            RelayMode::Splice => Path::Splice,
-            RelayMode::Sockmap => Path::Sockmap,
+            RelayMode::Userspace => RelayPath::Userspace,
+            RelayMode::Splice => RelayPath::Splice,
+            RelayMode::Sockmap => RelayPath::Sockmap,
         })
         .to_string(),
         mode: mode_name(path).to_string(),
         fallback_reason: fallback,
         loops,
         max_conns: args.max_conns,
-        stop_reason: format!("signal:{sig}"),
-        duration_s: t0.elapsed().as_secs_f64(),
-        drain_s: stop_at.elapsed().as_secs_f64(),
-        counters: total,
+        stop_reason: end.stop_reason(),
+        duration_s: end.started.elapsed().as_secs_f64(),
+        drain_s: end.stop_at.elapsed().as_secs_f64(),
+        counters: end.total,
         verdict,
         cpu_user_s: user,
         cpu_system_s: system,
         notes,
     };
-    if !quiet {
-        eprint!("{}", report::render(&rep));
-    }
-    if let Some(p) = &args.json {
-        artifact::write_json(p, &rep)?;
-    }
+    let status = finish(&rep, report::render, args.json.as_deref(), quiet);
+    // The loops are joined: the maps go, then the program they used.
     drop(shared);
     drop(keep);
-    Ok(0)
+    status
 }
 
 /// Name of a data path in reports.
-pub fn mode_name(p: Path) -> &'static str {
+pub fn mode_name(p: RelayPath) -> &'static str {
     match p {
-        Path::Userspace => "userspace",
-        Path::Splice => "splice",
-        Path::Sockmap => "sockmap",
+        RelayPath::Userspace => "userspace",
+        RelayPath::Splice => "splice",
+        RelayPath::Sockmap => "sockmap",
     }
 }

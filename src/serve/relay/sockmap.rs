@@ -35,8 +35,13 @@ mod skel {
 }
 use skel::{RelaySkel, RelaySkelBuilder, types};
 
-const _: () = assert!(size_of::<types::relay_peer>() == 24);
-const _: () = assert!(size_of::<types::relay_stats>() == 48);
+use crate::trace::pod::{self, Plain, as_bytes};
+
+// SAFETY: skeleton structs generated from src/bpf/relay.h: repr(C),
+// integers and explicit padding only (see trace/pod.rs).
+unsafe impl Plain for types::relay_peer {}
+// SAFETY: as above.
+unsafe impl Plain for types::relay_stats {}
 
 /// Verdict program counters, summed over CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -97,11 +102,6 @@ pub fn cookie(fd: RawFd) -> io::Result<u64> {
         return Err(io::Error::last_os_error());
     }
     Ok(c)
-}
-
-fn as_bytes<T: Copy>(v: &T) -> &[u8] {
-    // SAFETY: T is a plain repr(C) struct of integers, padded by hand.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
 }
 
 impl Sockmap {
@@ -217,16 +217,14 @@ impl Sockmap {
             .lookup(&cookie.to_ne_bytes(), MapFlags::ANY)
             .ok()
             .flatten()?;
-        (v.len() >= size_of::<types::relay_peer>()).then(|| {
-            // SAFETY: length checked; plain integers.
-            unsafe { std::ptr::read_unaligned(v.as_ptr().cast()) }
-        })
+        pod::read(&v)
     }
 
     /// True once the verdict found no peer for this socket: its data now
     /// reaches userspace, which must relay it.
     pub fn tainted(&self, cookie: u64) -> bool {
-        self.peer_entry(cookie).is_some_and(|p| p.tainted != 0)
+        self.peer_entry(cookie)
+            .is_some_and(|p| p.tainted == types::relay_taint::RELAY_TAINTED)
     }
 
     /// Payload bytes the verdict redirected from this socket to its peer
@@ -242,11 +240,9 @@ impl Sockmap {
             return out;
         };
         for v in per_cpu.iter().take(self.ncpus) {
-            if v.len() < size_of::<types::relay_stats>() {
+            let Some(s) = pod::read::<types::relay_stats>(v) else {
                 continue;
-            }
-            // SAFETY: length checked; plain integers.
-            let s: types::relay_stats = unsafe { std::ptr::read_unaligned(v.as_ptr().cast()) };
+            };
             out.redirected_skbs += s.redirected_skbs;
             out.redirected_bytes += s.redirected_bytes;
             out.passed_skbs += s.passed_skbs;

@@ -21,17 +21,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 
 pub use self::table::RunRecord;
 use self::table::{Dropped, MAX_LIVE, MAX_RECORDS, RunTable, Slot};
-use super::signals::timeout_ms;
-use super::{UdpSinkSpec, announce, cpu_times};
+use super::signals::{block_stop_signals, timeout_ms};
+use super::{UdpSinkSpec, announce, cpu_times, finish};
 use crate::procfs::snmp;
 use crate::proto::udp::{Header, Kind, SinkReport, monotonic_ns, need_datagram, report_datagram};
-use crate::report as artifact;
 use crate::signals::{Signals, signal_name};
 
 /// Schema identifier of the udp-sink artifact.
@@ -153,7 +151,7 @@ struct Counts {
 /// Runs `serve udp-sink` until --expect, the idle timeout or a signal;
 /// returns the exit status.
 pub fn run(args: &UdpSinkSpec, quiet: bool) -> Result<u8> {
-    let mut signals = Signals::block(&[Signal::SIGTERM, Signal::SIGINT])?;
+    let mut signals = block_stop_signals()?;
     let (sock, bound, granted) = bind(args.listen, args.rcvbuf)?;
     let v6 = bound.is_ipv6();
     let rmem_max = read_sysctl("/proc/sys/net/core/rmem_max");
@@ -227,13 +225,7 @@ pub fn run(args: &UdpSinkSpec, quiet: bool) -> Result<u8> {
             "kernel counters are per network namespace: other UDP sockets' drops count too".into(),
         ],
     };
-    if !quiet {
-        eprint!("{}", render(&rep));
-    }
-    if let Some(path) = &args.json {
-        artifact::write_json(path, &rep)?;
-    }
-    Ok(0)
+    finish(&rep, render, args.json.as_deref(), quiet)
 }
 
 /// Binds the socket, sets the receive buffer before any datagram can

@@ -1,17 +1,24 @@
-//! Surviving accept(2) failures: which errors are retried, which pause
-//! accepting, and the bounded backoff of that pause.
+//! The accept loop shared by every TCP server (echo's transports, the
+//! relay): which accept(2) failures are retried, which pause accepting, the
+//! bounded backoff of that pause, and the --max-conns admission. A server
+//! supplies only what differs, through [`AcceptLoop`]: how to serve an
+//! admitted connection and how to stop watching its listener.
 //!
 //! When the process is out of descriptors (EMFILE) the pending connection
 //! stays in the accept queue, so the listener stays readable: retrying at
-//! once would spin a CPU until a descriptor frees up. Instead the transport
+//! once would spin a CPU until a descriptor frees up. Instead the server
 //! stops watching the listener for a backoff (10 ms, doubling up to 1 s,
 //! reset by the next successful accept), then tries again.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::ops::ControlFlow;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use super::counters::AcceptErrors;
+use anyhow::{Result, anyhow};
+
+use super::echo::counters::AcceptErrors;
+use super::workers::Slots;
 
 /// First pause after a resource error.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -149,6 +156,100 @@ pub fn accept(listener: RawFd, nonblocking: bool) -> io::Result<OwnedFd> {
             return Err(e);
         }
     }
+}
+
+/// What a server's accept policy works on: borrowed from the server's loop
+/// for one accept at a time.
+pub struct AcceptState<'a> {
+    /// --max-conns, shared by every loop of the server.
+    pub slots: &'a Slots,
+    /// This loop's pause schedule.
+    pub backoff: &'a mut Backoff,
+    /// Failed accepts, by error (reported).
+    pub errors: &'a mut AcceptErrors,
+    /// Connections closed at once because --max-conns were open (reported).
+    pub rejected: &'a mut u64,
+}
+
+/// What became of one accept, once the shared policy was applied.
+#[derive(Debug)]
+pub enum Admitted {
+    /// A connection to serve. It holds a --max-conns slot (give it back
+    /// with [`Slots::release`] when it closes) and has TCP_NODELAY set.
+    Conn(OwnedFd),
+    /// Accept again at once: that connection was lost, or turned away for
+    /// --max-conns (accepted and closed: the client sees EOF, or a reset if
+    /// it had sent data, instead of waiting in the queue).
+    Again,
+    /// Nothing is pending: wait for the listener's readiness.
+    Idle,
+    /// Out of a resource: the backoff has started; stop watching the
+    /// listener until [`Backoff::until`].
+    Paused,
+}
+
+/// Applies the accept policy to the result of one accept(2) (or of an
+/// io_uring accept): counts and classifies a failure, starts the backoff
+/// when it must pause, takes a --max-conns slot for a connection. A broken
+/// listener is an error that stops the server.
+pub fn admit(res: io::Result<OwnedFd>, st: AcceptState<'_>) -> Result<Admitted> {
+    let fd = match res {
+        Ok(fd) => fd,
+        Err(e) => {
+            return match classify(&e, st.errors) {
+                OnError::Idle => Ok(Admitted::Idle),
+                OnError::Retry => Ok(Admitted::Again),
+                OnError::Pause => {
+                    st.backoff.pause(st.errors);
+                    Ok(Admitted::Paused)
+                }
+                OnError::Fatal => Err(anyhow!("accept on the listener: {e}")),
+            };
+        }
+    };
+    st.backoff.success();
+    if !st.slots.admit() {
+        *st.rejected += 1;
+        return Ok(Admitted::Again);
+    }
+    set_nodelay(fd.as_raw_fd());
+    Ok(Admitted::Conn(fd))
+}
+
+/// A server loop that accepts from a readiness-driven listener (threaded's
+/// acceptor, an epoll loop, a relay loop): what differs between servers.
+pub trait AcceptLoop {
+    /// The listener, and whether accepted sockets are non-blocking.
+    fn listener(&self) -> Option<(RawFd, bool)>;
+    /// The state the accept policy works on.
+    fn accept_state(&mut self) -> AcceptState<'_>;
+    /// Serves an admitted connection; `Break` ends the batch (the loop
+    /// could not take it and paused accepting itself).
+    fn serve(&mut self, fd: OwnedFd) -> ControlFlow<()>;
+    /// Stops watching the listener: the backoff has started.
+    fn pause_listening(&mut self) -> Result<()>;
+}
+
+/// Accepts from a readable listener, at most [`ACCEPT_BATCH`] connections
+/// (the loop's other sockets get their turn; a level-triggered listener
+/// reports the rest again), handing each admitted one to the loop.
+pub fn accept_batch(lp: &mut impl AcceptLoop) -> Result<()> {
+    let Some((listener, nonblocking)) = lp.listener() else {
+        return Ok(());
+    };
+    for _ in 0..ACCEPT_BATCH {
+        match admit(accept(listener, nonblocking), lp.accept_state())? {
+            Admitted::Conn(fd) => {
+                if lp.serve(fd).is_break() {
+                    return Ok(());
+                }
+            }
+            Admitted::Again => {}
+            Admitted::Idle => return Ok(()),
+            Admitted::Paused => return lp.pause_listening(),
+        }
+    }
+    Ok(())
 }
 
 /// Sets TCP_NODELAY: responses go out as soon as they are written, as a
