@@ -1,7 +1,9 @@
 //! Results: artifact schemas (serde, versioned), text rendering, HTML with
 //! inline SVG charts, comparison, and the atomic writer every artifact goes
-//! through.
+//! through. [`artifact`] is what the profile, experiment and demo
+//! artifacts have in common (their JSON, summary and page).
 
+pub mod artifact;
 pub mod bench;
 pub mod bench_text;
 pub mod compare;
