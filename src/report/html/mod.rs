@@ -18,6 +18,7 @@ pub mod udp_rcvbuf;
 use std::fmt::Write as _;
 
 use super::svg::esc;
+use super::table::Table;
 use crate::run::machine::{Build, Machine};
 
 pub use bench::{bench_page, demo_page};
@@ -83,30 +84,7 @@ pub fn page(title: &str, subtitle: &str, body: &str) -> String {
 
 /// An HTML table; columns listed in `numeric` are right-aligned.
 pub fn table(headers: &[&str], rows: &[Vec<String>], numeric: &[usize]) -> String {
-    let mut s = String::from("<div class=\"tw\"><table><thead><tr>");
-    for (i, h) in headers.iter().enumerate() {
-        let cls = if numeric.contains(&i) {
-            " class=\"n\""
-        } else {
-            ""
-        };
-        let _ = write!(s, "<th{cls}>{}</th>", esc(h));
-    }
-    s.push_str("</tr></thead><tbody>");
-    for r in rows {
-        s.push_str("<tr>");
-        for (i, c) in r.iter().enumerate() {
-            let cls = if numeric.contains(&i) {
-                " class=\"n\""
-            } else {
-                ""
-            };
-            let _ = write!(s, "<td{cls}>{}</td>", esc(c));
-        }
-        s.push_str("</tr>");
-    }
-    s.push_str("</tbody></table></div>");
-    s
+    Table::for_page(headers, numeric, rows.to_vec()).to_html()
 }
 
 fn card(id: &str, title: &str, lead: &str, inner: &str) -> String {

@@ -1,8 +1,9 @@
 //! The overhead experiment's section: the cost of a getppid call under
 //! each tracer.
 
-use super::{card, list, table};
+use super::{card, list};
 use crate::report::bench::OverheadResult;
+use crate::report::bench_table;
 use crate::report::svg::{self, BarChart, Scale};
 
 /// The tracer overhead microbenchmark.
@@ -21,35 +22,7 @@ pub fn overhead_body(p: &str, o: &OverheadResult) -> String {
         fmt: |v| format!("{v:.0}"),
         compact: false,
     });
-    let rows: Vec<Vec<String>> = o
-        .rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.label.clone(),
-                format!("{:.1}", r.median_ns),
-                format!("{:.2}x", r.ratio),
-                format!("{:.1}", r.added_ns),
-                r.rounds_ns
-                    .iter()
-                    .map(|v| format!("{v:.1}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ]
-        })
-        .collect();
-    let mut inner = chart
-        + &table(
-            &[
-                "configuration",
-                "ns/call (median)",
-                "ratio to untraced",
-                "added ns/call",
-                "all rounds",
-            ],
-            &rows,
-            &[1, 2, 3],
-        );
+    let mut inner = chart + &bench_table::overhead(o).to_html();
     if !o.skipped.is_empty() {
         inner.push_str(&list(&o.skipped, "skipped"));
     }

@@ -6,17 +6,9 @@ use std::fmt::Write as _;
 
 use super::{card, list, table};
 use crate::report::bench::{RelayPoint, RelayResult};
+use crate::report::bench_table::{self, relay_shape};
 use crate::report::svg::{self, BarChart, Scale, StackChart, esc};
-use crate::report::trace_text::human_ns;
 use crate::serve::echo::report::human_bytes;
-
-/// "1 KiB x 100" for a relay point's shape.
-fn relay_shape(bytes: u32, conns: u32) -> String {
-    format!(
-        "{} x {conns}",
-        human_bytes(u64::from(bytes)).replace(".0 ", " ")
-    )
-}
 
 /// The relay comparison: rates by path for every shape, where the CPU
 /// went, every point, and each relay's own account.
@@ -24,7 +16,7 @@ pub fn relay_body(p: &str, r: &RelayResult) -> String {
     let shapes = shapes(r);
     let rate = rate_chart(p, r, &shapes);
     let cpu_charts = cpu_charts(p, r, &shapes);
-    let points = points_table(r);
+    let points = bench_table::relay(r).to_html();
     let runs = runs_table(r);
     let mut inner = rate + &cpu_charts + &points;
     let _ = write!(inner, "<h4>Each relay's own account</h4>{runs}");
@@ -154,68 +146,6 @@ fn cpu_charts(p: &str, r: &RelayResult, shapes: &[Shape]) -> String {
         }));
     }
     cpu_charts
-}
-
-/// Every point: rate, its ratio to the best relay of its shape, latency
-/// and CPU per transaction of each process.
-fn points_table(r: &RelayResult) -> String {
-    let rows: Vec<Vec<String>> = r
-        .points
-        .iter()
-        .map(|x| {
-            let best = r
-                .points
-                .iter()
-                .filter(|y| {
-                    y.message_bytes == x.message_bytes
-                        && y.connections == x.connections
-                        && y.mode != "direct"
-                })
-                .map(|y| y.rate_per_s)
-                .fold(0.0f64, f64::max);
-            vec![
-                x.mode.clone(),
-                relay_shape(x.message_bytes, x.connections),
-                format!("{:.0}", x.rate_per_s),
-                if x.mode == "direct" || best <= 0.0 {
-                    "-".into()
-                } else {
-                    format!("{:.2}", x.rate_per_s / best)
-                },
-                human_ns(x.p50_ns),
-                human_ns(x.p99_ns),
-                x.relay_cpu_us_per_transaction
-                    .map_or("-".into(), |v| format!("{v:.2} us")),
-                format!("{:.2} us", x.kernel_workers_cpu_us_per_transaction),
-                format!("{:.2} us", x.upstream_cpu_us_per_transaction),
-                format!("{:.2} us", x.generator_cpu_us_per_transaction),
-                format!("{:.2} us", x.machine_cpu_us_per_transaction),
-                x.rates_per_s
-                    .iter()
-                    .map(|v| format!("{v:.0}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "path",
-            "shape",
-            "tx/s",
-            "vs best relay",
-            "p50",
-            "p99",
-            "relay CPU/tx",
-            "kernel workers CPU/tx",
-            "upstream CPU/tx",
-            "generator CPU/tx",
-            "machine CPU/tx",
-            "tx/s per round",
-        ],
-        &rows,
-        &[2, 3, 4, 5, 6, 7, 8, 9, 10],
-    )
 }
 
 /// Each sockscope relay's own account of each round.

@@ -2,10 +2,10 @@
 //! server CPU and syscalls per transaction by connection count for each
 //! echo transport, and the table of every point.
 
-use super::{card, table};
+use super::card;
 use crate::report::bench::TransportResult;
+use crate::report::bench_table;
 use crate::report::svg::{self, BarChart, Scale};
-use crate::report::trace_text::human_ns;
 
 /// One figure of the transport comparison, charted per workload.
 struct Metric {
@@ -113,50 +113,7 @@ pub fn transport_body(p: &str, t: &TransportResult) -> String {
             .iter()
             .map(|m| transport_chart(p, t, w, m))
             .collect();
-        let rows: Vec<Vec<String>> = t
-            .points
-            .iter()
-            .filter(|pt| pt.workload == w)
-            .map(|pt| {
-                vec![
-                    pt.transport.clone(),
-                    pt.connections.to_string(),
-                    format!("{:.0}", pt.rate_per_s),
-                    human_ns(pt.p50_ns),
-                    human_ns(pt.p99_ns),
-                    format!("{:.2} us", pt.server_cpu_us_per_transaction),
-                    format!("{:.0}%", pt.server_kernel_share * 100.0),
-                    format!("{:.2}", pt.syscalls_per_transaction),
-                    pt.top_syscalls
-                        .iter()
-                        .take(3)
-                        .map(|(n, v)| format!("{n} {v:.2}"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    format!("{:.2} us", pt.generator_cpu_us_per_transaction),
-                    pt.server_agreement.clone().unwrap_or_else(|| "-".into()),
-                    pt.run.clone(),
-                ]
-            })
-            .collect();
-        let tbl = table(
-            &[
-                "transport",
-                "conns",
-                "tx/s",
-                "p50",
-                "p99",
-                "server CPU/tx",
-                "kernel",
-                "syscalls/tx",
-                "top syscalls/tx",
-                "generator CPU/tx",
-                "server count",
-                "artifact",
-            ],
-            &rows,
-            &[1, 2, 3, 4, 5, 6, 7, 9],
-        );
+        let tbl = bench_table::transport(t.points.iter().filter(|pt| pt.workload == w)).to_html();
         b.push_str(&card(
             &format!("{p}transport-{w}"),
             &format!("Echo transports under {w}"),

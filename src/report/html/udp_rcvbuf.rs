@@ -1,8 +1,9 @@
 //! The udp-rcvbuf experiment's section: loss per receive buffer size and
 //! trial, beside the kernel's own RcvbufErrors count.
 
-use super::{card, table};
+use super::card;
 use crate::report::bench::UdpRcvbufResult;
+use crate::report::bench_table;
 use crate::report::svg::{self, BarChart, Scale};
 
 /// The UDP receive-buffer sweep.
@@ -52,41 +53,7 @@ pub fn udp_body(p: &str, u: &UdpRcvbufResult) -> String {
         fmt: svg::fmt_pct,
         compact: false,
     });
-    let rows: Vec<Vec<String>> = u
-        .trials
-        .iter()
-        .map(|t| {
-            vec![
-                t.buffer.clone(),
-                t.trial.to_string(),
-                t.requested.map_or("(default)".into(), |r| r.to_string()),
-                t.granted.to_string(),
-                t.published.to_string(),
-                t.received.to_string(),
-                t.lost.to_string(),
-                format!("{:.2}%", t.loss_pct),
-                t.interior_gaps.to_string(),
-                t.kernel_rcvbuf_errors_delta
-                    .map_or("-".into(), |d| d.to_string()),
-            ]
-        })
-        .collect();
-    let tbl = table(
-        &[
-            "buffer",
-            "trial",
-            "SO_RCVBUF asked",
-            "granted",
-            "published",
-            "received",
-            "lost (tail incl.)",
-            "loss",
-            "interior gaps",
-            "kernel RcvbufErrors +",
-        ],
-        &rows,
-        &[1, 2, 3, 4, 5, 6, 7, 8, 9],
-    );
+    let tbl = bench_table::udp_rcvbuf(u).to_html();
     card(
         &format!("{p}udp-rcvbuf"),
         "UDP receive buffer sweep",
