@@ -1,8 +1,12 @@
 //! Results: artifact schemas (serde, versioned), text rendering, HTML with
 //! inline SVG charts, comparison, and the atomic writer every artifact goes
-//! through.
+//! through. [`artifact`] is what the profile, experiment and demo
+//! artifacts have in common (their JSON, summary and page); [`table`] a
+//! table rendered to text and to HTML, [`bench_table`] each experiment's.
 
+pub mod artifact;
 pub mod bench;
+pub mod bench_table;
 pub mod bench_text;
 pub mod compare;
 #[cfg(test)]
@@ -15,6 +19,7 @@ pub mod profile;
 pub mod profile_text;
 pub mod svg;
 pub mod syscall_class;
+pub mod table;
 pub mod trace;
 pub mod trace_text;
 

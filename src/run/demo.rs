@@ -11,10 +11,10 @@ use anyhow::Result;
 
 use super::bench::{self, BenchContext, Experiment, Size};
 use super::machine::{Build, Machine};
+use super::publish::{Dest, Show, publish};
 use super::staging::Staging;
 use crate::error;
 use crate::report::bench::{DEMO_SCHEMA, DemoReport, NotRun, SCHEMA_VERSION};
-use crate::report::{bench_text, html};
 
 /// The experiments the demo runs, in order.
 pub const EXPERIMENTS: [Experiment; 4] = [
@@ -65,16 +65,16 @@ pub fn run(out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
         experiments,
         not_run,
     };
-    staging.write_json("demo.json", &demo)?;
-    let summary = bench_text::render_demo(&demo);
-    staging.write("summary.txt", summary.as_bytes())?;
-    staging.write("report.html", html::demo_page(&demo).as_bytes())?;
+    // The experiments are over: stop signals take their usual effect again
+    // and the scratch directory goes.
     drop(ctx);
-    let dir = staging.commit()?;
-    if !quiet || !complete {
-        print!("{summary}");
-    }
-    println!("report: {}", dir.join("report.html").display());
+    // Incomplete, the summary is printed even when quiet: it says what did
+    // not run.
+    let show = Show {
+        summary: !quiet || !complete,
+        path: true,
+    };
+    publish(&demo, Dest::Staged(staging), show)?;
     if complete {
         Ok(0)
     } else {

@@ -9,7 +9,9 @@
 //!   share of the load;
 //! - [`loadline`]: the `--load` string; [`machine`]: build, kernel, CPU,
 //!   sysctls and caveats; [`staging`]: artifact directories written as a
-//!   set; [`exit`]: the failure statuses;
+//!   set; [`publish`]: an artifact's files written, put in place and
+//!   announced (profile, bench, demo, report); [`exit`]: the failure
+//!   statuses;
 //! - [`bench`]: the experiments; [`demo`]: all of them with one report;
 //! - [`compare`]: two profile artifacts side by side; [`hidden`]: the
 //!   helper subcommands sockscope runs itself (`__getppid-loop`, `__idle`).
@@ -22,6 +24,7 @@ pub mod hidden;
 pub mod loadline;
 pub mod machine;
 pub mod profile;
+pub mod publish;
 pub mod ready;
 pub mod share;
 pub mod staging;
@@ -33,8 +36,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::error;
-use crate::report::{self, bench::BenchReport, bench::DemoReport, bench_text, html};
-use crate::report::{profile::ProfileReport, profile_text};
+use crate::report::artifact;
+use publish::{Dest, Show, publish};
 
 /// UTC time as YYYYmmdd-HHMMSS, for default directory names.
 pub fn timestamp() -> String {
@@ -76,15 +79,7 @@ pub fn run_profile(spec: &profile::ProfileSpec, out: Option<&Path>) -> Result<u8
         .unwrap_or_else(|| PathBuf::from(format!("profile-{}", timestamp())));
     let staging = staging::Staging::new(&dest)?;
     let rep = profile::measure(spec)?;
-    staging.write_json("run.json", &rep)?;
-    let summary = profile_text::render(&rep);
-    staging.write("summary.txt", summary.as_bytes())?;
-    staging.write("report.html", html::profile_page(&rep).as_bytes())?;
-    let dir = staging.commit()?;
-    if !spec.quiet {
-        print!("{summary}");
-    }
-    println!("report: {}", dir.join("report.html").display());
+    publish(&rep, Dest::Staged(staging), Show::unless_quiet(spec.quiet))?;
     Ok(0)
 }
 
@@ -121,22 +116,11 @@ pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
             file.display()
         )));
     }
-    let (summary, page) = match schema.as_str() {
-        report::profile::SCHEMA => {
-            let r: ProfileReport = serde_json::from_value(v).map_err(wrong)?;
-            (profile_text::render(&r), html::profile_page(&r))
-        }
-        report::bench::SCHEMA => {
-            let r: BenchReport = serde_json::from_value(v).map_err(wrong)?;
-            (bench_text::render(&r), html::bench_page(&r))
-        }
-        report::bench::DEMO_SCHEMA => {
-            let r: DemoReport = serde_json::from_value(v).map_err(wrong)?;
-            (bench_text::render_demo(&r), html::demo_page(&r))
-        }
-        other => {
+    let art = match artifact::from_value(&schema, v) {
+        Some(read) => read.map_err(wrong)?,
+        None => {
             return Err(error::usage(format!(
-                "{}: schema {other:?} has no report (expected sockscope.profile, \
+                "{}: schema {schema:?} has no report (expected sockscope.profile, \
                  sockscope.bench or sockscope.demo)",
                 file.display()
             )));
@@ -145,15 +129,7 @@ pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
     if out.is_some() {
         ensure_out_dir(&dir)?;
     }
-    let (summary_path, page_path) = (dir.join("summary.txt"), dir.join("report.html"));
-    crate::output::check(&summary_path, "--out")?;
-    crate::output::check(&page_path, "--out")?;
-    report::write_atomic(&summary_path, summary.as_bytes())?;
-    report::write_atomic(&page_path, page.as_bytes())?;
-    if !quiet {
-        print!("{summary}");
-    }
-    println!("report: {}", dir.join("report.html").display());
+    publish(art.as_ref(), Dest::Existing(dir), Show::unless_quiet(quiet))?;
     Ok(0)
 }
 

@@ -17,12 +17,12 @@ use nix::sys::signal::Signal;
 
 use super::exit::{self, fail};
 use super::machine::{self, Build, Machine};
+use super::publish::{Dest, Show, publish};
 use super::ready::{self, Proto};
 use super::staging::Staging;
 use super::target::{self, Launched, quote_block};
 use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
 use crate::report::load::LoadReport;
-use crate::report::{bench_text, html};
 use crate::signals::Signals;
 use crate::trace::preflight::{self, Programs};
 
@@ -291,15 +291,14 @@ pub fn run_cli(exp: Experiment, out: Option<&Path>, quick: bool, quiet: bool) ->
     let mut ctx = BenchContext::new(&staging, std::env::args().collect(), quiet)?;
     let rep = run(exp, Size { quick, demo: false }, &mut ctx)?;
     ctx.check_signals()?;
-    staging.write_json("bench.json", &rep)?;
-    let summary = bench_text::render(&rep);
-    staging.write("summary.txt", summary.as_bytes())?;
-    staging.write("report.html", html::bench_page(&rep).as_bytes())?;
+    // The experiment is over: stop signals take their usual effect again
+    // and the scratch directory goes.
     drop(ctx);
-    let dir = staging.commit()?;
-    if !quiet {
-        print!("{summary}");
-        println!("report: {}", dir.join("report.html").display());
-    }
+    // Quiet, a bench prints nothing at all.
+    let show = Show {
+        summary: !quiet,
+        path: !quiet,
+    };
+    publish(&rep, Dest::Staged(staging), show)?;
     Ok(0)
 }

@@ -1,0 +1,103 @@
+//! What every artifact is, whatever the command that made it: a JSON file
+//! (run.json, bench.json, demo.json), a summary for a terminal (printed,
+//! and saved as summary.txt) and a self-contained page (report.html).
+//!
+//! The profile, experiment and demo reports implement [`Artifact`];
+//! `run::publish` writes any of them as one set, and `sockscope report`
+//! reads one back with [`from_value`] to render it again.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::bench::{self, BenchReport, DemoReport};
+use super::profile::{self, ProfileReport};
+use super::{bench_text, html, profile_text};
+
+/// The summary's file name in an artifact directory.
+pub const SUMMARY_FILE: &str = "summary.txt";
+/// The page's file name in an artifact directory.
+pub const PAGE_FILE: &str = "report.html";
+
+/// One artifact and its renderings.
+pub trait Artifact {
+    /// Its JSON file's name in the artifact directory ("run.json").
+    fn json_name(&self) -> &'static str;
+    /// Its JSON as written: pretty, with a final newline.
+    fn json(&self) -> Result<Vec<u8>>;
+    /// The summary for a terminal (summary.txt).
+    fn summary(&self) -> String;
+    /// The HTML page (report.html).
+    fn page(&self) -> String;
+}
+
+/// `value` as pretty JSON with a final newline (what every artifact's
+/// JSON file holds).
+fn pretty<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec_pretty(value).context("serialising JSON")?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+impl Artifact for ProfileReport {
+    fn json_name(&self) -> &'static str {
+        "run.json"
+    }
+    fn json(&self) -> Result<Vec<u8>> {
+        pretty(self)
+    }
+    fn summary(&self) -> String {
+        profile_text::render(self)
+    }
+    fn page(&self) -> String {
+        html::profile_page(self)
+    }
+}
+
+impl Artifact for BenchReport {
+    fn json_name(&self) -> &'static str {
+        "bench.json"
+    }
+    fn json(&self) -> Result<Vec<u8>> {
+        pretty(self)
+    }
+    fn summary(&self) -> String {
+        bench_text::render(self)
+    }
+    fn page(&self) -> String {
+        html::bench_page(self)
+    }
+}
+
+impl Artifact for DemoReport {
+    fn json_name(&self) -> &'static str {
+        "demo.json"
+    }
+    fn json(&self) -> Result<Vec<u8>> {
+        pretty(self)
+    }
+    fn summary(&self) -> String {
+        bench_text::render_demo(self)
+    }
+    fn page(&self) -> String {
+        html::demo_page(self)
+    }
+}
+
+/// Reads an artifact of schema `schema` from its JSON: None when the
+/// schema is none of the profile's, the experiments' or the demo's; the
+/// decoding error when `v` does not
+/// match it. The version is the caller's to check.
+pub fn from_value(
+    schema: &str,
+    v: serde_json::Value,
+) -> Option<serde_json::Result<Box<dyn Artifact>>> {
+    fn boxed<A: Artifact + 'static>(a: A) -> Box<dyn Artifact> {
+        Box::new(a)
+    }
+    Some(match schema {
+        profile::SCHEMA => serde_json::from_value::<ProfileReport>(v).map(boxed),
+        bench::SCHEMA => serde_json::from_value::<BenchReport>(v).map(boxed),
+        bench::DEMO_SCHEMA => serde_json::from_value::<DemoReport>(v).map(boxed),
+        _ => return None,
+    })
+}

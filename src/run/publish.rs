@@ -1,0 +1,73 @@
+//! Publishing an artifact, the last step of profile, bench, demo and
+//! report: its JSON, summary.txt and report.html are written, put in place,
+//! and the summary and the page's path printed. One function, so the four
+//! commands write the same files the same way.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::staging::Staging;
+use crate::report::artifact::{Artifact, PAGE_FILE, SUMMARY_FILE};
+
+/// Where [`publish`] writes.
+pub enum Dest {
+    /// A new artifact directory written as a set (profile, bench, demo):
+    /// the JSON, summary and page go into the staging directory, which
+    /// takes the destination's place once all are written.
+    Staged(Staging),
+    /// An existing directory (`sockscope report`): the summary and page
+    /// are replaced there one by one; the JSON is the file they were
+    /// rendered from, left as it is.
+    Existing(PathBuf),
+}
+
+/// What to print on stdout once the artifact is in place.
+#[derive(Clone, Copy, Debug)]
+pub struct Show {
+    /// The summary (as in summary.txt).
+    pub summary: bool,
+    /// `report: DIR/report.html`.
+    pub path: bool,
+}
+
+impl Show {
+    /// The summary unless `quiet`, and the page's path always (profile,
+    /// report: a quiet run still says where its report went).
+    pub fn unless_quiet(quiet: bool) -> Self {
+        Show {
+            summary: !quiet,
+            path: true,
+        }
+    }
+}
+
+/// Writes `art` into `dest`, puts it in place and prints what `show` asks
+/// for. Returns the artifact directory.
+pub fn publish(art: &dyn Artifact, dest: Dest, show: Show) -> Result<PathBuf> {
+    let summary = art.summary();
+    let dir = match dest {
+        Dest::Staged(staging) => {
+            staging.write(art.json_name(), &art.json()?)?;
+            staging.write(SUMMARY_FILE, summary.as_bytes())?;
+            staging.write(PAGE_FILE, art.page().as_bytes())?;
+            staging.commit()?
+        }
+        Dest::Existing(dir) => {
+            let (summary_path, page_path) = (dir.join(SUMMARY_FILE), dir.join(PAGE_FILE));
+            // Both refused before either is written.
+            crate::output::check(&summary_path, "--out")?;
+            crate::output::check(&page_path, "--out")?;
+            crate::report::write_atomic(&summary_path, summary.as_bytes())?;
+            crate::report::write_atomic(&page_path, art.page().as_bytes())?;
+            dir
+        }
+    };
+    if show.summary {
+        print!("{summary}");
+    }
+    if show.path {
+        println!("report: {}", dir.join(PAGE_FILE).display());
+    }
+    Ok(dir)
+}
