@@ -72,21 +72,33 @@ fn pct(v: f64) -> String {
 
 /// The rows of the comparison, in the order they print.
 fn rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
-    let row = |name: &str, a: Option<f64>, b: Option<f64>, fmt: fn(f64) -> String| Row {
+    let mut rows = load_rows(a, b);
+    rows.extend(syscall_rows(a, b));
+    rows.extend(cost_rows(a, b));
+    rows
+}
+
+/// A row of a quantity (its change in percent).
+fn quantity(name: &str, a: Option<f64>, b: Option<f64>, fmt: fn(f64) -> String) -> Row {
+    Row {
         name: name.into(),
         a,
         b,
         fmt,
         kind: Kind::Quantity,
-    };
+    }
+}
+
+/// Throughput, latency percentiles and syscalls per transaction.
+fn load_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
     let mut rows = vec![
-        row(
+        quantity(
             "transactions/s",
             Some(a.derived.rate_per_s),
             Some(b.derived.rate_per_s),
             num,
         ),
-        row(
+        quantity(
             "transactions",
             Some(a.derived.transactions as f64),
             Some(b.derived.transactions as f64),
@@ -106,14 +118,21 @@ fn rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
         ("latency p99.9", |s| s.p999_ns),
         ("latency max", |s| s.max_ns),
     ] {
-        rows.push(row(name, lat(a, f), lat(b, f), ns));
+        rows.push(quantity(name, lat(a, f), lat(b, f), ns));
     }
-    rows.push(row(
+    rows.push(quantity(
         "syscalls per transaction",
         Some(a.derived.syscalls_per_transaction),
         Some(b.derived.syscalls_per_transaction),
         num,
     ));
+    rows
+}
+
+/// Per syscall of either run's top six: calls per transaction, and its
+/// share of syscall time where that is not noise.
+fn syscall_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
+    let mut rows = Vec::new();
     // Per syscall: the union of both runs' top syscalls.
     let mut names: Vec<String> = Vec::new();
     for r in [a, b] {
@@ -147,7 +166,7 @@ fn rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
         Some(t as f64 / total as f64)
     };
     for n in &names {
-        rows.push(row(
+        rows.push(quantity(
             &format!("  {n} per transaction"),
             per(a, n),
             per(b, n),
@@ -169,6 +188,12 @@ fn rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
             kind: Kind::Share,
         });
     }
+    rows
+}
+
+/// What the target and the generator cost per transaction.
+fn cost_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
+    let mut rows = Vec::new();
     for (name, f, fmt, kind) in [
         (
             "target CPU per transaction (us)",

@@ -468,8 +468,31 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
     } else {
         "transaction"
     };
+    out.push(volume_sentence(d, load, unit));
+    if let Some(a) = &d.attribution {
+        out.push(attribution_sentence(a, unit));
+        if d.syscalls_per_transaction.is_nan() {
+            out.extend(unattributed_sentences(d, trace));
+            return out;
+        }
+    }
+    out.push(cpu_sentence(d, unit));
+    out.push(syscalls_sentence(d, unit));
+    out.extend(classes_sentence(d, unit));
+    out.extend(faults_and_creation(d, unit));
+    out.push(switches_sentence(d, unit));
+    out.extend(time_sentence(d, trace));
+    out.push(tracer_sentence(d, trace));
+    out.push(generator_sentence(d, unit));
+    out.extend(agreement_sentence(d, load, unit));
+    out
+}
+
+/// The opening sentence: how many transactions (or datagrams), how fast,
+/// over how many connections.
+fn volume_sentence(d: &Derived, load: &LoadReport, unit: &str) -> String {
     let tx = d.transactions;
-    out.push(format!(
+    format!(
         "{} {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{} ({}).",
         if d.attribution.is_some() {
             "The load completed"
@@ -485,16 +508,13 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
             "s"
         },
         load.workload
-    ));
-    if let Some(a) = &d.attribution {
-        out.push(attribution_sentence(a, unit));
-        if d.syscalls_per_transaction.is_nan() {
-            out.extend(unattributed_sentences(d, trace));
-            return out;
-        }
-    }
+    )
+}
+
+/// The target's CPU time, its kernel share, and what that says.
+fn cpu_sentence(d: &Derived, unit: &str) -> String {
     let cpu = d.target_user_cpu_s + d.target_system_cpu_s;
-    out.push(format!(
+    format!(
         "Its CPU time over the window was {:.3} s user + {:.3} s system = {} per {unit}, \
          {} of it in the kernel: {}. It kept {:.2} CPUs busy on average.",
         d.target_user_cpu_s,
@@ -517,65 +537,84 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
             )
         },
         d.target_cpus_busy
-    ));
+    )
+}
+
+/// Syscalls per transaction, and the four most frequent.
+fn syscalls_sentence(d: &Derived, unit: &str) -> String {
     let mix: Vec<String> = d
         .top_syscalls
         .iter()
         .take(4)
         .map(|s| format!("{} {:.2}", s.name, s.per_transaction))
         .collect();
-    out.push(format!(
+    format!(
         "Each {unit} cost {:.2} syscalls in the target ({}).",
         d.syscalls_per_transaction,
         mix.join(", ")
-    ));
-    if let Some(line) = classes_sentence(d, unit) {
-        out.push(line);
-    }
-    out.extend(faults_and_creation(d, unit));
-    out.push(format!(
+    )
+}
+
+/// Voluntary and involuntary context switches per transaction.
+fn switches_sentence(d: &Derived, unit: &str) -> String {
+    format!(
         "Context switches per {unit}: {:.2} voluntary (the target blocked waiting for work) \
          and {:.2} involuntary (it was preempted).",
         d.voluntary_switches_per_transaction, d.involuntary_switches_per_transaction
-    ));
-    if !trace.options.count_only {
-        let by_time: Vec<String> = d
-            .top_syscalls
-            .iter()
-            .take(3)
-            .filter_map(|s| {
-                Some(format!(
-                    "{} {} ({})",
-                    s.name,
-                    human_ns(s.time_ns?),
-                    pct(s.time_share?)
-                ))
-            })
-            .collect();
-        if !by_time.is_empty() {
-            out.push(format!(
-                "Most time inside syscalls went to {} (wall time from entry to exit, blocking \
-                 included: a long epoll_wait means the target was idle, not busy).",
-                by_time.join(", ")
-            ));
-        }
+    )
+}
+
+/// Where the time inside syscalls went (None in count-only mode, or
+/// when no syscall has a time).
+fn time_sentence(d: &Derived, trace: &TraceReport) -> Option<String> {
+    if trace.options.count_only {
+        return None;
     }
+    let by_time: Vec<String> = d
+        .top_syscalls
+        .iter()
+        .take(3)
+        .filter_map(|s| {
+            Some(format!(
+                "{} {} ({})",
+                s.name,
+                human_ns(s.time_ns?),
+                pct(s.time_share?)
+            ))
+        })
+        .collect();
+    if by_time.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Most time inside syscalls went to {} (wall time from entry to exit, blocking \
+         included: a long epoll_wait means the target was idle, not busy).",
+        by_time.join(", ")
+    ))
+}
+
+/// What the tracer's BPF programs cost, when measured.
+fn tracer_sentence(d: &Derived, trace: &TraceReport) -> String {
     match (d.tracer_ns_per_syscall, d.tracer_bpf_time_ns) {
-        (Some(ns), Some(total)) => out.push(format!(
+        (Some(ns), Some(total)) => format!(
             "The tracer's own BPF programs cost about {ns:.0} ns per traced syscall, {} over \
              the window ({} of the target's CPU time; {:.1}% of one CPU).",
             human_ns(total),
             d.tracer_share_of_target_cpu
                 .map_or_else(|| "n/a".to_string(), |s| format!("{:.1}%", s * 100.0)),
             trace.tracer.cpu_share.unwrap_or(0.0) * 100.0
-        )),
-        _ => out.push(
-            "The tracer's own cost was not measured in this run (see the trace notes).".to_string(),
         ),
+        _ => {
+            "The tracer's own cost was not measured in this run (see the trace notes).".to_string()
+        }
     }
+}
+
+/// The load generator's CPU per transaction against the target's.
+fn generator_sentence(d: &Derived, unit: &str) -> String {
     let gen_us = d.generator_cpu_us_per_transaction;
     let tgt = d.target_cpu_us_per_transaction;
-    out.push(format!(
+    format!(
         "The load generator used {} of CPU per {unit} against the target's {}{}.",
         us(gen_us),
         us(tgt),
@@ -587,29 +626,35 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
         } else {
             ""
         }
-    ));
-    if let (Some(s), Some(a)) = (d.server_transactions, &d.server_agreement) {
-        out.push(match a.as_str() {
-            "exact" => format!(
-                "The server's own count agrees exactly: it answered {s} {unit}s, the load \
-                 counted {tx}."
-            ),
-            "in_flight" => format!(
-                "The server answered {s} {unit}s, the load counted {tx}: the {} more are \
-                 requests still in flight when the load's window ended ({} answered while it \
-                 drained, {} unanswered at the end).",
-                s - tx,
-                load.errors.answered_after_end,
-                load.errors.unanswered_at_end
-            ),
-            _ => format!(
-                "MISMATCH: the server counted {s} {unit}s but the load counted {tx} (only \
-                 {} requests were in flight at the end); one side's count is wrong.",
-                owed_at_end(load)
-            ),
-        });
-    }
-    out
+    )
+}
+
+/// Whether the server's own transaction count agrees with the load's
+/// (None when the server did not report one).
+fn agreement_sentence(d: &Derived, load: &LoadReport, unit: &str) -> Option<String> {
+    let (Some(s), Some(a)) = (d.server_transactions, &d.server_agreement) else {
+        return None;
+    };
+    let tx = d.transactions;
+    Some(match a.as_str() {
+        "exact" => format!(
+            "The server's own count agrees exactly: it answered {s} {unit}s, the load \
+             counted {tx}."
+        ),
+        "in_flight" => format!(
+            "The server answered {s} {unit}s, the load counted {tx}: the {} more are \
+             requests still in flight when the load's window ended ({} answered while it \
+             drained, {} unanswered at the end).",
+            s - tx,
+            load.errors.answered_after_end,
+            load.errors.unanswered_at_end
+        ),
+        _ => format!(
+            "MISMATCH: the server counted {s} {unit}s but the load counted {tx} (only \
+             {} requests were in flight at the end); one side's count is wrong.",
+            owed_at_end(load)
+        ),
+    })
 }
 
 #[cfg(test)]

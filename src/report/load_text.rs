@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::load::{LatencyRecord, LoadReport};
+use super::load::{LatencyRecord, LoadReport, UdpResult};
 use super::trace_text::human_ns;
 use crate::stats::LatencySummary;
 
@@ -28,6 +28,20 @@ fn record_line(label: &str, r: &Option<LatencyRecord>) -> Option<String> {
 /// Renders the summary.
 pub fn render(rep: &LoadReport) -> String {
     let mut s = String::new();
+    title(&mut s, rep);
+    match &rep.udp {
+        Some(u) => udp_lines(&mut s, rep, u),
+        None => tcp_lines(&mut s, rep),
+    }
+    generator_line(&mut s, rep);
+    for n in &rep.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+/// The first line: workload, target, shape of the load and its window.
+fn title(s: &mut String, rep: &LoadReport) {
     let c = &rep.config;
     let _ = write!(s, "{} {}: ", rep.workload, rep.target);
     if rep.workload == "udp" {
@@ -74,88 +88,97 @@ pub fn render(rep: &LoadReport) -> String {
             format!(" [INCOMPLETE: {}]", rep.end_reason)
         }
     );
+}
 
-    if let Some(u) = &rep.udp {
-        let _ = writeln!(
-            s,
-            "published     {}  ({:.0}/s, {} send errors)",
-            u.published, rep.rate_per_s, u.send_errors
-        );
-        match &u.sink {
-            Some(k) => {
-                let lost = u.lost.unwrap_or(0);
-                let _ = writeln!(
-                    s,
-                    "received      {}  lost {} ({:.3}%, tail drops included)  interior gaps {}  reordered {}  duplicates {}",
-                    k.received,
-                    lost,
-                    100.0 * u.loss_ratio.unwrap_or(0.0),
-                    k.interior_gaps,
-                    k.reordered,
-                    k.duplicates
-                );
-                let _ = writeln!(
-                    s,
-                    "sink          rcvbuf granted {} B, jitter {} (RFC 3550)",
-                    k.rcvbuf_granted,
-                    human_ns(k.jitter_ns as u64)
-                );
-                if let Some(d) = u.kernel_rcvbuf_errors_delta {
-                    let _ = writeln!(
-                        s,
-                        "kernel        Udp RcvbufErrors +{d} over the run (machine-wide)"
-                    );
-                }
-                if let Some(l) = &u.one_way_latency {
-                    let _ = writeln!(s, "{}", latency_line("one-way", l));
-                }
-            }
-            None => {
-                let _ = writeln!(s, "received      unknown: the sink did not report");
-            }
-        }
-    } else {
-        let _ = writeln!(
-            s,
-            "transactions  {}  ({:.0}/s)  errors {}{}",
-            rep.transactions,
-            rep.rate_per_s,
-            rep.errors.total,
-            end_of_run(&rep.errors)
-        );
-        if !rep.errors.by_class.is_empty() {
-            let classes: Vec<String> = rep
-                .errors
-                .by_class
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            let _ = writeln!(s, "error classes {}", classes.join(", "));
-        }
-        let corrected = if rep.latency_uncorrected.is_some() {
-            "latency*"
-        } else {
-            "latency"
-        };
-        for line in [
-            record_line(corrected, &rep.latency),
-            record_line("uncorrected", &rep.latency_uncorrected),
-            record_line("send lag", &rep.send_lag),
-            record_line("connect", &rep.connect_latency),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let _ = writeln!(s, "{line}");
-        }
-        if rep.latency_uncorrected.is_some() {
+/// A UDP run: published, received and lost, the sink's and the kernel's
+/// view, one-way latency.
+fn udp_lines(s: &mut String, rep: &LoadReport, u: &UdpResult) {
+    let _ = writeln!(
+        s,
+        "published     {}  ({:.0}/s, {} send errors)",
+        u.published, rep.rate_per_s, u.send_errors
+    );
+    match &u.sink {
+        Some(k) => {
+            let lost = u.lost.unwrap_or(0);
             let _ = writeln!(
                 s,
-                "              * from the intended send time (coordinated omission corrected); \
-                 send lag is the generator's own share of it"
+                "received      {}  lost {} ({:.3}%, tail drops included)  interior gaps {}  reordered {}  duplicates {}",
+                k.received,
+                lost,
+                100.0 * u.loss_ratio.unwrap_or(0.0),
+                k.interior_gaps,
+                k.reordered,
+                k.duplicates
             );
+            let _ = writeln!(
+                s,
+                "sink          rcvbuf granted {} B, jitter {} (RFC 3550)",
+                k.rcvbuf_granted,
+                human_ns(k.jitter_ns as u64)
+            );
+            if let Some(d) = u.kernel_rcvbuf_errors_delta {
+                let _ = writeln!(
+                    s,
+                    "kernel        Udp RcvbufErrors +{d} over the run (machine-wide)"
+                );
+            }
+            if let Some(l) = &u.one_way_latency {
+                let _ = writeln!(s, "{}", latency_line("one-way", l));
+            }
+        }
+        None => {
+            let _ = writeln!(s, "received      unknown: the sink did not report");
         }
     }
+}
+
+/// A TCP run: transactions, errors and the latency records.
+fn tcp_lines(s: &mut String, rep: &LoadReport) {
+    let _ = writeln!(
+        s,
+        "transactions  {}  ({:.0}/s)  errors {}{}",
+        rep.transactions,
+        rep.rate_per_s,
+        rep.errors.total,
+        end_of_run(&rep.errors)
+    );
+    if !rep.errors.by_class.is_empty() {
+        let classes: Vec<String> = rep
+            .errors
+            .by_class
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(s, "error classes {}", classes.join(", "));
+    }
+    let corrected = if rep.latency_uncorrected.is_some() {
+        "latency*"
+    } else {
+        "latency"
+    };
+    for line in [
+        record_line(corrected, &rep.latency),
+        record_line("uncorrected", &rep.latency_uncorrected),
+        record_line("send lag", &rep.send_lag),
+        record_line("connect", &rep.connect_latency),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let _ = writeln!(s, "{line}");
+    }
+    if rep.latency_uncorrected.is_some() {
+        let _ = writeln!(
+            s,
+            "              * from the intended send time (coordinated omission corrected); \
+             send lag is the generator's own share of it"
+        );
+    }
+}
+
+/// What the load generator itself cost.
+fn generator_line(s: &mut String, rep: &LoadReport) {
     let g = &rep.generator;
     let _ = writeln!(
         s,
@@ -170,10 +193,6 @@ pub fn render(rep: &LoadReport) -> String {
         },
         100.0 * g.thread_cpu_share.iter().cloned().fold(0.0, f64::max)
     );
-    for n in &rep.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    s
 }
 
 /// What the end of a tcp run left: answers that came during the drain

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::trace::{SyscallRow, TraceReport};
+use super::trace::{Resources, SyscallRow, ThreadRow, TraceReport, TracerCost};
 
 /// Row order of the syscall table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -91,6 +91,44 @@ pub fn errno_summary(r: &SyscallRow) -> String {
 /// Renders the whole human-readable report.
 pub fn render(rep: &TraceReport, view: &TableView) -> String {
     let mut s = String::new();
+    title(&mut s, rep);
+    let count_only = rep.options.count_only;
+    let rows = sort_rows(&rep.syscalls, view);
+
+    let _ = writeln!(s);
+    if count_only {
+        count_table(&mut s, rep, &rows);
+    } else {
+        latency_table(&mut s, rep, &rows);
+    }
+    let shown = rows.len();
+    if shown < rep.syscalls.len() {
+        let _ = writeln!(
+            s,
+            "({} of {} syscalls shown; totals cover all)",
+            shown,
+            rep.syscalls.len()
+        );
+    }
+
+    if let Some(threads) = &rep.threads {
+        thread_table(&mut s, threads, count_only);
+    }
+
+    if let Some(table) = process_table(rep) {
+        let _ = write!(s, "\nper process:\n{table}");
+    }
+
+    resources(&mut s, &rep.resources);
+    tracer(&mut s, &rep.tracer);
+    for n in &rep.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+/// The first line: what was traced, how long, and how it ended.
+fn title(s: &mut String, rep: &TraceReport) {
     let what = match &rep.target.command {
         Some(cmd) => shell_words::join(cmd),
         None => format!("pid {} ({})", rep.target.pid, rep.target.comm),
@@ -107,141 +145,123 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
             " (INCOMPLETE window)"
         }
     );
-    let count_only = rep.options.count_only;
+}
+
+/// The syscall table of a count-only trace: calls and their share.
+fn count_table(s: &mut String, rep: &TraceReport, rows: &[&SyscallRow]) {
+    let _ = writeln!(s, "{:>6} {:>10}  syscall", "% calls", "calls");
+    let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
+    let total_calls = rep.totals.calls.max(1) as f64;
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>7.2} {:>10}  {}",
+            100.0 * r.calls as f64 / total_calls,
+            r.calls,
+            r.name
+        );
+    }
+    let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
+    let _ = writeln!(s, "{:>7.2} {:>10}  total", 100.0, rep.totals.calls);
+}
+
+/// The syscall table with latency: time, calls, errors, percentiles and
+/// the most frequent errnos.
+fn latency_table(s: &mut String, rep: &TraceReport, rows: &[&SyscallRow]) {
     let total_time = rep.totals.time_ns.unwrap_or(0).max(1) as f64;
-    let rows = sort_rows(&rep.syscalls, view);
-
-    let _ = writeln!(s);
-    if count_only {
-        let _ = writeln!(s, "{:>6} {:>10}  syscall", "% calls", "calls");
-        let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
-        let total_calls = rep.totals.calls.max(1) as f64;
-        for r in &rows {
-            let _ = writeln!(
-                s,
-                "{:>7.2} {:>10}  {}",
-                100.0 * r.calls as f64 / total_calls,
-                r.calls,
-                r.name
-            );
-        }
-        let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
-        let _ = writeln!(s, "{:>7.2} {:>10}  total", 100.0, rep.totals.calls);
-    } else {
+    let _ = writeln!(
+        s,
+        "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} errors",
+        "% time", "total", "calls", "errors", "avg", "min", "p50", "p90", "p99", "max", "syscall"
+    );
+    let rule = format!(
+        "{:-<6} {:-<10} {:-<10} {:-<8} {:-<9} {:-<9} {:-<9} {:-<9} {:-<9} {:-<9}  {:-<18} {:-<6}",
+        "", "", "", "", "", "", "", "", "", "", "", ""
+    );
+    let _ = writeln!(s, "{rule}");
+    for r in rows {
+        let l = r.latency.as_ref();
+        let g = |f: fn(&super::trace::Latency) -> u64| l.map_or("-".into(), |l| human_ns(f(l)));
         let _ = writeln!(
             s,
-            "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} errors",
-            "% time",
-            "total",
-            "calls",
-            "errors",
-            "avg",
-            "min",
-            "p50",
-            "p90",
-            "p99",
-            "max",
-            "syscall"
-        );
-        let rule = format!(
-            "{:-<6} {:-<10} {:-<10} {:-<8} {:-<9} {:-<9} {:-<9} {:-<9} {:-<9} {:-<9}  {:-<18} {:-<6}",
-            "", "", "", "", "", "", "", "", "", "", "", ""
-        );
-        let _ = writeln!(s, "{rule}");
-        for r in &rows {
-            let l = r.latency.as_ref();
-            let g = |f: fn(&super::trace::Latency) -> u64| l.map_or("-".into(), |l| human_ns(f(l)));
-            let _ = writeln!(
-                s,
-                "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} {}",
-                100.0 * l.map_or(0, |l| l.total_ns) as f64 / total_time,
-                g(|l| l.total_ns),
-                r.calls,
-                r.errors.unwrap_or(0),
-                g(|l| l.avg_ns),
-                g(|l| l.min_ns),
-                g(|l| l.p50_ns),
-                g(|l| l.p90_ns),
-                g(|l| l.p99_ns),
-                g(|l| l.max_ns),
-                r.name,
-                errno_summary(r)
-            );
-        }
-        let _ = writeln!(s, "{rule}");
-        let _ = writeln!(
-            s,
-            "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  total",
-            100.0,
-            human_ns(rep.totals.time_ns.unwrap_or(0)),
-            rep.totals.calls,
-            rep.totals.errors.unwrap_or(0),
-            "",
-            "",
-            "",
-            "",
-            "",
-            ""
+            "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} {}",
+            100.0 * l.map_or(0, |l| l.total_ns) as f64 / total_time,
+            g(|l| l.total_ns),
+            r.calls,
+            r.errors.unwrap_or(0),
+            g(|l| l.avg_ns),
+            g(|l| l.min_ns),
+            g(|l| l.p50_ns),
+            g(|l| l.p90_ns),
+            g(|l| l.p99_ns),
+            g(|l| l.max_ns),
+            r.name,
+            errno_summary(r)
         );
     }
-    let shown = rows.len();
-    if shown < rep.syscalls.len() {
-        let _ = writeln!(
-            s,
-            "({} of {} syscalls shown; totals cover all)",
-            shown,
-            rep.syscalls.len()
-        );
-    }
+    let _ = writeln!(s, "{rule}");
+    let _ = writeln!(
+        s,
+        "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  total",
+        100.0,
+        human_ns(rep.totals.time_ns.unwrap_or(0)),
+        rep.totals.calls,
+        rep.totals.errors.unwrap_or(0),
+        "",
+        "",
+        "",
+        "",
+        "",
+        ""
+    );
+}
 
-    if let Some(threads) = &rep.threads {
-        let _ = writeln!(s, "\nper thread:");
+/// Per thread: calls, errors, time and top syscalls (--per-thread).
+fn thread_table(s: &mut String, threads: &[ThreadRow], count_only: bool) {
+    let _ = writeln!(s, "\nper thread:");
+    let _ = writeln!(
+        s,
+        "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  top syscalls",
+        "tid", "pid", "comm", "calls", "errors", "time"
+    );
+    for t in threads {
+        let top = t
+            .syscalls
+            .iter()
+            .take(3)
+            .map(|c| format!("{} {}", c.name, c.calls))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let tid = if t.tid == 0 {
+            "other".to_string()
+        } else {
+            t.tid.to_string()
+        };
         let _ = writeln!(
             s,
-            "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  top syscalls",
-            "tid", "pid", "comm", "calls", "errors", "time"
-        );
-        for t in threads {
-            let top = t
-                .syscalls
-                .iter()
-                .take(3)
-                .map(|c| format!("{} {}", c.name, c.calls))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let tid = if t.tid == 0 {
-                "other".to_string()
+            "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  {}{}",
+            tid,
+            t.pid,
+            t.comm,
+            t.calls,
+            t.errors,
+            if count_only {
+                "-".into()
             } else {
-                t.tid.to_string()
-            };
-            let _ = writeln!(
-                s,
-                "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  {}{}",
-                tid,
-                t.pid,
-                t.comm,
-                t.calls,
-                t.errors,
-                if count_only {
-                    "-".into()
-                } else {
-                    human_ns(t.time_ns)
-                },
-                top,
-                match t.ended.as_deref() {
-                    Some("exec") => " (then exec'd)",
-                    Some(_) => " (exited)",
-                    None => "",
-                }
-            );
-        }
+                human_ns(t.time_ns)
+            },
+            top,
+            match t.ended.as_deref() {
+                Some("exec") => " (then exec'd)",
+                Some(_) => " (exited)",
+                None => "",
+            }
+        );
     }
+}
 
-    if let Some(table) = process_table(rep) {
-        let _ = write!(s, "\nper process:\n{table}");
-    }
-
-    let r = &rep.resources;
+/// The traced tree's CPU, context switches, faults, memory and tasks.
+fn resources(s: &mut String, r: &Resources) {
     let cpu = r.user_cpu_s + r.system_cpu_s;
     let _ = writeln!(s, "\nresources over the window ({}):", r.method);
     let _ = writeln!(
@@ -291,8 +311,10 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
             String::new()
         }
     );
+}
 
-    let t = &rep.tracer;
+/// What the tracer itself cost.
+fn tracer(s: &mut String, t: &TracerCost) {
     let _ = write!(s, "\ntracer: {} syscall events", t.events);
     if let (Some(per), Some(share)) = (t.ns_per_event, t.cpu_share) {
         let _ = write!(
@@ -318,10 +340,6 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
             t.ringbuf_drops
         );
     }
-    for n in &rep.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    s
 }
 
 /// The per-process breakdown as a table, busiest first; None when the
