@@ -4,7 +4,6 @@
 //! and accounts the generator's own CPU.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -465,24 +464,17 @@ fn wait_signal_or(signals: &Signals, abort: Option<&StopFlag>, d: Duration) {
 }
 
 fn progress_bar(plan: &TcpPlan, kind: TcpKind, quiet: bool) -> Option<indicatif::ProgressBar> {
-    if quiet || !std::io::stderr().is_terminal() {
+    if !crate::progress::wanted(quiet) {
         return None;
     }
-    let (len, unit) = match plan.stop {
-        Stop::Duration(d) => ((plan.warmup + d).as_millis() as u64, "ms"),
-        Stop::Count(n) => (n, "tx"),
+    let len = match plan.stop {
+        Stop::Duration(d) => (plan.warmup + d).as_millis() as u64,
+        Stop::Count(n) => n,
     };
-    let bar = indicatif::ProgressBar::new(len);
-    let style = indicatif::ProgressStyle::with_template(&format!(
-        "{} {} [{{bar:30}}] {{msg}}",
-        kind.name(),
-        plan.addr
+    Some(crate::progress::bar(
+        Some(len),
+        &format!("{} {} [{{bar:30}}] {{msg}}", kind.name(), plan.addr),
     ))
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    bar.set_style(style);
-    let _ = unit;
-    Some(bar)
 }
 
 fn update_bar(

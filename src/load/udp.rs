@@ -458,8 +458,7 @@ fn intervals_of(per_second: &[(u64, u64)]) -> Vec<crate::report::load::Interval>
 }
 
 fn progress(plan: &UdpPlan, quiet: bool) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if quiet || !std::io::stderr().is_terminal() {
+    if !crate::progress::wanted(quiet) {
         return None;
     }
     let len = match plan.pace {
@@ -467,17 +466,10 @@ fn progress(plan: &UdpPlan, quiet: bool) -> Option<indicatif::ProgressBar> {
         Pace::Rate { count: Some(c), .. } => c,
         Pace::Rate { .. } => 0,
     };
-    let bar = if len > 0 {
-        indicatif::ProgressBar::new(len)
-    } else {
-        indicatif::ProgressBar::new_spinner()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!("udp {} [{{bar:30}}] {{msg}}", plan.addr))
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    Some(bar)
+    Some(crate::progress::bar(
+        (len > 0).then_some(len),
+        &format!("udp {} [{{bar:30}}] {{msg}}", plan.addr),
+    ))
 }
 
 /// How the FIN/REPORT exchange ended.
