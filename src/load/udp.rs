@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::engine::rusage_ns;
+use super::clock::rusage_ns;
 use crate::procfs::snmp;
 use crate::proto::udp::{
     Header, Kind, MAX_DATAGRAM, SinkReport, fin_datagram, monotonic_ns, parse_report,
@@ -66,7 +66,7 @@ const MAX_IMMEDIATE_REFINS: u32 = 4;
 /// Pause between FINs without an answer.
 const FIN_INTERVAL: Duration = Duration::from_millis(100);
 
-struct Sender {
+struct UdpSender {
     sock: UdpSocket,
     run: u32,
     bufs: Vec<Vec<u8>>,
@@ -75,7 +75,7 @@ struct Sender {
     first_error: Option<io::Error>,
 }
 
-impl Sender {
+impl UdpSender {
     /// Sends `n` (<= BATCH) datagrams with the next sequence numbers.
     /// Blocking: a full send buffer makes the sender wait, it does not drop.
     fn send_batch(&mut self, n: usize) {
@@ -170,7 +170,7 @@ pub fn run(
             .unwrap_or_default();
         (t.as_nanos() as u32) ^ std::process::id().rotate_left(16)
     };
-    let mut tx = Sender {
+    let mut tx = UdpSender {
         sock,
         run: run_id,
         bufs: (0..BATCH).map(|_| vec![0u8; plan.size]).collect(),
@@ -418,7 +418,7 @@ pub fn run(
 fn tick(
     per_second: &mut Vec<(u64, u64)>,
     t0: Instant,
-    tx: &Sender,
+    tx: &UdpSender,
     bar: Option<&indicatif::ProgressBar>,
     total: u64,
 ) {
