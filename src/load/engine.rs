@@ -20,7 +20,7 @@ use nix::sys::signal::Signal;
 use super::clock::{RunClock, rusage_ns, thread_cpu_ns};
 use super::driver::{ConnTally, WorkerEnd};
 use super::plan::{Stop, TcpPlan, WorkerCtx};
-use super::tally::{self, IntervalRecord, Progress, WorkerTally};
+use super::tally::{self, IntervalRecord, ProgressCounters, WorkerTally};
 use super::workload::{ConnMode, ErrorClass, Exchange};
 use super::{per_txn, persistent};
 use crate::report::load::{
@@ -178,7 +178,7 @@ fn worker_ctxs(plan: &TcpPlan, clock: RunClock, window: Window) -> Vec<WorkerCtx
             measure_from: window.measure_from,
             end: window.end,
             stop: Arc::clone(&stop),
-            progress: Arc::new(Progress::default()),
+            progress: Arc::new(ProgressCounters::default()),
         })
         .collect()
 }
@@ -257,7 +257,7 @@ fn worker<E: Exchange>(
 }
 
 /// Sums one progress counter over the workers.
-fn total(ctxs: &[WorkerCtx], counter: impl Fn(&Progress) -> &AtomicU64) -> u64 {
+fn total(ctxs: &[WorkerCtx], counter: impl Fn(&ProgressCounters) -> &AtomicU64) -> u64 {
     ctxs.iter()
         .map(|c| counter(&c.progress).load(Ordering::Relaxed))
         .sum()
@@ -620,5 +620,96 @@ mod tests {
             error_classes(&e).as_deref(),
             Some("ECONNRESET x10, short_read x2")
         );
+    }
+
+    /// A framed exchange unlike the raw one: each response is a line of
+    /// varying length (`ok:<request>\n`), recognised by its newline.
+    struct LineExchange;
+
+    impl Exchange for LineExchange {
+        type Cursor = ();
+        fn request_len(&self) -> Option<usize> {
+            None
+        }
+        fn response_len(&self) -> Option<usize> {
+            None
+        }
+        fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
+            out.extend_from_slice(format!("req {seq}\n").as_bytes());
+        }
+        fn parse(&self, _: &mut (), data: &[u8], _seq: u64) -> crate::load::workload::Parsed {
+            use crate::load::workload::Parsed;
+            match data.iter().position(|b| *b == b'\n') {
+                Some(i) => Parsed::Complete(i + 1),
+                None => Parsed::Partial,
+            }
+        }
+        fn on_eof(&self, _: &()) -> ErrorClass {
+            ErrorClass::Closed
+        }
+    }
+
+    /// A line server on loopback: answers each line with `ok:<line>`,
+    /// written in two pieces so responses also arrive split.
+    fn line_server() -> std::net::SocketAddr {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { return };
+                std::thread::spawn(move || {
+                    s.set_nodelay(true).unwrap();
+                    let mut w = s.try_clone().unwrap();
+                    for line in BufReader::new(s).lines() {
+                        let Ok(line) = line else { return };
+                        if w.write_all(b"ok:").is_err()
+                            || w.write_all(format!("{line}\n").as_bytes()).is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn plan(addr: std::net::SocketAddr, mode: ConnMode, n: u64) -> TcpPlan {
+        TcpPlan {
+            workload: "line",
+            mode,
+            addr,
+            connections: 3,
+            threads: 2,
+            stop: Stop::Count(n),
+            warmup: Duration::ZERO,
+            rate: None,
+            timeout: Duration::from_secs(5),
+            connect_rate: None,
+            sources: Vec::new(),
+            abort: None,
+        }
+    }
+
+    #[test]
+    fn a_framed_exchange_runs_on_both_connection_modes() {
+        let addr = line_server();
+        for mode in [
+            ConnMode::Persistent { pipeline: 3 },
+            ConnMode::PerTransaction { close_rst: false },
+        ] {
+            let p = plan(addr, mode, 300);
+            let out = run_tcp(&p, &LineExchange, LoadConfig::default(), 0, true).unwrap();
+            assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
+            assert_eq!(out.report.transactions, 300, "{mode:?}");
+            assert_eq!(out.report.errors.total, 0, "{mode:?}");
+            assert_eq!(out.report.workload, "line");
+            assert_eq!(
+                out.report.connect_latency.is_some(),
+                mode.per_transaction(),
+                "{mode:?}"
+            );
+        }
     }
 }

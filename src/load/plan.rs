@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::clock::RunClock;
 use super::schedule::Schedule;
-use super::tally::Progress;
+use super::tally::ProgressCounters;
 use super::workload::ConnMode;
 
 /// When a run stops.
@@ -74,7 +74,7 @@ pub struct WorkerCtx {
     /// Set by the main thread to stop early (Ctrl-C).
     pub stop: Arc<AtomicBool>,
     /// Its progress counters.
-    pub progress: Arc<Progress>,
+    pub progress: Arc<ProgressCounters>,
 }
 
 impl WorkerCtx {

@@ -1,7 +1,7 @@
 //! What each load worker counts, and how the workers' counts merge.
 //!
 //! A worker owns its `WorkerTally` outright (no sharing, no atomic
-//! read-modify-write on the hot path) and only publishes its `Progress`
+//! read-modify-write on the hot path) and only publishes its `ProgressCounters`
 //! counters for the main thread (progress bar, give-up check) and, once a
 //! second, an interval record.
 
@@ -37,7 +37,7 @@ pub struct IntervalRecord {
 /// each, written by one worker only).
 #[repr(align(64))]
 #[derive(Debug, Default)]
-pub struct Progress {
+pub struct ProgressCounters {
     /// Measured transactions completed.
     pub transactions: AtomicU64,
     /// Errors.
@@ -83,7 +83,7 @@ pub struct WorkerTally {
     interval_tx: u64,
     interval_errors: u64,
     sink: Option<Sender<IntervalRecord>>,
-    progress: Arc<Progress>,
+    progress: Arc<ProgressCounters>,
 }
 
 impl WorkerTally {
@@ -94,7 +94,7 @@ impl WorkerTally {
         open_loop: bool,
         connect: bool,
         sink: Sender<IntervalRecord>,
-        progress: Arc<Progress>,
+        progress: Arc<ProgressCounters>,
     ) -> Self {
         Self {
             measure_from,
