@@ -13,7 +13,7 @@ use super::driver::{self, Backoff, WorkerConns, WorkerCore, WorkerEnd};
 use super::plan::{TcpPlan, WorkerCtx};
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
-use super::workload::{ErrorClass, Exchange, Parsed};
+use super::workload::{ConnMode, ErrorClass, Exchange, Parsed};
 use crate::poller;
 
 #[derive(Debug, PartialEq)]
@@ -62,7 +62,7 @@ pub fn run<E: Exchange>(
     let mut w = PerTxnWorker {
         core: WorkerCore::new(plan, ctx, exchange.response_len())?,
         exchange,
-        close_rst: plan.mode.close_name() == Some("rst"),
+        close_rst: matches!(plan.mode, ConnMode::PerTransaction { close_rst: true }),
         slots: (0..ctx.conns)
             .map(|_| Slot {
                 sock: None,
