@@ -11,8 +11,9 @@ BIN := target/release/sockscope
 # static test workload.
 BUILD_PKGS := clang llvm libelf-dev zlib1g-dev pkg-config gcc libc6-dev make
 # Tests and benchmarks: real peers and cross-checks; chromium renders the
-# HTML report headless in the demo test; haproxy is the relay benchmark's peer.
-TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 chromium
+# HTML report headless in the demo test; haproxy is the relay benchmark's peer;
+# valgrind counts the load generator's instructions (bench/load_ab.sh).
+TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 chromium valgrind
 
 .PHONY: all deps build test test-unit test-integration bench demo lint clean
 

@@ -7,6 +7,7 @@
 //! - [`proto`]: wire formats load and serve share; [`stats`]: HDR latency
 //!   histograms;
 //! - [`poller`], [`signals`]: the epoll and signal plumbing event loops share;
+//! - [`progress`]: the progress display on stderr every long command shows;
 //! - [`procfs`]: small /proc readers;
 //! - [`report`]: artifact schemas, text tables, HTML/SVG reports, compare,
 //!   atomic writes;
@@ -22,6 +23,7 @@ pub mod load;
 pub mod output;
 pub mod poller;
 pub mod procfs;
+pub mod progress;
 pub mod proto;
 pub mod report;
 pub mod run;

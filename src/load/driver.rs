@@ -1,6 +1,13 @@
-//! The event loop both TCP workloads run: stop conditions, housekeeping
-//! (timeouts, reconnects), open-loop release and dispatch, and the wait
-//! that paces it all.
+//! The per-worker half of the TCP driver: what every worker has, whatever
+//! its connections ([`WorkerCore`]: poller, read buffer, open-loop schedule,
+//! idle list, count quota), the event loop that drives a worker's
+//! connections ([`drive`]: stop conditions, housekeeping, open-loop release
+//! and dispatch, the wait that paces it all, the drain at the end), and
+//! what a worker reports when it ends ([`WorkerEnd`]).
+//!
+//! Two connection state machines plug in through [`WorkerConns`]:
+//! `persistent` (tcp-rr) and `per_txn` (tcp-crr); a workload picks one by
+//! its `ConnMode` and supplies only its exchange.
 //!
 //! Waking from a timer takes tens of microseconds on a VM (33 us on average
 //! here, with timer slack at 1 ns), and in open loop every microsecond a
@@ -18,11 +25,12 @@
 //! sees orderly closes instead of resets from the generator's teardown.
 
 use std::io;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::plan::{Stop, TcpPlan, WorkerCtx};
 use super::schedule::Schedule;
-use super::tally::Tally;
+use super::tally::WorkerTally;
 use crate::poller::{Poller, Ready};
 
 /// How often timeouts and reconnects are checked.
@@ -30,25 +38,115 @@ pub const HOUSEKEEPING_NS: u64 = 10_000_000;
 /// Shortest sleep between open-loop releases.
 const QUANTUM_NS: u64 = 50_000;
 
-/// What a workload plugs into the loop.
-pub trait Workload {
-    /// Its epoll instance.
-    fn poller(&mut self) -> &mut Poller;
-    /// Its open-loop schedule, if any.
-    fn schedule(&self) -> Option<&Schedule>;
-    /// Count mode: everything issued and answered.
-    fn count_done(&self) -> bool;
-    /// Timeouts and reconnects.
-    fn housekeeping(&mut self, now: u64, timeout: u64, tally: &mut Tally);
-    /// Open loop: release due sends and give them to idle connections.
-    fn release_and_dispatch(&mut self, now: u64, tally: &mut Tally);
+/// What every worker has, whatever its connections. Owned by the driver;
+/// a connection state machine embeds one.
+pub struct WorkerCore<'a> {
+    /// The run.
+    pub plan: &'a TcpPlan,
+    /// This worker's share of it.
+    pub ctx: &'a WorkerCtx,
+    /// The worker's epoll instance (token: connection index).
+    pub poller: Poller,
+    /// Read buffer shared by the worker's connections.
+    pub buf: Vec<u8>,
+    /// Open-loop schedule (None: closed loop).
+    pub sched: Option<Schedule>,
+    /// Open loop: connections offered for the next send (a connection may
+    /// be listed and no longer free: the dispatch asks it again).
+    pub idle: Vec<usize>,
+    /// Measured requests issued so far (count quota).
+    pub issued_measured: u64,
+}
+
+impl<'a> WorkerCore<'a> {
+    /// A worker's core; `response_len` (when fixed) sizes the read buffer.
+    pub fn new(
+        plan: &'a TcpPlan,
+        ctx: &'a WorkerCtx,
+        response_len: Option<usize>,
+    ) -> io::Result<Self> {
+        Ok(Self {
+            plan,
+            ctx,
+            poller: Poller::new(1024)?,
+            buf: vec![0u8; response_len.unwrap_or(0).clamp(64 * 1024, 1 << 20)],
+            sched: ctx
+                .rate
+                .map(|r| Schedule::new(r, ctx.clock.now(), ctx.measure_from, ctx.quota)),
+            idle: Vec::new(),
+            issued_measured: 0,
+        })
+    }
+
+    /// Counts a request issued for intended time `intended` against the
+    /// measured quota (warm-up requests do not count).
+    #[inline]
+    pub fn count_issued(&mut self, intended: u64) {
+        if intended >= self.ctx.measure_from {
+            self.issued_measured += 1;
+        }
+    }
+}
+
+/// A worker's connections, as the event loop drives them.
+pub trait WorkerConns<'a> {
+    /// The driver-owned part of the worker.
+    fn core(&mut self) -> &mut WorkerCore<'a>;
+    /// The same, shared.
+    fn core_ref(&self) -> &WorkerCore<'a>;
+    /// Timeouts and reconnects (closed loop: also restarts what waited).
+    fn housekeeping(&mut self, now: u64, timeout: u64, tally: &mut WorkerTally);
     /// One readiness report.
-    fn handle(&mut self, ev: Ready, tally: &mut Tally);
-    /// Requests issued and not answered yet (tcp-crr: exchanges under way).
+    fn handle(&mut self, ev: Ready, tally: &mut WorkerTally);
+    /// Requests issued and not answered yet (per transaction: exchanges
+    /// under way).
     fn in_flight(&self) -> u64;
     /// Drain: closes every connection with nothing in flight (an orderly
     /// FIN: no unread data, no answer still coming).
     fn close_idle(&mut self);
+    /// Open loop: connection `i` comes off the idle list; true when it can
+    /// take a send now.
+    fn take_idle(&mut self, i: usize, now: u64) -> bool;
+    /// Open loop: issues the send intended at `intended` on connection `i`.
+    fn issue(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally);
+}
+
+/// Count mode: everything this worker issues has been issued and answered.
+fn count_done<'a, W: WorkerConns<'a>>(w: &W) -> bool {
+    let core = w.core_ref();
+    core.ctx
+        .issued_all(core.sched.as_ref(), core.issued_measured)
+        && w.in_flight() == 0
+}
+
+/// Open loop: releases the sends due by `now` into the backlog and hands
+/// them to idle connections.
+pub fn release_and_dispatch<'a, W: WorkerConns<'a>>(w: &mut W, now: u64, tally: &mut WorkerTally) {
+    let core = w.core();
+    // Nothing new goes out once the window has ended (the drain).
+    if core.ctx.end.is_some_and(|e| now >= e) {
+        return;
+    }
+    let Some(sched) = core.sched.as_mut() else {
+        return;
+    };
+    sched.release(now, |t, lag| tally.release_lag(t, lag));
+    loop {
+        let core = w.core();
+        let Some(&intended) = core.sched.as_ref().and_then(|s| s.backlog.front()) else {
+            break;
+        };
+        let Some(i) = core.idle.pop() else {
+            break;
+        };
+        if !w.take_idle(i, now) {
+            continue;
+        }
+        if let Some(s) = w.core().sched.as_mut() {
+            s.backlog.pop_front();
+        }
+        w.issue(i, intended, now, tally);
+    }
 }
 
 /// Longest wait for the answers still in flight once a duration run's
@@ -59,19 +157,15 @@ pub fn drain_limit(timeout: Duration) -> Duration {
 
 /// Runs the loop until the worker's share is done. Returns true when count
 /// mode gave up because nothing completed for twice the timeout.
-pub fn drive<W: Workload>(
-    w: &mut W,
-    plan: &TcpPlan,
-    ctx: &WorkerCtx,
-    tally: &mut Tally,
-) -> io::Result<bool> {
+pub fn drive<'a, W: WorkerConns<'a>>(w: &mut W, tally: &mut WorkerTally) -> io::Result<bool> {
+    let (plan, ctx) = (w.core().plan, w.core().ctx);
     let timeout = plan.timeout.as_nanos() as u64;
     let mut next_housekeeping = 0;
     let mut last_count = 0;
     let mut last_progress = ctx.clock.now();
     loop {
         let now = ctx.clock.now();
-        if ctx.stop.load(std::sync::atomic::Ordering::Relaxed) || w.count_done() {
+        if ctx.stop.load(std::sync::atomic::Ordering::Relaxed) || count_done(w) {
             return Ok(false);
         }
         if ctx.end.is_some_and(|e| now >= e) {
@@ -91,9 +185,9 @@ pub fn drive<W: Workload>(
                 return Ok(true);
             }
         }
-        let due = w.schedule().and_then(|s| s.next_due());
+        let due = w.core().sched.as_ref().and_then(|s| s.next_due());
         if due.is_some() {
-            w.release_and_dispatch(now, tally);
+            release_and_dispatch(w, now, tally);
         }
         let mut wake = next_housekeeping;
         if let Some(e) = ctx.end {
@@ -106,10 +200,11 @@ pub fn drive<W: Workload>(
             wake = wake.min(d.max(now + QUANTUM_NS));
         }
         let n = w
-            .poller()
+            .core()
+            .poller
             .wait(Some(Duration::from_nanos(wake.saturating_sub(now))))?;
         for k in 0..n {
-            let ev = w.poller().ready(k);
+            let ev = w.core().poller.ready(k);
             w.handle(ev, tally);
         }
     }
@@ -120,11 +215,11 @@ pub fn drive<W: Workload>(
 /// limit passes, or the run is stopped. Answers that arrive now are counted
 /// apart (`answered_after_end`); what is still unanswered afterwards is the
 /// worker's `unanswered`.
-fn drain<W: Workload>(
+fn drain<'a, W: WorkerConns<'a>>(
     w: &mut W,
     plan: &TcpPlan,
     ctx: &WorkerCtx,
-    tally: &mut Tally,
+    tally: &mut WorkerTally,
 ) -> io::Result<()> {
     tally.close_window();
     let deadline = ctx.clock.now() + drain_limit(plan.timeout).as_nanos() as u64;
@@ -139,10 +234,93 @@ fn drain<W: Workload>(
         }
         // The stop flag is checked at least every 100 ms.
         let wait = (deadline - now).min(100_000_000);
-        let n = w.poller().wait(Some(Duration::from_nanos(wait)))?;
+        let n = w.core().poller.wait(Some(Duration::from_nanos(wait)))?;
         for k in 0..n {
-            let ev = w.poller().ready(k);
+            let ev = w.core().poller.ready(k);
             w.handle(ev, tally);
         }
+    }
+}
+
+/// What a worker reports besides its tally.
+#[derive(Debug, Default)]
+pub struct WorkerEnd {
+    /// Connections that were established at least once.
+    pub established: usize,
+    /// Requests in flight when the run ended (not counted as errors).
+    pub unanswered: u64,
+    /// Open-loop intended sends dropped because the backlog was full.
+    pub backlog_overflow: u64,
+    /// Open-loop intended sends still waiting for a free connection.
+    pub backlog_at_end: u64,
+    /// True when count mode gave up for lack of progress.
+    pub stalled: bool,
+    /// Persistent connections: every socket that was connected, with the
+    /// responses it completed (profile uses them to tell which process
+    /// served what).
+    pub connections: Vec<ConnTally>,
+}
+
+/// One connection of a tcp-rr run: its local address and the responses
+/// completed on it (warm-up and drain included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnTally {
+    /// Local address of the generator's socket.
+    pub local: SocketAddr,
+    /// Responses completed on it.
+    pub transactions: u64,
+}
+
+impl WorkerEnd {
+    /// Fills in what an open-loop schedule left behind.
+    pub fn record_backlog(&mut self, sched: Option<&Schedule>) {
+        if let Some(s) = sched {
+            self.backlog_overflow = s.overflowed;
+            self.backlog_at_end = s.backlog.len() as u64;
+        }
+    }
+}
+
+/// Exponential reconnect backoff, 10 ms doubling up to 1 s: a dead server
+/// costs a few attempts per second per connection, never a spin.
+#[derive(Clone, Copy, Debug)]
+pub struct Backoff(u64);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self(Self::MIN)
+    }
+}
+
+impl Backoff {
+    const MIN: u64 = 10_000_000;
+    const MAX: u64 = 1_000_000_000;
+
+    /// The delay to wait now; doubles the next one.
+    pub fn next_delay(&mut self) -> u64 {
+        let d = self.0;
+        self.0 = (self.0 * 2).min(Self::MAX);
+        d
+    }
+
+    /// Back to the shortest delay after a success.
+    pub fn reset(&mut self) {
+        self.0 = Self::MIN;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_bounded() {
+        let mut b = Backoff::default();
+        let delays: Vec<u64> = (0..12).map(|_| b.next_delay()).collect();
+        assert_eq!(delays[0], 10_000_000);
+        assert_eq!(delays[1], 20_000_000);
+        assert_eq!(*delays.last().unwrap(), 1_000_000_000);
+        b.reset();
+        assert_eq!(b.next_delay(), 10_000_000);
     }
 }

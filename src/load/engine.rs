@@ -1,23 +1,28 @@
 //! Runs the TCP workers on their threads and turns what they measured into
-//! a `LoadReport`: starts the workers with signals blocked, shows progress,
-//! stops them on Ctrl-C, merges their tallies and per-second intervals,
-//! and accounts the generator's own CPU.
+//! a `LoadReport`: starts the workers with signals blocked, watches them
+//! (progress, per-second intervals, Ctrl-C, the caller's abort, a target
+//! nobody can connect to), merges their tallies and intervals, and accounts
+//! the generator's own CPU. Each worker runs the connection state machine
+//! of the workload's `ConnMode` (`persistent`, `per_txn`) over the
+//! workload's exchange.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, anyhow};
 use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
 use nix::sys::signal::Signal;
 
-use super::plan::{Progress, RunClock, Stop, TcpPlan, WorkerCtx};
-use super::tally::{self, ErrorClass, IntervalRecord, Tally};
-use super::tcp_rr::{ConnTally, WorkerEnd};
-use super::{tcp_crr, tcp_rr};
+use super::clock::{RunClock, rusage_ns, thread_cpu_ns};
+use super::driver::{ConnTally, WorkerEnd};
+use super::plan::{Stop, TcpPlan, WorkerCtx};
+use super::tally::{self, IntervalRecord, ProgressCounters, WorkerTally};
+use super::workload::{ConnMode, ErrorClass, Exchange};
+use super::{per_txn, persistent};
 use crate::report::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig, LoadReport, SCHEMA,
     SCHEMA_VERSION, seal_intervals,
@@ -25,42 +30,41 @@ use crate::report::load::{
 use crate::signals::{Signals, StopFlag, signal_name};
 use crate::stats::LatencyHist;
 
-/// Which TCP workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TcpKind {
-    /// Persistent connections.
-    Rr,
-    /// Connect, request, response, close.
-    Crr,
+/// A finished TCP run.
+pub struct TcpOutcome {
+    /// The result.
+    pub report: LoadReport,
+    /// Why the run counts as failed (errors over budget, stalled...).
+    pub failure: Option<String>,
+    /// Persistent connections: each connection's local address and
+    /// responses (empty for a connection per transaction).
+    pub connections: Vec<ConnTally>,
 }
 
-impl TcpKind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Rr => "tcp-rr",
-            Self::Crr => "tcp-crr",
+/// The measured window on the run clock.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    /// Its start (after the warm-up), ns.
+    measure_from: u64,
+    /// Its end in duration mode, ns.
+    end: Option<u64>,
+}
+
+impl Window {
+    fn of(plan: &TcpPlan) -> Self {
+        let measure_from = plan.warmup.as_nanos() as u64;
+        Self {
+            measure_from,
+            end: match plan.stop {
+                Stop::Duration(d) => Some(measure_from + d.as_nanos() as u64),
+                Stop::Count(_) => None,
+            },
         }
     }
 }
 
-/// CPU time of the calling thread, ns.
-pub fn thread_cpu_ns() -> u64 {
-    let (u, s) = rusage_ns(libc::RUSAGE_THREAD);
-    u + s
-}
-
-/// (user, system) CPU of `who`, ns.
-pub fn rusage_ns(who: libc::c_int) -> (u64, u64) {
-    // SAFETY: rusage is plain data filled by the kernel.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer.
-    unsafe { libc::getrusage(who, &mut ru) };
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    (ns(ru.ru_utime), ns(ru.ru_stime))
-}
-
 struct WorkerResult {
-    tally: Tally,
+    tally: WorkerTally,
     end: WorkerEnd,
     cpu_ns: u64,
     wall_ns: u64,
@@ -68,15 +72,27 @@ struct WorkerResult {
     stopped_at: u64,
 }
 
-/// A finished TCP run.
-pub struct Outcome {
-    /// The result.
-    pub report: LoadReport,
-    /// Why the run counts as failed (errors over budget, stalled...).
-    pub failure: Option<String>,
-    /// tcp-rr: each connection's local address and responses (empty for
-    /// tcp-crr).
-    pub connections: Vec<ConnTally>,
+/// What the watching (main) thread saw while the workers ran.
+#[derive(Default)]
+struct Watched {
+    /// Per second: transactions, errors, latencies.
+    intervals: BTreeMap<u64, (u64, u64, Histogram<u32>)>,
+    /// The signal that stopped the run, if one did.
+    interrupted: Option<String>,
+    /// True when the embedding caller aborted the run.
+    aborted: bool,
+}
+
+/// What the workers measured, merged, and what the run cost.
+struct Merged {
+    tally: WorkerTally,
+    ends: Vec<WorkerEnd>,
+    /// Each worker thread's busy share (CPU / wall).
+    shares: Vec<f64>,
+    /// When the last worker stopped, on the run clock.
+    stopped_at: u64,
+    /// The whole process's (user, system) CPU over the run, s.
+    cpu_s: (f64, f64),
 }
 
 /// Raises the soft open-files limit so `conns` sockets fit (up to the hard
@@ -101,30 +117,54 @@ fn ensure_fd_room(conns: usize) -> Result<()> {
     Ok(())
 }
 
-/// Runs `plan` and builds the report. `config` is recorded as is.
-pub fn run_tcp(
+/// Runs `plan` with `exchange` and builds the report. `config` is
+/// recorded as is.
+pub fn run_tcp<E: Exchange>(
     plan: &TcpPlan,
-    kind: TcpKind,
+    exchange: &E,
     config: LoadConfig,
     max_errors: u64,
     quiet: bool,
-) -> Result<Outcome> {
+) -> Result<TcpOutcome> {
     ensure_fd_room(plan.connections)?;
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
     let started_at = SystemTime::now();
     let clock = RunClock::start();
-    let measure_from = plan.warmup.as_nanos() as u64;
-    let end = match plan.stop {
-        Stop::Duration(d) => Some(measure_from + d.as_nanos() as u64),
-        Stop::Count(_) => None,
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel::<IntervalRecord>();
-    let open_loop = plan.rate.is_some();
-    let progress: Vec<Arc<Progress>> = (0..plan.threads)
-        .map(|_| Arc::new(Progress::default()))
+    let window = Window::of(plan);
+    let ctxs = worker_ctxs(plan, clock, window);
+    let cpu_before = rusage_ns(libc::RUSAGE_SELF);
+    let bar = progress_bar(plan, quiet);
+    let (results, watched) = run_workers(plan, exchange, &ctxs, &mut signals, bar.as_ref());
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let cpu_after = rusage_ns(libc::RUSAGE_SELF);
+    let merged = merge(
+        results,
+        (
+            (cpu_after.0 - cpu_before.0) as f64 / 1e9,
+            (cpu_after.1 - cpu_before.1) as f64 / 1e9,
+        ),
+    )?;
+    let (report, failure) = report(
+        plan, config, started_at, window, &merged, watched, max_errors,
+    )?;
+    let connections = merged
+        .ends
+        .into_iter()
+        .flat_map(|e| e.connections)
         .collect();
-    let ctxs: Vec<WorkerCtx> = (0..plan.threads)
+    Ok(TcpOutcome {
+        report,
+        failure,
+        connections,
+    })
+}
+
+/// Each worker's share of the run: connections, rate, count quota.
+fn worker_ctxs(plan: &TcpPlan, clock: RunClock, window: Window) -> Vec<WorkerCtx> {
+    let stop = Arc::new(AtomicBool::new(false));
+    (0..plan.threads)
         .map(|i| WorkerCtx {
             index: i,
             conns: WorkerCtx::share(plan.connections as u64, plan.threads, i) as usize,
@@ -135,102 +175,37 @@ pub fn run_tcp(
                 Stop::Duration(_) => None,
             },
             clock,
-            measure_from,
-            end,
+            measure_from: window.measure_from,
+            end: window.end,
             stop: Arc::clone(&stop),
-            progress: Arc::clone(&progress[i]),
+            progress: Arc::new(ProgressCounters::default()),
         })
-        .collect();
-    let cpu_before = rusage_ns(libc::RUSAGE_SELF);
-    let bar = progress_bar(plan, kind, quiet);
-    let mut intervals: BTreeMap<u64, (u64, u64, Histogram<u32>)> = BTreeMap::new();
-    let mut interrupted: Option<String> = None;
-    let mut aborted = false;
+        .collect()
+}
 
-    let results: Vec<Result<WorkerResult>> = std::thread::scope(|scope| {
+/// Runs one worker thread per context and watches them from this one
+/// until all have ended.
+fn run_workers<E: Exchange>(
+    plan: &TcpPlan,
+    exchange: &E,
+    ctxs: &[WorkerCtx],
+    signals: &mut Signals,
+    bar: Option<&ProgressBar>,
+) -> (Vec<Result<WorkerResult>>, Watched) {
+    let (tx, rx) = mpsc::channel::<IntervalRecord>();
+    let mut watched = Watched::default();
+    let results = std::thread::scope(|scope| {
         let handles: Vec<_> = ctxs
             .iter()
             .map(|ctx| {
                 let tx = tx.clone();
-                scope.spawn(move || -> Result<WorkerResult> {
-                    // Timer slack would delay every paced send by up to
-                    // 50 us and show up as target latency in open loop.
-                    // SAFETY: prctl with integer arguments.
-                    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
-                    let cpu0 = thread_cpu_ns();
-                    let t0 = clock.now();
-                    let mut t = Tally::new(
-                        measure_from,
-                        open_loop,
-                        kind == TcpKind::Crr,
-                        tx,
-                        Arc::clone(&ctx.progress),
-                    );
-                    let end = match kind {
-                        TcpKind::Rr => tcp_rr::run(plan, ctx, &mut t),
-                        TcpKind::Crr => tcp_crr::run(plan, ctx, &mut t),
-                    }
-                    .with_context(|| format!("load worker {}", ctx.index))?;
-                    let stopped_at = clock.now();
-                    Ok(WorkerResult {
-                        tally: t,
-                        end,
-                        cpu_ns: thread_cpu_ns() - cpu0,
-                        wall_ns: stopped_at - t0,
-                        stopped_at,
-                    })
-                })
+                scope.spawn(move || worker(plan, exchange, ctx, tx))
             })
             .collect();
         drop(tx);
-        // The main thread watches: progress, intervals, signals, and a
-        // target nobody can connect to (no point waiting out -d).
-        let give_up_at = plan.timeout.min(Duration::from_secs(1)).as_nanos() as u64;
-        loop {
-            let connects: u64 = progress
-                .iter()
-                .map(|p| p.connects.load(Ordering::Relaxed))
-                .sum();
-            let errs: u64 = progress
-                .iter()
-                .map(|p| p.errors.load(Ordering::Relaxed))
-                .sum();
-            if connects == 0
-                && errs >= plan.connections as u64
-                && clock.now() >= give_up_at
-                && !stop.load(Ordering::Relaxed)
-            {
-                stop.store(true, Ordering::Relaxed);
-            }
-            if let Some(si) = signals.pending() {
-                if interrupted.is_none() {
-                    interrupted = Some(signal_name(si.ssi_signo));
-                    stop.store(true, Ordering::Relaxed);
-                }
-            }
-            if plan.abort.as_ref().is_some_and(|f| f.is_raised()) && !aborted {
-                aborted = true;
-                stop.store(true, Ordering::Relaxed);
-            }
-            while let Ok(rec) = rx.try_recv() {
-                add_interval(&mut intervals, rec);
-            }
-            if let Some(b) = &bar {
-                let done: u64 = progress
-                    .iter()
-                    .map(|p| p.transactions.load(Ordering::Relaxed))
-                    .sum();
-                let errs: u64 = progress
-                    .iter()
-                    .map(|p| p.errors.load(Ordering::Relaxed))
-                    .sum();
-                update_bar(b, plan, clock.now(), measure_from, done, errs);
-            }
-            if handles.iter().all(|h| h.is_finished()) {
-                break;
-            }
-            wait_signal_or(&signals, plan.abort.as_deref(), Duration::from_millis(100));
-        }
+        watch(plan, ctxs, signals, bar, &rx, &mut watched, || {
+            handles.iter().all(|h| h.is_finished())
+        });
         handles
             .into_iter()
             .map(|h| {
@@ -240,13 +215,109 @@ pub fn run_tcp(
             .collect()
     });
     while let Ok(rec) = rx.try_recv() {
-        add_interval(&mut intervals, rec);
+        add_interval(&mut watched.intervals, rec);
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    let cpu_after = rusage_ns(libc::RUSAGE_SELF);
+    (results, watched)
+}
 
+/// One worker thread: its connections, by the workload's mode, until its
+/// share of the run is done.
+fn worker<E: Exchange>(
+    plan: &TcpPlan,
+    exchange: &E,
+    ctx: &WorkerCtx,
+    sink: mpsc::Sender<IntervalRecord>,
+) -> Result<WorkerResult> {
+    // Timer slack would delay every paced send by up to 50 us and show up
+    // as target latency in open loop.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+    let cpu0 = thread_cpu_ns();
+    let t0 = ctx.clock.now();
+    let mut t = WorkerTally::new(
+        ctx.measure_from,
+        plan.rate.is_some(),
+        plan.mode.per_transaction(),
+        sink,
+        Arc::clone(&ctx.progress),
+    );
+    let end = match plan.mode {
+        ConnMode::Persistent { .. } => persistent::run(plan, exchange, ctx, &mut t),
+        ConnMode::PerTransaction { .. } => per_txn::run(plan, exchange, ctx, &mut t),
+    }
+    .with_context(|| format!("load worker {}", ctx.index))?;
+    let stopped_at = ctx.clock.now();
+    Ok(WorkerResult {
+        tally: t,
+        end,
+        cpu_ns: thread_cpu_ns() - cpu0,
+        wall_ns: stopped_at - t0,
+        stopped_at,
+    })
+}
+
+/// Sums one progress counter over the workers.
+fn total(ctxs: &[WorkerCtx], counter: impl Fn(&ProgressCounters) -> &AtomicU64) -> u64 {
+    ctxs.iter()
+        .map(|c| counter(&c.progress).load(Ordering::Relaxed))
+        .sum()
+}
+
+/// The main thread while the workers run (until `all_done`): progress,
+/// intervals, signals, the caller's abort, and a target nobody can connect
+/// to (no point waiting out -d).
+fn watch(
+    plan: &TcpPlan,
+    ctxs: &[WorkerCtx],
+    signals: &mut Signals,
+    bar: Option<&ProgressBar>,
+    rx: &mpsc::Receiver<IntervalRecord>,
+    watched: &mut Watched,
+    all_done: impl Fn() -> bool,
+) {
+    let Some(first) = ctxs.first() else {
+        return;
+    };
+    let (clock, stop) = (first.clock, &first.stop);
+    let give_up_at = plan.timeout.min(Duration::from_secs(1)).as_nanos() as u64;
+    loop {
+        let connects = total(ctxs, |p| &p.connects);
+        let errs = total(ctxs, |p| &p.errors);
+        if connects == 0
+            && errs >= plan.connections as u64
+            && clock.now() >= give_up_at
+            && !stop.load(Ordering::Relaxed)
+        {
+            stop.store(true, Ordering::Relaxed);
+        }
+        if let Some(si) = signals.pending() {
+            if watched.interrupted.is_none() {
+                watched.interrupted = Some(signal_name(si.ssi_signo));
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+        if plan.abort.as_ref().is_some_and(|f| f.is_raised()) && !watched.aborted {
+            watched.aborted = true;
+            stop.store(true, Ordering::Relaxed);
+        }
+        while let Ok(rec) = rx.try_recv() {
+            add_interval(&mut watched.intervals, rec);
+        }
+        if let Some(b) = bar {
+            let done = total(ctxs, |p| &p.transactions);
+            let errs = total(ctxs, |p| &p.errors);
+            update_bar(b, plan, clock.now(), first.measure_from, done, errs);
+        }
+        if all_done() {
+            break;
+        }
+        wait_signal_or(signals, plan.abort.as_deref(), Duration::from_millis(100));
+    }
+}
+
+/// Merges the workers' tallies; `cpu_s` is the process's (user, system)
+/// CPU over the run.
+fn merge(results: Vec<Result<WorkerResult>>, cpu_s: (f64, f64)) -> Result<Merged> {
     let mut parts = Vec::new();
     let mut ends = Vec::new();
     let mut shares = Vec::new();
@@ -258,50 +329,30 @@ pub fn run_tcp(
         parts.push(r.tally);
         ends.push(r.end);
     }
-    let t = tally::merge(parts).ok_or_else(|| anyhow!("no load worker ran"))?;
+    let tally = tally::merge(parts).ok_or_else(|| anyhow!("no load worker ran"))?;
+    Ok(Merged {
+        tally,
+        ends,
+        shares,
+        stopped_at,
+        cpu_s,
+    })
+}
 
-    // Until the last worker stopped, not until the watching thread noticed
-    // (up to one poll period later: a 50 ms count run read as 100 ms).
-    let measured_ns = match plan.stop {
-        Stop::Duration(_) => stopped_at
-            .saturating_sub(measure_from)
-            .min(end.unwrap_or(u64::MAX) - measure_from),
-        Stop::Count(_) => stopped_at.saturating_sub(measure_from),
-    };
-    let duration_s = measured_ns as f64 / 1e9;
-    let established: u64 = ends.iter().map(|e| e.established as u64).sum();
-    let stalled = ends.iter().any(|e| e.stalled);
-    let user = (cpu_after.0 - cpu_before.0) as f64 / 1e9;
-    let system = (cpu_after.1 - cpu_before.1) as f64 / 1e9;
-    let all_tx = t.transactions + t.warmup_transactions;
-    let saturated = shares.iter().any(|s| *s >= 0.9);
-
-    let mut notes = Vec::new();
-    let overflow: u64 = ends.iter().map(|e| e.backlog_overflow).sum();
-    let backlog_left: u64 = ends.iter().map(|e| e.backlog_at_end).sum();
-    if overflow > 0 || backlog_left > 0 {
-        notes.push(format!(
-            "the target could not keep up with --rate: {backlog_left} intended requests were \
-             still waiting for a connection at the end and {overflow} were dropped from a full \
-             backlog (the latency of those never sent is not in the histogram)"
-        ));
-    }
-    if saturated {
-        let busiest = shares.iter().cloned().fold(0.0, f64::max);
-        notes.push(format!(
-            "a load worker thread was busy {:.0}% of the time: the generator itself may have \
-             been the bottleneck (try more -t threads, or compare with a lighter load)",
-            busiest * 100.0
-        ));
-    }
-    notes.push(
-        "loopback or single-host figures include the generator and the target sharing CPUs".into(),
-    );
-
+/// Why the run ended (`end_reason`) and, when it counts as failed, why.
+fn verdict(
+    plan: &TcpPlan,
+    m: &Merged,
+    watched: &Watched,
+    max_errors: u64,
+) -> (String, Option<String>) {
+    let t = &m.tally;
+    let established: u64 = m.ends.iter().map(|e| e.established as u64).sum();
+    let stalled = m.ends.iter().any(|e| e.stalled);
     let errors_total = t.error_count();
-    let end_reason = if let Some(sig) = &interrupted {
+    let end_reason = if let Some(sig) = &watched.interrupted {
         format!("signal:{sig}")
-    } else if aborted {
+    } else if watched.aborted {
         "aborted".to_string()
     } else if stalled {
         "stalled".to_string()
@@ -311,38 +362,94 @@ pub fn run_tcp(
             Stop::Count(_) => "count".into(),
         }
     };
-    let mut failure = None;
-    if established == 0 {
-        failure = Some(format!(
+    let failure = if established == 0 {
+        Some(format!(
             "no connection to {} could be established ({})",
             plan.addr,
             error_classes(&t.errors).unwrap_or_else(|| "no error reported".into())
-        ));
-    } else if let Some(sig) = &interrupted {
-        failure = Some(format!(
+        ))
+    } else if let Some(sig) = &watched.interrupted {
+        Some(format!(
             "interrupted by {sig}; the figures cover the run until then"
-        ));
-    } else if aborted {
-        failure = Some("aborted by its caller; the figures cover the run until then".into());
+        ))
+    } else if watched.aborted {
+        Some("aborted by its caller; the figures cover the run until then".into())
     } else if stalled {
-        failure = Some(format!(
+        Some(format!(
             "no transaction completed for {:.1} s: the target stalled before the count was reached",
             2.0 * plan.timeout.as_secs_f64()
-        ));
+        ))
     } else if errors_total > max_errors {
-        failure = Some(format!(
+        Some(format!(
             "{errors_total} errors, more than --max-errors {max_errors} ({})",
             error_classes(&t.errors).unwrap_or_default()
-        ));
+        ))
     } else if t.transactions == 0 {
-        failure = Some("no transaction completed in the measured window".into());
-    }
+        Some("no transaction completed in the measured window".into())
+    } else {
+        None
+    };
+    (end_reason, failure)
+}
 
+/// The caveats of a run: a target behind --rate, a saturated generator,
+/// shared CPUs.
+fn notes(m: &Merged, saturated: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    let overflow: u64 = m.ends.iter().map(|e| e.backlog_overflow).sum();
+    let backlog_left: u64 = m.ends.iter().map(|e| e.backlog_at_end).sum();
+    if overflow > 0 || backlog_left > 0 {
+        notes.push(format!(
+            "the target could not keep up with --rate: {backlog_left} intended requests were \
+             still waiting for a connection at the end and {overflow} were dropped from a full \
+             backlog (the latency of those never sent is not in the histogram)"
+        ));
+    }
+    if saturated {
+        let busiest = m.shares.iter().cloned().fold(0.0, f64::max);
+        notes.push(format!(
+            "a load worker thread was busy {:.0}% of the time: the generator itself may have \
+             been the bottleneck (try more -t threads, or compare with a lighter load)",
+            busiest * 100.0
+        ));
+    }
+    notes.push(
+        "loopback or single-host figures include the generator and the target sharing CPUs".into(),
+    );
+    notes
+}
+
+/// The report of a finished run and, when it counts as failed, why.
+fn report(
+    plan: &TcpPlan,
+    config: LoadConfig,
+    started_at: SystemTime,
+    window: Window,
+    m: &Merged,
+    watched: Watched,
+    max_errors: u64,
+) -> Result<(LoadReport, Option<String>)> {
+    let (end_reason, failure) = verdict(plan, m, &watched, max_errors);
+    let t = &m.tally;
+    let measure_from = window.measure_from;
+    // Until the last worker stopped, not until the watching thread noticed
+    // (up to one poll period later: a 50 ms count run read as 100 ms).
+    let measured_ns = match plan.stop {
+        Stop::Duration(_) => m
+            .stopped_at
+            .saturating_sub(measure_from)
+            .min(window.end.unwrap_or(u64::MAX) - measure_from),
+        Stop::Count(_) => m.stopped_at.saturating_sub(measure_from),
+    };
+    let duration_s = measured_ns as f64 / 1e9;
+    let (user, system) = m.cpu_s;
+    let all_tx = t.transactions + t.warmup_transactions;
+    let saturated = m.shares.iter().any(|s| *s >= 0.9);
     let report = LoadReport {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
         sockscope_version: env!("CARGO_PKG_VERSION").into(),
-        workload: kind.name().into(),
+        workload: plan.workload.into(),
         target: plan.addr.to_string(),
         config,
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
@@ -351,7 +458,7 @@ pub fn run_tcp(
         end_reason,
         connections: Connections {
             requested: plan.connections,
-            established,
+            established: m.ends.iter().map(|e| e.established as u64).sum(),
             connects: t.connects,
         },
         transactions: t.transactions,
@@ -366,17 +473,18 @@ pub fn run_tcp(
         send_lag: t.send_lag.as_ref().map(record).transpose()?.flatten(),
         connect_latency: t.connect.as_ref().map(record).transpose()?.flatten(),
         errors: Errors {
-            total: errors_total,
+            total: t.error_count(),
             by_class: t
                 .errors
                 .iter()
                 .map(|(k, v)| (k.name().to_string(), *v))
                 .collect(),
-            unanswered_at_end: ends.iter().map(|e| e.unanswered).sum(),
+            unanswered_at_end: m.ends.iter().map(|e| e.unanswered).sum(),
             answered_after_end: t.answered_after_end,
         },
         intervals: seal_intervals(
-            intervals
+            watched
+                .intervals
                 .into_iter()
                 .map(|(s, (tx, er, h))| Interval {
                     t_s: s,
@@ -391,7 +499,7 @@ pub fn run_tcp(
                 .collect(),
             // Until the last worker stopped: everything the workers
             // recorded.
-            stopped_at.saturating_sub(measure_from) as f64 / 1e9,
+            m.stopped_at.saturating_sub(measure_from) as f64 / 1e9,
         ),
         bytes: Bytes {
             sent: t.bytes_sent,
@@ -405,18 +513,13 @@ pub fn run_tcp(
             } else {
                 0.0
             },
-            thread_cpu_share: shares,
+            thread_cpu_share: m.shares.clone(),
             saturated,
         },
         udp: None,
-        notes,
+        notes: notes(m, saturated),
     };
-    let connections = ends.into_iter().flat_map(|e| e.connections).collect();
-    Ok(Outcome {
-        report,
-        failure,
-        connections,
-    })
+    Ok((report, failure))
 }
 
 /// A latency record, or None for an empty histogram.
@@ -464,29 +567,22 @@ fn wait_signal_or(signals: &Signals, abort: Option<&StopFlag>, d: Duration) {
     );
 }
 
-fn progress_bar(plan: &TcpPlan, kind: TcpKind, quiet: bool) -> Option<indicatif::ProgressBar> {
-    if quiet || !std::io::stderr().is_terminal() {
+fn progress_bar(plan: &TcpPlan, quiet: bool) -> Option<ProgressBar> {
+    if !crate::progress::wanted(quiet) {
         return None;
     }
-    let (len, unit) = match plan.stop {
-        Stop::Duration(d) => ((plan.warmup + d).as_millis() as u64, "ms"),
-        Stop::Count(n) => (n, "tx"),
+    let len = match plan.stop {
+        Stop::Duration(d) => (plan.warmup + d).as_millis() as u64,
+        Stop::Count(n) => n,
     };
-    let bar = indicatif::ProgressBar::new(len);
-    let style = indicatif::ProgressStyle::with_template(&format!(
-        "{} {} [{{bar:30}}] {{msg}}",
-        kind.name(),
-        plan.addr
+    Some(crate::progress::bar(
+        Some(len),
+        &format!("{} {} [{{bar:30}}] {{msg}}", plan.workload, plan.addr),
     ))
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    bar.set_style(style);
-    let _ = unit;
-    Some(bar)
 }
 
 fn update_bar(
-    bar: &indicatif::ProgressBar,
+    bar: &ProgressBar,
     plan: &TcpPlan,
     now: u64,
     measure_from: u64,
@@ -524,5 +620,96 @@ mod tests {
             error_classes(&e).as_deref(),
             Some("ECONNRESET x10, short_read x2")
         );
+    }
+
+    /// A framed exchange unlike the raw one: each response is a line of
+    /// varying length (`ok:<request>\n`), recognised by its newline.
+    struct LineExchange;
+
+    impl Exchange for LineExchange {
+        type Cursor = ();
+        fn request_len(&self) -> Option<usize> {
+            None
+        }
+        fn response_len(&self) -> Option<usize> {
+            None
+        }
+        fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
+            out.extend_from_slice(format!("req {seq}\n").as_bytes());
+        }
+        fn parse(&self, _: &mut (), data: &[u8], _seq: u64) -> crate::load::workload::Parsed {
+            use crate::load::workload::Parsed;
+            match data.iter().position(|b| *b == b'\n') {
+                Some(i) => Parsed::Complete(i + 1),
+                None => Parsed::Partial,
+            }
+        }
+        fn on_eof(&self, _: &()) -> ErrorClass {
+            ErrorClass::Closed
+        }
+    }
+
+    /// A line server on loopback: answers each line with `ok:<line>`,
+    /// written in two pieces so responses also arrive split.
+    fn line_server() -> std::net::SocketAddr {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { return };
+                std::thread::spawn(move || {
+                    s.set_nodelay(true).unwrap();
+                    let mut w = s.try_clone().unwrap();
+                    for line in BufReader::new(s).lines() {
+                        let Ok(line) = line else { return };
+                        if w.write_all(b"ok:").is_err()
+                            || w.write_all(format!("{line}\n").as_bytes()).is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn plan(addr: std::net::SocketAddr, mode: ConnMode, n: u64) -> TcpPlan {
+        TcpPlan {
+            workload: "line",
+            mode,
+            addr,
+            connections: 3,
+            threads: 2,
+            stop: Stop::Count(n),
+            warmup: Duration::ZERO,
+            rate: None,
+            timeout: Duration::from_secs(5),
+            connect_rate: None,
+            sources: Vec::new(),
+            abort: None,
+        }
+    }
+
+    #[test]
+    fn a_framed_exchange_runs_on_both_connection_modes() {
+        let addr = line_server();
+        for mode in [
+            ConnMode::Persistent { pipeline: 3 },
+            ConnMode::PerTransaction { close_rst: false },
+        ] {
+            let p = plan(addr, mode, 300);
+            let out = run_tcp(&p, &LineExchange, LoadConfig::default(), 0, true).unwrap();
+            assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
+            assert_eq!(out.report.transactions, 300, "{mode:?}");
+            assert_eq!(out.report.errors.total, 0, "{mode:?}");
+            assert_eq!(out.report.workload, "line");
+            assert_eq!(
+                out.report.connect_latency.is_some(),
+                mode.per_transaction(),
+                "{mode:?}"
+            );
+        }
     }
 }

@@ -1,66 +1,53 @@
 //! `sockscope load`: a load generator meant never to be the bottleneck.
 //!
-//! One epoll loop per worker thread drives its share of the connections
-//! (`tcp_rr`, `tcp_crr`); `udp` sends sequenced datagrams. Workers keep
-//! their own counts and lossless histograms (`tally`), merged at the end
-//! (`engine`). Open-loop rates are paced per worker (`schedule`) with
-//! latency measured from the intended send time.
+//! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`) that
+//! names itself, picks how it uses connections and supplies its exchange
+//! (`workload`: what to send, how to recognise a whole response, what counts
+//! as an error; `raw` is the exchange both share). `Load::of` is the
+//! registry: one line per workload. Everything else is the TCP driver's:
+//! one epoll loop per worker thread (`driver`) drives its share of the
+//! connections, persistent (`persistent`) or one per transaction
+//! (`per_txn`), over `socket`; workers keep their own counts and lossless
+//! histograms (`tally`), merged at the end (`engine`); open-loop rates are
+//! paced per worker (`schedule`) with latency measured from the intended
+//! send time. `udp` is its own engine: sequenced datagrams and loss
+//! accounting with `serve udp-sink`.
+//!
+//! Imports point one way: `workload` <- `raw`, `tally` <- `plan` <-
+//! `driver` <- `persistent`/`per_txn` <- `engine` <- this module; a
+//! workload file imports only `workload`, `raw` and its options.
 
-pub mod conn;
+pub mod clock;
 pub mod driver;
 pub mod engine;
+pub mod per_txn;
+pub mod persistent;
 pub mod plan;
+pub mod raw;
 pub mod schedule;
+pub mod socket;
 pub mod tally;
 pub mod tcp_crr;
 pub mod tcp_rr;
 pub mod udp;
+pub mod workload;
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 
-use self::conn::{Exchange, Expect};
-use self::engine::TcpKind;
+pub use self::driver::ConnTally;
 use self::plan::{Stop, TcpPlan};
-pub use self::tcp_rr::ConnTally;
-// The clap option structs and the shared value parsers live in the CLI
-// layer; `run_tcp`/`run_udp` still read the raw options until load takes a
-// plan of its own.
-use crate::cli::load::{CloseMode, LoadCommand, TcpArgs, UdpArgs};
-use crate::cli::values::{resolve, unescape};
+use self::workload::{Exchange, TcpWorkload};
+// The clap option structs live in the CLI layer; the workloads still read
+// the raw options when they build their plans.
+pub use crate::cli::load::{CloseMode, CrrArgs, LoadCommand, RrArgs, TcpArgs, UdpArgs};
+use crate::cli::values::resolve;
 use crate::error;
 use crate::report::{self, load::LoadConfig, load_text};
-
-/// Parses --expect: a byte count or the exact response (escapes as in
-/// --request). An empty response, as a count or as a string, is a usage
-/// error: a response of no bytes cannot be waited for.
-fn parse_expect(exp: &str, verify: bool) -> Result<Expect> {
-    let expect = match exp.parse::<usize>() {
-        Ok(0) => {
-            return Err(error::usage(
-                "--expect 0: a response of 0 bytes cannot be waited for",
-            ));
-        }
-        Ok(n) => Expect::Bytes(n),
-        Err(_) => {
-            let bytes = unescape(exp)?;
-            if bytes.is_empty() {
-                return Err(error::usage(
-                    "--expect '': an empty response cannot be waited for (give the \
-                     response, or its size in bytes)",
-                ));
-            }
-            Expect::Exact(bytes)
-        }
-    };
-    if verify && matches!(expect, Expect::Bytes(_)) {
-        return Err(error::usage(
-            "--verify with --expect BYTES: give the expected string to verify",
-        ));
-    }
-    Ok(expect)
-}
+use crate::signals::StopFlag;
 
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -77,18 +64,78 @@ pub struct LoadOutcome {
     pub connections: Vec<ConnTally>,
 }
 
+/// A load command, by the engine that runs it.
+enum Load {
+    /// A request/response workload over TCP and the shared TCP options.
+    Tcp(Box<dyn RunTcp>, TcpArgs),
+    /// Sequenced UDP datagrams.
+    Udp(UdpArgs),
+}
+
+impl Load {
+    /// The registry of workloads: which engine runs each subcommand, and
+    /// with what. A request/response workload is one line here (and its
+    /// file, and its subcommand in [`LoadCommand`]).
+    fn of(cmd: LoadCommand) -> Self {
+        match cmd {
+            LoadCommand::TcpRr(a) => Self::tcp(tcp_rr::workload(&a), a.tcp),
+            LoadCommand::TcpCrr(a) => Self::tcp(tcp_crr::workload(&a), a.tcp),
+            LoadCommand::Udp(a) => Self::Udp(a),
+        }
+    }
+
+    fn tcp<E: Exchange + 'static>(w: TcpWorkload<E>, a: TcpArgs) -> Self {
+        Self::Tcp(Box::new(w), a)
+    }
+
+    /// Where --json goes, if anywhere.
+    fn json(&self) -> Option<&Path> {
+        match self {
+            Self::Tcp(_, a) => a.json.as_deref(),
+            Self::Udp(a) => a.json.as_deref(),
+        }
+    }
+
+    fn execute(self, quiet: bool, abort: Option<Arc<StopFlag>>) -> Result<LoadOutcome> {
+        match self {
+            Self::Tcp(w, a) => w.run(a, quiet, abort),
+            Self::Udp(a) => run_udp(a, quiet),
+        }
+    }
+}
+
+/// A TCP workload whose exchange type is known only inside: the one
+/// dynamic call per run that lets the driver be compiled for each
+/// exchange (no dynamic dispatch on the hot path).
+trait RunTcp {
+    fn run(
+        self: Box<Self>,
+        a: TcpArgs,
+        quiet: bool,
+        abort: Option<Arc<StopFlag>>,
+    ) -> Result<LoadOutcome>;
+}
+
+impl<E: Exchange> RunTcp for TcpWorkload<E> {
+    fn run(
+        self: Box<Self>,
+        a: TcpArgs,
+        quiet: bool,
+        abort: Option<Arc<StopFlag>>,
+    ) -> Result<LoadOutcome> {
+        run_tcp(*self, a, quiet, abort)
+    }
+}
+
 /// Runs a load subcommand; returns the exit status (the CLI path: prints
 /// the summary and writes --json).
 pub fn run(cmd: LoadCommand, quiet: bool) -> Result<u8> {
-    let json = match &cmd {
-        LoadCommand::TcpRr(a) => a.tcp.json.clone(),
-        LoadCommand::TcpCrr(a) => a.tcp.json.clone(),
-        LoadCommand::Udp(a) => a.json.clone(),
-    };
+    let load = Load::of(cmd);
+    let json = load.json().map(Path::to_path_buf);
     if let Some(path) = &json {
         crate::output::check(path, "--json")?;
     }
-    let out = execute(cmd, quiet)?;
+    let out = load.execute(quiet, None)?;
     finish(&out.report, out.failure, json.as_deref(), quiet)
 }
 
@@ -108,48 +155,31 @@ pub fn execute(cmd: LoadCommand, quiet: bool) -> Result<LoadOutcome> {
 pub fn execute_until(
     cmd: LoadCommand,
     quiet: bool,
-    abort: Option<std::sync::Arc<crate::signals::StopFlag>>,
+    abort: Option<Arc<StopFlag>>,
 ) -> Result<LoadOutcome> {
-    match cmd {
-        LoadCommand::TcpRr(a) => {
-            run_tcp(TcpKind::Rr, a.tcp, a.pipeline as usize, None, quiet, abort)
-        }
-        LoadCommand::TcpCrr(a) => run_tcp(TcpKind::Crr, a.tcp, 1, Some(a.close), quiet, abort),
-        LoadCommand::Udp(a) => run_udp(a, quiet),
-    }
+    Load::of(cmd).execute(quiet, abort)
 }
 
-fn run_tcp(
-    kind: TcpKind,
+/// Validates the shared TCP options of workload `w` into a plan, runs it
+/// and records the options in the report.
+fn run_tcp<E: Exchange>(
+    w: TcpWorkload<E>,
     a: TcpArgs,
-    pipeline: usize,
-    close: Option<CloseMode>,
     quiet: bool,
-    abort: Option<std::sync::Arc<crate::signals::StopFlag>>,
+    abort: Option<Arc<StopFlag>>,
 ) -> Result<LoadOutcome> {
     let addr = resolve(&a.addr)?;
-    if kind == TcpKind::Crr && a.connect_rate.is_some() {
-        return Err(error::usage(
-            "--connect-rate applies to tcp-rr; tcp-crr paces its connects with --rate",
-        ));
+    if w.mode.per_transaction() && a.connect_rate.is_some() {
+        return Err(error::usage(format!(
+            "--connect-rate applies to tcp-rr; {} paces its connects with --rate",
+            w.name
+        )));
     }
-    let exchange = match (&a.request, &a.expect) {
-        (Some(req), Some(exp)) => {
-            let request = unescape(req)?;
-            if request.is_empty() {
-                return Err(error::usage("--request must not be empty"));
-            }
-            Exchange::Fixed {
-                request,
-                expect: parse_expect(exp, a.verify)?,
-            }
-        }
-        _ => Exchange::pattern(a.req as usize, a.resp.unwrap_or(a.req) as usize, a.verify),
-    };
+    let exchange = w.exchange?;
     let n_sources = a
         .source_ips
-        .map_or(if kind == TcpKind::Crr { 16 } else { 1 }, |n| n as usize);
-    let sources = conn::source_pool(&addr, n_sources);
+        .map_or(w.mode.default_source_ips(), |n| n as usize);
+    let sources = socket::source_pool(&addr, n_sources);
     if a.source_ips.is_some_and(|n| n > 1) && sources.is_empty() {
         return Err(error::usage(
             "--source-ips needs an IPv4 loopback target (127.0.0.0/8)",
@@ -171,12 +201,11 @@ fn run_tcp(
         }
     }
     let plan = TcpPlan {
+        workload: w.name,
+        mode: w.mode,
         addr,
         connections,
         threads,
-        exchange: exchange.clone(),
-        pipeline,
-        close_rst: close == Some(CloseMode::Rst),
         stop,
         warmup: Duration::from_secs_f64(a.warmup),
         rate: a.rate,
@@ -188,9 +217,9 @@ fn run_tcp(
     let config = LoadConfig {
         connections: Some(connections),
         threads,
-        pipeline: (kind == TcpKind::Rr).then_some(pipeline),
-        request_bytes: Some(exchange.req_len()),
-        response_bytes: Some(exchange.resp_len()),
+        pipeline: w.mode.pipeline(),
+        request_bytes: exchange.request_len(),
+        response_bytes: exchange.response_len(),
         request: a.request.clone(),
         expect: a.expect.clone(),
         duration_s: match stop {
@@ -201,10 +230,7 @@ fn run_tcp(
         warmup_s: a.warmup,
         rate: a.rate,
         verify: a.verify,
-        close: close.map(|c| match c {
-            CloseMode::Fin => "fin".into(),
-            CloseMode::Rst => "rst".into(),
-        }),
+        close: w.mode.close_name().map(String::from),
         timeout_s: a.timeout,
         max_errors: a.max_errors,
         connect_rate: a.connect_rate,
@@ -212,7 +238,7 @@ fn run_tcp(
         command_line: std::env::args().collect(),
         ..Default::default()
     };
-    let out = engine::run_tcp(&plan, kind, config, a.max_errors, quiet)?;
+    let out = engine::run_tcp(&plan, &exchange, config, a.max_errors, quiet)?;
     Ok(LoadOutcome {
         report: out.report,
         failure: out.failure,
@@ -299,26 +325,5 @@ pub fn finish(
         (None, Err(e)) => Err(e),
         (Some(why), Ok(())) => Err(error::with_code(1, why)),
         (Some(why), Err(e)) => Err(error::with_code(1, format!("{why}; and {e:#}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_empty_expected_response_is_a_usage_error() {
-        for exp in ["", "0"] {
-            let Err(e) = parse_expect(exp, false) else {
-                panic!("--expect {exp:?} was accepted");
-            };
-            assert_eq!(e.downcast_ref::<error::Exit>().map(|x| x.code), Some(2));
-            assert!(e.to_string().contains("cannot be waited for"), "{e}");
-        }
-        assert!(matches!(parse_expect("5", false), Ok(Expect::Bytes(5))));
-        assert!(
-            matches!(parse_expect("+PONG\\r\\n", true), Ok(Expect::Exact(b)) if b == b"+PONG\r\n")
-        );
-        assert!(parse_expect("5", true).is_err());
     }
 }

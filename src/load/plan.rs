@@ -1,12 +1,15 @@
-//! The parsed, validated description of a TCP load run, and each worker's
-//! share of it.
+//! The parsed, validated description of a TCP load run (`TcpPlan`), and
+//! each worker's share of it (`WorkerCtx`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
-use super::conn::Exchange;
+use super::clock::RunClock;
+use super::schedule::Schedule;
+use super::tally::ProgressCounters;
+use super::workload::ConnMode;
 
 /// When a run stops.
 #[derive(Clone, Copy, Debug)]
@@ -17,21 +20,20 @@ pub enum Stop {
     Count(u64),
 }
 
-/// A TCP load run.
+/// A TCP load run (its exchange aside: the driver takes it separately, so
+/// that the plan stays one type whatever the workload).
 #[derive(Clone, Debug)]
 pub struct TcpPlan {
+    /// The workload's name (`tcp-rr`): the report's `workload`.
+    pub workload: &'static str,
+    /// How the workload uses its connections.
+    pub mode: ConnMode,
     /// Target.
     pub addr: SocketAddr,
     /// Connections (tcp-rr) or concurrent connect loops (tcp-crr).
     pub connections: usize,
     /// Worker threads, one epoll loop each.
     pub threads: usize,
-    /// What each transaction sends and expects.
-    pub exchange: Exchange,
-    /// Requests in flight per connection (tcp-rr).
-    pub pipeline: usize,
-    /// Close with RST (SO_LINGER 0) instead of FIN (tcp-crr).
-    pub close_rst: bool,
     /// Stop condition.
     pub stop: Stop,
     /// Excluded from results.
@@ -48,46 +50,6 @@ pub struct TcpPlan {
     /// raises it when its target dies, so the load does not run out its
     /// duration against nothing). The run then counts as failed.
     pub abort: Option<Arc<crate::signals::StopFlag>>,
-}
-
-/// Monotonic run clock: ns since the run's epoch, shared by all workers so
-/// their timestamps compare.
-#[derive(Clone, Copy, Debug)]
-pub struct RunClock {
-    epoch: Instant,
-}
-
-impl RunClock {
-    /// A clock starting now.
-    pub fn start() -> Self {
-        Self {
-            epoch: Instant::now(),
-        }
-    }
-
-    /// ns since the epoch.
-    #[inline]
-    pub fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
-    }
-
-    /// The Instant of run-clock time `t`.
-    pub fn instant(&self, t: u64) -> Instant {
-        self.epoch + Duration::from_nanos(t)
-    }
-}
-
-/// Per-worker progress counters read by the main thread (one cache line
-/// each, written by one worker only).
-#[repr(align(64))]
-#[derive(Debug, Default)]
-pub struct Progress {
-    /// Measured transactions completed.
-    pub transactions: AtomicU64,
-    /// Errors.
-    pub errors: AtomicU64,
-    /// Successful connects.
-    pub connects: AtomicU64,
 }
 
 /// One worker's share of the run.
@@ -112,7 +74,7 @@ pub struct WorkerCtx {
     /// Set by the main thread to stop early (Ctrl-C).
     pub stop: Arc<AtomicBool>,
     /// Its progress counters.
-    pub progress: Arc<Progress>,
+    pub progress: Arc<ProgressCounters>,
 }
 
 impl WorkerCtx {
@@ -138,11 +100,7 @@ impl WorkerCtx {
     /// Count mode: has every measured transaction of this worker's quota
     /// been issued? (Open loop: the schedule is exhausted and nothing waits
     /// in its backlog.) Always false in duration mode.
-    pub fn issued_all(
-        &self,
-        sched: Option<&super::schedule::Schedule>,
-        issued_measured: u64,
-    ) -> bool {
+    pub fn issued_all(&self, sched: Option<&Schedule>, issued_measured: u64) -> bool {
         let Some(q) = self.quota else {
             return false;
         };
@@ -150,34 +108,6 @@ impl WorkerCtx {
             Some(s) => s.exhausted() && s.backlog.is_empty(),
             None => issued_measured >= q,
         }
-    }
-}
-
-/// Exponential reconnect backoff, 10 ms doubling up to 1 s: a dead server
-/// costs a few attempts per second per connection, never a spin.
-#[derive(Clone, Copy, Debug)]
-pub struct Backoff(u64);
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self(Self::MIN)
-    }
-}
-
-impl Backoff {
-    const MIN: u64 = 10_000_000;
-    const MAX: u64 = 1_000_000_000;
-
-    /// The delay to wait now; doubles the next one.
-    pub fn next_delay(&mut self) -> u64 {
-        let d = self.0;
-        self.0 = (self.0 * 2).min(Self::MAX);
-        d
-    }
-
-    /// Back to the shortest delay after a success.
-    pub fn reset(&mut self) {
-        self.0 = Self::MIN;
     }
 }
 
@@ -191,16 +121,5 @@ mod tests {
             let sum: u64 = (0..parts).map(|i| WorkerCtx::share(total, parts, i)).sum();
             assert_eq!(sum, total);
         }
-    }
-
-    #[test]
-    fn backoff_is_bounded() {
-        let mut b = Backoff::default();
-        let delays: Vec<u64> = (0..12).map(|_| b.next_delay()).collect();
-        assert_eq!(delays[0], 10_000_000);
-        assert_eq!(delays[1], 20_000_000);
-        assert_eq!(*delays.last().unwrap(), 1_000_000_000);
-        b.reset();
-        assert_eq!(b.next_delay(), 10_000_000);
     }
 }

@@ -1,71 +1,19 @@
 //! What each load worker counts, and how the workers' counts merge.
 //!
-//! A worker owns its `Tally` outright (no sharing, no atomics on the hot
-//! path) and only publishes a completed-transactions counter for the
-//! progress bar and, once a second, an interval record to the main thread.
+//! A worker owns its `WorkerTally` outright (no sharing, no atomic
+//! read-modify-write on the hot path) and only publishes its `ProgressCounters`
+//! counters for the main thread (progress bar, give-up check) and, once a
+//! second, an interval record.
 
 use std::collections::BTreeMap;
-use std::io;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 
 use hdrhistogram::Histogram;
 
-use super::plan::Progress;
+use super::workload::ErrorClass;
 use crate::stats::LatencyHist;
-
-/// Error classes reported by the load generator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ErrorClass {
-    /// Connection refused (nothing listening).
-    Refused,
-    /// Connect or response did not come within --timeout.
-    TimedOut,
-    /// No local address/port available (ephemeral ports exhausted).
-    AddrNotAvail,
-    /// Connection reset by the peer.
-    Reset,
-    /// The peer closed the connection in the middle of a response.
-    ShortRead,
-    /// The peer closed the connection between transactions.
-    Closed,
-    /// A response byte differed from what the request implied (--verify,
-    /// or --expect STRING).
-    Mismatch,
-    /// The peer sent more than the expected response.
-    Unexpected,
-    /// Any other socket error.
-    Other,
-}
-
-impl ErrorClass {
-    /// Stable name used in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Refused => "ECONNREFUSED",
-            Self::TimedOut => "ETIMEDOUT",
-            Self::AddrNotAvail => "EADDRNOTAVAIL",
-            Self::Reset => "ECONNRESET",
-            Self::ShortRead => "short_read",
-            Self::Closed => "closed_by_peer",
-            Self::Mismatch => "response_mismatch",
-            Self::Unexpected => "unexpected_bytes",
-            Self::Other => "other",
-        }
-    }
-
-    /// Classifies a socket error.
-    pub fn of(err: &io::Error) -> Self {
-        match err.raw_os_error() {
-            Some(libc::ECONNREFUSED) => Self::Refused,
-            Some(libc::ETIMEDOUT) => Self::TimedOut,
-            Some(libc::EADDRNOTAVAIL) => Self::AddrNotAvail,
-            Some(libc::ECONNRESET) | Some(libc::EPIPE) => Self::Reset,
-            _ => Self::Other,
-        }
-    }
-}
 
 /// Latency histogram used per one-second interval: 2 significant digits
 /// from 100 ns to 60 s (about 12 KB), enough for per-second p50/p99.
@@ -85,8 +33,21 @@ pub struct IntervalRecord {
     pub hist: Histogram<u32>,
 }
 
+/// Per-worker progress counters read by the main thread (one cache line
+/// each, written by one worker only).
+#[repr(align(64))]
+#[derive(Debug, Default)]
+pub struct ProgressCounters {
+    /// Measured transactions completed.
+    pub transactions: AtomicU64,
+    /// Errors.
+    pub errors: AtomicU64,
+    /// Successful connects.
+    pub connects: AtomicU64,
+}
+
 /// A worker's counts.
-pub struct Tally {
+pub struct WorkerTally {
     /// Start of the measured window on the run clock (ns).
     pub measure_from: u64,
     /// Latency (from the intended send time in open-loop mode).
@@ -122,10 +83,10 @@ pub struct Tally {
     interval_tx: u64,
     interval_errors: u64,
     sink: Option<Sender<IntervalRecord>>,
-    progress: Arc<Progress>,
+    progress: Arc<ProgressCounters>,
 }
 
-impl Tally {
+impl WorkerTally {
     /// A tally whose measured window starts at `measure_from` (run clock
     /// ns); `progress` is this worker's completed-transactions counter.
     pub fn new(
@@ -133,7 +94,7 @@ impl Tally {
         open_loop: bool,
         connect: bool,
         sink: Sender<IntervalRecord>,
-        progress: Arc<Progress>,
+        progress: Arc<ProgressCounters>,
     ) -> Self {
         Self {
             measure_from,
@@ -272,7 +233,7 @@ impl Tally {
 }
 
 /// Merges worker tallies into one (histograms added, counters summed).
-pub fn merge(parts: Vec<Tally>) -> Option<Tally> {
+pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
     let mut it = parts.into_iter();
     let mut acc = it.next()?;
     for t in it {

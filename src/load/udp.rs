@@ -8,10 +8,11 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
+use indicatif::ProgressBar;
 use nix::sys::signal::Signal;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::engine::rusage_ns;
+use super::clock::rusage_ns;
 use crate::procfs::snmp;
 use crate::proto::udp::{
     Header, Kind, MAX_DATAGRAM, SinkReport, fin_datagram, monotonic_ns, parse_report,
@@ -66,7 +67,7 @@ const MAX_IMMEDIATE_REFINS: u32 = 4;
 /// Pause between FINs without an answer.
 const FIN_INTERVAL: Duration = Duration::from_millis(100);
 
-struct Sender {
+struct UdpSender {
     sock: UdpSocket,
     run: u32,
     bufs: Vec<Vec<u8>>,
@@ -75,7 +76,7 @@ struct Sender {
     first_error: Option<io::Error>,
 }
 
-impl Sender {
+impl UdpSender {
     /// Sends `n` (<= BATCH) datagrams with the next sequence numbers.
     /// Blocking: a full send buffer makes the sender wait, it does not drop.
     fn send_batch(&mut self, n: usize) {
@@ -141,6 +142,73 @@ pub fn run(
     quiet: bool,
 ) -> Result<(LoadReport, Option<String>)> {
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
+    let (sock, sndbuf_granted) = open_socket(plan)?;
+    let run_id = new_run_id();
+    let mut tx = UdpSender {
+        sock,
+        run: run_id,
+        bufs: (0..BATCH).map(|_| vec![0u8; plan.size]).collect(),
+        published: 0,
+        send_errors: 0,
+        first_error: None,
+    };
+
+    let v6 = plan.addr.is_ipv6();
+    let kernel_before = snmp::read(v6);
+    let bar = progress(plan, quiet);
+    let cpu0 = rusage_ns(libc::RUSAGE_SELF);
+    let started_at = SystemTime::now();
+    let mut sent = send(plan, &mut tx, &mut signals, bar.as_ref(), max_errors);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let cpu1 = rusage_ns(libc::RUSAGE_SELF);
+
+    // FIN until REPORT, bounded by --fin-timeout (and ended by a signal).
+    let (sink, sink_trouble) = match fin_exchange(
+        &tx.sock,
+        run_id,
+        tx.published,
+        plan.fin_timeout,
+        &mut signals,
+        &mut sent.interrupted,
+    )? {
+        FinOutcome::Report(r) => {
+            let why = incomplete_report(&r);
+            (Some(r), why)
+        }
+        FinOutcome::NoAnswer => (None, None),
+        FinOutcome::TooLong(n) => (
+            None,
+            Some(format!(
+                "the sink's report for this run is {n} bytes, more than one datagram \
+                     ({MAX_DATAGRAM}): received and loss are unknown"
+            )),
+        ),
+    };
+    let kernel_after = snmp::read(v6);
+    drop(signals);
+    let finished = Finished {
+        started_at,
+        sent,
+        cpu_s: (
+            (cpu1.0 - cpu0.0) as f64 / 1e9,
+            (cpu1.1 - cpu0.1) as f64 / 1e9,
+        ),
+        sndbuf_granted,
+        sink,
+        sink_trouble,
+        rcvbuf_errors_delta: match (&kernel_before, &kernel_after) {
+            (Some(b), Some(a)) => Some(a.since(b).rcvbuf_errors),
+            _ => None,
+        },
+    };
+    let failure = failure(plan, &tx, &finished, max_errors);
+    Ok((report(plan, config, &tx, finished, &failure), failure))
+}
+
+/// A UDP socket connected to the sink, and the SO_SNDBUF it was granted.
+fn open_socket(plan: &UdpPlan) -> Result<(UdpSocket, u64)> {
     let bind: SocketAddr = if plan.addr.is_ipv4() {
         "0.0.0.0:0".parse().expect("literal")
     } else {
@@ -164,35 +232,60 @@ pub fn run(
     let sndbuf_granted = socket2::SockRef::from(&sock)
         .send_buffer_size()
         .unwrap_or(0) as u64;
-    let run_id: u32 = {
-        let t = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        (t.as_nanos() as u32) ^ std::process::id().rotate_left(16)
-    };
-    let mut tx = Sender {
-        sock,
-        run: run_id,
-        bufs: (0..BATCH).map(|_| vec![0u8; plan.size]).collect(),
-        published: 0,
-        send_errors: 0,
-        first_error: None,
-    };
+    Ok((sock, sndbuf_granted))
+}
 
-    let v6 = plan.addr.is_ipv6();
-    let kernel_before = snmp::read(v6);
-    let bar = progress(plan, quiet);
-    let mut per_second: Vec<(u64, u64)> = Vec::new(); // (published, errors) per second
-    let cpu0 = rusage_ns(libc::RUSAGE_SELF);
-    let started_at = SystemTime::now();
+/// A run id unlikely to repeat: the sink keeps each run's counts apart.
+fn new_run_id() -> u32 {
+    let t = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    (t.as_nanos() as u32) ^ std::process::id().rotate_left(16)
+}
+
+/// What the sending phase did.
+struct Sent {
+    /// Cumulative (published, errors) at the end of each second.
+    per_second: Vec<(u64, u64)>,
+    /// The signal that stopped it, if one did.
+    interrupted: Option<String>,
+    /// How long it took.
+    send_time: Duration,
+}
+
+/// What a UDP run saw, for its report.
+struct Finished {
+    started_at: SystemTime,
+    sent: Sent,
+    /// The process's (user, system) CPU while sending, s.
+    cpu_s: (f64, f64),
+    sndbuf_granted: u64,
+    /// The sink's REPORT, if one came.
+    sink: Option<SinkReport>,
+    /// Why the sink's REPORT cannot give the loss, if it cannot.
+    sink_trouble: Option<String>,
+    /// Machine-wide Udp RcvbufErrors over the run.
+    rcvbuf_errors_delta: Option<u64>,
+}
+
+/// The sending phase: back to back (--burst) or paced (--rate), until
+/// done, a signal, or (paced) more send errors than `max_errors`.
+fn send(
+    plan: &UdpPlan,
+    tx: &mut UdpSender,
+    signals: &mut Signals,
+    bar: Option<&ProgressBar>,
+    max_errors: u64,
+) -> Sent {
     let t0 = Instant::now();
+    let mut per_second: Vec<(u64, u64)> = Vec::new();
     let mut interrupted = None;
     match plan.pace {
         Pace::Burst(n) => {
             while tx.published < n && tx.first_error.is_none() {
                 let k = ((n - tx.published) as usize).min(BATCH);
                 tx.send_batch(k);
-                tick(&mut per_second, t0, &tx, bar.as_ref(), n);
+                tick(&mut per_second, t0, tx, bar, n);
                 if let Some(si) = signals.pending() {
                     interrupted = Some(signal_name(si.ssi_signo));
                     break;
@@ -231,7 +324,7 @@ pub fn run(
                         break; // an error; counted, retried next round
                     }
                 }
-                tick(&mut per_second, t0, &tx, bar.as_ref(), count.unwrap_or(0));
+                tick(&mut per_second, t0, tx, bar, count.unwrap_or(0));
                 let next = t0 + Duration::from_nanos((tx.published as f64 * gap) as u64);
                 let sleep = next
                     .saturating_duration_since(Instant::now())
@@ -240,62 +333,18 @@ pub fn run(
             }
         }
     }
-    let send_time = t0.elapsed();
-    if let Some(b) = bar {
-        b.finish_and_clear();
+    Sent {
+        per_second,
+        interrupted,
+        send_time: t0.elapsed(),
     }
-    let cpu1 = rusage_ns(libc::RUSAGE_SELF);
+}
 
-    // FIN until REPORT, bounded by --fin-timeout (and ended by a signal).
-    let (report, sink_trouble) = match fin_exchange(
-        &tx.sock,
-        run_id,
-        tx.published,
-        plan.fin_timeout,
-        &mut signals,
-        &mut interrupted,
-    )? {
-        FinOutcome::Report(r) => {
-            let why = incomplete_report(&r);
-            (Some(r), why)
-        }
-        FinOutcome::NoAnswer => (None, None),
-        FinOutcome::TooLong(n) => (
-            None,
-            Some(format!(
-                "the sink's report for this run is {n} bytes, more than one datagram \
-                     ({MAX_DATAGRAM}): received and loss are unknown"
-            )),
-        ),
-    };
-    let kernel_after = snmp::read(v6);
-    drop(signals);
-
-    let mut notes = vec![
-        "one-way latency compares CLOCK_MONOTONIC stamps of sender and sink: meaningful only \
-         on one host"
-            .to_string(),
-    ];
-    let delta = match (&kernel_before, &kernel_after) {
-        (Some(b), Some(a)) => Some(a.since(b).rcvbuf_errors),
-        _ => None,
-    };
-    notes.push(
-        "kernel_rcvbuf_errors_delta is the machine-wide Udp RcvbufErrors counter: it matches \
-         `lost` only when the sink is on this host and nothing else drops UDP meanwhile"
-            .into(),
-    );
-    let lost = report
-        .as_ref()
-        .filter(|_| sink_trouble.is_none())
-        .map(|r| tx.published.saturating_sub(r.received));
-    let one_way = report
-        .as_ref()
-        .and_then(|r| LatencyHist::from_v2_base64(&r.latency_hist).ok())
-        .filter(|h| !h.is_empty())
-        .map(|h| h.summary());
+/// Why the run counts as failed, if it does: a signal, send errors over
+/// the budget, a sink report that cannot give the loss, or none at all.
+fn failure(plan: &UdpPlan, tx: &UdpSender, f: &Finished, max_errors: u64) -> Option<String> {
     let mut failure = None;
-    if let Some(sig) = &interrupted {
+    if let Some(sig) = &f.sent.interrupted {
         failure = Some(format!(
             "interrupted by {sig} after {} datagrams",
             tx.published
@@ -309,19 +358,47 @@ pub fn run(
         }
     }
     if failure.is_none() {
-        failure = sink_trouble;
+        failure = f.sink_trouble.clone();
     }
-    if report.is_none() && failure.is_none() {
+    if f.sink.is_none() && failure.is_none() {
         failure = Some(format!(
             "the sink at {} did not answer FIN within {:.1} s: received and loss are unknown",
             plan.addr,
             plan.fin_timeout.as_secs_f64()
         ));
     }
-    let received = report.as_ref().map_or(0, |r| r.received);
-    let secs = send_time.as_secs_f64();
-    let user = (cpu1.0 - cpu0.0) as f64 / 1e9;
-    let system = (cpu1.1 - cpu0.1) as f64 / 1e9;
+    failure
+}
+
+/// The report of a finished UDP run.
+fn report(
+    plan: &UdpPlan,
+    config: LoadConfig,
+    tx: &UdpSender,
+    f: Finished,
+    failure: &Option<String>,
+) -> LoadReport {
+    let mut notes = vec![
+        "one-way latency compares CLOCK_MONOTONIC stamps of sender and sink: meaningful only \
+         on one host"
+            .to_string(),
+        "kernel_rcvbuf_errors_delta is the machine-wide Udp RcvbufErrors counter: it matches \
+         `lost` only when the sink is on this host and nothing else drops UDP meanwhile"
+            .into(),
+    ];
+    let sink = f.sink;
+    let lost = sink
+        .as_ref()
+        .filter(|_| f.sink_trouble.is_none())
+        .map(|r| tx.published.saturating_sub(r.received));
+    let one_way = sink
+        .as_ref()
+        .and_then(|r| LatencyHist::from_v2_base64(&r.latency_hist).ok())
+        .filter(|h| !h.is_empty())
+        .map(|h| h.summary());
+    let received = sink.as_ref().map_or(0, |r| r.received);
+    let secs = f.sent.send_time.as_secs_f64();
+    let (user, system) = f.cpu_s;
     let busy = (user + system) / secs.max(1e-9);
     if busy >= 0.9 {
         notes.push(format!(
@@ -329,17 +406,17 @@ pub fn run(
             busy * 100.0
         ));
     }
-    let rep = LoadReport {
+    LoadReport {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
         sockscope_version: env!("CARGO_PKG_VERSION").into(),
         workload: "udp".into(),
         target: plan.addr.to_string(),
         config,
-        started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        started_at: humantime::format_rfc3339_millis(f.started_at).to_string(),
         duration_s: secs,
         complete: failure.is_none(),
-        end_reason: match (&interrupted, plan.pace) {
+        end_reason: match (&f.sent.interrupted, plan.pace) {
             (Some(s), _) => format!("signal:{s}"),
             (None, Pace::Burst(_)) => "burst_sent".into(),
             (
@@ -376,7 +453,7 @@ pub fn run(
             unanswered_at_end: 0,
             answered_after_end: 0,
         },
-        intervals: crate::report::load::seal_intervals(intervals_of(&per_second), secs),
+        intervals: crate::report::load::seal_intervals(intervals_of(&f.sent.per_second), secs),
         bytes: Bytes {
             sent: tx.published * plan.size as u64,
             received: 0,
@@ -395,7 +472,7 @@ pub fn run(
         udp: Some(UdpResult {
             published: tx.published,
             send_errors: tx.send_errors,
-            sndbuf_granted,
+            sndbuf_granted: f.sndbuf_granted,
             lost,
             loss_ratio: lost.map(|l| {
                 if tx.published > 0 {
@@ -405,12 +482,11 @@ pub fn run(
                 }
             }),
             one_way_latency: one_way,
-            kernel_rcvbuf_errors_delta: delta,
-            sink: report,
+            kernel_rcvbuf_errors_delta: f.rcvbuf_errors_delta,
+            sink,
         }),
         notes,
-    };
-    Ok((rep, failure))
+    }
 }
 
 /// Cumulative (published, errors) at the end of each second so far; the
@@ -418,8 +494,8 @@ pub fn run(
 fn tick(
     per_second: &mut Vec<(u64, u64)>,
     t0: Instant,
-    tx: &Sender,
-    bar: Option<&indicatif::ProgressBar>,
+    tx: &UdpSender,
+    bar: Option<&ProgressBar>,
     total: u64,
 ) {
     let sec = t0.elapsed().as_secs() as usize;
@@ -457,9 +533,8 @@ fn intervals_of(per_second: &[(u64, u64)]) -> Vec<crate::report::load::Interval>
         .collect()
 }
 
-fn progress(plan: &UdpPlan, quiet: bool) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if quiet || !std::io::stderr().is_terminal() {
+fn progress(plan: &UdpPlan, quiet: bool) -> Option<ProgressBar> {
+    if !crate::progress::wanted(quiet) {
         return None;
     }
     let len = match plan.pace {
@@ -467,17 +542,10 @@ fn progress(plan: &UdpPlan, quiet: bool) -> Option<indicatif::ProgressBar> {
         Pace::Rate { count: Some(c), .. } => c,
         Pace::Rate { .. } => 0,
     };
-    let bar = if len > 0 {
-        indicatif::ProgressBar::new(len)
-    } else {
-        indicatif::ProgressBar::new_spinner()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!("udp {} [{{bar:30}}] {{msg}}", plan.addr))
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    Some(bar)
+    Some(crate::progress::bar(
+        (len > 0).then_some(len),
+        &format!("udp {} [{{bar:30}}] {{msg}}", plan.addr),
+    ))
 }
 
 /// How the FIN/REPORT exchange ended.

@@ -141,33 +141,21 @@ impl Session<'_, '_> {
     /// Shows a progress bar on stderr while attached (only on a terminal,
     /// not with --quiet).
     fn show_progress(&mut self, pid: i32, duration: Option<Duration>, since: Instant) {
-        use std::io::IsTerminal;
-        if !std::io::stderr().is_terminal() {
+        // The caller asks only when verbose (not --quiet).
+        if !crate::progress::wanted(false) {
             return;
         }
         let bar = match duration {
-            Some(d) => {
-                let bar = indicatif::ProgressBar::new(d.as_millis() as u64);
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template(&format!(
-                        "tracing pid {pid} [{{bar:30}}] of {:.1} s: {{msg}}",
-                        d.as_secs_f64()
-                    ))
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-                );
-                bar
-            }
-            None => {
-                let bar = indicatif::ProgressBar::new_spinner();
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template(&format!(
-                        "tracing pid {pid} {{spinner}} {{msg}}  (Ctrl-C to stop)"
-                    ))
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-                );
-                bar
-            }
+            Some(d) => crate::progress::bar(
+                Some(d.as_millis() as u64),
+                &format!(
+                    "tracing pid {pid} [{{bar:30}}] of {:.1} s: {{msg}}",
+                    d.as_secs_f64()
+                ),
+            ),
+            None => crate::progress::spinner(&format!(
+                "tracing pid {pid} {{spinner}} {{msg}}  (Ctrl-C to stop)"
+            )),
         };
         self.progress = Some((bar, since));
     }

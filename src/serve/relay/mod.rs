@@ -28,7 +28,7 @@ use self::looper::{DRAIN, RateLog, RelayLoop, RelayPath, RelayShared};
 use self::report::RelayReport;
 use super::signals::block_stop_signals;
 use super::workers::{Crew, Ready, loop_count};
-use super::{LOOPBACK_NOTE, RelaySpec, RelayMode, cpu_times, finish, listen};
+use super::{LOOPBACK_NOTE, RelayMode, RelaySpec, cpu_times, finish, listen};
 
 /// Runs `serve relay` until SIGTERM/SIGINT; returns the exit status.
 pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {

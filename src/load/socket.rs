@@ -1,6 +1,6 @@
-//! Socket set-up and the request/response exchange shared by the TCP
-//! workloads: non-blocking connect, the request bytes, and the matcher that
-//! consumes response bytes (and verifies them) as they arrive.
+//! The TCP socket plumbing of the driver: non-blocking connect (from a
+//! pool of loopback source addresses), SO_LINGER 0, and the non-blocking
+//! send/recv the connection state machines use.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -8,126 +8,6 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-
-use super::tally::ErrorClass;
-use crate::proto::rr;
-
-/// What a transaction sends and expects back.
-#[derive(Clone, Debug)]
-pub enum Exchange {
-    /// `req` pattern bytes out, `resp` bytes back (the response repeats
-    /// the request; see proto::rr).
-    Pattern {
-        /// Request size.
-        req: usize,
-        /// Response size.
-        resp: usize,
-        /// Check every response byte.
-        verify: bool,
-        /// Transaction 0's request, copied as is when not verifying.
-        template: Vec<u8>,
-    },
-    /// A fixed request (e.g. `PING\r\n`) and what must come back.
-    Fixed {
-        /// Request bytes.
-        request: Vec<u8>,
-        /// Expected response.
-        expect: Expect,
-    },
-}
-
-/// The expected response of a fixed request.
-#[derive(Clone, Debug)]
-pub enum Expect {
-    /// Exactly this many bytes, content unchecked.
-    Bytes(usize),
-    /// Exactly these bytes.
-    Exact(Vec<u8>),
-}
-
-impl Exchange {
-    /// A pattern exchange of `req` bytes out and `resp` back.
-    pub fn pattern(req: usize, resp: usize, verify: bool) -> Self {
-        let mut template = vec![0u8; req];
-        rr::fill_request(&mut template, 0);
-        Self::Pattern {
-            req,
-            resp,
-            verify,
-            template,
-        }
-    }
-
-    /// Request length.
-    pub fn req_len(&self) -> usize {
-        match self {
-            Self::Pattern { req, .. } => *req,
-            Self::Fixed { request, .. } => request.len(),
-        }
-    }
-
-    /// Response length.
-    pub fn resp_len(&self) -> usize {
-        match self {
-            Self::Pattern { resp, .. } => *resp,
-            Self::Fixed {
-                expect: Expect::Bytes(n),
-                ..
-            } => *n,
-            Self::Fixed {
-                expect: Expect::Exact(b),
-                ..
-            } => b.len(),
-        }
-    }
-
-    /// True when request contents depend on the transaction number (so a
-    /// buffer must be filled per request).
-    pub fn per_request_fill(&self) -> bool {
-        matches!(self, Self::Pattern { verify: true, .. })
-    }
-
-    /// Appends the request of transaction `seq` to `out`.
-    pub fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
-        match self {
-            Self::Pattern {
-                req, verify: true, ..
-            } => {
-                let start = out.len();
-                out.resize(start + req, 0);
-                rr::fill_request(&mut out[start..], seq);
-            }
-            // Without --verify every request is transaction 0's: a copy.
-            Self::Pattern { template, .. } => out.extend_from_slice(template),
-            Self::Fixed { request, .. } => out.extend_from_slice(request),
-        }
-    }
-
-    /// Checks `got`, the response bytes at offset `off` of the response to
-    /// transaction `seq`.
-    #[inline]
-    pub fn check(&self, got: &[u8], off: usize, seq: u64) -> Result<(), ErrorClass> {
-        match self {
-            Self::Pattern {
-                verify: true, req, ..
-            } => match rr::check_response(got, off, seq, *req) {
-                None => Ok(()),
-                Some(_) => Err(ErrorClass::Mismatch),
-            },
-            Self::Fixed {
-                expect: Expect::Exact(want),
-                ..
-            } => {
-                if want[off..off + got.len()] == *got {
-                    Ok(())
-                } else {
-                    Err(ErrorClass::Mismatch)
-                }
-            }
-            _ => Ok(()),
-        }
-    }
-}
 
 /// Starts a non-blocking connect, from `source` if given (the port is still
 /// chosen at connect time: IP_BIND_ADDRESS_NO_PORT). Returns the socket and

@@ -1,0 +1,318 @@
+//! A connection per transaction (tcp-crr's connection state machine):
+//! each slot loops connect, request, response, close. Connect latency and
+//! transaction latency (connect start to response end) are recorded
+//! separately; errors are classed and followed by a bounded backoff of that
+//! slot, never a spin.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use socket2::Socket;
+
+use super::driver::{self, Backoff, WorkerConns, WorkerCore, WorkerEnd};
+use super::plan::{TcpPlan, WorkerCtx};
+use super::socket::{self, ReadOutcome};
+use super::tally::WorkerTally;
+use super::workload::{ConnMode, ErrorClass, Exchange, Parsed};
+use crate::poller;
+
+#[derive(Debug, PartialEq)]
+enum SlotState {
+    /// Waiting to start (closed loop: until retry_at; open loop: for an
+    /// intended time).
+    Idle {
+        retry_at: u64,
+    },
+    Connecting,
+    Exchanging,
+}
+
+struct Slot<C> {
+    sock: Option<Socket>,
+    fd: RawFd,
+    state: SlotState,
+    /// Intended start (open loop) or connect start (closed loop).
+    intended: u64,
+    started: u64,
+    seq: u64,
+    /// The exchange's parse state of the response.
+    cursor: C,
+    out: Vec<u8>,
+    out_off: usize,
+    backoff: Backoff,
+    idle_listed: bool,
+}
+
+struct PerTxnWorker<'a, E: Exchange> {
+    core: WorkerCore<'a>,
+    exchange: &'a E,
+    close_rst: bool,
+    slots: Vec<Slot<E::Cursor>>,
+    established: usize,
+}
+
+/// Runs one worker of connection-per-transaction slots until its share of
+/// the run is done.
+pub fn run<E: Exchange>(
+    plan: &TcpPlan,
+    exchange: &E,
+    ctx: &WorkerCtx,
+    tally: &mut WorkerTally,
+) -> io::Result<WorkerEnd> {
+    let mut w = PerTxnWorker {
+        core: WorkerCore::new(plan, ctx, exchange.response_len())?,
+        exchange,
+        close_rst: matches!(plan.mode, ConnMode::PerTransaction { close_rst: true }),
+        slots: (0..ctx.conns)
+            .map(|_| Slot {
+                sock: None,
+                fd: -1,
+                state: SlotState::Idle { retry_at: 0 },
+                intended: 0,
+                started: 0,
+                seq: 0,
+                cursor: E::Cursor::default(),
+                out: Vec::new(),
+                out_off: 0,
+                backoff: Backoff::default(),
+                idle_listed: false,
+            })
+            .collect(),
+        established: 0,
+    };
+    if w.core.sched.is_some() {
+        for i in 0..w.slots.len() {
+            w.mark_idle(i);
+        }
+    }
+    let stalled = driver::drive(&mut w, tally)?;
+    tally.finish();
+    let mut end = WorkerEnd {
+        established: w.established,
+        unanswered: w.in_flight(),
+        stalled,
+        ..Default::default()
+    };
+    end.record_backlog(w.core.sched.as_ref());
+    Ok(end)
+}
+
+impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
+    fn core(&mut self) -> &mut WorkerCore<'a> {
+        &mut self.core
+    }
+
+    fn core_ref(&self) -> &WorkerCore<'a> {
+        &self.core
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| !matches!(s.state, SlotState::Idle { .. }))
+            .count() as u64
+    }
+
+    fn close_idle(&mut self) {
+        // An idle slot holds no socket: each exchange closes its own.
+    }
+
+    fn take_idle(&mut self, i: usize, now: u64) -> bool {
+        let s = &mut self.slots[i];
+        s.idle_listed = false;
+        // A slot backing off is listed again by housekeeping.
+        matches!(s.state, SlotState::Idle { retry_at } if retry_at <= now)
+    }
+
+    fn issue(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally) {
+        self.start(i, intended, now, tally);
+    }
+
+    fn handle(&mut self, ev: poller::Ready, tally: &mut WorkerTally) {
+        let i = ev.token as usize;
+        if i >= self.slots.len() || self.slots[i].sock.is_none() {
+            return;
+        }
+        let now = self.core.ctx.clock.now();
+        match self.slots[i].state {
+            SlotState::Connecting if ev.writable() => self.connected(i, now, tally),
+            SlotState::Exchanging => {
+                if ev.writable() && self.slots[i].out_off < self.slots[i].out.len() {
+                    self.send(i, now, tally);
+                }
+                if ev.readable() && self.slots[i].sock.is_some() {
+                    self.read(i, now, tally);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn housekeeping(&mut self, now: u64, timeout: u64, tally: &mut WorkerTally) {
+        for i in 0..self.slots.len() {
+            match self.slots[i].state {
+                SlotState::Idle { retry_at } if retry_at <= now => {
+                    if self.core.sched.is_some() {
+                        self.mark_idle(i);
+                    } else if self.core.ctx.may_issue(self.core.issued_measured, now) {
+                        self.start(i, now, now, tally);
+                    }
+                }
+                SlotState::Connecting | SlotState::Exchanging
+                    if now - self.slots[i].started > timeout =>
+                {
+                    self.fail(i, now, ErrorClass::TimedOut, tally);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<E: Exchange> PerTxnWorker<'_, E> {
+    fn mark_idle(&mut self, i: usize) {
+        let s = &mut self.slots[i];
+        if !s.idle_listed && matches!(s.state, SlotState::Idle { .. }) {
+            s.idle_listed = true;
+            self.core.idle.push(i);
+        }
+    }
+
+    /// Starts transaction `intended` on slot `i`.
+    fn start(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally) {
+        self.core.count_issued(intended);
+        let plan = self.core.plan;
+        let s = &mut self.slots[i];
+        s.intended = intended;
+        s.started = now;
+        s.cursor = E::Cursor::default();
+        s.seq = s.seq.wrapping_add(1);
+        s.out.clear();
+        s.out_off = 0;
+        self.exchange.push_request(&mut s.out, s.seq);
+        let src = (!plan.sources.is_empty()).then(|| {
+            let k = self.core.ctx.index * 7919 + i + self.slots[i].seq as usize;
+            plan.sources[k % plan.sources.len()]
+        });
+        match socket::start_connect(&plan.addr, src) {
+            Ok((sock, done)) => {
+                if self.close_rst {
+                    if let Err(e) = socket::set_linger_zero(&sock) {
+                        self.fail(i, now, ErrorClass::of(&e), tally);
+                        return;
+                    }
+                }
+                let s = &mut self.slots[i];
+                s.fd = socket::fd_of(&sock);
+                s.sock = Some(sock);
+                s.state = SlotState::Connecting;
+                if let Err(e) = self
+                    .core
+                    .poller
+                    .add(self.slots[i].fd, i as u64, poller::OUT)
+                {
+                    self.fail(i, now, ErrorClass::of(&e), tally);
+                    return;
+                }
+                if done {
+                    self.connected(i, now, tally);
+                }
+            }
+            Err(e) => self.fail(i, now, ErrorClass::of(&e), tally),
+        }
+    }
+
+    fn connected(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        if let Some(sock) = &self.slots[i].sock {
+            if let Err(e) = socket::finish_connect(sock) {
+                self.fail(i, now, ErrorClass::of(&e), tally);
+                return;
+            }
+        }
+        self.established += 1;
+        let started = self.slots[i].started;
+        tally.connected(now, now - started);
+        self.slots[i].state = SlotState::Exchanging;
+        self.send(i, now, tally);
+    }
+
+    fn send(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let s = &mut self.slots[i];
+        match socket::write_some(s.fd, &s.out[s.out_off..]) {
+            Ok(n) => {
+                tally.bytes_sent += n as u64;
+                s.out_off += n;
+                let ev = if s.out_off == s.out.len() {
+                    poller::IN
+                } else {
+                    poller::IN | poller::OUT
+                };
+                let fd = s.fd;
+                if let Err(e) = self.core.poller.modify(fd, i as u64, ev) {
+                    self.fail(i, now, ErrorClass::of(&e), tally);
+                }
+            }
+            Err(e) => self.fail(i, now, ErrorClass::of(&e), tally),
+        }
+    }
+
+    /// Ends slot `i`'s transaction with an error; the slot waits out its
+    /// backoff before the next one.
+    fn fail(&mut self, i: usize, now: u64, class: ErrorClass, tally: &mut WorkerTally) {
+        tally.error(now, class);
+        let s = &mut self.slots[i];
+        s.sock = None;
+        s.fd = -1;
+        s.state = SlotState::Idle {
+            retry_at: now + s.backoff.next_delay(),
+        };
+    }
+
+    /// Ends slot `i`'s transaction successfully and starts the next one
+    /// (closed loop) or offers the slot to the schedule (open loop).
+    fn done(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let s = &mut self.slots[i];
+        // Closing (FIN, or RST with SO_LINGER 0) is part of the loop but
+        // not of the measured transaction: the response has arrived.
+        s.sock = None;
+        s.fd = -1;
+        s.backoff.reset();
+        s.state = SlotState::Idle { retry_at: now };
+        tally.transaction(now, s.intended, s.started);
+        if self.core.sched.is_some() {
+            self.mark_idle(i);
+            driver::release_and_dispatch(self, now, tally);
+        } else if self.core.ctx.may_issue(self.core.issued_measured, now) {
+            self.start(i, now, now, tally);
+        }
+    }
+
+    fn read(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let fd = self.slots[i].fd;
+        let n = match socket::read_some(fd, &mut self.core.buf) {
+            Ok(ReadOutcome::Data(n)) => n,
+            Ok(ReadOutcome::WouldBlock) => return,
+            Ok(ReadOutcome::Eof) => {
+                let class = self.exchange.on_eof(&self.slots[i].cursor);
+                self.fail(i, now, class, tally);
+                return;
+            }
+            Err(e) => {
+                self.fail(i, now, ErrorClass::of(&e), tally);
+                return;
+            }
+        };
+        tally.bytes_received += n as u64;
+        let s = &mut self.slots[i];
+        match self
+            .exchange
+            .parse(&mut s.cursor, &self.core.buf[..n], s.seq)
+        {
+            Parsed::Partial => {}
+            Parsed::Complete(k) if k == n => self.done(i, now, tally),
+            // Nothing may follow the response on its own connection.
+            Parsed::Complete(_) => self.fail(i, now, ErrorClass::Unexpected, tally),
+            Parsed::Error(class) => self.fail(i, now, class, tally),
+        }
+    }
+}

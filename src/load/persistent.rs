@@ -1,0 +1,443 @@
+//! Persistent connections (tcp-rr's connection state machine): each
+//! connection keeps up to `pipeline` requests in flight (closed loop), or
+//! takes sends at intended times (open loop, --rate); a connection that
+//! fails reconnects after a bounded backoff.
+//!
+//! Per transaction the worker makes one write and, in the common case, one
+//! read; epoll_wait is amortised over every connection that became ready.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+
+use socket2::Socket;
+
+use super::driver::{self, Backoff, ConnTally, WorkerConns, WorkerCore, WorkerEnd};
+use super::plan::{TcpPlan, WorkerCtx};
+use super::socket::{self, ReadOutcome};
+use super::tally::WorkerTally;
+use super::workload::{ErrorClass, Exchange, Parsed};
+use crate::poller;
+
+/// A request in flight.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    seq: u64,
+    intended: u64,
+    sent: u64,
+}
+
+#[derive(Debug, PartialEq)]
+enum ConnState {
+    Down { retry_at: u64 },
+    Connecting { since: u64 },
+    Up,
+}
+
+struct PersistentConn<C> {
+    sock: Option<Socket>,
+    fd: RawFd,
+    state: ConnState,
+    inflight: VecDeque<Pending>,
+    /// The exchange's parse state of the response awaited first.
+    cursor: C,
+    out: Vec<u8>,
+    out_off: usize,
+    writing: bool,
+    next_seq: u64,
+    backoff: Backoff,
+    ever_up: bool,
+    idle_listed: bool,
+    /// Local address of the current socket, once connected.
+    local: Option<SocketAddr>,
+    /// Responses completed on the current socket.
+    answered: u64,
+}
+
+impl<C: Default> PersistentConn<C> {
+    fn new() -> Self {
+        Self {
+            sock: None,
+            fd: -1,
+            state: ConnState::Down { retry_at: 0 },
+            inflight: VecDeque::new(),
+            cursor: C::default(),
+            out: Vec::new(),
+            out_off: 0,
+            writing: false,
+            next_seq: 0,
+            backoff: Backoff::default(),
+            ever_up: false,
+            idle_listed: false,
+            local: None,
+            answered: 0,
+        }
+    }
+}
+
+struct PersistentWorker<'a, E: Exchange> {
+    core: WorkerCore<'a>,
+    exchange: &'a E,
+    pipeline: usize,
+    conns: Vec<PersistentConn<E::Cursor>>,
+    /// Connects started, for --connect-rate.
+    connects_started: u64,
+    started_at: u64,
+    /// Sockets closed so far, with what they completed.
+    closed: Vec<ConnTally>,
+}
+
+/// Runs one worker of persistent connections until its share of the run
+/// is done.
+pub fn run<E: Exchange>(
+    plan: &TcpPlan,
+    exchange: &E,
+    ctx: &WorkerCtx,
+    tally: &mut WorkerTally,
+) -> io::Result<WorkerEnd> {
+    let mut w = PersistentWorker {
+        core: WorkerCore::new(plan, ctx, exchange.response_len())?,
+        exchange,
+        pipeline: plan.mode.pipeline().unwrap_or(1),
+        conns: (0..ctx.conns).map(|_| PersistentConn::new()).collect(),
+        connects_started: 0,
+        started_at: ctx.clock.now(),
+        closed: Vec::new(),
+    };
+    let stalled = driver::drive(&mut w, tally)?;
+    tally.finish();
+    for i in 0..w.conns.len() {
+        w.retire(i);
+    }
+    let mut end = WorkerEnd {
+        established: w.conns.iter().filter(|c| c.ever_up).count(),
+        unanswered: w.in_flight(),
+        stalled,
+        connections: std::mem::take(&mut w.closed),
+        ..Default::default()
+    };
+    end.record_backlog(w.core.sched.as_ref());
+    Ok(end)
+}
+
+impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
+    fn core(&mut self) -> &mut WorkerCore<'a> {
+        &mut self.core
+    }
+
+    fn core_ref(&self) -> &WorkerCore<'a> {
+        &self.core
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.conns.iter().map(|c| c.inflight.len() as u64).sum()
+    }
+
+    fn close_idle(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].sock.is_some() && self.conns[i].inflight.is_empty() {
+                self.retire(i);
+                let c = &mut self.conns[i];
+                // Dropping the socket closes it (FIN) and leaves epoll.
+                c.sock = None;
+                c.fd = -1;
+                c.out.clear();
+                c.out_off = 0;
+                c.writing = false;
+                c.state = ConnState::Down { retry_at: u64::MAX };
+            }
+        }
+    }
+
+    fn take_idle(&mut self, i: usize, _now: u64) -> bool {
+        let c = &mut self.conns[i];
+        c.idle_listed = false;
+        c.state == ConnState::Up && c.inflight.len() < self.pipeline
+    }
+
+    fn issue(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally) {
+        self.push_request(i, intended, now);
+        self.flush(i, now, tally);
+        self.mark_idle(i);
+    }
+
+    fn handle(&mut self, ev: poller::Ready, tally: &mut WorkerTally) {
+        let i = ev.token as usize;
+        if i >= self.conns.len() || self.conns[i].sock.is_none() {
+            return;
+        }
+        let now = self.core.ctx.clock.now();
+        if matches!(self.conns[i].state, ConnState::Connecting { .. }) {
+            if ev.writable() {
+                self.connected(i, now, tally);
+            }
+            return;
+        }
+        if ev.writable() && self.conns[i].writing {
+            self.flush(i, now, tally);
+        }
+        if ev.readable() && self.conns[i].sock.is_some() {
+            self.read(i, now, tally);
+        }
+    }
+
+    fn housekeeping(&mut self, now: u64, timeout: u64, tally: &mut WorkerTally) {
+        for i in 0..self.conns.len() {
+            match self.conns[i].state {
+                ConnState::Down { retry_at } if retry_at <= now && self.may_reconnect(now) => {
+                    if !self.connect_allowed(now) {
+                        continue;
+                    }
+                    self.connects_started += 1;
+                    self.connect(i, now, tally);
+                }
+                ConnState::Connecting { since } if now - since > timeout => {
+                    self.fail(i, now, ErrorClass::TimedOut, tally);
+                }
+                ConnState::Up => {
+                    let stuck = self.conns[i]
+                        .inflight
+                        .front()
+                        .is_some_and(|p| now - p.sent > timeout);
+                    if stuck {
+                        self.fail(i, now, ErrorClass::TimedOut, tally);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<E: Exchange> PersistentWorker<'_, E> {
+    fn connect(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let (plan, ctx) = (self.core.plan, self.core.ctx);
+        let src = (!plan.sources.is_empty())
+            .then(|| plan.sources[(ctx.index * 7919 + i) % plan.sources.len()]);
+        match socket::start_connect(&plan.addr, src) {
+            Ok((sock, done)) => {
+                let fd = socket::fd_of(&sock);
+                let c = &mut self.conns[i];
+                c.fd = fd;
+                c.sock = Some(sock);
+                if let Err(e) = self.core.poller.add(fd, i as u64, poller::OUT) {
+                    self.fail(i, now, ErrorClass::of(&e), tally);
+                    return;
+                }
+                c.state = ConnState::Connecting { since: now };
+                if done {
+                    self.connected(i, now, tally);
+                }
+            }
+            Err(e) => {
+                let c = &mut self.conns[i];
+                c.state = ConnState::Down {
+                    retry_at: now + c.backoff.next_delay(),
+                };
+                tally.error(now, ErrorClass::of(&e));
+            }
+        }
+    }
+
+    fn connected(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let c = &mut self.conns[i];
+        let ConnState::Connecting { since } = c.state else {
+            return;
+        };
+        if let Some(sock) = &c.sock {
+            if let Err(e) = socket::finish_connect(sock) {
+                self.fail(i, now, ErrorClass::of(&e), tally);
+                return;
+            }
+        }
+        c.state = ConnState::Up;
+        c.ever_up = true;
+        c.local = c
+            .sock
+            .as_ref()
+            .and_then(|s| s.local_addr().ok()?.as_socket());
+        tally.connected(now, now - since);
+        if let Err(e) = self.core.poller.modify(c.fd, i as u64, poller::IN) {
+            self.fail(i, now, ErrorClass::of(&e), tally);
+            return;
+        }
+        if self.core.sched.is_some() {
+            self.mark_idle(i);
+        } else {
+            self.fill_closed_loop(i, now, tally);
+        }
+    }
+
+    /// Records what connection `i`'s socket completed, before it closes.
+    fn retire(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if let Some(local) = c.local.take() {
+            self.closed.push(ConnTally {
+                local,
+                transactions: std::mem::take(&mut c.answered),
+            });
+        }
+    }
+
+    /// Closes connection `i` after an error and schedules a reconnect.
+    fn fail(&mut self, i: usize, now: u64, class: ErrorClass, tally: &mut WorkerTally) {
+        tally.error(now, class);
+        self.retire(i);
+        let c = &mut self.conns[i];
+        // Dropping the socket closes it, which also removes it from epoll.
+        c.sock = None;
+        c.fd = -1;
+        c.inflight.clear();
+        c.cursor = E::Cursor::default();
+        c.out.clear();
+        c.out_off = 0;
+        c.writing = false;
+        c.state = ConnState::Down {
+            retry_at: now + c.backoff.next_delay(),
+        };
+    }
+
+    fn mark_idle(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if !c.idle_listed && c.state == ConnState::Up && c.inflight.len() < self.pipeline {
+            c.idle_listed = true;
+            self.core.idle.push(i);
+        }
+    }
+
+    /// Queues one request on connection `i`.
+    fn push_request(&mut self, i: usize, intended: u64, now: u64) {
+        let c = &mut self.conns[i];
+        let seq = c.next_seq;
+        c.next_seq += 1;
+        self.exchange.push_request(&mut c.out, seq);
+        c.inflight.push_back(Pending {
+            seq,
+            intended,
+            sent: now,
+        });
+        self.core.count_issued(intended);
+    }
+
+    fn fill_closed_loop(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        while self.conns[i].inflight.len() < self.pipeline
+            && self.core.ctx.may_issue(self.core.issued_measured, now)
+        {
+            self.push_request(i, now, now);
+        }
+        self.flush(i, now, tally);
+    }
+
+    /// Writes what connection `i` has queued; waits for EPOLLOUT if the
+    /// socket buffer is full.
+    fn flush(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let c = &mut self.conns[i];
+        if c.out_off >= c.out.len() {
+            return;
+        }
+        match socket::write_some(c.fd, &c.out[c.out_off..]) {
+            Ok(n) => {
+                tally.bytes_sent += n as u64;
+                c.out_off += n;
+                if c.out_off == c.out.len() {
+                    c.out.clear();
+                    c.out_off = 0;
+                    if c.writing {
+                        c.writing = false;
+                        let (fd, ev) = (c.fd, poller::IN);
+                        if let Err(e) = self.core.poller.modify(fd, i as u64, ev) {
+                            self.fail(i, now, ErrorClass::of(&e), tally);
+                        }
+                    }
+                } else if !c.writing {
+                    c.writing = true;
+                    let fd = c.fd;
+                    if let Err(e) = self
+                        .core
+                        .poller
+                        .modify(fd, i as u64, poller::IN | poller::OUT)
+                    {
+                        self.fail(i, now, ErrorClass::of(&e), tally);
+                    }
+                }
+            }
+            Err(e) => self.fail(i, now, ErrorClass::of(&e), tally),
+        }
+    }
+
+    fn read(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let fd = self.conns[i].fd;
+        let n = match socket::read_some(fd, &mut self.core.buf) {
+            Ok(ReadOutcome::Data(n)) => n,
+            Ok(ReadOutcome::WouldBlock) => return,
+            Ok(ReadOutcome::Eof) => {
+                let class = self.exchange.on_eof(&self.conns[i].cursor);
+                self.fail(i, now, class, tally);
+                return;
+            }
+            Err(e) => {
+                self.fail(i, now, ErrorClass::of(&e), tally);
+                return;
+            }
+        };
+        tally.bytes_received += n as u64;
+        // One read may end several pipelined responses.
+        let mut p = 0;
+        let mut completed = false;
+        while p < n {
+            let c = &mut self.conns[i];
+            let Some(front) = c.inflight.front().copied() else {
+                self.fail(i, now, ErrorClass::Unexpected, tally);
+                return;
+            };
+            match self
+                .exchange
+                .parse(&mut c.cursor, &self.core.buf[p..n], front.seq)
+            {
+                Parsed::Partial => p = n,
+                Parsed::Complete(k) => {
+                    p += k;
+                    c.cursor = E::Cursor::default();
+                    c.inflight.pop_front();
+                    c.backoff.reset();
+                    c.answered += 1;
+                    tally.transaction(now, front.intended, front.sent);
+                    completed = true;
+                }
+                Parsed::Error(class) => {
+                    self.fail(i, now, class, tally);
+                    return;
+                }
+            }
+        }
+        if completed {
+            if self.core.sched.is_some() {
+                self.mark_idle(i);
+                driver::release_and_dispatch(self, now, tally);
+            } else {
+                self.fill_closed_loop(i, now, tally);
+            }
+        }
+    }
+
+    /// --connect-rate: has this worker's budget of new connects room?
+    fn connect_allowed(&self, now: u64) -> bool {
+        self.core.ctx.connect_rate.is_none_or(|r| {
+            let budget = (now - self.started_at) as f64 / 1e9 * r + 1.0;
+            (self.connects_started as f64) < budget
+        })
+    }
+
+    /// No point connecting when nothing more will be sent.
+    fn may_reconnect(&self, now: u64) -> bool {
+        let ctx = self.core.ctx;
+        if ctx.end.is_some_and(|e| now >= e) {
+            return false;
+        }
+        match &self.core.sched {
+            Some(s) => !s.exhausted() || !s.backlog.is_empty(),
+            None => ctx.may_issue(self.core.issued_measured, now),
+        }
+    }
+}
