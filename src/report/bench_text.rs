@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::bench::{BenchReport, DemoReport};
 use super::profile_text::wrap;
-use super::trace_text::human_ns;
+use super::units::human_ns;
 
 /// Renders one experiment.
 pub fn render(r: &BenchReport) -> String {

@@ -10,9 +10,9 @@ use super::bench::{
 use super::load::{Interval, LoadReport};
 use super::profile::ProfileReport;
 use super::svg::{self, BarChart, LineChart, Scale, Series, StackChart, esc};
-use super::trace_text::{self, human_ns};
+use super::trace_text;
+use super::units::{self, human_bytes, human_ns};
 use crate::run::machine::{Build, Machine};
-use crate::serve::echo::report::human_bytes;
 
 const CSS: &str = r#"
 :root { color-scheme: light; }
@@ -217,8 +217,8 @@ pub fn latency_section(p: &str, load: &LoadReport) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Log,
         x_ticks: Some(ticks),
-        x_fmt: svg::fmt_si,
-        y_fmt: svg::fmt_ns,
+        x_fmt: units::fmt_si,
+        y_fmt: units::fmt_ns,
         series,
     });
     let t = table(
@@ -271,8 +271,8 @@ pub fn throughput_section(p: &str, load: &LoadReport) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
         x_ticks: Some(ticks.clone()),
-        x_fmt: svg::fmt_si,
-        y_fmt: svg::fmt_si,
+        x_fmt: units::fmt_si,
+        y_fmt: units::fmt_si,
         series: vec![Series {
             name: if udp {
                 "published".into()
@@ -292,8 +292,8 @@ pub fn throughput_section(p: &str, load: &LoadReport) -> String {
             x_scale: Scale::Linear,
             y_scale: Scale::Log,
             x_ticks: Some(ticks),
-            x_fmt: svg::fmt_si,
-            y_fmt: svg::fmt_ns,
+            x_fmt: units::fmt_si,
+            y_fmt: units::fmt_ns,
             series: vec![
                 Series {
                     name: "p50".into(),
@@ -555,7 +555,7 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
         .into_iter()
         .filter(|(_, v)| v.iter().all(|x| x.is_finite()))
         .collect(),
-        fmt: svg::fmt_us,
+        fmt: units::fmt_us,
     });
     let rows = vec![
         vec![
@@ -563,7 +563,7 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
             format!("{:.3} s", d.target_user_cpu_s),
             format!("{:.3} s", d.target_system_cpu_s),
             if ttx.is_finite() {
-                svg::fmt_us(tu + ts)
+                units::fmt_us(tu + ts)
             } else {
                 "-".into()
             },
@@ -573,7 +573,7 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
             "load generator".to_string(),
             format!("{:.3} s", g.user_cpu_s),
             format!("{:.3} s", g.system_cpu_s),
-            svg::fmt_us(gen_cpu),
+            units::fmt_us(gen_cpu),
             format!("{:.0}%", 100.0 * g.system_cpu_s / gen_total),
         ],
     ];
@@ -820,7 +820,7 @@ const METRICS: [Metric; 4] = [
         title: "Throughput",
         y_label: "transactions per second",
         scale: Scale::Linear,
-        fmt: svg::fmt_si,
+        fmt: units::fmt_si,
         value: |p| p.rate_per_s,
     },
     Metric {
@@ -828,7 +828,7 @@ const METRICS: [Metric; 4] = [
         title: "p99 latency",
         y_label: "p99 latency (log scale)",
         scale: Scale::Log,
-        fmt: svg::fmt_ns,
+        fmt: units::fmt_ns,
         value: |p| p.p99_ns as f64,
     },
     Metric {
@@ -1012,7 +1012,7 @@ pub fn udp_body(p: &str, u: &UdpRcvbufResult) -> String {
         categories,
         series,
         scale: Scale::Linear,
-        fmt: svg::fmt_pct,
+        fmt: units::fmt_pct,
         compact: false,
     });
     let rows: Vec<Vec<String>> = u
@@ -1170,7 +1170,7 @@ pub fn relay_body(p: &str, r: &RelayResult) -> String {
             })
             .collect(),
         scale: Scale::Linear,
-        fmt: svg::fmt_si,
+        fmt: units::fmt_si,
         compact: false,
     });
     // Where the CPU went, for the many-connection small-message shape and

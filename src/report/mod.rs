@@ -17,6 +17,7 @@ pub mod svg;
 pub mod syscall_class;
 pub mod trace;
 pub mod trace_text;
+pub mod units;
 
 use std::path::Path;
 

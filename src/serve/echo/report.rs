@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::counters::Counters;
+use crate::report::units::human_bytes;
 
 /// Schema identifier of the echo artifact.
 pub const SCHEMA: &str = "sockscope.serve.echo";
@@ -154,22 +155,6 @@ fn rejected(c: &Counters) -> String {
     }
 }
 
-/// 1536 -> "1.5 KiB".
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,12 +204,5 @@ mod tests {
         let text = render(&r);
         assert!(text.contains(", 154 rejected (no thread),"), "{text}");
         assert!(!text.contains("max-conns"), "{text}");
-    }
-
-    #[test]
-    fn human_bytes_scales() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::counters::RelayCounters;
 use super::sockmap::VerdictStats;
-use crate::serve::echo::report::human_bytes;
+use crate::report::units::human_bytes;
 
 /// Schema identifier of the relay artifact.
 pub const SCHEMA: &str = "sockscope.serve.relay";

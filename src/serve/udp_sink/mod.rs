@@ -32,6 +32,7 @@ use super::{UdpSinkArgs, announce, cpu_times};
 use crate::procfs::snmp;
 use crate::proto::udp::{Header, Kind, SinkReport, monotonic_ns, need_datagram, report_datagram};
 use crate::report as artifact;
+use crate::report::units::fmt_ns_as_us;
 use crate::signals::{Signals, signal_name};
 
 /// Schema identifier of the udp-sink artifact.
@@ -514,10 +515,6 @@ fn sockaddr(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketA
     }
 }
 
-fn us(ns: f64) -> String {
-    format!("{:.1}us", ns / 1000.0)
-}
-
 /// The loss report of one run, one line.
 fn run_line(r: &RunRecord) -> String {
     let rep = &r.report;
@@ -536,10 +533,10 @@ fn run_line(r: &RunRecord) -> String {
         rep.interior_gaps,
         rep.reordered,
         rep.duplicates,
-        us(rep.jitter_ns),
-        us(l.p50_ns as f64),
-        us(l.p99_ns as f64),
-        us(l.max_ns as f64),
+        fmt_ns_as_us(rep.jitter_ns),
+        fmt_ns_as_us(l.p50_ns as f64),
+        fmt_ns_as_us(l.p99_ns as f64),
+        fmt_ns_as_us(l.max_ns as f64),
     )
 }
 
