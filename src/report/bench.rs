@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::machine::{Build, Machine};
+use super::machine::{Build, Machine};
+use super::serve::relay::RelayReport;
 
 /// Schema identifier of experiment artifacts.
 pub const SCHEMA: &str = "sockscope.bench";
@@ -238,7 +239,7 @@ pub struct RelayRun {
     /// Round, 1-based.
     pub round: u32,
     /// The relay's report.
-    pub report: crate::serve::relay::report::RelayReport,
+    pub report: RelayReport,
 }
 
 /// A part of the demo that did not run, and why.

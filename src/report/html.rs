@@ -8,11 +8,11 @@ use super::bench::{
     BenchReport, DemoReport, OverheadResult, RelayResult, TransportResult, UdpRcvbufResult,
 };
 use super::load::{Interval, LoadReport};
+use super::machine::{Build, Machine};
 use super::profile::ProfileReport;
 use super::svg::{self, BarChart, LineChart, Scale, Series, StackChart, esc};
 use super::trace_text;
 use super::units::{self, human_bytes, human_ns};
-use crate::run::machine::{Build, Machine};
 
 const CSS: &str = r#"
 :root { color-scheme: light; }

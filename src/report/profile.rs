@@ -5,10 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::load::LoadReport;
+use super::machine::{Build, Machine};
 use super::syscall_class::SyscallClass;
 use super::trace::TraceReport;
-use crate::run::machine::{Build, Machine};
-use crate::run::target::StopRecord;
 
 /// Schema identifier of profile artifacts.
 pub const SCHEMA: &str = "sockscope.profile";
@@ -74,6 +73,40 @@ pub struct TargetRecord {
     /// `--target 'serve ...'`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_report: Option<serde_json::Value>,
+}
+
+/// How a launched target ended.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StopRecord {
+    /// `SIGTERM` when it stopped on it, `SIGKILL` when it had to be
+    /// killed, `none` when it had already exited by itself.
+    pub signal: String,
+    /// Seconds from the signal to its exit.
+    pub after_s: f64,
+    /// Its exit code, if it exited.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub killed_by: Option<String>,
+}
+
+impl StopRecord {
+    /// For people: `SIGTERM after 0.01 s, exit status 0`, `SIGKILL after
+    /// 5.00 s, killed by SIGKILL`, `none after 0.00 s, status unknown`.
+    pub fn describe(&self) -> String {
+        let status = match (self.exit_code, &self.killed_by) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!("killed by {sig}"),
+            (None, None) => "status unknown".to_string(),
+        };
+        format!("{} after {:.2} s, {status}", self.signal, self.after_s)
+    }
+
+    /// True when it exited with status 0 without needing SIGKILL.
+    pub fn clean(&self) -> bool {
+        self.signal != "SIGKILL" && self.exit_code == Some(0)
+    }
 }
 
 /// The two windows: the load's measured window, and the trace window

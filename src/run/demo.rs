@@ -10,10 +10,10 @@ use std::time::{Instant, SystemTime};
 use anyhow::Result;
 
 use super::bench::{self, BenchContext, Experiment, Size};
-use super::machine::{Build, Machine};
 use super::staging::Staging;
 use crate::error;
 use crate::report::bench::{DEMO_SCHEMA, DemoReport, NotRun, SCHEMA_VERSION};
+use crate::report::machine::{Build, Machine};
 use crate::report::{bench_text, html};
 
 /// The experiments the demo runs, in order.

@@ -16,12 +16,13 @@ use clap::ValueEnum;
 use nix::sys::signal::Signal;
 
 use super::exit::{self, fail};
-use super::machine::{self, Build, Machine};
+use super::machine;
 use super::ready::{self, Proto};
 use super::staging::Staging;
 use super::target::{self, Launched, quote_block};
 use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
 use crate::report::load::LoadReport;
+use crate::report::machine::{Build, Machine};
 use crate::report::{bench_text, html};
 use crate::signals::Signals;
 use crate::trace::preflight::{self, Programs};

@@ -25,10 +25,10 @@ use anyhow::{Result, anyhow};
 
 use self::conn::{Framing, Spec};
 use self::counters::Counters;
-use self::report::EchoReport;
 use super::signals::{ExitNotice, StopCause, wait_for_stop};
 use super::{EchoArgs, Transport, announce, cpu_times, listen, workers};
 use crate::report as artifact;
+use crate::report::serve::echo::{self as schema, EchoReport};
 use crate::signals::Signals;
 use crate::signals::StopFlag;
 
@@ -139,8 +139,8 @@ pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
         notes.push("threaded: one acceptor thread plus one thread per connection".to_string());
     }
     let rep = EchoReport {
-        schema: report::SCHEMA.to_string(),
-        schema_version: report::SCHEMA_VERSION,
+        schema: schema::SCHEMA.to_string(),
+        schema_version: schema::SCHEMA_VERSION,
         sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
         listen: bound.to_string(),
         transport: args.transport.name().to_string(),

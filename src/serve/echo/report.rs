@@ -1,62 +1,11 @@
-//! The `serve echo` result: what `--json` writes and the summary printed on
-//! stderr at exit (docs/serve.md describes every field).
+//! The summary `serve echo` prints on stderr at exit. What `--json` writes
+//! is [`EchoReport`] (report::serve::echo; docs/serve.md describes every
+//! field).
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
-
-use super::counters::Counters;
+use crate::report::serve::echo::{Counters, EchoReport};
 use crate::report::units::human_bytes;
-
-/// Schema identifier of the echo artifact.
-pub const SCHEMA: &str = "sockscope.serve.echo";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// One `serve echo` run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EchoReport {
-    /// Always `sockscope.serve.echo`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
-    /// The bound address (IP:PORT).
-    pub listen: String,
-    /// threaded, epoll or uring.
-    pub transport: String,
-    /// Event loops (epoll, uring); 1 for threaded (its acceptor).
-    pub loops: usize,
-    /// Request size in framed mode (null: plain echo).
-    pub req_size: Option<usize>,
-    /// Response size in framed mode (null: plain echo).
-    pub resp_size: Option<usize>,
-    /// CPU burned per request (per read in echo mode), microseconds.
-    pub work_us: u64,
-    /// --max-conns, if given.
-    pub max_conns: Option<u64>,
-    /// Unwritten output a connection may hold before it stops reading.
-    pub out_cap_bytes: usize,
-    /// What stopped the server (`signal:SIGTERM`).
-    pub stop_reason: String,
-    /// From ready to fully stopped, seconds.
-    pub duration_s: f64,
-    /// Drain time after the stop signal, seconds.
-    pub drain_s: f64,
-    /// Responses written in full (null in plain echo mode, where there are
-    /// no requests to count).
-    pub transactions: Option<u64>,
-    /// Everything counted.
-    pub counters: Counters,
-    /// The server process's own CPU time since it started (getrusage
-    /// RUSAGE_SELF), seconds.
-    pub cpu_user_s: f64,
-    /// Same, in the kernel.
-    pub cpu_system_s: f64,
-    /// Caveats needed to read the figures.
-    pub notes: Vec<String>,
-}
 
 /// The human summary printed on stderr at exit.
 pub fn render(r: &EchoReport) -> String {
@@ -158,6 +107,7 @@ fn rejected(c: &Counters) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::serve::echo::{SCHEMA, SCHEMA_VERSION};
 
     fn counters(max_conns: u64, no_thread: u64) -> Counters {
         Counters {

@@ -23,10 +23,10 @@ use anyhow::{Result, anyhow};
 
 use self::counters::RelayCounters;
 use self::looper::{DRAIN, Loop, Path, RateLog, Shared};
-use self::report::RelayReport;
 use super::signals::{ExitNotice, StopCause, wait_for_stop};
 use super::{RelayArgs, RelayMode, announce, cpu_times, listen, workers};
 use crate::report as artifact;
+use crate::report::serve::relay::{self as schema, RelayReport};
 use crate::signals::{Signals, StopFlag};
 
 /// Extra time loops get, after the drain, to close and return.
@@ -133,8 +133,8 @@ pub fn run(args: &RelayArgs, quiet: bool) -> Result<u8> {
         ));
     }
     let rep = RelayReport {
-        schema: report::SCHEMA.to_string(),
-        schema_version: report::SCHEMA_VERSION,
+        schema: schema::SCHEMA.to_string(),
+        schema_version: schema::SCHEMA_VERSION,
         sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
         listen: bound.to_string(),
         upstream: upstream.to_string(),
