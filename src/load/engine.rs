@@ -339,9 +339,7 @@ pub fn run_tcp(
     }
 
     let report = LoadReport {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").into(),
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         workload: kind.name().into(),
         target: plan.addr.to_string(),
         config,

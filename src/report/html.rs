@@ -772,7 +772,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
         &format!("{p}environment"),
         "How it was measured",
         "Everything needed to reproduce the run.",
-        &environment(&r.build, &r.machine, &extra),
+        &environment(&r.header.build, &r.machine, &extra),
     ));
     let mut notes: Vec<String> = r.load.notes.clone();
     notes.extend(r.trace.notes.iter().cloned());
@@ -1379,7 +1379,7 @@ pub fn bench_page(r: &BenchReport) -> String {
         caveats_box(&r.caveats),
         bench_body("", r),
         environment(
-            &r.build,
+            &r.header.build,
             &r.machine,
             &[("command".into(), r.command_line.join(" "))]
         )
@@ -1445,7 +1445,7 @@ pub fn demo_page(d: &DemoReport) -> String {
     let _ = write!(
         b,
         "<h2>Environment</h2>{}",
-        environment(&d.build, &d.machine, &[])
+        environment(&d.header.build, &d.machine, &[])
     );
     page(
         "sockscope demo",

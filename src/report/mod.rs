@@ -7,6 +7,7 @@ pub mod bench_text;
 pub mod compare;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod header;
 pub mod html;
 pub mod insight;
 pub mod load;

@@ -4,25 +4,25 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::header::{self, ArtifactHeader};
 use super::load::LoadReport;
-use super::machine::{Build, Machine};
+use super::machine::Machine;
 use super::syscall_class::SyscallClass;
 use super::trace::TraceReport;
 
 /// Schema identifier of profile artifacts.
 pub const SCHEMA: &str = "sockscope.profile";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any incompatible change (2: the shared [`ArtifactHeader`];
+/// its fields did not change for profile).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One profile run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProfileReport {
-    /// Always `sockscope.profile`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// The sockscope build that measured it.
-    pub build: Build,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// Wall-clock start of the run (RFC 3339).
     pub started_at: String,
     /// The profile command line as given.
@@ -332,10 +332,11 @@ pub fn read(path: &std::path::Path) -> anyhow::Result<ProfileReport> {
     })
 }
 
-/// A profile artifact from its bytes, or what they are instead ("is a
-/// sockscope.trace artifact", "is not JSON (...)").
+/// A profile artifact from its bytes (version 1 converted, see
+/// [`header::upgrade`]), or what they are instead ("is a sockscope.trace
+/// artifact", "is not JSON (...)").
 fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
-    let v: serde_json::Value =
+    let mut v: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("is not JSON ({e})"))?;
     let schema = match v.get("schema").and_then(|s| s.as_str()) {
         Some(s) => s.to_string(),
@@ -344,13 +345,13 @@ fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
     if schema != SCHEMA {
         return Err(format!("is a {schema} artifact"));
     }
-    let version = v.get("schema_version").and_then(|x| x.as_u64());
-    if version != Some(SCHEMA_VERSION as u64) {
-        return Err(format!(
-            "is {SCHEMA} version {}; this sockscope reads version {SCHEMA_VERSION}",
-            version.map_or("(none)".into(), |x| x.to_string())
-        ));
-    }
+    header::upgrade(&mut v).map_err(|version| {
+        format!(
+            "is {SCHEMA} version {}; this sockscope reads version {}",
+            version.map_or("(none)".into(), |x| x.to_string()),
+            header::READABLE
+        )
+    })?;
     serde_json::from_value(v)
         .map_err(|e| format!("is a {SCHEMA} artifact this sockscope cannot read: {e}"))
 }
@@ -375,12 +376,16 @@ mod tests {
         assert!(what("% time  total").starts_with("is not JSON ("));
         assert!(what("[1, 2]").contains("without a `schema` field"));
         assert_eq!(
-            what(r#"{"schema":"sockscope.profile","schema_version":2}"#),
-            "is sockscope.profile version 2; this sockscope reads version 1"
+            what(r#"{"schema":"sockscope.profile","schema_version":3}"#),
+            "is sockscope.profile version 3; this sockscope reads version 1 or 2"
         );
-        assert!(
-            what(r#"{"schema":"sockscope.profile","schema_version":1}"#)
-                .starts_with("is a sockscope.profile artifact this sockscope cannot read: ")
-        );
+        for version in [1, 2] {
+            let t = format!(r#"{{"schema":"sockscope.profile","schema_version":{version}}}"#);
+            assert!(
+                what(&t)
+                    .starts_with("is a sockscope.profile artifact this sockscope cannot read: "),
+                "{t}"
+            );
+        }
     }
 }

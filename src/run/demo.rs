@@ -13,7 +13,7 @@ use super::bench::{self, BenchContext, Experiment, Size};
 use super::staging::Staging;
 use crate::error;
 use crate::report::bench::{DEMO_SCHEMA, DemoReport, NotRun, SCHEMA_VERSION};
-use crate::report::machine::{Build, Machine};
+use crate::report::machine::Machine;
 use crate::report::{bench_text, html};
 
 /// The experiments the demo runs, in order.
@@ -54,9 +54,7 @@ pub fn run(out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
     ctx.check_signals()?;
     let complete = missing_required.is_empty();
     let demo = DemoReport {
-        schema: DEMO_SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        build: Build::current(),
+        header: crate::report::header::ArtifactHeader::new(DEMO_SCHEMA, SCHEMA_VERSION),
         machine: Machine::current(),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         duration_s: t0.elapsed().as_secs_f64(),

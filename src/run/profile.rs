@@ -27,7 +27,7 @@ use super::share;
 use super::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::load::{self, LoadOutcome};
 use crate::report::insight;
-use crate::report::machine::{Build, Machine};
+use crate::report::machine::Machine;
 use crate::report::profile::{
     ProfileReport, SCHEMA, SCHEMA_VERSION, Sharer, StopRecord, TargetRecord, Windows,
 };
@@ -836,9 +836,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     };
     drop(tracer);
     Ok(ProfileReport {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        build: Build::current(),
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         command_line: spec.command_line.clone(),
         target: target_record,

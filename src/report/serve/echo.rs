@@ -4,20 +4,21 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::header::ArtifactHeader;
+
 /// Schema identifier of the echo artifact.
 pub const SCHEMA: &str = "sockscope.serve.echo";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any incompatible change (2: the [`ArtifactHeader`] replaced
+/// `sockscope_version`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One `serve echo` run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EchoReport {
-    /// Always `sockscope.serve.echo`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// The bound address (IP:PORT).
     pub listen: String,
     /// threaded, epoll or uring.

@@ -4,22 +4,23 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::header::ArtifactHeader;
+
 use super::echo::AcceptErrors;
 
 /// Schema identifier of the relay artifact.
 pub const SCHEMA: &str = "sockscope.serve.relay";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any incompatible change (2: the [`ArtifactHeader`] replaced
+/// `sockscope_version`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One `serve relay` run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RelayReport {
-    /// Always `sockscope.serve.relay`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// The bound address.
     pub listen: String,
     /// The upstream address.

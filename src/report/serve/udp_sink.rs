@@ -5,13 +5,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::header::ArtifactHeader;
+
 use crate::proto::udp::SinkReport;
 use crate::stats::LatencySummary;
 
 /// Schema identifier of the udp-sink artifact.
 pub const SCHEMA: &str = "sockscope.serve.udp-sink";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any incompatible change (2: the [`ArtifactHeader`] replaced
+/// `sockscope_version`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The kernel's UDP drop counters over the run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -27,12 +30,10 @@ pub struct KernelDrops {
 /// One `serve udp-sink` run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct UdpSinkReport {
-    /// Always `sockscope.serve.udp-sink`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// The bound address.
     pub listen: String,
     /// --rcvbuf as given (null: the system default).

@@ -22,7 +22,7 @@ use super::staging::Staging;
 use super::target::{self, Launched, quote_block};
 use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
 use crate::report::load::LoadReport;
-use crate::report::machine::{Build, Machine};
+use crate::report::machine::Machine;
 use crate::report::{bench_text, html};
 use crate::signals::Signals;
 use crate::trace::preflight::{self, Programs};
@@ -216,10 +216,8 @@ pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<Be
     let t0 = Instant::now();
     let machine = Machine::current();
     let mut rep = BenchReport {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         experiment: exp.name().into(),
-        build: Build::current(),
         machine: machine.clone(),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         duration_s: 0.0,

@@ -139,9 +139,7 @@ pub fn run(args: &EchoArgs, quiet: bool) -> Result<u8> {
         notes.push("threaded: one acceptor thread plus one thread per connection".to_string());
     }
     let rep = EchoReport {
-        schema: schema::SCHEMA.to_string(),
-        schema_version: schema::SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        header: crate::report::header::ArtifactHeader::new(schema::SCHEMA, schema::SCHEMA_VERSION),
         listen: bound.to_string(),
         transport: args.transport.name().to_string(),
         loops,

@@ -107,6 +107,7 @@ fn rejected(c: &Counters) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::header::ArtifactHeader;
     use crate::report::serve::echo::{SCHEMA, SCHEMA_VERSION};
 
     fn counters(max_conns: u64, no_thread: u64) -> Counters {
@@ -131,9 +132,7 @@ mod tests {
     #[test]
     fn the_summary_of_a_threaded_server_out_of_threads_says_so() {
         let r = EchoReport {
-            schema: SCHEMA.into(),
-            schema_version: SCHEMA_VERSION,
-            sockscope_version: "0".into(),
+            header: ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
             listen: "127.0.0.1:1".into(),
             transport: "threaded".into(),
             loops: 1,

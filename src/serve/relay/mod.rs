@@ -133,9 +133,7 @@ pub fn run(args: &RelayArgs, quiet: bool) -> Result<u8> {
         ));
     }
     let rep = RelayReport {
-        schema: schema::SCHEMA.to_string(),
-        schema_version: schema::SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        header: crate::report::header::ArtifactHeader::new(schema::SCHEMA, schema::SCHEMA_VERSION),
         listen: bound.to_string(),
         upstream: upstream.to_string(),
         mode_requested: mode_name(match args.mode {

@@ -81,13 +81,12 @@ pub fn render(r: &RelayReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::header::ArtifactHeader;
     use crate::report::serve::relay::{RelayCounters, SCHEMA, SCHEMA_VERSION};
 
     fn report(fallback: Option<&str>) -> RelayReport {
         RelayReport {
-            schema: SCHEMA.into(),
-            schema_version: SCHEMA_VERSION,
-            sockscope_version: "0".into(),
+            header: ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
             listen: "127.0.0.1:1".into(),
             upstream: "127.0.0.1:2".into(),
             mode_requested: "sockmap".into(),

@@ -120,9 +120,7 @@ pub fn run(args: &UdpSinkArgs, quiet: bool) -> Result<u8> {
     let (user, system) = cpu_times();
     let c = &sink.counts;
     let rep = UdpSinkReport {
-        schema: SCHEMA.to_string(),
-        schema_version: SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         listen: bound.to_string(),
         rcvbuf_requested: args.rcvbuf,
         rcvbuf_granted: granted,
