@@ -229,3 +229,72 @@ fn report_out_creates_a_new_directory_and_names_what_is_wrong() {
     assert_eq!(st.code(), Some(2), "{se}");
     assert!(se.contains("not a directory"), "{se}");
 }
+
+/// tests/fixtures/v1/: artifacts written by sockscope before the shared
+/// artifact header (schema version 1, `sockscope_version` in the trace,
+/// load and serve reports), and the summaries that version printed for
+/// them. A deliberate change to a summary's text updates the .summary.txt
+/// files.
+fn v1_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/v1")
+        .join(name)
+}
+
+#[test]
+fn version_1_artifacts_still_render_and_compare() {
+    let dir = scratch("artifacts-v1");
+    for (json, summary) in [
+        ("profile.json", "profile.summary.txt"),
+        ("bench-relay.json", "bench-relay.summary.txt"),
+    ] {
+        let out = dir.join(json.trim_end_matches(".json"));
+        let file = v1_fixture(json);
+        let (st, so, se) = run_bounded(
+            &[
+                "report",
+                "-q",
+                file.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            LIMIT,
+        );
+        assert!(st.success(), "{json}: {so}{se}");
+        assert_eq!(
+            std::fs::read_to_string(out.join("summary.txt")).unwrap(),
+            std::fs::read_to_string(v1_fixture(summary)).unwrap(),
+            "{json}: the summary differs from the one version 1 printed"
+        );
+        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+        assert!(html.contains("<td>0.1.0 (6277c6c55df1)</td>"), "{json}");
+    }
+
+    let p = v1_fixture("profile.json");
+    let p = p.to_str().unwrap();
+    let (st, so, se) = run_bounded(&["compare", p, p], LIMIT);
+    assert!(st.success(), "{se}");
+    assert!(
+        so.contains("transactions/s") && so.contains("+0.0%"),
+        "{so}"
+    );
+
+    // A version this sockscope does not know is refused, naming both.
+    let v9 = dir.join("v9.json");
+    let text = std::fs::read_to_string(v1_fixture("profile.json")).unwrap();
+    std::fs::write(
+        &v9,
+        text.replacen("\"schema_version\": 1,", "\"schema_version\": 9,", 1),
+    )
+    .unwrap();
+    let (st, _, se) = run_bounded(&["report", v9.to_str().unwrap()], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("version 9") && se.contains("(1 or 2)"), "{se}");
+    let v9 = v9.to_str().unwrap();
+    let (st, _, se) = run_bounded(&["compare", p, v9], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(
+        se.contains("version 9; this sockscope reads version 1 or 2"),
+        "{se}"
+    );
+}

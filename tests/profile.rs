@@ -81,7 +81,21 @@ fn profile_of_epoll_echo_agrees_with_the_server() {
     assert!(so.contains("report: "), "{so}");
     let rep = read_json(&out.join("run.json"));
     assert_eq!(rep["schema"], "sockscope.profile");
-    assert_eq!(rep["schema_version"], 1);
+    assert_eq!(rep["schema_version"], 2);
+    // One header everywhere: the nested load, trace and server reports too.
+    for part in [
+        &rep,
+        &rep["load"],
+        &rep["trace"],
+        &rep["target"]["server_report"],
+    ] {
+        assert_eq!(part["build"], rep["build"], "{}", part["schema"]);
+        assert!(
+            part.get("sockscope_version").is_none(),
+            "{}",
+            part["schema"]
+        );
+    }
     // Transactions: the load's count and the server's own agree exactly
     // (count mode: the load stops with nothing in flight).
     assert_eq!(rep["load"]["transactions"], 20000);
@@ -169,6 +183,15 @@ fn profile_of_epoll_echo_agrees_with_the_server() {
         html.as_bytes()
     );
     let j = out.join("run.json");
+    // A version-1 artifact compares with this one.
+    let v1 =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1/profile.json");
+    let (st, so, se) = run_bounded(
+        &["compare", v1.to_str().unwrap(), j.to_str().unwrap()],
+        LIMIT,
+    );
+    assert!(st.success(), "{se}");
+    assert!(so.contains("transactions/s"), "{so}");
     let (st, so, se) = run_bounded(
         &["compare", j.to_str().unwrap(), j.to_str().unwrap()],
         LIMIT,

@@ -138,7 +138,9 @@ fn launch_counts_equal_ground_truth() {
     );
     let rep = read_json(&json);
     assert_eq!(rep["schema"], "sockscope.trace");
-    assert_eq!(rep["schema_version"], 1);
+    assert_eq!(rep["schema_version"], 2);
+    assert_eq!(rep["build"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(rep.get("sockscope_version").is_none(), "{rep}");
     assert_eq!(rep["target"]["mode"], "launch");
     assert_eq!(rep["window"]["exit_code"], 0);
     assert_eq!(rep["window"]["complete"], true);

@@ -446,9 +446,7 @@ fn report(
     let all_tx = t.transactions + t.warmup_transactions;
     let saturated = m.shares.iter().any(|s| *s >= 0.9);
     let report = LoadReport {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").into(),
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         workload: plan.workload.into(),
         target: plan.addr.to_string(),
         config,

@@ -407,9 +407,7 @@ fn report(
         ));
     }
     LoadReport {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").into(),
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         workload: "udp".into(),
         target: plan.addr.to_string(),
         config,

@@ -4,26 +4,28 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::machine::{Build, Machine};
+use super::header::ArtifactHeader;
+use super::machine::Machine;
+use super::serve::relay::RelayReport;
 
 /// Schema identifier of experiment artifacts.
 pub const SCHEMA: &str = "sockscope.bench";
 /// Schema identifier of demo artifacts.
 pub const DEMO_SCHEMA: &str = "sockscope.demo";
-/// Bumped on any incompatible change (both schemas).
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any incompatible change (both schemas; 2: the shared
+/// [`ArtifactHeader`], and the relay reports inside lost
+/// `sockscope_version`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One experiment run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchReport {
-    /// Always `sockscope.bench`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// `transport`, `udp-rcvbuf`, `overhead` or `relay`.
     pub experiment: String,
-    /// The sockscope build.
-    pub build: Build,
     /// Where it ran.
     pub machine: Machine,
     /// Wall-clock start (RFC 3339).
@@ -238,7 +240,7 @@ pub struct RelayRun {
     /// Round, 1-based.
     pub round: u32,
     /// The relay's report.
-    pub report: crate::serve::relay::report::RelayReport,
+    pub report: RelayReport,
 }
 
 /// A part of the demo that did not run, and why.
@@ -253,12 +255,10 @@ pub struct NotRun {
 /// The demo: several experiments and one report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DemoReport {
-    /// Always `sockscope.demo`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// The sockscope build.
-    pub build: Build,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// Where it ran.
     pub machine: Machine,
     /// Wall-clock start.

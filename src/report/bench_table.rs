@@ -4,8 +4,8 @@
 
 use super::bench::{OverheadResult, RelayResult, TransportPoint, UdpRcvbufResult};
 use super::table::{Align::Left, Align::Right, Column, Table};
-use super::trace_text::human_ns;
-use crate::serve::echo::report::human_bytes;
+use super::units::human_bytes;
+use super::units::human_ns;
 
 /// The transport points given (all of them in the text, one workload's
 /// on the page, which leaves the workload column out).

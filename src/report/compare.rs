@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::profile::ProfileReport;
-use super::trace_text::human_ns;
+use super::units::human_ns_f64;
 
 /// How a figure's change is put.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -60,10 +60,6 @@ fn num(v: f64) -> String {
     } else {
         format!("{v:.3}")
     }
-}
-
-fn ns(v: f64) -> String {
-    human_ns(v.max(0.0).round() as u64)
 }
 
 fn pct(v: f64) -> String {
@@ -118,7 +114,7 @@ fn load_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
         ("latency p99.9", |s| s.p999_ns),
         ("latency max", |s| s.max_ns),
     ] {
-        rows.push(quantity(name, lat(a, f), lat(b, f), ns));
+        rows.push(quantity(name, lat(a, f), lat(b, f), human_ns_f64));
     }
     rows.push(quantity(
         "syscalls per transaction",
@@ -432,7 +428,10 @@ mod tests {
         // From zero, or from what displays as zero: absolute.
         assert_eq!(change(Some(0.0), Some(3.0), num, q), "+3.000");
         assert_eq!(change(Some(0.0000002), Some(1.0004), num, q), "+1.000");
-        assert_eq!(change(Some(0.0), Some(2_500_000.0), ns, q), "+2.50ms");
+        assert_eq!(
+            change(Some(0.0), Some(2_500_000.0), human_ns_f64, q),
+            "+2.50ms"
+        );
         assert_eq!(change(Some(0.0001), Some(0.0), num, q), "~0");
         assert_eq!(change(Some(0.0004), Some(0.5), num, q), "+0.500");
         // Shares: 40% -> 60% is 20 points, not +50%.

@@ -225,6 +225,9 @@ pub fn profile(shape: &Shape) -> ProfileReport {
         "insights": [],
         "caveats": []
     });
+    // The fixtures are version-1 documents: they go through the v1 reader.
+    let mut v = v;
+    super::header::upgrade(&mut v).expect("a version-1 artifact");
     let mut r: ProfileReport = serde_json::from_value(v).expect("a valid synthetic artifact");
     r.derived = insight::derive(&r.load, &r.trace, None, 0.0);
     r.insights = insight::sentences(&r.derived, &r.load, &r.trace);

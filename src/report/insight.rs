@@ -8,7 +8,7 @@ use super::load::LoadReport;
 use super::profile::{Attribution, ClassShare, Derived, SyscallShare};
 use super::syscall_class::{EXECS, SyscallClass, TASK_CREATING};
 use super::trace::TraceReport;
-use super::trace_text::human_ns;
+use super::units::{fmt_us, human_ns};
 
 /// How many syscalls `top_syscalls` keeps.
 pub const TOP: usize = 8;
@@ -353,16 +353,6 @@ fn unattributed_sentences(d: &Derived, trace: &TraceReport) -> Vec<String> {
     out
 }
 
-fn us(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0} us")
-    } else if v >= 10.0 {
-        format!("{v:.1} us")
-    } else {
-        format!("{v:.2} us")
-    }
-}
-
 fn pct(v: f64) -> String {
     format!("{:.0}%", v * 100.0)
 }
@@ -519,7 +509,7 @@ fn cpu_sentence(d: &Derived, unit: &str) -> String {
          {} of it in the kernel: {}. It kept {:.2} CPUs busy on average.",
         d.target_user_cpu_s,
         d.target_system_cpu_s,
-        us(d.target_cpu_us_per_transaction),
+        fmt_us(d.target_cpu_us_per_transaction),
         pct(d.target_kernel_share),
         if cpu == 0.0 {
             "too little CPU time to split".to_string()
@@ -616,8 +606,8 @@ fn generator_sentence(d: &Derived, unit: &str) -> String {
     let tgt = d.target_cpu_us_per_transaction;
     format!(
         "The load generator used {} of CPU per {unit} against the target's {}{}.",
-        us(gen_us),
-        us(tgt),
+        fmt_us(gen_us),
+        fmt_us(tgt),
         if d.generator_saturated {
             "; a generator thread was busy 90% of the time or more, so the generator may \
              have been the bottleneck"

@@ -5,23 +5,23 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::header::ArtifactHeader;
 use crate::proto::udp::SinkReport;
 use crate::stats::LatencySummary;
 
 /// Schema identifier of load artifacts.
 pub const SCHEMA: &str = "sockscope.load";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any incompatible change (2: the [`ArtifactHeader`] replaced
+/// `sockscope_version`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One complete load result.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoadReport {
-    /// Always `sockscope.load`.
-    pub schema: String,
-    /// Schema version.
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// `tcp-rr`, `tcp-crr` or `udp`.
     pub workload: String,
     /// Target address.

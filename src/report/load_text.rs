@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::load::{LatencyRecord, LoadReport, UdpResult};
-use super::trace_text::human_ns;
+use super::units::human_ns;
 use crate::stats::LatencySummary;
 
 fn latency_line(label: &str, s: &LatencySummary) -> String {

@@ -11,17 +11,21 @@ pub mod bench_text;
 pub mod compare;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod header;
 pub mod html;
 pub mod insight;
 pub mod load;
 pub mod load_text;
+pub mod machine;
 pub mod profile;
 pub mod profile_text;
+pub mod serve;
 pub mod svg;
 pub mod syscall_class;
 pub mod table;
 pub mod trace;
 pub mod trace_text;
+pub mod units;
 
 use std::path::Path;
 

@@ -4,26 +4,25 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::header::{self, ArtifactHeader};
 use super::load::LoadReport;
+use super::machine::Machine;
 use super::syscall_class::SyscallClass;
 use super::trace::TraceReport;
-use crate::run::machine::{Build, Machine};
-use crate::run::target::StopRecord;
 
 /// Schema identifier of profile artifacts.
 pub const SCHEMA: &str = "sockscope.profile";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any incompatible change (2: the shared [`ArtifactHeader`];
+/// its fields did not change for profile).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One profile run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProfileReport {
-    /// Always `sockscope.profile`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// The sockscope build that measured it.
-    pub build: Build,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// Wall-clock start of the run (RFC 3339).
     pub started_at: String,
     /// The profile command line as given.
@@ -74,6 +73,40 @@ pub struct TargetRecord {
     /// `--target 'serve ...'`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_report: Option<serde_json::Value>,
+}
+
+/// How a launched target ended.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StopRecord {
+    /// `SIGTERM` when it stopped on it, `SIGKILL` when it had to be
+    /// killed, `none` when it had already exited by itself.
+    pub signal: String,
+    /// Seconds from the signal to its exit.
+    pub after_s: f64,
+    /// Its exit code, if it exited.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub killed_by: Option<String>,
+}
+
+impl StopRecord {
+    /// For people: `SIGTERM after 0.01 s, exit status 0`, `SIGKILL after
+    /// 5.00 s, killed by SIGKILL`, `none after 0.00 s, status unknown`.
+    pub fn describe(&self) -> String {
+        let status = match (self.exit_code, &self.killed_by) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!("killed by {sig}"),
+            (None, None) => "status unknown".to_string(),
+        };
+        format!("{} after {:.2} s, {status}", self.signal, self.after_s)
+    }
+
+    /// True when it exited with status 0 without needing SIGKILL.
+    pub fn clean(&self) -> bool {
+        self.signal != "SIGKILL" && self.exit_code == Some(0)
+    }
 }
 
 /// The two windows: the load's measured window, and the trace window
@@ -299,10 +332,11 @@ pub fn read(path: &std::path::Path) -> anyhow::Result<ProfileReport> {
     })
 }
 
-/// A profile artifact from its bytes, or what they are instead ("is a
-/// sockscope.trace artifact", "is not JSON (...)").
+/// A profile artifact from its bytes (version 1 converted, see
+/// [`header::upgrade`]), or what they are instead ("is a sockscope.trace
+/// artifact", "is not JSON (...)").
 fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
-    let v: serde_json::Value =
+    let mut v: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("is not JSON ({e})"))?;
     let schema = match v.get("schema").and_then(|s| s.as_str()) {
         Some(s) => s.to_string(),
@@ -311,13 +345,13 @@ fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
     if schema != SCHEMA {
         return Err(format!("is a {schema} artifact"));
     }
-    let version = v.get("schema_version").and_then(|x| x.as_u64());
-    if version != Some(SCHEMA_VERSION as u64) {
-        return Err(format!(
-            "is {SCHEMA} version {}; this sockscope reads version {SCHEMA_VERSION}",
-            version.map_or("(none)".into(), |x| x.to_string())
-        ));
-    }
+    header::upgrade(&mut v).map_err(|version| {
+        format!(
+            "is {SCHEMA} version {}; this sockscope reads version {}",
+            version.map_or("(none)".into(), |x| x.to_string()),
+            header::READABLE
+        )
+    })?;
     serde_json::from_value(v)
         .map_err(|e| format!("is a {SCHEMA} artifact this sockscope cannot read: {e}"))
 }
@@ -342,12 +376,16 @@ mod tests {
         assert!(what("% time  total").starts_with("is not JSON ("));
         assert!(what("[1, 2]").contains("without a `schema` field"));
         assert_eq!(
-            what(r#"{"schema":"sockscope.profile","schema_version":2}"#),
-            "is sockscope.profile version 2; this sockscope reads version 1"
+            what(r#"{"schema":"sockscope.profile","schema_version":3}"#),
+            "is sockscope.profile version 3; this sockscope reads version 1 or 2"
         );
-        assert!(
-            what(r#"{"schema":"sockscope.profile","schema_version":1}"#)
-                .starts_with("is a sockscope.profile artifact this sockscope cannot read: ")
-        );
+        for version in [1, 2] {
+            let t = format!(r#"{{"schema":"sockscope.profile","schema_version":{version}}}"#);
+            assert!(
+                what(&t)
+                    .starts_with("is a sockscope.profile artifact this sockscope cannot read: "),
+                "{t}"
+            );
+        }
     }
 }

@@ -24,7 +24,7 @@ pub fn render(r: &ProfileReport) -> String {
     );
     let _ = writeln!(s, "load     {}", shell_words::join(&r.load_command));
     let _ = writeln!(s, "machine  {}", r.machine.describe());
-    let _ = writeln!(s, "build    sockscope {}", r.build.describe());
+    let _ = writeln!(s, "build    sockscope {}", r.header.build.describe());
     let _ = writeln!(s, "windows  {}", r.windows.note);
     let _ = writeln!(s);
     let _ = writeln!(s, "What the run says:");

@@ -40,56 +40,6 @@ pub enum Scale {
 /// Formats an axis or bar value.
 pub type Fmt = fn(f64) -> String;
 
-/// Compact number: 1.2k, 35M, 0.5.
-pub fn fmt_si(v: f64) -> String {
-    let a = v.abs();
-    let (x, u) = if a >= 1e9 {
-        (v / 1e9, "G")
-    } else if a >= 1e6 {
-        (v / 1e6, "M")
-    } else if a >= 1e3 {
-        (v / 1e3, "k")
-    } else {
-        (v, "")
-    };
-    let digits = if x.abs() >= 100.0 || x == x.trunc() {
-        0
-    } else if x.abs() >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{x:.digits$}{u}")
-}
-
-/// Nanoseconds with a unit (ns, us, ms, s).
-pub fn fmt_ns(v: f64) -> String {
-    if v <= 0.0 {
-        return "0".into();
-    }
-    super::trace_text::human_ns(v.round() as u64)
-}
-
-/// Percent of a 0..100 value.
-pub fn fmt_pct(v: f64) -> String {
-    if v != 0.0 && v.abs() < 1.0 {
-        format!("{v:.2}%")
-    } else {
-        format!("{v:.0}%")
-    }
-}
-
-/// Microseconds.
-pub fn fmt_us(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0} us")
-    } else if v >= 10.0 {
-        format!("{v:.1} us")
-    } else {
-        format!("{v:.2} us")
-    }
-}
-
 const W: f64 = 760.0;
 const H: f64 = 330.0;
 const ML: f64 = 78.0;
@@ -629,6 +579,7 @@ pub fn stack_chart(c: &StackChart<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::units::{fmt_ns, fmt_si};
 
     #[test]
     fn log_axis_spans_decades_and_maps_monotonically() {
@@ -688,6 +639,5 @@ mod tests {
             }],
         });
         assert!(line.contains("<polyline"));
-        assert!(fmt_si(1500.0) == "1.50k" && fmt_si(2e6) == "2M");
     }
 }

@@ -3,20 +3,21 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::header::ArtifactHeader;
+
 /// Schema identifier written into every trace artifact.
 pub const SCHEMA: &str = "sockscope.trace";
-/// Bumped on any incompatible change to the fields below.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any incompatible change to the fields below (2: the
+/// [`ArtifactHeader`] replaced `sockscope_version`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One complete trace result.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TraceReport {
-    /// Always `sockscope.trace`.
-    pub schema: String,
-    /// Schema version (see SCHEMA_VERSION).
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
+    /// `schema`, `schema_version` and the `build` that wrote it, at the top
+    /// level (see [`ArtifactHeader`]).
+    #[serde(flatten)]
+    pub header: ArtifactHeader,
     /// What was traced.
     pub target: Target,
     /// Options that change what was measured.

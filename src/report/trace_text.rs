@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::trace::{Resources, SyscallRow, ThreadRow, TraceReport, TracerCost};
+use super::units::human_ns;
 
 /// Row order of the syscall table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -28,24 +29,6 @@ pub struct TableView {
     pub top: Option<usize>,
     /// Only syscalls that returned errors.
     pub errors_only: bool,
-}
-
-/// Formats nanoseconds with a unit and three significant digits.
-pub fn human_ns(ns: u64) -> String {
-    let (v, unit) = match ns {
-        0..1_000 => return format!("{ns}ns"),
-        1_000..1_000_000 => (ns as f64 / 1e3, "us"),
-        1_000_000..1_000_000_000 => (ns as f64 / 1e6, "ms"),
-        _ => (ns as f64 / 1e9, "s"),
-    };
-    let decimals = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.decimals$}{unit}")
 }
 
 fn sort_rows<'a>(rows: &'a [SyscallRow], view: &TableView) -> Vec<&'a SyscallRow> {
@@ -381,19 +364,4 @@ pub fn process_table(rep: &TraceReport) -> Option<String> {
         );
     }
     Some(s)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_units() {
-        assert_eq!(human_ns(95), "95ns");
-        assert_eq!(human_ns(1_500), "1.50us");
-        assert_eq!(human_ns(15_250), "15.2us");
-        assert_eq!(human_ns(999_999), "1000us");
-        assert_eq!(human_ns(3_400_000), "3.40ms");
-        assert_eq!(human_ns(2_000_000_000), "2.00s");
-    }
 }

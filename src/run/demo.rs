@@ -10,11 +10,11 @@ use std::time::{Instant, SystemTime};
 use anyhow::Result;
 
 use super::bench::{self, BenchContext, Experiment, Size};
-use super::machine::{Build, Machine};
 use super::publish::{Dest, Show, publish};
 use super::staging::Staging;
 use crate::error;
 use crate::report::bench::{DEMO_SCHEMA, DemoReport, NotRun, SCHEMA_VERSION};
+use crate::report::machine::Machine;
 
 /// The experiments the demo runs, in order.
 pub const EXPERIMENTS: [Experiment; 4] = [
@@ -54,9 +54,7 @@ pub fn run(out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
     ctx.check_signals()?;
     let complete = missing_required.is_empty();
     let demo = DemoReport {
-        schema: DEMO_SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        build: Build::current(),
+        header: crate::report::header::ArtifactHeader::new(DEMO_SCHEMA, SCHEMA_VERSION),
         machine: Machine::current(),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         duration_s: t0.elapsed().as_secs_f64(),

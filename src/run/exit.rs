@@ -71,9 +71,10 @@ mod tests {
 
     fn ended(reason: &str) -> LoadReport {
         LoadReport {
-            schema: crate::report::load::SCHEMA.into(),
-            schema_version: 1,
-            sockscope_version: "0".into(),
+            header: crate::report::header::ArtifactHeader::new(
+                crate::report::load::SCHEMA,
+                crate::report::load::SCHEMA_VERSION,
+            ),
             workload: "udp".into(),
             target: "127.0.0.1:9".into(),
             config: Default::default(),

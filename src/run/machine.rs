@@ -1,11 +1,12 @@
-//! What makes a measurement reproducible and honest: the build, the kernel,
-//! the CPU, the sysctls that shape socket behaviour, and the caveats that
+//! What makes a measurement reproducible and honest: the kernel, the CPU,
+//! the sysctls that shape socket behaviour (read from /proc and /sys into
+//! [`Machine`], whose schema is report::machine's), and the caveats that
 //! follow from them (virtual machine, loopback, shared CPUs).
 
 use std::fs;
 use std::net::IpAddr;
 
-use serde::{Deserialize, Serialize};
+use crate::report::machine::Machine;
 
 /// The sysctls recorded with every artifact (path under /proc/sys).
 pub const SYSCTLS: &[&str] = &[
@@ -20,60 +21,6 @@ pub const SYSCTLS: &[&str] = &[
     "net.ipv4.tcp_tw_reuse",
     "kernel.io_uring_disabled",
 ];
-
-/// The sockscope build that produced an artifact.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Build {
-    /// Crate version.
-    pub version: String,
-    /// `git rev-parse HEAD` at build time, or "unknown".
-    pub git_commit: String,
-    /// "true" when the tree had uncommitted changes at build time, "false",
-    /// or "unknown" (not built from a git checkout).
-    pub git_dirty: String,
-}
-
-impl Build {
-    /// This binary's build.
-    pub fn current() -> Self {
-        Self {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: env!("SOCKSCOPE_GIT_COMMIT").to_string(),
-            git_dirty: env!("SOCKSCOPE_GIT_DIRTY").to_string(),
-        }
-    }
-
-    /// `0.1.0 (abc1234, dirty)` for people.
-    pub fn describe(&self) -> String {
-        let short: String = self.git_commit.chars().take(12).collect();
-        let dirty = match self.git_dirty.as_str() {
-            "true" => ", uncommitted changes",
-            "false" => "",
-            _ => ", tree state unknown",
-        };
-        format!("{} ({short}{dirty})", self.version)
-    }
-}
-
-/// The machine a run happened on.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Machine {
-    /// `uname -r`.
-    pub kernel_release: String,
-    /// `uname -v`.
-    pub kernel_version: String,
-    /// /proc/cpuinfo `model name` of the first CPU.
-    pub cpu_model: String,
-    /// CPUs this process may run on.
-    pub cpus: usize,
-    /// True when the CPU flags or DMI vendor name a hypervisor.
-    pub virtual_machine: bool,
-    /// What said so (`cpuinfo hypervisor flag`, `DMI sys_vendor QEMU`...).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub virtualization_evidence: Option<String>,
-    /// name -> value (null when unreadable) for each of [`SYSCTLS`].
-    pub sysctls: std::collections::BTreeMap<String, Option<String>>,
-}
 
 fn read_trim(path: &str) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_string())
@@ -95,6 +42,8 @@ const VM_VENDORS: &[&str] = &[
     "OpenStack",
 ];
 
+/// The reading half of [`Machine`]: its schema lives in report/ (a leaf that
+/// touches no /proc), so what fills it from the running system lives here.
 impl Machine {
     /// Reads everything from /proc and /sys (missing files are recorded as
     /// unknown, never guessed).
@@ -143,21 +92,6 @@ impl Machine {
             virtualization_evidence: evidence,
             sysctls,
         }
-    }
-
-    /// One line for people: kernel, CPU, count, VM.
-    pub fn describe(&self) -> String {
-        format!(
-            "Linux {}, {} x {}{}",
-            self.kernel_release,
-            self.cpus,
-            self.cpu_model,
-            if self.virtual_machine {
-                " (virtual machine)"
-            } else {
-                ""
-            }
-        )
     }
 }
 
@@ -232,6 +166,7 @@ fn allowed_cpus(who: &str) -> Option<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::machine::Build;
 
     #[test]
     fn reads_this_machine() {

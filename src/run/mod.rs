@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::error;
-use crate::report::artifact;
+use crate::report::{self, artifact};
 use publish::{Dest, Show, publish};
 
 /// UTC time as YYYYmmdd-HHMMSS, for default directory names.
@@ -93,10 +93,9 @@ pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
             crate::output::errno_text(&e)
         ))
     })?;
-    let v: serde_json::Value = serde_json::from_str(&text)
+    let mut v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| error::usage(format!("{}: not JSON: {e}", file.display())))?;
     let schema = v["schema"].as_str().unwrap_or("").to_string();
-    let version = v["schema_version"].as_u64().unwrap_or(0);
     let dir = match out {
         Some(d) => d.to_path_buf(),
         None => match file.parent() {
@@ -110,10 +109,13 @@ pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
             file.display()
         ))
     };
-    if version != 1 {
+    // Version 1 artifacts are converted to the current header first.
+    if let Err(version) = report::header::upgrade(&mut v) {
         return Err(error::usage(format!(
-            "{}: schema {schema:?} version {version} is not one this sockscope reads (1)",
-            file.display()
+            "{}: schema {schema:?} version {} is not one this sockscope reads ({})",
+            file.display(),
+            version.unwrap_or(0),
+            report::header::READABLE
         )));
     }
     let art = match artifact::from_value(&schema, v) {

@@ -21,14 +21,15 @@ use nix::sys::signal::Signal;
 
 use super::exit::{self, fail};
 use super::loadline::{AddrSlot, LoadLine};
-use super::machine::{self, Build, Machine};
+use super::machine;
 use super::ready::{self, OwnedSocket, Proto};
 use super::share;
 use super::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::load::{self, LoadOutcome};
 use crate::report::insight;
+use crate::report::machine::Machine;
 use crate::report::profile::{
-    ProfileReport, SCHEMA, SCHEMA_VERSION, Sharer, TargetRecord, Windows,
+    ProfileReport, SCHEMA, SCHEMA_VERSION, Sharer, StopRecord, TargetRecord, Windows,
 };
 use crate::signals::{Signals, StopFlag};
 use crate::trace::launch::RunAs;
@@ -602,10 +603,7 @@ fn start_watcher(
 /// The server's own report, read back through its descriptor once it
 /// stopped cleanly on SIGTERM; without it the run has no server counters
 /// and fails.
-fn server_report(
-    subject: &Subject,
-    stop: Option<&target::StopRecord>,
-) -> Result<serde_json::Value> {
+fn server_report(subject: &Subject, stop: Option<&StopRecord>) -> Result<serde_json::Value> {
     let clean = stop.is_none_or(|r| r.clean());
     let parsed = subject
         .launched
@@ -838,9 +836,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     };
     drop(tracer);
     Ok(ProfileReport {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        build: Build::current(),
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         command_line: spec.command_line.clone(),
         target: target_record,

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use serde::{Deserialize, Serialize};
 
 use super::watchdog;
+use crate::report::profile::StopRecord;
 use crate::signals::signal_name;
 use crate::trace::launch::RunAs;
 
@@ -45,40 +45,6 @@ pub const REPORT_FD: RawFd = 3;
 /// Longest wait, once a process has exited, for the rest of its output
 /// (a child of its own that escaped its group may hold the pipe open).
 const OUTPUT_DRAIN: Duration = Duration::from_secs(1);
-
-/// How a launched target ended.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StopRecord {
-    /// `SIGTERM` when it stopped on it, `SIGKILL` when it had to be
-    /// killed, `none` when it had already exited by itself.
-    pub signal: String,
-    /// Seconds from the signal to its exit.
-    pub after_s: f64,
-    /// Its exit code, if it exited.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub exit_code: Option<i32>,
-    /// The signal that ended it, if one did.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub killed_by: Option<String>,
-}
-
-impl StopRecord {
-    /// For people: `SIGTERM after 0.01 s, exit status 0`, `SIGKILL after
-    /// 5.00 s, killed by SIGKILL`, `none after 0.00 s, status unknown`.
-    pub fn describe(&self) -> String {
-        let status = match (self.exit_code, &self.killed_by) {
-            (Some(c), _) => format!("exit status {c}"),
-            (None, Some(sig)) => format!("killed by {sig}"),
-            (None, None) => "status unknown".to_string(),
-        };
-        format!("{} after {:.2} s, {status}", self.signal, self.after_s)
-    }
-
-    /// True when it exited with status 0 without needing SIGKILL.
-    pub fn clean(&self) -> bool {
-        self.signal != "SIGKILL" && self.exit_code == Some(0)
-    }
-}
 
 /// Describes an exit status for people: `exit status 1`, `killed by SIGSEGV`.
 pub fn describe_status(st: ExitStatus) -> String {

@@ -547,9 +547,7 @@ fn finish(
         .then(|| account::thread_rows(&log, opts.count_only));
 
     let report = TraceReport {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").into(),
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         target,
         options: TraceOptionsRecord {
             count_only: opts.count_only,

@@ -44,7 +44,7 @@ pub fn bench_page(r: &BenchReport) -> String {
         caveats_box(&r.caveats),
         bench_body("", r),
         environment(
-            &r.build,
+            &r.header.build,
             &r.machine,
             &[("command".into(), r.command_line.join(" "))]
         )
@@ -110,7 +110,7 @@ pub fn demo_page(d: &DemoReport) -> String {
     let _ = write!(
         b,
         "<h2>Environment</h2>{}",
-        environment(&d.build, &d.machine, &[])
+        environment(&d.header.build, &d.machine, &[])
     );
     page(
         "sockscope demo",

@@ -17,9 +17,9 @@ pub mod udp_rcvbuf;
 
 use std::fmt::Write as _;
 
+use super::machine::{Build, Machine};
 use super::svg::esc;
 use super::table::Table;
-use crate::run::machine::{Build, Machine};
 
 pub use bench::{bench_page, demo_page};
 pub use profile::profile_page;

@@ -8,7 +8,8 @@ use super::{card, caveats_box, environment, list, page, table};
 use crate::report::load::{Interval, LoadReport};
 use crate::report::profile::ProfileReport;
 use crate::report::svg::{self, LineChart, Scale, Series, StackChart};
-use crate::report::trace_text::{self, human_ns};
+use crate::report::trace_text;
+use crate::report::units::{self, human_ns};
 
 const NINES: [(f64, &str); 5] = [
     (0.5, "p50"),
@@ -67,8 +68,8 @@ pub fn latency_section(p: &str, load: &LoadReport) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Log,
         x_ticks: Some(ticks),
-        x_fmt: svg::fmt_si,
-        y_fmt: svg::fmt_ns,
+        x_fmt: units::fmt_si,
+        y_fmt: units::fmt_ns,
         series,
     });
     let t = table(
@@ -121,8 +122,8 @@ pub fn throughput_section(p: &str, load: &LoadReport) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
         x_ticks: Some(ticks.clone()),
-        x_fmt: svg::fmt_si,
-        y_fmt: svg::fmt_si,
+        x_fmt: units::fmt_si,
+        y_fmt: units::fmt_si,
         series: vec![Series {
             name: if udp {
                 "published".into()
@@ -142,8 +143,8 @@ pub fn throughput_section(p: &str, load: &LoadReport) -> String {
             x_scale: Scale::Linear,
             y_scale: Scale::Log,
             x_ticks: Some(ticks),
-            x_fmt: svg::fmt_si,
-            y_fmt: svg::fmt_ns,
+            x_fmt: units::fmt_si,
+            y_fmt: units::fmt_ns,
             series: vec![
                 Series {
                     name: "p50".into(),
@@ -405,7 +406,7 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
         .into_iter()
         .filter(|(_, v)| v.iter().all(|x| x.is_finite()))
         .collect(),
-        fmt: svg::fmt_us,
+        fmt: units::fmt_us,
     });
     let rows = vec![
         vec![
@@ -413,7 +414,7 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
             format!("{:.3} s", d.target_user_cpu_s),
             format!("{:.3} s", d.target_system_cpu_s),
             if ttx.is_finite() {
-                svg::fmt_us(tu + ts)
+                units::fmt_us(tu + ts)
             } else {
                 "-".into()
             },
@@ -423,7 +424,7 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
             "load generator".to_string(),
             format!("{:.3} s", g.user_cpu_s),
             format!("{:.3} s", g.system_cpu_s),
-            svg::fmt_us(gen_cpu),
+            units::fmt_us(gen_cpu),
             format!("{:.0}%", 100.0 * g.system_cpu_s / gen_total),
         ],
     ];
@@ -622,7 +623,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
         &format!("{p}environment"),
         "How it was measured",
         "Everything needed to reproduce the run.",
-        &environment(&r.build, &r.machine, &extra),
+        &environment(&r.header.build, &r.machine, &extra),
     ));
     let mut notes: Vec<String> = r.load.notes.clone();
     notes.extend(r.trace.notes.iter().cloned());

@@ -8,7 +8,7 @@ use super::{card, list, table};
 use crate::report::bench::{RelayPoint, RelayResult};
 use crate::report::bench_table::{self, relay_shape};
 use crate::report::svg::{self, BarChart, Scale, StackChart, esc};
-use crate::serve::echo::report::human_bytes;
+use crate::report::units::{self, human_bytes};
 
 /// The relay comparison: rates by path for every shape, where the CPU
 /// went, every point, and each relay's own account.
@@ -87,7 +87,7 @@ fn rate_chart(p: &str, r: &RelayResult, shapes: &[Shape]) -> String {
             })
             .collect(),
         scale: Scale::Linear,
-        fmt: svg::fmt_si,
+        fmt: units::fmt_si,
         compact: false,
     })
 }

@@ -6,6 +6,7 @@ use super::card;
 use crate::report::bench::TransportResult;
 use crate::report::bench_table;
 use crate::report::svg::{self, BarChart, Scale};
+use crate::report::units;
 
 /// One figure of the transport comparison, charted per workload.
 struct Metric {
@@ -23,7 +24,7 @@ const METRICS: [Metric; 4] = [
         title: "Throughput",
         y_label: "transactions per second",
         scale: Scale::Linear,
-        fmt: svg::fmt_si,
+        fmt: units::fmt_si,
         value: |p| p.rate_per_s,
     },
     Metric {
@@ -31,7 +32,7 @@ const METRICS: [Metric; 4] = [
         title: "p99 latency",
         y_label: "p99 latency (log scale)",
         scale: Scale::Log,
-        fmt: svg::fmt_ns,
+        fmt: units::fmt_ns,
         value: |p| p.p99_ns as f64,
     },
     Metric {

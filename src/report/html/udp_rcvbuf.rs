@@ -5,6 +5,7 @@ use super::card;
 use crate::report::bench::UdpRcvbufResult;
 use crate::report::bench_table;
 use crate::report::svg::{self, BarChart, Scale};
+use crate::report::units;
 
 /// The UDP receive-buffer sweep.
 pub fn udp_body(p: &str, u: &UdpRcvbufResult) -> String {
@@ -50,7 +51,7 @@ pub fn udp_body(p: &str, u: &UdpRcvbufResult) -> String {
         categories,
         series,
         scale: Scale::Linear,
-        fmt: svg::fmt_pct,
+        fmt: units::fmt_pct,
         compact: false,
     });
     let tbl = bench_table::udp_rcvbuf(u).to_html();

@@ -16,13 +16,14 @@ use clap::ValueEnum;
 use nix::sys::signal::Signal;
 
 use super::exit::{self, fail};
-use super::machine::{self, Build, Machine};
+use super::machine;
 use super::publish::{Dest, Show, publish};
 use super::ready::{self, Proto};
 use super::staging::Staging;
 use super::target::{self, Launched, quote_block};
 use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
 use crate::report::load::LoadReport;
+use crate::report::machine::Machine;
 use crate::signals::Signals;
 use crate::trace::preflight::{self, Programs};
 
@@ -215,10 +216,8 @@ pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<Be
     let t0 = Instant::now();
     let machine = Machine::current();
     let mut rep = BenchReport {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         experiment: exp.name().into(),
-        build: Build::current(),
         machine: machine.clone(),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         duration_s: 0.0,

@@ -21,11 +21,11 @@ use super::{BenchContext, Size};
 use crate::load;
 use crate::procfs;
 use crate::report::bench::{RelayPoint, RelayResult, RelayRun};
-use crate::report::trace_text::human_ns;
+use crate::report::serve::relay::RelayReport;
+use crate::report::units::{human_bytes, human_ns};
 use crate::run::exit::{self, fail};
 use crate::run::ready::Proto;
 use crate::run::target::{Launched, STOP_GRACE, quote_block};
-use crate::serve::relay::report::RelayReport;
 
 /// What each point sends: (message bytes, connections).
 type Shape = (u32, u32);
@@ -575,8 +575,8 @@ pub fn insights(r: &RelayResult) -> Vec<String> {
         out.push(format!(
             "sockmap moved {} with {} of it through the relay's memory; its verdict program \
              redirected {redirected} skbs in the kernel.",
-            crate::serve::echo::report::human_bytes(moved),
-            crate::serve::echo::report::human_bytes(through)
+            human_bytes(moved),
+            human_bytes(through)
         ));
     }
     out

@@ -126,7 +126,7 @@ pub fn run(ctx: &mut BenchContext<'_>, plan: &Plan) -> Result<(TransportResult, 
                     "[{}/{total}] {t:<8} {w:<7} {c:>5} conns: {:>8.0} tx/s  p99 {:>8}  server {:>6.2} us/tx  {:>5.2} syscalls/tx",
                     points.len() + 1,
                     point.rate_per_s,
-                    crate::report::trace_text::human_ns(point.p99_ns),
+                    crate::report::units::human_ns(point.p99_ns),
                     point.server_cpu_us_per_transaction,
                     point.syscalls_per_transaction
                 ));

@@ -25,10 +25,10 @@ use anyhow::Result;
 
 use self::conn::{Framing, Spec};
 use self::counters::Counters;
-use self::report::EchoReport;
 use super::signals::block_stop_signals;
 use super::workers::{Crew, Ready, WorkerHandle, loop_count};
 use super::{EchoSpec, LOOPBACK_NOTE, Transport, cpu_times, finish, listen};
+use crate::report::serve::echo::{self as schema, EchoReport};
 
 /// Longest time a stopping server keeps writing responses it owes.
 pub const DRAIN: Duration = Duration::from_secs(2);
@@ -93,9 +93,7 @@ pub fn run(args: &EchoSpec, quiet: bool) -> Result<u8> {
         notes.push("threaded: one acceptor thread plus one thread per connection".to_string());
     }
     let rep = EchoReport {
-        schema: report::SCHEMA.to_string(),
-        schema_version: report::SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        header: crate::report::header::ArtifactHeader::new(schema::SCHEMA, schema::SCHEMA_VERSION),
         listen: bound.to_string(),
         transport: args.transport.name().to_string(),
         loops,

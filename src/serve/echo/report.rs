@@ -1,61 +1,11 @@
-//! The `serve echo` result: what `--json` writes and the summary printed on
-//! stderr at exit (docs/serve.md describes every field).
+//! The summary `serve echo` prints on stderr at exit. What `--json` writes
+//! is [`EchoReport`] (report::serve::echo; docs/serve.md describes every
+//! field).
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
-
-use super::counters::Counters;
-
-/// Schema identifier of the echo artifact.
-pub const SCHEMA: &str = "sockscope.serve.echo";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// One `serve echo` run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EchoReport {
-    /// Always `sockscope.serve.echo`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
-    /// The bound address (IP:PORT).
-    pub listen: String,
-    /// threaded, epoll or uring.
-    pub transport: String,
-    /// Event loops (epoll, uring); 1 for threaded (its acceptor).
-    pub loops: usize,
-    /// Request size in framed mode (null: plain echo).
-    pub req_size: Option<usize>,
-    /// Response size in framed mode (null: plain echo).
-    pub resp_size: Option<usize>,
-    /// CPU burned per request (per read in echo mode), microseconds.
-    pub work_us: u64,
-    /// --max-conns, if given.
-    pub max_conns: Option<u64>,
-    /// Unwritten output a connection may hold before it stops reading.
-    pub out_cap_bytes: usize,
-    /// What stopped the server (`signal:SIGTERM`).
-    pub stop_reason: String,
-    /// From ready to fully stopped, seconds.
-    pub duration_s: f64,
-    /// Drain time after the stop signal, seconds.
-    pub drain_s: f64,
-    /// Responses written in full (null in plain echo mode, where there are
-    /// no requests to count).
-    pub transactions: Option<u64>,
-    /// Everything counted.
-    pub counters: Counters,
-    /// The server process's own CPU time since it started (getrusage
-    /// RUSAGE_SELF), seconds.
-    pub cpu_user_s: f64,
-    /// Same, in the kernel.
-    pub cpu_system_s: f64,
-    /// Caveats needed to read the figures.
-    pub notes: Vec<String>,
-}
+use crate::report::serve::echo::{Counters, EchoReport};
+use crate::report::units::human_bytes;
 
 /// The human summary printed on stderr at exit.
 pub fn render(r: &EchoReport) -> String {
@@ -154,25 +104,11 @@ fn rejected(c: &Counters) -> String {
     }
 }
 
-/// 1536 -> "1.5 KiB".
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::header::ArtifactHeader;
+    use crate::report::serve::echo::{SCHEMA, SCHEMA_VERSION};
 
     fn counters(max_conns: u64, no_thread: u64) -> Counters {
         Counters {
@@ -196,9 +132,7 @@ mod tests {
     #[test]
     fn the_summary_of_a_threaded_server_out_of_threads_says_so() {
         let r = EchoReport {
-            schema: SCHEMA.into(),
-            schema_version: SCHEMA_VERSION,
-            sockscope_version: "0".into(),
+            header: ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
             listen: "127.0.0.1:1".into(),
             transport: "threaded".into(),
             loops: 1,
@@ -219,12 +153,5 @@ mod tests {
         let text = render(&r);
         assert!(text.contains(", 154 rejected (no thread),"), "{text}");
         assert!(!text.contains("max-conns"), "{text}");
-    }
-
-    #[test]
-    fn human_bytes_scales() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 }

@@ -25,10 +25,10 @@ use anyhow::{Result, anyhow};
 
 use self::counters::RelayCounters;
 use self::looper::{DRAIN, RateLog, RelayLoop, RelayPath, RelayShared};
-use self::report::RelayReport;
 use super::signals::block_stop_signals;
 use super::workers::{Crew, Ready, loop_count};
 use super::{LOOPBACK_NOTE, RelayMode, RelaySpec, cpu_times, finish, listen};
+use crate::report::serve::relay::{self as schema, RelayReport};
 
 /// Runs `serve relay` until SIGTERM/SIGINT; returns the exit status.
 pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
@@ -118,9 +118,7 @@ pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
         ));
     }
     let rep = RelayReport {
-        schema: report::SCHEMA.to_string(),
-        schema_version: report::SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        header: crate::report::header::ArtifactHeader::new(schema::SCHEMA, schema::SCHEMA_VERSION),
         listen: bound.to_string(),
         upstream: upstream.to_string(),
         mode_requested: mode_name(match args.mode {

@@ -1,63 +1,11 @@
-//! The `serve relay` result: what `--json` writes and the summary printed
-//! on stderr at exit (docs/relay.md describes every field).
+//! The summary `serve relay` prints on stderr at exit. What `--json` writes
+//! is [`RelayReport`] (report::serve::relay; docs/relay.md describes every
+//! field).
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
-
-use super::counters::RelayCounters;
-use super::sockmap::VerdictStats;
-use crate::serve::echo::report::human_bytes;
-
-/// Schema identifier of the relay artifact.
-pub const SCHEMA: &str = "sockscope.serve.relay";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// One `serve relay` run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RelayReport {
-    /// Always `sockscope.serve.relay`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
-    /// The bound address.
-    pub listen: String,
-    /// The upstream address.
-    pub upstream: String,
-    /// --mode as given.
-    pub mode_requested: String,
-    /// The data path actually used (userspace after a sockmap fallback).
-    pub mode: String,
-    /// Why sockmap was not used, when it fell back; always written (null
-    /// when there was no fallback), so a reader can tell "none" from "not
-    /// recorded".
-    #[serde(default)]
-    pub fallback_reason: Option<String>,
-    /// Event loops.
-    pub loops: usize,
-    /// --max-conns.
-    pub max_conns: Option<u64>,
-    /// What stopped the relay.
-    pub stop_reason: String,
-    /// From ready to stopped, seconds.
-    pub duration_s: f64,
-    /// Drain after the stop signal, seconds.
-    pub drain_s: f64,
-    /// Everything counted.
-    pub counters: RelayCounters,
-    /// The verdict program's own counters (sockmap).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub verdict: Option<VerdictStats>,
-    /// The relay's CPU since it started (getrusage), seconds.
-    pub cpu_user_s: f64,
-    /// Same, in the kernel.
-    pub cpu_system_s: f64,
-    /// Caveats.
-    pub notes: Vec<String>,
-}
+use crate::report::serve::relay::RelayReport;
+use crate::report::units::human_bytes;
 
 /// The human summary printed on stderr at exit.
 pub fn render(r: &RelayReport) -> String {
@@ -133,12 +81,12 @@ pub fn render(r: &RelayReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::header::ArtifactHeader;
+    use crate::report::serve::relay::{RelayCounters, SCHEMA, SCHEMA_VERSION};
 
     fn report(fallback: Option<&str>) -> RelayReport {
         RelayReport {
-            schema: SCHEMA.into(),
-            schema_version: SCHEMA_VERSION,
-            sockscope_version: "0".into(),
+            header: ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
             listen: "127.0.0.1:1".into(),
             upstream: "127.0.0.1:2".into(),
             mode_requested: "sockmap".into(),

@@ -35,6 +35,7 @@ mod skel {
 }
 use skel::{RelaySkel, RelaySkelBuilder, types};
 
+use crate::report::serve::relay::VerdictStats;
 use crate::trace::pod::{self, Plain, as_bytes};
 
 // SAFETY: skeleton structs generated from src/bpf/relay.h: repr(C),
@@ -42,24 +43,6 @@ use crate::trace::pod::{self, Plain, as_bytes};
 unsafe impl Plain for types::relay_peer {}
 // SAFETY: as above.
 unsafe impl Plain for types::relay_stats {}
-
-/// Verdict program counters, summed over CPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct VerdictStats {
-    /// skbs redirected to the peer socket.
-    pub redirected_skbs: u64,
-    /// Their bytes.
-    pub redirected_bytes: u64,
-    /// skbs left to the socket's own receive queue (userspace relays them).
-    pub passed_skbs: u64,
-    /// Their bytes.
-    pub passed_bytes: u64,
-    /// Redirects that found no peer (each taints a socket).
-    pub misses: u64,
-    /// Payload-less skbs (a bare FIN), dropped: redirected, they would make
-    /// the peer's transmit worker report a broken pipe.
-    pub empty_skbs: u64,
-}
 
 /// Socket cookies of a linked pair.
 #[derive(Clone, Copy, Debug)]

@@ -21,21 +21,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 
-pub use self::table::RunRecord;
-use self::table::{Dropped, MAX_LIVE, MAX_RECORDS, RunTable, Slot};
+use self::table::{MAX_LIVE, MAX_RECORDS, RunTable, Slot};
 use super::signals::{block_stop_signals, timeout_ms};
 use super::{UdpSinkSpec, announce, cpu_times, finish};
 use crate::procfs::snmp;
 use crate::proto::udp::{Header, Kind, SinkReport, monotonic_ns, need_datagram, report_datagram};
+use crate::report::serve::udp_sink::{
+    KernelDrops, RunRecord, SCHEMA, SCHEMA_VERSION, UdpSinkReport,
+};
+use crate::report::units::fmt_ns_as_us;
 use crate::signals::{Signals, signal_name};
-
-/// Schema identifier of the udp-sink artifact.
-pub const SCHEMA: &str = "sockscope.serve.udp-sink";
-/// Bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
 
 /// Datagrams per recvmmsg.
 const BATCH: usize = 64;
@@ -52,79 +49,6 @@ const SUMMARY_RUNS: usize = 64;
 /// With --expect: how long to wait for the run's FIN once the count is
 /// reached, so the sender still gets its REPORT.
 const FIN_GRACE: Duration = Duration::from_secs(1);
-
-/// The kernel's UDP drop counters over the run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct KernelDrops {
-    /// Which file and fields.
-    pub source: String,
-    /// Increase of RcvbufErrors (receive buffer full) during the run.
-    pub rcvbuf_errors: u64,
-    /// Increase of InErrors during the run.
-    pub in_errors: u64,
-}
-
-/// One `serve udp-sink` run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct UdpSinkReport {
-    /// Always `sockscope.serve.udp-sink`.
-    pub schema: String,
-    /// See SCHEMA_VERSION.
-    pub schema_version: u32,
-    /// Version of the sockscope that wrote it.
-    pub sockscope_version: String,
-    /// The bound address.
-    pub listen: String,
-    /// --rcvbuf as given (null: the system default).
-    pub rcvbuf_requested: Option<u64>,
-    /// SO_RCVBUF read back: what the kernel granted (twice the request,
-    /// capped at twice net.core.rmem_max).
-    pub rcvbuf_granted: u64,
-    /// net.core.rmem_max at start.
-    pub rmem_max: Option<u64>,
-    /// What ended the run: `expect`, `idle`, `signal:SIGTERM`...
-    pub end_reason: String,
-    /// From ready to end, seconds.
-    pub duration_s: f64,
-    /// Every datagram read (ours and foreign).
-    pub datagrams: u64,
-    /// Datagrams that are not DATA or FIN of the sockscope format (version
-    /// 2), and datagrams without a source address.
-    pub foreign: u64,
-    /// DATA datagrams of runs already evicted (each run's share is its
-    /// `report.after_eviction`): counted in no run's `received`.
-    pub untracked_runs: u64,
-    /// REPORTs and NEEDs that could not be sent.
-    pub report_send_errors: u64,
-    /// FINs too short for their REPORT, answered with a NEED (a bare
-    /// header saying the length needed).
-    pub fins_too_short: u64,
-    /// FINs of a run from an address other than the run's: ignored, no
-    /// answer.
-    pub fins_wrong_source: u64,
-    /// DATA of a run from an address other than the run's: ignored.
-    pub data_wrong_source: u64,
-    /// Runs tracked at once; a new run beyond evicts one.
-    pub max_tracked_runs: u64,
-    /// Runs evicted to make room for newer ones (ended runs first, then
-    /// the least recently used).
-    pub runs_evicted: u64,
-    /// Records of evicted runs kept in `runs`; older ones are dropped.
-    pub max_run_records: u64,
-    /// What the dropped records held (not in `runs`).
-    pub runs_dropped: Dropped,
-    /// Per run id, in order of first arrival: the tracked runs and the
-    /// records of evicted ones still kept.
-    pub runs: Vec<RunRecord>,
-    /// The kernel's counters over the same time (null if unreadable).
-    pub kernel: Option<KernelDrops>,
-    /// The sink process's CPU time since it started, seconds.
-    pub cpu_user_s: f64,
-    /// Same, in the kernel.
-    pub cpu_system_s: f64,
-    /// Caveats needed to read the figures.
-    pub notes: Vec<String>,
-}
 
 /// State of a running sink.
 struct Sink {
@@ -194,9 +118,7 @@ pub fn run(args: &UdpSinkSpec, quiet: bool) -> Result<u8> {
     let (user, system) = cpu_times();
     let c = &sink.counts;
     let rep = UdpSinkReport {
-        schema: SCHEMA.to_string(),
-        schema_version: SCHEMA_VERSION,
-        sockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         listen: bound.to_string(),
         rcvbuf_requested: args.rcvbuf,
         rcvbuf_granted: granted,
@@ -506,10 +428,6 @@ fn sockaddr(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketA
     }
 }
 
-fn us(ns: f64) -> String {
-    format!("{:.1}us", ns / 1000.0)
-}
-
 /// The loss report of one run, one line.
 fn run_line(r: &RunRecord) -> String {
     let rep = &r.report;
@@ -528,10 +446,10 @@ fn run_line(r: &RunRecord) -> String {
         rep.interior_gaps,
         rep.reordered,
         rep.duplicates,
-        us(rep.jitter_ns),
-        us(l.p50_ns as f64),
-        us(l.p99_ns as f64),
-        us(l.max_ns as f64),
+        fmt_ns_as_us(rep.jitter_ns),
+        fmt_ns_as_us(l.p50_ns as f64),
+        fmt_ns_as_us(l.p99_ns as f64),
+        fmt_ns_as_us(l.max_ns as f64),
     )
 }
 

@@ -17,11 +17,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
-use serde::{Deserialize, Serialize};
-
 use super::tracker::RunTracker;
-use crate::proto::udp::SinkReport;
-use crate::stats::LatencySummary;
+use crate::report::serve::udp_sink::{Dropped, RunRecord};
 
 /// Runs tracked at once (at most 512 KiB of bitmap and a latency histogram
 /// each).
@@ -30,34 +27,8 @@ pub const MAX_LIVE: usize = 64;
 /// KiB each, the latency histogram included).
 pub const MAX_RECORDS: usize = 1024;
 
-/// One run as the sink saw it (in the JSON's `runs`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RunRecord {
-    /// What was (or would be) sent back in REPORT.
-    pub report: SinkReport,
-    /// DATA datagrams the sender published (from its FIN; null if no FIN
-    /// arrived).
-    pub published: Option<u64>,
-    /// published - received: every loss, tail drops included.
-    pub lost: Option<u64>,
-    /// lost / published, percent.
-    pub loss_pct: Option<f64>,
-    /// Datagrams that arrived more than the tracking window (4 Mi sequence
-    /// numbers) behind: neither received nor duplicates.
-    pub late_beyond_window: u64,
-    /// Summary of `report.latency_hist`, ns.
-    pub latency: LatencySummary,
-    /// DATA bytes received, duplicates included.
-    pub bytes: u64,
-    /// FINs answered with a REPORT.
-    pub fins_answered: u64,
-    /// The address the run belongs to: where its first datagram came from.
-    pub source: String,
-    /// The run's state was evicted to make room for newer runs: the figures
-    /// stop there (later DATA is only counted in `report.after_eviction`).
-    pub evicted: bool,
-}
-
+/// How a run's record is taken from its tracker (the record is the
+/// artifact's, report::serve::udp_sink).
 impl RunRecord {
     /// The record of a tracked run.
     pub fn of(t: &RunTracker, granted: u64, source: SocketAddr) -> Self {
@@ -77,18 +48,6 @@ impl RunRecord {
             r.set_published(p);
         }
         r
-    }
-
-    /// Sets the published count (from a FIN) and the loss it implies.
-    pub fn set_published(&mut self, published: u64) {
-        let lost = published.saturating_sub(self.report.received);
-        self.published = Some(published);
-        self.lost = Some(lost);
-        self.loss_pct = Some(if published > 0 {
-            100.0 * lost as f64 / published as f64
-        } else {
-            0.0
-        });
     }
 }
 
@@ -124,18 +83,6 @@ pub enum Slot<'a> {
     /// The run belongs to another address: the datagram must change
     /// nothing and get no answer.
     WrongSource,
-}
-
-/// What the records dropped from the full list held (they are no longer
-/// in `runs`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Dropped {
-    /// Records dropped.
-    pub runs: u64,
-    /// Their `report.received`, summed.
-    pub received: u64,
-    /// Their `lost`, summed (runs without a FIN add nothing).
-    pub lost: u64,
 }
 
 /// Live runs and the records of evicted ones, both bounded.
