@@ -7,11 +7,11 @@
 //!   [`watchdog`]: what kills their process groups if sockscope dies;
 //!   [`share`]: who else serves the load's address, and the traced tree's
 //!   share of the load;
-//! - [`loadline`]: the `--load` string; [`machine`]: build, kernel, CPU,
-//!   sysctls and caveats; [`staging`]: artifact directories written as a
-//!   set; [`publish`]: an artifact's files written, put in place and
-//!   announced (profile, bench, demo, report); [`exit`]: the failure
-//!   statuses;
+//! - [`loadline`]: the `--load` string; [`machine`]: the kernel, CPU and
+//!   sysctls read into report::machine::Machine, and the caveats;
+//!   [`staging`]: artifact directories written as a set; [`publish`]: an
+//!   artifact's files written, put in place and announced (profile, bench,
+//!   demo, report); [`exit`]: the failure statuses;
 //! - [`bench`]: the experiments; [`demo`]: all of them with one report;
 //! - [`compare`]: two profile artifacts side by side; [`hidden`]: the
 //!   helper subcommands sockscope runs itself (`__getppid-loop`, `__idle`).
