@@ -264,7 +264,7 @@ fn version_1_artifacts_still_render_and_compare() {
         assert_eq!(
             std::fs::read_to_string(out.join("summary.txt")).unwrap(),
             std::fs::read_to_string(v1_fixture(summary)).unwrap(),
-            "{json}: the summary differs from the one version 1 printed"
+            "{json}: the summary differs from the fixture (what version 1 printed; the relay table since aligns its last column)"
         );
         let html = std::fs::read_to_string(out.join("report.html")).unwrap();
         assert!(html.contains("<td>0.1.0 (6277c6c55df1)</td>"), "{json}");
