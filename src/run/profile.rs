@@ -697,78 +697,15 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     };
     exit::load_interrupted(&load_report, "during the load")?;
     if died.load(Ordering::SeqCst) || subject.exited() {
-        return Err(fail(
-            exit::TARGET_DIED,
-            format!(
-                "the target (pid {}) exited during the run{}; nothing was written{}",
-                subject.pid,
-                subject
-                    .launched
-                    .as_mut()
-                    .and_then(|l| l.try_exited())
-                    .map_or_else(String::new, |s| format!(
-                        " ({})",
-                        target::describe_status(s)
-                    )),
-                if subject.launched.is_some() {
-                    format!("; its output:\n{}", subject.log_tail())
-                } else {
-                    String::new()
-                }
-            ),
-        ));
+        return Err(target_died(&mut subject));
     }
-    let trace_out = match traced {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            return Err(fail(
-                exit::TRACER_FAILED,
-                format!("the tracer failed: {e:#}"),
-            ));
-        }
-        Err(_) => {
-            return Err(fail(
-                exit::TIMED_OUT,
-                format!(
-                    "the tracer did not finish within {} s of the load's end",
-                    FINISH_TIMEOUT.as_secs()
-                ),
-            ));
-        }
-    };
+    let trace_out = tracer_result(traced)?;
     if let Some(why) = failure {
         return Err(fail(exit::LOAD_FAILED, format!("the load failed: {why}")));
     }
 
     // Stop what we started, and read the server's own account.
-    let stop = subject.launched.as_mut().map(|l| l.stop(STOP_GRACE));
-    if let Some(rec) = &stop {
-        if rec.signal == "SIGKILL" {
-            return Err(fail(
-                exit::TIMED_OUT,
-                format!(
-                    "the target did not stop within {} s of SIGTERM and was killed; its \
-                     output:\n{}",
-                    STOP_GRACE.as_secs(),
-                    subject.log_tail()
-                ),
-            ));
-        }
-        if rec.signal == "none" {
-            return Err(fail(
-                exit::TARGET_DIED,
-                format!(
-                    "the target exited on its own right after the run; its output:\n{}",
-                    subject.log_tail()
-                ),
-            ));
-        }
-    }
-    let server_report = if subject.reports {
-        Some(server_report(&subject, stop.as_ref())?)
-    } else {
-        None
-    };
+    let (stop, server_report) = stop_target(&mut subject)?;
 
     let mut load_command = vec!["sockscope".to_string(), "load".to_string()];
     load_command.extend(load_argv.iter().cloned());
@@ -804,20 +741,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         );
     }
     let trace_s = trace_report.window.duration_s;
-    let windows = Windows {
-        load_s: load_report.duration_s,
-        load_wall_s: load_wall.as_secs_f64(),
-        trace_s,
-        note: format!(
-            "The trace window ({trace_s:.3} s) opens before the load starts and closes after it \
-             returns, so it is {:.1} ms longer than the load's wall time ({:.3} s, connection \
-             set-up and teardown included); the load's own measured window is {:.3} s. Target \
-             CPU and syscalls cover the trace window; transactions cover the load.",
-            ((trace_s - load_wall.as_secs_f64()) * 1e3).max(0.0),
-            load_wall.as_secs_f64(),
-            load_report.duration_s
-        ),
-    };
+    let windows = windows(&load_report, load_wall, trace_s);
     let target_record = TargetRecord {
         mode: match spec.target {
             Target::Sockscope(_) => "sockscope",
@@ -849,4 +773,109 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         insights,
         caveats,
     })
+}
+
+/// The error for a target that exited during the run, with its status and
+/// (launched targets) its output.
+fn target_died(subject: &mut Subject) -> anyhow::Error {
+    let status = subject
+        .launched
+        .as_mut()
+        .and_then(|l| l.try_exited())
+        .map_or_else(String::new, |s| {
+            format!(" ({})", target::describe_status(s))
+        });
+    let output = if subject.launched.is_some() {
+        format!("; its output:\n{}", subject.log_tail())
+    } else {
+        String::new()
+    };
+    fail(
+        exit::TARGET_DIED,
+        format!(
+            "the target (pid {}) exited during the run{status}; nothing was written{output}",
+            subject.pid
+        ),
+    )
+}
+
+/// The tracer's outcome, or the error that says why there is none.
+fn tracer_result(
+    traced: Result<Result<TraceOutcome>, mpsc::RecvTimeoutError>,
+) -> Result<TraceOutcome> {
+    Ok(match traced {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            return Err(fail(
+                exit::TRACER_FAILED,
+                format!("the tracer failed: {e:#}"),
+            ));
+        }
+        Err(_) => {
+            return Err(fail(
+                exit::TIMED_OUT,
+                format!(
+                    "the tracer did not finish within {} s of the load's end",
+                    FINISH_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+    })
+}
+
+/// Stops a launched target (a target that needed SIGKILL, or had already
+/// exited, fails the run) and reads the server's own report when it
+/// writes one.
+fn stop_target(subject: &mut Subject) -> Result<(Option<StopRecord>, Option<serde_json::Value>)> {
+    let stop = subject.launched.as_mut().map(|l| l.stop(STOP_GRACE));
+    if let Some(rec) = &stop {
+        if rec.signal == "SIGKILL" {
+            return Err(fail(
+                exit::TIMED_OUT,
+                format!(
+                    "the target did not stop within {} s of SIGTERM and was killed; its \
+                     output:\n{}",
+                    STOP_GRACE.as_secs(),
+                    subject.log_tail()
+                ),
+            ));
+        }
+        if rec.signal == "none" {
+            return Err(fail(
+                exit::TARGET_DIED,
+                format!(
+                    "the target exited on its own right after the run; its output:\n{}",
+                    subject.log_tail()
+                ),
+            ));
+        }
+    }
+    let server_report = if subject.reports {
+        Some(server_report(subject, stop.as_ref())?)
+    } else {
+        None
+    };
+    Ok((stop, server_report))
+}
+
+/// The load and trace windows, and the note that says how they differ.
+fn windows(
+    load_report: &crate::report::load::LoadReport,
+    load_wall: Duration,
+    trace_s: f64,
+) -> Windows {
+    Windows {
+        load_s: load_report.duration_s,
+        load_wall_s: load_wall.as_secs_f64(),
+        trace_s,
+        note: format!(
+            "The trace window ({trace_s:.3} s) opens before the load starts and closes after it \
+             returns, so it is {:.1} ms longer than the load's wall time ({:.3} s, connection \
+             set-up and teardown included); the load's own measured window is {:.3} s. Target \
+             CPU and syscalls cover the trace window; transactions cover the load.",
+            ((trace_s - load_wall.as_secs_f64()) * 1e3).max(0.0),
+            load_wall.as_secs_f64(),
+            load_report.duration_s
+        ),
+    }
 }
