@@ -42,7 +42,7 @@ const MAX_LINKS: usize = 40;
 
 /// Where a destination's bytes go.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Target {
+pub enum WriteTarget {
     /// An open descriptor of this process (`-`, /dev/stdout, /dev/fd/N).
     Fd(i32),
     /// A character device or a FIFO, written through.
@@ -206,7 +206,7 @@ pub fn follow(path: &Path) -> Result<Followed> {
 }
 
 /// The open descriptor an alias names, if it is open for writing.
-fn alias_target(given: &Path, alias: &Path) -> Result<Target> {
+fn alias_target(given: &Path, alias: &Path) -> Result<WriteTarget> {
     let fd = fd_alias(alias).expect("an alias");
     // SAFETY: F_GETFL only reads the descriptor's flags.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
@@ -222,24 +222,24 @@ fn alias_target(given: &Path, alias: &Path) -> Result<Target> {
             given.display()
         )));
     }
-    Ok(Target::Fd(fd))
+    Ok(WriteTarget::Fd(fd))
 }
 
 /// Decides where `path`'s bytes would go; refusals are usage errors.
-pub fn resolve(path: &Path) -> Result<Target> {
+pub fn resolve(path: &Path) -> Result<WriteTarget> {
     let (p, meta) = match follow(path)? {
         Followed::Alias(a) => return alias_target(path, &a),
         Followed::Path(p, meta) => (p, meta),
     };
     let Some(meta) = meta else {
-        return Ok(Target::File(p));
+        return Ok(WriteTarget::File(p));
     };
     let ft = meta.file_type();
     if ft.is_file() {
-        return Ok(Target::File(p));
+        return Ok(WriteTarget::File(p));
     }
     if ft.is_char_device() || ft.is_fifo() {
-        return Ok(Target::Device(p));
+        return Ok(WriteTarget::Device(p));
     }
     Err(error::usage(format!(
         "{}: {} is {}; give a file name (or - for standard output)",
@@ -268,8 +268,8 @@ fn kind_of(ft: fs::FileType) -> &'static str {
 /// output meant for people must go to stderr to keep it parseable).
 pub fn is_stdout(path: &Path) -> bool {
     match resolve(path) {
-        Ok(Target::Fd(1)) => true,
-        Ok(Target::Fd(fd)) => same_file(fd, 1),
+        Ok(WriteTarget::Fd(1)) => true,
+        Ok(WriteTarget::Fd(fd)) => same_file(fd, 1),
         _ => false,
     }
 }
@@ -294,7 +294,7 @@ fn same_file(a: i32, b: i32) -> bool {
 /// writable (a read-only filesystem is found here, not after the run).
 pub fn check(path: &Path, what: &str) -> Result<()> {
     let usage = |e: anyhow::Error| error::usage(format!("{what} {e:#}"));
-    if let Target::File(p) = resolve(path).map_err(usage)? {
+    if let WriteTarget::File(p) = resolve(path).map_err(usage)? {
         let dir = parent_of(&p);
         if let Err(e) = writable(&dir) {
             return Err(usage(error::usage(format!(
@@ -328,7 +328,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
         error::with_code(1, format!("{doing} {}: {}", path.display(), errno_text(&e)))
     };
     match resolve(path)? {
-        Target::Fd(fd) => {
+        WriteTarget::Fd(fd) => {
             // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we own.
             let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
             if dup < 0 {
@@ -341,11 +341,11 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
             let f = File::from(unsafe { OwnedFd::from_raw_fd(dup) });
             write_stream(&f, bytes, STALL_LIMIT).map_err(|e| fail("writing", e))
         }
-        Target::Device(p) => {
+        WriteTarget::Device(p) => {
             let f = open_device(&p).map_err(|e| fail("opening", e))?;
             write_stream(&f, bytes, STALL_LIMIT).map_err(|e| fail("writing", e))
         }
-        Target::File(p) => replace_file(&p, bytes).map_err(|(doing, e)| fail(doing, e)),
+        WriteTarget::File(p) => replace_file(&p, bytes).map_err(|(doing, e)| fail(doing, e)),
     }
 }
 
@@ -494,16 +494,19 @@ mod tests {
 
     #[test]
     fn names_resolve_to_descriptors_devices_and_files() {
-        assert_eq!(resolve(Path::new("-")).unwrap(), Target::Fd(1));
-        assert_eq!(resolve(Path::new("/dev/stderr")).unwrap(), Target::Fd(2));
-        assert_eq!(resolve(Path::new("/dev/fd/2")).unwrap(), Target::Fd(2));
+        assert_eq!(resolve(Path::new("-")).unwrap(), WriteTarget::Fd(1));
+        assert_eq!(
+            resolve(Path::new("/dev/stderr")).unwrap(),
+            WriteTarget::Fd(2)
+        );
+        assert_eq!(resolve(Path::new("/dev/fd/2")).unwrap(), WriteTarget::Fd(2));
         assert_eq!(
             code(resolve(Path::new("/dev/fd/987")).unwrap_err()),
             Some(2)
         );
         assert_eq!(
             resolve(Path::new("/dev/null")).unwrap(),
-            Target::Device("/dev/null".into())
+            WriteTarget::Device("/dev/null".into())
         );
         let d = tmpdir("resolve");
         assert_eq!(code(resolve(&d).unwrap_err()), Some(2));
@@ -512,10 +515,10 @@ mod tests {
             Some(2)
         );
         let f = d.join("new.json");
-        assert_eq!(resolve(&f).unwrap(), Target::File(f.clone()));
+        assert_eq!(resolve(&f).unwrap(), WriteTarget::File(f.clone()));
         // A link we own is followed; the file it names is what gets replaced.
         std::os::unix::fs::symlink("new.json", d.join("link.json")).unwrap();
-        assert_eq!(resolve(&d.join("link.json")).unwrap(), Target::File(f));
+        assert_eq!(resolve(&d.join("link.json")).unwrap(), WriteTarget::File(f));
         fs::remove_dir_all(&d).unwrap();
     }
 

@@ -11,7 +11,7 @@ use clap::Args;
 use super::values;
 use crate::error;
 use crate::run::loadline::LoadLine;
-use crate::run::profile::{self, ProfileSpec, Target};
+use crate::run::profile::{self, ProfileSpec, ProfileTarget};
 use crate::trace;
 
 pub(super) const PROFILE_HELP: &str = "\
@@ -102,15 +102,15 @@ impl ProfileArgs {
                     ));
                 }
                 profile::check_target_args(&words)?;
-                Target::Sockscope(words)
+                ProfileTarget::Sockscope(words)
             }
             (None, Some(pid), true) => {
                 if pid <= 0 {
                     return Err(error::usage(format!("--pid {pid}: not a process id")));
                 }
-                Target::Pid(pid)
+                ProfileTarget::Pid(pid)
             }
-            (None, None, false) => Target::Command(self.command),
+            (None, None, false) => ProfileTarget::Command(self.command),
             _ => {
                 return Err(error::usage(
                     "give exactly one target: --target 'ARGS', --pid PID, or -- CMD ARGS",
@@ -118,7 +118,7 @@ impl ProfileArgs {
             }
         };
         let run_as = match target {
-            Target::Pid(_) => None,
+            ProfileTarget::Pid(_) => None,
             _ => trace::launch::resolve_run_as(self.user.as_deref(), self.as_root)?,
         };
         let spec = ProfileSpec {

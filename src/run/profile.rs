@@ -44,7 +44,7 @@ const LOG_TAIL: u64 = 2000;
 
 /// What to measure.
 #[derive(Clone, Debug)]
-pub enum Target {
+pub enum ProfileTarget {
     /// Run this sockscope binary with these arguments (`serve echo ...`).
     Sockscope(Vec<String>),
     /// Run this program.
@@ -57,7 +57,7 @@ pub enum Target {
 #[derive(Clone, Debug)]
 pub struct ProfileSpec {
     /// The target.
-    pub target: Target,
+    pub target: ProfileTarget,
     /// The load line (address filled in once learned).
     pub load: LoadLine,
     /// Longest wait for the target to own a listening socket.
@@ -125,7 +125,7 @@ pub fn check_target_args(args: &[String]) -> Result<()> {
 
 fn start(spec: &ProfileSpec) -> Result<Subject> {
     let (argv, reports): (Vec<OsString>, bool) = match &spec.target {
-        Target::Pid(pid) => {
+        ProfileTarget::Pid(pid) => {
             let fd = target::pidfd_open(*pid).map_err(|e| {
                 fail(
                     exit::TARGET_EXITED_EARLY,
@@ -139,8 +139,8 @@ fn start(spec: &ProfileSpec) -> Result<Subject> {
                 reports: false,
             });
         }
-        Target::Command(argv) => (argv.clone(), false),
-        Target::Sockscope(args) => {
+        ProfileTarget::Command(argv) => (argv.clone(), false),
+        ProfileTarget::Sockscope(args) => {
             check_target_args(args)?;
             let exe = std::env::current_exe().context("locating the sockscope binary")?;
             let mut argv: Vec<OsString> = vec![exe.into()];
@@ -294,7 +294,7 @@ fn wait_ready(
 /// postgres) is ready; a launched target must hold it itself.
 fn ready_sockets(spec: &ProfileSpec, pid: i32) -> Vec<OwnedSocket> {
     match spec.target {
-        Target::Pid(_) => ready::tree_sockets(pid),
+        ProfileTarget::Pid(_) => ready::tree_sockets(pid),
         _ => ready::owned_sockets(pid),
     }
 }
@@ -303,7 +303,7 @@ fn ready_sockets(spec: &ProfileSpec, pid: i32) -> Vec<OwnedSocket> {
 /// [`ready_sockets`]); anyone else listening on the port is someone else.
 fn ready_tree(spec: &ProfileSpec, pid: i32) -> Vec<i32> {
     match spec.target {
-        Target::Pid(_) => std::iter::once(pid)
+        ProfileTarget::Pid(_) => std::iter::once(pid)
             .chain(crate::procfs::descendants(pid))
             .collect(),
         _ => vec![pid],
@@ -369,7 +369,7 @@ fn not_ready(
     socks: &[OwnedSocket],
     explicit: Option<std::net::SocketAddr>,
 ) -> anyhow::Error {
-    let tree = matches!(spec.target, Target::Pid(_));
+    let tree = matches!(spec.target, ProfileTarget::Pid(_));
     let mut msg = format!(
         "{}{} did not own {kind}{} within {:.1} s (--ready-timeout); {}: {}",
         subject.describe(),
@@ -485,20 +485,20 @@ fn cpu_clock_of<T>(h: &JoinHandle<T>) -> Option<libc::clockid_t> {
 
 /// The tracer thread; raising its stop flag on drop ends its window, so an
 /// early return never leaves it attached longer than the process lives.
-struct Tracer {
+struct TracerThread {
     stop: Arc<StopFlag>,
     handle: Option<JoinHandle<()>>,
     opened: mpsc::Receiver<()>,
     done: mpsc::Receiver<Result<TraceOutcome>>,
 }
 
-impl Drop for Tracer {
+impl Drop for TracerThread {
     fn drop(&mut self) {
         self.stop.raise();
     }
 }
 
-fn start_tracer(pid: i32, count_only: bool) -> Result<Tracer> {
+fn start_tracer(pid: i32, count_only: bool) -> Result<TracerThread> {
     let stop = Arc::new(StopFlag::new()?);
     let (open_tx, opened) = mpsc::channel();
     let (done_tx, done) = mpsc::channel();
@@ -522,7 +522,7 @@ fn start_tracer(pid: i32, count_only: bool) -> Result<Tracer> {
             let _ = done_tx.send(trace::run(&opts));
         })
         .context("starting the tracer thread")?;
-    Ok(Tracer {
+    Ok(TracerThread {
         stop,
         handle: Some(handle),
         opened,
@@ -531,7 +531,7 @@ fn start_tracer(pid: i32, count_only: bool) -> Result<Tracer> {
 }
 
 /// Waits for the tracer's window to open, watching the target and signals.
-fn wait_window(tracer: &Tracer, subject: &mut Subject, signals: &mut Signals) -> Result<()> {
+fn wait_window(tracer: &TracerThread, subject: &mut Subject, signals: &mut Signals) -> Result<()> {
     let deadline = Instant::now() + ATTACH_TIMEOUT;
     loop {
         match tracer.opened.recv_timeout(Duration::from_millis(50)) {
@@ -744,9 +744,9 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let windows = windows(&load_report, load_wall, trace_s);
     let target_record = TargetRecord {
         mode: match spec.target {
-            Target::Sockscope(_) => "sockscope",
-            Target::Command(_) => "command",
-            Target::Pid(_) => "pid",
+            ProfileTarget::Sockscope(_) => "sockscope",
+            ProfileTarget::Command(_) => "command",
+            ProfileTarget::Pid(_) => "pid",
         }
         .into(),
         command: subject.launched.as_ref().map(|l| l.argv.clone()),
@@ -871,7 +871,7 @@ fn windows(
         note: format!(
             "The trace window ({trace_s:.3} s) opens before the load starts and closes after it \
              returns, so it is {:.1} ms longer than the load's wall time ({:.3} s, connection \
-             set-up and teardown included); the load's own measured window is {:.3} s. Target \
+             set-up and teardown included); the load's own measured window is {:.3} s. ProfileTarget \
              CPU and syscalls cover the trace window; transactions cover the load.",
             ((trace_s - load_wall.as_secs_f64()) * 1e3).max(0.0),
             load_wall.as_secs_f64(),

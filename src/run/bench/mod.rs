@@ -233,7 +233,7 @@ pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<Be
     let loopback = Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
     match exp {
         Experiment::Transport => {
-            let plan = transport::Plan::new(size.quick, size.demo);
+            let plan = transport::TransportPlan::new(size.quick, size.demo);
             ctx.progress(&format!("bench transport: {} traced profiles", plan.len()));
             let (t, ins) = transport::run(ctx, &plan)?;
             rep.transport = Some(t);

@@ -31,31 +31,31 @@ use crate::run::target::{Launched, STOP_GRACE, quote_block};
 type Shape = (u32, u32);
 
 /// The points to run.
-pub struct Plan {
+pub struct RelayPlan {
     shapes: &'static [Shape],
     secs: f64,
     warmup: f64,
     rounds: u32,
 }
 
-impl Plan {
+impl RelayPlan {
     /// The full sweep, the demo's, or the quick one.
     pub fn new(size: Size) -> Self {
         const ALL: &[Shape] = &[(1024, 10), (1024, 100), (1024, 1000), (65536, 4)];
         match (size.quick, size.demo) {
-            (true, _) => Plan {
+            (true, _) => RelayPlan {
                 shapes: &[(1024, 10), (1024, 100), (65536, 4)],
                 secs: 0.5,
                 warmup: 0.1,
                 rounds: 1,
             },
-            (false, true) => Plan {
+            (false, true) => RelayPlan {
                 shapes: ALL,
                 secs: 1.5,
                 warmup: 0.3,
                 rounds: 1,
             },
-            (false, false) => Plan {
+            (false, false) => RelayPlan {
                 shapes: ALL,
                 secs: 4.0,
                 warmup: 1.0,
@@ -272,7 +272,7 @@ fn measure(
     s: &mut Started,
     upstream: &mut Launched,
     (bytes, conns): Shape,
-    plan: &Plan,
+    plan: &RelayPlan,
 ) -> Result<Sample> {
     let line: Vec<String> = format!(
         "tcp-rr {} -c {conns} -d {} --warmup {} --req {bytes} --verify --timeout 5 \
@@ -342,7 +342,7 @@ fn median_u64(v: &[u64]) -> u64 {
 
 /// Runs every round; returns the result and its sentences.
 pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(RelayResult, Vec<String>)> {
-    let plan = Plan::new(size);
+    let plan = RelayPlan::new(size);
     let exe = std::env::current_exe().context("locating the sockscope binary")?;
     let haproxy = find_haproxy();
     let mut skipped = Vec::new();

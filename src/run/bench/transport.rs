@@ -10,36 +10,36 @@ use anyhow::Result;
 use super::BenchContext;
 use crate::report::bench::{TransportPoint, TransportResult};
 use crate::run::loadline::LoadLine;
-use crate::run::profile::{self, ProfileSpec, Target};
+use crate::run::profile::{self, ProfileSpec, ProfileTarget};
 
 /// Request and response size of every point.
 const MESSAGE: u32 = 100;
 
 /// The points to run.
-pub struct Plan {
+pub struct TransportPlan {
     transports: &'static [&'static str],
     rr: &'static [u32],
     crr: &'static [u32],
     secs: f64,
 }
 
-impl Plan {
+impl TransportPlan {
     /// The full sweep, or the quick one.
     pub fn new(quick: bool, demo: bool) -> Self {
         match (quick, demo) {
-            (true, _) => Plan {
+            (true, _) => TransportPlan {
                 transports: &["threaded", "epoll", "uring"],
                 rr: &[1, 64],
                 crr: &[16],
                 secs: 0.5,
             },
-            (false, true) => Plan {
+            (false, true) => TransportPlan {
                 transports: &["threaded", "epoll", "uring"],
                 rr: &[1, 16, 256, 1000],
                 crr: &[1, 16, 256],
                 secs: 3.0,
             },
-            (false, false) => Plan {
+            (false, false) => TransportPlan {
                 transports: &["threaded", "epoll", "uring"],
                 rr: &[1, 16, 256, 1000],
                 crr: &[1, 16, 256, 1000],
@@ -61,7 +61,10 @@ impl Plan {
 
 /// Runs every point; each point's profile artifact goes to
 /// `runs/TRANSPORT-WORKLOAD-CONNS/run.json` in the experiment directory.
-pub fn run(ctx: &mut BenchContext<'_>, plan: &Plan) -> Result<(TransportResult, Vec<String>)> {
+pub fn run(
+    ctx: &mut BenchContext<'_>,
+    plan: &TransportPlan,
+) -> Result<(TransportResult, Vec<String>)> {
     let mut points = Vec::new();
     let total = plan.len();
     for t in plan.transports {
@@ -70,7 +73,7 @@ pub fn run(ctx: &mut BenchContext<'_>, plan: &Plan) -> Result<(TransportResult, 
                 ctx.check_signals()?;
                 let name = format!("{t}-{w}-{c}");
                 let spec = ProfileSpec {
-                    target: Target::Sockscope(
+                    target: ProfileTarget::Sockscope(
                         [
                             "serve",
                             "echo",
