@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::procs::processes_with;
 use common::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -31,24 +32,6 @@ fn profile(out: &Path, target: &str, load: &str) -> (Option<i32>, String, String
         LIMIT,
     );
     (st.code(), so, se)
-}
-
-/// Processes whose command line contains `needle`.
-fn processes_with(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(needle)
-                })
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 /// Every file under `d`, relative paths.

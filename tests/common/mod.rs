@@ -285,18 +285,14 @@ pub fn sockscope_as_nobody() -> Command {
 /// it (whose --target string holds the marker) nor a child caught between
 /// fork and exec (it still shows its parent's arguments) is taken for it.
 pub fn serve_process_with(marker: &str) -> Option<i32> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .find(|pid| {
-            let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                return false;
-            };
-            let args: Vec<String> = c
-                .split(|b| *b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            args.get(1).is_some_and(|a| a == "serve") && args.join(" ").contains(marker)
-        })
+    procs::pids().find(|pid| {
+        let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            return false;
+        };
+        let args: Vec<String> = c
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        args.get(1).is_some_and(|a| a == "serve") && args.join(" ").contains(marker)
+    })
 }

@@ -1,6 +1,7 @@
-//! The processes of one sockscope run, found by ancestry (never by name:
-//! other tests run sockscope at the same time), and the wait for them to be
-//! gone.
+//! The processes of one sockscope run, found by ancestry (other tests run
+//! sockscope at the same time), and the wait for them to be gone; and, for
+//! checks that nothing with a marker unique to one test is left, the
+//! processes whose command line holds that marker.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,22 @@ fn stat(pid: i32) -> Option<(char, u64)> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let state = fields.first()?.chars().next()?;
     Some((state, fields.get(19)?.parse().ok()?))
+}
+
+/// Every pid in /proc now.
+pub fn pids() -> impl Iterator<Item = i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+}
+
+/// Processes whose command line (arguments joined by spaces) contains
+/// `needle`.
+pub fn processes_with(needle: &str) -> Vec<i32> {
+    pids()
+        .filter(|&pid| cmdline(pid).contains(needle))
+        .collect()
 }
 
 fn cmdline(pid: i32) -> String {
