@@ -28,19 +28,23 @@ fn start(args: &[&str]) -> Child {
         .expect("starting sockscope")
 }
 
-/// The TCP listener `pid` owns.
-fn listener_of(pid: i32) -> Option<SocketAddr> {
-    ready::choose(&ready::owned_sockets(pid), Proto::TcpListen)
+/// The TCP listener `pid` owns: its address and socket inode.
+fn listener_of(pid: i32) -> Option<(SocketAddr, u64)> {
+    let sockets = ready::owned_sockets(pid);
+    let addr = ready::choose(&sockets, Proto::TcpListen)?;
+    let inode = sockets.iter().find(|s| s.local == addr)?.inode;
+    Some((addr, inode))
 }
 
 /// Waits until a process of `run` that matches `what` listens and the
 /// load holds at least `conns` connections to it; returns it and its
-/// address.
-fn loaded_server(run: &Child, what: &str, conns: usize) -> (Seen, SocketAddr) {
+/// listener.
+fn loaded_server(run: &Child, what: &str, conns: usize) -> (Seen, (SocketAddr, u64)) {
     let found = wait_for(Duration::from_secs(30), || {
         tree(run.id() as i32).into_iter().find_map(|p| {
-            let addr = listener_of(p.pid)?;
-            (p.cmdline.contains(what) && established_on(addr.port()) >= conns).then_some((p, addr))
+            let listener = listener_of(p.pid)?;
+            (p.cmdline.contains(what) && established_on(listener.0.port()) >= conns)
+                .then_some((p, listener))
         })
     });
     found.unwrap_or_else(|| panic!("no loaded server matching {what:?} under pid {}", run.id()))
@@ -65,6 +69,30 @@ fn refused(addr: SocketAddr) -> bool {
     )
 }
 
+/// Checks that the killed run's listener (address, socket inode) is
+/// closed. The port is free once it is, and the other tests here start
+/// servers on ephemeral ports at the same time, so one of theirs may have
+/// taken it since: a listener there with another inode is theirs; the same
+/// inode, open in any process, is the run's socket still alive.
+fn assert_freed((addr, inode): (SocketAddr, u64), what: &str) {
+    if refused(addr) {
+        return;
+    }
+    let holders: Vec<i32> = common::procs::pids()
+        .filter(|&pid| ready::socket_inodes(pid).contains(&inode))
+        .collect();
+    assert!(
+        holders.is_empty(),
+        "{what}'s listener at {addr} (inode {inode}) is still open in {holders:?}"
+    );
+    let now = ready::listeners_on_port(addr.port(), Proto::TcpListen, &[]);
+    assert!(
+        !now.is_empty(),
+        "{addr} neither refuses connections nor has a listener"
+    );
+    eprintln!("{addr} was taken since by another listener: {now:?}");
+}
+
 #[test]
 fn a_killed_profile_takes_its_target_with_it() {
     if !require_bpf("a_killed_profile_takes_its_target_with_it") {
@@ -80,11 +108,11 @@ fn a_killed_profile_takes_its_target_with_it() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let (server, addr) = loaded_server(&run, "serve echo", 2);
+    let (server, listener) = loaded_server(&run, "serve echo", 2);
     let procs = tree(run.id() as i32);
     assert!(procs.iter().any(|p| p.pid == server.pid));
     kill_and_check(run, &procs);
-    assert!(refused(addr), "{addr} still accepts connections");
+    assert_freed(listener, "the target");
     assert!(!out.exists());
 }
 
@@ -111,14 +139,14 @@ fn a_killed_profile_takes_the_targets_children_too() {
         "-c",
         &script,
     ]);
-    let (_, addr) = loaded_server(&run, "serve echo", 2);
+    let (_, listener) = loaded_server(&run, "serve echo", 2);
     let procs = tree(run.id() as i32);
     assert!(
         procs.iter().any(|p| p.cmdline.contains("__idle 600")),
         "the target's child is not there: {procs:#?}"
     );
     kill_and_check(run, &procs);
-    assert!(refused(addr), "{addr} still accepts connections");
+    assert_freed(listener, "the target");
 }
 
 #[test]
@@ -134,20 +162,16 @@ fn a_killed_bench_relay_takes_haproxy_and_its_servers_with_it() {
     let want = if haproxy { "haproxy" } else { "serve relay" };
     // Listening is enough: it is loaded right after, and a 0.5 s point can
     // slip between two scans on a busy machine.
-    let (_, addr) = loaded_server(&run, want, 0);
+    let (_, listener) = loaded_server(&run, want, 0);
     let procs = tree(run.id() as i32);
     let upstream = procs
         .iter()
         .find(|p| p.cmdline.contains("serve echo"))
         .unwrap_or_else(|| panic!("no echo upstream: {procs:#?}"));
-    let upstream_addr = listener_of(upstream.pid).expect("the upstream listens");
+    let upstream = listener_of(upstream.pid).expect("the upstream listens");
     kill_and_check(run, &procs);
-    assert!(
-        refused(addr),
-        "{want} at {addr} still accepts connections; listening there: {:?}",
-        ready::listeners_on_port(addr.port(), Proto::TcpListen, &[])
-    );
-    assert!(refused(upstream_addr), "the echo upstream still accepts");
+    assert_freed(listener, want);
+    assert_freed(upstream, "the echo upstream");
 }
 
 /// A file only root may read, holding a unique string.

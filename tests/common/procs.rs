@@ -57,10 +57,31 @@ impl Seen {
         })
     }
 
-    /// Still running: the same process, and not a zombie (an orphan whose
-    /// new parent has not reaped it yet has released everything).
+    /// Still running: the same process, with a thread that is not a
+    /// zombie. A zombie whose new parent has not reaped it yet has released
+    /// everything, but a killed multi-threaded process shows its leader as
+    /// a zombie while other threads are still exiting and still hold its
+    /// files (its listening socket among them): every thread must be done.
     pub fn running(&self) -> bool {
-        matches!(stat(self.pid), Some((s, start)) if start == self.start && s != 'Z' && s != 'X')
+        let Some((state, start)) = stat(self.pid) else {
+            return false;
+        };
+        if start != self.start {
+            return false;
+        }
+        let live = |s: char| s != 'Z' && s != 'X';
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return live(state);
+        };
+        tasks.flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("stat"))
+                .ok()
+                .and_then(|text| {
+                    let rest = &text[text.rfind(')')? + 1..];
+                    rest.split_whitespace().next()?.chars().next()
+                })
+                .is_some_and(live)
+        })
     }
 }
 
