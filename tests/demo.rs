@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -68,14 +68,13 @@ fn demo_quick_runs_end_to_end_and_renders_in_chromium() {
     }
     let dir = scratch("demo");
     let out = dir.join("demo");
-    let t0 = Instant::now();
+    // The bound is a hang guard, not a timing check (benchmarks time
+    // things; a shared 2-core CI host is too noisy for a timed test).
     let (st, so, se) = run_bounded(
         &["demo", "--quick", "--out", out.to_str().unwrap()],
         Duration::from_secs(120),
     );
-    let took = t0.elapsed();
     assert!(st.success(), "demo failed ({st}):\n{so}\n{se}");
-    assert!(took < Duration::from_secs(60), "demo --quick took {took:?}");
     assert!(so.contains("report: "), "{so}");
     let demo = read_json(&out.join("demo.json"));
     assert_eq!(demo["schema"], "sockscope.demo");
