@@ -26,11 +26,10 @@ pub enum LoadCommand {
     Udp(UdpArgs),
 }
 
-/// Options shared by tcp-rr and tcp-crr.
+/// The driver's options, shared by every request/response workload over
+/// TCP (tcp-rr, tcp-crr and the protocol workloads).
 #[derive(Debug, Args)]
 pub struct TcpArgs {
-    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
-    pub addr: String,
     /// Connections (tcp-rr) or concurrent connect loops (tcp-crr).
     #[arg(short = 'c', long = "connections", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub connections: u32,
@@ -50,23 +49,6 @@ pub struct TcpArgs {
     /// measured from the intended send time.
     #[arg(long, value_name = "PER_SEC", value_parser = values::rate)]
     pub rate: Option<f64>,
-    /// Request size in bytes.
-    #[arg(long = "req", value_name = "BYTES", default_value_t = 1, conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
-    pub req: u32,
-    /// Response size in bytes (default: the request size).
-    #[arg(long = "resp", value_name = "BYTES", conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
-    pub resp: Option<u32>,
-    /// Send this string as the request instead (escapes: \r \n \t \\ \xHH),
-    /// e.g. 'PING\r\n' for redis.
-    #[arg(long, value_name = "STRING", requires = "expect")]
-    pub request: Option<String>,
-    /// With --request: the response, as a byte count or as the exact
-    /// string (escapes as in --request), e.g. '+PONG\r\n'.
-    #[arg(long, value_name = "BYTES|STRING", requires = "request")]
-    pub expect: Option<String>,
-    /// Check every response byte against the request it answers.
-    #[arg(long)]
-    pub verify: bool,
     /// Connect and response timeout.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = values::positive_secs)]
     pub timeout: f64,
@@ -87,12 +69,40 @@ pub struct TcpArgs {
     pub json: Option<PathBuf>,
 }
 
+/// The raw exchange's options (tcp-rr, tcp-crr): pattern bytes of a
+/// size, or a fixed request and its expected answer.
+#[derive(Debug, Args)]
+pub struct RawArgs {
+    /// Request size in bytes.
+    #[arg(long = "req", value_name = "BYTES", default_value_t = 1, conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub req: u32,
+    /// Response size in bytes (default: the request size).
+    #[arg(long = "resp", value_name = "BYTES", conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub resp: Option<u32>,
+    /// Send this string as the request instead (escapes: \r \n \t \\ \xHH),
+    /// e.g. 'PING\r\n' for redis.
+    #[arg(long, value_name = "STRING", requires = "expect")]
+    pub request: Option<String>,
+    /// With --request: the response, as a byte count or as the exact
+    /// string (escapes as in --request), e.g. '+PONG\r\n'.
+    #[arg(long, value_name = "BYTES|STRING", requires = "request")]
+    pub expect: Option<String>,
+    /// Check every response byte against the request it answers.
+    #[arg(long)]
+    pub verify: bool,
+}
+
 /// `load tcp-rr` options.
 #[derive(Debug, Args)]
 pub struct RrArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
     /// Shared TCP options.
     #[command(flatten)]
     pub tcp: TcpArgs,
+    /// What each transaction sends and expects.
+    #[command(flatten)]
+    pub raw: RawArgs,
     /// Requests in flight per connection.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pipeline: u32,
@@ -110,9 +120,14 @@ pub enum CloseMode {
 /// `load tcp-crr` options.
 #[derive(Debug, Args)]
 pub struct CrrArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
     /// Shared TCP options.
     #[command(flatten)]
     pub tcp: TcpArgs,
+    /// What each transaction sends and expects.
+    #[command(flatten)]
+    pub raw: RawArgs,
     /// How to close each connection.
     #[arg(long, value_enum, default_value_t = CloseMode::Fin)]
     pub close: CloseMode,

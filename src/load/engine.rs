@@ -24,8 +24,8 @@ use super::tally::{self, IntervalRecord, ProgressCounters, WorkerTally};
 use super::workload::{ConnMode, ErrorClass, Exchange};
 use super::{per_txn, persistent};
 use crate::report::load::{
-    Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig, LoadReport, SCHEMA,
-    SCHEMA_VERSION, seal_intervals,
+    Bytes, CommandCounts, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig,
+    LoadReport, Responses, SCHEMA, SCHEMA_VERSION, seal_intervals,
 };
 use crate::signals::{Signals, StopFlag, signal_name};
 use crate::stats::LatencyHist;
@@ -146,9 +146,12 @@ pub fn run_tcp<E: Exchange>(
             (cpu_after.1 - cpu_before.1) as f64 / 1e9,
         ),
     )?;
-    let (report, failure) = report(
+    let (mut report, failure) = report(
         plan, config, started_at, window, &merged, watched, max_errors,
     )?;
+    if exchange.counts_responses() {
+        report.responses = Some(responses(&merged.tally.responses, exchange.ops()));
+    }
     let connections = merged
         .ends
         .into_iter()
@@ -448,7 +451,7 @@ fn report(
     let report = LoadReport {
         header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         workload: plan.workload.into(),
-        target: plan.addr.to_string(),
+        target: plan.target.clone().unwrap_or_else(|| plan.addr.to_string()),
         config,
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         duration_s,
@@ -514,10 +517,51 @@ fn report(
             thread_cpu_share: m.shares.clone(),
             saturated,
         },
+        responses: None,
         udp: None,
         notes: notes(m, saturated),
     };
     Ok((report, failure))
+}
+
+/// The report's `responses` from the merged tally; `ops` names the
+/// operations `Outcome::op` indexes.
+fn responses(r: &tally::ResponseTally, ops: &[String]) -> Responses {
+    let by_command = r
+        .by_op
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.answered > 0)
+        .filter_map(|(i, t)| {
+            let name = ops.get(i)?;
+            let lookups = t.hits + t.misses > 0;
+            Some((
+                name.clone(),
+                CommandCounts {
+                    answered: t.answered,
+                    errors: t.errors,
+                    hits: lookups.then_some(t.hits),
+                    misses: lookups.then_some(t.misses),
+                },
+            ))
+        })
+        .collect();
+    let hits: u64 = r.by_op.iter().map(|t| t.hits).sum();
+    let misses: u64 = r.by_op.iter().map(|t| t.misses).sum();
+    let lookups = hits + misses > 0;
+    Responses {
+        answered: r.answered,
+        by_status: r
+            .by_status
+            .iter()
+            .map(|(c, n)| (c.to_string(), *n))
+            .collect(),
+        by_command,
+        hits: lookups.then_some(hits),
+        misses: lookups.then_some(misses),
+        hit_ratio: lookups.then(|| hits as f64 / (hits + misses) as f64),
+        reconnects: r.reconnects,
+    }
 }
 
 /// A latency record, or None for an empty histogram.
@@ -638,7 +682,7 @@ mod tests {
         fn parse(&self, _: &mut (), data: &[u8], _seq: u64) -> crate::load::workload::Parsed {
             use crate::load::workload::Parsed;
             match data.iter().position(|b| *b == b'\n') {
-                Some(i) => Parsed::Complete(i + 1),
+                Some(i) => Parsed::Complete(i + 1, crate::load::workload::Outcome::OK),
                 None => Parsed::Partial,
             }
         }
@@ -678,6 +722,7 @@ mod tests {
             workload: "line",
             mode,
             addr,
+            target: None,
             connections: 3,
             threads: 2,
             stop: Stop::Count(n),
@@ -708,6 +753,100 @@ mod tests {
                 mode.per_transaction(),
                 "{mode:?}"
             );
+        }
+    }
+
+    /// The line exchange, with outcomes read from the answered sequence
+    /// number: every 7th request fails with a 404, every 5th response
+    /// closes the connection, requests alternate between two operations,
+    /// every 3rd is a hit.
+    struct OutcomeExchange {
+        ops: Vec<String>,
+    }
+
+    impl Exchange for OutcomeExchange {
+        type Cursor = Vec<u8>;
+        fn request_len(&self) -> Option<usize> {
+            None
+        }
+        fn response_len(&self) -> Option<usize> {
+            None
+        }
+        fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
+            out.extend_from_slice(format!("req {seq}\n").as_bytes());
+        }
+        fn parse(
+            &self,
+            line: &mut Vec<u8>,
+            data: &[u8],
+            seq: u64,
+        ) -> crate::load::workload::Parsed {
+            use crate::load::workload::{Outcome, Parsed};
+            let Some(i) = data.iter().position(|b| *b == b'\n') else {
+                line.extend_from_slice(data);
+                return Parsed::Partial;
+            };
+            line.extend_from_slice(&data[..i]);
+            // The answer must be to the request awaited: resent requests
+            // keep their place.
+            if *line != format!("ok:req {seq}").into_bytes() {
+                return Parsed::Error(ErrorClass::Mismatch);
+            }
+            Parsed::Complete(
+                i + 1,
+                Outcome {
+                    status: Some(if seq % 7 == 3 { 404 } else { 200 }),
+                    op: (seq % 2) as u8,
+                    hit: Some(seq % 3 == 0),
+                    error: (seq % 7 == 3).then_some(ErrorClass::Status(404)),
+                    close: seq % 5 == 4,
+                },
+            )
+        }
+        fn on_eof(&self, _: &Vec<u8>) -> ErrorClass {
+            ErrorClass::Closed
+        }
+        fn ops(&self) -> &[String] {
+            &self.ops
+        }
+        fn counts_responses(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn outcomes_are_counted_and_a_server_close_reopens_without_loss() {
+        let addr = line_server();
+        let ex = OutcomeExchange {
+            ops: vec!["A".into(), "B".into()],
+        };
+        for mode in [
+            ConnMode::Persistent { pipeline: 3 },
+            ConnMode::PerTransaction { close_rst: false },
+        ] {
+            let p = plan(addr, mode, 300);
+            let out = run_tcp(&p, &ex, LoadConfig::default(), u64::MAX, true).unwrap();
+            let rep = &out.report;
+            let r = rep.responses.as_ref().expect("responses counted");
+            let failed = rep.errors.by_class.get("status_404").copied().unwrap_or(0);
+            assert!(failed > 0, "{mode:?}: {:?}", rep.errors);
+            assert_eq!(rep.errors.total, failed, "{mode:?}: {:?}", rep.errors);
+            assert_eq!(r.answered, rep.transactions + failed, "{mode:?}");
+            assert_eq!(r.by_status["404"], failed, "{mode:?}");
+            assert_eq!(r.by_status["200"], rep.transactions, "{mode:?}");
+            let by_cmd: u64 = r.by_command.values().map(|c| c.answered).sum();
+            assert_eq!(by_cmd, r.answered, "{mode:?}");
+            assert_eq!(r.by_command["A"].errors + r.by_command["B"].errors, failed);
+            assert_eq!(r.hits.unwrap() + r.misses.unwrap(), r.answered, "{mode:?}");
+            assert_eq!(rep.errors.unanswered_at_end, 0, "{mode:?}");
+            if mode.per_transaction() {
+                assert_eq!(r.reconnects, 0);
+            } else {
+                assert!(r.reconnects >= 300 / 5 - 1, "{mode:?}: {}", r.reconnects);
+                // The last close may come when nothing is left to send.
+                let c = rep.connections.connects;
+                assert!(c <= r.reconnects + 3 && c + 3 >= r.reconnects + 3, "{c}");
+            }
         }
     }
 }

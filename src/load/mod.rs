@@ -43,7 +43,7 @@ use self::plan::{Stop, TcpPlan};
 use self::workload::{Exchange, TcpWorkload};
 // The clap option structs live in the CLI layer; the workloads still read
 // the raw options when they build their plans.
-pub use crate::cli::load::{CloseMode, CrrArgs, LoadCommand, RrArgs, TcpArgs, UdpArgs};
+pub use crate::cli::load::{CloseMode, CrrArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs};
 use crate::cli::values::resolve;
 use crate::error;
 use crate::report::{self, load::LoadConfig, load_text};
@@ -168,7 +168,7 @@ fn run_tcp<E: Exchange>(
     quiet: bool,
     abort: Option<Arc<StopFlag>>,
 ) -> Result<LoadOutcome> {
-    let addr = resolve(&a.addr)?;
+    let addr = resolve(&w.addr)?;
     if w.mode.per_transaction() && a.connect_rate.is_some() {
         return Err(error::usage(format!(
             "--connect-rate applies to tcp-rr; {} paces its connects with --rate",
@@ -202,6 +202,7 @@ fn run_tcp<E: Exchange>(
     }
     let plan = TcpPlan {
         workload: w.name,
+        target: w.target.clone(),
         mode: w.mode,
         addr,
         connections,
@@ -220,8 +221,6 @@ fn run_tcp<E: Exchange>(
         pipeline: w.mode.pipeline(),
         request_bytes: exchange.request_len(),
         response_bytes: exchange.response_len(),
-        request: a.request.clone(),
-        expect: a.expect.clone(),
         duration_s: match stop {
             Stop::Duration(d) => Some(d.as_secs_f64()),
             Stop::Count(_) => None,
@@ -229,14 +228,13 @@ fn run_tcp<E: Exchange>(
         count: a.count,
         warmup_s: a.warmup,
         rate: a.rate,
-        verify: a.verify,
         close: w.mode.close_name().map(String::from),
         timeout_s: a.timeout,
         max_errors: a.max_errors,
         connect_rate: a.connect_rate,
         source_ips: Some(sources.len().max(1)),
         command_line: std::env::args().collect(),
-        ..Default::default()
+        ..w.config
     };
     let out = engine::run_tcp(&plan, &exchange, config, a.max_errors, quiet)?;
     Ok(LoadOutcome {

@@ -13,7 +13,7 @@ use super::driver::{self, Backoff, WorkerConns, WorkerCore, WorkerEnd};
 use super::plan::{TcpPlan, WorkerCtx};
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
-use super::workload::{ConnMode, ErrorClass, Exchange, Parsed};
+use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed};
 use crate::poller;
 
 #[derive(Debug, PartialEq)]
@@ -270,7 +270,7 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
 
     /// Ends slot `i`'s transaction successfully and starts the next one
     /// (closed loop) or offers the slot to the schedule (open loop).
-    fn done(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+    fn done(&mut self, i: usize, now: u64, outcome: &Outcome, tally: &mut WorkerTally) {
         let s = &mut self.slots[i];
         // Closing (FIN, or RST with SO_LINGER 0) is part of the loop but
         // not of the measured transaction: the response has arrived.
@@ -278,7 +278,7 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
         s.fd = -1;
         s.backoff.reset();
         s.state = SlotState::Idle { retry_at: now };
-        tally.transaction(now, s.intended, s.started);
+        tally.answer(now, outcome, s.intended, s.started);
         if self.core.sched.is_some() {
             self.mark_idle(i);
             driver::release_and_dispatch(self, now, tally);
@@ -309,9 +309,9 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
             .parse(&mut s.cursor, &self.core.buf[..n], s.seq)
         {
             Parsed::Partial => {}
-            Parsed::Complete(k) if k == n => self.done(i, now, tally),
+            Parsed::Complete(k, outcome) if k == n => self.done(i, now, &outcome, tally),
             // Nothing may follow the response on its own connection.
-            Parsed::Complete(_) => self.fail(i, now, ErrorClass::Unexpected, tally),
+            Parsed::Complete(..) => self.fail(i, now, ErrorClass::Unexpected, tally),
             Parsed::Error(class) => self.fail(i, now, class, tally),
         }
     }

@@ -40,6 +40,9 @@ struct PersistentConn<C> {
     fd: RawFd,
     state: ConnState,
     inflight: VecDeque<Pending>,
+    /// Requests that were in flight behind a response after which the
+    /// server closed the connection: sent again, first, once it reopens.
+    resend: VecDeque<Pending>,
     /// The exchange's parse state of the response awaited first.
     cursor: C,
     out: Vec<u8>,
@@ -62,6 +65,7 @@ impl<C: Default> PersistentConn<C> {
             fd: -1,
             state: ConnState::Down { retry_at: 0 },
             inflight: VecDeque::new(),
+            resend: VecDeque::new(),
             cursor: C::default(),
             out: Vec::new(),
             out_off: 0,
@@ -131,7 +135,10 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
     }
 
     fn in_flight(&self) -> u64 {
-        self.conns.iter().map(|c| c.inflight.len() as u64).sum()
+        self.conns
+            .iter()
+            .map(|c| (c.inflight.len() + c.resend.len()) as u64)
+            .sum()
     }
 
     fn close_idle(&mut self) {
@@ -185,7 +192,7 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
     fn housekeeping(&mut self, now: u64, timeout: u64, tally: &mut WorkerTally) {
         for i in 0..self.conns.len() {
             match self.conns[i].state {
-                ConnState::Down { retry_at } if retry_at <= now && self.may_reconnect(now) => {
+                ConnState::Down { retry_at } if retry_at <= now && self.may_reconnect(i, now) => {
                     if !self.connect_allowed(now) {
                         continue;
                     }
@@ -262,10 +269,43 @@ impl<E: Exchange> PersistentWorker<'_, E> {
             self.fail(i, now, ErrorClass::of(&e), tally);
             return;
         }
+        if !c.resend.is_empty() {
+            let resend = std::mem::take(&mut c.resend);
+            for p in resend {
+                self.exchange.push_request(&mut c.out, p.seq);
+                c.inflight.push_back(p);
+            }
+            self.flush(i, now, tally);
+            if self.conns[i].sock.is_none() {
+                return;
+            }
+        }
         if self.core.sched.is_some() {
             self.mark_idle(i);
         } else {
             self.fill_closed_loop(i, now, tally);
+        }
+    }
+
+    /// The server closes connection `i` after the response just completed
+    /// (HTTP `Connection: close`): not an error. Requests pipelined behind
+    /// it are sent again on the new connection, which opens at once.
+    fn server_closed(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        tally.reconnect();
+        self.retire(i);
+        let c = &mut self.conns[i];
+        c.sock = None;
+        c.fd = -1;
+        let behind = std::mem::take(&mut c.inflight);
+        c.resend.extend(behind);
+        c.cursor = E::Cursor::default();
+        c.out.clear();
+        c.out_off = 0;
+        c.writing = false;
+        c.state = ConnState::Down { retry_at: now };
+        if self.may_reconnect(i, now) && self.connect_allowed(now) {
+            self.connects_started += 1;
+            self.connect(i, now, tally);
         }
     }
 
@@ -289,6 +329,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         c.sock = None;
         c.fd = -1;
         c.inflight.clear();
+        c.resend.clear();
         c.cursor = E::Cursor::default();
         c.out.clear();
         c.out_off = 0;
@@ -396,14 +437,20 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 .parse(&mut c.cursor, &self.core.buf[p..n], front.seq)
             {
                 Parsed::Partial => p = n,
-                Parsed::Complete(k) => {
+                Parsed::Complete(k, outcome) => {
                     p += k;
                     c.cursor = E::Cursor::default();
                     c.inflight.pop_front();
                     c.backoff.reset();
                     c.answered += 1;
-                    tally.transaction(now, front.intended, front.sent);
+                    tally.answer(now, &outcome, front.intended, front.sent);
                     completed = true;
+                    if outcome.close {
+                        // Whatever follows is not an answer: the server
+                        // is closing.
+                        self.server_closed(i, now, tally);
+                        break;
+                    }
                 }
                 Parsed::Error(class) => {
                     self.fail(i, now, class, tally);
@@ -411,7 +458,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 }
             }
         }
-        if completed {
+        if completed && self.conns[i].sock.is_some() {
             if self.core.sched.is_some() {
                 self.mark_idle(i);
                 driver::release_and_dispatch(self, now, tally);
@@ -429,11 +476,15 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         })
     }
 
-    /// No point connecting when nothing more will be sent.
-    fn may_reconnect(&self, now: u64) -> bool {
+    /// No point connecting when nothing more will be sent (requests to
+    /// send again on connection `i` count).
+    fn may_reconnect(&self, i: usize, now: u64) -> bool {
         let ctx = self.core.ctx;
         if ctx.end.is_some_and(|e| now >= e) {
             return false;
+        }
+        if !self.conns[i].resend.is_empty() {
+            return true;
         }
         match &self.core.sched {
             Some(s) => !s.exhausted() || !s.backlog.is_empty(),

@@ -30,6 +30,8 @@ pub struct TcpPlan {
     pub mode: ConnMode,
     /// Target.
     pub addr: SocketAddr,
+    /// The report's `target` when it is not `addr` (an http URL).
+    pub target: Option<String>,
     /// Connections (tcp-rr) or concurrent connect loops (tcp-crr).
     pub connections: usize,
     /// Worker threads, one epoll loop each.

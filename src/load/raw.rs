@@ -6,8 +6,8 @@
 
 use anyhow::Result;
 
-use super::TcpArgs;
-use super::workload::{ErrorClass, Exchange, Parsed};
+use super::RawArgs;
+use super::workload::{ErrorClass, Exchange, Outcome, Parsed};
 use crate::cli::values::unescape;
 use crate::error;
 use crate::proto::rr;
@@ -144,7 +144,7 @@ impl Exchange for RawExchange {
         }
         *got += take;
         if *got == resp {
-            Parsed::Complete(take)
+            Parsed::Complete(take, Outcome::OK)
         } else {
             Parsed::Partial
         }
@@ -162,7 +162,7 @@ impl Exchange for RawExchange {
 impl RawExchange {
     /// The exchange the shared TCP options describe: `--request` and
     /// `--expect`, or `--req`/`--resp` pattern bytes.
-    pub fn from_args(a: &TcpArgs) -> Result<Self> {
+    pub fn from_args(a: &RawArgs) -> Result<Self> {
         Ok(match (&a.request, &a.expect) {
             (Some(req), Some(exp)) => {
                 let request = unescape(req)?;
@@ -176,6 +176,18 @@ impl RawExchange {
             }
             _ => Self::pattern(a.req as usize, a.resp.unwrap_or(a.req) as usize, a.verify),
         })
+    }
+}
+
+impl RawArgs {
+    /// What the raw options record in the report's `config`.
+    pub fn config(&self) -> crate::report::load::LoadConfig {
+        crate::report::load::LoadConfig {
+            request: self.request.clone(),
+            expect: self.expect.clone(),
+            verify: self.verify,
+            ..Default::default()
+        }
     }
 }
 
@@ -236,7 +248,10 @@ mod tests {
         assert_eq!(ex.parse(&mut got, b"ab", 0), Parsed::Partial);
         assert_eq!(got, 2);
         // The rest of this response, then the start of the next one.
-        assert_eq!(ex.parse(&mut got, b"cdef", 0), Parsed::Complete(2));
+        assert_eq!(
+            ex.parse(&mut got, b"cdef", 0),
+            Parsed::Complete(2, Outcome::OK)
+        );
         assert_eq!(ex.on_eof(&got), ErrorClass::ShortRead);
         assert_eq!(ex.on_eof(&0), ErrorClass::Closed);
     }
@@ -249,7 +264,10 @@ mod tests {
         };
         let mut got = 0;
         assert_eq!(ex.parse(&mut got, b"+PO", 0), Parsed::Partial);
-        assert_eq!(ex.parse(&mut got, b"NG\r\n", 0), Parsed::Complete(4));
+        assert_eq!(
+            ex.parse(&mut got, b"NG\r\n", 0),
+            Parsed::Complete(4, Outcome::OK)
+        );
         let mut got = 0;
         assert_eq!(
             ex.parse(&mut got, b"-ERR\r\n", 0),

@@ -12,7 +12,7 @@ use std::sync::mpsc::Sender;
 
 use hdrhistogram::Histogram;
 
-use super::workload::ErrorClass;
+use super::workload::{ErrorClass, Outcome};
 use crate::stats::LatencyHist;
 
 /// Latency histogram used per one-second interval: 2 significant digits
@@ -31,6 +31,79 @@ pub struct IntervalRecord {
     pub errors: u64,
     /// Latencies of those transactions.
     pub hist: Histogram<u32>,
+}
+
+/// One operation's responses (whole run).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpTally {
+    /// Responses received.
+    pub answered: u64,
+    /// Of which the request failed.
+    pub errors: u64,
+    /// Lookups that found their key.
+    pub hits: u64,
+    /// Lookups that did not.
+    pub misses: u64,
+}
+
+/// What a protocol workload's responses said, over the whole run (warm-up
+/// and drain included, for comparison with the server's own counters).
+#[derive(Clone, Debug, Default)]
+pub struct ResponseTally {
+    /// Whole responses.
+    pub answered: u64,
+    /// (status, responses), in order of first appearance: a handful of
+    /// codes at most, so a scan beats a map.
+    pub by_status: Vec<(u16, u64)>,
+    /// Per operation, indexed by `Outcome::op`.
+    pub by_op: Vec<OpTally>,
+    /// Connections the server closed after a response, reopened.
+    pub reconnects: u64,
+}
+
+impl ResponseTally {
+    #[inline]
+    fn count(&mut self, o: &Outcome) {
+        self.answered += 1;
+        if let Some(code) = o.status {
+            match self.by_status.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, n)) => *n += 1,
+                None => self.by_status.push((code, 1)),
+            }
+        }
+        let op = o.op as usize;
+        if self.by_op.len() <= op {
+            self.by_op.resize(op + 1, OpTally::default());
+        }
+        let t = &mut self.by_op[op];
+        t.answered += 1;
+        t.errors += o.error.is_some() as u64;
+        match o.hit {
+            Some(true) => t.hits += 1,
+            Some(false) => t.misses += 1,
+            None => {}
+        }
+    }
+
+    fn merge(&mut self, other: &Self) {
+        self.answered += other.answered;
+        self.reconnects += other.reconnects;
+        for &(code, n) in &other.by_status {
+            match self.by_status.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, m)) => *m += n,
+                None => self.by_status.push((code, n)),
+            }
+        }
+        if self.by_op.len() < other.by_op.len() {
+            self.by_op.resize(other.by_op.len(), OpTally::default());
+        }
+        for (a, b) in self.by_op.iter_mut().zip(&other.by_op) {
+            a.answered += b.answered;
+            a.errors += b.errors;
+            a.hits += b.hits;
+            a.misses += b.misses;
+        }
+    }
 }
 
 /// Per-worker progress counters read by the main thread (one cache line
@@ -74,6 +147,8 @@ pub struct WorkerTally {
     /// Responses that arrived after the measured window ended, while the
     /// run drained the requests still in flight (not transactions).
     pub answered_after_end: u64,
+    /// What the responses said (protocol workloads).
+    pub responses: ResponseTally,
     /// Set when the measured window has ended and the run drains: answers
     /// then count in `answered_after_end` and errors stay out of the
     /// per-second intervals.
@@ -109,6 +184,7 @@ impl WorkerTally {
             bytes_received: 0,
             connects: 0,
             answered_after_end: 0,
+            responses: ResponseTally::default(),
             window_closed: false,
             interval: interval_hist(),
             interval_second: 0,
@@ -150,6 +226,23 @@ impl WorkerTally {
         self.progress
             .transactions
             .store(self.transactions, Ordering::Relaxed);
+    }
+
+    /// Records a whole response and what it meant: a transaction, or an
+    /// error of its class when the request failed (the connection goes on
+    /// either way).
+    #[inline]
+    pub fn answer(&mut self, now: u64, outcome: &Outcome, intended: u64, sent: u64) {
+        self.responses.count(outcome);
+        match outcome.error {
+            Some(class) => self.error(now, class),
+            None => self.transaction(now, intended, sent),
+        }
+    }
+
+    /// Counts a connection the server closed after a response, reopened.
+    pub fn reconnect(&mut self) {
+        self.responses.reconnects += 1;
     }
 
     /// Records how late an open-loop send was released after its intended
@@ -256,6 +349,7 @@ pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
         acc.bytes_received += t.bytes_received;
         acc.connects += t.connects;
         acc.answered_after_end += t.answered_after_end;
+        acc.responses.merge(&t.responses);
     }
     Some(acc)
 }

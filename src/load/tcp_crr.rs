@@ -14,6 +14,9 @@ pub fn workload(a: &CrrArgs) -> TcpWorkload<RawExchange> {
         mode: ConnMode::PerTransaction {
             close_rst: a.close == CloseMode::Rst,
         },
-        exchange: RawExchange::from_args(&a.tcp),
+        addr: a.addr.clone(),
+        target: None,
+        config: a.raw.config(),
+        exchange: RawExchange::from_args(&a.raw),
     }
 }

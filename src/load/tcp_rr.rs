@@ -14,6 +14,9 @@ pub fn workload(a: &RrArgs) -> TcpWorkload<RawExchange> {
         mode: ConnMode::Persistent {
             pipeline: a.pipeline as usize,
         },
-        exchange: RawExchange::from_args(&a.tcp),
+        addr: a.addr.clone(),
+        target: None,
+        config: a.raw.config(),
+        exchange: RawExchange::from_args(&a.raw),
     }
 }

@@ -467,6 +467,7 @@ fn report(
             thread_cpu_share: vec![busy],
             saturated: busy >= 0.9,
         },
+        responses: None,
         udp: Some(UdpResult {
             published: tx.published,
             send_errors: tx.send_errors,

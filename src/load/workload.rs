@@ -13,6 +13,7 @@
 //! file stays small: see `tcp_rr.rs`, `tcp_crr.rs` and the exchange they
 //! share, `raw.rs`. This module imports nothing else from `load/`.
 
+use std::borrow::Cow;
 use std::io;
 
 /// Error classes reported by the load generator.
@@ -35,14 +36,28 @@ pub enum ErrorClass {
     Mismatch,
     /// The peer sent more than the expected response.
     Unexpected,
+    /// A whole, well-formed response whose status says the request failed
+    /// (an HTTP status outside --ok-status); the connection goes on.
+    Status(u16),
+    /// A whole response that is the server's error reply (redis `-ERR`,
+    /// memcached `SERVER_ERROR`); the connection goes on.
+    ServerError,
+    /// The server refused the request as malformed (memcached `ERROR`,
+    /// `CLIENT_ERROR`); the connection goes on.
+    ClientError,
+    /// Bytes that are not the protocol (garbage, a broken frame): the
+    /// connection cannot be trusted further and is closed.
+    Protocol,
+    /// The TLS handshake or record layer failed.
+    Tls,
     /// Any other socket error.
     Other,
 }
 
 impl ErrorClass {
     /// Stable name used in reports.
-    pub fn name(self) -> &'static str {
-        match self {
+    pub fn name(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
             Self::Refused => "ECONNREFUSED",
             Self::TimedOut => "ETIMEDOUT",
             Self::AddrNotAvail => "EADDRNOTAVAIL",
@@ -51,8 +66,13 @@ impl ErrorClass {
             Self::Closed => "closed_by_peer",
             Self::Mismatch => "response_mismatch",
             Self::Unexpected => "unexpected_bytes",
+            Self::Status(code) => return Cow::Owned(format!("status_{code}")),
+            Self::ServerError => "server_error",
+            Self::ClientError => "client_error",
+            Self::Protocol => "protocol_error",
+            Self::Tls => "tls_error",
             Self::Other => "other",
-        }
+        })
     }
 
     /// Classifies a socket error.
@@ -67,15 +87,49 @@ impl ErrorClass {
     }
 }
 
+/// What a whole response meant, beyond its length: what the report counts
+/// per response (HTTP status, command, hit or miss), whether the request
+/// failed although the response is well-formed, and whether the server
+/// closes the connection after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Counted per status in the report (the HTTP status code).
+    pub status: Option<u16>,
+    /// The operation answered, an index into [`Exchange::ops`] (0 when the
+    /// workload names none).
+    pub op: u8,
+    /// A lookup's result: `Some(true)` a hit, `Some(false)` a miss.
+    pub hit: Option<bool>,
+    /// The request failed: counted as an error of this class instead of a
+    /// transaction, and the connection goes on (a 404, a `-ERR`).
+    pub error: Option<ErrorClass>,
+    /// The server closes the connection after this response (HTTP
+    /// `Connection: close`): the driver reconnects and counts it in
+    /// `reconnects`; requests pipelined behind it are sent again.
+    pub close: bool,
+}
+
+impl Outcome {
+    /// A plain successful response.
+    pub const OK: Self = Self {
+        status: None,
+        op: 0,
+        hit: None,
+        error: None,
+        close: false,
+    };
+}
+
 /// What [`Exchange::parse`] made of the response bytes it was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Parsed {
     /// Every byte was consumed and the response is not whole yet.
     Partial,
-    /// The response is whole after this many of the bytes; the rest (if
-    /// any) belongs to the next response (pipelining) or, on a connection
-    /// per transaction, is an error (`unexpected_bytes`).
-    Complete(usize),
+    /// The response is whole after this many of the bytes, and meant
+    /// this; the rest (if any) belongs to the next response (pipelining)
+    /// or, on a connection per transaction, is an error
+    /// (`unexpected_bytes`).
+    Complete(usize, Outcome),
     /// The response is wrong: the connection fails with this class.
     Error(ErrorClass),
 }
@@ -110,6 +164,19 @@ pub trait Exchange: Sync {
     /// response is awaited (typically `short_read` when part of it came,
     /// `closed_by_peer` when none did).
     fn on_eof(&self, cursor: &Self::Cursor) -> ErrorClass;
+
+    /// Names of the operations [`Outcome::op`] indexes (`GET`, `SET`);
+    /// empty when the workload tells none apart.
+    fn ops(&self) -> &[String] {
+        &[]
+    }
+
+    /// True when the report should carry per-response counts
+    /// (`responses`: statuses, commands, hits, reconnects): the protocol
+    /// workloads.
+    fn counts_responses(&self) -> bool {
+        false
+    }
 }
 
 /// How a workload uses its connections.
@@ -164,6 +231,15 @@ impl ConnMode {
 pub struct TcpWorkload<E> {
     /// Its subcommand, also the report's `workload` (`tcp-rr`).
     pub name: &'static str,
+    /// Where to connect: IP:PORT, [IPv6]:PORT or HOST:PORT (for http, the
+    /// URL's authority).
+    pub addr: String,
+    /// The report's `target` when it is not `addr` (the URL for http).
+    pub target: Option<String>,
+    /// What the workload records of its own options in the report's
+    /// `config` (`request`, `expect`, `verify`, `workload_options`); the
+    /// driver fills in the rest.
+    pub config: crate::report::load::LoadConfig,
     /// How it uses connections.
     pub mode: ConnMode,
     /// Its exchange, or why the command line gives none (a usage error,

@@ -69,6 +69,9 @@ pub struct LoadReport {
     pub bytes: Bytes,
     /// The generator's own cost.
     pub generator: Generator,
+    /// What the responses said (http, redis, memcached).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub responses: Option<Responses>,
     /// UDP accounting (udp only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp: Option<UdpResult>,
@@ -134,8 +137,58 @@ pub struct LoadConfig {
     /// Requested SO_SNDBUF (udp).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sndbuf_requested: Option<usize>,
+    /// The options of a protocol workload (http: method, urls, ok_status;
+    /// redis/memcached: commands, ratio, keys, key_dist, value_size...).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub workload_options: BTreeMap<String, serde_json::Value>,
     /// The exact command line.
     pub command_line: Vec<String>,
+}
+
+/// What the responses of a protocol workload (http, redis, memcached)
+/// said. Counted over the whole run, warm-up and drain included, so they
+/// can be set against the server's own counters (`INFO commandstats`,
+/// memcached `stats`): a request still unanswered at the end
+/// (`errors.unanswered_at_end`) may or may not have reached the server.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Responses {
+    /// Whole responses received (transactions, failed requests such as a
+    /// 404 or `-ERR`, warm-up and drain included).
+    pub answered: u64,
+    /// HTTP: responses per status code.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub by_status: BTreeMap<String, u64>,
+    /// Responses per command (redis, memcached) or per method+URL.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub by_command: BTreeMap<String, CommandCounts>,
+    /// Lookups that found their key (redis GET, memcached get).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hits: Option<u64>,
+    /// Lookups that did not.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub misses: Option<u64>,
+    /// hits / (hits + misses).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hit_ratio: Option<f64>,
+    /// Connections the server closed after a response (HTTP `Connection:
+    /// close`, e.g. nginx's keepalive_requests) and the load reopened:
+    /// not errors.
+    pub reconnects: u64,
+}
+
+/// One command's responses.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CommandCounts {
+    /// Responses received.
+    pub answered: u64,
+    /// Of which errors (counted in `errors.by_class` too).
+    pub errors: u64,
+    /// Lookups that found their key.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hits: Option<u64>,
+    /// Lookups that did not.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub misses: Option<u64>,
 }
 
 /// Connections asked for and obtained.

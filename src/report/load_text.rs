@@ -152,6 +152,9 @@ fn tcp_lines(s: &mut String, rep: &LoadReport) {
             .collect();
         let _ = writeln!(s, "error classes {}", classes.join(", "));
     }
+    if let Some(r) = &rep.responses {
+        responses_lines(s, r);
+    }
     let corrected = if rep.latency_uncorrected.is_some() {
         "latency*"
     } else {
@@ -174,6 +177,43 @@ fn tcp_lines(s: &mut String, rep: &LoadReport) {
             "              * from the intended send time (coordinated omission corrected); \
              send lag is the generator's own share of it"
         );
+    }
+}
+
+/// What a protocol workload's responses said (whole run).
+fn responses_lines(s: &mut String, r: &crate::report::load::Responses) {
+    let mut line = format!("responses     {} (whole run)", r.answered);
+    if !r.by_status.is_empty() {
+        let st: Vec<String> = r
+            .by_status
+            .iter()
+            .map(|(k, v)| format!("{k} x{v}"))
+            .collect();
+        line += &format!("; status {}", st.join(", "));
+    }
+    if let (Some(h), Some(m), Some(ratio)) = (r.hits, r.misses, r.hit_ratio) {
+        line += &format!("; hits {h}, misses {m} ({:.1}% hit)", 100.0 * ratio);
+    }
+    if r.reconnects > 0 {
+        line += &format!("; {} reconnects after the server closed", r.reconnects);
+    }
+    let _ = writeln!(s, "{line}");
+    if !r.by_command.is_empty() {
+        let cmds: Vec<String> = r
+            .by_command
+            .iter()
+            .map(|(k, c)| {
+                let mut t = format!("{k} {}", c.answered);
+                if c.errors > 0 {
+                    t += &format!(" ({} errors)", c.errors);
+                }
+                if let (Some(h), Some(m)) = (c.hits, c.misses) {
+                    t += &format!(" ({h} hits, {m} misses)");
+                }
+                t
+            })
+            .collect();
+        let _ = writeln!(s, "commands      {}", cmds.join(", "));
     }
 }
 

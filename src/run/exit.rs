@@ -94,6 +94,7 @@ mod tests {
             intervals: Vec::new(),
             bytes: Default::default(),
             generator: Default::default(),
+            responses: None,
             udp: None,
             notes: Vec::new(),
         }

@@ -129,8 +129,8 @@ impl LoadLine {
 
 fn addr_of(cmd: &LoadCommand) -> &str {
     match cmd {
-        LoadCommand::TcpRr(a) => &a.tcp.addr,
-        LoadCommand::TcpCrr(a) => &a.tcp.addr,
+        LoadCommand::TcpRr(a) => &a.addr,
+        LoadCommand::TcpCrr(a) => &a.addr,
         LoadCommand::Udp(a) => &a.addr,
     }
 }
