@@ -796,7 +796,7 @@ mod tests {
                 i + 1,
                 Outcome {
                     status: Some(if seq % 7 == 3 { 404 } else { 200 }),
-                    op: (seq % 2) as u8,
+                    op: (seq % 2) as u16,
                     hit: Some(seq % 3 == 0),
                     error: (seq % 7 == 3).then_some(ErrorClass::Status(404)),
                     close: seq % 5 == 4,

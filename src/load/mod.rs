@@ -29,6 +29,7 @@ pub mod socket;
 pub mod tally;
 pub mod tcp_crr;
 pub mod tcp_rr;
+pub mod tls;
 pub mod udp;
 pub mod workload;
 
@@ -176,6 +177,9 @@ fn run_tcp<E: Exchange>(
         )));
     }
     let exchange = w.exchange?;
+    if let Some(tls) = &w.tls {
+        tls.check()?;
+    }
     let n_sources = a
         .source_ips
         .map_or(w.mode.default_source_ips(), |n| n as usize);

@@ -16,6 +16,7 @@ pub fn workload(a: &RrArgs) -> TcpWorkload<RawExchange> {
         },
         addr: a.addr.clone(),
         target: None,
+        tls: None,
         config: a.raw.config(),
         exchange: RawExchange::from_args(&a.raw),
     }

@@ -97,7 +97,7 @@ pub struct Outcome {
     pub status: Option<u16>,
     /// The operation answered, an index into [`Exchange::ops`] (0 when the
     /// workload names none).
-    pub op: u8,
+    pub op: u16,
     /// A lookup's result: `Some(true)` a hit, `Some(false)` a miss.
     pub hit: Option<bool>,
     /// The request failed: counted as an error of this class instead of a
@@ -236,6 +236,8 @@ pub struct TcpWorkload<E> {
     pub addr: String,
     /// The report's `target` when it is not `addr` (the URL for http).
     pub target: Option<String>,
+    /// Speak TLS over each connection (https), and how.
+    pub tls: Option<super::tls::TlsSpec>,
     /// What the workload records of its own options in the report's
     /// `config` (`request`, `expect`, `verify`, `workload_options`); the
     /// driver fills in the rest.
