@@ -12,8 +12,13 @@ BIN := target/release/sockscope
 BUILD_PKGS := clang llvm libelf-dev zlib1g-dev pkg-config gcc libc6-dev make
 # Tests and benchmarks: real peers and cross-checks; chromium renders the
 # HTML report headless in the demo test; haproxy is the relay benchmark's peer;
-# valgrind counts the load generator's instructions (bench/load_ab.sh).
-TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 chromium valgrind
+# valgrind counts the load generator's instructions (bench/load_ab.sh);
+# nginx, redis-server and memcached are the real peers of the http, redis
+# and memcached workloads (openssl makes the https test certificate), and
+# wrk, h2load (nghttp2-client), redis-benchmark and memcaslap
+# (libmemcached-tools) their benchmark peers (bench/services.sh).
+TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 \
+	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools
 
 .PHONY: all deps build test test-unit test-integration bench demo lint clean
 
