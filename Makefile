@@ -52,6 +52,7 @@ bench: build
 	bench/overhead.sh
 	bench/load.sh
 	bench/relay.sh
+	bench/services.sh
 
 # The built-in demonstration: the transport comparison (every point a
 # traced profile), the UDP receive-buffer sweep and the tracer overhead
