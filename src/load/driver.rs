@@ -49,6 +49,10 @@ pub struct WorkerCore<'a> {
     pub poller: Poller,
     /// Read buffer shared by the worker's connections.
     pub buf: Vec<u8>,
+    /// TLS runs: what a read takes from a socket, before decryption into
+    /// `buf` (the same size, so the plaintext of one read always fits);
+    /// empty otherwise.
+    pub wire: Vec<u8>,
     /// Open-loop schedule (None: closed loop).
     pub sched: Option<Schedule>,
     /// Open loop: connections offered for the next send (a connection may
@@ -65,11 +69,17 @@ impl<'a> WorkerCore<'a> {
         ctx: &'a WorkerCtx,
         response_len: Option<usize>,
     ) -> io::Result<Self> {
+        let buf_len = response_len.unwrap_or(0).clamp(64 * 1024, 1 << 20);
         Ok(Self {
             plan,
             ctx,
             poller: Poller::new(1024)?,
-            buf: vec![0u8; response_len.unwrap_or(0).clamp(64 * 1024, 1 << 20)],
+            buf: vec![0u8; buf_len],
+            wire: if plan.tls.is_some() {
+                vec![0u8; buf_len]
+            } else {
+                Vec::new()
+            },
             sched: ctx
                 .rate
                 .map(|r| Schedule::new(r, ctx.clock.now(), ctx.measure_from, ctx.quota)),
@@ -102,8 +112,9 @@ pub trait WorkerConns<'a> {
     /// under way).
     fn in_flight(&self) -> u64;
     /// Drain: closes every connection with nothing in flight (an orderly
-    /// FIN: no unread data, no answer still coming).
-    fn close_idle(&mut self);
+    /// FIN, after a TLS close_notify: no unread data, no answer still
+    /// coming).
+    fn close_idle(&mut self, tally: &mut WorkerTally);
     /// Open loop: connection `i` comes off the idle list; true when it can
     /// take a send now.
     fn take_idle(&mut self, i: usize, now: u64) -> bool;
@@ -224,7 +235,7 @@ fn drain<'a, W: WorkerConns<'a>>(
     tally.close_window();
     let deadline = ctx.clock.now() + drain_limit(plan.timeout).as_nanos() as u64;
     loop {
-        w.close_idle();
+        w.close_idle(tally);
         let now = ctx.clock.now();
         if w.in_flight() == 0
             || now >= deadline

@@ -241,6 +241,7 @@ fn worker<E: Exchange>(
         ctx.measure_from,
         plan.rate.is_some(),
         plan.mode.per_transaction(),
+        plan.tls.is_some(),
         sink,
         Arc::clone(&ctx.progress),
     );
@@ -365,9 +366,15 @@ fn verdict(
             Stop::Count(_) => "count".into(),
         }
     };
+    // A TLS failure says why (an untrusted certificate, a name mismatch),
+    // not only how often.
+    let tls_why = t
+        .tls_error
+        .as_ref()
+        .map_or_else(String::new, |e| format!("; first TLS error: {e}"));
     let failure = if established == 0 {
         Some(format!(
-            "no connection to {} could be established ({})",
+            "no connection to {} could be established ({}){tls_why}",
             plan.addr,
             error_classes(&t.errors).unwrap_or_else(|| "no error reported".into())
         ))
@@ -384,7 +391,7 @@ fn verdict(
         ))
     } else if errors_total > max_errors {
         Some(format!(
-            "{errors_total} errors, more than --max-errors {max_errors} ({})",
+            "{errors_total} errors, more than --max-errors {max_errors} ({}){tls_why}",
             error_classes(&t.errors).unwrap_or_default()
         ))
     } else if t.transactions == 0 {
@@ -416,6 +423,9 @@ fn notes(m: &Merged, saturated: bool) -> Vec<String> {
             busiest * 100.0
         ));
     }
+    if let Some(e) = &m.tally.tls_error {
+        notes.push(format!("first TLS error: {e}"));
+    }
     notes.push(
         "loopback or single-host figures include the generator and the target sharing CPUs".into(),
     );
@@ -434,6 +444,11 @@ fn report(
 ) -> Result<(LoadReport, Option<String>)> {
     let (end_reason, failure) = verdict(plan, m, &watched, max_errors);
     let t = &m.tally;
+    let mut config = config;
+    if let (Some(c), Some(n)) = (config.tls.as_mut(), t.tls_negotiated) {
+        c.protocol_version = Some(n.version.into());
+        c.cipher_suite = Some(n.cipher_suite.into());
+    }
     let measure_from = window.measure_from;
     // Until the last worker stopped, not until the watching thread noticed
     // (up to one poll period later: a 50 ms count run read as 100 ms).
@@ -473,6 +488,7 @@ fn report(
         latency_uncorrected: t.uncorrected.as_ref().map(record).transpose()?.flatten(),
         send_lag: t.send_lag.as_ref().map(record).transpose()?.flatten(),
         connect_latency: t.connect.as_ref().map(record).transpose()?.flatten(),
+        tls_handshake_latency: t.tls_handshake.as_ref().map(record).transpose()?.flatten(),
         errors: Errors {
             total: t.error_count(),
             by_class: t
@@ -722,6 +738,7 @@ mod tests {
             workload: "line",
             mode,
             addr,
+            tls: None,
             target: None,
             connections: 3,
             threads: 2,
@@ -846,6 +863,201 @@ mod tests {
                 // The last close may come when nothing is left to send.
                 let c = rep.connections.connects;
                 assert!(c <= r.reconnects + 3 && c + 3 >= r.reconnects + 3, "{c}");
+            }
+        }
+    }
+
+    /// A TLS line server on loopback (rustls, a self-signed certificate for
+    /// `localhost` made now): answers each line with `ok:<line>`, padded
+    /// to over 40 KB (several TLS records) for every 10th request, so
+    /// responses span records and reads. Returns its address and the
+    /// certificate (PEM).
+    fn tls_line_server() -> (std::net::SocketAddr, String) {
+        use std::io::{BufRead, BufReader, Write};
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(vec![ck.cert.der().clone()], key)
+                .unwrap(),
+        );
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { return };
+                let config = Arc::clone(&config);
+                std::thread::spawn(move || {
+                    s.set_nodelay(true).unwrap();
+                    let conn = rustls::ServerConnection::new(config).unwrap();
+                    let mut r = BufReader::new(rustls::StreamOwned::new(conn, s));
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        // A client that refused the certificate ends here.
+                        match r.read_line(&mut line) {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {}
+                        }
+                        let req = line.trim_end();
+                        let seq: u64 = req
+                            .strip_prefix("req ")
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or(1);
+                        let pad = if seq % 10 == 0 { 40_000 } else { 0 };
+                        let resp = format!("ok:{req}{}\n", "x".repeat(pad));
+                        let w = r.get_mut();
+                        if w.write_all(resp.as_bytes())
+                            .and_then(|_| w.flush())
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, ck.cert.pem())
+    }
+
+    fn tls_plan(
+        addr: std::net::SocketAddr,
+        mode: ConnMode,
+        n: u64,
+        spec: crate::load::tls::TlsSpec,
+    ) -> TcpPlan {
+        TcpPlan {
+            tls: Some(spec.client().unwrap()),
+            ..plan(addr, mode, n)
+        }
+    }
+
+    fn spec(insecure: bool, ca_file: Option<std::path::PathBuf>) -> crate::load::tls::TlsSpec {
+        crate::load::tls::TlsSpec {
+            server_name: "localhost".into(),
+            insecure,
+            ca_file,
+        }
+    }
+
+    fn tls_config() -> LoadConfig {
+        LoadConfig {
+            tls: Some(crate::report::load::TlsConfig::default()),
+            ..LoadConfig::default()
+        }
+    }
+
+    const MODES: [ConnMode; 2] = [
+        ConnMode::Persistent { pipeline: 3 },
+        ConnMode::PerTransaction { close_rst: false },
+    ];
+
+    #[test]
+    fn tls_runs_on_both_connection_modes_and_times_its_handshakes() {
+        let (addr, _) = tls_line_server();
+        for mode in MODES {
+            let p = tls_plan(addr, mode, 300, spec(true, None));
+            let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+            let rep = &out.report;
+            assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
+            assert_eq!(rep.transactions, 300, "{mode:?}");
+            assert_eq!(rep.errors.total, 0, "{mode:?}");
+            // Every 10th response is over 40 KB: the bytes counted are
+            // the records', more than the plaintext.
+            assert!(rep.bytes.received > 30 * 40_000, "{mode:?}");
+            let hs = rep
+                .tls_handshake_latency
+                .as_ref()
+                .expect("handshakes timed");
+            // One handshake per connection: each transaction's own with a
+            // connection per transaction.
+            assert_eq!(hs.summary.count, rep.connections.connects, "{mode:?}");
+            if mode.per_transaction() {
+                assert!(hs.summary.count >= 300, "{mode:?}: {}", hs.summary.count);
+                let connect = rep.connect_latency.as_ref().unwrap();
+                assert_eq!(connect.summary.count, hs.summary.count);
+            } else {
+                assert_eq!(hs.summary.count, 3, "{mode:?}");
+            }
+            let tls = rep.config.tls.as_ref().unwrap();
+            assert_eq!(tls.protocol_version.as_deref(), Some("TLSv1_3"));
+            assert!(tls.cipher_suite.as_deref().unwrap().starts_with("TLS13_"));
+        }
+    }
+
+    #[test]
+    fn an_untrusted_certificate_fails_the_run_with_tls_errors() {
+        let (addr, _) = tls_line_server();
+        for mode in MODES {
+            let p = tls_plan(addr, mode, 100, spec(false, None));
+            let t0 = std::time::Instant::now();
+            let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+            let rep = &out.report;
+            let why = out.failure.expect("the run fails");
+            assert!(why.contains("tls_error"), "{mode:?}: {why}");
+            assert!(why.contains("UnknownIssuer"), "{mode:?}: {why}");
+            assert!(t0.elapsed() < Duration::from_secs(4), "{mode:?}: no hang");
+            assert_eq!(rep.transactions, 0);
+            assert_eq!(rep.connections.established, 0);
+            assert!(rep.errors.by_class["tls_error"] > 0, "{:?}", rep.errors);
+            assert_eq!(rep.errors.total, rep.errors.by_class["tls_error"]);
+            assert!(rep.tls_handshake_latency.is_none());
+        }
+    }
+
+    #[test]
+    fn a_ca_file_makes_the_test_certificate_trusted() {
+        let (addr, pem) = tls_line_server();
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, pem).unwrap();
+        for mode in MODES {
+            let p = tls_plan(addr, mode, 50, spec(false, Some(ca.clone())));
+            let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+            assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
+            assert_eq!(out.report.transactions, 50, "{mode:?}");
+        }
+        // The same name with a certificate for another one is refused.
+        let other = crate::load::tls::TlsSpec {
+            server_name: "example.com".into(),
+            ..spec(false, Some(ca))
+        };
+        let p = TcpPlan {
+            tls: Some(other.client().unwrap()),
+            ..plan(addr, MODES[0], 50)
+        };
+        let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+        let why = out.failure.expect("a name mismatch fails");
+        assert!(why.contains("not valid for name"), "{why}");
+    }
+
+    #[test]
+    fn a_peer_that_does_not_speak_tls_is_a_tls_error() {
+        use std::io::{Read, Write};
+        // Answers the ClientHello as a plain HTTP server would, or closes
+        // at once: both end the handshake, neither hangs it.
+        for reply in [&b"HTTP/1.1 400 Bad Request\r\n\r\n"[..], b""] {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            std::thread::spawn(move || {
+                for s in l.incoming() {
+                    let Ok(mut s) = s else { return };
+                    // Read the ClientHello first: closing on unread bytes
+                    // would reset the connection instead.
+                    let _ = s.read(&mut [0u8; 4096]);
+                    let _ = s.write_all(reply);
+                }
+            });
+            for mode in MODES {
+                let p = tls_plan(addr, mode, 10, spec(true, None));
+                let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+                assert!(out.failure.is_some(), "{mode:?}");
+                let e = &out.report.errors;
+                assert!(e.by_class.get("tls_error").is_some_and(|n| *n > 0), "{e:?}");
             }
         }
     }

@@ -13,9 +13,14 @@
 //! send time. `udp` is its own engine: sequenced datagrams and loss
 //! accounting with `serve udp-sink`.
 //!
-//! Imports point one way: `workload` <- `raw`, `tally` <- `plan` <-
-//! `driver` <- `persistent`/`per_txn` <- `engine` <- this module; a
-//! workload file imports only `workload`, `raw` and its options.
+//! TLS (https) is the driver's too: a workload only names it
+//! (`TcpWorkload::tls`); `tls` builds the run's client and drives each
+//! connection's session over the same sockets and epoll loop.
+//!
+//! Imports point one way: `workload` <- `raw`, `workload`/`socket` <-
+//! `tls` <- `tally` <- `plan` <- `driver` <- `persistent`/`per_txn` <-
+//! `engine` <- this module; a workload file imports only `workload`, `raw`,
+//! `tls::TlsSpec` and its options.
 
 pub mod clock;
 pub mod driver;
@@ -41,13 +46,15 @@ use anyhow::Result;
 
 pub use self::driver::ConnTally;
 use self::plan::{Stop, TcpPlan};
+use self::tls::TlsSpec;
 use self::workload::{Exchange, TcpWorkload};
 // The clap option structs live in the CLI layer; the workloads still read
 // the raw options when they build their plans.
 pub use crate::cli::load::{CloseMode, CrrArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs};
 use crate::cli::values::resolve;
 use crate::error;
-use crate::report::{self, load::LoadConfig, load_text};
+use crate::report::load::{LoadConfig, TlsConfig};
+use crate::report::{self, load_text};
 use crate::signals::StopFlag;
 
 fn cpus() -> usize {
@@ -177,9 +184,9 @@ fn run_tcp<E: Exchange>(
         )));
     }
     let exchange = w.exchange?;
-    if let Some(tls) = &w.tls {
-        tls.check()?;
-    }
+    // One client (configuration, roots) for every connection of the run;
+    // a CA file or server name that cannot be used stops here.
+    let tls = w.tls.as_ref().map(TlsSpec::client).transpose()?;
     let n_sources = a
         .source_ips
         .map_or(w.mode.default_source_ips(), |n| n as usize);
@@ -209,6 +216,7 @@ fn run_tcp<E: Exchange>(
         target: w.target.clone(),
         mode: w.mode,
         addr,
+        tls,
         connections,
         threads,
         stop,
@@ -237,6 +245,14 @@ fn run_tcp<E: Exchange>(
         max_errors: a.max_errors,
         connect_rate: a.connect_rate,
         source_ips: Some(sources.len().max(1)),
+        tls: w.tls.as_ref().map(|t| TlsConfig {
+            server_name: t.server_name.clone(),
+            insecure: t.insecure,
+            ca_file: t.ca_file.as_ref().map(|p| p.display().to_string()),
+            session_resumption: false,
+            protocol_version: None,
+            cipher_suite: None,
+        }),
         command_line: std::env::args().collect(),
         ..w.config
     };

@@ -3,6 +3,12 @@
 //! transaction latency (connect start to response end) are recorded
 //! separately; errors are classed and followed by a bounded backoff of that
 //! slot, never a spin.
+//!
+//! With TLS (`plan.tls`) the handshake runs between the connect and the
+//! request, and its time is recorded apart (`tls_handshake_latency`); the
+//! transaction's latency still runs from the connect's start to the
+//! response's end, handshake included. A successful exchange ends with a
+//! close_notify before the FIN (not with --close rst: that is an abort).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -13,6 +19,7 @@ use super::driver::{self, Backoff, WorkerConns, WorkerCore, WorkerEnd};
 use super::plan::{TcpPlan, WorkerCtx};
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
+use super::tls::{Handshake, TlsConn};
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed};
 use crate::poller;
 
@@ -24,12 +31,18 @@ enum SlotState {
         retry_at: u64,
     },
     Connecting,
+    /// TLS: connected at `since`, handshaking.
+    Handshaking {
+        since: u64,
+    },
     Exchanging,
 }
 
 struct Slot<C> {
     sock: Option<Socket>,
     fd: RawFd,
+    /// The socket's TLS session (TLS runs).
+    tls: Option<TlsConn>,
     state: SlotState,
     /// Intended start (open loop) or connect start (closed loop).
     intended: u64,
@@ -67,6 +80,7 @@ pub fn run<E: Exchange>(
             .map(|_| Slot {
                 sock: None,
                 fd: -1,
+                tls: None,
                 state: SlotState::Idle { retry_at: 0 },
                 intended: 0,
                 started: 0,
@@ -113,7 +127,7 @@ impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
             .count() as u64
     }
 
-    fn close_idle(&mut self) {
+    fn close_idle(&mut self, _tally: &mut WorkerTally) {
         // An idle slot holds no socket: each exchange closes its own.
     }
 
@@ -136,8 +150,12 @@ impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
         let now = self.core.ctx.clock.now();
         match self.slots[i].state {
             SlotState::Connecting if ev.writable() => self.connected(i, now, tally),
+            SlotState::Handshaking { .. } => self.handshake(i, now, tally),
             SlotState::Exchanging => {
-                if ev.writable() && self.slots[i].out_off < self.slots[i].out.len() {
+                let s = &self.slots[i];
+                if ev.writable()
+                    && (s.out_off < s.out.len() || s.tls.as_ref().is_some_and(TlsConn::wants_write))
+                {
                     self.send(i, now, tally);
                 }
                 if ev.readable() && self.slots[i].sock.is_some() {
@@ -158,7 +176,7 @@ impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
                         self.start(i, now, now, tally);
                     }
                 }
-                SlotState::Connecting | SlotState::Exchanging
+                SlotState::Connecting | SlotState::Handshaking { .. } | SlotState::Exchanging
                     if now - self.slots[i].started > timeout =>
                 {
                     self.fail(i, now, ErrorClass::TimedOut, tally);
@@ -229,6 +247,20 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
                 return;
             }
         }
+        if let Some(client) = &self.core.plan.tls {
+            let s = &mut self.slots[i];
+            match client.connection() {
+                Ok(t) => s.tls = Some(t),
+                Err(f) => {
+                    let class = tally.tls_failure(f);
+                    self.fail(i, now, class, tally);
+                    return;
+                }
+            }
+            s.state = SlotState::Handshaking { since: now };
+            self.handshake(i, now, tally);
+            return;
+        }
         self.established += 1;
         let started = self.slots[i].started;
         tally.connected(now, now - started);
@@ -236,23 +268,77 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
         self.send(i, now, tally);
     }
 
+    /// TLS: takes slot `i`'s handshake as far as the socket allows; once
+    /// done, the connection counts as established and the request goes.
+    fn handshake(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let s = &mut self.slots[i];
+        let SlotState::Handshaking { since } = s.state else {
+            return;
+        };
+        let Some(t) = s.tls.as_mut() else {
+            return;
+        };
+        let step = t.handshake(
+            s.fd,
+            &mut self.core.wire,
+            &mut tally.bytes_sent,
+            &mut tally.bytes_received,
+        );
+        match step {
+            Ok(Handshake::Done) => {
+                self.established += 1;
+                tally.connected(now, since - s.started);
+                tally.tls_handshake(now, now - since, t.negotiated());
+                s.state = SlotState::Exchanging;
+                self.send(i, now, tally);
+            }
+            Ok(Handshake::Pending { write }) => {
+                let ev = if write {
+                    poller::IN | poller::OUT
+                } else {
+                    poller::IN
+                };
+                if let Err(e) = self.core.poller.modify(s.fd, i as u64, ev) {
+                    self.fail(i, now, ErrorClass::of(&e), tally);
+                }
+            }
+            Err(f) => {
+                let class = tally.tls_failure(f);
+                self.fail(i, now, class, tally);
+            }
+        }
+    }
+
     fn send(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         let s = &mut self.slots[i];
-        match socket::write_some(s.fd, &s.out[s.out_off..]) {
+        let wrote = match s.tls.as_mut() {
+            None => match socket::write_some(s.fd, &s.out[s.out_off..]) {
+                Ok(n) => {
+                    tally.bytes_sent += n as u64;
+                    Ok(n)
+                }
+                Err(e) => Err(ErrorClass::of(&e)),
+            },
+            Some(t) => t
+                .write(s.fd, &s.out[s.out_off..], &mut tally.bytes_sent)
+                .map_err(|f| tally.tls_failure(f)),
+        };
+        match wrote {
             Ok(n) => {
-                tally.bytes_sent += n as u64;
                 s.out_off += n;
-                let ev = if s.out_off == s.out.len() {
-                    poller::IN
-                } else {
+                let waiting =
+                    s.out_off < s.out.len() || s.tls.as_ref().is_some_and(TlsConn::wants_write);
+                let ev = if waiting {
                     poller::IN | poller::OUT
+                } else {
+                    poller::IN
                 };
                 let fd = s.fd;
                 if let Err(e) = self.core.poller.modify(fd, i as u64, ev) {
                     self.fail(i, now, ErrorClass::of(&e), tally);
                 }
             }
-            Err(e) => self.fail(i, now, ErrorClass::of(&e), tally),
+            Err(class) => self.fail(i, now, class, tally),
         }
     }
 
@@ -261,6 +347,7 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
     fn fail(&mut self, i: usize, now: u64, class: ErrorClass, tally: &mut WorkerTally) {
         tally.error(now, class);
         let s = &mut self.slots[i];
+        s.tls = None;
         s.sock = None;
         s.fd = -1;
         s.state = SlotState::Idle {
@@ -274,6 +361,11 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
         let s = &mut self.slots[i];
         // Closing (FIN, or RST with SO_LINGER 0) is part of the loop but
         // not of the measured transaction: the response has arrived.
+        if let Some(mut t) = s.tls.take() {
+            if !self.close_rst {
+                t.close_notify(s.fd, &mut tally.bytes_sent);
+            }
+        }
         s.sock = None;
         s.fd = -1;
         s.backoff.reset();
@@ -288,8 +380,28 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
     }
 
     fn read(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
-        let fd = self.slots[i].fd;
-        let n = match socket::read_some(fd, &mut self.core.buf) {
+        let s = &mut self.slots[i];
+        let got = match s.tls.as_mut() {
+            None => match socket::read_some(s.fd, &mut self.core.buf) {
+                Ok(r) => {
+                    if let ReadOutcome::Data(n) = r {
+                        tally.bytes_received += n as u64;
+                    }
+                    Ok(r)
+                }
+                Err(e) => Err(ErrorClass::of(&e)),
+            },
+            Some(t) => t
+                .read(
+                    s.fd,
+                    &mut self.core.wire,
+                    &mut self.core.buf,
+                    &mut tally.bytes_sent,
+                    &mut tally.bytes_received,
+                )
+                .map_err(|f| tally.tls_failure(f)),
+        };
+        let n = match got {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,
             Ok(ReadOutcome::Eof) => {
@@ -297,18 +409,23 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
                 self.fail(i, now, class, tally);
                 return;
             }
-            Err(e) => {
-                self.fail(i, now, ErrorClass::of(&e), tally);
+            Err(class) => {
+                self.fail(i, now, class, tally);
                 return;
             }
         };
-        tally.bytes_received += n as u64;
         let s = &mut self.slots[i];
         match self
             .exchange
             .parse(&mut s.cursor, &self.core.buf[..n], s.seq)
         {
-            Parsed::Partial => {}
+            Parsed::Partial => {
+                // TLS: the peer's close_notify came with these bytes, and
+                // the socket may never wake the poller again to say so.
+                if s.tls.as_ref().is_some_and(TlsConn::eof_pending) {
+                    self.read(i, now, tally);
+                }
+            }
             Parsed::Complete(k, outcome) if k == n => self.done(i, now, &outcome, tally),
             // Nothing may follow the response on its own connection.
             Parsed::Complete(..) => self.fail(i, now, ErrorClass::Unexpected, tally),

@@ -5,6 +5,11 @@
 //!
 //! Per transaction the worker makes one write and, in the common case, one
 //! read; epoll_wait is amortised over every connection that became ready.
+//!
+//! With TLS (`plan.tls`) a connection handshakes after its TCP connect and
+//! counts as up (established, taking requests) only once the handshake is
+//! done; its writes and reads go through its session ([`TlsConn`]). The
+//! plain path pays one check of `tls` per write and per read.
 
 use std::collections::VecDeque;
 use std::io;
@@ -17,6 +22,7 @@ use super::driver::{self, Backoff, ConnTally, WorkerConns, WorkerCore, WorkerEnd
 use super::plan::{TcpPlan, WorkerCtx};
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
+use super::tls::{Handshake, TlsConn};
 use super::workload::{ErrorClass, Exchange, Parsed};
 use crate::poller;
 
@@ -30,14 +36,25 @@ struct Pending {
 
 #[derive(Debug, PartialEq)]
 enum ConnState {
-    Down { retry_at: u64 },
-    Connecting { since: u64 },
+    Down {
+        retry_at: u64,
+    },
+    Connecting {
+        since: u64,
+    },
+    /// TLS: connected at `since` after `connect_ns`, handshaking.
+    Handshaking {
+        since: u64,
+        connect_ns: u64,
+    },
     Up,
 }
 
 struct PersistentConn<C> {
     sock: Option<Socket>,
     fd: RawFd,
+    /// The socket's TLS session (TLS runs).
+    tls: Option<TlsConn>,
     state: ConnState,
     inflight: VecDeque<Pending>,
     /// Requests that were in flight behind a response after which the
@@ -63,6 +80,7 @@ impl<C: Default> PersistentConn<C> {
         Self {
             sock: None,
             fd: -1,
+            tls: None,
             state: ConnState::Down { retry_at: 0 },
             inflight: VecDeque::new(),
             resend: VecDeque::new(),
@@ -141,11 +159,15 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
             .sum()
     }
 
-    fn close_idle(&mut self) {
+    fn close_idle(&mut self, tally: &mut WorkerTally) {
         for i in 0..self.conns.len() {
             if self.conns[i].sock.is_some() && self.conns[i].inflight.is_empty() {
                 self.retire(i);
                 let c = &mut self.conns[i];
+                if let Some(t) = c.tls.as_mut() {
+                    t.close_notify(c.fd, &mut tally.bytes_sent);
+                }
+                c.tls = None;
                 // Dropping the socket closes it (FIN) and leaves epoll.
                 c.sock = None;
                 c.fd = -1;
@@ -175,11 +197,18 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
             return;
         }
         let now = self.core.ctx.clock.now();
-        if matches!(self.conns[i].state, ConnState::Connecting { .. }) {
-            if ev.writable() {
-                self.connected(i, now, tally);
+        match self.conns[i].state {
+            ConnState::Connecting { .. } => {
+                if ev.writable() {
+                    self.connected(i, now, tally);
+                }
+                return;
             }
-            return;
+            ConnState::Handshaking { .. } => {
+                self.handshake(i, now, tally);
+                return;
+            }
+            _ => {}
         }
         if ev.writable() && self.conns[i].writing {
             self.flush(i, now, tally);
@@ -199,7 +228,9 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
                     self.connects_started += 1;
                     self.connect(i, now, tally);
                 }
-                ConnState::Connecting { since } if now - since > timeout => {
+                ConnState::Connecting { since } | ConnState::Handshaking { since, .. }
+                    if now - since > timeout =>
+                {
                     self.fail(i, now, ErrorClass::TimedOut, tally);
                 }
                 ConnState::Up => {
@@ -258,13 +289,75 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 return;
             }
         }
+        if let Some(client) = &self.core.plan.tls {
+            match client.connection() {
+                Ok(t) => c.tls = Some(t),
+                Err(f) => {
+                    let class = tally.tls_failure(f);
+                    self.fail(i, now, class, tally);
+                    return;
+                }
+            }
+            c.state = ConnState::Handshaking {
+                since: now,
+                connect_ns: now - since,
+            };
+            self.handshake(i, now, tally);
+            return;
+        }
+        tally.connected(now, now - since);
+        self.up(i, now, tally);
+    }
+
+    /// TLS: takes connection `i`'s handshake as far as the socket allows;
+    /// once done, the connection is up.
+    fn handshake(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let c = &mut self.conns[i];
+        let ConnState::Handshaking { since, connect_ns } = c.state else {
+            return;
+        };
+        let Some(t) = c.tls.as_mut() else {
+            return;
+        };
+        let step = t.handshake(
+            c.fd,
+            &mut self.core.wire,
+            &mut tally.bytes_sent,
+            &mut tally.bytes_received,
+        );
+        match step {
+            Ok(Handshake::Done) => {
+                tally.connected(now, connect_ns);
+                tally.tls_handshake(now, now - since, t.negotiated());
+                self.up(i, now, tally);
+            }
+            Ok(Handshake::Pending { write }) => {
+                let ev = if write {
+                    poller::IN | poller::OUT
+                } else {
+                    poller::IN
+                };
+                if let Err(e) = self.core.poller.modify(c.fd, i as u64, ev) {
+                    self.fail(i, now, ErrorClass::of(&e), tally);
+                }
+            }
+            Err(f) => {
+                let class = tally.tls_failure(f);
+                self.fail(i, now, class, tally);
+            }
+        }
+    }
+
+    /// Connection `i` is up (connected, and handshaken with TLS): it sends
+    /// again what a server close left unanswered, then takes requests.
+    fn up(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let c = &mut self.conns[i];
         c.state = ConnState::Up;
         c.ever_up = true;
         c.local = c
             .sock
             .as_ref()
             .and_then(|s| s.local_addr().ok()?.as_socket());
-        tally.connected(now, now - since);
         if let Err(e) = self.core.poller.modify(c.fd, i as u64, poller::IN) {
             self.fail(i, now, ErrorClass::of(&e), tally);
             return;
@@ -294,6 +387,9 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         tally.reconnect();
         self.retire(i);
         let c = &mut self.conns[i];
+        // The server closes: no close_notify from us (it may have sent
+        // its own, or simply closed).
+        c.tls = None;
         c.sock = None;
         c.fd = -1;
         let behind = std::mem::take(&mut c.inflight);
@@ -326,6 +422,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         self.retire(i);
         let c = &mut self.conns[i];
         // Dropping the socket closes it, which also removes it from epoll.
+        c.tls = None;
         c.sock = None;
         c.fd = -1;
         c.inflight.clear();
@@ -371,19 +468,35 @@ impl<E: Exchange> PersistentWorker<'_, E> {
     }
 
     /// Writes what connection `i` has queued; waits for EPOLLOUT if the
-    /// socket buffer is full.
+    /// socket buffer is full (with TLS: also while records the session
+    /// took wait for room).
     fn flush(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         let c = &mut self.conns[i];
-        if c.out_off >= c.out.len() {
+        // `writing` is set only while something waits for room.
+        if c.out_off >= c.out.len() && !c.writing {
             return;
         }
-        match socket::write_some(c.fd, &c.out[c.out_off..]) {
+        let wrote = match c.tls.as_mut() {
+            None => match socket::write_some(c.fd, &c.out[c.out_off..]) {
+                Ok(n) => {
+                    tally.bytes_sent += n as u64;
+                    Ok(n)
+                }
+                Err(e) => Err(ErrorClass::of(&e)),
+            },
+            Some(t) => t
+                .write(c.fd, &c.out[c.out_off..], &mut tally.bytes_sent)
+                .map_err(|f| tally.tls_failure(f)),
+        };
+        match wrote {
             Ok(n) => {
-                tally.bytes_sent += n as u64;
                 c.out_off += n;
-                if c.out_off == c.out.len() {
+                let done = c.out_off == c.out.len();
+                if done {
                     c.out.clear();
                     c.out_off = 0;
+                }
+                if done && !c.tls.as_ref().is_some_and(TlsConn::wants_write) {
                     if c.writing {
                         c.writing = false;
                         let (fd, ev) = (c.fd, poller::IN);
@@ -403,13 +516,33 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                     }
                 }
             }
-            Err(e) => self.fail(i, now, ErrorClass::of(&e), tally),
+            Err(class) => self.fail(i, now, class, tally),
         }
     }
 
     fn read(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
-        let fd = self.conns[i].fd;
-        let n = match socket::read_some(fd, &mut self.core.buf) {
+        let c = &mut self.conns[i];
+        let got = match c.tls.as_mut() {
+            None => match socket::read_some(c.fd, &mut self.core.buf) {
+                Ok(r) => {
+                    if let ReadOutcome::Data(n) = r {
+                        tally.bytes_received += n as u64;
+                    }
+                    Ok(r)
+                }
+                Err(e) => Err(ErrorClass::of(&e)),
+            },
+            Some(t) => t
+                .read(
+                    c.fd,
+                    &mut self.core.wire,
+                    &mut self.core.buf,
+                    &mut tally.bytes_sent,
+                    &mut tally.bytes_received,
+                )
+                .map_err(|f| tally.tls_failure(f)),
+        };
+        let n = match got {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,
             Ok(ReadOutcome::Eof) => {
@@ -417,12 +550,11 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 self.fail(i, now, class, tally);
                 return;
             }
-            Err(e) => {
-                self.fail(i, now, ErrorClass::of(&e), tally);
+            Err(class) => {
+                self.fail(i, now, class, tally);
                 return;
             }
         };
-        tally.bytes_received += n as u64;
         // One read may end several pipelined responses.
         let mut p = 0;
         let mut completed = false;
@@ -458,13 +590,20 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 }
             }
         }
-        if completed && self.conns[i].sock.is_some() {
+        // Up: not failed, and not reopening after a server close (the
+        // new connection takes requests once it is up).
+        if completed && self.conns[i].state == ConnState::Up {
             if self.core.sched.is_some() {
                 self.mark_idle(i);
                 driver::release_and_dispatch(self, now, tally);
             } else {
                 self.fill_closed_loop(i, now, tally);
             }
+        }
+        // TLS: the peer's close_notify came with these bytes, and the
+        // socket may never wake the poller again to say so.
+        if self.conns[i].tls.as_ref().is_some_and(TlsConn::eof_pending) {
+            self.read(i, now, tally);
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::clock::RunClock;
 use super::schedule::Schedule;
 use super::tally::ProgressCounters;
+use super::tls::TlsClient;
 use super::workload::ConnMode;
 
 /// When a run stops.
@@ -30,6 +31,8 @@ pub struct TcpPlan {
     pub mode: ConnMode,
     /// Target.
     pub addr: SocketAddr,
+    /// Speak TLS on every connection, with this client (https).
+    pub tls: Option<TlsClient>,
     /// The report's `target` when it is not `addr` (an http URL).
     pub target: Option<String>,
     /// Connections (tcp-rr) or concurrent connect loops (tcp-crr).

@@ -12,6 +12,7 @@ use std::sync::mpsc::Sender;
 
 use hdrhistogram::Histogram;
 
+use super::tls::{Negotiated, TlsFailure};
 use super::workload::{ErrorClass, Outcome};
 use crate::stats::LatencyHist;
 
@@ -132,6 +133,13 @@ pub struct WorkerTally {
     pub send_lag: Option<LatencyHist>,
     /// Connect latency (tcp-crr).
     pub connect: Option<LatencyHist>,
+    /// TLS handshake latency, from the TCP connect's end to the
+    /// handshake's (TLS runs).
+    pub tls_handshake: Option<LatencyHist>,
+    /// What the first handshake of this worker negotiated (TLS runs).
+    pub tls_negotiated: Option<Negotiated>,
+    /// Why the first TLS failure of this worker happened.
+    pub tls_error: Option<String>,
     /// Transactions completed inside the measured window.
     pub transactions: u64,
     /// Transactions completed during warm-up.
@@ -163,11 +171,14 @@ pub struct WorkerTally {
 
 impl WorkerTally {
     /// A tally whose measured window starts at `measure_from` (run clock
-    /// ns); `progress` is this worker's completed-transactions counter.
+    /// ns); `progress` is this worker's completed-transactions counter;
+    /// `connect` and `tls` ask for the connect and TLS handshake
+    /// histograms.
     pub fn new(
         measure_from: u64,
         open_loop: bool,
         connect: bool,
+        tls: bool,
         sink: Sender<IntervalRecord>,
         progress: Arc<ProgressCounters>,
     ) -> Self {
@@ -177,6 +188,9 @@ impl WorkerTally {
             uncorrected: open_loop.then(LatencyHist::new),
             send_lag: open_loop.then(LatencyHist::new),
             connect: connect.then(LatencyHist::new),
+            tls_handshake: tls.then(LatencyHist::new),
+            tls_negotiated: None,
+            tls_error: None,
             transactions: 0,
             warmup_transactions: 0,
             errors: BTreeMap::new(),
@@ -270,6 +284,28 @@ impl WorkerTally {
         }
     }
 
+    /// Records a TLS handshake that completed at `now` after `ns`, and
+    /// what the worker's first one negotiated.
+    pub fn tls_handshake(&mut self, now: u64, ns: u64, negotiated: Option<Negotiated>) {
+        if self.tls_negotiated.is_none() {
+            self.tls_negotiated = negotiated;
+        }
+        if self.measuring(now) {
+            if let Some(h) = self.tls_handshake.as_mut() {
+                h.record(ns);
+            }
+        }
+    }
+
+    /// The class a failed TLS connection counts as; keeps the reason of
+    /// the worker's first TLS failure for the report.
+    pub fn tls_failure(&mut self, f: TlsFailure) -> ErrorClass {
+        if self.tls_error.is_none() {
+            self.tls_error = f.reason();
+        }
+        f.class()
+    }
+
     /// Counts an error.
     pub fn error(&mut self, now: u64, class: ErrorClass) {
         *self.errors.entry(class).or_default() += 1;
@@ -340,6 +376,11 @@ pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
         if let (Some(a), Some(b)) = (acc.send_lag.as_mut(), t.send_lag.as_ref()) {
             a.merge(b);
         }
+        if let (Some(a), Some(b)) = (acc.tls_handshake.as_mut(), t.tls_handshake.as_ref()) {
+            a.merge(b);
+        }
+        acc.tls_negotiated = acc.tls_negotiated.or(t.tls_negotiated);
+        acc.tls_error = acc.tls_error.or(t.tls_error);
         acc.transactions += t.transactions;
         acc.warmup_transactions += t.warmup_transactions;
         for (k, v) in t.errors {

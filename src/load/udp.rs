@@ -437,6 +437,7 @@ fn report(
         latency_uncorrected: None,
         send_lag: None,
         connect_latency: None,
+        tls_handshake_latency: None,
         errors: Errors {
             total: tx.send_errors,
             by_class: tx

@@ -61,6 +61,11 @@ pub struct LoadReport {
     /// Connect latency (tcp-crr).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub connect_latency: Option<LatencyRecord>,
+    /// TLS handshake latency, from the TCP connect's end to the
+    /// handshake's, of every connection opened in the measured window
+    /// (TLS runs).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tls_handshake_latency: Option<LatencyRecord>,
     /// Errors.
     pub errors: Errors,
     /// Per-second samples of the measured window.
@@ -137,12 +142,38 @@ pub struct LoadConfig {
     /// Requested SO_SNDBUF (udp).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sndbuf_requested: Option<usize>,
+    /// TLS on every connection (https): how, and what was negotiated.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tls: Option<TlsConfig>,
     /// The options of a protocol workload (http: method, urls, ok_status;
     /// redis/memcached: commands, ratio, keys, key_dist, value_size...).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub workload_options: BTreeMap<String, serde_json::Value>,
     /// The exact command line.
     pub command_line: Vec<String>,
+}
+
+/// How a load spoke TLS: what was asked, and what the first connection
+/// negotiated.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Sent as SNI and checked against the certificate.
+    pub server_name: String,
+    /// Certificates were not checked (--insecure).
+    pub insecure: bool,
+    /// Certificates trusted besides the system's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ca_file: Option<String>,
+    /// Session resumption (false: every handshake is a full one).
+    pub session_resumption: bool,
+    /// Protocol version the first connection negotiated (`TLSv1_3`);
+    /// absent when no handshake completed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub protocol_version: Option<String>,
+    /// Cipher suite the first connection negotiated
+    /// (`TLS13_AES_256_GCM_SHA384`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cipher_suite: Option<String>,
 }
 
 /// What the responses of a protocol workload (http, redis, memcached)

@@ -155,6 +155,9 @@ fn tcp_lines(s: &mut String, rep: &LoadReport) {
     if let Some(r) = &rep.responses {
         responses_lines(s, r);
     }
+    if let Some(t) = &rep.config.tls {
+        tls_line(s, t);
+    }
     let corrected = if rep.latency_uncorrected.is_some() {
         "latency*"
     } else {
@@ -165,6 +168,7 @@ fn tcp_lines(s: &mut String, rep: &LoadReport) {
         record_line("uncorrected", &rep.latency_uncorrected),
         record_line("send lag", &rep.send_lag),
         record_line("connect", &rep.connect_latency),
+        record_line("tls handshake", &rep.tls_handshake_latency),
     ]
     .into_iter()
     .flatten()
@@ -178,6 +182,24 @@ fn tcp_lines(s: &mut String, rep: &LoadReport) {
              send lag is the generator's own share of it"
         );
     }
+}
+
+/// How the run spoke TLS.
+fn tls_line(s: &mut String, t: &crate::report::load::TlsConfig) {
+    let negotiated = match (&t.protocol_version, &t.cipher_suite) {
+        (Some(v), Some(c)) => format!("{v}, {c}"),
+        _ => "no handshake completed".into(),
+    };
+    let _ = writeln!(
+        s,
+        "tls           {negotiated}; server name {}{}; full handshakes (no resumption)",
+        t.server_name,
+        if t.insecure {
+            ", certificate not checked (--insecure)"
+        } else {
+            ""
+        }
+    );
 }
 
 /// What a protocol workload's responses said (whole run).

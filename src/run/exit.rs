@@ -90,6 +90,7 @@ mod tests {
             latency_uncorrected: None,
             send_lag: None,
             connect_latency: None,
+            tls_handshake_latency: None,
             errors: Default::default(),
             intervals: Vec::new(),
             bytes: Default::default(),

@@ -52,6 +52,7 @@ pub fn latency_section(p: &str, load: &LoadReport) -> String {
         &load.latency_uncorrected,
     );
     add("connect", &load.connect_latency);
+    add("tls handshake", &load.tls_handshake_latency);
     if series.is_empty() {
         return String::new();
     }
