@@ -17,7 +17,7 @@ use super::driver::{self, Backoff, ConnTally, WorkerConns, WorkerCore, WorkerEnd
 use super::plan::{TcpPlan, WorkerCtx};
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
-use super::workload::{ErrorClass, Exchange, Parsed};
+use super::workload::{ErrorClass, Exchange, Outcome, Parsed};
 use crate::poller;
 
 /// A request in flight.
@@ -413,8 +413,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,
             Ok(ReadOutcome::Eof) => {
-                let class = self.exchange.on_eof(&self.conns[i].cursor);
-                self.fail(i, now, class, tally);
+                self.eof(i, now, tally);
                 return;
             }
             Err(e) => {
@@ -439,11 +438,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 Parsed::Partial => p = n,
                 Parsed::Complete(k, outcome) => {
                     p += k;
-                    c.cursor = E::Cursor::default();
-                    c.inflight.pop_front();
-                    c.backoff.reset();
-                    c.answered += 1;
-                    tally.answer(now, &outcome, front.intended, front.sent);
+                    self.answered(i, now, &outcome, tally);
                     completed = true;
                     if outcome.close {
                         // Whatever follows is not an answer: the server
@@ -458,12 +453,56 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 }
             }
         }
-        if completed && self.conns[i].sock.is_some() {
-            if self.core.sched.is_some() {
-                self.mark_idle(i);
-                driver::release_and_dispatch(self, now, tally);
-            } else {
-                self.fill_closed_loop(i, now, tally);
+        if completed {
+            self.go_on(i, now, tally);
+        }
+    }
+
+    /// Counts the response to connection `i`'s first request in flight,
+    /// whole, as `outcome` says.
+    fn answered(&mut self, i: usize, now: u64, outcome: &Outcome, tally: &mut WorkerTally) {
+        let c = &mut self.conns[i];
+        let Some(front) = c.inflight.pop_front() else {
+            return;
+        };
+        c.cursor = E::Cursor::default();
+        c.backoff.reset();
+        c.answered += 1;
+        tally.answer(now, outcome, front.intended, front.sent);
+    }
+
+    /// After responses completed on connection `i`: its next requests
+    /// (closed loop) or its place among the free connections (open loop).
+    fn go_on(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        if self.conns[i].sock.is_none() {
+            return;
+        }
+        if self.core.sched.is_some() {
+            self.mark_idle(i);
+            driver::release_and_dispatch(self, now, tally);
+        } else {
+            self.fill_closed_loop(i, now, tally);
+        }
+    }
+
+    /// The server closed connection `i`: the end of the response awaited
+    /// when the close delimits it (an HTTP body without a length), an
+    /// error otherwise.
+    fn eof(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let c = &self.conns[i];
+        let ends = c
+            .inflight
+            .front()
+            .and_then(|front| self.exchange.complete_at_eof(&c.cursor, front.seq));
+        match ends {
+            Some(outcome) => {
+                self.answered(i, now, &outcome, tally);
+                self.server_closed(i, now, tally);
+                self.go_on(i, now, tally);
+            }
+            None => {
+                let class = self.exchange.on_eof(&self.conns[i].cursor);
+                self.fail(i, now, class, tally);
             }
         }
     }
