@@ -1,4 +1,4 @@
-//! `sockscope load` options (clap): the workloads tcp-rr, tcp-crr and udp,
+//! `sockscope load` options (clap): the workloads tcp-rr, tcp-crr, http and udp,
 //! and [`parse`], which reads a load line (`tcp-rr ADDR -c 64`) for the
 //! callers that build one (profile's `--load`, the experiments).
 //!
@@ -22,6 +22,9 @@ pub enum LoadCommand {
     TcpRr(RrArgs),
     /// TCP connect, request, response, close, in a loop per slot.
     TcpCrr(CrrArgs),
+    /// HTTP/1.1 requests over keep-alive connections (or one connection
+    /// per request with --new-connection).
+    Http(HttpArgs),
     /// Sequenced UDP datagrams, with loss accounted by `serve udp-sink`.
     Udp(UdpArgs),
 }
@@ -131,6 +134,55 @@ pub struct CrrArgs {
     /// How to close each connection.
     #[arg(long, value_enum, default_value_t = CloseMode::Fin)]
     pub close: CloseMode,
+}
+
+/// `load http` options.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// The URL to request: http://HOST[:PORT]/PATH[?QUERY] (https:// speaks
+    /// TLS).
+    #[arg(
+        value_name = "URL",
+        required_unless_present = "urls",
+        conflicts_with = "urls"
+    )]
+    pub url: Option<String>,
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// Request method (the default for --urls lines that name none).
+    #[arg(long, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+    /// Add this request header ('Name: value'; repeatable). A Host header
+    /// replaces the automatic one.
+    #[arg(short = 'H', long = "header", value_name = "'NAME: VALUE'")]
+    pub headers: Vec<String>,
+    /// Request body: @FILE reads it from FILE, anything else is the body
+    /// itself (sent with a Content-Length).
+    #[arg(long, value_name = "@FILE|STRING")]
+    pub body: Option<String>,
+    /// Request the URLs of FILE in turn, one a line: [WEIGHT] [METHOD] URL
+    /// (all with the same scheme, host and port).
+    #[arg(long, value_name = "FILE")]
+    pub urls: Option<PathBuf>,
+    /// Status codes that count as success; any other is an error of class
+    /// status_<code>: codes, ranges and classes, e.g. 2xx, 200-399,
+    /// 200,404.
+    #[arg(long, value_name = "CODES", default_value = "2xx")]
+    pub ok_status: String,
+    /// Requests in flight per connection (HTTP/1.1 pipelining).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+    /// One request per connection (connect, request, response, close: the
+    /// HTTP analogue of tcp-crr); the request says Connection: close.
+    #[arg(long, conflicts_with = "pipeline")]
+    pub new_connection: bool,
+    /// https: accept any server certificate (self-signed test servers).
+    #[arg(long)]
+    pub insecure: bool,
+    /// https: also trust the certificates in this PEM file.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
 }
 
 /// `load udp` options.

@@ -1,6 +1,7 @@
 //! `sockscope load`: a load generator meant never to be the bottleneck.
 //!
-//! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`) that
+//! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`; `http`
+//! is a folder: its exchange frames real responses) that
 //! names itself, picks how it uses connections and supplies its exchange
 //! (`workload`: what to send, how to recognise a whole response, what counts
 //! as an error; `raw` is the exchange both share). `Load::of` is the
@@ -25,6 +26,7 @@
 pub mod clock;
 pub mod driver;
 pub mod engine;
+pub mod http;
 pub mod per_txn;
 pub mod persistent;
 pub mod plan;
@@ -50,7 +52,9 @@ use self::tls::TlsSpec;
 use self::workload::{Exchange, TcpWorkload};
 // The clap option structs live in the CLI layer; the workloads still read
 // the raw options when they build their plans.
-pub use crate::cli::load::{CloseMode, CrrArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs};
+pub use crate::cli::load::{
+    CloseMode, CrrArgs, HttpArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs,
+};
 use crate::cli::values::resolve;
 use crate::error;
 use crate::report::load::{LoadConfig, TlsConfig};
@@ -84,12 +88,15 @@ impl Load {
     /// The registry of workloads: which engine runs each subcommand, and
     /// with what. A request/response workload is one line here (and its
     /// file, and its subcommand in [`LoadCommand`]).
-    fn of(cmd: LoadCommand) -> Self {
-        match cmd {
+    /// A workload whose options cannot make one (http: a bad URL, header
+    /// or --urls file) is a usage error here.
+    fn of(cmd: LoadCommand) -> Result<Self> {
+        Ok(match cmd {
             LoadCommand::TcpRr(a) => Self::tcp(tcp_rr::workload(&a), a.tcp),
             LoadCommand::TcpCrr(a) => Self::tcp(tcp_crr::workload(&a), a.tcp),
+            LoadCommand::Http(a) => Self::tcp(http::workload(&a)?, a.tcp),
             LoadCommand::Udp(a) => Self::Udp(a),
-        }
+        })
     }
 
     fn tcp<E: Exchange + 'static>(w: TcpWorkload<E>, a: TcpArgs) -> Self {
@@ -138,7 +145,7 @@ impl<E: Exchange> RunTcp for TcpWorkload<E> {
 /// Runs a load subcommand; returns the exit status (the CLI path: prints
 /// the summary and writes --json).
 pub fn run(cmd: LoadCommand, quiet: bool) -> Result<u8> {
-    let load = Load::of(cmd);
+    let load = Load::of(cmd)?;
     let json = load.json().map(Path::to_path_buf);
     if let Some(path) = &json {
         crate::output::check(path, "--json")?;
@@ -165,7 +172,7 @@ pub fn execute_until(
     quiet: bool,
     abort: Option<Arc<StopFlag>>,
 ) -> Result<LoadOutcome> {
-    Load::of(cmd).execute(quiet, abort)
+    Load::of(cmd)?.execute(quiet, abort)
 }
 
 /// Validates the shared TCP options of workload `w` into a plan, runs it

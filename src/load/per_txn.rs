@@ -405,8 +405,15 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,
             Ok(ReadOutcome::Eof) => {
-                let class = self.exchange.on_eof(&self.slots[i].cursor);
-                self.fail(i, now, class, tally);
+                let s = &self.slots[i];
+                // A response delimited by the close ends here.
+                match self.exchange.complete_at_eof(&s.cursor, s.seq) {
+                    Some(outcome) => self.done(i, now, &outcome, tally),
+                    None => {
+                        let class = self.exchange.on_eof(&s.cursor);
+                        self.fail(i, now, class, tally);
+                    }
+                }
                 return;
             }
             Err(class) => {

@@ -23,7 +23,7 @@ use super::plan::{TcpPlan, WorkerCtx};
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
 use super::tls::{Handshake, TlsConn};
-use super::workload::{ErrorClass, Exchange, Parsed};
+use super::workload::{ErrorClass, Exchange, Outcome, Parsed};
 use crate::poller;
 
 /// A request in flight.
@@ -546,8 +546,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,
             Ok(ReadOutcome::Eof) => {
-                let class = self.exchange.on_eof(&self.conns[i].cursor);
-                self.fail(i, now, class, tally);
+                self.eof(i, now, tally);
                 return;
             }
             Err(class) => {
@@ -571,11 +570,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 Parsed::Partial => p = n,
                 Parsed::Complete(k, outcome) => {
                     p += k;
-                    c.cursor = E::Cursor::default();
-                    c.inflight.pop_front();
-                    c.backoff.reset();
-                    c.answered += 1;
-                    tally.answer(now, &outcome, front.intended, front.sent);
+                    self.answered(i, now, &outcome, tally);
                     completed = true;
                     if outcome.close {
                         // Whatever follows is not an answer: the server
@@ -590,20 +585,64 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 }
             }
         }
-        // Up: not failed, and not reopening after a server close (the
-        // new connection takes requests once it is up).
-        if completed && self.conns[i].state == ConnState::Up {
-            if self.core.sched.is_some() {
-                self.mark_idle(i);
-                driver::release_and_dispatch(self, now, tally);
-            } else {
-                self.fill_closed_loop(i, now, tally);
-            }
+        if completed {
+            self.go_on(i, now, tally);
         }
         // TLS: the peer's close_notify came with these bytes, and the
         // socket may never wake the poller again to say so.
         if self.conns[i].tls.as_ref().is_some_and(TlsConn::eof_pending) {
             self.read(i, now, tally);
+        }
+    }
+
+    /// Counts the response to connection `i`'s first request in flight,
+    /// whole, as `outcome` says.
+    fn answered(&mut self, i: usize, now: u64, outcome: &Outcome, tally: &mut WorkerTally) {
+        let c = &mut self.conns[i];
+        let Some(front) = c.inflight.pop_front() else {
+            return;
+        };
+        c.cursor = E::Cursor::default();
+        c.backoff.reset();
+        c.answered += 1;
+        tally.answer(now, outcome, front.intended, front.sent);
+    }
+
+    /// After responses completed on connection `i`: its next requests
+    /// (closed loop) or its place among the free connections (open loop).
+    fn go_on(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        // Up: not failed, and not reopening after a server close (the new
+        // connection takes requests once it is up).
+        if self.conns[i].state != ConnState::Up {
+            return;
+        }
+        if self.core.sched.is_some() {
+            self.mark_idle(i);
+            driver::release_and_dispatch(self, now, tally);
+        } else {
+            self.fill_closed_loop(i, now, tally);
+        }
+    }
+
+    /// The server closed connection `i`: the end of the response awaited
+    /// when the close delimits it (an HTTP body without a length), an
+    /// error otherwise.
+    fn eof(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let c = &self.conns[i];
+        let ends = c
+            .inflight
+            .front()
+            .and_then(|front| self.exchange.complete_at_eof(&c.cursor, front.seq));
+        match ends {
+            Some(outcome) => {
+                self.answered(i, now, &outcome, tally);
+                self.server_closed(i, now, tally);
+                self.go_on(i, now, tally);
+            }
+            None => {
+                let class = self.exchange.on_eof(&self.conns[i].cursor);
+                self.fail(i, now, class, tally);
+            }
         }
     }
 

@@ -165,6 +165,15 @@ pub trait Exchange: Sync {
     /// `closed_by_peer` when none did).
     fn on_eof(&self, cursor: &Self::Cursor) -> ErrorClass;
 
+    /// When the peer's close ends the response awaited (to request `seq`)
+    /// instead of cutting it short, what the whole response meant: an HTTP
+    /// body delimited by the end of the connection. The driver then counts
+    /// it and reopens the connection as after [`Outcome::close`]. None (the
+    /// default): the close is an error of class [`on_eof`](Exchange::on_eof).
+    fn complete_at_eof(&self, _cursor: &Self::Cursor, _seq: u64) -> Option<Outcome> {
+        None
+    }
+
     /// Names of the operations [`Outcome::op`] indexes (`GET`, `SET`);
     /// empty when the workload tells none apart.
     fn ops(&self) -> &[String] {

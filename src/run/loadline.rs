@@ -131,6 +131,8 @@ fn addr_of(cmd: &LoadCommand) -> &str {
     match cmd {
         LoadCommand::TcpRr(a) => &a.addr,
         LoadCommand::TcpCrr(a) => &a.addr,
+        // The URL (with --urls, the file holds them).
+        LoadCommand::Http(a) => a.url.as_deref().unwrap_or_default(),
         LoadCommand::Udp(a) => &a.addr,
     }
 }
@@ -139,6 +141,7 @@ fn reject_owned_options(cmd: &LoadCommand) -> Result<()> {
     let (json, warmup) = match cmd {
         LoadCommand::TcpRr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::TcpCrr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
+        LoadCommand::Http(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::Udp(a) => (a.json.is_some(), 0.0),
     };
     if json {
