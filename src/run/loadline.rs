@@ -8,6 +8,12 @@
 //! * `tcp-rr 127.0.0.1:6379 -c 64`: an explicit address is kept, and must
 //!   be one the target itself listens on (checked before any load runs).
 //!
+//! For http the address goes into a URL: `http -c 64 /index.html` becomes
+//! `http http://ADDR/index.html -c 64`, `http -c 64` requests `/`, and
+//! `https://ADDR/x` (or `http://ADDR/x`) is filled in where written; a
+//! whole URL (or `--urls FILE`) is explicit, its host and port checked
+//! like an address.
+//!
 //! Split like a shell would (quotes, backslashes), so `--request 'PING\r\n'`
 //! works inside the string.
 
@@ -32,6 +38,9 @@ pub enum AddrSlot {
     Placeholder,
     /// Given by the user (kept as is).
     Explicit(String),
+    /// http: the token at this index is a path (`/index.html`), completed
+    /// into `http://ADDR/index.html`.
+    UrlPath(usize),
 }
 
 /// A validated load line.
@@ -40,6 +49,10 @@ pub struct LoadLine {
     tokens: Vec<String>,
     /// Where the address goes.
     pub slot: AddrSlot,
+    /// The load keeps its connections (tcp-rr, http without
+    /// --new-connection, redis, memcached): the tree's share of it can be
+    /// sampled per connection.
+    pub persistent: bool,
 }
 
 impl LoadLine {
@@ -55,29 +68,47 @@ impl LoadLine {
                 "--load is empty: give a load line such as 'tcp-rr -c 64 -d 10'",
             ));
         }
-        let has_placeholder = tokens.iter().any(|t| t == PLACEHOLDER);
+        let http = tokens[0] == "http";
+        let is_placeholder = |t: &str| t == PLACEHOLDER || (http && t.contains(URL_PLACEHOLDER));
+        let has_placeholder = tokens.iter().any(|t| is_placeholder(t));
+        let probe: SocketAddr = PROBE.parse().expect("a valid probe address");
         let substituted: Vec<String> = tokens
             .iter()
-            .map(|t| {
-                if t == PLACEHOLDER {
-                    PROBE.to_string()
-                } else {
-                    t.clone()
-                }
-            })
+            .map(|t| fill(t, probe, http))
             .collect();
         let (slot, cmd) = match load::parse(&substituted) {
             Ok(cmd) if has_placeholder => (AddrSlot::Placeholder, cmd),
-            Ok(cmd) => (AddrSlot::Explicit(addr_of(&cmd).to_string()), cmd),
+            Ok(cmd) => match url_path(&tokens, &cmd) {
+                Some(i) => {
+                    let mut filled = tokens.clone();
+                    filled[i] = format!("http://{probe}{}", tokens[i]);
+                    (AddrSlot::UrlPath(i), load::parse(&filled)?)
+                }
+                None => (AddrSlot::Explicit(explicit_addr(&cmd)?), cmd),
+            },
             Err(_) if !has_placeholder => {
                 let mut inserted = tokens.clone();
-                inserted.insert(1.min(inserted.len()), PROBE.to_string());
+                inserted.insert(1.min(inserted.len()), insert_token(probe, http));
                 (AddrSlot::Insert, load::parse(&inserted)?)
             }
             Err(e) => return Err(e),
         };
+        // What only the workload checks (headers, --ok-status, the body
+        // file) is checked now, before any target starts.
+        if let LoadCommand::Http(a) = &cmd {
+            crate::load::http::workload(a)?;
+        }
+        let persistent = match &cmd {
+            LoadCommand::TcpRr(_) => true,
+            LoadCommand::Http(a) => !a.new_connection,
+            LoadCommand::TcpCrr(_) | LoadCommand::Udp(_) => false,
+        };
         reject_owned_options(&cmd)?;
-        Ok(Self { tokens, slot })
+        Ok(Self {
+            tokens,
+            slot,
+            persistent,
+        })
     }
 
     /// The workload name (`tcp-rr`, `tcp-crr`, `udp`).
@@ -99,23 +130,18 @@ impl LoadLine {
     /// The full argument list with `addr` in place (explicit addresses are
     /// kept).
     pub fn with_addr(&self, addr: SocketAddr) -> Vec<String> {
-        let a = addr.to_string();
+        let http = self.workload() == "http";
         match &self.slot {
             AddrSlot::Explicit(_) => self.tokens.clone(),
-            AddrSlot::Placeholder => self
-                .tokens
-                .iter()
-                .map(|t| {
-                    if t == PLACEHOLDER {
-                        a.clone()
-                    } else {
-                        t.clone()
-                    }
-                })
-                .collect(),
+            AddrSlot::Placeholder => self.tokens.iter().map(|t| fill(t, addr, http)).collect(),
             AddrSlot::Insert => {
                 let mut t = self.tokens.clone();
-                t.insert(1, a);
+                t.insert(1, insert_token(addr, http));
+                t
+            }
+            AddrSlot::UrlPath(i) => {
+                let mut t = self.tokens.clone();
+                t[*i] = format!("http://{addr}{}", t[*i]);
                 t
             }
         }
@@ -127,14 +153,61 @@ impl LoadLine {
     }
 }
 
-fn addr_of(cmd: &LoadCommand) -> &str {
-    match cmd {
-        LoadCommand::TcpRr(a) => &a.addr,
-        LoadCommand::TcpCrr(a) => &a.addr,
-        // The URL (with --urls, the file holds them).
-        LoadCommand::Http(a) => a.url.as_deref().unwrap_or_default(),
-        LoadCommand::Udp(a) => &a.addr,
+/// `ADDR` inside an http URL (`http://ADDR/x`, `https://ADDR/`).
+const URL_PLACEHOLDER: &str = "://ADDR";
+
+/// Token `t` with the address in place of a placeholder: a whole `ADDR`
+/// token (for http, a URL to `/`), or `://ADDR` inside an http URL.
+fn fill(t: &str, addr: SocketAddr, http: bool) -> String {
+    if t == PLACEHOLDER {
+        insert_token(addr, http)
+    } else if http && t.contains(URL_PLACEHOLDER) {
+        t.replacen(URL_PLACEHOLDER, &format!("://{addr}"), 1)
+    } else {
+        t.to_string()
     }
+}
+
+/// What goes in when the line names no target: the address, or for http
+/// a URL to `/` there.
+fn insert_token(addr: SocketAddr, http: bool) -> String {
+    if http {
+        format!("http://{addr}/")
+    } else {
+        addr.to_string()
+    }
+}
+
+/// http: the index of the URL token when it is a bare path (`/x`).
+fn url_path(tokens: &[String], cmd: &LoadCommand) -> Option<usize> {
+    let LoadCommand::Http(a) = cmd else {
+        return None;
+    };
+    let url = a.url.as_deref().filter(|u| u.starts_with('/'))?;
+    tokens.iter().position(|t| t == url)
+}
+
+/// The address an explicit target names: HOST:PORT, or for http the
+/// host and port of the URL (of the first line of --urls).
+fn explicit_addr(cmd: &LoadCommand) -> Result<String> {
+    Ok(match cmd {
+        LoadCommand::TcpRr(a) => a.addr.clone(),
+        LoadCommand::TcpCrr(a) => a.addr.clone(),
+        LoadCommand::Udp(a) => a.addr.clone(),
+        LoadCommand::Http(a) => {
+            let url = match (&a.url, &a.urls) {
+                (Some(u), _) => u.clone(),
+                (None, Some(file)) => crate::load::http::request::read_urls(file, &a.method)?
+                    .first()
+                    .map(|t| t.url.to_string())
+                    .ok_or_else(|| error::usage(format!("--urls {}: no URL", file.display())))?,
+                (None, None) => unreachable!("clap requires a URL or --urls"),
+            };
+            let u = crate::load::http::request::parse_url(&url)?;
+            let host = u.host_str().unwrap_or_default();
+            format!("{host}:{}", u.port_or_known_default().unwrap_or(80))
+        }
+    })
 }
 
 fn reject_owned_options(cmd: &LoadCommand) -> Result<()> {
@@ -186,6 +259,33 @@ mod tests {
         assert!(l.command(a).is_ok());
         let l = LoadLine::parse("udp --burst 100").unwrap();
         assert!(l.is_udp());
+    }
+
+    #[test]
+    fn http_takes_the_address_into_its_url() {
+        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        let l = LoadLine::parse("http -c 64 -d 10 /index.html").unwrap();
+        assert_eq!(l.slot, AddrSlot::UrlPath(5));
+        assert_eq!(l.with_addr(a)[5], "http://127.0.0.1:4000/index.html");
+        assert!(l.command(a).is_ok());
+        assert!(l.persistent);
+        let l = LoadLine::parse("http -c 2 --new-connection").unwrap();
+        assert_eq!(l.slot, AddrSlot::Insert);
+        assert_eq!(l.with_addr(a)[1], "http://127.0.0.1:4000/");
+        assert!(!l.persistent);
+        let l = LoadLine::parse("http https://ADDR/x?y=1 --insecure").unwrap();
+        assert_eq!(l.slot, AddrSlot::Placeholder);
+        assert_eq!(l.with_addr(a)[1], "https://127.0.0.1:4000/x?y=1");
+        let v6: SocketAddr = "[::1]:4000".parse().unwrap();
+        assert_eq!(l.with_addr(v6)[1], "https://[::1]:4000/x?y=1");
+        let l = LoadLine::parse("http http://localhost:8080/ -c 2").unwrap();
+        assert_eq!(l.slot, AddrSlot::Explicit("localhost:8080".into()));
+        let l = LoadLine::parse("http http://127.0.0.1/").unwrap();
+        assert_eq!(l.slot, AddrSlot::Explicit("127.0.0.1:80".into()));
+        for bad in ["http ftp://x/", "http /x --ok-status nonsense", "http -H nocolon /"] {
+            let e = LoadLine::parse(bad).unwrap_err();
+            assert_eq!(code(e), Some(2), "{bad}");
+        }
     }
 
     #[test]

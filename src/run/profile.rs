@@ -426,15 +426,16 @@ fn find_sharers(spec: &ProfileSpec, pid: i32, addr: std::net::SocketAddr) -> Vec
 }
 
 /// Samples the load's connections when others serve the address and the
-/// load is tcp-rr (tcp-crr's connections are too short-lived; its share
-/// comes from the trace's accepts).
+/// load keeps its connections (tcp-rr, http, redis, memcached; a
+/// connection per transaction is too short-lived: its share comes from the
+/// trace's accepts).
 fn start_share_sampler(
     spec: &ProfileSpec,
     shared_with: &[Sharer],
     addr: std::net::SocketAddr,
     pid: i32,
 ) -> Result<Option<share::Sampler>> {
-    if shared_with.is_empty() || spec.load.workload() != "tcp-rr" {
+    if shared_with.is_empty() || !spec.load.persistent {
         return Ok(None);
     }
     let others = shared_with.iter().map(|s| s.pid).collect();

@@ -355,6 +355,12 @@ fn sock_addr(fd: i32, call: AddrCall) -> Option<SocketAddr> {
     addr.as_socket()
 }
 
+/// A load that opens a connection per transaction (tcp-crr, http
+/// --new-connection).
+fn per_transaction(load: &LoadReport) -> bool {
+    load.config.close.is_some()
+}
+
 /// The tree's share of the load, how it was estimated, and the divisor of
 /// the per-transaction target figures. `conns` are the load's connections
 /// with their responses (tcp-rr), `owners` who served each (sampled).
@@ -366,19 +372,23 @@ pub fn attribute(
     trace: &TraceReport,
 ) -> Attribution {
     let by_conns = owners.and_then(|o| connection_share(o, conns, tree_accepts(trace)));
-    let (share, method, connections) = match load.workload.as_str() {
-        "tcp-rr" => match by_conns {
+    // Over TCP a connection per transaction records its close style
+    // (`config.close`); persistent connections (tcp-rr, http, redis,
+    // memcached) do not.
+    let tcp = load.workload != "udp";
+    let (share, method, connections) = match (tcp, per_transaction(load)) {
+        (true, false) => match by_conns {
             Some((share, method, c)) => (share, method, Some(c)),
             None => {
                 let (share, method) = accept_share(load, trace);
                 (share, method, None)
             }
         },
-        "tcp-crr" => {
+        (true, true) => {
             let (share, method) = accept_share(load, trace);
             (share, method, None)
         }
-        _ => (
+        (false, _) => (
             None,
             "which process receives a datagram cannot be seen from outside it, so the \
              traced tree's share of the load is unknown"
@@ -505,7 +515,7 @@ fn accept_share(load: &LoadReport, trace: &TraceReport) -> (Option<f64>, String)
         return (None, "the load made no connection".into());
     }
     let share = (accepted as f64 / connects as f64).min(1.0);
-    let what = if load.workload == "tcp-crr" {
+    let what = if per_transaction(load) {
         "one transaction each"
     } else {
         "assuming each connection carried as many transactions"
