@@ -394,7 +394,10 @@ fn verdict(
             "{errors_total} errors, more than --max-errors {max_errors} ({}){tls_why}",
             error_classes(&t.errors).unwrap_or_default()
         ))
-    } else if t.transactions == 0 {
+    } else if t.transactions == 0 && t.failed_answers == 0 {
+        // Whole responses in the window that were failed requests (HTTP
+        // 404s within --max-errors) show the target answering: not a run
+        // that did nothing.
         Some("no transaction completed in the measured window".into())
     } else {
         None

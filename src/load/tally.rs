@@ -157,6 +157,9 @@ pub struct WorkerTally {
     pub answered_after_end: u64,
     /// What the responses said (protocol workloads).
     pub responses: ResponseTally,
+    /// Whole responses inside the measured window whose request failed
+    /// (an HTTP 404, a `-ERR`): the target answered, though not as hoped.
+    pub failed_answers: u64,
     /// Set when the measured window has ended and the run drains: answers
     /// then count in `answered_after_end` and errors stay out of the
     /// per-second intervals.
@@ -199,6 +202,7 @@ impl WorkerTally {
             connects: 0,
             answered_after_end: 0,
             responses: ResponseTally::default(),
+            failed_answers: 0,
             window_closed: false,
             interval: interval_hist(),
             interval_second: 0,
@@ -249,7 +253,12 @@ impl WorkerTally {
     pub fn answer(&mut self, now: u64, outcome: &Outcome, intended: u64, sent: u64) {
         self.responses.count(outcome);
         match outcome.error {
-            Some(class) => self.error(now, class),
+            Some(class) => {
+                if self.measuring(now) && !self.window_closed {
+                    self.failed_answers += 1;
+                }
+                self.error(now, class)
+            }
             None => self.transaction(now, intended, sent),
         }
     }
@@ -391,6 +400,7 @@ pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
         acc.connects += t.connects;
         acc.answered_after_end += t.answered_after_end;
         acc.responses.merge(&t.responses);
+        acc.failed_answers += t.failed_answers;
     }
     Some(acc)
 }

@@ -53,7 +53,9 @@ fn title(s: &mut String, rep: &LoadReport) {
             let _ = write!(s, ", {r:.0}/s");
         }
     } else {
-        if rep.workload == "tcp-crr" {
+        // A connection per transaction (tcp-crr, http --new-connection)
+        // records how it closes.
+        if rep.workload == "tcp-crr" || c.close.is_some() {
             let _ = write!(
                 s,
                 "{} connect loops ({} connects) on {} threads",

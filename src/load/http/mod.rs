@@ -189,6 +189,7 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
     ];
     config.workload_options = options
         .into_iter()
+        .filter(|(_, v)| !v.is_null())
         .map(|(k, v)| (k.to_string(), v))
         .collect();
     Ok(TcpWorkload {

@@ -603,7 +603,7 @@ mod tests {
 
     #[test]
     fn a_close_mid_response_is_a_short_read() {
-        let mut cur = Cursor::default();
+        let cur = Cursor::default();
         assert!(!cur.ends_at_eof());
         assert_eq!(cur.eof_error(), ErrorClass::Closed);
         for cut in 1..LENGTH.len() {

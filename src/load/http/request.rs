@@ -97,7 +97,8 @@ pub fn parse_url(s: &str) -> Result<Url> {
     let url = Url::parse(s).map_err(|e| error::usage(format!("`{s}` is not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(error::usage(format!(
-            "`{s}`: load http speaks http:// and https:// only, not {}://",
+            "`{s}`: load http speaks http:// and https:// only, not {}:// (give a URL such \
+             as http://127.0.0.1:8080/index.html)",
             url.scheme()
         )));
     }

@@ -1,0 +1,721 @@
+//! `sockscope load http` against real HTTP servers on loopback: a small
+//! in-test server whose paths answer chunked, 204, 304, `Connection:
+//! close`, garbage, a response cut short or a body delimited by the close,
+//! and a stock nginx started on a free port with its own configuration in a
+//! scratch directory (its access log is the server's own count). No
+//! privileges needed; under CI=true a missing nginx fails the nginx tests.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// Every load here is bounded by -n or -d; this only catches a hang.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `sockscope load http ARGS --json FILE`; returns the exit code,
+/// stderr and the JSON (Null when none was written).
+fn http(dir: &Path, args: &[&str]) -> (Option<i32>, String, Value) {
+    let json = dir.join("load.json");
+    let _ = std::fs::remove_file(&json);
+    let mut all = vec!["load", "http"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    let (st, _out, err) = run_bounded(&all, LIMIT);
+    let rep = if json.exists() {
+        read_json(&json)
+    } else {
+        Value::Null
+    };
+    (st.code(), err, rep)
+}
+
+fn by_class(rep: &Value, class: &str) -> u64 {
+    rep["errors"]["by_class"][class].as_u64().unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------
+// The in-test server.
+
+/// A thread-per-connection HTTP/1.1 server. Paths:
+/// `/ok` (2-byte body), `/chunked` (chunks written in separate pieces,
+/// with an extension and a trailer), `/204`, `/304` (names a length and
+/// sends no body), `/status/NNN`, `/echo` (the request body back),
+/// `/token` (200 with `X-Token: secret`, 403 without), `/garbage` (not
+/// HTTP), `/cut` (half a body, then close), `/eof` (an HTTP/1.0 body
+/// delimited by the close). Every `close_every`-th response on a
+/// connection says `Connection: close` and the server closes after it. A
+/// request without a Host header gets a 400.
+struct HttpServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    /// Responses written (counted as each starts).
+    served: Arc<AtomicU64>,
+    /// Request body bytes received.
+    body_bytes: Arc<AtomicU64>,
+}
+
+impl HttpServer {
+    fn start(close_every: u64) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(AtomicU64::new(0));
+        let body_bytes = Arc::new(AtomicU64::new(0));
+        let (st, sv, bb) = (stop.clone(), served.clone(), body_bytes.clone());
+        thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        s.set_nonblocking(false).unwrap();
+                        let (sv, bb) = (sv.clone(), bb.clone());
+                        thread::spawn(move || serve_http(s, close_every, &sv, &bb));
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        Self {
+            addr,
+            stop,
+            served,
+            body_bytes,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Closes the way a careful server does: FIN first, then reads what the
+/// client may still send (pipelined requests) until it closes, so the
+/// kernel does not answer unread data with a reset that could overtake
+/// the last response.
+fn linger_close(mut s: TcpStream) {
+    let _ = s.shutdown(Shutdown::Write);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut sink = [0u8; 4096];
+    while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+}
+
+fn serve_http(mut s: TcpStream, close_every: u64, served: &AtomicU64, body_bytes: &AtomicU64) {
+    s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 16384];
+    let mut answered = 0u64;
+    loop {
+        // One request: head, then its Content-Length body.
+        let (head_len, method, path, host, token, length) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(&buf) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let get = |name: &str| {
+                        req.headers
+                            .iter()
+                            .find(|h| h.name.eq_ignore_ascii_case(name))
+                            .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                    };
+                    let length: usize = get("content-length").map_or(0, |v| v.parse().unwrap());
+                    break (
+                        n,
+                        req.method.unwrap().to_string(),
+                        req.path.unwrap().to_string(),
+                        get("host"),
+                        get("x-token"),
+                        length,
+                    );
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(_) => return,
+            }
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        while buf.len() < head_len + length {
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body: Vec<u8> = buf[head_len..head_len + length].to_vec();
+        buf.drain(..head_len + length);
+        body_bytes.fetch_add(length as u64, Ordering::Relaxed);
+        answered += 1;
+        let close = close_every > 0 && answered % close_every == 0;
+        let conn = if close { "Connection: close\r\n" } else { "" };
+        let head_only = method == "HEAD";
+        // The response, as pieces written one by one (so the client also
+        // sees responses split across reads).
+        let pieces: Vec<Vec<u8>> = match path.as_str() {
+            _ if host.is_none() => {
+                vec![format!("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n{conn}\r\n").into()]
+            }
+            "/garbage" => vec![b"THIS IS NOT HTTP\r\n\r\n".to_vec()],
+            "/cut" => {
+                served.fetch_add(1, Ordering::Relaxed);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial");
+                return linger_close(s);
+            }
+            "/eof" => {
+                served.fetch_add(1, Ordering::Relaxed);
+                let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n");
+                let _ = s.write_all(b"a body that ends when the connection does");
+                return linger_close(s);
+            }
+            "/chunked" => {
+                let mut v = vec![
+                    format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n{conn}\r\n").into(),
+                ];
+                if !head_only {
+                    v.push(b"4\r\nchun\r\n".to_vec());
+                    v.push(b"3;ext=1\r\nked\r\n".to_vec());
+                    v.push(b"0\r\nX-Trailer: t\r\n\r\n".to_vec());
+                }
+                v
+            }
+            "/204" => vec![format!("HTTP/1.1 204 No Content\r\n{conn}\r\n").into()],
+            "/304" => vec![
+                format!("HTTP/1.1 304 Not Modified\r\nContent-Length: 1000\r\n{conn}\r\n").into(),
+            ],
+            "/token" => {
+                let code = if token.as_deref() == Some("secret") {
+                    "200 OK"
+                } else {
+                    "403 Forbidden"
+                };
+                vec![format!("HTTP/1.1 {code}\r\nContent-Length: 0\r\n{conn}\r\n").into()]
+            }
+            "/echo" => {
+                let mut v = vec![
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n{conn}\r\n").into(),
+                ];
+                if !head_only {
+                    v.push(body);
+                }
+                v
+            }
+            p if p.starts_with("/status/") => {
+                let code = &p["/status/".len()..];
+                vec![format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n{conn}\r\n").into()]
+            }
+            _ => {
+                let mut v =
+                    vec![format!("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n{conn}\r\n").into()];
+                if !head_only {
+                    v.push(b"ok".to_vec());
+                }
+                v
+            }
+        };
+        // Counted before it goes out: the client may have read it and
+        // exited before this thread runs again.
+        served.fetch_add(1, Ordering::Relaxed);
+        for p in pieces {
+            if s.write_all(&p).is_err() {
+                return;
+            }
+        }
+        if close {
+            return linger_close(s);
+        }
+    }
+}
+
+#[test]
+fn chunked_204_304_and_head_are_framed_and_a_server_close_reopens_without_error() {
+    let srv = HttpServer::start(7);
+    let dir = scratch("http-framing");
+    let urls = dir.join("urls");
+    std::fs::write(
+        &urls,
+        format!(
+            "# weight method url\n3 {}\n{}\n{}\nHEAD {}\n",
+            srv.url("/chunked"),
+            srv.url("/204"),
+            srv.url("/304"),
+            srv.url("/ok")
+        ),
+    )
+    .unwrap();
+    for pipeline in ["1", "4"] {
+        let before = srv.served.load(Ordering::Relaxed);
+        let (code, err, rep) = http(
+            &dir,
+            &[
+                "--urls",
+                urls.to_str().unwrap(),
+                "-c",
+                "3",
+                "-n",
+                "1200",
+                "--pipeline",
+                pipeline,
+                "--ok-status",
+                "2xx,304",
+            ],
+        );
+        assert_eq!(code, Some(0), "pipeline {pipeline}: {err}");
+        assert_eq!(rep["workload"], "http");
+        assert_eq!(rep["transactions"], 1200, "{rep}");
+        assert_eq!(rep["errors"]["total"], 0, "{}", rep["errors"]);
+        let r = &rep["responses"];
+        assert_eq!(r["answered"], 1200);
+        // Every 7th response closes: reopened, never an error.
+        assert!(r["reconnects"].as_u64().unwrap() >= 1200 / 7 - 3, "{r}");
+        // Weighted 3:1:1:1, interleaved on each connection: counts follow
+        // the weights, give or take the part of a round (6 requests) each
+        // of the 3 connections was in when the count ran out.
+        let cmd = &r["by_command"];
+        let count = |name: String| cmd[&name]["answered"].as_u64().unwrap_or(0);
+        let chunked = count(format!("GET {}", srv.url("/chunked")));
+        let no_content = count(format!("GET {}", srv.url("/204")));
+        let not_modified = count(format!("GET {}", srv.url("/304")));
+        let head = count(format!("HEAD {}", srv.url("/ok")));
+        assert_eq!(chunked + no_content + not_modified + head, 1200, "{cmd}");
+        for (got, want) in [
+            (chunked, 600),
+            (no_content, 200),
+            (not_modified, 200),
+            (head, 200),
+        ] {
+            assert!(got.abs_diff(want) <= 9, "{got} for {want}: {cmd}");
+        }
+        assert_eq!(r["by_status"]["200"], chunked + head, "{r}");
+        assert_eq!(r["by_status"]["204"], no_content, "{r}");
+        assert_eq!(r["by_status"]["304"], not_modified, "{r}");
+        // The server answered exactly what was counted: nothing pipelined
+        // behind a close was lost or answered twice.
+        assert_eq!(srv.served.load(Ordering::Relaxed) - before, 1200);
+        assert!(
+            rep["target"]
+                .as_str()
+                .unwrap()
+                .ends_with("/chunked (+3 more)"),
+            "{}",
+            rep["target"]
+        );
+        let opts = &rep["config"]["workload_options"];
+        assert_eq!(opts["urls"].as_array().unwrap().len(), 4, "{opts}");
+        assert_eq!(opts["urls"][0]["weight"], 3, "{opts}");
+    }
+}
+
+#[test]
+fn garbage_is_a_protocol_error_a_cut_response_a_short_read_and_neither_hangs() {
+    let srv = HttpServer::start(0);
+    let dir = scratch("http-bad-server");
+    let (code, err, rep) = http(&dir, &[&srv.url("/garbage"), "-n", "5"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("protocol_error"), "{err}");
+    assert_eq!(by_class(&rep, "protocol_error"), 5, "{}", rep["errors"]);
+    let (code, err, rep) = http(&dir, &[&srv.url("/cut"), "-n", "5", "--timeout", "2"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(by_class(&rep, "short_read"), 5, "{}", rep["errors"]);
+    // The same in a connection per request.
+    let (code, err, rep) = http(&dir, &[&srv.url("/garbage"), "-n", "3", "--new-connection"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(by_class(&rep, "protocol_error"), 3, "{}", rep["errors"]);
+}
+
+#[test]
+fn a_body_delimited_by_the_close_completes_and_reopens() {
+    let srv = HttpServer::start(0);
+    let dir = scratch("http-eof");
+    for mode in [&[][..], &["--new-connection"]] {
+        let mut args = vec![
+            srv.url("/eof"),
+            "-c".into(),
+            "2".into(),
+            "-n".into(),
+            "50".into(),
+        ];
+        args.extend(mode.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, err, rep) = http(&dir, &args);
+        assert_eq!(code, Some(0), "{mode:?}: {err}");
+        assert_eq!(rep["transactions"], 50, "{mode:?}");
+        assert_eq!(rep["errors"]["total"], 0, "{mode:?}");
+        if mode.is_empty() {
+            // Every response closes its connection.
+            assert!(
+                rep["responses"]["reconnects"].as_u64().unwrap() >= 48,
+                "{rep}"
+            );
+        }
+    }
+}
+
+#[test]
+fn status_codes_are_errors_by_class_unless_ok_status_says_otherwise() {
+    let srv = HttpServer::start(0);
+    let dir = scratch("http-status");
+    let url = srv.url("/status/503");
+    let (code, err, rep) = http(&dir, &[&url, "-c", "2", "-n", "40"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("status_503 x40"), "{err}");
+    assert_eq!(by_class(&rep, "status_503"), 40);
+    assert_eq!(rep["responses"]["by_status"]["503"], 40);
+    assert_eq!(rep["responses"]["answered"], 40);
+    // Within --max-errors the run passes, the errors still counted.
+    let (code, err, rep) = http(&dir, &[&url, "-n", "40", "--max-errors", "40"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(by_class(&rep, "status_503"), 40);
+    // --ok-status makes them successes.
+    let (code, err, rep) = http(&dir, &[&url, "-n", "40", "--ok-status", "2xx,500-599"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["transactions"], 40);
+    assert_eq!(
+        rep["config"]["workload_options"]["ok_status"],
+        "2xx,500-599"
+    );
+}
+
+#[test]
+fn headers_method_and_body_are_sent() {
+    let srv = HttpServer::start(5);
+    let dir = scratch("http-request");
+    let (code, err, rep) = http(&dir, &[&srv.url("/token"), "-n", "20"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(by_class(&rep, "status_403"), 20);
+    let (code, err, rep) = http(
+        &dir,
+        &[&srv.url("/token"), "-n", "20", "-H", "X-Token: secret"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["config"]["workload_options"]["headers"][0], "X-Token");
+    // A body from a file, echoed back: every byte sent and received.
+    let body = dir.join("body");
+    std::fs::write(&body, vec![b'x'; 3000]).unwrap();
+    let before = srv.body_bytes.load(Ordering::Relaxed);
+    let arg = format!("@{}", body.display());
+    let (code, err, rep) = http(
+        &dir,
+        &[
+            &srv.url("/echo"),
+            "--method",
+            "POST",
+            "--body",
+            &arg,
+            "-c",
+            "2",
+            "-n",
+            "30",
+            "--pipeline",
+            "3",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(srv.body_bytes.load(Ordering::Relaxed) - before, 30 * 3000);
+    assert!(rep["bytes"]["received"].as_u64().unwrap() >= 30 * 3000);
+    assert_eq!(rep["config"]["workload_options"]["body_bytes"], 3000);
+    let name = format!("POST {}", srv.url("/echo"));
+    assert_eq!(rep["responses"]["by_command"][&name]["answered"], 30);
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    let srv = HttpServer::start(0);
+    let dir = scratch("http-usage");
+    let two_hosts = dir.join("two-hosts");
+    std::fs::write(
+        &two_hosts,
+        format!("{}\nhttp://127.0.0.2:9/\n", srv.url("/")),
+    )
+    .unwrap();
+    let bad_line = dir.join("bad-line");
+    std::fs::write(&bad_line, "1 2 3 4\n").unwrap();
+    let url = srv.url("/");
+    for (args, says) in [
+        (vec!["ftp://127.0.0.1/x"], "not ftp://"),
+        (vec!["127.0.0.1:80"], "URL"),
+        (vec![&url, "-H", "NoColon"], "Name: value"),
+        (vec![&url, "-H", "Content-Length: 3"], "Content-Length"),
+        (vec![&url, "--ok-status", "9xx"], "--ok-status"),
+        (vec![&url, "--method", "BAD METHOD"], "--method"),
+        (vec![&url, "--insecure"], "https"),
+        (vec![&url, "--body", "@/nonexistent/file"], "--body"),
+        (
+            vec!["--urls", two_hosts.to_str().unwrap()],
+            "same scheme, host and port",
+        ),
+        (vec!["--urls", bad_line.to_str().unwrap()], "line 1"),
+        (vec!["--urls", "/nonexistent/urls"], "--urls"),
+        (
+            vec![&url, "--new-connection", "--pipeline", "2"],
+            "--pipeline",
+        ),
+        (vec![], "URL"),
+    ] {
+        let (code, err, rep) = http(&dir, &args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(rep.is_null(), "{args:?}: no JSON for a usage error");
+    }
+    assert_eq!(srv.served.load(Ordering::Relaxed), 0, "nothing was sent");
+}
+
+// ---------------------------------------------------------------------
+// nginx.
+
+/// A stock nginx (default keepalive_requests, 1000) serving a scratch
+/// directory on a free loopback port, its pid, logs and temporary files in
+/// that directory; stopped with its whole process group on drop.
+struct Nginx {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+fn nginx_binary() -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|d| d.join("nginx"))
+        .find(|p| p.is_file())
+}
+
+impl Nginx {
+    fn start(test: &str) -> Option<Self> {
+        let Some(bin) = nginx_binary() else {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{test}: CI=true but nginx is not installed (apt-get install nginx-light)");
+            }
+            eprintln!("SKIP {test}: nginx not installed");
+            return None;
+        };
+        let dir = scratch(test);
+        std::fs::create_dir_all(dir.join("www")).unwrap();
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
+        std::fs::write(
+            dir.join("www/index.html"),
+            "<html><body>hello</body></html>\n",
+        )
+        .unwrap();
+        // A port taken between probing and nginx's bind: try another.
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let d = dir.display();
+            // SAFETY: geteuid has no preconditions.
+            let user = if unsafe { libc::geteuid() } == 0 {
+                "user root;"
+            } else {
+                ""
+            };
+            let conf = format!(
+                "{user}\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+                 events {{ worker_connections 1024; }}\n\
+                 http {{\n  access_log {d}/access.log;\n\
+                   client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n\
+                   fastcgi_temp_path {d}/tmp/fastcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n\
+                   scgi_temp_path {d}/tmp/scgi;\n\
+                   server {{\n    listen 127.0.0.1:{port};\n    root {d}/www;\n  }}\n}}\n"
+            );
+            std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+            let mut cmd = Command::new(&bin);
+            cmd.arg("-p")
+                .arg(&dir)
+                .arg("-c")
+                .arg(dir.join("nginx.conf"))
+                .args(["-g", "daemon off;"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+            let child = cmd.spawn().expect("starting nginx");
+            let mut n = Self {
+                child,
+                port,
+                dir: dir.clone(),
+            };
+            let end = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Some(st) = n.child.try_wait().unwrap() {
+                    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+                    if log.contains("Address already in use") {
+                        break;
+                    }
+                    panic!("nginx exited ({st}): {log}");
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Some(n);
+                }
+                assert!(Instant::now() < end, "nginx did not listen on {port}");
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!("nginx found no free port");
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Lines in the access log: nginx's own count of the requests it
+    /// answered. It writes a line after the response went out, so this
+    /// waits (bounded) until the count reaches `expect` and then a little
+    /// more for any line beyond it.
+    fn logged(&self, expect: u64) -> u64 {
+        let count = || {
+            std::fs::read(self.dir.join("access.log"))
+                .map(|b| b.iter().filter(|c| **c == b'\n').count() as u64)
+                .unwrap_or(0)
+        };
+        let end = Instant::now() + Duration::from_secs(5);
+        while count() < expect && Instant::now() < end {
+            thread::sleep(Duration::from_millis(20));
+        }
+        thread::sleep(Duration::from_millis(100));
+        count()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let pg = -(self.child.id() as i32);
+        // SAFETY: signalling the process group this test started.
+        unsafe { libc::kill(pg, libc::SIGTERM) };
+        let end = Instant::now() + Duration::from_secs(5);
+        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < end {
+            thread::sleep(Duration::from_millis(10));
+        }
+        // Whatever is left of the group (a worker), and the master if it
+        // did not stop.
+        // SAFETY: as above.
+        unsafe { libc::kill(pg, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn nginx_keepalive_requests_reopen_without_error_and_its_log_agrees() {
+    let Some(ngx) = Nginx::start("http-nginx-keepalive") else {
+        return;
+    };
+    let dir = scratch("http-nginx-keepalive-run");
+    let url = ngx.url("/index.html");
+    // One connection, 3000 requests: nginx closes it after every 1000th
+    // (keepalive_requests) with Connection: close.
+    let (code, err, rep) = http(&dir, &[&url, "-c", "1", "-n", "3000"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["transactions"], 3000);
+    assert_eq!(rep["errors"]["total"], 0, "{}", rep["errors"]);
+    let r = &rep["responses"];
+    assert!(r["reconnects"].as_u64().unwrap() >= 2, "{r}");
+    assert_eq!(r["by_status"]["200"], 3000, "{r}");
+    assert_eq!(ngx.logged(3000), r["answered"].as_u64().unwrap());
+    // Pipelined: requests sent behind the 1000th are sent again on the
+    // new connection, and every one is answered exactly once.
+    let (code, err, rep) = http(&dir, &[&url, "-c", "4", "--pipeline", "8", "-n", "20000"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["transactions"], 20000);
+    assert_eq!(rep["errors"]["total"], 0, "{}", rep["errors"]);
+    assert_eq!(rep["config"]["pipeline"], 8);
+    assert!(rep["responses"]["reconnects"].as_u64().unwrap() >= 16);
+    assert_eq!(ngx.logged(23000), 23000);
+}
+
+#[test]
+fn nginx_missing_path_is_status_404_and_new_connection_works() {
+    let Some(ngx) = Nginx::start("http-nginx-404") else {
+        return;
+    };
+    let dir = scratch("http-nginx-404-run");
+    let missing = ngx.url("/missing.html");
+    let (code, err, rep) = http(&dir, &[&missing, "-c", "2", "-n", "100"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("status_404"), "{err}");
+    let answered = rep["responses"]["answered"].as_u64().unwrap();
+    assert_eq!(answered, 100);
+    assert_eq!(by_class(&rep, "status_404"), answered);
+    assert_eq!(rep["transactions"], 0);
+    let (code, err, rep) = http(&dir, &[&missing, "-n", "100", "--ok-status", "404"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["transactions"], 100);
+    // One connection per request.
+    let (code, err, rep) = http(
+        &dir,
+        &[
+            &ngx.url("/index.html"),
+            "-c",
+            "4",
+            "-n",
+            "400",
+            "--new-connection",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["transactions"], 400);
+    assert_eq!(rep["errors"]["total"], 0, "{}", rep["errors"]);
+    assert_eq!(rep["connections"]["connects"], 400);
+    assert_eq!(rep["config"]["close"], "fin");
+    assert!(rep["connect_latency"]["count"].as_u64().unwrap() > 0);
+    assert_eq!(ngx.logged(600), 600);
+}
+
+#[test]
+fn nginx_duration_run_drains_and_the_log_counts_every_answer() {
+    let Some(ngx) = Nginx::start("http-nginx-duration") else {
+        return;
+    };
+    let dir = scratch("http-nginx-duration-run");
+    let (code, err, rep) = http(
+        &dir,
+        &[
+            &ngx.url("/index.html"),
+            "-c",
+            "16",
+            "-t",
+            "2",
+            "-d",
+            "1",
+            "--pipeline",
+            "2",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["errors"]["total"], 0, "{}", rep["errors"]);
+    let r = &rep["responses"];
+    // answered counts the warm-up and the drain too: the server's count.
+    let answered = r["answered"].as_u64().unwrap();
+    assert_eq!(
+        answered,
+        rep["transactions"].as_u64().unwrap()
+            + rep["errors"]["answered_after_end"].as_u64().unwrap()
+    );
+    // A request still unanswered when the drain gave up (a loaded
+    // machine) may or may not have reached nginx.
+    let unanswered = rep["errors"]["unanswered_at_end"].as_u64().unwrap();
+    let logged = ngx.logged(answered);
+    assert!(
+        (answered..=answered + unanswered).contains(&logged),
+        "nginx logged {logged}, the load counted {answered} answered and {unanswered} \
+         unanswered: {rep}"
+    );
+}
