@@ -485,6 +485,7 @@ struct Nginx {
     child: Child,
     port: u16,
     dir: PathBuf,
+    tls: bool,
 }
 
 fn nginx_binary() -> Option<PathBuf> {
@@ -499,6 +500,12 @@ fn nginx_binary() -> Option<PathBuf> {
 
 impl Nginx {
     fn start(test: &str) -> Option<Self> {
+        Self::start_with(test, false)
+    }
+
+    /// nginx speaking https with a self-signed certificate for localhost
+    /// and 127.0.0.1 (made by openssl, at DIR/cert.pem) when `tls`.
+    fn start_with(test: &str, tls: bool) -> Option<Self> {
         let Some(bin) = nginx_binary() else {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: CI=true but nginx is not installed (apt-get install nginx-light)");
@@ -514,6 +521,31 @@ impl Nginx {
             "<html><body>hello</body></html>\n",
         )
         .unwrap();
+        let ssl = if tls {
+            let st = Command::new("openssl")
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                ])
+                .args(["-subj", "/CN=localhost"])
+                .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+                // webpki refuses a CA certificate as the server's own.
+                .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+                .arg("-keyout")
+                .arg(dir.join("key.pem"))
+                .arg("-out")
+                .arg(dir.join("cert.pem"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("running openssl (apt-get install openssl)");
+            assert!(st.success(), "openssl req failed");
+            format!(
+                " ssl;\n    ssl_certificate {d}/cert.pem;\n    ssl_certificate_key {d}/key.pem",
+                d = dir.display()
+            )
+        } else {
+            String::new()
+        };
         // A port taken between probing and nginx's bind: try another.
         for _ in 0..5 {
             let port = TcpListener::bind("127.0.0.1:0")
@@ -535,7 +567,7 @@ impl Nginx {
                    client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n\
                    fastcgi_temp_path {d}/tmp/fastcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n\
                    scgi_temp_path {d}/tmp/scgi;\n\
-                   server {{\n    listen 127.0.0.1:{port};\n    root {d}/www;\n  }}\n}}\n"
+                   server {{\n    listen 127.0.0.1:{port}{ssl};\n    root {d}/www;\n  }}\n}}\n"
             );
             std::fs::write(dir.join("nginx.conf"), conf).unwrap();
             let mut cmd = Command::new(&bin);
@@ -553,6 +585,7 @@ impl Nginx {
                 child,
                 port,
                 dir: dir.clone(),
+                tls,
             };
             let end = Instant::now() + Duration::from_secs(10);
             loop {
@@ -574,7 +607,8 @@ impl Nginx {
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
     }
 
     /// Lines in the access log: nginx's own count of the requests it
@@ -718,4 +752,84 @@ fn nginx_duration_run_drains_and_the_log_counts_every_answer() {
         "nginx logged {logged}, the load counted {answered} answered and {unanswered} \
          unanswered: {rep}"
     );
+}
+
+#[test]
+fn https_to_nginx_insecure_or_trusting_its_certificate_and_refused_otherwise() {
+    let Some(ngx) = Nginx::start_with("http-nginx-tls", true) else {
+        return;
+    };
+    let dir = scratch("http-nginx-tls-run");
+    let url = ngx.url("/index.html");
+    // Keep-alive over TLS: nginx's keepalive_requests closes reopen too.
+    let (code, err, rep) = http(&dir, &[&url, "-c", "2", "-n", "3000", "--insecure"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["transactions"], 3000);
+    assert_eq!(rep["errors"]["total"], 0, "{}", rep["errors"]);
+    assert!(rep["responses"]["reconnects"].as_u64().unwrap() >= 2);
+    assert_eq!(
+        ngx.logged(3000),
+        rep["responses"]["answered"].as_u64().unwrap()
+    );
+    assert!(rep["tls_handshake_latency"]["count"].as_u64().unwrap() >= 4);
+    // Its own certificate trusted by name: one handshake per request.
+    let cert = ngx.dir.join("cert.pem");
+    let named = format!("https://localhost:{}/index.html", ngx.port);
+    let (code, err, rep) = http(
+        &dir,
+        &[
+            &named,
+            "-n",
+            "100",
+            "--new-connection",
+            "--cacert",
+            cert.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["transactions"], 100);
+    assert_eq!(rep["connections"]["connects"], 100);
+    assert_eq!(rep["tls_handshake_latency"]["count"], 100);
+    // Neither: the self-signed certificate is refused, classed, named.
+    let (code, err, rep) = http(&dir, &[&url, "-n", "10"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(by_class(&rep, "tls_error") > 0 || rep.is_null(), "{rep}");
+    assert!(err.contains("certificate"), "{err}");
+}
+
+#[test]
+fn profile_fills_nginx_address_into_the_load_url() {
+    if !require_bpf("profile_fills_nginx_address_into_the_load_url") {
+        return;
+    }
+    let Some(ngx) = Nginx::start("http-nginx-profile") else {
+        return;
+    };
+    let out = scratch("http-nginx-profile-run").join("art");
+    let pid = ngx.child.id().to_string();
+    let (st, so, se) = run_bounded(
+        &[
+            "profile",
+            "--pid",
+            &pid,
+            "--load",
+            "http -c 2 -n 2500 /index.html",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "profile failed ({st}):\n{so}\n{se}");
+    let rep = read_json(&out.join("run.json"));
+    let load = &rep["load"];
+    assert_eq!(load["workload"], "http");
+    assert_eq!(
+        load["target"],
+        format!("http://127.0.0.1:{}/index.html", ngx.port)
+    );
+    assert_eq!(load["transactions"], 2500);
+    assert_eq!(load["errors"]["total"], 0, "{}", load["errors"]);
+    // keepalive_requests 1000: each of the 2 connections was reopened.
+    assert!(load["responses"]["reconnects"].as_u64().unwrap() >= 1);
+    assert_eq!(ngx.logged(2500), 2500);
 }

@@ -72,10 +72,7 @@ impl LoadLine {
         let is_placeholder = |t: &str| t == PLACEHOLDER || (http && t.contains(URL_PLACEHOLDER));
         let has_placeholder = tokens.iter().any(|t| is_placeholder(t));
         let probe: SocketAddr = PROBE.parse().expect("a valid probe address");
-        let substituted: Vec<String> = tokens
-            .iter()
-            .map(|t| fill(t, probe, http))
-            .collect();
+        let substituted: Vec<String> = tokens.iter().map(|t| fill(t, probe, http)).collect();
         let (slot, cmd) = match load::parse(&substituted) {
             Ok(cmd) if has_placeholder => (AddrSlot::Placeholder, cmd),
             Ok(cmd) => match url_path(&tokens, &cmd) {
@@ -282,7 +279,11 @@ mod tests {
         assert_eq!(l.slot, AddrSlot::Explicit("localhost:8080".into()));
         let l = LoadLine::parse("http http://127.0.0.1/").unwrap();
         assert_eq!(l.slot, AddrSlot::Explicit("127.0.0.1:80".into()));
-        for bad in ["http ftp://x/", "http /x --ok-status nonsense", "http -H nocolon /"] {
+        for bad in [
+            "http ftp://x/",
+            "http /x --ok-status nonsense",
+            "http -H nocolon /",
+        ] {
             let e = LoadLine::parse(bad).unwrap_err();
             assert_eq!(code(e), Some(2), "{bad}");
         }
