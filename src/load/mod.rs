@@ -1,6 +1,7 @@
 //! `sockscope load`: a load generator meant never to be the bottleneck.
 //!
-//! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`) that
+//! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`; the
+//! key-value protocols `redis` and `memcached` over `keyspace`) that
 //! names itself, picks how it uses connections and supplies its exchange
 //! (`workload`: what to send, how to recognise a whole response, what counts
 //! as an error; `raw` is the exchange both share). `Load::of` is the
@@ -20,10 +21,13 @@
 pub mod clock;
 pub mod driver;
 pub mod engine;
+pub mod keyspace;
+pub mod memcached;
 pub mod per_txn;
 pub mod persistent;
 pub mod plan;
 pub mod raw;
+pub mod redis;
 pub mod schedule;
 pub mod socket;
 pub mod tally;
@@ -44,7 +48,9 @@ use self::plan::{Stop, TcpPlan};
 use self::workload::{Exchange, TcpWorkload};
 // The clap option structs live in the CLI layer; the workloads still read
 // the raw options when they build their plans.
-pub use crate::cli::load::{CloseMode, CrrArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs};
+pub use crate::cli::load::{
+    CloseMode, CrrArgs, KvArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs,
+};
 use crate::cli::values::resolve;
 use crate::error;
 use crate::report::{self, load::LoadConfig, load_text};
@@ -81,6 +87,8 @@ impl Load {
         match cmd {
             LoadCommand::TcpRr(a) => Self::tcp(tcp_rr::workload(&a), a.tcp),
             LoadCommand::TcpCrr(a) => Self::tcp(tcp_crr::workload(&a), a.tcp),
+            LoadCommand::Redis(a) => Self::tcp(redis::workload(&a), a.tcp),
+            LoadCommand::Memcached(a) => Self::tcp(memcached::workload(&a), a.tcp),
             LoadCommand::Udp(a) => Self::Udp(a),
         }
     }

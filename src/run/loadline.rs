@@ -131,6 +131,7 @@ fn addr_of(cmd: &LoadCommand) -> &str {
     match cmd {
         LoadCommand::TcpRr(a) => &a.addr,
         LoadCommand::TcpCrr(a) => &a.addr,
+        LoadCommand::Redis(a) | LoadCommand::Memcached(a) => &a.addr,
         LoadCommand::Udp(a) => &a.addr,
     }
 }
@@ -139,6 +140,7 @@ fn reject_owned_options(cmd: &LoadCommand) -> Result<()> {
     let (json, warmup) = match cmd {
         LoadCommand::TcpRr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::TcpCrr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
+        LoadCommand::Redis(a) | LoadCommand::Memcached(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::Udp(a) => (a.json.is_some(), 0.0),
     };
     if json {
@@ -181,6 +183,13 @@ mod tests {
         let l = LoadLine::parse(r"tcp-rr --request 'PING\r\n' --expect '+PONG\r\n'").unwrap();
         assert_eq!(l.tokens()[2], r"PING\r\n");
         assert!(l.command(a).is_ok());
+        let l = LoadLine::parse("redis -c 4 -d 5 --command 'GET k:{key}' --ratio 1").unwrap();
+        assert_eq!(l.slot, AddrSlot::Insert);
+        assert_eq!(l.tokens()[6], "GET k:{key}");
+        assert_eq!(l.with_addr(a)[1], "127.0.0.1:4000");
+        assert!(l.command(a).is_ok());
+        let l = LoadLine::parse("memcached ADDR --pipeline 8").unwrap();
+        assert_eq!(l.slot, AddrSlot::Placeholder);
         let l = LoadLine::parse("udp --burst 100").unwrap();
         assert!(l.is_udp());
     }
@@ -193,6 +202,8 @@ mod tests {
             "nonsense",
             "tcp-rr --json out.json",
             "tcp-rr --warmup 1",
+            "redis --json out.json",
+            "memcached --warmup 1",
             "tcp-rr 'unterminated",
         ] {
             let e = LoadLine::parse(bad).unwrap_err();
