@@ -1,5 +1,6 @@
-//! `sockscope load` options (clap): the workloads tcp-rr, tcp-crr, http and udp,
-//! and [`parse`], which reads a load line (`tcp-rr ADDR -c 64`) for the
+//! `sockscope load` options (clap): the workloads tcp-rr, tcp-crr, http,
+//! redis, memcached and udp, and [`parse`], which reads a load line
+//! (`tcp-rr ADDR -c 64`) for the
 //! callers that build one (profile's `--load`, the experiments).
 //!
 //! Validation beyond what clap checks (addresses, `--request`/`--expect`,
@@ -25,6 +26,11 @@ pub enum LoadCommand {
     /// HTTP/1.1 requests over keep-alive connections (or one connection
     /// per request with --new-connection).
     Http(HttpArgs),
+    /// Redis (RESP2) commands built from templates over a key space.
+    Redis(KvArgs),
+    /// Memcached (text protocol) commands built from templates over a key
+    /// space.
+    Memcached(KvArgs),
     /// Sequenced UDP datagrams, with loss accounted by `serve udp-sink`.
     Udp(UdpArgs),
 }
@@ -183,6 +189,64 @@ pub struct HttpArgs {
     /// https: also trust the certificates in this PEM file.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
+}
+
+/// How a key-value workload picks the key of each request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KeyDist {
+    /// Every key equally likely.
+    Uniform,
+    /// Zipf with this exponent: key 0 the most frequent, key k about
+    /// 1/(k+1)^S as frequent.
+    Zipf(f64),
+}
+
+impl std::fmt::Display for KeyDist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Uniform => f.write_str("uniform"),
+            Self::Zipf(s) => write!(f, "zipf:{s}"),
+        }
+    }
+}
+
+/// A `--ratio`: one weight per command, in their order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ratio(pub Vec<u32>);
+
+/// `load redis` and `load memcached` options: commands built from
+/// templates over a key space (docs/load.md, "Key-value workloads").
+#[derive(Debug, Args)]
+pub struct KvArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// A command template, repeatable: words separated by spaces, with
+    /// the fields {key} (a key of the key space) and {value} (--value-size
+    /// bytes); {{ and }} are literal braces. Default: redis
+    /// 'SET key:{key} {value}' and 'GET key:{key}', memcached
+    /// 'set key:{key} {value}' and 'get key:{key}', at --ratio 1:10.
+    #[arg(long = "command", value_name = "TEMPLATE")]
+    pub commands: Vec<String>,
+    /// How often each --command is sent, in their order (e.g. 1:10: one
+    /// SET per ten GETs); default 1 each (1:10 for the default commands).
+    #[arg(long, value_name = "A:B:...", value_parser = values::ratio)]
+    pub ratio: Option<Ratio>,
+    /// Keys in the key space ({key} is 0 to N-1, zero-padded to one width).
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000_000))]
+    pub keys: u64,
+    /// Key distribution: uniform, or zipf:S (S > 0, e.g. zipf:0.99; key 0
+    /// the hottest).
+    #[arg(long, value_name = "uniform|zipf:S", default_value = "uniform", value_parser = values::key_dist)]
+    pub key_dist: KeyDist,
+    /// Bytes of {value}.
+    #[arg(long, value_name = "BYTES", default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=(64 << 20)))]
+    pub value_size: u32,
+    /// Requests in flight per connection.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
 }
 
 /// `load udp` options.

@@ -82,6 +82,52 @@ pub fn message_size(s: &str) -> Result<usize, String> {
     Ok(v)
 }
 
+/// Most slots a --ratio may add up to: the schedule it becomes is a table
+/// of that many entries.
+pub const MAX_RATIO_SUM: u64 = 1 << 20;
+
+/// A --ratio of the key-value workloads: `A:B:...`, one whole number per
+/// command, at least one of them > 0, adding up to at most
+/// [`MAX_RATIO_SUM`]. That it has one part per command is checked when
+/// the commands are known.
+pub fn ratio(s: &str) -> Result<super::load::Ratio, String> {
+    let parts = s
+        .split(':')
+        .map(|p| {
+            p.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("`{s}`: each part of a ratio is a whole number (e.g. 1:10)"))
+        })
+        .collect::<Result<Vec<u32>, String>>()?;
+    let sum: u64 = parts.iter().map(|&p| u64::from(p)).sum();
+    if sum == 0 {
+        return Err(format!("`{s}`: at least one part must be > 0"));
+    }
+    if sum > MAX_RATIO_SUM {
+        return Err(format!(
+            "`{s}`: the parts add up to {sum}, more than {MAX_RATIO_SUM}"
+        ));
+    }
+    Ok(super::load::Ratio(parts))
+}
+
+/// A --key-dist: `uniform` or `zipf:S` with a finite exponent S in (0, 10].
+pub fn key_dist(s: &str) -> Result<super::load::KeyDist, String> {
+    use super::load::KeyDist;
+    if s == "uniform" {
+        return Ok(KeyDist::Uniform);
+    }
+    let Some(exp) = s.strip_prefix("zipf:") else {
+        return Err(format!("`{s}`: give uniform or zipf:S (e.g. zipf:0.99)"));
+    };
+    match exp.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 10.0 => Ok(KeyDist::Zipf(v)),
+        _ => Err(format!(
+            "`{s}`: the zipf exponent must be a number > 0 and <= 10 (e.g. zipf:0.99)"
+        )),
+    }
+}
+
 /// Resolves ADDR (`IP:PORT`, `[IPv6]:PORT` or `HOST:PORT`); a malformed or
 /// unresolvable address is a usage error.
 pub fn resolve(addr: &str) -> Result<SocketAddr> {
@@ -189,5 +235,24 @@ mod tests {
         assert!(message_size("0").is_err());
         assert_eq!(message_size("16777216"), Ok(16 << 20));
         assert!(message_size("16777217").is_err());
+    }
+
+    #[test]
+    fn ratios_and_key_distributions_are_checked() {
+        use super::super::load::KeyDist;
+        use super::super::load::Ratio;
+        assert_eq!(ratio("1:10"), Ok(Ratio(vec![1, 10])));
+        assert_eq!(ratio("3"), Ok(Ratio(vec![3])));
+        assert_eq!(ratio("0:1"), Ok(Ratio(vec![0, 1])));
+        for bad in ["", "1:", ":1", "a:b", "0:0", "-1:2", "1.5:1", "1048576:1"] {
+            assert!(ratio(bad).is_err(), "{bad}");
+        }
+        assert_eq!(key_dist("uniform"), Ok(KeyDist::Uniform));
+        assert_eq!(key_dist("zipf:0.99"), Ok(KeyDist::Zipf(0.99)));
+        for bad in [
+            "zipf", "zipf:", "zipf:0", "zipf:-1", "zipf:inf", "zipf:11", "normal",
+        ] {
+            assert!(key_dist(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -385,8 +385,12 @@ fn verdict(
     } else if watched.aborted {
         Some("aborted by its caller; the figures cover the run until then".into())
     } else if stalled {
+        // Name what went wrong meanwhile (a server answering garbage
+        // stalls a count run too: every response fails).
+        let classes = error_classes(&t.errors).map_or(String::new(), |c| format!(" ({c})"));
         Some(format!(
-            "no transaction completed for {:.1} s: the target stalled before the count was reached",
+            "no transaction completed for {:.1} s: the target stalled before the count was \
+             reached{classes}",
             2.0 * plan.timeout.as_secs_f64()
         ))
     } else if errors_total > max_errors {

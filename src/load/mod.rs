@@ -1,7 +1,8 @@
 //! `sockscope load`: a load generator meant never to be the bottleneck.
 //!
-//! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`; `http`
-//! is a folder: its exchange frames real responses) that
+//! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`; the
+//! key-value protocols `redis` and `memcached` over `keyspace`; `http` is a
+//! folder: its exchange frames real responses) that
 //! names itself, picks how it uses connections and supplies its exchange
 //! (`workload`: what to send, how to recognise a whole response, what counts
 //! as an error; `raw` is the exchange both share). `Load::of` is the
@@ -27,10 +28,13 @@ pub mod clock;
 pub mod driver;
 pub mod engine;
 pub mod http;
+pub mod keyspace;
+pub mod memcached;
 pub mod per_txn;
 pub mod persistent;
 pub mod plan;
 pub mod raw;
+pub mod redis;
 pub mod schedule;
 pub mod socket;
 pub mod tally;
@@ -53,7 +57,7 @@ use self::workload::{Exchange, TcpWorkload};
 // The clap option structs live in the CLI layer; the workloads still read
 // the raw options when they build their plans.
 pub use crate::cli::load::{
-    CloseMode, CrrArgs, HttpArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs,
+    CloseMode, CrrArgs, HttpArgs, KvArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs,
 };
 use crate::cli::values::resolve;
 use crate::error;
@@ -95,6 +99,8 @@ impl Load {
             LoadCommand::TcpRr(a) => Self::tcp(tcp_rr::workload(&a), a.tcp),
             LoadCommand::TcpCrr(a) => Self::tcp(tcp_crr::workload(&a), a.tcp),
             LoadCommand::Http(a) => Self::tcp(http::workload(&a)?, a.tcp),
+            LoadCommand::Redis(a) => Self::tcp(redis::workload(&a), a.tcp),
+            LoadCommand::Memcached(a) => Self::tcp(memcached::workload(&a), a.tcp),
             LoadCommand::Udp(a) => Self::Udp(a),
         })
     }

@@ -96,7 +96,7 @@ impl LoadLine {
             crate::load::http::workload(a)?;
         }
         let persistent = match &cmd {
-            LoadCommand::TcpRr(_) => true,
+            LoadCommand::TcpRr(_) | LoadCommand::Redis(_) | LoadCommand::Memcached(_) => true,
             LoadCommand::Http(a) => !a.new_connection,
             LoadCommand::TcpCrr(_) | LoadCommand::Udp(_) => false,
         };
@@ -108,7 +108,8 @@ impl LoadLine {
         })
     }
 
-    /// The workload name (`tcp-rr`, `tcp-crr`, `udp`).
+    /// The workload name (`tcp-rr`, `tcp-crr`, `http`, `redis`,
+    /// `memcached`, `udp`).
     pub fn workload(&self) -> &str {
         &self.tokens[0]
     }
@@ -191,6 +192,7 @@ fn explicit_addr(cmd: &LoadCommand) -> Result<String> {
         LoadCommand::TcpRr(a) => a.addr.clone(),
         LoadCommand::TcpCrr(a) => a.addr.clone(),
         LoadCommand::Udp(a) => a.addr.clone(),
+        LoadCommand::Redis(a) | LoadCommand::Memcached(a) => a.addr.clone(),
         LoadCommand::Http(a) => {
             let url = match (&a.url, &a.urls) {
                 (Some(u), _) => u.clone(),
@@ -212,6 +214,7 @@ fn reject_owned_options(cmd: &LoadCommand) -> Result<()> {
         LoadCommand::TcpRr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::TcpCrr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::Http(a) => (a.tcp.json.is_some(), a.tcp.warmup),
+        LoadCommand::Redis(a) | LoadCommand::Memcached(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::Udp(a) => (a.json.is_some(), 0.0),
     };
     if json {
@@ -254,6 +257,13 @@ mod tests {
         let l = LoadLine::parse(r"tcp-rr --request 'PING\r\n' --expect '+PONG\r\n'").unwrap();
         assert_eq!(l.tokens()[2], r"PING\r\n");
         assert!(l.command(a).is_ok());
+        let l = LoadLine::parse("redis -c 4 -d 5 --command 'GET k:{key}' --ratio 1").unwrap();
+        assert_eq!(l.slot, AddrSlot::Insert);
+        assert_eq!(l.tokens()[6], "GET k:{key}");
+        assert_eq!(l.with_addr(a)[1], "127.0.0.1:4000");
+        assert!(l.command(a).is_ok());
+        let l = LoadLine::parse("memcached ADDR --pipeline 8").unwrap();
+        assert_eq!(l.slot, AddrSlot::Placeholder);
         let l = LoadLine::parse("udp --burst 100").unwrap();
         assert!(l.is_udp());
     }
@@ -297,6 +307,8 @@ mod tests {
             "nonsense",
             "tcp-rr --json out.json",
             "tcp-rr --warmup 1",
+            "redis --json out.json",
+            "memcached --warmup 1",
             "tcp-rr 'unterminated",
         ] {
             let e = LoadLine::parse(bad).unwrap_err();

@@ -1,0 +1,653 @@
+//! `load redis`: commands from templates (`keyspace`) sent as RESP2
+//! arrays of bulk strings, answers read by RESP2's framing over persistent
+//! connections, `--pipeline` requests in flight on each.
+//!
+//! The response parser ([`RespCursor`]) is a byte-level state machine that
+//! keeps no bytes, only where it is: it resumes across reads at any byte,
+//! skips bulk payloads by count, and walks nested arrays with a fixed
+//! stack of remaining element counts. Lengths are bounded (a bulk string
+//! of at most [`MAX_BULK`], arrays of at most [`MAX_ARRAY`] elements
+//! nested at most [`MAX_DEPTH`] deep, simple lines of at most
+//! [`MAX_LINE`]), and anything that is not RESP2 is a protocol error that
+//! closes the connection. What a whole reply means:
+//!
+//! - `-...` at the top: the request failed (`server_error`: `-ERR`,
+//!   `-WRONGTYPE`...); the connection goes on.
+//! - to a lookup command (GET, GETDEL, GETEX, HGET): a bulk string is a
+//!   hit, the null bulk string `$-1` a miss.
+//! - anything else well-formed: a plain answer.
+
+use anyhow::Result;
+
+use super::KvArgs;
+use super::keyspace::{KvSpec, Mix, RequestBuilder, Template};
+use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
+use crate::report::load::LoadConfig;
+
+/// The commands when no --command is given (memtier_benchmark's mix: a
+/// SET per ten GETs, so GETs find keys once SETs have filled them).
+pub const DEFAULT_COMMANDS: [&str; 2] = ["SET key:{key} {value}", "GET key:{key}"];
+/// Their ratio.
+pub const DEFAULT_RATIO: [u32; 2] = [1, 10];
+
+/// Commands whose bulk-string reply is a hit and null reply a miss.
+const LOOKUPS: [&str; 4] = ["GET", "GETDEL", "GETEX", "HGET"];
+
+/// Longest bulk string accepted in a reply (redis's own proto-max-bulk-len
+/// default is 512 MiB).
+pub const MAX_BULK: u64 = 1 << 30;
+/// Most elements of one array in a reply.
+pub const MAX_ARRAY: u64 = 1 << 31;
+/// Deepest nesting of arrays in a reply.
+pub const MAX_DEPTH: usize = 16;
+/// Longest simple string or error line (`+...`, `-...`) in a reply.
+pub const MAX_LINE: u32 = 64 * 1024;
+
+/// The redis workload of a command line.
+pub fn workload(a: &KvArgs) -> TcpWorkload<RedisExchange> {
+    let (exchange, options) = match KvSpec::from_args(a, &DEFAULT_COMMANDS, &DEFAULT_RATIO) {
+        Ok(spec) => {
+            let options = spec.options(a);
+            (Ok(RedisExchange::new(spec)), options)
+        }
+        Err(e) => (Err(e), Default::default()),
+    };
+    TcpWorkload {
+        name: "redis",
+        mode: ConnMode::Persistent {
+            pipeline: a.pipeline as usize,
+        },
+        addr: a.addr.clone(),
+        target: None,
+        tls: None,
+        config: LoadConfig {
+            workload_options: options,
+            ..Default::default()
+        },
+        exchange,
+    }
+}
+
+/// The RESP2 exchange of a set of templates.
+pub struct RedisExchange {
+    mix: Mix,
+    /// Distinct command names (upper case), what `Outcome::op` indexes.
+    ops: Vec<String>,
+    /// Per template: its index into `ops`.
+    op_of: Vec<u16>,
+    /// Per template: a lookup (hit or miss counted).
+    lookup: Vec<bool>,
+}
+
+/// The command name as redis counts it (`cmdstat_get` is `GET`): upper
+/// case.
+fn command_name(t: &Template) -> String {
+    String::from_utf8_lossy(t.name()).to_ascii_uppercase()
+}
+
+impl RedisExchange {
+    /// Encodes each template as a RESP2 array of bulk strings.
+    pub fn new(spec: KvSpec) -> Self {
+        let requests = spec
+            .templates
+            .iter()
+            .map(|t| {
+                let mut b = RequestBuilder::new(&spec.space, &spec.value);
+                b.lit(format!("*{}\r\n", t.words.len()).as_bytes());
+                for w in &t.words {
+                    let len = b.word_len(w);
+                    b.lit(format!("${len}\r\n").as_bytes()).word(w).lit(b"\r\n");
+                }
+                b.build()
+            })
+            .collect();
+        let (ops, op_of) = spec.op_names(command_name);
+        let lookup = spec
+            .templates
+            .iter()
+            .map(|t| LOOKUPS.contains(&command_name(t).as_str()))
+            .collect();
+        Self {
+            mix: Mix {
+                requests,
+                schedule: spec.schedule,
+                space: spec.space,
+            },
+            ops,
+            op_of,
+            lookup,
+        }
+    }
+}
+
+impl Exchange for RedisExchange {
+    type Cursor = RespCursor;
+
+    fn request_len(&self) -> Option<usize> {
+        self.mix.request_len()
+    }
+
+    fn response_len(&self) -> Option<usize> {
+        None
+    }
+
+    #[inline]
+    fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
+        self.mix.push(out, seq);
+    }
+
+    #[inline]
+    fn parse(&self, cursor: &mut RespCursor, data: &[u8], seq: u64) -> Parsed {
+        match cursor.feed(data) {
+            Feed::Partial => Parsed::Partial,
+            Feed::Error(class) => Parsed::Error(class),
+            Feed::Complete(n, reply) => {
+                let t = self.mix.schedule.op(seq);
+                let mut o = Outcome {
+                    op: self.op_of[t],
+                    ..Outcome::OK
+                };
+                match reply {
+                    Reply::Error => o.error = Some(ErrorClass::ServerError),
+                    Reply::Bulk if self.lookup[t] => o.hit = Some(true),
+                    Reply::Null if self.lookup[t] => o.hit = Some(false),
+                    _ => {}
+                }
+                Parsed::Complete(n, o)
+            }
+        }
+    }
+
+    fn on_eof(&self, cursor: &RespCursor) -> ErrorClass {
+        if cursor.started() {
+            ErrorClass::ShortRead
+        } else {
+            ErrorClass::Closed
+        }
+    }
+
+    fn ops(&self) -> &[String] {
+        &self.ops
+    }
+
+    fn counts_responses(&self) -> bool {
+        true
+    }
+}
+
+/// What a whole top-level reply was.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reply {
+    /// `+...`, `:...`, an array.
+    #[default]
+    Plain,
+    /// `-...`: the request failed.
+    Error,
+    /// A bulk string (`$N`, N >= 0).
+    Bulk,
+    /// A null bulk string or null array (`$-1`, `*-1`).
+    Null,
+}
+
+/// What [`RespCursor::feed`] made of some bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feed {
+    /// All consumed; the reply is not whole yet.
+    Partial,
+    /// The reply is whole after this many bytes.
+    Complete(usize, Reply),
+    /// Not RESP2.
+    Error(ErrorClass),
+}
+
+/// What the header line being read introduces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Head {
+    #[default]
+    Simple,
+    Int,
+    Bulk,
+    Array,
+}
+
+/// Where the parser is inside a reply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum State {
+    /// Before an element's type byte.
+    #[default]
+    Type,
+    /// Inside a `+`/`-` line, before its CR.
+    Simple,
+    /// Inside a `:`/`$`/`*` number, before its CR.
+    Number(Head),
+    /// After a header line's CR, before its LF.
+    HeadLf(Head),
+    /// Inside a bulk payload: bytes still to skip.
+    Payload(u64),
+    /// After a bulk payload, before its CR.
+    PayloadCr,
+    /// After a bulk payload's CR, before its LF.
+    PayloadLf,
+}
+
+/// Parse state of one connection's awaited reply (see the module header).
+#[derive(Clone, Debug, Default)]
+pub struct RespCursor {
+    state: State,
+    /// Remaining elements of each enclosing array, innermost last.
+    stack: [u32; MAX_DEPTH],
+    depth: u8,
+    /// The number being read: its magnitude, sign and digit count.
+    num: u64,
+    neg: bool,
+    digits: u8,
+    /// Bytes of the simple line being read.
+    line: u32,
+    /// What the top-level reply is, once its type byte is read.
+    reply: Reply,
+    /// Any byte of the reply consumed.
+    started: bool,
+}
+
+impl RespCursor {
+    /// True once any byte of the reply has been consumed.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Consumes `data`, the next bytes of the reply; stops at its end.
+    pub fn feed(&mut self, data: &[u8]) -> Feed {
+        let mut i = 0;
+        if !data.is_empty() {
+            self.started = true;
+        }
+        while i < data.len() {
+            match self.state {
+                State::Type => {
+                    let head = match data[i] {
+                        b'+' => Head::Simple,
+                        b'-' => {
+                            if self.depth == 0 {
+                                self.reply = Reply::Error;
+                            }
+                            Head::Simple
+                        }
+                        b':' => Head::Int,
+                        b'$' => Head::Bulk,
+                        b'*' => Head::Array,
+                        _ => return Feed::Error(ErrorClass::Protocol),
+                    };
+                    i += 1;
+                    self.line = 0;
+                    (self.num, self.neg, self.digits) = (0, false, 0);
+                    self.state = if head == Head::Simple {
+                        State::Simple
+                    } else {
+                        State::Number(head)
+                    };
+                }
+                State::Simple => {
+                    let rest = &data[i..];
+                    let end = rest.iter().position(|&b| b == b'\r' || b == b'\n');
+                    let take = end.unwrap_or(rest.len());
+                    self.line = self.line.saturating_add(take as u32);
+                    if self.line > MAX_LINE {
+                        return Feed::Error(ErrorClass::Protocol);
+                    }
+                    i += take;
+                    if let Some(e) = end {
+                        if rest[e] == b'\n' {
+                            return Feed::Error(ErrorClass::Protocol);
+                        }
+                        i += 1;
+                        self.state = State::HeadLf(Head::Simple);
+                    }
+                }
+                State::Number(head) => {
+                    let b = data[i];
+                    i += 1;
+                    match b {
+                        b'-' if self.digits == 0 && !self.neg => self.neg = true,
+                        b'0'..=b'9' => {
+                            let v = self
+                                .num
+                                .checked_mul(10)
+                                .and_then(|v| v.checked_add(u64::from(b - b'0')));
+                            match v {
+                                Some(v) => self.num = v,
+                                None => return Feed::Error(ErrorClass::Protocol),
+                            }
+                            self.digits = self.digits.saturating_add(1);
+                        }
+                        b'\r' if self.digits > 0 => self.state = State::HeadLf(head),
+                        _ => return Feed::Error(ErrorClass::Protocol),
+                    }
+                }
+                State::HeadLf(head) => {
+                    if data[i] != b'\n' {
+                        return Feed::Error(ErrorClass::Protocol);
+                    }
+                    i += 1;
+                    match self.header_done(head) {
+                        Ok(true) => {
+                            if let Some(f) = self.element_done(i) {
+                                return f;
+                            }
+                        }
+                        Ok(false) => {}
+                        Err(class) => return Feed::Error(class),
+                    }
+                }
+                State::Payload(left) => {
+                    let take = left.min((data.len() - i) as u64);
+                    i += take as usize;
+                    self.state = if take == left {
+                        State::PayloadCr
+                    } else {
+                        State::Payload(left - take)
+                    };
+                }
+                State::PayloadCr => {
+                    if data[i] != b'\r' {
+                        return Feed::Error(ErrorClass::Protocol);
+                    }
+                    i += 1;
+                    self.state = State::PayloadLf;
+                }
+                State::PayloadLf => {
+                    if data[i] != b'\n' {
+                        return Feed::Error(ErrorClass::Protocol);
+                    }
+                    i += 1;
+                    if let Some(f) = self.element_done(i) {
+                        return f;
+                    }
+                }
+            }
+        }
+        Feed::Partial
+    }
+
+    /// A header line ended: Ok(true) when it is a whole element (simple
+    /// string, error, integer, null, empty array), Ok(false) when a payload
+    /// or elements follow.
+    fn header_done(&mut self, head: Head) -> Result<bool, ErrorClass> {
+        let top = self.depth == 0;
+        match head {
+            Head::Simple | Head::Int => {
+                // ':' takes any sign; a '-' alone was refused at its CR.
+                Ok(true)
+            }
+            Head::Bulk | Head::Array if self.neg => {
+                if self.num != 1 {
+                    return Err(ErrorClass::Protocol);
+                }
+                if top {
+                    self.reply = Reply::Null;
+                }
+                Ok(true)
+            }
+            Head::Bulk => {
+                if self.num > MAX_BULK {
+                    return Err(ErrorClass::Protocol);
+                }
+                if top {
+                    self.reply = Reply::Bulk;
+                }
+                self.state = State::Payload(self.num);
+                Ok(false)
+            }
+            Head::Array => {
+                if self.num > MAX_ARRAY {
+                    return Err(ErrorClass::Protocol);
+                }
+                if self.num == 0 {
+                    return Ok(true);
+                }
+                if self.depth as usize == MAX_DEPTH {
+                    return Err(ErrorClass::Protocol);
+                }
+                self.stack[self.depth as usize] = self.num as u32;
+                self.depth += 1;
+                self.state = State::Type;
+                Ok(false)
+            }
+        }
+    }
+
+    /// An element ended at byte `i`: the reply is whole when it was the
+    /// top-level one or the last of every enclosing array; otherwise the
+    /// next element's type byte comes.
+    fn element_done(&mut self, i: usize) -> Option<Feed> {
+        self.state = State::Type;
+        while self.depth > 0 {
+            let top = &mut self.stack[self.depth as usize - 1];
+            *top -= 1;
+            if *top > 0 {
+                return None;
+            }
+            self.depth -= 1;
+        }
+        Some(Feed::Complete(i, self.reply))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::load::KeyDist;
+
+    /// Feeds `bytes` whole and split at every boundary (and byte by byte):
+    /// each way must give the same answer.
+    fn parse_every_way(bytes: &[u8]) -> Feed {
+        let whole = RespCursor::default().feed(bytes);
+        for cut in 1..bytes.len() {
+            let mut c = RespCursor::default();
+            let first = c.feed(&bytes[..cut]);
+            let got = match first {
+                Feed::Partial => match c.feed(&bytes[cut..]) {
+                    Feed::Complete(n, r) => Feed::Complete(n + cut, r),
+                    other => other,
+                },
+                other => other,
+            };
+            assert_eq!(
+                got,
+                whole,
+                "split at {cut} of {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let mut c = RespCursor::default();
+        let mut got = Feed::Partial;
+        for (k, b) in bytes.iter().enumerate() {
+            got = match c.feed(std::slice::from_ref(b)) {
+                Feed::Complete(_, r) => Feed::Complete(k + 1, r),
+                Feed::Partial => Feed::Partial,
+                e => e,
+            };
+            if got != Feed::Partial {
+                break;
+            }
+        }
+        assert_eq!(got, whole, "byte by byte");
+        whole
+    }
+
+    #[test]
+    fn every_reply_type_parses_split_at_every_byte() {
+        for (bytes, want) in [
+            (&b"+OK\r\n"[..], Reply::Plain),
+            (b"-ERR unknown command 'FOO'\r\n", Reply::Error),
+            (b":0\r\n", Reply::Plain),
+            (b":-42\r\n", Reply::Plain),
+            (b"$5\r\nhello\r\n", Reply::Bulk),
+            (b"$0\r\n\r\n", Reply::Bulk),
+            (b"$-1\r\n", Reply::Null),
+            (b"*-1\r\n", Reply::Null),
+            (b"*0\r\n", Reply::Plain),
+            (b"*3\r\n$1\r\na\r\n$-1\r\n:7\r\n", Reply::Plain),
+            // Nested, with errors and nulls inside: the top decides.
+            (
+                b"*2\r\n*2\r\n+a\r\n-ERR inner\r\n*1\r\n*0\r\n",
+                Reply::Plain,
+            ),
+            // A payload of CR LF CR is skipped by count.
+            (b"*1\r\n*1\r\n*1\r\n$3\r\n\r\n\r\r\n", Reply::Plain),
+        ] {
+            assert_eq!(parse_every_way(bytes), Feed::Complete(bytes.len(), want));
+        }
+    }
+
+    #[test]
+    fn pipelined_replies_in_one_read_end_where_each_does() {
+        let data = b"+OK\r\n$3\r\nabc\r\n$-1\r\n-ERR x\r\n*2\r\n:1\r\n:2\r\n";
+        let mut i = 0;
+        let mut got = Vec::new();
+        while i < data.len() {
+            match RespCursor::default().feed(&data[i..]) {
+                Feed::Complete(n, r) => {
+                    got.push(r);
+                    i += n;
+                }
+                other => panic!("{other:?} at {i}"),
+            }
+        }
+        assert_eq!(
+            got,
+            [
+                Reply::Plain,
+                Reply::Bulk,
+                Reply::Null,
+                Reply::Error,
+                Reply::Plain
+            ]
+        );
+    }
+
+    #[test]
+    fn garbage_and_broken_frames_are_protocol_errors() {
+        for bad in [
+            &b"HTTP/1.1 200 OK\r\n"[..],
+            b"+OK\n",
+            b"+OK\rX",
+            b"$abc\r\n",
+            b"$\r\n",
+            b"$-2\r\n",
+            b"$--1\r\n",
+            b"*-5\r\n",
+            b":1x\r\n",
+            b"$3\r\nabcX\r\n",
+            b"$3\r\nabc\rX",
+            b"*1\r\n?\r\n",
+            b":99999999999999999999999\r\n",
+        ] {
+            assert_eq!(
+                parse_every_way(bad),
+                Feed::Error(ErrorClass::Protocol),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn oversized_lengths_and_depths_are_refused_before_any_payload() {
+        let big = format!("${}\r\n", MAX_BULK + 1);
+        assert_eq!(
+            RespCursor::default().feed(big.as_bytes()),
+            Feed::Error(ErrorClass::Protocol)
+        );
+        let ok = format!("${MAX_BULK}\r\n");
+        assert_eq!(RespCursor::default().feed(ok.as_bytes()), Feed::Partial);
+        let arr = format!("*{}\r\n", MAX_ARRAY + 1);
+        assert_eq!(
+            RespCursor::default().feed(arr.as_bytes()),
+            Feed::Error(ErrorClass::Protocol)
+        );
+        let deep = "*1\r\n".repeat(MAX_DEPTH + 1);
+        assert_eq!(
+            RespCursor::default().feed(deep.as_bytes()),
+            Feed::Error(ErrorClass::Protocol)
+        );
+        let deep_ok = format!("{}:1\r\n", "*1\r\n".repeat(MAX_DEPTH));
+        assert!(matches!(
+            RespCursor::default().feed(deep_ok.as_bytes()),
+            Feed::Complete(..)
+        ));
+        let mut long = vec![b'+'];
+        long.resize(MAX_LINE as usize + 2, b'a');
+        assert_eq!(
+            RespCursor::default().feed(&long),
+            Feed::Error(ErrorClass::Protocol)
+        );
+    }
+
+    #[test]
+    fn a_close_mid_reply_is_a_short_read_and_between_replies_a_close() {
+        let ex = exchange(&["GET k{key}"], None);
+        let mut c = RespCursor::default();
+        assert_eq!(ex.on_eof(&c), ErrorClass::Closed);
+        assert_eq!(ex.parse(&mut c, b"$10\r\nabc", 0), Parsed::Partial);
+        assert_eq!(ex.on_eof(&c), ErrorClass::ShortRead);
+    }
+
+    fn exchange(cmds: &[&str], ratio: Option<Vec<u32>>) -> RedisExchange {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct P {
+            #[command(flatten)]
+            a: KvArgs,
+        }
+        let mut a = P::parse_from(["x", "127.0.0.1:1", "--keys", "1000"]).a;
+        a.commands = cmds.iter().map(|s| s.to_string()).collect();
+        a.ratio = ratio.map(crate::cli::load::Ratio);
+        a.key_dist = KeyDist::Uniform;
+        a.value_size = 4;
+        RedisExchange::new(KvSpec::from_args(&a, &DEFAULT_COMMANDS, &DEFAULT_RATIO).unwrap())
+    }
+
+    #[test]
+    fn requests_are_resp_arrays_of_bulk_strings() {
+        let ex = exchange(&["SET k:{key} {value}", "get k:{key}"], None);
+        let mut out = Vec::new();
+        ex.push_request(&mut out, 0);
+        let s = String::from_utf8(out).unwrap();
+        let key = &s[s.find("k:").unwrap()..][..5];
+        assert_eq!(
+            s,
+            format!("*3\r\n$3\r\nSET\r\n$5\r\n{key}\r\n$4\r\n0123\r\n")
+        );
+        let mut out = Vec::new();
+        ex.push_request(&mut out, 1);
+        assert!(out.starts_with(b"*2\r\n$3\r\nget\r\n$5\r\nk:"));
+        assert_eq!(ex.ops(), ["SET", "GET"]);
+        assert_eq!(ex.request_len(), None);
+    }
+
+    #[test]
+    fn outcomes_name_the_command_and_count_hits_misses_and_errors() {
+        // 1:1:1: seq % 3 == 0 is a SET, the others GETs.
+        let ex = exchange(&["SET k{key} {value}", "GET k{key}", "GET j{key}"], None);
+        assert_eq!(ex.ops(), ["SET", "GET"]);
+        let out = |data: &[u8], seq| match ex.parse(&mut RespCursor::default(), data, seq) {
+            Parsed::Complete(n, o) => {
+                assert_eq!(n, data.len());
+                o
+            }
+            other => panic!("{other:?}"),
+        };
+        let set = out(b"+OK\r\n", 0);
+        assert_eq!((set.op, set.hit, set.error), (0, None, None));
+        let hit = out(b"$4\r\n0123\r\n", 1);
+        assert_eq!((hit.op, hit.hit, hit.error), (1, Some(true), None));
+        // The second GET template counts as GET too.
+        let miss = out(b"$-1\r\n", 2);
+        assert_eq!((miss.op, miss.hit), (1, Some(false)));
+        let err = out(b"-WRONGTYPE Operation against a key\r\n", 4);
+        assert_eq!(err.error, Some(ErrorClass::ServerError));
+        assert_eq!(err.op, 1);
+        // A SET answered by a bulk string is no lookup.
+        assert_eq!(out(b"$1\r\nx\r\n", 3).hit, None);
+    }
+}
