@@ -16,7 +16,7 @@ BUILD_PKGS := clang llvm libelf-dev zlib1g-dev pkg-config gcc libc6-dev make
 # nginx, redis-server and memcached are the real peers of the http, redis
 # and memcached workloads (openssl makes the https test certificate), and
 # wrk, h2load (nghttp2-client), redis-benchmark and memcaslap
-# (libmemcached-tools) their benchmark peers (bench/services.sh).
+# (libmemcached-tools) their benchmark peers (bench/http.sh, bench/kv.sh).
 TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 \
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools
 
@@ -52,7 +52,8 @@ bench: build
 	bench/overhead.sh
 	bench/load.sh
 	bench/relay.sh
-	bench/services.sh
+	bench/http.sh
+	bench/kv.sh
 
 # The built-in demonstration: the transport comparison (every point a
 # traced profile), the UDP receive-buffer sweep and the tracer overhead
