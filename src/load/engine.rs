@@ -990,6 +990,36 @@ mod tests {
             let tls = rep.config.tls.as_ref().unwrap();
             assert_eq!(tls.protocol_version.as_deref(), Some("TLSv1_3"));
             assert!(tls.cipher_suite.as_deref().unwrap().starts_with("TLS13_"));
+            let text = crate::report::load_text::render(rep);
+            assert!(text.contains("\ntls           TLSv1_3, TLS13_"), "{text}");
+            assert!(text.contains("\ntls handshake min "), "{text}");
+        }
+    }
+
+    #[test]
+    fn tls_runs_open_loop_and_drains_a_duration_run() {
+        let (addr, _) = tls_line_server();
+        for mode in MODES {
+            // Open loop: sends wait for a connection that is up (its
+            // handshake done), none is lost.
+            let p = TcpPlan {
+                rate: Some(2000.0),
+                ..tls_plan(addr, mode, 200, spec(true, None))
+            };
+            let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+            assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
+            assert_eq!(out.report.transactions, 200, "{mode:?}");
+            // A duration run ends with the drain's orderly closes.
+            let p = TcpPlan {
+                stop: Stop::Duration(Duration::from_millis(300)),
+                ..tls_plan(addr, mode, 0, spec(true, None))
+            };
+            let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+            let rep = &out.report;
+            assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
+            assert!(rep.transactions > 0, "{mode:?}");
+            assert_eq!(rep.errors.total, 0, "{mode:?}: {:?}", rep.errors);
+            assert_eq!(rep.errors.unanswered_at_end, 0, "{mode:?}");
         }
     }
 

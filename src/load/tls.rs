@@ -335,6 +335,7 @@ impl TlsConn {
     /// Runs the handshake as far as the socket allows; `wire` is scratch
     /// space for what the socket holds, `sent`/`received` count the bytes
     /// that crossed it.
+    #[inline(never)]
     pub fn handshake(
         &mut self,
         fd: RawFd,
@@ -378,7 +379,9 @@ impl TlsConn {
     /// waiting; returns how much of `plain` was taken (all of it unless the
     /// session's send buffer is full). Bytes the socket had no room for
     /// wait in the session: [`wants_write`](Self::wants_write).
-    #[inline]
+    // Never inlined: the plain path's loop, which shares its caller, stays
+    // as compact as it was without TLS.
+    #[inline(never)]
     pub fn write(&mut self, fd: RawFd, plain: &[u8], sent: &mut u64) -> Result<usize, TlsFailure> {
         let taken = if plain.is_empty() {
             0
@@ -400,7 +403,7 @@ impl TlsConn {
     /// plaintext in `plain`. `WouldBlock` also when the records carried no
     /// application data (session tickets). The peer's close_notify or a
     /// TCP EOF is `Eof`, once the plaintext before it has been returned.
-    #[inline]
+    #[inline(never)]
     pub fn read(
         &mut self,
         fd: RawFd,
