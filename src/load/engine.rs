@@ -876,7 +876,7 @@ mod tests {
 
     /// A TLS line server on loopback (rustls, a self-signed certificate for
     /// `localhost` made now): answers each line with `ok:<line>`, padded
-    /// to over 40 KB (several TLS records) for every 10th request, so
+    /// to 300 KB (several TLS records, more than a read) for every 10th request, so
     /// responses span records and reads. Returns its address and the
     /// certificate (PEM).
     fn tls_line_server() -> (std::net::SocketAddr, String) {
@@ -915,7 +915,7 @@ mod tests {
                             .strip_prefix("req ")
                             .and_then(|n| n.parse().ok())
                             .unwrap_or(1);
-                        let pad = if seq % 10 == 0 { 40_000 } else { 0 };
+                        let pad = if seq % 10 == 0 { 300_000 } else { 0 };
                         let resp = format!("ok:{req}{}\n", "x".repeat(pad));
                         let w = r.get_mut();
                         if w.write_all(resp.as_bytes())
@@ -973,9 +973,13 @@ mod tests {
             assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
             assert_eq!(rep.transactions, 300, "{mode:?}");
             assert_eq!(rep.errors.total, 0, "{mode:?}");
-            // Every 10th response is over 40 KB: the bytes counted are
+            // Every 10th response is 300 KB: the bytes counted are
             // the records', more than the plaintext.
-            assert!(rep.bytes.received > 30 * 40_000, "{mode:?}");
+            assert!(
+                rep.bytes.received > 20 * 300_000,
+                "{mode:?}: {}",
+                rep.bytes.received
+            );
             let hs = rep
                 .tls_handshake_latency
                 .as_ref()
@@ -993,6 +997,36 @@ mod tests {
             let tls = rep.config.tls.as_ref().unwrap();
             assert_eq!(tls.protocol_version.as_deref(), Some("TLSv1_3"));
             assert!(tls.cipher_suite.as_deref().unwrap().starts_with("TLS13_"));
+            let text = crate::report::load_text::render(rep);
+            assert!(text.contains("\ntls           TLSv1_3, TLS13_"), "{text}");
+            assert!(text.contains("\ntls handshake min "), "{text}");
+        }
+    }
+
+    #[test]
+    fn tls_runs_open_loop_and_drains_a_duration_run() {
+        let (addr, _) = tls_line_server();
+        for mode in MODES {
+            // Open loop: sends wait for a connection that is up (its
+            // handshake done), none is lost.
+            let p = TcpPlan {
+                rate: Some(2000.0),
+                ..tls_plan(addr, mode, 200, spec(true, None))
+            };
+            let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+            assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
+            assert_eq!(out.report.transactions, 200, "{mode:?}");
+            // A duration run ends with the drain's orderly closes.
+            let p = TcpPlan {
+                stop: Stop::Duration(Duration::from_millis(300)),
+                ..tls_plan(addr, mode, 0, spec(true, None))
+            };
+            let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
+            let rep = &out.report;
+            assert!(out.failure.is_none(), "{mode:?}: {:?}", out.failure);
+            assert!(rep.transactions > 0, "{mode:?}");
+            assert_eq!(rep.errors.total, 0, "{mode:?}: {:?}", rep.errors);
+            assert_eq!(rep.errors.unanswered_at_end, 0, "{mode:?}");
         }
     }
 

@@ -427,9 +427,10 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
             .parse(&mut s.cursor, &self.core.buf[..n], s.seq)
         {
             Parsed::Partial => {
-                // TLS: the peer's close_notify came with these bytes, and
-                // the socket may never wake the poller again to say so.
-                if s.tls.as_ref().is_some_and(TlsConn::eof_pending) {
+                // TLS: more came with these bytes (the peer's close_notify,
+                // or plaintext left in the session) that the socket may
+                // never wake the poller for.
+                if s.tls.as_ref().is_some_and(TlsConn::read_again) {
                     self.read(i, now, tally);
                 }
             }

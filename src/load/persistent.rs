@@ -588,9 +588,10 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         if completed {
             self.go_on(i, now, tally);
         }
-        // TLS: the peer's close_notify came with these bytes, and the
-        // socket may never wake the poller again to say so.
-        if self.conns[i].tls.as_ref().is_some_and(TlsConn::eof_pending) {
+        // TLS: more came with these bytes (the peer's close_notify, or
+        // plaintext left in the session) that the socket may never wake
+        // the poller for.
+        if self.conns[i].tls.as_ref().is_some_and(TlsConn::read_again) {
             self.read(i, now, tally);
         }
     }

@@ -12,14 +12,16 @@
 //! then requests go through [`TlsConn::write`] and responses come back
 //! decrypted into the worker's read buffer through [`TlsConn::read`].
 //!
-//! Reads take the socket's bytes in one `recv` into a worker-wide buffer of
-//! the read buffer's size and feed them all to rustls, draining the
-//! plaintext as it goes: rustls' own `read_tls` reads at most 4 KiB a call,
-//! which would cost a system call per 4 KiB of a large response, and since
-//! plaintext is never longer than the records it came in, the whole
-//! plaintext of one `recv` always fits the read buffer: nothing is left
-//! buffered inside rustls that the (level-triggered) poller would not
-//! report.
+//! Reads take the socket's bytes in one `recv` into a worker-wide buffer
+//! and feed them all to rustls, draining the plaintext as it goes: rustls'
+//! own `read_tls` reads at most 4 KiB a call, which would cost a system
+//! call per 4 KiB of a large response. Plaintext is never longer than the
+//! records it came in, and rustls holds at most one partial record from
+//! the read before, so a `recv` of at most the read buffer's size less one
+//! record ([`RECORD_MAX`]) always decrypts into the read buffer whole:
+//! nothing is left inside rustls that the (level-triggered) poller would
+//! not report. (Should the buffer fill anyway, [`TlsConn::read_again`]
+//! says so and the driver reads again without waiting.)
 //!
 //! Limits (see docs/load.md): no client certificates, no session
 //! resumption (every handshake is a full one, so the handshake figures
@@ -44,6 +46,10 @@ use rustls::{
 use super::socket::{self, ReadOutcome};
 use super::workload::ErrorClass;
 use crate::error;
+
+/// The longest TLS record on the wire: a 5-byte header and at most
+/// 2^14 + 2048 bytes of ciphertext (RFC 5246 6.2.3; TLS 1.3 allows less).
+pub const RECORD_MAX: usize = 5 + (1 << 14) + 2048;
 
 /// How a workload wants TLS spoken on each connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -229,6 +235,7 @@ impl TlsClient {
             .map(|conn| TlsConn {
                 conn: Box::new(conn),
                 eof_pending: false,
+                full: false,
             })
             .map_err(TlsFailure::Tls)
     }
@@ -319,12 +326,16 @@ pub struct TlsConn {
     /// The peer's close_notify came with the last plaintext returned: the
     /// next read reports the end (the socket may not wake the poller).
     eof_pending: bool,
+    /// The last read filled the plaintext buffer: more may wait inside
+    /// rustls, which the socket will not report.
+    full: bool,
 }
 
 impl TlsConn {
     /// Runs the handshake as far as the socket allows; `wire` is scratch
     /// space for what the socket holds, `sent`/`received` count the bytes
     /// that crossed it.
+    #[inline(never)]
     pub fn handshake(
         &mut self,
         fd: RawFd,
@@ -368,7 +379,9 @@ impl TlsConn {
     /// waiting; returns how much of `plain` was taken (all of it unless the
     /// session's send buffer is full). Bytes the socket had no room for
     /// wait in the session: [`wants_write`](Self::wants_write).
-    #[inline]
+    // Never inlined: the plain path's loop, which shares its caller, stays
+    // as compact as it was without TLS.
+    #[inline(never)]
     pub fn write(&mut self, fd: RawFd, plain: &[u8], sent: &mut u64) -> Result<usize, TlsFailure> {
         let taken = if plain.is_empty() {
             0
@@ -385,12 +398,12 @@ impl TlsConn {
         self.conn.wants_write()
     }
 
-    /// Reads what the socket holds (one `recv` into `wire`), decrypts it
-    /// and returns the plaintext in `plain` (at least as long as `wire`).
-    /// `WouldBlock` also when the records carried no application data
-    /// (session tickets). The peer's close_notify or a TCP EOF is `Eof`,
-    /// once the plaintext before it has been returned.
-    #[inline]
+    /// Reads what the socket holds (one `recv` into `wire`, of at most
+    /// `plain`'s length less [`RECORD_MAX`]), decrypts it and returns the
+    /// plaintext in `plain`. `WouldBlock` also when the records carried no
+    /// application data (session tickets). The peer's close_notify or a
+    /// TCP EOF is `Eof`, once the plaintext before it has been returned.
+    #[inline(never)]
     pub fn read(
         &mut self,
         fd: RawFd,
@@ -399,7 +412,6 @@ impl TlsConn {
         sent: &mut u64,
         received: &mut u64,
     ) -> Result<ReadOutcome, TlsFailure> {
-        debug_assert!(plain.len() >= wire.len());
         if self.eof_pending {
             return Ok(ReadOutcome::Eof);
         }
@@ -407,7 +419,8 @@ impl TlsConn {
         let mut filled = 0;
         let mut closed = self.drain(plain, &mut filled)?;
         if filled == 0 && !closed {
-            let n = match socket::read_some(fd, wire).map_err(TlsFailure::Io)? {
+            let room = wire.len().min(plain.len().saturating_sub(RECORD_MAX));
+            let n = match socket::read_some(fd, &mut wire[..room]).map_err(TlsFailure::Io)? {
                 ReadOutcome::Data(n) => n,
                 ReadOutcome::WouldBlock => return Ok(ReadOutcome::WouldBlock),
                 // rustls learns of the EOF from an empty read, and says
@@ -427,6 +440,7 @@ impl TlsConn {
                 }
             }
         }
+        self.full = filled == plain.len();
         if filled > 0 {
             self.eof_pending = closed;
             Ok(ReadOutcome::Data(filled))
@@ -437,11 +451,13 @@ impl TlsConn {
         }
     }
 
-    /// True when the peer's close_notify arrived with the plaintext last
-    /// returned: read again to see the end.
+    /// True when the driver should read again without waiting for the
+    /// socket: the peer's close_notify arrived with the plaintext last
+    /// returned, or that plaintext filled the buffer and more may be
+    /// waiting inside rustls.
     #[inline]
-    pub fn eof_pending(&self) -> bool {
-        self.eof_pending
+    pub fn read_again(&self) -> bool {
+        self.eof_pending || self.full
     }
 
     /// Sends close_notify, as far as the socket takes it at once (an
