@@ -109,13 +109,11 @@ fn bench_relay_interrupted_during_a_load_exits_130() {
     assert!(!kids.is_empty(), "no echo upstream running");
     let mut err = child.stderr.take().unwrap();
     let (code, rest) = signal_and_finish(&mut child, libc::SIGINT, &mut err, LIMIT);
-    assert_failed(
-        code,
-        &rest,
-        130,
-        "interrupted by SIGINT during direct at",
-        &out,
-    );
+    // Sent while a load held its sockets, it is read by that load ("during
+    // direct at ..."); on a busy host this thread may only get to send it
+    // as that load ends, and the check between points reads it ("during
+    // the experiment"): exit 130 and nothing written either way.
+    assert_failed(code, &rest, 130, "interrupted by SIGINT during", &out);
     assert_gone(&kids);
 }
 
