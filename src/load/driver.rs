@@ -30,7 +30,10 @@ use std::time::Duration;
 
 use super::plan::{Stop, TcpPlan, WorkerCtx};
 use super::schedule::Schedule;
+use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
+use super::tls::TlsConn;
+use super::workload::ErrorClass;
 use crate::poller::{Poller, Ready};
 
 /// How often timeouts and reconnects are checked.
@@ -317,6 +320,40 @@ impl Backoff {
     /// Back to the shortest delay after a success.
     pub fn reset(&mut self) {
         self.0 = Self::MIN;
+    }
+}
+
+/// One read of a connection's response bytes into `buf`, through TLS when
+/// the connection speaks it (`wire` holds the ciphertext), counting bytes
+/// in the tally; a failure comes back classed. Both connection state
+/// machines read this way.
+#[inline]
+pub fn read_conn(
+    fd: std::os::fd::RawFd,
+    tls: Option<&mut TlsConn>,
+    wire: &mut [u8],
+    buf: &mut [u8],
+    tally: &mut WorkerTally,
+) -> Result<ReadOutcome, ErrorClass> {
+    match tls {
+        None => match socket::read_some(fd, buf) {
+            Ok(r) => {
+                if let ReadOutcome::Data(n) = r {
+                    tally.bytes_received += n as u64;
+                }
+                Ok(r)
+            }
+            Err(e) => Err(ErrorClass::of(&e)),
+        },
+        Some(t) => t
+            .read(
+                fd,
+                wire,
+                buf,
+                &mut tally.bytes_sent,
+                &mut tally.bytes_received,
+            )
+            .map_err(|f| tally.tls_failure(f)),
     }
 }
 

@@ -381,26 +381,13 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
 
     fn read(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         let s = &mut self.slots[i];
-        let got = match s.tls.as_mut() {
-            None => match socket::read_some(s.fd, &mut self.core.buf) {
-                Ok(r) => {
-                    if let ReadOutcome::Data(n) = r {
-                        tally.bytes_received += n as u64;
-                    }
-                    Ok(r)
-                }
-                Err(e) => Err(ErrorClass::of(&e)),
-            },
-            Some(t) => t
-                .read(
-                    s.fd,
-                    &mut self.core.wire,
-                    &mut self.core.buf,
-                    &mut tally.bytes_sent,
-                    &mut tally.bytes_received,
-                )
-                .map_err(|f| tally.tls_failure(f)),
-        };
+        let got = driver::read_conn(
+            s.fd,
+            s.tls.as_mut(),
+            &mut self.core.wire,
+            &mut self.core.buf,
+            tally,
+        );
         let n = match got {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,

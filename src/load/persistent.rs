@@ -522,26 +522,13 @@ impl<E: Exchange> PersistentWorker<'_, E> {
 
     fn read(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         let c = &mut self.conns[i];
-        let got = match c.tls.as_mut() {
-            None => match socket::read_some(c.fd, &mut self.core.buf) {
-                Ok(r) => {
-                    if let ReadOutcome::Data(n) = r {
-                        tally.bytes_received += n as u64;
-                    }
-                    Ok(r)
-                }
-                Err(e) => Err(ErrorClass::of(&e)),
-            },
-            Some(t) => t
-                .read(
-                    c.fd,
-                    &mut self.core.wire,
-                    &mut self.core.buf,
-                    &mut tally.bytes_sent,
-                    &mut tally.bytes_received,
-                )
-                .map_err(|f| tally.tls_failure(f)),
-        };
+        let got = driver::read_conn(
+            c.fd,
+            c.tls.as_mut(),
+            &mut self.core.wire,
+            &mut self.core.buf,
+            tally,
+        );
         let n = match got {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,
