@@ -31,3 +31,4 @@ pub mod serve;
 pub mod signals;
 pub mod stats;
 pub mod trace;
+pub mod tune;

@@ -73,6 +73,11 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub count_only: bool,
 
+    /// Do not collect kernel evidence (counters, socket samples, run-queue
+    /// delay); for measuring what collecting it costs.
+    #[arg(long)]
+    pub no_evidence: bool,
+
     /// Run a launched target as this user (name or uid).
     #[arg(short = 'u', long, value_name = "USER")]
     pub user: Option<String>,
@@ -126,6 +131,7 @@ impl ProfileArgs {
             load: LoadLine::parse(&self.load)?,
             ready_timeout: Duration::from_secs_f64(self.ready_timeout),
             count_only: self.count_only,
+            evidence: !self.no_evidence,
             run_as,
             quiet,
             command_line: std::env::args().collect(),

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod bench_table;
 pub mod bench_text;
 pub mod compare;
+pub mod evidence;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod header;
@@ -25,6 +26,7 @@ pub mod syscall_class;
 pub mod table;
 pub mod trace;
 pub mod trace_text;
+pub mod tune;
 pub mod units;
 
 use std::path::Path;

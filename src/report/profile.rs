@@ -4,11 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::evidence::KernelEvidence;
 use super::header::{self, ArtifactHeader};
 use super::load::LoadReport;
 use super::machine::Machine;
 use super::syscall_class::SyscallClass;
 use super::trace::TraceReport;
+use super::tune::AuditRow;
 
 /// Schema identifier of profile artifacts.
 pub const SCHEMA: &str = "sockscope.profile";
@@ -45,6 +47,13 @@ pub struct ProfileReport {
     pub insights: Vec<String>,
     /// What limits the figures (loopback, virtual machine, shared CPUs).
     pub caveats: Vec<String>,
+    /// What the kernel counted, queued and scheduled around the target
+    /// (absent in artifacts written before it was collected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<KernelEvidence>,
+    /// The tuning audit's rows that this run's evidence supports.
+    #[serde(default)]
+    pub advice: Vec<AuditRow>,
 }
 
 /// The target process.

@@ -50,6 +50,24 @@ pub fn render(r: &ProfileReport) -> String {
     for l in trace_text::render(&r.trace, &view).lines() {
         let _ = writeln!(s, "  {l}");
     }
+    if let Some(e) = &r.evidence {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "Kernel evidence over the window:");
+        for l in e.text().lines() {
+            let _ = writeln!(s, "  {l}");
+        }
+    }
+    if !r.advice.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "Settings this run's evidence points at (sockscope tune --from run.json; \
+             nothing was changed):"
+        );
+        for l in super::tune::table(&r.advice).to_text().lines() {
+            let _ = writeln!(s, "  {l}");
+        }
+    }
     if !r.caveats.is_empty() {
         let _ = writeln!(s);
         let _ = writeln!(s, "Caveats:");

@@ -19,6 +19,7 @@
 pub mod bench;
 pub mod compare;
 pub mod demo;
+pub mod evidence;
 pub mod exit;
 pub mod hidden;
 pub mod loadline;

@@ -64,6 +64,8 @@ pub struct ProfileSpec {
     pub ready_timeout: Duration,
     /// Trace with the entry hook only (no latency).
     pub count_only: bool,
+    /// Collect kernel evidence (counters, sockets, run-queue delay).
+    pub evidence: bool,
     /// Launched targets run as this user.
     pub run_as: Option<RunAs>,
     /// No progress bar.
@@ -657,6 +659,11 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let control_clock = tracer.handle.as_ref().and_then(cpu_clock_of);
     wait_window(&tracer, &mut subject, &mut signals)?;
     let sampler = start_share_sampler(spec, &shared_with, addr, subject.pid)?;
+    let collector = if spec.evidence {
+        Some(super::evidence::Collector::start(subject.pid, addr)?)
+    } else {
+        None
+    };
 
     let abort = Arc::new(StopFlag::new()?);
     let done = Arc::new(StopFlag::new()?);
@@ -676,6 +683,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let load_wall = t_load.elapsed();
     let control_cpu = (thread_cpu_s(control_clock) - control0).max(0.0);
     let (samples, sampler_cpu) = sampler.map(share::Sampler::finish).unzip();
+    let evidence = collector.map(super::evidence::Collector::finish);
     let control_cpu = control_cpu + sampler_cpu.unwrap_or(0.0);
     tracer.stop.raise();
     done.raise();
@@ -728,7 +736,11 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         );
         insight::attribute_per_transaction(&mut derived, a);
     }
-    let insights = insight::sentences(&derived, &load_report, &trace_report);
+    let mut insights = insight::sentences(&derived, &load_report, &trace_report);
+    let advice = evidence.as_ref().map_or_else(Vec::new, |e| {
+        insights.extend(e.sentences(&derived, &load_report));
+        crate::tune::supported_by(e, &load_report)
+    });
     let mut caveats = machine::caveats(
         &machine,
         Some(addr.ip()),
@@ -773,6 +785,8 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         derived,
         insights,
         caveats,
+        evidence,
+        advice,
     })
 }
 

@@ -572,6 +572,43 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
     b.push_str(&resources_section(p, r));
     b.push_str(&attribution_section(p, r));
     b.push_str(&processes_section(p, r));
+    if let Some(e) = &r.evidence {
+        b.push_str(&card(
+            &format!("{p}kernel"),
+            "What the kernel counted",
+            &format!(
+                "Counter deltas of network namespace {} over the window (per namespace, not per \
+                 process{}), the target's sockets sampled through sock_diag, and its threads' \
+                 run-queue delay.",
+                e.netns.id,
+                if e.netns.shared_with_generator {
+                    "; the load generator shares it"
+                } else {
+                    ""
+                }
+            ),
+            &format!(
+                "{}{}",
+                e.html(),
+                list(
+                    &e.unavailable
+                        .iter()
+                        .map(|u| format!("not measured: {u}"))
+                        .collect::<Vec<_>>(),
+                    "notes"
+                )
+            ),
+        ));
+    }
+    if !r.advice.is_empty() {
+        b.push_str(&card(
+            &format!("{p}advice"),
+            "Settings the evidence points at",
+            "Rows of `sockscope tune` that this run's own evidence supports; sockscope changed \
+             nothing.",
+            &super::super::tune::table(&r.advice).to_html(),
+        ));
+    }
     let tracer = &r.trace.tracer;
     let mut trows = vec![vec![
         "syscall events traced".to_string(),
