@@ -17,8 +17,12 @@ BUILD_PKGS := clang llvm libelf-dev zlib1g-dev pkg-config gcc libc6-dev make
 # and memcached workloads (openssl makes the https test certificate), and
 # wrk, h2load (nghttp2-client), redis-benchmark and memcaslap
 # (libmemcached-tools) their benchmark peers (bench/http.sh, bench/kv.sh).
+# iproute2 (ip netns, tc) and nftables (random drops on a veth: this
+# kernel has no sch_netem) build the namespaces of the kernel-evidence
+# tests (tests/evidence.rs).
 TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 \
-	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools
+	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
+	iproute2 nftables
 
 .PHONY: all deps build test test-unit test-integration bench demo lint clean
 
