@@ -71,6 +71,54 @@ fn rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
     let mut rows = load_rows(a, b);
     rows.extend(syscall_rows(a, b));
     rows.extend(cost_rows(a, b));
+    rows.extend(evidence_rows(a, b));
+    rows
+}
+
+/// The kernel's evidence where either run has it: the named counters that
+/// moved in either run, per transaction (two runs of different lengths
+/// compare), the accept queue's peak, and the run-queue wait share.
+fn evidence_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
+    use super::evidence::counters::NAMED;
+    let mut rows = Vec::new();
+    let counter = |r: &ProfileReport, name: &str| {
+        let c = r.evidence.as_ref()?.counters.as_ref()?;
+        let tx = r.derived.transactions;
+        (tx > 0).then(|| c.get(name) as f64 / tx as f64)
+    };
+    for name in NAMED {
+        let (x, y) = (counter(a, name), counter(b, name));
+        if x.unwrap_or(0.0) > 0.0 || y.unwrap_or(0.0) > 0.0 {
+            rows.push(quantity(
+                &format!("kernel {name} per transaction"),
+                x,
+                y,
+                num,
+            ));
+        }
+    }
+    let queue = |r: &ProfileReport| {
+        let s = r.evidence.as_ref()?.sockets.as_ref()?;
+        s.listeners
+            .iter()
+            .map(|l| l.accept_queue_max as f64)
+            .reduce(f64::max)
+    };
+    let (x, y) = (queue(a), queue(b));
+    if x.is_some() || y.is_some() {
+        rows.push(quantity("longest accept queue seen", x, y, num));
+    }
+    let wait = |r: &ProfileReport| Some(r.evidence.as_ref()?.sched.as_ref()?.wait_share);
+    let (x, y) = (wait(a), wait(b));
+    if x.is_some() || y.is_some() {
+        rows.push(Row {
+            name: "runnable time waiting for a CPU".into(),
+            a: x,
+            b: y,
+            fmt: pct,
+            kind: Kind::Share,
+        });
+    }
     rows
 }
 
@@ -417,6 +465,49 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
 mod tests {
     use super::super::fixtures;
     use super::*;
+
+    #[test]
+    fn kernel_counters_compare_per_transaction_and_only_when_they_moved() {
+        use crate::report::evidence::{CounterDeltas, KernelEvidence, SchedEvidence};
+        let mut a = fixtures::profile(&fixtures::epoll_echo());
+        let mut b = a.clone();
+        let ev = |overflows: u64, wait: f64| KernelEvidence {
+            counters: Some(CounterDeltas {
+                source: "test".into(),
+                deltas: [
+                    ("TcpExt.ListenOverflows".to_string(), overflows),
+                    ("Tcp.RetransSegs".to_string(), 0),
+                ]
+                .into(),
+            }),
+            sched: Some(SchedEvidence {
+                wait_share: wait,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        a.evidence = Some(ev(0, 0.10));
+        b.evidence = Some(ev(b.derived.transactions, 0.25));
+        let text = render(&a, &b, "a.json", "b.json");
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .map(str::to_owned)
+        };
+        let overflow = line("kernel TcpExt.ListenOverflows per transaction").expect(&text);
+        assert!(overflow.ends_with("+1.000"), "{overflow}");
+        assert!(line("kernel Tcp.RetransSegs").is_none(), "{text}");
+        let wait = line("runnable time waiting for a CPU").expect(&text);
+        assert!(wait.ends_with("+15.0 pp"), "{wait}");
+        // A run without evidence (an older artifact) shows "-" for it.
+        a.evidence = None;
+        let text = render(&a, &b, "a.json", "b.json");
+        let overflow = text
+            .lines()
+            .find(|l| l.starts_with("kernel TcpExt.ListenOverflows"))
+            .expect(&text);
+        assert!(overflow.contains(" - "), "{overflow}");
+    }
 
     #[test]
     fn change_in_percent_points_or_absolute() {
