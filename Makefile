@@ -58,6 +58,7 @@ bench: build
 	bench/relay.sh
 	bench/http.sh
 	bench/kv.sh
+	bench/evidence.sh
 
 # The built-in demonstration: the transport comparison (every point a
 # traced profile), the UDP receive-buffer sweep and the tracer overhead
