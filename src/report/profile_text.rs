@@ -57,6 +57,13 @@ pub fn render(r: &ProfileReport) -> String {
             let _ = writeln!(s, "  {l}");
         }
     }
+    if !r.caveats.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "Caveats:");
+        for c in &r.caveats {
+            let _ = writeln!(s, "  * {}", wrap(c, 96, "    "));
+        }
+    }
     if !r.advice.is_empty() {
         let _ = writeln!(s);
         let _ = writeln!(
@@ -66,13 +73,6 @@ pub fn render(r: &ProfileReport) -> String {
         );
         for l in super::tune::table(&r.advice).to_text().lines() {
             let _ = writeln!(s, "  {l}");
-        }
-    }
-    if !r.caveats.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "Caveats:");
-        for c in &r.caveats {
-            let _ = writeln!(s, "  * {}", wrap(c, 96, "    "));
         }
     }
     s

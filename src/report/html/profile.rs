@@ -600,15 +600,6 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
             ),
         ));
     }
-    if !r.advice.is_empty() {
-        b.push_str(&card(
-            &format!("{p}advice"),
-            "Settings the evidence points at",
-            "Rows of `sockscope tune` that this run's own evidence supports; sockscope changed \
-             nothing.",
-            &super::super::tune::table(&r.advice).to_html(),
-        ));
-    }
     let tracer = &r.trace.tracer;
     let mut trows = vec![vec![
         "syscall events traced".to_string(),
@@ -671,6 +662,15 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
             "<details><summary>Notes from the load and the tracer</summary>{}</details>",
             list(&notes, "notes")
         );
+    }
+    if !r.advice.is_empty() {
+        b.push_str(&card(
+            &format!("{p}advice"),
+            "Settings the evidence points at",
+            "Rows of `sockscope tune` that this run's own evidence supports; sockscope changed \
+             nothing.",
+            &super::super::tune::table(&r.advice).to_html(),
+        ));
     }
     b
 }
