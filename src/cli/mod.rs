@@ -259,7 +259,7 @@ impl Cli {
                 a: args.a,
                 b: args.b,
             },
-            Command::Tune(args) => Plan::Tune(args.into_spec(quiet)),
+            Command::Tune(args) => Plan::Tune(args.into_spec()),
             Command::GetppidLoop { calls } => Plan::GetppidLoop { calls },
             Command::Watchdog => Plan::Watchdog,
             Command::Idle { secs } => Plan::Idle { secs },

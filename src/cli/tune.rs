@@ -19,7 +19,12 @@ Exit status: 0 the audit was printed (whatever it advises), 1 failure, 2 usage e
 #[derive(Debug, Args)]
 pub struct TuneArgs {
     /// What the server is tuned for.
-    #[arg(long = "for", value_enum, default_value = "connections", value_name = "GOAL")]
+    #[arg(
+        long = "for",
+        value_enum,
+        default_value = "connections",
+        value_name = "GOAL"
+    )]
     pub goal: Goal,
     /// Rank the audit by the evidence of this profile artifact (run.json):
     /// the rows it supports first, each quoting its counter.
@@ -35,14 +40,14 @@ pub struct TuneArgs {
 }
 
 impl TuneArgs {
-    /// The spec `crate::tune::command::run` takes.
-    pub fn into_spec(self, quiet: bool) -> TuneSpec {
+    /// The spec `crate::tune::command::run` takes (--quiet changes
+    /// nothing: the audit prints only what was asked for).
+    pub fn into_spec(self) -> TuneSpec {
         TuneSpec {
             goal: self.goal,
             from: self.from,
             emit_sysctl: self.emit.is_some(),
             json: self.json,
-            quiet,
         }
     }
 }

@@ -24,8 +24,6 @@ pub struct TuneSpec {
     pub emit_sysctl: bool,
     /// Print JSON instead of the table.
     pub json: bool,
-    /// --quiet: no notes on stderr.
-    pub quiet: bool,
 }
 
 /// `sockscope tune --json`.
@@ -85,11 +83,6 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
         println!("{}", serde_json::to_string_pretty(&j)?);
         return Ok(0);
     }
-    if !spec.quiet {
-        for n in &notes {
-            eprintln!("sockscope: note: {n}");
-        }
-    }
     if spec.emit_sysctl {
         let mut header = vec![format!(
             "sysctl.d snippet from `sockscope tune --for {}{}`, network namespace {netns}.",
@@ -103,6 +96,7 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
             "sockscope changed nothing. Review, save as /etc/sysctl.d/90-sockscope.conf, then run `sysctl --system`."
                 .into(),
         );
+        header.extend(notes.iter().map(|n| format!("Note: {n}.")));
         print!("{}", super::sysctl_snippet(&rows, &header));
         return Ok(0);
     }
@@ -116,7 +110,15 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
 /// Reads `--from`: a profile artifact, or a usage error saying what the
 /// file is instead.
 fn read_run(p: &Path) -> Result<ProfileReport> {
-    profile::read_for(p, "tune --from").map_err(|e| error::usage(format!("{e:#}")))
+    profile::read_for(p, "tune --from").map_err(|e| {
+        let e = format!("{e:#}");
+        // An unreadable file says only "reading PATH: ..."; name the option.
+        if e.starts_with("tune --from") {
+            error::usage(e)
+        } else {
+            error::usage(format!("tune --from: {e}"))
+        }
+    })
 }
 
 /// The text output: header, table, a count of the changes advised.
@@ -135,7 +137,7 @@ fn text(
     out.push_str(&format!(
         "Read now: sysctls under /proc/sys (network namespace {netns}), this shell's RLIMIT_NOFILE, THP, cpufreq, RPS/XPS, conntrack. sockscope changes nothing.\n"
     ));
-    if let (Some(p), Some(r)) = (&spec.from, run) {
+    if let (Some(p), Some(r)) = (&spec.from, run.filter(|r| r.evidence.is_some())) {
         out.push_str(&format!(
             "Ranked by the evidence of {} (profile of {} started {}): {} row{} it supports first.\n",
             p.display(),

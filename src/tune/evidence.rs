@@ -128,21 +128,16 @@ fn listen(s: &Settings, ev: &KernelEvidence, elsewhere: &str, out: &mut Vec<Audi
             _ => capped = true,
         }
     }
-    let to = doubled(somaxconn, SOMAXCONN_DEFAULT).min(65_535).max(SOMAXCONN_DEFAULT);
+    let to = doubled(somaxconn, SOMAXCONN_DEFAULT)
+        .min(65_535)
+        .max(SOMAXCONN_DEFAULT);
     if capped {
         let why = if listeners.is_empty() {
             "the accept queue overflowed; its limit is min(listen() backlog, somaxconn), and the run did not sample the listener's backlog: check the program's listen() too"
         } else {
             "the listener's backlog is capped at somaxconn: raise it (and the backlog the program passes, if it passes exactly this)"
         };
-        out.push(raise(
-            s,
-            "net.core.somaxconn",
-            to,
-            why,
-            evidence,
-            elsewhere,
-        ));
+        out.push(raise(s, "net.core.somaxconn", to, why, evidence, elsewhere));
     } else {
         out.push(AuditRow {
             setting: "net.core.somaxconn".into(),
@@ -194,7 +189,11 @@ fn udp_rcvbuf(s: &Settings, ev: &KernelEvidence, elsewhere: &str, out: &mut Vec<
     let evidence = match (v4, v6) {
         (a, 0) => quote("Udp.RcvbufErrors", a),
         (0, b) => quote("Udp6.RcvbufErrors", b),
-        (a, b) => format!("{}, Udp6.RcvbufErrors +{}", quote("Udp.RcvbufErrors", a), grouped(b)),
+        (a, b) => format!(
+            "{}, Udp6.RcvbufErrors +{}",
+            quote("Udp.RcvbufErrors", a),
+            grouped(b)
+        ),
     };
     out.push(raise(
         s,
@@ -257,12 +256,7 @@ fn tcp_rcvq(s: &Settings, ev: &KernelEvidence, elsewhere: &str, out: &mut Vec<Au
     ));
 }
 
-fn time_wait_overflow(
-    s: &Settings,
-    ev: &KernelEvidence,
-    elsewhere: &str,
-    out: &mut Vec<AuditRow>,
-) {
+fn time_wait_overflow(s: &Settings, ev: &KernelEvidence, elsewhere: &str, out: &mut Vec<AuditRow>) {
     let n = counter(ev, "TcpExt.TCPTimeWaitOverflow");
     if n == 0 {
         return;
@@ -440,12 +434,16 @@ mod tests {
     }
 
     fn load() -> LoadReport {
-        serde_json::from_str(include_str!("../../tests/fixtures/v1/load.json")).unwrap()
+        let r = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo());
+        r.load
     }
 
     #[test]
     fn a_small_listen_backlog_is_named_before_somaxconn_and_quoted() {
-        let mut ev = with_counters(&[("TcpExt.ListenOverflows", 1204), ("TcpExt.ListenDrops", 1204)]);
+        let mut ev = with_counters(&[
+            ("TcpExt.ListenOverflows", 1204),
+            ("TcpExt.ListenDrops", 1204),
+        ]);
         ev.sockets = Some(SocketEvidence {
             samples: 10,
             listeners: vec![Listener {
@@ -460,7 +458,10 @@ mod tests {
         assert!(!rows[0].ok && rows[0].sysctl.is_none());
         assert!(rows[0].why.contains("a sysctl cannot fix it"));
         let e = rows[0].evidence.as_deref().unwrap();
-        assert!(e.starts_with("TcpExt.ListenOverflows +1,204 during the run"), "{e}");
+        assert!(
+            e.starts_with("TcpExt.ListenOverflows +1,204 during the run"),
+            "{e}"
+        );
         assert_eq!(rows[1].setting, "net.core.somaxconn");
         assert!(rows[1].ok && rows[1].why.contains("not the limit"));
     }
@@ -480,7 +481,11 @@ mod tests {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(rows[0].sysctl.as_deref(), Some("net.core.somaxconn = 8192"));
         // Without socket samples: somaxconn, and the reason to check listen().
-        let rows = super::rows(&settings(), &with_counters(&[("TcpExt.ListenOverflows", 7)]), &load());
+        let rows = super::rows(
+            &settings(),
+            &with_counters(&[("TcpExt.ListenOverflows", 7)]),
+            &load(),
+        );
         assert!(rows[0].why.contains("did not sample"));
     }
 
@@ -490,17 +495,30 @@ mod tests {
         l.errors.by_class.insert("EADDRNOTAVAIL".into(), 1500);
         let mut ev = with_counters(&[]);
         ev.sockets = Some(SocketEvidence {
-            states: [("TIME_WAIT".to_string(), StateCount { max: 101, mean: 80.0 })].into(),
+            states: [(
+                "TIME_WAIT".to_string(),
+                StateCount {
+                    max: 101,
+                    mean: 80.0,
+                },
+            )]
+            .into(),
             ..Default::default()
         });
         let rows = rows(&settings(), &ev, &l);
         let keys: Vec<_> = rows.iter().map(|r| r.setting.as_str()).collect();
-        assert_eq!(keys, ["net.ipv4.ip_local_port_range", "net.ipv4.tcp_tw_reuse"]);
+        assert_eq!(
+            keys,
+            ["net.ipv4.ip_local_port_range", "net.ipv4.tcp_tw_reuse"]
+        );
         assert_eq!(
             rows[0].evidence.as_deref(),
             Some("load: EADDRNOTAVAIL x1,500 connect errors; TIME_WAIT up to 101 sockets")
         );
-        assert_eq!(rows[0].sysctl.as_deref(), Some("net.ipv4.ip_local_port_range = 1024 65535"));
+        assert_eq!(
+            rows[0].sysctl.as_deref(),
+            Some("net.ipv4.ip_local_port_range = 1024 65535")
+        );
         assert_eq!(rows[1].sysctl.as_deref(), Some("net.ipv4.tcp_tw_reuse = 1"));
         // TIME_WAIT filling the range counts even without errors.
         assert_eq!(super::rows(&settings(), &ev, &load()).len(), 2);
@@ -530,13 +548,35 @@ mod tests {
         ] {
             assert!(keys.contains(&k), "{k} in {keys:?}");
         }
-        let r = rows.iter().find(|r| r.setting == "net.core.netdev_max_backlog").unwrap();
-        assert_eq!(r.sysctl.as_deref(), Some("net.core.netdev_max_backlog = 2000"));
-        assert_eq!(r.evidence.as_deref(), Some("softnet.dropped +5 during the run"));
-        let r = rows.iter().find(|r| r.setting == "net.ipv4.tcp_rmem").unwrap();
-        assert_eq!(r.sysctl.as_deref(), Some("net.ipv4.tcp_rmem = 4096 131072 16777216"));
+        let r = rows
+            .iter()
+            .find(|r| r.setting == "net.core.netdev_max_backlog")
+            .unwrap();
+        assert_eq!(
+            r.sysctl.as_deref(),
+            Some("net.core.netdev_max_backlog = 2000")
+        );
+        assert_eq!(
+            r.evidence.as_deref(),
+            Some("softnet.dropped +5 during the run")
+        );
+        let r = rows
+            .iter()
+            .find(|r| r.setting == "net.ipv4.tcp_rmem")
+            .unwrap();
+        assert_eq!(
+            r.sysctl.as_deref(),
+            Some("net.ipv4.tcp_rmem = 4096 131072 16777216")
+        );
         assert!(rows.iter().all(|r| r.evidence.is_some()));
-        assert!(super::rows(&settings(), &with_counters(&[("Tcp.RetransSegs", 5)]), &load()).is_empty());
+        assert!(
+            super::rows(
+                &settings(),
+                &with_counters(&[("Tcp.RetransSegs", 5)]),
+                &load()
+            )
+            .is_empty()
+        );
         assert!(super::rows(&settings(), &KernelEvidence::default(), &load()).is_empty());
     }
 

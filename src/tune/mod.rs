@@ -95,13 +95,14 @@ mod tests {
             }),
             ..Default::default()
         };
-        let load: LoadReport =
-            serde_json::from_str(include_str!("../../tests/fixtures/v1/load.json")).unwrap();
+        let load = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo()).load;
         let rows = ranked(&s, Goal::Latency, Some((&ev, &load)));
         assert_eq!(rows[0].setting, "net.core.somaxconn");
         assert!(rows[0].evidence.is_some());
         assert_eq!(
-            rows.iter().filter(|r| r.setting == "net.core.somaxconn").count(),
+            rows.iter()
+                .filter(|r| r.setting == "net.core.somaxconn")
+                .count(),
             1
         );
         assert!(rows[1..].iter().all(|r| r.evidence.is_none()));

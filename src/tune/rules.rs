@@ -198,7 +198,14 @@ pub fn audit(s: &Settings, goal: Goal) -> Vec<AuditRow> {
 }
 
 /// A row, with its sysctl line when `key` is a sysctl that must change.
-fn row(key: &str, current: String, advised: String, ok: bool, why: &str, set: Option<String>) -> AuditRow {
+fn row(
+    key: &str,
+    current: String,
+    advised: String,
+    ok: bool,
+    why: &str,
+    set: Option<String>,
+) -> AuditRow {
     AuditRow {
         setting: key.to_string(),
         current,
@@ -206,7 +213,11 @@ fn row(key: &str, current: String, advised: String, ok: bool, why: &str, set: Op
         ok,
         why: why.to_string(),
         evidence: None,
-        sysctl: if ok { None } else { set.map(|v| format!("{key} = {v}")) },
+        sysctl: if ok {
+            None
+        } else {
+            set.map(|v| format!("{key} = {v}"))
+        },
     }
 }
 
@@ -266,7 +277,14 @@ pub(crate) fn triple_max(s: &Settings, key: &str, min_max: Option<u64>, why: &st
         return absent(key, s.shown(key), advised, why);
     };
     match min_max {
-        Some(m) => row(key, v, advised, max >= m, why, Some(format!("{lo} {mid} {m}"))),
+        Some(m) => row(
+            key,
+            v,
+            advised,
+            max >= m,
+            why,
+            Some(format!("{lo} {mid} {m}")),
+        ),
         None => row(key, v, advised, true, why, None),
     }
 }
@@ -333,7 +351,8 @@ fn nofile(s: &Settings, key: &str, goal: Goal) -> AuditRow {
         ),
         _ => (
             None,
-            "descriptors a server started from this shell may open; few connections need few".to_string(),
+            "descriptors a server started from this shell may open; few connections need few"
+                .to_string(),
         ),
     };
     let advised = min.map_or("-".to_string(), |m| format!(">= {m}"));
@@ -366,7 +385,8 @@ fn thp(s: &Settings, key: &str, goal: Goal) -> AuditRow {
         ),
         _ => (
             "-",
-            "huge pages cut TLB misses; the stalls they can cost matter for latency, not here".to_string(),
+            "huge pages cut TLB misses; the stalls they can cost matter for latency, not here"
+                .to_string(),
         ),
     };
     match s.reading(key) {
@@ -423,7 +443,11 @@ fn steering(s: &Settings, goal: Goal) -> Vec<AuditRow> {
     let mut rows = Vec::new();
     for st in &s.steering {
         let rx = st.rps.len();
-        let on = st.rps.iter().filter(|m| !settings::mask_is_empty(m)).count();
+        let on = st
+            .rps
+            .iter()
+            .filter(|m| !settings::mask_is_empty(m))
+            .count();
         let current = format!("{rx} rx queues, RPS on {on}");
         let key = format!("RPS {}", st.dev);
         let few_queues = rx < s.cpus;
@@ -458,7 +482,11 @@ fn steering(s: &Settings, goal: Goal) -> Vec<AuditRow> {
         };
         rows.push(r);
         let tx = st.xps.len();
-        let mapped = st.xps.iter().filter(|m| !settings::mask_is_empty(m)).count();
+        let mapped = st
+            .xps
+            .iter()
+            .filter(|m| !settings::mask_is_empty(m))
+            .count();
         let key = format!("XPS {}", st.dev);
         let current = format!("{tx} tx queues, XPS on {mapped}");
         rows.push(if tx > 1 && mapped == 0 && goal != Goal::Connections {
@@ -499,7 +527,11 @@ pub fn all_cpus_mask(n: usize) -> String {
     let mut left = n;
     while left > 0 {
         let bits = left.min(32);
-        let g: u64 = if bits == 32 { 0xffff_ffff } else { (1u64 << bits) - 1 };
+        let g: u64 = if bits == 32 {
+            0xffff_ffff
+        } else {
+            (1u64 << bits) - 1
+        };
         groups.push(format!("{g:x}"));
         left -= bits;
     }
@@ -540,7 +572,14 @@ fn conntrack(s: &Settings, goal: Goal) -> AuditRow {
     } else {
         format!(">= {need}")
     };
-    row(key, current, advised, max >= need, why_loaded, Some(need.to_string()))
+    row(
+        key,
+        current,
+        advised,
+        max >= need,
+        why_loaded,
+        Some(need.to_string()),
+    )
 }
 
 #[cfg(test)]
@@ -571,9 +610,10 @@ mod tests {
         ])
     }
 
-    fn find<'a>(rows: &'a [AuditRow], key: &str) -> &'a AuditRow {
+    fn find(rows: &[AuditRow], key: &str) -> AuditRow {
         rows.iter()
             .find(|r| r.setting == key)
+            .cloned()
             .unwrap_or_else(|| panic!("no row {key}"))
     }
 
@@ -582,7 +622,10 @@ mod tests {
         let rows = audit(&host(), Goal::Connections);
         let r = find(&rows, "net.ipv4.ip_local_port_range");
         assert!(!r.ok);
-        assert_eq!(r.sysctl.as_deref(), Some("net.ipv4.ip_local_port_range = 1024 65535"));
+        assert_eq!(
+            r.sysctl.as_deref(),
+            Some("net.ipv4.ip_local_port_range = 1024 65535")
+        );
         let r = find(&rows, "net.ipv4.tcp_tw_reuse");
         assert!(!r.ok);
         assert_eq!(r.sysctl.as_deref(), Some("net.ipv4.tcp_tw_reuse = 1"));
@@ -617,7 +660,10 @@ mod tests {
         let rows = audit(&host(), Goal::Throughput);
         let r = find(&rows, "net.ipv4.tcp_rmem");
         assert!(!r.ok);
-        assert_eq!(r.sysctl.as_deref(), Some("net.ipv4.tcp_rmem = 4096 131072 16777216"));
+        assert_eq!(
+            r.sysctl.as_deref(),
+            Some("net.ipv4.tcp_rmem = 4096 131072 16777216")
+        );
         assert_eq!(
             find(&rows, "net.core.rmem_max").sysctl.as_deref(),
             Some("net.core.rmem_max = 16777216")
@@ -677,7 +723,10 @@ mod tests {
         let r = find(&audit(&s, Goal::Latency), "net.netfilter.nf_conntrack_max");
         assert!(!r.ok, "{r:?}");
         assert_eq!(r.current, "1000 (900 in use)");
-        assert_eq!(r.sysctl.as_deref(), Some("net.netfilter.nf_conntrack_max = 1125"));
+        assert_eq!(
+            r.sysctl.as_deref(),
+            Some("net.netfilter.nf_conntrack_max = 1125")
+        );
     }
 
     #[test]

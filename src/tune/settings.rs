@@ -326,7 +326,10 @@ mod tests {
     fn governors_and_queues_are_read_per_cpu_and_per_interface() {
         let root = tempfile::tempdir().unwrap();
         let cpu = root.path().join("devices/system/cpu");
-        for (i, g) in ["performance", "performance", "powersave"].iter().enumerate() {
+        for (i, g) in ["performance", "performance", "powersave"]
+            .iter()
+            .enumerate()
+        {
             let d = cpu.join(format!("cpu{i}/cpufreq"));
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("scaling_governor"), format!("{g}\n")).unwrap();
@@ -341,7 +344,11 @@ mod tests {
             for q in ["rx-1", "rx-0", "tx-0"] {
                 let d = net.join(dev).join("queues").join(q);
                 std::fs::create_dir_all(&d).unwrap();
-                let file = if q.starts_with("rx") { "rps_cpus" } else { "xps_cpus" };
+                let file = if q.starts_with("rx") {
+                    "rps_cpus"
+                } else {
+                    "xps_cpus"
+                };
                 std::fs::write(d.join(file), if q == "rx-1" { "3\n" } else { "0\n" }).unwrap();
             }
             std::fs::write(net.join(dev).join("operstate"), state).unwrap();
