@@ -128,9 +128,9 @@ fn listen(s: &Settings, ev: &KernelEvidence, elsewhere: &str, out: &mut Vec<Audi
             _ => capped = true,
         }
     }
-    let to = doubled(somaxconn, SOMAXCONN_DEFAULT)
-        .min(65_535)
-        .max(SOMAXCONN_DEFAULT);
+    // 65535 was the ceiling before Linux 4.1 (a 16-bit backlog) and is the
+    // usual upper value; the kernel default is the floor.
+    let to = doubled(somaxconn, SOMAXCONN_DEFAULT).clamp(SOMAXCONN_DEFAULT, 65_535);
     if capped {
         let why = if listeners.is_empty() {
             "the accept queue overflowed; its limit is min(listen() backlog, somaxconn), and the run did not sample the listener's backlog: check the program's listen() too"
