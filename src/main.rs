@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Parser;
 
 use sockscope::cli::{self, Cli, Plan};
-use sockscope::{error, load, run, serve, trace};
+use sockscope::{error, load, run, serve, trace, tune};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -44,6 +44,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
         Plan::Demo { out, quick, quiet } => run::demo::run(out.as_deref(), quick, quiet),
         Plan::Report { file, out, quiet } => run::rerender(&file, out.as_deref(), quiet),
         Plan::Compare { a, b } => run::compare::run(&a, &b),
+        Plan::Tune(spec) => tune::command::run(&spec),
         Plan::GetppidLoop { calls } => run::hidden::getppid_loop(calls),
         Plan::Watchdog => run::watchdog::run(),
         Plan::Idle { secs } => run::hidden::idle(secs),

@@ -11,7 +11,8 @@
 //! - [`load`]: the workloads' options and the load-line parser (profile's
 //!   `--load` and the experiments build load lines too); `crate::load`
 //!   still validates them when it runs;
-//! - [`bench`](mod@bench) (bench, demo), [`report`] (report, compare): plain fields.
+//! - [`bench`](mod@bench) (bench, demo), [`report`] (report, compare): plain fields;
+//! - [`tune`] -> [`crate::tune::command::TuneSpec`].
 
 pub mod bench;
 pub mod load;
@@ -19,6 +20,7 @@ pub mod profile;
 pub mod report;
 pub mod serve;
 pub mod trace;
+pub mod tune;
 pub mod values;
 
 use std::path::PathBuf;
@@ -30,6 +32,7 @@ use self::bench::{BenchArgs, DemoArgs};
 use self::profile::{PROFILE_HELP, ProfileArgs};
 use self::report::{CompareArgs, ReportArgs};
 use self::trace::{TRACE_HELP, TraceArgs};
+use self::tune::{TUNE_HELP, TuneArgs};
 
 /// Where a Linux network service spends its time, and how that changes
 /// under load.
@@ -102,6 +105,12 @@ not run (e.g. no BPF: the report and the summary say which); 3-8 and 128+N as fo
     /// Print the differences between two profile artifacts (run.json), with
     /// the change in percent.
     Compare(CompareArgs),
+    /// Audit this machine's network-server settings (sysctls, fd limits,
+    /// THP, governor, RPS/XPS, conntrack) for a goal, ranked by a run's
+    /// evidence with --from; --emit sysctl prints a sysctl.d snippet.
+    /// Never changes the system.
+    #[command(after_help = TUNE_HELP)]
+    Tune(TuneArgs),
     /// The getppid loop of `bench overhead` (prints ns_per_call=...).
     #[command(name = "__getppid-loop", hide = true)]
     GetppidLoop {
@@ -194,6 +203,8 @@ pub enum Plan {
         /// The run.json compared with it.
         b: PathBuf,
     },
+    /// `sockscope tune`.
+    Tune(crate::tune::command::TuneSpec),
     /// `sockscope __getppid-loop`.
     GetppidLoop {
         /// Calls to time.
@@ -248,6 +259,7 @@ impl Cli {
                 a: args.a,
                 b: args.b,
             },
+            Command::Tune(args) => Plan::Tune(args.into_spec()),
             Command::GetppidLoop { calls } => Plan::GetppidLoop { calls },
             Command::Watchdog => Plan::Watchdog,
             Command::Idle { secs } => Plan::Idle { secs },

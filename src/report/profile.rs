@@ -331,11 +331,17 @@ fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
 /// artifacts (run.json, schema sockscope.profile); X is a sockscope.trace
 /// artifact`.
 pub fn read(path: &std::path::Path) -> anyhow::Result<ProfileReport> {
+    read_for(path, "compare")
+}
+
+/// [`read`] for another command: `who` names it in the message ("tune
+/// --from reads profile artifacts ...").
+pub fn read_for(path: &std::path::Path, who: &str) -> anyhow::Result<ProfileReport> {
     use anyhow::Context;
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     parse(&text).map_err(|what| {
         anyhow::anyhow!(
-            "compare reads profile artifacts (run.json, schema {SCHEMA}); {} {what}",
+            "{who} reads profile artifacts (run.json, schema {SCHEMA}); {} {what}",
             path.display()
         )
     })

@@ -1,0 +1,180 @@
+//! `sockscope tune`'s output: the audit as a table (with a header saying
+//! what was read, for which goal, ranked by which run), as JSON, or as a
+//! sysctl.d snippet. Nothing here writes to /proc/sys.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::error;
+use crate::report::profile::{self, ProfileReport};
+use crate::report::tune::{AuditRow, table};
+
+use super::{Goal, Settings};
+
+/// A validated `sockscope tune`.
+#[derive(Debug, Clone)]
+pub struct TuneSpec {
+    /// What the server is tuned for.
+    pub goal: Goal,
+    /// A profile artifact whose evidence ranks the audit.
+    pub from: Option<PathBuf>,
+    /// Print a sysctl.d snippet instead of the table.
+    pub emit_sysctl: bool,
+    /// Print JSON instead of the table.
+    pub json: bool,
+}
+
+/// `sockscope tune --json`.
+#[derive(Debug, Serialize)]
+struct TuneJson<'a> {
+    goal: &'a str,
+    /// `net:[INODE]` the network sysctls were read in.
+    netns: String,
+    /// The profile artifact that ranked the audit.
+    from: Option<String>,
+    /// How many leading rows the run's evidence supports.
+    evidence_rows: usize,
+    notes: &'a [String],
+    rows: &'a [AuditRow],
+}
+
+/// Runs `sockscope tune`; returns the exit status (0: the audit was
+/// printed, whatever it advises).
+pub fn run(spec: &TuneSpec) -> Result<u8> {
+    let run = match &spec.from {
+        Some(p) => Some(read_run(p)?),
+        None => None,
+    };
+    let mut notes = Vec::new();
+    if let (Some(p), Some(r)) = (&spec.from, &run)
+        && r.evidence.is_none()
+    {
+        notes.push(format!(
+            "{} has no kernel evidence (written before sockscope collected it, or with --no-evidence): the audit is not ranked",
+            p.display()
+        ));
+    }
+    let settings = Settings::read();
+    let evidence = run
+        .as_ref()
+        .and_then(|r| r.evidence.as_ref().map(|e| (e, &r.load)));
+    let rows = super::ranked(&settings, spec.goal, evidence);
+    let evidence_rows = rows.iter().take_while(|r| r.evidence.is_some()).count();
+    if let (Some(p), Some((_, _))) = (&spec.from, evidence)
+        && evidence_rows == 0
+    {
+        notes.push(format!(
+            "the evidence in {} shows nothing a setting bounds (no overflow, drop, port exhaustion or run-queue wait counted)",
+            p.display()
+        ));
+    }
+    let netns = netns_id();
+    if spec.json {
+        let j = TuneJson {
+            goal: spec.goal.name(),
+            netns,
+            from: spec.from.as_ref().map(|p| p.display().to_string()),
+            evidence_rows,
+            notes: &notes,
+            rows: &rows,
+        };
+        println!("{}", serde_json::to_string_pretty(&j)?);
+        return Ok(0);
+    }
+    if spec.emit_sysctl {
+        let mut header = vec![format!(
+            "sysctl.d snippet from `sockscope tune --for {}{}`, network namespace {netns}.",
+            spec.goal.name(),
+            spec.from
+                .as_ref()
+                .map(|p| format!(" --from {}", p.display()))
+                .unwrap_or_default()
+        )];
+        header.push(
+            "sockscope changed nothing. Review, save as /etc/sysctl.d/90-sockscope.conf, then run `sysctl --system`."
+                .into(),
+        );
+        header.extend(notes.iter().map(|n| format!("Note: {n}.")));
+        print!("{}", super::sysctl_snippet(&rows, &header));
+        return Ok(0);
+    }
+    print!(
+        "{}",
+        text(spec, &netns, run.as_ref(), &rows, evidence_rows, &notes)
+    );
+    Ok(0)
+}
+
+/// Reads `--from`: a profile artifact, or a usage error saying what the
+/// file is instead.
+fn read_run(p: &Path) -> Result<ProfileReport> {
+    profile::read_for(p, "tune --from").map_err(|e| {
+        let e = format!("{e:#}");
+        // An unreadable file says only "reading PATH: ..."; name the option.
+        if e.starts_with("tune --from") {
+            error::usage(e)
+        } else {
+            error::usage(format!("tune --from: {e}"))
+        }
+    })
+}
+
+/// The text output: header, table, a count of the changes advised.
+fn text(
+    spec: &TuneSpec,
+    netns: &str,
+    run: Option<&ProfileReport>,
+    rows: &[AuditRow],
+    evidence_rows: usize,
+    notes: &[String],
+) -> String {
+    let mut out = format!(
+        "Tuning audit of this machine for {} (--for latency|throughput|connections).\n",
+        spec.goal.name()
+    );
+    out.push_str(&format!(
+        "Read now: sysctls under /proc/sys (network namespace {netns}), this shell's RLIMIT_NOFILE, THP, cpufreq, RPS/XPS, conntrack. sockscope changes nothing.\n"
+    ));
+    if let (Some(p), Some(r)) = (&spec.from, run.filter(|r| r.evidence.is_some())) {
+        out.push_str(&format!(
+            "Ranked by the evidence of {} (profile of {} started {}): {} row{} it supports first.\n",
+            p.display(),
+            r.target.comm,
+            r.started_at,
+            evidence_rows,
+            if evidence_rows == 1 { "" } else { "s" }
+        ));
+    }
+    for n in notes {
+        out.push_str(&format!("Note: {n}.\n"));
+    }
+    out.push('\n');
+    // The table pads its last column too; a terminal needs no trailing
+    // blanks.
+    for line in table(rows).to_text().lines() {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    let change = rows.iter().filter(|r| !r.ok).count();
+    let sysctls = rows.iter().filter(|r| !r.ok && r.sysctl.is_some()).count();
+    out.push_str(&format!(
+        "\n{change} of {} settings to change ({sysctls} sysctl{}: `sockscope tune --for {}{} --emit sysctl` prints them).\n",
+        rows.len(),
+        if sysctls == 1 { "" } else { "s" },
+        spec.goal.name(),
+        spec.from
+            .as_ref()
+            .map(|p| format!(" --from {}", p.display()))
+            .unwrap_or_default()
+    ));
+    out
+}
+
+/// `net:[INODE]` of this process's network namespace ("?" unreadable).
+fn netns_id() -> String {
+    std::fs::read_link("/proc/self/ns/net")
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "?".into())
+}

@@ -1,0 +1,364 @@
+//! The settings `sockscope tune` audits, read from this machine as they are
+//! now: sysctls under /proc/sys, the process's RLIMIT_NOFILE, transparent
+//! huge pages, the CPU frequency governor, RPS/XPS masks and conntrack.
+//! Only reads; nothing here writes anywhere.
+//!
+//! Network sysctls are per network namespace: they are read in the
+//! namespace sockscope itself runs in.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The sysctls the audit reads, by their sysctl name.
+pub const SYSCTLS: &[&str] = &[
+    "net.core.somaxconn",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.core.netdev_max_backlog",
+    "net.core.netdev_budget",
+    "net.core.rmem_default",
+    "net.core.rmem_max",
+    "net.core.wmem_default",
+    "net.core.wmem_max",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.udp_mem",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_max_tw_buckets",
+    "net.ipv4.tcp_syncookies",
+    "net.core.busy_poll",
+    "net.core.busy_read",
+    "fs.file-max",
+    "fs.nr_open",
+    "net.netfilter.nf_conntrack_max",
+    "net.netfilter.nf_conntrack_count",
+];
+
+/// Key of the soft RLIMIT_NOFILE.
+pub const NOFILE_SOFT: &str = "RLIMIT_NOFILE (soft)";
+/// Key of the hard RLIMIT_NOFILE.
+pub const NOFILE_HARD: &str = "RLIMIT_NOFILE (hard)";
+/// Key of /sys/kernel/mm/transparent_hugepage/enabled.
+pub const THP_ENABLED: &str = "transparent_hugepage/enabled";
+/// Key of /sys/kernel/mm/transparent_hugepage/defrag.
+pub const THP_DEFRAG: &str = "transparent_hugepage/defrag";
+/// Key of the CPU frequency governor(s).
+pub const GOVERNOR: &str = "cpufreq governor";
+
+/// One setting as read: its value, or why there is none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// The value, whitespace runs collapsed to one space ("4096 131072
+    /// 6291456"); for THP the selected word ("madvise").
+    Value(String),
+    /// Not there on this machine, and why ("not loaded", "not exposed (no
+    /// cpufreq)", "unreadable: Permission denied").
+    Absent(String),
+}
+
+/// One network interface's receive/transmit steering.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Steering {
+    /// The interface (`eth0`).
+    pub dev: String,
+    /// `rps_cpus` of each receive queue, in queue order ("0", "3", "ff").
+    pub rps: Vec<String>,
+    /// `xps_cpus` of each transmit queue (empty strings where the file is
+    /// absent or unreadable).
+    pub xps: Vec<String>,
+}
+
+/// Everything the audit reads, at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Settings {
+    /// Settings by key: sysctl names and the `*_SOFT`/`THP_*`/`GOVERNOR`
+    /// keys above.
+    pub values: BTreeMap<String, Reading>,
+    /// Non-loopback interfaces that are not down, with their queues.
+    pub steering: Vec<Steering>,
+    /// CPUs online (for RPS: fewer receive queues than CPUs).
+    pub cpus: usize,
+}
+
+impl Settings {
+    /// Reads this machine's current settings. Never fails: what cannot be
+    /// read is a [`Reading::Absent`] with the reason.
+    pub fn read() -> Settings {
+        Self::read_from(Path::new("/proc/sys"), Path::new("/sys"))
+    }
+
+    /// [`Settings::read`] with other roots for /proc/sys and /sys.
+    pub fn read_from(proc_sys: &Path, sys: &Path) -> Settings {
+        let mut values = BTreeMap::new();
+        for name in SYSCTLS {
+            values.insert(name.to_string(), read_sysctl(proc_sys, name));
+        }
+        let (soft, hard) = nofile();
+        values.insert(NOFILE_SOFT.into(), soft);
+        values.insert(NOFILE_HARD.into(), hard);
+        let thp = sys.join("kernel/mm/transparent_hugepage");
+        values.insert(THP_ENABLED.into(), bracketed(&thp.join("enabled")));
+        values.insert(THP_DEFRAG.into(), bracketed(&thp.join("defrag")));
+        values.insert(GOVERNOR.into(), governors(&sys.join("devices/system/cpu")));
+        Settings {
+            values,
+            steering: steering(&sys.join("class/net")),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+
+    /// The reading of `key` (Absent "not read" for a key never read).
+    pub fn reading(&self, key: &str) -> Reading {
+        self.values
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| Reading::Absent("not read".into()))
+    }
+
+    /// The value of `key` as text: the value, or the reason it is absent.
+    pub fn shown(&self, key: &str) -> String {
+        match self.reading(key) {
+            Reading::Value(v) => v,
+            Reading::Absent(why) => why,
+        }
+    }
+
+    /// The value of `key` when it was read.
+    pub fn value(&self, key: &str) -> Option<String> {
+        match self.reading(key) {
+            Reading::Value(v) => Some(v),
+            Reading::Absent(_) => None,
+        }
+    }
+
+    /// The `i`-th whitespace-separated number of `key` ("tcp_rmem" 2: the
+    /// max), when it is one.
+    pub fn num_at(&self, key: &str, i: usize) -> Option<u64> {
+        self.value(key)?.split_whitespace().nth(i)?.parse().ok()
+    }
+
+    /// The value of `key` as one number (the first, for several).
+    pub fn num(&self, key: &str) -> Option<u64> {
+        self.num_at(key, 0)
+    }
+
+    /// Settings with the given values and nothing else (tests, and
+    /// callers that audit values they did not read here).
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Settings {
+        Settings {
+            values: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Reading::Value(v.to_string())))
+                .collect(),
+            steering: Vec::new(),
+            cpus: 1,
+        }
+    }
+}
+
+/// `net.core.somaxconn` -> /proc/sys/net/core/somaxconn.
+pub fn sysctl_path(proc_sys: &Path, name: &str) -> std::path::PathBuf {
+    proc_sys.join(name.replace('.', "/"))
+}
+
+fn read_sysctl(proc_sys: &Path, name: &str) -> Reading {
+    let path = sysctl_path(proc_sys, name);
+    match std::fs::read_to_string(&path) {
+        Ok(s) => Reading::Value(s.split_whitespace().collect::<Vec<_>>().join(" ")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Reading::Absent(if name.starts_with("net.netfilter.nf_conntrack") {
+                "not loaded".into()
+            } else {
+                "not in this kernel".into()
+            })
+        }
+        Err(e) => Reading::Absent(format!("unreadable: {e}")),
+    }
+}
+
+/// This process's RLIMIT_NOFILE: what a server started from the same shell
+/// or service manager inherits.
+fn nofile() -> (Reading, Reading) {
+    let show = |v: libc::rlim_t| {
+        if v == libc::RLIM_INFINITY {
+            "unlimited".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the rlimit we pass and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        let e = std::io::Error::last_os_error();
+        let r = Reading::Absent(format!("getrlimit: {e}"));
+        return (r.clone(), r);
+    }
+    (
+        Reading::Value(show(rl.rlim_cur)),
+        Reading::Value(show(rl.rlim_max)),
+    )
+}
+
+/// The bracketed choice of a sysfs selector ("always [madvise] never").
+fn bracketed(path: &Path) -> Reading {
+    match std::fs::read_to_string(path) {
+        Ok(s) => match s.split_whitespace().find(|w| w.starts_with('[')) {
+            Some(w) => Reading::Value(w.trim_matches(|c| c == '[' || c == ']').to_string()),
+            None => Reading::Value(s.trim().to_string()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Reading::Absent("not exposed (no THP)".into())
+        }
+        Err(e) => Reading::Absent(format!("unreadable: {e}")),
+    }
+}
+
+/// The scaling governors of the CPUs: one name when they agree, "NAME (N
+/// CPUs), ..." when they differ.
+fn governors(cpu_dir: &Path) -> Reading {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    if let Ok(rd) = std::fs::read_dir(cpu_dir) {
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let is_cpu = name
+                .strip_prefix("cpu")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if !is_cpu {
+                continue;
+            }
+            if let Ok(g) = std::fs::read_to_string(e.path().join("cpufreq/scaling_governor")) {
+                *seen.entry(g.trim().to_string()).or_default() += 1;
+            }
+        }
+    }
+    match seen.len() {
+        0 => Reading::Absent("not exposed (no cpufreq)".into()),
+        1 => Reading::Value(seen.into_keys().next().unwrap_or_default()),
+        _ => Reading::Value(
+            seen.iter()
+                .map(|(g, n)| format!("{g} ({n} CPUs)"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+    }
+}
+
+/// The RPS/XPS masks of every non-loopback interface that is not down.
+fn steering(class_net: &Path) -> Vec<Steering> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(class_net) else {
+        return out;
+    };
+    let mut devs: Vec<_> = rd
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|d| d != "lo")
+        .collect();
+    devs.sort();
+    for dev in devs {
+        let dir = class_net.join(&dev);
+        let state = std::fs::read_to_string(dir.join("operstate")).unwrap_or_default();
+        if state.trim() == "down" {
+            continue;
+        }
+        let queues = |prefix: &str, file: &str| -> Vec<String> {
+            let mut qs: Vec<(u32, String)> = std::fs::read_dir(dir.join("queues"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    let i: u32 = n.strip_prefix(prefix)?.parse().ok()?;
+                    let v = std::fs::read_to_string(e.path().join(file)).unwrap_or_default();
+                    Some((i, v.trim().to_string()))
+                })
+                .collect();
+            qs.sort();
+            qs.into_iter().map(|(_, v)| v).collect()
+        };
+        out.push(Steering {
+            rps: queues("rx-", "rps_cpus"),
+            xps: queues("tx-", "xps_cpus"),
+            dev,
+        });
+    }
+    out
+}
+
+/// Whether a CPU mask ("0", "00000000,00000003") selects no CPU.
+pub fn mask_is_empty(mask: &str) -> bool {
+    mask.chars().all(|c| c == '0' || c == ',')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysctls_are_read_collapsed_and_absent_ones_say_why() {
+        let root = tempfile::tempdir().unwrap();
+        let ps = root.path().join("proc_sys");
+        std::fs::create_dir_all(ps.join("net/ipv4")).unwrap();
+        std::fs::write(ps.join("net/ipv4/tcp_rmem"), "4096\t131072\t6291456\n").unwrap();
+        let sys = root.path().join("sys");
+        std::fs::create_dir_all(sys.join("kernel/mm/transparent_hugepage")).unwrap();
+        std::fs::write(
+            sys.join("kernel/mm/transparent_hugepage/enabled"),
+            "always [madvise] never\n",
+        )
+        .unwrap();
+        let s = Settings::read_from(&ps, &sys);
+        assert_eq!(s.value("net.ipv4.tcp_rmem").unwrap(), "4096 131072 6291456");
+        assert_eq!(s.num_at("net.ipv4.tcp_rmem", 2), Some(6291456));
+        assert_eq!(s.shown("net.netfilter.nf_conntrack_max"), "not loaded");
+        assert_eq!(s.shown("net.core.somaxconn"), "not in this kernel");
+        assert_eq!(s.value(THP_ENABLED).unwrap(), "madvise");
+        assert_eq!(s.shown(THP_DEFRAG), "not exposed (no THP)");
+        assert_eq!(s.shown(GOVERNOR), "not exposed (no cpufreq)");
+    }
+
+    #[test]
+    fn governors_and_queues_are_read_per_cpu_and_per_interface() {
+        let root = tempfile::tempdir().unwrap();
+        let cpu = root.path().join("devices/system/cpu");
+        for (i, g) in ["performance", "performance", "powersave"]
+            .iter()
+            .enumerate()
+        {
+            let d = cpu.join(format!("cpu{i}/cpufreq"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("scaling_governor"), format!("{g}\n")).unwrap();
+        }
+        std::fs::create_dir_all(cpu.join("cpufreq")).unwrap();
+        assert_eq!(
+            governors(&cpu),
+            Reading::Value("performance (2 CPUs), powersave (1 CPUs)".into())
+        );
+        let net = root.path().join("class/net");
+        for (dev, state) in [("eth0", "up"), ("lo", "unknown"), ("ifb0", "down")] {
+            for q in ["rx-1", "rx-0", "tx-0"] {
+                let d = net.join(dev).join("queues").join(q);
+                std::fs::create_dir_all(&d).unwrap();
+                let file = if q.starts_with("rx") {
+                    "rps_cpus"
+                } else {
+                    "xps_cpus"
+                };
+                std::fs::write(d.join(file), if q == "rx-1" { "3\n" } else { "0\n" }).unwrap();
+            }
+            std::fs::write(net.join(dev).join("operstate"), state).unwrap();
+        }
+        let st = steering(&net);
+        assert_eq!(st.len(), 1, "{st:?}");
+        assert_eq!(st[0].dev, "eth0");
+        assert_eq!(st[0].rps, vec!["0", "3"]);
+        assert_eq!(st[0].xps, vec!["0"]);
+        assert!(mask_is_empty("00000000,00000000"));
+        assert!(!mask_is_empty("3"));
+    }
+}
