@@ -19,7 +19,6 @@ use serde::{Deserialize, Serialize};
 use super::sockets::SocketEvidence;
 use crate::report::load::LoadReport;
 use crate::report::profile::Derived;
-use crate::report::profile_text::wrap;
 use crate::report::units::fmt_count;
 
 /// The counters a reader of a server profile looks at first; they are
@@ -79,6 +78,32 @@ pub fn file_of(name: &str) -> &'static str {
         g if g.ends_with('6') => "snmp6",
         _ => "netstat",
     }
+}
+
+/// `items` after `head`, separated by ", ", in lines of at most `width`
+/// characters (an item longer than that gets a line of its own); a
+/// continuation line is indented past `head`'s first word.
+fn pack(head: &str, items: &[String], width: usize) -> Vec<String> {
+    let indent = " ".repeat(head.len() - head.trim_start().len() + 2);
+    let mut lines = Vec::new();
+    let mut line = head.to_string();
+    let mut fresh = true;
+    for (i, item) in items.iter().enumerate() {
+        let sep = if i + 1 < items.len() { "," } else { "" };
+        if !fresh && line.len() + 1 + item.len() + sep.len() > width {
+            lines.push(line);
+            line = indent.clone();
+            fresh = true;
+        }
+        if !fresh {
+            line.push(' ');
+        }
+        line.push_str(item);
+        line.push_str(sep);
+        fresh = false;
+    }
+    lines.push(line);
+    lines
 }
 
 impl CounterDeltas {
@@ -145,16 +170,8 @@ impl CounterDeltas {
             lines.push("  others that moved:".into());
         }
         for (group, fields) in groups {
-            let line = format!(
-                "{group} ({}): {}",
-                file_of(&format!("{group}.x")),
-                fields.join(", ")
-            );
-            lines.extend(
-                wrap(&line, WIDTH - 4, "      ")
-                    .lines()
-                    .map(|l| format!("    {l}")),
-            );
+            let head = format!("    {group} ({}): ", file_of(&format!("{group}.x")));
+            lines.extend(pack(&head, &fields, WIDTH));
         }
         for (k, g) in &self.gauges {
             lines.push(match g.before {
@@ -355,11 +372,12 @@ impl CounterDeltas {
             fmt_count(segs)
         );
         if derived.transactions > 0 {
-            let _ = write!(
-                s,
-                ", {:.2} per 1,000 transactions",
-                segs as f64 * 1000.0 / derived.transactions as f64
-            );
+            let per = segs as f64 / derived.transactions as f64;
+            let _ = if per >= 0.1 {
+                write!(s, ", {per:.2} per transaction")
+            } else {
+                write!(s, ", {:.2} per 1,000 transactions", per * 1000.0)
+            };
         }
         if syns > 0 {
             let _ = write!(
@@ -548,7 +566,10 @@ mod tests {
         assert!(over.contains("of up to 16 connects at once"), "{over}");
         assert!(over.contains("6 more connection attempts"), "{over}");
         assert!(
-            s[1].contains("40 TCP segments were retransmitted (Tcp.RetransSegs), 2.00 per 1,000 transactions; 40 of them SYNs"),
+            s[1].contains(
+                "40 TCP segments were retransmitted (Tcp.RetransSegs), 2.00 per 1,000 \
+                 transactions; 40 of them SYNs"
+            ),
             "{s:?}"
         );
         // No socket evidence (or an empty one): no number is invented.
@@ -645,6 +666,20 @@ mod tests {
         ] {
             assert!(s.contains(needle), "{needle} missing from:\n{s}");
         }
+    }
+
+    #[test]
+    fn long_groups_wrap_between_counters_never_inside_one() {
+        let items: Vec<String> = (0..30).map(|i| format!("TCPSomething{i} +1,234")).collect();
+        let lines = pack("    TcpExt (netstat): ", &items, WIDTH);
+        assert!(lines.len() > 3, "{lines:?}");
+        assert!(lines.iter().all(|l| l.len() <= WIDTH), "{lines:?}");
+        assert!(lines[1].starts_with("      TCPSomething"), "{lines:?}");
+        let joined = lines.join(" ");
+        for i in &items {
+            assert!(joined.contains(i.as_str()), "{i} split: {lines:?}");
+        }
+        assert_eq!(pack("  X: ", &["a +1".into()], WIDTH), vec!["  X: a +1"]);
     }
 
     #[test]
