@@ -173,7 +173,12 @@ impl CounterDeltas {
             let head = format!("    {group} ({}): ", file_of(&format!("{group}.x")));
             lines.extend(pack(&head, &fields, WIDTH));
         }
-        for (k, g) in &self.gauges {
+        // A gauge at 0 at both ends says nothing.
+        for (k, g) in self
+            .gauges
+            .iter()
+            .filter(|(_, g)| g.after > 0 || g.before.unwrap_or(0) > 0)
+        {
             lines.push(match g.before {
                 Some(b) => format!(
                     "  {k} (a gauge, not a count): {b} at the start, {} at the end",

@@ -72,6 +72,11 @@ pub struct ThreadSched {
     pub wait_share: f64,
 }
 
+/// `1 thread`, `3 threads`.
+fn threads(n: u64) -> String {
+    format!("{n} thread{}", if n == 1 { "" } else { "s" })
+}
+
 impl SchedEvidence {
     /// Mean wait per time slice, microseconds (None without slices).
     pub fn wait_per_slice_us(&self) -> Option<f64> {
@@ -88,9 +93,9 @@ impl SchedEvidence {
     /// and how threads that came or went were counted.
     pub fn text_lines(&self) -> Vec<String> {
         let mut lines = vec![format!(
-            "run-queue delay: {} threads waited {} of their runnable time for a CPU ({:.3} s \
+            "run-queue delay: {} waited {} of their runnable time for a CPU ({:.3} s \
              runnable but waiting against {:.3} s on a CPU; {} time slices{})",
-            self.threads,
+            threads(self.threads),
             fmt_pct(self.wait_share * 100.0),
             self.runqueue_wait_s,
             self.on_cpu_s,
@@ -111,9 +116,10 @@ impl SchedEvidence {
         }
         if self.threads_born_in_window > 0 || self.threads_seen_late > 0 {
             lines.push(format!(
-                "  {} threads born in the window counted from their start; {} first seen \
-                 mid-window counted from then",
-                self.threads_born_in_window, self.threads_seen_late
+                "  {} born in the window counted from their start; {} first seen mid-window \
+                 counted from then",
+                threads(self.threads_born_in_window),
+                self.threads_seen_late
             ));
         }
         lines
@@ -232,7 +238,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("thread 101 (worker) of pid 100"), "{t}");
-        assert!(t.contains("1 threads born in the window"), "{t}");
+        assert!(t.contains("1 thread born in the window"), "{t}");
         assert!(e.html().contains("waited most: 101 (worker)"));
     }
 
