@@ -109,6 +109,20 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// A count with thousands separators: `0`, `999`, `1,204`, `12,345,678`
+/// (the evidence's counter increases, which people compare digit by digit).
+pub fn fmt_count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +142,16 @@ mod tests {
         assert_eq!(fmt_ns(-1.0), "0");
         assert_eq!(fmt_ns(0.2), "0ns");
         assert_eq!(fmt_ns(2500.0), "2.50us");
+    }
+
+    #[test]
+    fn counts_get_thousands_separators() {
+        assert_eq!(fmt_count(0), "0");
+        assert_eq!(fmt_count(999), "999");
+        assert_eq!(fmt_count(1_000), "1,000");
+        assert_eq!(fmt_count(1_204), "1,204");
+        assert_eq!(fmt_count(12_345_678), "12,345,678");
+        assert_eq!(fmt_count(u64::MAX), "18,446,744,073,709,551,615");
     }
 
     #[test]
