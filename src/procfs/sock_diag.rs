@@ -1,33 +1,73 @@
-//! The kernel's TCP socket table through netlink sock_diag (inet_diag),
-//! filtered by state in the kernel. /proc/net/tcp prints every socket of the
-//! namespace: after a connect-heavy load that is tens of thousands of
-//! TIME_WAIT rows and tens of milliseconds per read, far too slow to sample
-//! while a load runs. A dump of the ESTABLISHED (or LISTEN) sockets costs
-//! only what those sockets cost. The dump is of this process's network
-//! namespace. Reads are bounded by a receive timeout.
+//! The kernel's socket table through netlink sock_diag (inet_diag),
+//! filtered by state (and optionally by port) in the kernel. /proc/net/tcp
+//! prints every socket of the namespace: after a connect-heavy load that is
+//! tens of thousands of TIME_WAIT rows and tens of milliseconds per read,
+//! far too slow to sample while a load runs. A dump of the ESTABLISHED (or
+//! LISTEN) sockets costs only what those sockets cost.
+//!
+//! Messages are built and parsed by the rust-netlink project's
+//! `netlink-packet-sock-diag` (inet_diag_req_v2, inet_diag_msg and its
+//! attributes); the socket is `netlink-sys`'s. A netlink socket stays bound
+//! to the network namespace it was created in, so [`Diag::open_in`] creates
+//! it in a short-lived thread that entered the target's namespace, and the
+//! dumps made through it later (from any thread) describe that namespace.
+//! Reads are bounded by a receive timeout and a datagram count.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+
+use netlink_packet_core::{
+    NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+};
+use netlink_packet_sock_diag::SockDiagMessage;
+use netlink_packet_sock_diag::inet::nlas::Nla;
+use netlink_packet_sock_diag::inet::{
+    ExtensionFlags, InetRequest, InetResponse, SocketId, StateFlags,
+};
+use netlink_sys::Socket;
+use netlink_sys::protocols::NETLINK_SOCK_DIAG;
 
 /// TCP_ESTABLISHED, as a state number (use `1 << state` in a mask).
 pub const ESTABLISHED: u32 = 1;
+/// TCP_SYN_RECV (with [`NEW_SYN_RECV`]: a connection in the SYN queue).
+pub const SYN_RECV: u32 = 3;
+/// TCP_TIME_WAIT.
+pub const TIME_WAIT: u32 = 6;
 /// TCP_LISTEN.
 pub const LISTEN: u32 = 10;
+/// TCP_NEW_SYN_RECV: how current kernels hold a request in the SYN queue.
+pub const NEW_SYN_RECV: u32 = 12;
+/// Every TCP state the kernel reports (bits 1..=12).
+pub const ALL_STATES: u32 = 0x1ffe;
 
-const SOCK_DIAG_BY_FAMILY: u16 = 20;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_DUMP: u16 = 0x300;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLMSG_HDR: usize = 16;
-const REQ_LEN: usize = NLMSG_HDR + 56;
-const DIAG_MSG_LEN: usize = 72;
+const NETLINK_HDR: usize = 16;
 /// Longest wait for one reply datagram.
 const RECV_TIMEOUT_S: i64 = 1;
 /// Bounds one dump (a namespace with more sockets in the asked states
 /// than this many datagrams' worth is cut, and the dump fails).
 const MAX_DATAGRAMS: usize = 100_000;
+/// Receive buffer: the kernel sizes dump datagrams at most 32 KiB.
+const RECV_BUF: usize = 64 * 1024;
+
+/// The name of TCP state `s` as ss(8) prints it.
+pub fn state_name(s: u8) -> &'static str {
+    match s {
+        1 => "ESTABLISHED",
+        2 => "SYN_SENT",
+        3 => "SYN_RECV",
+        4 => "FIN_WAIT1",
+        5 => "FIN_WAIT2",
+        6 => "TIME_WAIT",
+        7 => "CLOSE",
+        8 => "CLOSE_WAIT",
+        9 => "LAST_ACK",
+        10 => "LISTEN",
+        11 => "CLOSING",
+        12 => "NEW_SYN_RECV",
+        _ => "UNKNOWN",
+    }
+}
 
 /// One TCP socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,137 +82,286 @@ pub struct TcpSocket {
     pub inode: u64,
 }
 
+/// One socket of a dump, with the attributes sockscope reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Local address.
+    pub local: SocketAddr,
+    /// Remote address (unspecified for a listener).
+    pub remote: SocketAddr,
+    /// State number (TCP states; UDP reports 7 unconnected, 1 connected).
+    pub state: u8,
+    /// Socket inode (0 for TIME_WAIT, SYN_RECV, and connections not yet
+    /// accepted).
+    pub inode: u64,
+    /// The kernel's socket cookie: unique for the socket's lifetime.
+    pub cookie: u64,
+    /// Listener: the current accept queue. Otherwise the receive queue
+    /// (bytes not yet read by the application).
+    pub rqueue: u32,
+    /// Listener: the backlog in effect. Otherwise the send queue (bytes
+    /// not yet acknowledged by the peer).
+    pub wqueue: u32,
+    /// From `INET_DIAG_INFO` when asked for and the socket is a full TCP
+    /// socket.
+    pub tcp: Option<TcpInfo>,
+    /// `SK_MEMINFO_DROPS` from `INET_DIAG_SKMEMINFO`, when asked for.
+    pub drops: Option<u32>,
+}
+
+/// The fields of `struct tcp_info` sockscope uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpInfo {
+    /// `tcpi_rtt`: smoothed round-trip time, microseconds.
+    pub rtt_us: u32,
+    /// `tcpi_total_retrans`: segments retransmitted over the socket's life.
+    pub total_retrans: u32,
+}
+
+/// Offset of `tcpi_rtt` in `struct tcp_info` (8 one-byte fields, then
+/// u32s: rto, ato, snd_mss, rcv_mss, unacked, sacked, lost, retrans,
+/// fackets, four last_* times, pmtu, rcv_ssthresh, rtt).
+const TCPI_RTT: usize = 68;
+/// Offset of `tcpi_total_retrans` (after rttvar, snd_ssthresh, snd_cwnd,
+/// advmss, reordering, rcv_rtt, rcv_space).
+const TCPI_TOTAL_RETRANS: usize = 100;
+
+/// Reads the two fields from the raw attribute. The layout up to
+/// `tcpi_total_retrans` has been fixed since Linux 2.6; later kernels only
+/// append. The crate's typed `TcpInfo` (feature `rich_nlas`) needs the
+/// whole structure of Linux 5.4+ and fails the message on shorter ones,
+/// so the raw bytes are read here instead.
+pub fn parse_tcp_info(b: &[u8]) -> Option<TcpInfo> {
+    let u32_at = |o: usize| Some(u32::from_ne_bytes(b.get(o..o + 4)?.try_into().ok()?));
+    Some(TcpInfo {
+        rtt_us: u32_at(TCPI_RTT)?,
+        total_retrans: u32_at(TCPI_TOTAL_RETRANS)?,
+    })
+}
+
+/// What to dump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// `libc::IPPROTO_TCP` or `libc::IPPROTO_UDP`.
+    pub protocol: u8,
+    /// `libc::AF_INET` or `libc::AF_INET6`.
+    pub family: u8,
+    /// Mask of `1 << state`.
+    pub states: u32,
+    /// Ask for tcp_info (`INET_DIAG_INFO`).
+    pub tcp_info: bool,
+    /// Ask for socket memory (`INET_DIAG_SKMEMINFO`), for its drop count.
+    pub meminfo: bool,
+    /// Only sockets with this local port (0: any); the kernel filters.
+    pub sport: u16,
+    /// Only sockets with this remote port (0: any); the kernel filters.
+    pub dport: u16,
+}
+
+impl Query {
+    /// TCP sockets of `family` in `states`, no attributes, no port filter.
+    pub fn tcp(family: u8, states: u32) -> Query {
+        Query {
+            protocol: libc::IPPROTO_TCP as u8,
+            family,
+            states,
+            tcp_info: false,
+            meminfo: false,
+            sport: 0,
+            dport: 0,
+        }
+    }
+}
+
+/// Both address families, IPv4 first.
+pub const FAMILIES: [u8; 2] = [libc::AF_INET as u8, libc::AF_INET6 as u8];
+
+/// A sock_diag netlink socket, bound to the network namespace it was
+/// opened in.
+pub struct Diag {
+    sock: Socket,
+    buf: Vec<u8>,
+    seq: u32,
+}
+
+impl Diag {
+    /// A socket in this thread's network namespace.
+    pub fn open() -> io::Result<Diag> {
+        let sock = Socket::new(NETLINK_SOCK_DIAG)?;
+        let tv = libc::timeval {
+            tv_sec: RECV_TIMEOUT_S,
+            tv_usec: 0,
+        };
+        // SAFETY: valid option value of the size passed, on an open socket.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Diag {
+            sock,
+            buf: vec![0; RECV_BUF],
+            seq: 0,
+        })
+    }
+
+    /// A socket in the network namespace of `pid`. Where that is not this
+    /// process's, the socket is created by a short-lived thread that
+    /// entered it with setns(2) (CAP_SYS_ADMIN); the socket keeps
+    /// describing that namespace after the thread is gone.
+    pub fn open_in(pid: i32) -> io::Result<Diag> {
+        let theirs = format!("/proc/{pid}/ns/net");
+        let id = |p: &str| std::fs::read_link(p).map(|l| l.to_string_lossy().into_owned());
+        let target =
+            id(&theirs).map_err(|e| io::Error::new(e.kind(), format!("reading {theirs}: {e}")))?;
+        if id("/proc/thread-self/ns/net").is_ok_and(|own| own == target) {
+            return Diag::open();
+        }
+        let file = std::fs::File::open(&theirs)
+            .map_err(|e| io::Error::new(e.kind(), format!("opening {theirs}: {e}")))?;
+        std::thread::Builder::new()
+            .name("sockscope-netns".into())
+            .spawn(move || {
+                // SAFETY: setns on this thread only, with an open nsfs file.
+                if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    let e = io::Error::last_os_error();
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("entering the network namespace of pid {pid} ({target}): {e}"),
+                    ));
+                }
+                Diag::open()
+            })?
+            .join()
+            .map_err(|_| io::Error::other("the namespace thread panicked"))?
+    }
+
+    /// Dumps the sockets `q` selects, calling `f` for each. A message the
+    /// crate cannot parse is skipped; a netlink error fails the dump.
+    pub fn dump(&mut self, q: &Query, mut f: impl FnMut(Entry)) -> io::Result<()> {
+        self.request(q)?;
+        for _ in 0..MAX_DATAGRAMS {
+            let n = self.sock.recv(&mut &mut self.buf[..], 0)?;
+            let mut rest = &self.buf[..n.min(self.buf.len())];
+            while rest.len() >= NETLINK_HDR {
+                let len = u32::from_ne_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
+                if len < NETLINK_HDR || len > rest.len() {
+                    return Err(io::Error::other("malformed sock_diag reply"));
+                }
+                if let Some(done) = handle(&rest[..len], &mut f)? {
+                    return Ok(done);
+                }
+                rest = &rest[((len + 3) & !3).min(rest.len())..];
+            }
+        }
+        Err(io::Error::other("sock_diag dump did not end"))
+    }
+
+    fn request(&mut self, q: &Query) -> io::Result<()> {
+        let mut ext = ExtensionFlags::empty();
+        if q.tcp_info {
+            ext |= ExtensionFlags::INFO;
+        }
+        if q.meminfo {
+            ext |= ExtensionFlags::SKMEMINFO;
+        }
+        let mut socket_id = if q.family == libc::AF_INET6 as u8 {
+            SocketId::new_v6()
+        } else {
+            SocketId::new_v4()
+        };
+        socket_id.source_port = q.sport;
+        socket_id.destination_port = q.dport;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | NLM_F_DUMP;
+        self.seq = self.seq.wrapping_add(1);
+        header.sequence_number = self.seq;
+        let mut msg = NetlinkMessage::new(
+            header,
+            SockDiagMessage::InetRequest(InetRequest {
+                family: q.family,
+                protocol: q.protocol,
+                extensions: ext,
+                states: StateFlags::from_bits_retain(q.states),
+                socket_id,
+            })
+            .into(),
+        );
+        msg.finalize();
+        let mut out = vec![0; msg.buffer_len()];
+        msg.serialize(&mut out);
+        let n = self.sock.send(&out, 0)?;
+        if n != out.len() {
+            return Err(io::Error::other("short sock_diag request"));
+        }
+        Ok(())
+    }
+}
+
+/// One netlink message of a dump: Some(()) at its end.
+fn handle(m: &[u8], f: &mut impl FnMut(Entry)) -> io::Result<Option<()>> {
+    let Ok(msg) = NetlinkMessage::<SockDiagMessage>::deserialize(m) else {
+        return Ok(None);
+    };
+    match msg.payload {
+        NetlinkPayload::Done(_) => Ok(Some(())),
+        NetlinkPayload::Error(e) => Err(e.to_io()),
+        NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
+            f(entry(&r));
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The fields of one inet_diag_msg and its attributes.
+pub fn entry(r: &InetResponse) -> Entry {
+    let h = &r.header;
+    let id = &h.socket_id;
+    let mut e = Entry {
+        local: SocketAddr::new(id.source_address, id.source_port),
+        remote: SocketAddr::new(id.destination_address, id.destination_port),
+        state: h.state,
+        inode: u64::from(h.inode),
+        cookie: u64::from_ne_bytes(id.cookie),
+        rqueue: h.recv_queue,
+        wqueue: h.send_queue,
+        tcp: None,
+        drops: None,
+    };
+    for nla in &r.nlas {
+        match nla {
+            Nla::TcpInfo(raw) => e.tcp = parse_tcp_info(raw),
+            Nla::MemInfo(m) => e.drops = Some(m.drops),
+            _ => {}
+        }
+    }
+    e
+}
+
 /// Every IPv4 and IPv6 TCP socket of this network namespace whose state
 /// is in `states` (a mask of `1 << state`).
 pub fn tcp(states: u32) -> io::Result<Vec<TcpSocket>> {
-    let fd = open()?;
+    let mut d = Diag::open()?;
     let mut out = Vec::new();
-    for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
-        request(&fd, family, states)?;
-        receive(&fd, &mut out)?;
+    for family in FAMILIES {
+        d.dump(&Query::tcp(family, states), |e| {
+            out.push(TcpSocket {
+                local: e.local,
+                remote: e.remote,
+                state: e.state,
+                inode: e.inode,
+            })
+        })?;
     }
     Ok(out)
-}
-
-fn open() -> io::Result<OwnedFd> {
-    // SAFETY: plain socket(2); the result is checked before it is owned.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            libc::NETLINK_SOCK_DIAG,
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor returned by the kernel, owned here only.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let tv = libc::timeval {
-        tv_sec: RECV_TIMEOUT_S,
-        tv_usec: 0,
-    };
-    // SAFETY: valid option value of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
-}
-
-fn request(fd: &OwnedFd, family: u8, states: u32) -> io::Result<()> {
-    let mut req = [0u8; REQ_LEN];
-    req[0..4].copy_from_slice(&(REQ_LEN as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    // inet_diag_req_v2: family, protocol, ext, pad, states, then a zeroed
-    // inet_diag_sockid (no filter on addresses).
-    req[NLMSG_HDR] = family;
-    req[NLMSG_HDR + 1] = libc::IPPROTO_TCP as u8;
-    req[NLMSG_HDR + 4..NLMSG_HDR + 8].copy_from_slice(&states.to_ne_bytes());
-    // SAFETY: a zeroed sockaddr_nl addresses the kernel (pid 0).
-    let mut to: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    to.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-    // SAFETY: buffer and address are valid for the lengths passed.
-    let n = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            req.as_ptr().cast(),
-            req.len(),
-            0,
-            (&to as *const libc::sockaddr_nl).cast(),
-            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    };
-    if n != req.len() as isize {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn receive(fd: &OwnedFd, out: &mut Vec<TcpSocket>) -> io::Result<()> {
-    let mut buf = vec![0u8; 64 * 1024];
-    for _ in 0..MAX_DATAGRAMS {
-        // SAFETY: the kernel writes at most buf.len() bytes.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut rest = &buf[..n as usize];
-        while rest.len() >= NLMSG_HDR {
-            let len = u32::from_ne_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
-            let ty = u16::from_ne_bytes(rest[4..6].try_into().expect("2 bytes"));
-            if len < NLMSG_HDR || len > rest.len() {
-                return Err(io::Error::other("malformed sock_diag reply"));
-            }
-            match ty {
-                NLMSG_DONE => return Ok(()),
-                NLMSG_ERROR => {
-                    let code = rest
-                        .get(NLMSG_HDR..NLMSG_HDR + 4)
-                        .map_or(0, |b| i32::from_ne_bytes(b.try_into().expect("4 bytes")));
-                    return Err(io::Error::from_raw_os_error(-code));
-                }
-                SOCK_DIAG_BY_FAMILY => out.extend(parse(&rest[NLMSG_HDR..len])),
-                _ => {}
-            }
-            rest = &rest[((len + 3) & !3).min(rest.len())..];
-        }
-    }
-    Err(io::Error::other("sock_diag dump did not end"))
-}
-
-/// One inet_diag_msg.
-fn parse(m: &[u8]) -> Option<TcpSocket> {
-    if m.len() < DIAG_MSG_LEN {
-        return None;
-    }
-    let family = m[0];
-    let addr = |off: usize| -> Option<IpAddr> {
-        let b = &m[off..off + 16];
-        Some(if family == libc::AF_INET as u8 {
-            IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
-        } else {
-            IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(b).ok()?))
-        })
-    };
-    // inet_diag_sockid at 4: sport, dport (big-endian), src[16], dst[16].
-    let sport = u16::from_be_bytes([m[4], m[5]]);
-    let dport = u16::from_be_bytes([m[6], m[7]]);
-    Some(TcpSocket {
-        local: SocketAddr::new(addr(8)?, sport),
-        remote: SocketAddr::new(addr(24)?, dport),
-        state: m[1],
-        inode: u64::from(u32::from_ne_bytes(m[68..72].try_into().ok()?)),
-    })
 }
 
 #[cfg(test)]
@@ -204,5 +393,95 @@ mod tests {
             .unwrap();
         assert!(server_end.inode > 0);
         assert!(socks.iter().all(|s| s.state as u32 == ESTABLISHED));
+    }
+
+    #[test]
+    fn a_listener_reports_its_backlog_and_queue_and_ports_filter_in_the_kernel() {
+        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        l.listen(3).unwrap();
+        let addr = l.local_addr().unwrap().as_socket().unwrap();
+        let _c = std::net::TcpStream::connect(addr).unwrap();
+        let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut d = Diag::open().unwrap();
+        let mut seen = Vec::new();
+        let mut q = Query::tcp(libc::AF_INET as u8, 1 << LISTEN | 1 << ESTABLISHED);
+        q.sport = addr.port();
+        q.tcp_info = true;
+        d.dump(&q, |e| seen.push(e)).unwrap();
+        assert!(
+            seen.iter().all(|e| e.local.port() == addr.port()),
+            "{seen:?}"
+        );
+        assert!(!seen.iter().any(|e| e.local == other.local_addr().unwrap()));
+        let listener = seen.iter().find(|e| e.state as u32 == LISTEN).unwrap();
+        assert_eq!(listener.wqueue, 3, "the backlog");
+        // The handshake completes asynchronously on loopback; it is done
+        // by the time connect returns.
+        assert_eq!(listener.rqueue, 1, "one connection waits to be accepted");
+        let conn = seen.iter().find(|e| e.state as u32 == ESTABLISHED).unwrap();
+        let info = conn.tcp.expect("tcp_info of a full socket");
+        assert_eq!(info.total_retrans, 0);
+        assert_ne!(conn.cookie, 0);
+    }
+
+    #[test]
+    fn tcp_info_fields_at_their_offsets_and_short_buffers_refused() {
+        let mut b = vec![0u8; 104];
+        b[TCPI_RTT..TCPI_RTT + 4].copy_from_slice(&1234u32.to_ne_bytes());
+        b[TCPI_TOTAL_RETRANS..TCPI_TOTAL_RETRANS + 4].copy_from_slice(&7u32.to_ne_bytes());
+        assert_eq!(
+            parse_tcp_info(&b),
+            Some(TcpInfo {
+                rtt_us: 1234,
+                total_retrans: 7
+            })
+        );
+        assert_eq!(parse_tcp_info(&b[..103]), None);
+        assert_eq!(parse_tcp_info(&[]), None);
+    }
+
+    #[test]
+    fn a_reply_built_in_code_parses_and_a_garbage_one_is_skipped() {
+        // inet_diag_msg: family, state, timer, retrans, sockid (sport,
+        // dport big-endian, src[16], dst[16], if, cookie[8]), expires,
+        // rqueue, wqueue, uid, inode; then an INET_DIAG_INFO attribute.
+        let mut m = vec![libc::AF_INET as u8, 10, 0, 0];
+        m.extend_from_slice(&8080u16.to_be_bytes());
+        m.extend_from_slice(&0u16.to_be_bytes());
+        m.extend_from_slice(&[127, 0, 0, 1]);
+        m.extend_from_slice(&[0; 12]);
+        m.extend_from_slice(&[0; 16]);
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&42u64.to_ne_bytes());
+        for v in [0u32, 5, 128, 0, 9999] {
+            m.extend_from_slice(&v.to_ne_bytes());
+        }
+        let mut info = vec![0u8; 104];
+        info[TCPI_TOTAL_RETRANS..TCPI_TOTAL_RETRANS + 4].copy_from_slice(&3u32.to_ne_bytes());
+        m.extend_from_slice(&((4 + info.len()) as u16).to_ne_bytes());
+        m.extend_from_slice(&2u16.to_ne_bytes()); // INET_DIAG_INFO
+        m.extend_from_slice(&info);
+        let mut msg = ((NETLINK_HDR + m.len()) as u32).to_ne_bytes().to_vec();
+        msg.extend_from_slice(&20u16.to_ne_bytes()); // SOCK_DIAG_BY_FAMILY
+        msg.extend_from_slice(&[0; 10]);
+        msg.extend_from_slice(&m);
+        let mut got = Vec::new();
+        assert_eq!(handle(&msg, &mut |e| got.push(e)).unwrap(), None);
+        let e = &got[0];
+        assert_eq!(e.local, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(
+            (e.state, e.rqueue, e.wqueue, e.inode, e.cookie),
+            (10, 5, 128, 9999, 42)
+        );
+        assert_eq!(e.tcp.unwrap().total_retrans, 3);
+        // A truncated message is skipped, not a panic.
+        let mut short = msg.clone();
+        short.truncate(40);
+        short[0..4].copy_from_slice(&40u32.to_ne_bytes());
+        got.clear();
+        assert_eq!(handle(&short, &mut |e| got.push(e)).unwrap(), None);
+        assert!(got.is_empty());
     }
 }
