@@ -352,7 +352,7 @@ fn eaddrnotavail_puts_the_port_range_and_tw_reuse_first() {
         "tune-ports",
         evidence(
             json!({}),
-            json!({"samples": 20, "listeners": [], "states": {"TIME_WAIT": {"max": 28000, "mean": 20000.0}}}),
+            json!({"samples": 20, "listeners": [], "states": {}, "time_wait": {"samples": 3, "local_max": 0, "remote_max": 28000, "namespace_max": 28000}}),
         ),
         &[("EADDRNOTAVAIL", 1500)],
     );

@@ -479,6 +479,7 @@ mod tests {
                     ("Tcp.RetransSegs".to_string(), 0),
                 ]
                 .into(),
+                ..Default::default()
             }),
             sched: Some(SchedEvidence {
                 wait_share: wait,

@@ -278,7 +278,7 @@ fn ports(s: &Settings, ev: &KernelEvidence, load: &LoadReport, out: &mut Vec<Aud
         _ => None,
     };
     let errors = connect_errors(load, "EADDRNOTAVAIL");
-    let tw = state_max(ev, "TIME_WAIT");
+    let tw = time_wait_max(ev);
     // TIME_WAIT alone counts when it holds at least half the port range.
     let tw_near = matches!((tw, width), (Some(t), Some(w)) if t > 0 && t.saturating_mul(2) >= w);
     if errors == 0 && !tw_near {
@@ -384,9 +384,16 @@ fn listeners(ev: &KernelEvidence) -> &[Listener] {
     ev.sockets.as_ref().map_or(&[], |s| s.listeners.as_slice())
 }
 
-/// Most sockets seen at once in `state` ("TIME_WAIT"), when sampled.
-fn state_max(ev: &KernelEvidence, state: &str) -> Option<u64> {
-    ev.sockets.as_ref()?.states.get(state).map(|c| c.max)
+/// Most TIME_WAIT sockets seen at once, when counted: on or towards the
+/// target's address, or in its whole namespace (a port range is the
+/// namespace's, so every TIME_WAIT in it holds one of its ports).
+fn time_wait_max(ev: &KernelEvidence) -> Option<u64> {
+    let t = ev.sockets.as_ref()?.time_wait.as_ref()?;
+    Some(
+        t.local_max
+            .max(t.remote_max)
+            .max(t.namespace_max.unwrap_or(0)),
+    )
 }
 
 /// Run-queue wait: (share of runnable time, seconds waiting, seconds on a
@@ -404,7 +411,7 @@ fn connect_errors(load: &LoadReport, class: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::evidence::sockets::{SocketEvidence, StateCount};
+    use crate::report::evidence::sockets::{SocketEvidence, TimeWait};
     use crate::report::evidence::{CounterDeltas, SchedEvidence};
 
     fn settings() -> Settings {
@@ -424,6 +431,7 @@ mod tests {
             counters: Some(CounterDeltas {
                 source: "test".into(),
                 deltas: pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+                ..Default::default()
             }),
             netns: crate::report::evidence::Netns {
                 id: "net:[1]".into(),
@@ -450,6 +458,7 @@ mod tests {
                 local: "127.0.0.1:8080".into(),
                 backlog: 1,
                 accept_queue_max: 2,
+                ..Default::default()
             }],
             ..Default::default()
         });
@@ -474,6 +483,7 @@ mod tests {
                 local: "[::]:80".into(),
                 backlog: 4096,
                 accept_queue_max: 4097,
+                ..Default::default()
             }],
             ..Default::default()
         });
@@ -495,14 +505,12 @@ mod tests {
         l.errors.by_class.insert("EADDRNOTAVAIL".into(), 1500);
         let mut ev = with_counters(&[]);
         ev.sockets = Some(SocketEvidence {
-            states: [(
-                "TIME_WAIT".to_string(),
-                StateCount {
-                    max: 101,
-                    mean: 80.0,
-                },
-            )]
-            .into(),
+            time_wait: Some(TimeWait {
+                samples: 3,
+                local_max: 0,
+                remote_max: 101,
+                namespace_max: Some(90),
+            }),
             ..Default::default()
         });
         let rows = rows(&settings(), &ev, &l);
@@ -589,6 +597,7 @@ mod tests {
             on_cpu_s: 2.0,
             runqueue_wait_s: 1.0,
             wait_share: 1.0 / 3.0,
+            ..Default::default()
         });
         let rows = rows(&settings(), &ev, &load());
         assert_eq!(rows.len(), 1);

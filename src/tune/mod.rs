@@ -92,6 +92,7 @@ mod tests {
             counters: Some(crate::report::evidence::CounterDeltas {
                 source: "t".into(),
                 deltas: [("TcpExt.ListenOverflows".to_string(), 3)].into(),
+                ..Default::default()
             }),
             ..Default::default()
         };

@@ -559,6 +559,7 @@ mod tests {
                 local: "127.0.0.1:8080".into(),
                 backlog: 1,
                 accept_queue_max: 2,
+                ..Default::default()
             }],
             ..Default::default()
         };

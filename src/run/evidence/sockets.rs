@@ -538,13 +538,12 @@ mod tests {
         assert!(e.errors.is_empty(), "{:?}", e.errors);
     }
 
-    /// A measurement, run by hand (`cargo test --release --lib
-    /// cost_of_one_sample -- --ignored --nocapture`): the CPU time of one
-    /// round with 300 connections (600 sockets in the namespace, 300 of
-    /// them the target's) and one TIME_WAIT count.
+    /// With 300 connections (600 sockets in the namespace, 300 of them
+    /// the target's) every round sees all of the target's; the CPU time of
+    /// a round and of a TIME_WAIT count is printed (`-- --nocapture`) for
+    /// docs/benchmarks.md, never asserted (timing belongs to benchmarks).
     #[test]
-    #[ignore]
-    fn cost_of_one_sample_with_300_connections() {
+    fn every_one_of_300_connections_is_seen_and_a_rounds_cost_printed() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let mut keep = Vec::new();
@@ -569,7 +568,7 @@ mod tests {
             unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
             ru.ru_stime.tv_sec as f64 + ru.ru_stime.tv_usec as f64 / 1e6
         };
-        let n = 200;
+        let n = 20;
         let (t0, s0) = (cpu(), sys());
         for _ in 0..n {
             s.sample(&[pid]);
@@ -593,6 +592,12 @@ mod tests {
             walk * 1e3,
             tw * 1e3
         );
+        let e = s.finish();
+        // This process holds both ends of each connection (other tests'
+        // sockets of this process may add a few).
+        assert!(e.connections_seen >= 600, "{}", e.connections_seen);
+        let est = e.states.get("ESTABLISHED").map_or(0, |c| c.max);
+        assert!(est >= 600, "{est}");
     }
 
     #[test]
