@@ -166,6 +166,27 @@ fn a_backlog_of_one_overflows_under_a_connect_burst() {
     );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("TcpExt.ListenOverflows"), "not in the HTML");
+    // The audit rows this evidence supports name the program's backlog
+    // (the limit here) and somaxconn, quoting the counter.
+    let advice = rep["advice"].as_array().expect("advice");
+    let setting = |prefix: &str| {
+        advice
+            .iter()
+            .find(|r| r["setting"].as_str().is_some_and(|s| s.starts_with(prefix)))
+            .unwrap_or_else(|| panic!("no {prefix} row in {advice:#?}"))
+    };
+    let backlog = setting("listen() backlog");
+    assert_eq!(backlog["current"], "1", "{backlog}");
+    assert_eq!(backlog["ok"], false, "{backlog}");
+    assert!(
+        backlog["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("TcpExt.ListenOverflows +"),
+        "{backlog}"
+    );
+    setting("net.core.somaxconn");
+    assert!(summary.contains("listen() backlog ("), "{summary}");
 }
 
 #[test]

@@ -189,6 +189,31 @@ fn a_ten_port_range_runs_out_and_time_wait_is_counted() {
     // count).
     assert!(held >= 5, "the range's ports wait in TIME_WAIT: {tw}");
     assert!(tw["namespace_max"].as_u64().unwrap() >= held, "{tw}");
+    // The report ends with the settings this evidence points at.
+    let advice: Vec<&str> = rep["advice"]
+        .as_array()
+        .expect("advice")
+        .iter()
+        .filter_map(|r| r["setting"].as_str())
+        .collect();
+    for want in ["net.ipv4.ip_local_port_range", "net.ipv4.tcp_tw_reuse"] {
+        assert!(advice.contains(&want), "{want} not advised: {advice:?}");
+    }
+    let range = rep["advice"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["setting"] == "net.ipv4.ip_local_port_range")
+        .unwrap();
+    // Read in the namespace the profile ran in: the tiny range, not the host's.
+    assert_eq!(range["current"], "40000 40009", "{range}");
+    assert!(
+        range["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("EADDRNOTAVAIL"),
+        "{range}"
+    );
 }
 
 #[test]

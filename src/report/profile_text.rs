@@ -72,7 +72,7 @@ pub fn render(r: &ProfileReport) -> String {
              nothing was changed):"
         );
         for l in super::tune::table(&r.advice).to_text().lines() {
-            let _ = writeln!(s, "  {l}");
+            let _ = writeln!(s, "  {}", l.trim_end());
         }
     }
     s

@@ -886,7 +886,7 @@ fn windows(
         note: format!(
             "The trace window ({trace_s:.3} s) opens before the load starts and closes after it \
              returns, so it is {:.1} ms longer than the load's wall time ({:.3} s, connection \
-             set-up and teardown included); the load's own measured window is {:.3} s. ProfileTarget \
+             set-up and teardown included); the load's own measured window is {:.3} s. Target \
              CPU and syscalls cover the trace window; transactions cover the load.",
             ((trace_s - load_wall.as_secs_f64()) * 1e3).max(0.0),
             load_wall.as_secs_f64(),

@@ -356,7 +356,8 @@ fn runqueue(ev: &KernelEvidence, out: &mut Vec<AuditRow>) {
     let Some((share, wait_s, on_s)) = runqueue_wait(ev) else {
         return;
     };
-    if share < RUNQUEUE_WAIT_SHARE {
+    // The same bar as the profile's sentence, and a share worth a row.
+    if share < RUNQUEUE_WAIT_SHARE || !ev.sched.as_ref().is_some_and(|s| s.notable()) {
         return;
     }
     out.push(AuditRow {

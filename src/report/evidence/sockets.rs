@@ -420,7 +420,15 @@ impl SocketEvidence {
                 ));
             }
         }
-        out
+        // Sentences, like the others of the report: a capital and a stop.
+        out.into_iter()
+            .map(|s| {
+                let mut c = s.chars();
+                c.next().map_or(s.clone(), |f| {
+                    format!("{}{}.", f.to_uppercase(), c.as_str())
+                })
+            })
+            .collect()
     }
 }
 
@@ -467,13 +475,13 @@ mod tests {
         let s = sample().sentences(&Derived::default(), &load());
         assert!(
             s.contains(
-                &"the accept queue of 127.0.0.1:8080 reached its backlog (1) in 40 of 52 samples: \
-              connections waited for accept()"
+                &"The accept queue of 127.0.0.1:8080 reached its backlog (1) in 40 of 52 samples: \
+              connections waited for accept()."
                     .to_string()
             )
         );
         assert!(s.iter().any(|l| l.starts_with(
-            "the target's connections retransmitted 17 segments (tcp_info), on 4 of 10"
+            "The target's connections retransmitted 17 segments (tcp_info), on 4 of 10"
         )));
         assert!(
             s.iter()
