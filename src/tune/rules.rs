@@ -300,7 +300,10 @@ fn port_range(s: &Settings, goal: Goal) -> AuditRow {
     match (s.value(key), s.num_at(key, 0), s.num_at(key, 1)) {
         (Some(v), Some(a), Some(b)) => {
             let ok = b.saturating_sub(a) + 1 >= WIDE_PORTS;
-            let why = format!("{why}; {WIDE_PORTS}+ ports count as wide");
+            let why = format!(
+                "{why}; {WIDE_PORTS}+ ports count as wide; list local services' ports in \
+                 net.ipv4.ip_local_reserved_ports first, or an outgoing connection may hold one"
+            );
             row(key, v, advised.clone(), ok, &why, Some(advised))
         }
         _ => absent(key, s.shown(key), advised, why),
