@@ -49,22 +49,6 @@ fn profile_in(ns: &Netns, args: &[&str]) -> (Option<i32>, String, String) {
 }
 
 /// True when `program` runs; under CI=true its absence fails the test.
-fn have(program: &str, test: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: {program} missing under CI");
-        }
-        eprintln!("SKIP {test}: no {program}");
-    }
-    found
-}
-
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -98,7 +82,7 @@ while True:
 #[test]
 fn a_backlog_of_one_overflows_under_a_connect_burst() {
     let test = "a_backlog_of_one_overflows_under_a_connect_burst";
-    if !require_bpf(test) || !have("python3", test) {
+    if !require_bpf(test) || !common::require_program("python3", test) {
         return;
     }
     let Some(ns) = Netns::new(test) else {
@@ -287,7 +271,7 @@ fn pinned_echo(ns: &Netns, out: &Path) -> serde_json::Value {
 #[test]
 fn a_cpu_starved_target_waits_on_the_run_queue() {
     let test = "a_cpu_starved_target_waits_on_the_run_queue";
-    if !require_bpf(test) || !have("taskset", test) {
+    if !require_bpf(test) || !common::require_program("taskset", test) {
         return;
     }
     let Some(ns) = Netns::new(test) else {

@@ -92,21 +92,6 @@ fn py_server(host: &str, port: u16, backlog: u32, delay: f64) -> String {
     )
 }
 
-fn have_python(test: &str) -> bool {
-    let ok = Command::new("python3")
-        .arg("-c")
-        .arg("pass")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: CI=true but python3 is missing");
-        }
-        eprintln!("SKIP {test}: python3 missing");
-    }
-    ok
-}
-
 fn sockets_of(rep: &serde_json::Value) -> &serde_json::Value {
     let s = &rep["evidence"]["sockets"];
     assert!(s.is_object(), "no socket evidence: {}", rep["evidence"]);
@@ -116,7 +101,7 @@ fn sockets_of(rep: &serde_json::Value) -> &serde_json::Value {
 #[test]
 fn backlog_of_one_is_seen_full_under_a_connect_burst() {
     let test = "backlog_of_one_is_seen_full_under_a_connect_burst";
-    if !require_bpf(test) || !have_python(test) {
+    if !require_bpf(test) || !common::require_program("python3", test) {
         return;
     }
     let Some(ns) = Netns::new(test) else { return };
@@ -219,7 +204,7 @@ fn a_ten_port_range_runs_out_and_time_wait_is_counted() {
 #[test]
 fn loss_on_the_targets_link_shows_as_its_retransmits() {
     let test = "loss_on_the_targets_link_shows_as_its_retransmits";
-    if !require_bpf(test) || !have_python(test) {
+    if !require_bpf(test) || !common::require_program("python3", test) {
         return;
     }
     if Command::new("nft").arg("--version").output().is_err() {

@@ -708,27 +708,6 @@ fn usage_errors_exit_2_before_anything_runs() {
     );
 }
 
-/// Skips (or, under CI, fails) a test that needs an installed program.
-fn have(program: &str, test: &str) -> bool {
-    let found = Command::new(program)
-        .arg(if program == "haproxy" {
-            "-v"
-        } else {
-            "--version"
-        })
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{program} missing under CI (make deps installs it)");
-        }
-        eprintln!("SKIP {test}: no {program}");
-    }
-    found
-}
-
 /// A process group started by a test, killed whole on drop.
 struct Group {
     child: std::process::Child,
@@ -885,7 +864,7 @@ fn wait_for_a_child_listener(master: i32, port: u16) {
 #[test]
 fn profile_pid_of_a_master_whose_worker_listens() {
     let test = "profile_pid_of_a_master_whose_worker_listens";
-    if !require_bpf(test) || !have("haproxy", test) {
+    if !require_bpf(test) || !common::require_program("haproxy", test) {
         return;
     }
     // haproxy -W: the master forks a worker, and only the worker holds the
@@ -959,7 +938,7 @@ fn profile_pid_of_a_master_whose_worker_listens() {
 #[test]
 fn profile_pid_not_ready_names_the_tree_and_never_says_use_pid() {
     let test = "profile_pid_not_ready_names_the_tree_and_never_says_use_pid";
-    if !require_bpf(test) || !have("python3", test) {
+    if !require_bpf(test) || !common::require_program("python3", test) {
         return;
     }
     let dir = scratch("profile-pid-not-ready");
@@ -992,7 +971,7 @@ fn profile_pid_not_ready_names_the_tree_and_never_says_use_pid() {
 #[test]
 fn profile_of_one_worker_counts_only_the_transactions_it_served() {
     let test = "profile_of_one_worker_counts_only_the_transactions_it_served";
-    if !require_bpf(test) || !have("python3", test) {
+    if !require_bpf(test) || !common::require_program("python3", test) {
         return;
     }
     // Two workers share the parent's listening socket; each accepts at most
@@ -1054,7 +1033,7 @@ fn profile_of_one_worker_counts_only_the_transactions_it_served() {
 #[test]
 fn profile_of_one_worker_under_crr_and_unattributed_count_only() {
     let test = "profile_of_one_worker_under_crr_and_unattributed_count_only";
-    if !require_bpf(test) || !have("python3", test) {
+    if !require_bpf(test) || !common::require_program("python3", test) {
         return;
     }
     let dir = scratch("profile-worker-crr");
@@ -1130,7 +1109,7 @@ fn profile_of_one_worker_under_crr_and_unattributed_count_only() {
 #[test]
 fn profile_of_redis_for_a_duration_shows_no_teardown_resets() {
     let test = "profile_of_redis_for_a_duration_shows_no_teardown_resets";
-    if !require_bpf(test) || !have("redis-server", test) {
+    if !require_bpf(test) || !common::require_program("redis-server", test) {
         return;
     }
     let port = TcpListener::bind("127.0.0.1:0")
@@ -1193,7 +1172,7 @@ fn profile_of_redis_for_a_duration_shows_no_teardown_resets() {
 #[test]
 fn profile_of_one_reuseport_listener_counts_its_share() {
     let test = "profile_of_one_reuseport_listener_counts_its_share";
-    if !require_bpf(test) || !have("python3", test) {
+    if !require_bpf(test) || !common::require_program("python3", test) {
         return;
     }
     // Two workers with their own SO_REUSEPORT listeners on one port: the

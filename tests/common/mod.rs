@@ -297,3 +297,26 @@ pub fn serve_process_with(marker: &str) -> Option<i32> {
         args.get(1).is_some_and(|a| a == "serve") && args.join(" ").contains(marker)
     })
 }
+
+/// True when `program` runs (`--version`, or `-v` for haproxy, which knows
+/// no other); a missing one skips the test with a printed reason outside
+/// CI and fails it under CI=true (make deps installs every test peer).
+pub fn require_program(program: &str, test: &str) -> bool {
+    let found = Command::new(program)
+        .arg(if program == "haproxy" {
+            "-v"
+        } else {
+            "--version"
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{test}: {program} missing under CI (make deps installs it)");
+        }
+        eprintln!("SKIP {test}: no {program}");
+    }
+    found
+}
