@@ -34,6 +34,7 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use super::KvArgs;
+use super::workload::ErrorClass;
 use crate::cli::load::KeyDist;
 use crate::error;
 
@@ -539,6 +540,54 @@ impl Mix {
             .iter()
             .all(|r| r.len() == first)
             .then_some(first)
+    }
+}
+
+/// A data block of known length followed by CR LF, as a RESP bulk string
+/// and a memcached VALUE frame their bytes: the bytes are skipped, not
+/// read, and the block may end in any later read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// Bytes of the block still to skip.
+    Bytes(u64),
+    /// The bytes are over; the CR is next.
+    Cr,
+    /// The CR was read; the LF is next.
+    Lf,
+}
+
+impl Block {
+    /// Takes one step over `data[*i..]`, which is not empty: true once the
+    /// LF that ends the block was consumed (the block then stays `Lf`); a
+    /// byte other than the CR or LF due is a protocol error.
+    pub fn step(&mut self, data: &[u8], i: &mut usize) -> Result<bool, ErrorClass> {
+        match *self {
+            Block::Bytes(left) => {
+                let take = left.min((data.len() - *i) as u64);
+                *i += take as usize;
+                *self = if take == left {
+                    Block::Cr
+                } else {
+                    Block::Bytes(left - take)
+                };
+                Ok(false)
+            }
+            Block::Cr => {
+                if data[*i] != b'\r' {
+                    return Err(ErrorClass::Protocol);
+                }
+                *i += 1;
+                *self = Block::Lf;
+                Ok(false)
+            }
+            Block::Lf => {
+                if data[*i] != b'\n' {
+                    return Err(ErrorClass::Protocol);
+                }
+                *i += 1;
+                Ok(true)
+            }
+        }
     }
 }
 

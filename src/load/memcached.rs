@@ -33,7 +33,7 @@
 use anyhow::Result;
 
 use super::KvArgs;
-use super::keyspace::{KvSpec, Mix, Part, RequestBuilder, Template, Word, literal};
+use super::keyspace::{Block, KvSpec, Mix, Part, RequestBuilder, Template, Word, literal};
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
 use crate::error;
 use crate::report::load::LoadConfig;
@@ -353,12 +353,8 @@ enum State {
     /// Inside a line.
     #[default]
     Line,
-    /// Inside a VALUE's data block: bytes still to skip.
-    Data(u64),
-    /// After a data block, before its CR.
-    DataCr,
-    /// After a data block's CR, before its LF.
-    DataLf,
+    /// Inside a VALUE's data block or its closing CR LF.
+    Data(Block),
 }
 
 /// Bytes of a line kept to tell its first word (`SERVER_ERROR` is 12).
@@ -436,29 +432,11 @@ impl McCursor {
                         }
                     }
                 }
-                State::Data(left) => {
-                    let take = left.min((data.len() - i) as u64);
-                    i += take as usize;
-                    self.state = if take == left {
-                        State::DataCr
-                    } else {
-                        State::Data(left - take)
-                    };
-                }
-                State::DataCr => {
-                    if data[i] != b'\r' {
-                        return Feed::Error(ErrorClass::Protocol);
-                    }
-                    i += 1;
-                    self.state = State::DataLf;
-                }
-                State::DataLf => {
-                    if data[i] != b'\n' {
-                        return Feed::Error(ErrorClass::Protocol);
-                    }
-                    i += 1;
-                    self.state = State::Line;
-                }
+                State::Data(mut block) => match block.step(data, &mut i) {
+                    Ok(true) => self.state = State::Line,
+                    Ok(false) => self.state = State::Data(block),
+                    Err(class) => return Feed::Error(class),
+                },
             }
         }
         Feed::Partial
@@ -528,7 +506,7 @@ impl McCursor {
                 match self.f3 {
                     Some(n) if n <= MAX_DATA => {
                         self.values += 1;
-                        self.state = State::Data(n);
+                        self.state = State::Data(Block::Bytes(n));
                         Ok(None)
                     }
                     _ => Err(ErrorClass::Protocol),

@@ -20,7 +20,7 @@
 use anyhow::Result;
 
 use super::KvArgs;
-use super::keyspace::{KvSpec, Mix, RequestBuilder, Template};
+use super::keyspace::{Block, KvSpec, Mix, RequestBuilder, Template};
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
 use crate::report::load::LoadConfig;
 
@@ -222,12 +222,8 @@ enum State {
     Number(Head),
     /// After a header line's CR, before its LF.
     HeadLf(Head),
-    /// Inside a bulk payload: bytes still to skip.
-    Payload(u64),
-    /// After a bulk payload, before its CR.
-    PayloadCr,
-    /// After a bulk payload's CR, before its LF.
-    PayloadLf,
+    /// Inside a bulk payload or its closing CR LF.
+    Payload(Block),
 }
 
 /// Parse state of one connection's awaited reply (see the module header).
@@ -338,28 +334,13 @@ impl RespCursor {
                         Err(class) => return Feed::Error(class),
                     }
                 }
-                State::Payload(left) => {
-                    let take = left.min((data.len() - i) as u64);
-                    i += take as usize;
-                    self.state = if take == left {
-                        State::PayloadCr
-                    } else {
-                        State::Payload(left - take)
+                State::Payload(mut block) => {
+                    let done = match block.step(data, &mut i) {
+                        Ok(done) => done,
+                        Err(class) => return Feed::Error(class),
                     };
-                }
-                State::PayloadCr => {
-                    if data[i] != b'\r' {
-                        return Feed::Error(ErrorClass::Protocol);
-                    }
-                    i += 1;
-                    self.state = State::PayloadLf;
-                }
-                State::PayloadLf => {
-                    if data[i] != b'\n' {
-                        return Feed::Error(ErrorClass::Protocol);
-                    }
-                    i += 1;
-                    if let Some(f) = self.element_done(i) {
+                    self.state = State::Payload(block);
+                    if done && let Some(f) = self.element_done(i) {
                         return f;
                     }
                 }
@@ -394,7 +375,7 @@ impl RespCursor {
                 if top {
                     self.reply = Reply::Bulk;
                 }
-                self.state = State::Payload(self.num);
+                self.state = State::Payload(Block::Bytes(self.num));
                 Ok(false)
             }
             Head::Array => {
