@@ -32,21 +32,7 @@ impl Daemon {
     /// Starts `bin` with `args(port)`, or None (the test skips) when it is
     /// not installed; under CI=true a missing server fails the test.
     fn start(bin: &str, args: impl Fn(&str) -> Vec<String>) -> Option<Self> {
-        if Command::new(bin)
-            .arg(if bin == "memcached" {
-                "-V"
-            } else {
-                "--version"
-            })
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_err()
-        {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true but {bin} is not installed (make deps installs it)");
-            }
-            eprintln!("SKIP: {bin} not installed");
+        if !common::require_program(bin, &format!("a test with {bin}")) {
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")

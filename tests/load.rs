@@ -485,15 +485,7 @@ struct Redis {
 
 impl Redis {
     fn start() -> Option<Self> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true but redis-server is not installed (make deps installs it)");
-            }
-            eprintln!("SKIP: redis-server not installed");
+        if !common::require_program("redis-server", "a test with redis-server") {
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")

@@ -529,15 +529,7 @@ fn profile_of_an_arbitrary_command_redis() {
     if !require_bpf("profile_of_an_arbitrary_command_redis") {
         return;
     }
-    if Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("redis-server missing under CI (make deps installs it)");
-        }
-        eprintln!("SKIP profile_of_an_arbitrary_command_redis: no redis-server");
+    if !common::require_program("redis-server", "profile_of_an_arbitrary_command_redis") {
         return;
     }
     let port = TcpListener::bind("127.0.0.1:0")

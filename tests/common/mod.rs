@@ -298,15 +298,15 @@ pub fn serve_process_with(marker: &str) -> Option<i32> {
     })
 }
 
-/// True when `program` runs (`--version`, or `-v` for haproxy, which knows
-/// no other); a missing one skips the test with a printed reason outside
+/// True when `program` runs (`--version`; `-v` for haproxy and `-V` for
+/// memcached, which know no other); a missing one skips the test with a printed reason outside
 /// CI and fails it under CI=true (make deps installs every test peer).
 pub fn require_program(program: &str, test: &str) -> bool {
     let found = Command::new(program)
-        .arg(if program == "haproxy" {
-            "-v"
-        } else {
-            "--version"
+        .arg(match program {
+            "haproxy" => "-v",
+            "memcached" => "-V",
+            _ => "--version",
         })
         .stdout(Stdio::null())
         .stderr(Stdio::null())
