@@ -370,8 +370,8 @@ impl SocketEvidence {
         for l in &self.listeners {
             if l.samples_full > 0 {
                 out.push(format!(
-                    "the accept queue of {} reached its backlog ({}) in {} of {} samples: \
-                     connections waited for accept()",
+                    "The accept queue of {} reached its backlog ({}) in {} of {} samples: \
+                     connections waited for accept().",
                     l.local, l.backlog, l.samples_full, l.samples
                 ));
             }
@@ -380,8 +380,8 @@ impl SocketEvidence {
             && r.total > 0
         {
             out.push(format!(
-                "the target's connections retransmitted {} segments (tcp_info), on {} of {} \
-                 connections seen",
+                "The target's connections retransmitted {} segments (tcp_info), on {} of {} \
+                 connections seen.",
                 r.total, r.connections, self.connections_seen
             ));
         }
@@ -389,14 +389,14 @@ impl SocketEvidence {
             if t.local_max > 0 {
                 out.push(format!(
                     "{} sockets in TIME_WAIT on the target's port: the target closed its \
-                     connections first",
+                     connections first.",
                     t.local_max
                 ));
             }
             if t.remote_max > 0 {
                 out.push(format!(
                     "{} sockets in TIME_WAIT towards the target's port in its namespace: the \
-                     clients closed first, each holding a local port for 60 s",
+                     clients closed first, each holding a local port for 60 s.",
                     t.remote_max
                 ));
             }
@@ -405,8 +405,8 @@ impl SocketEvidence {
             && c.max > 0
         {
             out.push(format!(
-                "up to {} of the target's connections sat in CLOSE_WAIT: the peer had closed and \
-                 the target had not yet",
+                "Up to {} of the target's connections sat in CLOSE_WAIT: the peer had closed and \
+                 the target had not yet.",
                 c.max
             ));
         }
@@ -415,20 +415,12 @@ impl SocketEvidence {
                 && d > 0
             {
                 out.push(format!(
-                    "the UDP socket {} dropped {d} datagrams (SK_MEMINFO_DROPS)",
+                    "The UDP socket {} dropped {d} datagrams (SK_MEMINFO_DROPS).",
                     u.local
                 ));
             }
         }
-        // Sentences, like the others of the report: a capital and a stop.
-        out.into_iter()
-            .map(|s| {
-                let mut c = s.chars();
-                c.next().map_or(s.clone(), |f| {
-                    format!("{}{}.", f.to_uppercase(), c.as_str())
-                })
-            })
-            .collect()
+        out
     }
 }
 
