@@ -68,7 +68,8 @@ impl Daemon {
     fn await_udp(&mut self, port: u16, probe: &[u8]) -> u64 {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
         let end = Instant::now() + Duration::from_secs(10);
         let mut buf = [0u8; 2048];
         let mut sent = 0;
@@ -206,7 +207,11 @@ fn dnsmasq_answers_every_query_by_id_and_its_log_counts_the_same() {
     assert_eq!(u(&r["requests_sent"]), 2000, "{r}");
     assert_eq!(u(&r["answered"]), 2000, "{r}");
     assert_eq!(
-        (u(&r["lost"]), u(&r["late_replies"]), u(&r["garbage_replies"])),
+        (
+            u(&r["lost"]),
+            u(&r["late_replies"]),
+            u(&r["garbage_replies"])
+        ),
         (0, 0, 0),
         "{r}"
     );
@@ -343,13 +348,21 @@ fn memcached_udp_replies_reassemble_and_match_its_stats() {
     );
     assert_eq!(code, Some(0), "{err}");
     let r = &rep["udp_rr"];
-    assert_eq!((u(&r["requests_sent"]), u(&r["answered"])), (1000, 1000), "{r}");
+    assert_eq!(
+        (u(&r["requests_sent"]), u(&r["answered"])),
+        (1000, 1000),
+        "{r}"
+    );
     assert_eq!(u(&r["lost"]), 0, "{r}");
     let resp = &rep["responses"];
     assert_eq!(u(&resp["hits"]), 1000, "{resp}");
     assert_eq!(u(&resp["by_command"]["get"]["answered"]), 1000);
     // Three datagrams per reply came in.
-    assert!(u(&rep["bytes"]["received"]) >= 1000 * 3024, "{}", rep["bytes"]);
+    assert!(
+        u(&rep["bytes"]["received"]) >= 1000 * 3024,
+        "{}",
+        rep["bytes"]
+    );
     let after = memcached_stats(tcp);
     let delta = |k: &str| after[k] - before[k];
     assert_eq!(delta("cmd_get"), 1000);
@@ -418,7 +431,10 @@ fn sockperf_server_echoes_and_latency_is_recorded() {
     assert_eq!((u(&r["answered"]), u(&r["lost"])), (2000, 0), "{r}");
     assert_eq!(u(&rep["transactions"]), 2000);
     let lat = &rep["latency"];
-    assert!(u(&lat["p50_ns"]) > 0 && u(&lat["p50_ns"]) <= u(&lat["p99_ns"]), "{lat}");
+    assert!(
+        u(&lat["p50_ns"]) > 0 && u(&lat["p50_ns"]) <= u(&lat["p99_ns"]),
+        "{lat}"
+    );
     assert_eq!(u(&rep["bytes"]["sent"]), 2000 * 64);
 }
 
@@ -430,7 +446,17 @@ fn a_server_that_never_answers_loses_every_request() {
     let addr = silent.local_addr().unwrap().to_string();
     let (code, rep, err) = udp_rr(
         &dir,
-        &[&addr, "--request", "hello", "-c", "4", "-d", "0.5", "--timeout", "0.2"],
+        &[
+            &addr,
+            "--request",
+            "hello",
+            "-c",
+            "4",
+            "-d",
+            "0.5",
+            "--timeout",
+            "0.2",
+        ],
     );
     assert_eq!(code, Some(1), "{err}");
     let r = &rep["udp_rr"];
@@ -452,7 +478,15 @@ fn a_port_nothing_listens_on_is_refused() {
     let port = free_udp_port();
     let (code, rep, err) = udp_rr(
         &dir,
-        &[&format!("127.0.0.1:{port}"), "--request", "x", "-n", "10", "--timeout", "0.5"],
+        &[
+            &format!("127.0.0.1:{port}"),
+            "--request",
+            "x",
+            "-n",
+            "10",
+            "--timeout",
+            "0.5",
+        ],
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("ECONNREFUSED"), "{err}");

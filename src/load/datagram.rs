@@ -268,11 +268,7 @@ impl<E: Exchange> DatagramWorker<'_, E> {
         let s = &mut self.socks[i];
         let seq = s.next_seq;
         // The id about to be used must not name a request still in flight.
-        while s
-            .pending
-            .front()
-            .is_some_and(|p| seq - p.seq >= ID_SPACE)
-        {
+        while s.pending.front().is_some_and(|p| seq - p.seq >= ID_SPACE) {
             s.pending.pop_front();
             tally.error(now, ErrorClass::Lost);
         }

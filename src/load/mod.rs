@@ -61,8 +61,7 @@ use self::workload::{Exchange, TcpWorkload};
 // The clap option structs live in the CLI layer; the workloads still read
 // the raw options when they build their plans.
 pub use crate::cli::load::{
-    CloseMode, CrrArgs, HttpArgs, KvArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs,
-    UdpRrArgs,
+    CloseMode, CrrArgs, HttpArgs, KvArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs, UdpRrArgs,
 };
 use crate::cli::values::resolve;
 use crate::error;
@@ -343,8 +342,11 @@ pub fn finish(
     quiet: bool,
 ) -> Result<u8> {
     use std::io::Write;
+    // udp-rr requests that all went unanswered are a measurement: the
+    // loss.
     let nothing_measured = rep.transactions == 0
         && rep.udp.as_ref().is_none_or(|u| u.published == 0)
+        && rep.udp_rr.as_ref().is_none_or(|u| u.requests_sent == 0)
         && rep.connections.established == 0;
     // A failed run still shows what it measured (even with --quiet); a run
     // that measured nothing shows only the error.

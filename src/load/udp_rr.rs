@@ -219,7 +219,12 @@ impl DgramExchange {
     }
 
     /// An answer as --expect and --expect-answer judge it.
-    fn outcome(&self, cursor: &DgramCursor, status: Option<u16>, error: Option<ErrorClass>) -> Outcome {
+    fn outcome(
+        &self,
+        cursor: &DgramCursor,
+        status: Option<u16>,
+        error: Option<ErrorClass>,
+    ) -> Outcome {
         let missing = self.expect.is_some() && !cursor.found;
         Outcome {
             status,
@@ -238,8 +243,9 @@ impl DgramExchange {
         let error = match rcode {
             // NOERROR and NXDOMAIN answer the question; SERVFAIL, REFUSED,
             // FORMERR, NOTIMP... are the server failing it.
-            0 | 3 => (self.expect_answer && (rcode != 0 || answers == 0))
-                .then_some(ErrorClass::Mismatch),
+            0 | 3 => {
+                (self.expect_answer && (rcode != 0 || answers == 0)).then_some(ErrorClass::Mismatch)
+            }
             _ => Some(ErrorClass::ServerError),
         };
         Parsed::Complete(data.len(), self.outcome(cursor, Some(rcode), error))
@@ -499,7 +505,14 @@ fn mc_command(req: &[u8]) -> Result<(Option<Kind>, String)> {
         _ => None,
     };
     let name = String::from_utf8_lossy(name).into_owned();
-    Ok((kind, if name.is_empty() { "request".into() } else { name }))
+    Ok((
+        kind,
+        if name.is_empty() {
+            "request".into()
+        } else {
+            name
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -640,7 +653,9 @@ mod tests {
         // Three datagrams, the needle split between the second and third,
         // arriving 2, 0, 0 again (a duplicate), 1.
         let parts: [&[u8]; 3] = [b"VALUE k 0 10\r\n", b"xxxxxhel", b"lo\r\nEND\r\n"];
-        let d: Vec<Vec<u8>> = (0..3).map(|i| mc_dgram(7, i, 3, parts[i as usize])).collect();
+        let d: Vec<Vec<u8>> = (0..3)
+            .map(|i| mc_dgram(7, i, 3, parts[i as usize]))
+            .collect();
         assert_eq!(ex.reply_id(&d[0]), ReplyId::Id(7));
         let mut c = DgramCursor::default();
         assert_eq!(ex.parse(&mut c, &d[2], 7), Parsed::Partial);

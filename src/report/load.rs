@@ -405,10 +405,10 @@ pub struct UdpResult {
 /// What became of a udp-rr run's requests (whole run, warm-up and drain
 /// included, like `responses`). Every request sent is answered, lost,
 /// refused, failed by a malformed reply, or still in flight at the end:
-/// `requests_sent = answered + lost + refused + errors.by_class.protocol_error
-/// + errors.unanswered_at_end` (an ECONNREFUSED that came with nothing in
-/// flight still counts one error, so `refused` can exceed the requests it
-/// failed by that many).
+/// `requests_sent = answered + lost + refused + protocol_error +
+/// unanswered_at_end` (the last two from `errors`; an ECONNREFUSED that
+/// came with nothing in flight still counts one error, so `refused` can
+/// exceed the requests it failed by that many).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct UdpRrResult {
     /// How replies were matched to requests: `dns`, `memcached` or `none`.

@@ -274,8 +274,7 @@ mod tests {
         assert_eq!(l.slot, AddrSlot::Placeholder);
         let l = LoadLine::parse("udp --burst 100").unwrap();
         assert!(l.is_udp());
-        let l = LoadLine::parse(r"udp-rr -c 4 -d 5 --id memcached --request 'get k\r\n'")
-            .unwrap();
+        let l = LoadLine::parse(r"udp-rr -c 4 -d 5 --id memcached --request 'get k\r\n'").unwrap();
         assert_eq!(l.slot, AddrSlot::Insert);
         assert!(l.is_udp() && !l.persistent);
         assert_eq!(l.with_addr(a)[1], "127.0.0.1:4000");
