@@ -51,6 +51,7 @@ sleep 0.5
 REQ='\x00\x00\x00\x00\x00\x00\x00\x01\x00\x03\x00\x00\x00\x40'
 for _ in $(seq 50); do REQ+='\x5a'; done
 
+rm -f "$OUT/ratios"
 echo "### udp-rr at 1 socket vs sockperf ping-pong (UDP, 64-byte messages, same sockperf sr)"
 echo
 echo "| round | sockscope p50 RTT | p99 RTT | req/s | gen CPU/req | srv CPU/req | sockperf p50 RTT | p99 RTT | req/s | gen CPU/req | srv CPU/req | p50 ratio | gen CPU ratio |"
@@ -81,8 +82,18 @@ srv_b = (s2 - s1) * 1e6 / obs
 print(f"| {int(r)} | {l['p50_ns']/1e3:.1f} us | {l['p99_ns']/1e3:.1f} us | {d['rate_per_s']:.0f} | {gen:.2f} us | {srv_a:.2f} us "
       f"| {sp50:.1f} us | {sp99:.1f} us | {obs/secs:.0f} | {pgen:.2f} us | {srv_b:.2f} us "
       f"| {l['p50_ns']/1e3/sp50:.3f} | {gen/pgen:.3f} |")
+with open(sys.argv[1].rsplit('/', 1)[0] + '/ratios', 'a') as f:
+    print(l['p50_ns'] / 1e3 / sp50, gen / pgen, file=f)
 EOF
 done
+python3 - "$OUT/ratios" <<'EOF'
+import statistics, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
+p50 = statistics.median(r[0] for r in rows)
+cpu = statistics.median(r[1] for r in rows)
+print()
+print(f"median over {len(rows)} rounds: p50 ratio {p50:.3f}, generator CPU per request ratio {cpu:.3f}")
+EOF
 kill "$SP"; wait "$SP" 2>/dev/null || true
 echo
 echo "p50 ratio: sockscope's median round trip / sockperf's (goal: within 10%, <= 1.10)."

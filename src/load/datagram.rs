@@ -21,7 +21,12 @@
 //! Per request the worker makes one send and, in the common case, one recv
 //! (it stops reading once nothing is left in flight instead of paying for
 //! a recv that would say EAGAIN); epoll_wait is amortised over every socket
-//! that became ready.
+//! that became ready. A worker with a single socket in closed loop has
+//! nothing to amortise: it waits for the next reply in recv itself
+//! ([`BLOCKING_WAIT`] at a time, then back to the event loop for timeouts
+//! and the end of the run), one syscall per request fewer than epoll_wait
+//! then recv (measured against sockperf's blocking client in
+//! docs/benchmarks.md, section J).
 
 use std::collections::VecDeque;
 use std::io;
@@ -38,6 +43,12 @@ use crate::poller;
 
 /// Requests a socket may send before an id repeats.
 const ID_SPACE: u64 = 1 << 16;
+/// Longest a single-socket worker waits in recv before it goes back to its
+/// event loop.
+const BLOCKING_WAIT: libc::timeval = libc::timeval {
+    tv_sec: 0,
+    tv_usec: 1000,
+};
 
 /// A request in flight.
 struct Pending<C> {
@@ -93,6 +104,10 @@ struct DatagramWorker<'a, E: Exchange> {
     /// The request being written (one per send, reused).
     out: Vec<u8>,
     counts: DatagramCounts,
+    /// One socket in closed loop: replies are waited for in recv (its
+    /// socket is blocking, with a [`BLOCKING_WAIT`] receive timeout; every
+    /// other call passes MSG_DONTWAIT).
+    blocking: bool,
 }
 
 /// Runs one worker of UDP sockets until its share of the run is done.
@@ -109,6 +124,7 @@ pub fn run<E: Exchange>(
         socks: (0..ctx.conns).map(|_| DgramSock::new()).collect(),
         out: Vec::with_capacity(exchange.request_len().unwrap_or(512)),
         counts: DatagramCounts::default(),
+        blocking: ctx.conns == 1 && ctx.rate.is_none(),
     };
     let stalled = driver::drive(&mut w, tally)?;
     tally.finish();
@@ -123,14 +139,34 @@ pub fn run<E: Exchange>(
     Ok(end)
 }
 
-/// A non-blocking UDP socket connected to `addr`, bound to `source` first
-/// when given.
-fn open_socket(addr: &SocketAddr, source: Option<std::net::IpAddr>) -> io::Result<Socket> {
-    let sock = Socket::new(
-        Domain::for_address(*addr),
-        Type::DGRAM.nonblocking().cloexec(),
-        Some(Protocol::UDP),
-    )?;
+/// A UDP socket connected to `addr`, bound to `source` first when given:
+/// non-blocking, or `blocking` with a [`BLOCKING_WAIT`] receive timeout.
+fn open_socket(
+    addr: &SocketAddr,
+    source: Option<std::net::IpAddr>,
+    blocking: bool,
+) -> io::Result<Socket> {
+    let ty = if blocking {
+        Type::DGRAM.cloexec()
+    } else {
+        Type::DGRAM.nonblocking().cloexec()
+    };
+    let sock = Socket::new(Domain::for_address(*addr), ty, Some(Protocol::UDP))?;
+    if blocking {
+        // SAFETY: valid fd and option value.
+        let rc = unsafe {
+            libc::setsockopt(
+                super::socket::fd_of(&sock),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&BLOCKING_WAIT as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
     if let Some(ip) = source {
         sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
     }
@@ -206,6 +242,9 @@ impl<'a, E: Exchange> WorkerConns<'a> for DatagramWorker<'a, E> {
             self.read(i, now, tally);
         }
         self.go_on(i, now, tally);
+        if self.blocking {
+            self.wait_replies(i, now, tally);
+        }
     }
 
     fn housekeeping(&mut self, now: u64, timeout: u64, tally: &mut WorkerTally) {
@@ -244,7 +283,7 @@ impl<E: Exchange> DatagramWorker<'_, E> {
         let (plan, ctx) = (self.core.plan, self.core.ctx);
         let src = (!plan.sources.is_empty())
             .then(|| plan.sources[(ctx.index * 7919 + i) % plan.sources.len()]);
-        let opened = open_socket(&plan.addr, src).and_then(|sock| {
+        let opened = open_socket(&plan.addr, src, self.blocking).and_then(|sock| {
             let fd = super::socket::fd_of(&sock);
             self.core.poller.add(fd, i as u64, poller::IN)?;
             Ok((sock, fd))
@@ -368,6 +407,65 @@ impl<E: Exchange> DatagramWorker<'_, E> {
                 &mut self.counts,
             );
             if self.socks[i].pending.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// A single-socket worker in closed loop: waits for socket `i`'s
+    /// replies in recv and sends the next requests, until nothing is in
+    /// flight, a wait times out ([`BLOCKING_WAIT`]), the run is stopped, or
+    /// a housekeeping period has passed since `since`; the event loop then
+    /// takes over (timeouts, the end of the run).
+    fn wait_replies(&mut self, i: usize, since: u64, tally: &mut WorkerTally) {
+        let ctx = self.core.ctx;
+        let until = since + driver::HOUSEKEEPING_NS;
+        while self.socks[i].usable()
+            && !self.socks[i].pending.is_empty()
+            && !ctx.stop.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let buf = &mut self.core.buf;
+            // SAFETY: valid fd and buffer; the socket is blocking with a
+            // receive timeout, so this waits at most BLOCKING_WAIT.
+            let n = unsafe {
+                libc::recv(
+                    self.socks[i].fd,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_TRUNC,
+                )
+            };
+            let now = ctx.clock.now();
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                    _ => self.pause(i, now, ErrorClass::of(&e), tally),
+                }
+                return;
+            }
+            let n = n as usize;
+            tally.bytes_received += n as u64;
+            let ended = ctx.end.is_some_and(|e| now >= e);
+            if ended {
+                // As the event loop's drain would: an answer after the
+                // window is not a transaction.
+                tally.close_window();
+            }
+            if n > self.core.buf.len() {
+                self.counts.garbage += 1;
+            } else {
+                reply(
+                    self.exchange,
+                    &mut self.socks[i],
+                    &self.core.buf[..n],
+                    now,
+                    tally,
+                    &mut self.counts,
+                );
+            }
+            self.go_on(i, now, tally);
+            if ended || now >= until {
                 return;
             }
         }
