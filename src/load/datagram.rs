@@ -213,7 +213,7 @@ impl<'a, E: Exchange> WorkerConns<'a> for DatagramWorker<'a, E> {
     }
 
     fn issue(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally) {
-        match self.send(i, intended, now, tally) {
+        match self.send(i, Some(intended), now, tally) {
             Sent::Ok => self.mark_idle(i),
             Sent::No => {
                 // The intended time waits for another socket (or this one).
@@ -302,8 +302,11 @@ impl<E: Exchange> DatagramWorker<'_, E> {
         }
     }
 
-    /// Sends the next request of socket `i`, meant for `intended`.
-    fn send(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally) -> Sent {
+    /// Sends the next request of socket `i`, meant for `intended` (open
+    /// loop) or for now (closed loop: None). The send time is read just
+    /// before the send, so the latency leaves out the generator's own
+    /// bookkeeping of the reply before it.
+    fn send(&mut self, i: usize, intended: Option<u64>, now: u64, tally: &mut WorkerTally) -> Sent {
         let s = &mut self.socks[i];
         let seq = s.next_seq;
         // The id about to be used must not name a request still in flight.
@@ -313,6 +316,8 @@ impl<E: Exchange> DatagramWorker<'_, E> {
         }
         self.out.clear();
         self.exchange.push_request(&mut self.out, seq);
+        let at = self.core.ctx.clock.now();
+        let intended = intended.unwrap_or(at);
         // SAFETY: valid fd and buffer.
         let n = unsafe {
             libc::send(
@@ -327,7 +332,7 @@ impl<E: Exchange> DatagramWorker<'_, E> {
             s.pending.push_back(Pending {
                 seq,
                 intended,
-                sent: now,
+                sent: at,
                 cursor: E::Cursor::default(),
             });
             tally.bytes_sent += n as u64;
@@ -486,7 +491,7 @@ impl<E: Exchange> DatagramWorker<'_, E> {
                 && self.socks[i].pending.len() < self.pipeline
                 && self.core.ctx.may_issue(self.core.issued_measured, now)
             {
-                if let Sent::No = self.send(i, now, now, tally) {
+                if let Sent::No = self.send(i, None, now, tally) {
                     break;
                 }
             }
