@@ -1,5 +1,5 @@
 //! `sockscope load` options (clap): the workloads tcp-rr, tcp-crr, http,
-//! redis, memcached and udp, and [`parse`], which reads a load line
+//! redis, memcached, udp-rr and udp, and [`parse`], which reads a load line
 //! (`tcp-rr ADDR -c 64`) for the
 //! callers that build one (profile's `--load`, the experiments).
 //!
@@ -31,6 +31,10 @@ pub enum LoadCommand {
     /// Memcached (text protocol) commands built from templates over a key
     /// space.
     Memcached(KvArgs),
+    /// UDP request/response against a real server (DNS, memcached's UDP
+    /// port, any datagram service): connected sockets, per-request
+    /// timeouts, lost requests counted.
+    UdpRr(UdpRrArgs),
     /// Sequenced UDP datagrams, with loss accounted by `serve udp-sink`.
     Udp(UdpArgs),
 }
@@ -245,6 +249,62 @@ pub struct KvArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=(64 << 20)))]
     pub value_size: u32,
     /// Requests in flight per connection.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+}
+
+/// How udp-rr tells which request a reply answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum UdpId {
+    /// No id: one request in flight per socket, a reply answers it.
+    None,
+    /// The request is a DNS message: its 16-bit id is rewritten per
+    /// request and the reply's id says which request it answers.
+    Dns,
+    /// The request is a memcached text command: each goes out behind
+    /// memcached's 8-byte UDP frame header (request id, sequence 0, total
+    /// 1), and a reply is whole once every datagram its header announces
+    /// has come.
+    Memcached,
+}
+
+impl UdpId {
+    /// Its name on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Dns => "dns",
+            Self::Memcached => "memcached",
+        }
+    }
+}
+
+/// `load udp-rr` options.
+#[derive(Debug, Args)]
+pub struct UdpRrArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Shared driver options (-c is the number of UDP sockets).
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// The request datagram: a string (escapes: \r \n \t \0 \\ \xHH), or
+    /// @FILE for its bytes as they are in FILE.
+    #[arg(long, value_name = "STRING|@FILE")]
+    pub request: String,
+    /// How a reply is matched to its request: none (one request in flight
+    /// per socket), dns or memcached (never guessed from the port).
+    #[arg(long, value_enum, default_value_t = UdpId::None)]
+    pub id: UdpId,
+    /// A reply must contain these bytes (escapes as in --request; for
+    /// memcached, in the reply's text without the frame headers); one that
+    /// does not is a response_mismatch error.
+    #[arg(long, value_name = "STRING")]
+    pub expect: Option<String>,
+    /// --id dns: a reply must be NOERROR with at least one answer record,
+    /// else it is a response_mismatch error.
+    #[arg(long)]
+    pub expect_answer: bool,
+    /// Requests in flight per socket (needs --id dns or memcached).
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pipeline: u32,
 }

@@ -5,9 +5,10 @@
 //! and dispatch, the wait that paces it all, the drain at the end), and
 //! what a worker reports when it ends ([`WorkerEnd`]).
 //!
-//! Two connection state machines plug in through [`WorkerConns`]:
-//! `persistent` (tcp-rr) and `per_txn` (tcp-crr); a workload picks one by
-//! its `ConnMode` and supplies only its exchange.
+//! Three connection state machines plug in through [`WorkerConns`]:
+//! `persistent` (tcp-rr), `per_txn` (tcp-crr) and `datagram` (udp-rr's
+//! UDP sockets); a workload picks one by its `ConnMode` and supplies only
+//! its exchange.
 //!
 //! Waking from a timer takes tens of microseconds on a VM (33 us on average
 //! here, with timer slack at 1 ns), and in open loop every microsecond a
@@ -273,6 +274,29 @@ pub struct WorkerEnd {
     /// responses it completed (profile uses them to tell which process
     /// served what).
     pub connections: Vec<ConnTally>,
+    /// Datagram sockets (udp-rr): what became of the requests and replies.
+    pub datagrams: DatagramCounts,
+}
+
+/// What a datagram worker (udp-rr) counts besides its tally.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatagramCounts {
+    /// Requests sent.
+    pub sent: u64,
+    /// Well-formed replies that matched no request in flight: answers to
+    /// requests already counted lost, or duplicates.
+    pub late: u64,
+    /// Datagrams too short or malformed to name a request.
+    pub garbage: u64,
+}
+
+impl DatagramCounts {
+    /// Adds another worker's counts.
+    pub fn add(&mut self, o: &Self) {
+        self.sent += o.sent;
+        self.late += o.late;
+        self.garbage += o.garbage;
+    }
 }
 
 /// One connection of a tcp-rr run: its local address and the responses

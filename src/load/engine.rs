@@ -22,10 +22,10 @@ use super::driver::{ConnTally, WorkerEnd};
 use super::plan::{Stop, TcpPlan, WorkerCtx};
 use super::tally::{self, IntervalRecord, ProgressCounters, WorkerTally};
 use super::workload::{ConnMode, ErrorClass, Exchange};
-use super::{per_txn, persistent};
+use super::{datagram, per_txn, persistent};
 use crate::report::load::{
     Bytes, CommandCounts, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig,
-    LoadReport, Responses, SCHEMA, SCHEMA_VERSION, seal_intervals,
+    LoadReport, Responses, SCHEMA, SCHEMA_VERSION, UdpRrResult, seal_intervals,
 };
 use crate::signals::{Signals, StopFlag, signal_name};
 use crate::stats::LatencyHist;
@@ -152,6 +152,9 @@ pub fn run_tcp<E: Exchange>(
     if exchange.counts_responses() {
         report.responses = Some(responses(&merged.tally.responses, exchange.ops()));
     }
+    if plan.mode.datagram() {
+        report.udp_rr = Some(udp_rr(&merged, &report));
+    }
     let connections = merged
         .ends
         .into_iter()
@@ -248,6 +251,7 @@ fn worker<E: Exchange>(
     let end = match plan.mode {
         ConnMode::Persistent { .. } => persistent::run(plan, exchange, ctx, &mut t),
         ConnMode::PerTransaction { .. } => per_txn::run(plan, exchange, ctx, &mut t),
+        ConnMode::Datagram { .. } => datagram::run(plan, exchange, ctx, &mut t),
     }
     .with_context(|| format!("load worker {}", ctx.index))?;
     let stopped_at = ctx.clock.now();
@@ -372,7 +376,13 @@ fn verdict(
         .tls_error
         .as_ref()
         .map_or_else(String::new, |e| format!("; first TLS error: {e}"));
-    let failure = if established == 0 {
+    let failure = if established == 0 && plan.mode.datagram() {
+        Some(format!(
+            "no reply from {} on any socket ({})",
+            plan.addr,
+            error_classes(&t.errors).unwrap_or_else(|| "no error reported".into())
+        ))
+    } else if established == 0 {
         Some(format!(
             "no connection to {} could be established ({}){tls_why}",
             plan.addr,
@@ -542,6 +552,7 @@ fn report(
         },
         responses: None,
         udp: None,
+        udp_rr: None,
         notes: notes(m, saturated),
     };
     Ok((report, failure))
@@ -584,6 +595,37 @@ fn responses(r: &tally::ResponseTally, ops: &[String]) -> Responses {
         misses: lookups.then_some(misses),
         hit_ratio: lookups.then(|| hits as f64 / (hits + misses) as f64),
         reconnects: r.reconnects,
+    }
+}
+
+/// The report's `udp_rr` from the merged workers of a datagram run.
+fn udp_rr(m: &Merged, rep: &LoadReport) -> UdpRrResult {
+    let mut c = super::driver::DatagramCounts::default();
+    for e in &m.ends {
+        c.add(&e.datagrams);
+    }
+    let class = |k: ErrorClass| m.tally.errors.get(&k).copied().unwrap_or(0);
+    let lost = class(ErrorClass::Lost);
+    let settled = c.sent.saturating_sub(rep.errors.unanswered_at_end);
+    UdpRrResult {
+        id: rep
+            .config
+            .workload_options
+            .get("id")
+            .and_then(|v| v.as_str())
+            .unwrap_or("none")
+            .to_string(),
+        requests_sent: c.sent,
+        answered: m.tally.responses.answered,
+        lost,
+        refused: class(ErrorClass::Refused),
+        loss_ratio: if settled > 0 {
+            lost as f64 / settled as f64
+        } else {
+            0.0
+        },
+        late_replies: c.late,
+        garbage_replies: c.garbage,
     }
 }
 

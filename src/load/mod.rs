@@ -12,8 +12,10 @@
 //! (`per_txn`), over `socket`; workers keep their own counts and lossless
 //! histograms (`tally`), merged at the end (`engine`); open-loop rates are
 //! paced per worker (`schedule`) with latency measured from the intended
-//! send time. `udp` is its own engine: sequenced datagrams and loss
-//! accounting with `serve udp-sink`.
+//! send time. udp-rr (`udp_rr`: request/response with a real UDP server)
+//! is a workload of the same driver over connected UDP sockets
+//! (`datagram`): per-request timeouts, request ids, loss. `udp` is its own
+//! engine: sequenced datagrams and loss accounting with `serve udp-sink`.
 //!
 //! TLS (https) is the driver's too: a workload only names it
 //! (`TcpWorkload::tls`); `tls` builds the run's client and drives each
@@ -25,6 +27,7 @@
 //! `tls::TlsSpec` and its options.
 
 pub mod clock;
+pub mod datagram;
 pub mod driver;
 pub mod engine;
 pub mod http;
@@ -42,6 +45,7 @@ pub mod tcp_crr;
 pub mod tcp_rr;
 pub mod tls;
 pub mod udp;
+pub mod udp_rr;
 pub mod workload;
 
 use std::path::Path;
@@ -57,7 +61,7 @@ use self::workload::{Exchange, TcpWorkload};
 // The clap option structs live in the CLI layer; the workloads still read
 // the raw options when they build their plans.
 pub use crate::cli::load::{
-    CloseMode, CrrArgs, HttpArgs, KvArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs,
+    CloseMode, CrrArgs, HttpArgs, KvArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs, UdpRrArgs,
 };
 use crate::cli::values::resolve;
 use crate::error;
@@ -101,6 +105,7 @@ impl Load {
             LoadCommand::Http(a) => Self::tcp(http::workload(&a)?, a.tcp),
             LoadCommand::Redis(a) => Self::tcp(redis::workload(&a), a.tcp),
             LoadCommand::Memcached(a) => Self::tcp(memcached::workload(&a), a.tcp),
+            LoadCommand::UdpRr(a) => Self::tcp(udp_rr::workload(&a), a.tcp),
             LoadCommand::Udp(a) => Self::Udp(a),
         })
     }
@@ -195,6 +200,11 @@ fn run_tcp<E: Exchange>(
             "--connect-rate applies to tcp-rr; {} paces its connects with --rate",
             w.name
         )));
+    }
+    if w.mode.datagram() && a.connect_rate.is_some() {
+        return Err(error::usage(
+            "--connect-rate paces TCP connects; udp-rr opens its UDP sockets at once",
+        ));
     }
     let exchange = w.exchange?;
     // One client (configuration, roots) for every connection of the run;
@@ -332,8 +342,11 @@ pub fn finish(
     quiet: bool,
 ) -> Result<u8> {
     use std::io::Write;
+    // udp-rr requests that all went unanswered are a measurement: the
+    // loss.
     let nothing_measured = rep.transactions == 0
         && rep.udp.as_ref().is_none_or(|u| u.published == 0)
+        && rep.udp_rr.as_ref().is_none_or(|u| u.requests_sent == 0)
         && rep.connections.established == 0;
     // A failed run still shows what it measured (even with --quiet); a run
     // that measured nothing shows only the error.

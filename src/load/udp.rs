@@ -485,6 +485,7 @@ fn report(
             kernel_rcvbuf_errors_delta: f.rcvbuf_errors_delta,
             sink,
         }),
+        udp_rr: None,
         notes,
     }
 }

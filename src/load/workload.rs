@@ -23,6 +23,9 @@ pub enum ErrorClass {
     Refused,
     /// Connect or response did not come within --timeout.
     TimedOut,
+    /// A datagram request (udp-rr) got no reply within --timeout: the
+    /// request is counted lost and its socket moves on.
+    Lost,
     /// No local address/port available (ephemeral ports exhausted).
     AddrNotAvail,
     /// Connection reset by the peer.
@@ -60,6 +63,7 @@ impl ErrorClass {
         Cow::Borrowed(match self {
             Self::Refused => "ECONNREFUSED",
             Self::TimedOut => "ETIMEDOUT",
+            Self::Lost => "lost",
             Self::AddrNotAvail => "EADDRNOTAVAIL",
             Self::Reset => "ECONNRESET",
             Self::ShortRead => "short_read",
@@ -118,6 +122,20 @@ impl Outcome {
         error: None,
         close: false,
     };
+}
+
+/// Which request a reply datagram answers, as [`Exchange::reply_id`]
+/// reads it (udp-rr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyId {
+    /// The protocol carries no id: the reply answers the one request in
+    /// flight on its socket.
+    Any,
+    /// The reply names the request whose id is `seq as u16` (DNS id,
+    /// memcached's UDP request id).
+    Id(u16),
+    /// Too short or malformed to carry an id: not a reply to anything.
+    Garbage,
 }
 
 /// What [`Exchange::parse`] made of the response bytes it was given.
@@ -180,6 +198,16 @@ pub trait Exchange: Sync {
         &[]
     }
 
+    /// Datagram workloads (udp-rr): which request the reply `datagram`
+    /// answers. A request's id is `seq as u16`, written by
+    /// [`push_request`](Exchange::push_request); [`parse`](Exchange::parse)
+    /// is then called with each whole datagram of the reply (several when
+    /// the protocol splits a reply, as memcached does) and the matched
+    /// request's `seq`, with a cursor of that request's own.
+    fn reply_id(&self, _datagram: &[u8]) -> ReplyId {
+        ReplyId::Any
+    }
+
     /// True when the report should carry per-response counts
     /// (`responses`: statuses, commands, hits, reconnects): the protocol
     /// workloads.
@@ -202,6 +230,14 @@ pub enum ConnMode {
         /// Close with RST (SO_LINGER 0) instead of FIN.
         close_rst: bool,
     },
+    /// Connected UDP sockets (udp-rr), each keeping up to `pipeline`
+    /// requests in flight, matched to replies by
+    /// [`Exchange::reply_id`]; a request not answered within --timeout is
+    /// lost and its socket moves on.
+    Datagram {
+        /// Requests in flight per socket.
+        pipeline: usize,
+    },
 }
 
 impl ConnMode {
@@ -217,12 +253,18 @@ impl ConnMode {
         if self.per_transaction() { 16 } else { 1 }
     }
 
-    /// The pipeline depth of persistent connections (None otherwise).
+    /// The pipeline depth of persistent connections and datagram sockets
+    /// (None otherwise).
     pub fn pipeline(self) -> Option<usize> {
         match self {
-            Self::Persistent { pipeline } => Some(pipeline),
+            Self::Persistent { pipeline } | Self::Datagram { pipeline } => Some(pipeline),
             Self::PerTransaction { .. } => None,
         }
+    }
+
+    /// True for datagram sockets (udp-rr).
+    pub fn datagram(self) -> bool {
+        matches!(self, Self::Datagram { .. })
     }
 
     /// How each connection closes, `fin` or `rst`, for a connection per
@@ -231,7 +273,7 @@ impl ConnMode {
         match self {
             Self::PerTransaction { close_rst: true } => Some("rst"),
             Self::PerTransaction { close_rst: false } => Some("fin"),
-            Self::Persistent { .. } => None,
+            Self::Persistent { .. } | Self::Datagram { .. } => None,
         }
     }
 }

@@ -22,7 +22,8 @@ pub struct LoadReport {
     /// level (see [`ArtifactHeader`]).
     #[serde(flatten)]
     pub header: ArtifactHeader,
-    /// `tcp-rr`, `tcp-crr` or `udp`.
+    /// `tcp-rr`, `tcp-crr`, `http`, `redis`, `memcached`, `udp-rr` or
+    /// `udp`.
     pub workload: String,
     /// Target address.
     pub target: String,
@@ -80,6 +81,10 @@ pub struct LoadReport {
     /// UDP accounting (udp only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp: Option<UdpResult>,
+    /// Request/response over UDP (udp-rr only): requests sent, answered,
+    /// lost, and replies that answered nothing.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp_rr: Option<UdpRrResult>,
     /// Caveats and warnings.
     pub notes: Vec<String>,
 }
@@ -395,6 +400,40 @@ pub struct UdpResult {
     /// (machine-wide: equal to `lost` only when nothing else drops UDP).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kernel_rcvbuf_errors_delta: Option<u64>,
+}
+
+/// What became of a udp-rr run's requests (whole run, warm-up and drain
+/// included, like `responses`). Every request sent is answered, lost,
+/// refused, failed by a malformed reply, or still in flight at the end:
+/// `requests_sent = answered + lost + refused + protocol_error +
+/// unanswered_at_end` (the last two from `errors`; an ECONNREFUSED that
+/// came with nothing in flight still counts one error, so `refused` can
+/// exceed the requests it failed by that many).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UdpRrResult {
+    /// How replies were matched to requests: `dns`, `memcached` or `none`.
+    pub id: String,
+    /// Requests sent.
+    pub requests_sent: u64,
+    /// Requests a whole reply answered (`responses.answered`: mismatches
+    /// and server errors included).
+    pub answered: u64,
+    /// Requests with no reply within --timeout (`errors.by_class.lost`).
+    pub lost: u64,
+    /// Requests failed by an ICMP port unreachable
+    /// (`errors.by_class.ECONNREFUSED`).
+    pub refused: u64,
+    /// lost / (requests_sent - unanswered_at_end): the share of requests
+    /// whose fate is known that went unanswered.
+    pub loss_ratio: f64,
+    /// Well-formed replies that matched no request in flight: answers that
+    /// came after their request was counted lost, or duplicates. Never
+    /// responses.
+    pub late_replies: u64,
+    /// Datagrams too short or malformed to name a request (with `--id
+    /// dns`: under 12 bytes or not a response; `--id memcached`: no frame
+    /// header).
+    pub garbage_replies: u64,
 }
 
 #[cfg(test)]

@@ -55,7 +55,13 @@ fn title(s: &mut String, rep: &LoadReport) {
     } else {
         // A connection per transaction (tcp-crr, http --new-connection)
         // records how it closes.
-        if rep.workload == "tcp-crr" || c.close.is_some() {
+        if rep.udp_rr.is_some() {
+            let _ = write!(
+                s,
+                "{} UDP sockets ({} answered) on {} threads",
+                rep.connections.requested, rep.connections.established, c.threads
+            );
+        } else if rep.workload == "tcp-crr" || c.close.is_some() {
             let _ = write!(
                 s,
                 "{} connect loops ({} connects) on {} threads",
@@ -157,6 +163,9 @@ fn tcp_lines(s: &mut String, rep: &LoadReport) {
     if let Some(r) = &rep.responses {
         responses_lines(s, r);
     }
+    if let Some(u) = &rep.udp_rr {
+        udp_rr_line(s, u);
+    }
     if let Some(t) = &rep.config.tls {
         tls_line(s, t);
     }
@@ -184,6 +193,22 @@ fn tcp_lines(s: &mut String, rep: &LoadReport) {
              send lag is the generator's own share of it"
         );
     }
+}
+
+/// What became of a udp-rr run's requests.
+fn udp_rr_line(s: &mut String, u: &crate::report::load::UdpRrResult) {
+    let _ = writeln!(
+        s,
+        "requests      {} sent (id {}): {} answered, {} lost ({:.3}%), {} refused; late replies {}, garbage {}",
+        u.requests_sent,
+        u.id,
+        u.answered,
+        u.lost,
+        100.0 * u.loss_ratio,
+        u.refused,
+        u.late_replies,
+        u.garbage_replies
+    );
 }
 
 /// How the run spoke TLS.

@@ -97,6 +97,7 @@ mod tests {
             generator: Default::default(),
             responses: None,
             udp: None,
+            udp_rr: None,
             notes: Vec::new(),
         }
     }

@@ -92,13 +92,19 @@ impl LoadLine {
         };
         // What only the workload checks (headers, --ok-status, the body
         // file) is checked now, before any target starts.
-        if let LoadCommand::Http(a) = &cmd {
-            crate::load::http::workload(a)?;
+        match &cmd {
+            LoadCommand::Http(a) => {
+                crate::load::http::workload(a)?;
+            }
+            LoadCommand::UdpRr(a) => {
+                crate::load::udp_rr::DgramExchange::from_args(a)?;
+            }
+            _ => {}
         }
         let persistent = match &cmd {
             LoadCommand::TcpRr(_) | LoadCommand::Redis(_) | LoadCommand::Memcached(_) => true,
             LoadCommand::Http(a) => !a.new_connection,
-            LoadCommand::TcpCrr(_) | LoadCommand::Udp(_) => false,
+            LoadCommand::TcpCrr(_) | LoadCommand::Udp(_) | LoadCommand::UdpRr(_) => false,
         };
         reject_owned_options(&cmd)?;
         Ok(Self {
@@ -109,15 +115,15 @@ impl LoadLine {
     }
 
     /// The workload name (`tcp-rr`, `tcp-crr`, `http`, `redis`,
-    /// `memcached`, `udp`).
+    /// `memcached`, `udp-rr`, `udp`).
     pub fn workload(&self) -> &str {
         &self.tokens[0]
     }
 
-    /// True for the udp workload (the target then needs a bound UDP
-    /// socket, not a TCP listener).
+    /// True for the UDP workloads, udp and udp-rr (the target then needs a
+    /// bound UDP socket, not a TCP listener).
     pub fn is_udp(&self) -> bool {
-        self.workload() == "udp"
+        matches!(self.workload(), "udp" | "udp-rr")
     }
 
     /// The line as given (tokens).
@@ -192,6 +198,7 @@ fn explicit_addr(cmd: &LoadCommand) -> Result<String> {
         LoadCommand::TcpRr(a) => a.addr.clone(),
         LoadCommand::TcpCrr(a) => a.addr.clone(),
         LoadCommand::Udp(a) => a.addr.clone(),
+        LoadCommand::UdpRr(a) => a.addr.clone(),
         LoadCommand::Redis(a) | LoadCommand::Memcached(a) => a.addr.clone(),
         LoadCommand::Http(a) => {
             let url = match (&a.url, &a.urls) {
@@ -215,6 +222,7 @@ fn reject_owned_options(cmd: &LoadCommand) -> Result<()> {
         LoadCommand::TcpCrr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::Http(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::Redis(a) | LoadCommand::Memcached(a) => (a.tcp.json.is_some(), a.tcp.warmup),
+        LoadCommand::UdpRr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
         LoadCommand::Udp(a) => (a.json.is_some(), 0.0),
     };
     if json {
@@ -266,6 +274,12 @@ mod tests {
         assert_eq!(l.slot, AddrSlot::Placeholder);
         let l = LoadLine::parse("udp --burst 100").unwrap();
         assert!(l.is_udp());
+        let l = LoadLine::parse(r"udp-rr -c 4 -d 5 --id memcached --request 'get k\r\n'").unwrap();
+        assert_eq!(l.slot, AddrSlot::Insert);
+        assert!(l.is_udp() && !l.persistent);
+        assert_eq!(l.with_addr(a)[1], "127.0.0.1:4000");
+        assert!(LoadLine::parse("udp-rr ADDR --request x --warmup 1").is_err());
+        assert!(LoadLine::parse("udp-rr --id dns --request short").is_err());
     }
 
     #[test]

@@ -375,7 +375,7 @@ pub fn attribute(
     // Over TCP a connection per transaction records its close style
     // (`config.close`); persistent connections (tcp-rr, http, redis,
     // memcached) do not.
-    let tcp = load.workload != "udp";
+    let tcp = !matches!(load.workload.as_str(), "udp" | "udp-rr");
     let (share, method, connections) = match (tcp, per_transaction(load)) {
         (true, false) => match by_conns {
             Some((share, method, c)) => (share, method, Some(c)),

@@ -1,0 +1,711 @@
+//! udp-rr: request/response over UDP against a real server (a DNS server,
+//! memcached's UDP port, a game or market-data service). This file is the
+//! workload: the request datagram (`--request STRING|@FILE`), how a reply is
+//! matched to its request (`--id`), and what a reply must say (`--expect`,
+//! `--expect-answer`). The sockets are the driver's (`datagram`: connected
+//! UDP sockets, per-request timeouts, loss).
+//!
+//! Request ids, where the protocol has one, let a socket keep several
+//! requests in flight and tell a late reply from an answer:
+//!
+//! - `--id dns`: the request is a DNS message; its 16-bit id is rewritten
+//!   per request (`seq as u16`) and a reply (at least a 12-byte header with
+//!   QR set) names its request by the same id. The reply's RCODE is counted
+//!   per status; NOERROR and NXDOMAIN are answers, any other RCODE
+//!   (SERVFAIL, REFUSED...) a `server_error`.
+//! - `--id memcached`: the request is a memcached text command; each goes
+//!   out behind memcached's 8-byte UDP frame header (request id, sequence 0,
+//!   total 1, reserved 0). A reply's datagrams carry the same request id,
+//!   their sequence number and the total: the reply is whole once all
+//!   `total` have come, in any order (duplicates ignored). Its text is read
+//!   by the memcached workload's parser (hits, misses, `SERVER_ERROR`...)
+//!   when the command is one it knows.
+//! - `--id none`: no id; a socket keeps one request in flight and the next
+//!   datagram it receives is the reply (a reply that comes after its
+//!   request was counted lost is then taken for the next request's: keep
+//!   --timeout well above the latency's tail).
+
+use std::borrow::Cow;
+
+use anyhow::Result;
+
+use super::memcached::{Answer, Feed, Kind, McCursor};
+use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, ReplyId, TcpWorkload};
+use crate::cli::load::{UdpId, UdpRrArgs};
+use crate::cli::values::unescape;
+use crate::error;
+use crate::report::load::LoadConfig;
+
+/// The largest UDP payload over IPv4.
+pub const MAX_DATAGRAM: usize = 65_507;
+/// memcached's UDP frame header.
+pub const MC_HEADER: usize = 8;
+/// Most datagrams a memcached reply may announce (1024 x 1400 bytes:
+/// memcached's default 1 MiB item limit fits).
+pub const MC_MAX_DATAGRAMS: u16 = 1024;
+/// A DNS message header.
+pub const DNS_HEADER: usize = 12;
+
+/// The udp-rr workload of a command line.
+pub fn workload(a: &UdpRrArgs) -> TcpWorkload<DgramExchange> {
+    let mut options = std::collections::BTreeMap::new();
+    options.insert("id".to_string(), a.id.name().into());
+    if a.expect_answer {
+        options.insert("expect_answer".to_string(), true.into());
+    }
+    TcpWorkload {
+        name: "udp-rr",
+        mode: ConnMode::Datagram {
+            pipeline: a.pipeline as usize,
+        },
+        addr: a.addr.clone(),
+        target: None,
+        tls: None,
+        config: LoadConfig {
+            request: Some(a.request.clone()),
+            expect: a.expect.clone(),
+            workload_options: options,
+            ..Default::default()
+        },
+        exchange: DgramExchange::from_args(a),
+    }
+}
+
+/// The bytes of `--request`: @FILE read as is, anything else unescaped.
+pub fn request_bytes(arg: &str) -> Result<Vec<u8>> {
+    let bytes = match arg.strip_prefix('@') {
+        Some(path) => std::fs::read(path)
+            .map_err(|e| error::usage(format!("--request @{path}: cannot read {path}: {e}")))?,
+        None => unescape(arg)?,
+    };
+    if bytes.is_empty() {
+        return Err(error::usage(
+            "--request is empty: a datagram request needs at least one byte",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A substring search that runs across the pieces of a reply (memcached
+/// datagrams) without copying them: Knuth-Morris-Pratt over the needle.
+#[derive(Clone, Debug)]
+pub struct Needle {
+    bytes: Vec<u8>,
+    /// fail[i]: length of the longest proper border of bytes[..=i].
+    fail: Vec<usize>,
+}
+
+impl Needle {
+    /// A needle for `bytes` (not empty).
+    pub fn new(bytes: Vec<u8>) -> Self {
+        let mut fail = vec![0; bytes.len()];
+        let mut k = 0;
+        for i in 1..bytes.len() {
+            while k > 0 && bytes[i] != bytes[k] {
+                k = fail[k - 1];
+            }
+            if bytes[i] == bytes[k] {
+                k += 1;
+            }
+            fail[i] = k;
+        }
+        Self { bytes, fail }
+    }
+
+    /// Advances `state` (bytes of the needle matched so far) over `hay`;
+    /// true once the whole needle has been seen.
+    #[inline]
+    pub fn feed(&self, state: &mut usize, hay: &[u8]) -> bool {
+        let mut k = *state;
+        for &b in hay {
+            while k > 0 && b != self.bytes[k] {
+                k = self.fail[k - 1];
+            }
+            if b == self.bytes[k] {
+                k += 1;
+                if k == self.bytes.len() {
+                    *state = k;
+                    return true;
+                }
+            }
+        }
+        *state = k;
+        false
+    }
+}
+
+/// The exchange of a udp-rr run.
+pub struct DgramExchange {
+    id: UdpId,
+    /// The request (for memcached, the command without its frame header).
+    request: Vec<u8>,
+    /// --expect.
+    expect: Option<Needle>,
+    /// --expect-answer (dns).
+    expect_answer: bool,
+    /// memcached: what the command is answered with, when the parser knows
+    /// it (other commands are whole once all their datagrams came).
+    mc_kind: Option<Kind>,
+    /// The one operation's name (`A bench.test`, `get`, `request`).
+    ops: Vec<String>,
+}
+
+impl DgramExchange {
+    /// The exchange the options describe; what cannot be sent or matched
+    /// is a usage error.
+    pub fn from_args(a: &UdpRrArgs) -> Result<Self> {
+        let request = request_bytes(&a.request)?;
+        let expect = match a.expect.as_deref() {
+            None => None,
+            Some(e) => {
+                let bytes = unescape(e)?;
+                if bytes.is_empty() {
+                    return Err(error::usage(
+                        "--expect '': give the bytes a reply must contain",
+                    ));
+                }
+                Some(Needle::new(bytes))
+            }
+        };
+        if a.expect_answer && a.id != UdpId::Dns {
+            return Err(error::usage(
+                "--expect-answer reads a DNS reply: it needs --id dns",
+            ));
+        }
+        if a.pipeline > 1 && a.id == UdpId::None {
+            return Err(error::usage(
+                "--pipeline needs request ids (--id dns or --id memcached): without them a \
+                 reply cannot be told from another request's",
+            ));
+        }
+        Self::new(a.id, request, expect, a.expect_answer)
+    }
+
+    /// The exchange of `request` under ids `id`.
+    pub fn new(
+        id: UdpId,
+        request: Vec<u8>,
+        expect: Option<Needle>,
+        expect_answer: bool,
+    ) -> Result<Self> {
+        let room = match id {
+            UdpId::Memcached => MAX_DATAGRAM - MC_HEADER,
+            _ => MAX_DATAGRAM,
+        };
+        if request.len() > room {
+            return Err(error::usage(format!(
+                "--request is {} bytes: a UDP datagram holds at most {room}{}",
+                request.len(),
+                if id == UdpId::Memcached {
+                    " after memcached's 8-byte frame header"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let (mc_kind, op) = match id {
+            UdpId::None => (None, "request".to_string()),
+            UdpId::Dns => (None, dns_query_name(&request)?),
+            UdpId::Memcached => mc_command(&request)?,
+        };
+        Ok(Self {
+            id,
+            request,
+            expect,
+            expect_answer,
+            mc_kind,
+            ops: vec![op],
+        })
+    }
+
+    /// An answer as --expect and --expect-answer judge it.
+    fn outcome(
+        &self,
+        cursor: &DgramCursor,
+        status: Option<u16>,
+        error: Option<ErrorClass>,
+    ) -> Outcome {
+        let missing = self.expect.is_some() && !cursor.found;
+        Outcome {
+            status,
+            error: error.or(missing.then_some(ErrorClass::Mismatch)),
+            ..Outcome::OK
+        }
+    }
+
+    fn parse_dns(&self, cursor: &mut DgramCursor, data: &[u8]) -> Parsed {
+        // reply_id let only replies with a whole header through.
+        if let Some(n) = &self.expect {
+            cursor.found = n.feed(&mut cursor.matched, data);
+        }
+        let rcode = u16::from(data[3] & 0x0f);
+        let answers = u16::from_be_bytes([data[6], data[7]]);
+        let error = match rcode {
+            // NOERROR and NXDOMAIN answer the question; SERVFAIL, REFUSED,
+            // FORMERR, NOTIMP... are the server failing it.
+            0 | 3 => {
+                (self.expect_answer && (rcode != 0 || answers == 0)).then_some(ErrorClass::Mismatch)
+            }
+            _ => Some(ErrorClass::ServerError),
+        };
+        Parsed::Complete(data.len(), self.outcome(cursor, Some(rcode), error))
+    }
+
+    fn parse_memcached(&self, c: &mut DgramCursor, data: &[u8]) -> Parsed {
+        let seq = u16::from_be_bytes([data[2], data[3]]);
+        let total = u16::from_be_bytes([data[4], data[5]]);
+        if total == 0 || total > MC_MAX_DATAGRAMS || seq >= total {
+            return Parsed::Error(ErrorClass::Protocol);
+        }
+        if c.total == 0 {
+            c.total = total;
+        } else if c.total != total {
+            return Parsed::Error(ErrorClass::Protocol);
+        }
+        let (word, bit) = (usize::from(seq / 64), seq % 64);
+        if c.seen[word] & (1 << bit) != 0 {
+            // A duplicate: the reply is no nearer its end.
+            return Parsed::Partial;
+        }
+        c.seen[word] |= 1 << bit;
+        c.got += 1;
+        let payload = &data[MC_HEADER..];
+        if seq == c.next {
+            self.feed_mc(c, payload);
+            c.next += 1;
+            // Datagrams that came early, now in order.
+            while let Some(k) = c.held.iter().position(|(s, _)| *s == c.next) {
+                let (_, p) = c.held.swap_remove(k);
+                self.feed_mc(c, &p);
+                c.next += 1;
+            }
+        } else {
+            // Out of order (rare): kept until its turn.
+            c.held.push((seq, payload.to_vec()));
+        }
+        if c.got < c.total {
+            return Parsed::Partial;
+        }
+        match (self.mc_kind, c.answer) {
+            (_, Some(Err(class))) => Parsed::Error(class),
+            (Some(_), Some(Ok(a))) => Parsed::Complete(
+                data.len(),
+                Outcome {
+                    hit: a.hit,
+                    ..self.outcome(c, None, a.error)
+                },
+            ),
+            // Every datagram came and the text did not end: cut short.
+            (Some(_), None) => Parsed::Error(ErrorClass::Protocol),
+            (None, _) => Parsed::Complete(data.len(), self.outcome(c, None, None)),
+        }
+    }
+
+    /// The next piece of a memcached reply's text, in order.
+    fn feed_mc(&self, c: &mut DgramCursor, payload: &[u8]) {
+        if let Some(n) = &self.expect {
+            if !c.found {
+                c.found = n.feed(&mut c.matched, payload);
+            }
+        }
+        if let (Some(kind), None) = (self.mc_kind, c.answer) {
+            match c.mc.feed(payload, kind) {
+                Feed::Partial => {}
+                Feed::Complete(_, a) => c.answer = Some(Ok(a)),
+                Feed::Error(class) => c.answer = Some(Err(class)),
+            }
+        }
+    }
+}
+
+/// Parse state of one request's reply.
+#[derive(Clone, Debug, Default)]
+pub struct DgramCursor {
+    /// --expect: bytes of the needle matched so far, and whether it was
+    /// seen whole.
+    matched: usize,
+    found: bool,
+    /// memcached: datagrams seen (a bit each), how many, the total the
+    /// headers announce, and the sequence number fed next.
+    seen: [u64; MC_MAX_DATAGRAMS as usize / 64],
+    got: u16,
+    total: u16,
+    next: u16,
+    /// memcached: datagrams that came before their turn.
+    held: Vec<(u16, Vec<u8>)>,
+    /// memcached: the text parser, and what it concluded.
+    mc: McCursor,
+    answer: Option<Result<Answer, ErrorClass>>,
+}
+
+impl Exchange for DgramExchange {
+    type Cursor = DgramCursor;
+
+    fn request_len(&self) -> Option<usize> {
+        Some(match self.id {
+            UdpId::Memcached => MC_HEADER + self.request.len(),
+            _ => self.request.len(),
+        })
+    }
+
+    fn response_len(&self) -> Option<usize> {
+        None
+    }
+
+    #[inline]
+    fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
+        let id = (seq as u16).to_be_bytes();
+        match self.id {
+            UdpId::None => out.extend_from_slice(&self.request),
+            UdpId::Dns => {
+                let start = out.len();
+                out.extend_from_slice(&self.request);
+                out[start..start + 2].copy_from_slice(&id);
+            }
+            UdpId::Memcached => {
+                out.extend_from_slice(&[id[0], id[1], 0, 0, 0, 1, 0, 0]);
+                out.extend_from_slice(&self.request);
+            }
+        }
+    }
+
+    #[inline]
+    fn reply_id(&self, d: &[u8]) -> ReplyId {
+        match self.id {
+            UdpId::None => ReplyId::Any,
+            // A reply: a whole header with QR set.
+            UdpId::Dns if d.len() >= DNS_HEADER && d[2] & 0x80 != 0 => {
+                ReplyId::Id(u16::from_be_bytes([d[0], d[1]]))
+            }
+            UdpId::Memcached if d.len() >= MC_HEADER && d[6] == 0 && d[7] == 0 => {
+                ReplyId::Id(u16::from_be_bytes([d[0], d[1]]))
+            }
+            _ => ReplyId::Garbage,
+        }
+    }
+
+    #[inline]
+    fn parse(&self, cursor: &mut DgramCursor, data: &[u8], _seq: u64) -> Parsed {
+        match self.id {
+            UdpId::None => {
+                if let Some(n) = &self.expect {
+                    cursor.found = n.feed(&mut cursor.matched, data);
+                }
+                Parsed::Complete(data.len(), self.outcome(cursor, None, None))
+            }
+            UdpId::Dns => self.parse_dns(cursor, data),
+            UdpId::Memcached => self.parse_memcached(cursor, data),
+        }
+    }
+
+    fn on_eof(&self, _cursor: &DgramCursor) -> ErrorClass {
+        // A datagram socket has no end of stream.
+        ErrorClass::Closed
+    }
+
+    fn ops(&self) -> &[String] {
+        &self.ops
+    }
+
+    fn counts_responses(&self) -> bool {
+        true
+    }
+}
+
+/// A DNS query's question as the report names it (`A bench.test`); the
+/// request must be a query (a header, QR clear).
+fn dns_query_name(q: &[u8]) -> Result<String> {
+    if q.len() < DNS_HEADER {
+        return Err(error::usage(format!(
+            "--id dns: the request is {} bytes, shorter than a DNS header ({DNS_HEADER} bytes)",
+            q.len()
+        )));
+    }
+    if q[2] & 0x80 != 0 {
+        return Err(error::usage(
+            "--id dns: the request has the QR bit set: it is a response, not a query",
+        ));
+    }
+    Ok(question(q).unwrap_or_else(|| "query".into()))
+}
+
+/// The first question of a DNS message: its type and name, when the
+/// message has one that can be read (no compression in a query).
+fn question(q: &[u8]) -> Option<String> {
+    if u16::from_be_bytes([q[4], q[5]]) == 0 {
+        return None;
+    }
+    let mut i = DNS_HEADER;
+    let mut labels: Vec<Cow<'_, str>> = Vec::new();
+    loop {
+        let len = usize::from(*q.get(i)?);
+        i += 1;
+        if len == 0 {
+            break;
+        }
+        if len > 63 {
+            return None;
+        }
+        labels.push(String::from_utf8_lossy(q.get(i..i + len)?));
+        i += len;
+    }
+    let qtype = u16::from_be_bytes([*q.get(i)?, *q.get(i + 1)?]);
+    let name = if labels.is_empty() {
+        ".".to_string()
+    } else {
+        labels.join(".")
+    };
+    Some(format!("{} {name}", qtype_name(qtype)))
+}
+
+/// A DNS record type's mnemonic.
+fn qtype_name(t: u16) -> Cow<'static, str> {
+    Cow::Borrowed(match t {
+        1 => "A",
+        2 => "NS",
+        5 => "CNAME",
+        6 => "SOA",
+        12 => "PTR",
+        15 => "MX",
+        16 => "TXT",
+        28 => "AAAA",
+        33 => "SRV",
+        65 => "HTTPS",
+        255 => "ANY",
+        _ => return Cow::Owned(format!("TYPE{t}")),
+    })
+}
+
+/// A memcached command's name and, when the text parser knows it, what it
+/// is answered with. A command must end its line with CR LF, and
+/// `noreply` is refused (a request without an answer cannot be timed).
+fn mc_command(req: &[u8]) -> Result<(Option<Kind>, String)> {
+    let Some(eol) = req.windows(2).position(|w| w == b"\r\n") else {
+        return Err(error::usage(
+            "--id memcached: the request is a memcached text command and ends its line with \
+             \\r\\n (e.g. 'get key\\r\\n')",
+        ));
+    };
+    let line = &req[..eol];
+    let mut words = line.split(|b| *b == b' ').filter(|w| !w.is_empty());
+    let name = words.next().unwrap_or_default();
+    if line.split(|b| *b == b' ').any(|w| w == b"noreply") {
+        return Err(error::usage(
+            "--id memcached: noreply asks memcached not to answer, and a request without an \
+             answer cannot be timed",
+        ));
+    }
+    let kind = match name {
+        b"get" | b"gets" | b"gat" | b"gats" => Some(Kind::Retrieval),
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => Some(Kind::Storage),
+        b"delete" => Some(Kind::Delete),
+        b"incr" | b"decr" => Some(Kind::Arith),
+        b"touch" => Some(Kind::Touch),
+        b"version" => Some(Kind::Version),
+        _ => None,
+    };
+    let name = String::from_utf8_lossy(name).into_owned();
+    Ok((
+        kind,
+        if name.is_empty() {
+            "request".into()
+        } else {
+            name
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(e: anyhow::Error) -> Option<u8> {
+        e.downcast_ref::<error::Exit>().map(|x| x.code)
+    }
+
+    /// An A query for `name`, id 0x1234.
+    fn dns_query(name: &str) -> Vec<u8> {
+        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        for l in name.split('.') {
+            q.push(l.len() as u8);
+            q.extend_from_slice(l.as_bytes());
+        }
+        q.extend_from_slice(&[0, 0, 1, 0, 1]);
+        q
+    }
+
+    /// A reply to `q` with id `id`, RCODE `rcode` and `answers` records.
+    fn dns_reply(q: &[u8], id: u16, rcode: u8, answers: u16) -> Vec<u8> {
+        let mut r = q.to_vec();
+        r[0..2].copy_from_slice(&id.to_be_bytes());
+        r[2] |= 0x80;
+        r[3] = 0x80 | rcode;
+        r[6..8].copy_from_slice(&answers.to_be_bytes());
+        for _ in 0..answers {
+            r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4, 10, 0, 0, 1]);
+        }
+        r
+    }
+
+    #[test]
+    fn needle_finds_a_string_across_pieces() {
+        let n = Needle::new(b"abab".to_vec());
+        let mut st = 0;
+        assert!(!n.feed(&mut st, b"xxaba"));
+        assert!(n.feed(&mut st, b"b"));
+        let mut st = 0;
+        assert!(!n.feed(&mut st, b"abaabax"));
+        let mut st = 0;
+        assert!(n.feed(&mut st, b"aabababa"));
+    }
+
+    #[test]
+    fn dns_ids_are_rewritten_per_request_and_replies_judged() {
+        let q = dns_query("bench.test");
+        let ex = DgramExchange::new(UdpId::Dns, q.clone(), None, true).unwrap();
+        assert_eq!(ex.ops(), ["A bench.test"]);
+        let mut out = Vec::new();
+        ex.push_request(&mut out, 0x1_0005);
+        assert_eq!(&out[..2], &[0, 5]);
+        assert_eq!(&out[2..], &q[2..]);
+        let ok = dns_reply(&q, 5, 0, 1);
+        assert_eq!(ex.reply_id(&ok), ReplyId::Id(5));
+        // A query (QR clear) and a short datagram are not replies.
+        assert_eq!(ex.reply_id(&q), ReplyId::Garbage);
+        assert_eq!(ex.reply_id(&ok[..11]), ReplyId::Garbage);
+        let mut c = DgramCursor::default();
+        match ex.parse(&mut c, &ok, 5) {
+            Parsed::Complete(_, o) => assert_eq!((o.status, o.error), (Some(0), None)),
+            p => panic!("{p:?}"),
+        }
+        // --expect-answer: NOERROR without records and NXDOMAIN mismatch;
+        // REFUSED is the server's error.
+        for (rcode, n, want) in [
+            (0, 0, Some(ErrorClass::Mismatch)),
+            (3, 0, Some(ErrorClass::Mismatch)),
+            (5, 0, Some(ErrorClass::ServerError)),
+        ] {
+            let r = dns_reply(&q, 5, rcode, n);
+            match ex.parse(&mut DgramCursor::default(), &r, 5) {
+                Parsed::Complete(_, o) => {
+                    assert_eq!((o.status, o.error), (Some(u16::from(rcode)), want))
+                }
+                p => panic!("{p:?}"),
+            }
+        }
+        let plain = DgramExchange::new(UdpId::Dns, q.clone(), None, false).unwrap();
+        match plain.parse(&mut DgramCursor::default(), &dns_reply(&q, 5, 3, 0), 5) {
+            Parsed::Complete(_, o) => assert_eq!((o.status, o.error), (Some(3), None)),
+            p => panic!("{p:?}"),
+        }
+    }
+
+    #[test]
+    fn requests_that_cannot_be_sent_or_matched_are_usage_errors() {
+        let short = DgramExchange::new(UdpId::Dns, vec![1, 2, 3], None, false);
+        let e = short.err().unwrap();
+        assert!(e.to_string().contains("shorter than a DNS header"), "{e}");
+        assert_eq!(code(e), Some(2));
+        let mut resp = dns_query("x.test");
+        resp[2] |= 0x80;
+        assert!(DgramExchange::new(UdpId::Dns, resp, None, false).is_err());
+        for bad in [&b"get k"[..], b"set k 0 0 1 noreply\r\nx\r\n"] {
+            let e = DgramExchange::new(UdpId::Memcached, bad.to_vec(), None, false)
+                .err()
+                .unwrap();
+            assert_eq!(code(e), Some(2));
+        }
+        let e = DgramExchange::new(UdpId::None, vec![0; MAX_DATAGRAM + 1], None, false)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("at most 65507"), "{e}");
+        let e = request_bytes("@/nonexistent/req.bin").unwrap_err();
+        assert!(e.to_string().contains("cannot read"), "{e}");
+        assert_eq!(code(e), Some(2));
+        assert_eq!(code(request_bytes("").unwrap_err()), Some(2));
+        assert_eq!(request_bytes(r"a\x00\r\n").unwrap(), b"a\0\r\n");
+    }
+
+    /// A memcached reply datagram: header then `text`.
+    fn mc_dgram(id: u16, seq: u16, total: u16, text: &[u8]) -> Vec<u8> {
+        let mut d = Vec::new();
+        for v in [id, seq, total, 0] {
+            d.extend_from_slice(&v.to_be_bytes());
+        }
+        d.extend_from_slice(text);
+        d
+    }
+
+    #[test]
+    fn memcached_frames_go_out_and_replies_reassemble_in_any_order() {
+        let ex = DgramExchange::new(
+            UdpId::Memcached,
+            b"get k\r\n".to_vec(),
+            Some(Needle::new(b"hello".to_vec())),
+            false,
+        )
+        .unwrap();
+        assert_eq!(ex.ops(), ["get"]);
+        let mut out = Vec::new();
+        ex.push_request(&mut out, 7);
+        assert_eq!(out, b"\x00\x07\x00\x00\x00\x01\x00\x00get k\r\n");
+        assert_eq!(ex.request_len(), Some(15));
+        // Three datagrams, the needle split between the second and third,
+        // arriving 2, 0, 0 again (a duplicate), 1.
+        let parts: [&[u8]; 3] = [b"VALUE k 0 10\r\n", b"xxxxxhel", b"lo\r\nEND\r\n"];
+        let d: Vec<Vec<u8>> = (0..3)
+            .map(|i| mc_dgram(7, i, 3, parts[i as usize]))
+            .collect();
+        assert_eq!(ex.reply_id(&d[0]), ReplyId::Id(7));
+        let mut c = DgramCursor::default();
+        assert_eq!(ex.parse(&mut c, &d[2], 7), Parsed::Partial);
+        assert_eq!(ex.parse(&mut c, &d[0], 7), Parsed::Partial);
+        assert_eq!(ex.parse(&mut c, &d[0], 7), Parsed::Partial);
+        match ex.parse(&mut c, &d[1], 7) {
+            Parsed::Complete(_, o) => assert_eq!((o.hit, o.error), (Some(true), None)),
+            p => panic!("{p:?}"),
+        }
+        // A miss, which lacks the expected bytes.
+        let mut c = DgramCursor::default();
+        match ex.parse(&mut c, &mc_dgram(8, 0, 1, b"END\r\n"), 8) {
+            Parsed::Complete(_, o) => {
+                assert_eq!((o.hit, o.error), (Some(false), Some(ErrorClass::Mismatch)))
+            }
+            p => panic!("{p:?}"),
+        }
+        // A text cut short, a bad total, a reserved field set.
+        let mut c = DgramCursor::default();
+        assert_eq!(
+            ex.parse(&mut c, &mc_dgram(9, 0, 1, b"VALUE k 0 10\r\nab"), 9),
+            Parsed::Error(ErrorClass::Protocol)
+        );
+        let mut c = DgramCursor::default();
+        assert_eq!(
+            ex.parse(&mut c, &mc_dgram(9, 3, 2, b"END\r\n"), 9),
+            Parsed::Error(ErrorClass::Protocol)
+        );
+        let mut bad = mc_dgram(9, 0, 1, b"END\r\n");
+        bad[7] = 1;
+        assert_eq!(ex.reply_id(&bad), ReplyId::Garbage);
+    }
+
+    #[test]
+    fn without_ids_any_datagram_answers_and_expect_is_a_substring() {
+        let ex = DgramExchange::new(
+            UdpId::None,
+            b"ping".to_vec(),
+            Some(Needle::new(b"pong".to_vec())),
+            false,
+        )
+        .unwrap();
+        assert_eq!(ex.reply_id(b""), ReplyId::Any);
+        match ex.parse(&mut DgramCursor::default(), b"xpongx", 0) {
+            Parsed::Complete(_, o) => assert_eq!(o.error, None),
+            p => panic!("{p:?}"),
+        }
+        match ex.parse(&mut DgramCursor::default(), b"", 0) {
+            Parsed::Complete(_, o) => assert_eq!(o.error, Some(ErrorClass::Mismatch)),
+            p => panic!("{p:?}"),
+        }
+    }
+}
