@@ -621,7 +621,10 @@ fn tracer_sentence(d: &Derived, trace: &TraceReport) -> String {
                  of the rest's.",
                 human_ns(st),
                 if cpu > 0.0 {
-                    format!(" ({:.1}% of the target's CPU time)", st as f64 / 1e9 / cpu * 100.0)
+                    format!(
+                        " ({:.1}% of the target's CPU time)",
+                        st as f64 / 1e9 / cpu * 100.0
+                    )
                 } else {
                     String::new()
                 },

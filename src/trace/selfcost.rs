@@ -37,8 +37,14 @@ pub struct Sampler {
     next_toggle: Instant,
     sampled: Duration,
     sampled_events: u64,
-    /// The counters before the window (a calibration may have used them).
-    base: Option<(Vec<ProgCost>, SplitSums)>,
+    /// The programs' own sums before the window (a calibration used them).
+    base: SplitSums,
+    /// The kernel's per-program figures summed over this sampler's slices
+    /// only: read at each slice's start and end, since the kernel's
+    /// accounting is global and another tracer (or kernel.bpf_stats_enabled)
+    /// may have it on at other times. None once a read failed.
+    kernel: Option<Vec<ProgCost>>,
+    slice_kernel0: Option<Vec<ProgCost>>,
 }
 
 /// What [`Sampler::finish`] needs to know about the window.
@@ -62,14 +68,15 @@ impl Sampler {
     /// Starts the first slice now.
     pub fn start(tracer: &mut Tracer<'_>) -> Self {
         let now = Instant::now();
-        let base = tracer.prog_costs().map(|k| (k, tracer.split_sums()));
         let mut s = Self {
             unavailable: None,
             on_since: None,
             next_toggle: now,
             sampled: Duration::ZERO,
             sampled_events: 0,
-            base,
+            base: tracer.split_sums(),
+            kernel: Some(Vec::new()),
+            slice_kernel0: None,
         };
         s.tick(tracer, now);
         s
@@ -84,6 +91,11 @@ impl Sampler {
     fn end_slice(&mut self, tracer: &mut Tracer<'_>, now: Instant) -> Option<Instant> {
         let (since, events0) = self.on_since.take()?;
         let _ = tracer.set_self_cost(false);
+        let k = tracer.prog_costs();
+        self.kernel = match (self.kernel.take(), self.slice_kernel0.take(), k) {
+            (Some(sum), Some(k0), Some(k1)) => Some(add_costs(sum, &costs_since(&k1, &k0))),
+            _ => None,
+        };
         self.sampled += now - since;
         self.sampled_events += tracer.events_counted().saturating_sub(events0);
         Some(since)
@@ -98,6 +110,7 @@ impl Sampler {
             self.next_toggle = since + PERIOD;
         } else {
             let events0 = tracer.events_counted();
+            self.slice_kernel0 = tracer.prog_costs();
             match tracer.set_self_cost(true) {
                 Ok(()) => {
                     self.on_since = Some((now, events0));
@@ -114,7 +127,11 @@ impl Sampler {
 
     /// Ends sampling and builds the cost figures for the window. Also
     /// returns why a figure is missing.
-    pub fn finish(mut self, tracer: &mut Tracer<'_>, facts: &WindowFacts) -> (TracerCost, Option<String>) {
+    pub fn finish(
+        mut self,
+        tracer: &mut Tracer<'_>,
+        facts: &WindowFacts,
+    ) -> (TracerCost, Option<String>) {
         self.end_slice(tracer, Instant::now());
         let base = TracerCost {
             events: facts.events,
@@ -125,11 +142,10 @@ impl Sampler {
         if let Some(why) = self.unavailable {
             return (base, Some(why));
         }
-        let (Some(costs), Some((costs0, split0))) = (tracer.prog_costs(), self.base) else {
+        let Some(costs) = self.kernel else {
             return (base, Some("could not read BPF program statistics".into()));
         };
-        let costs = costs_since(&costs, &costs0);
-        let split = tracer.split_sums().since(split0);
+        let split = tracer.split_sums().since(self.base);
         let sample = Sample {
             duration: self.sampled,
             events: self.sampled_events,
@@ -159,6 +175,20 @@ pub fn costs_since(now: &[ProgCost], earlier: &[ProgCost]) -> Vec<ProgCost> {
             }
         })
         .collect()
+}
+
+/// `sum` plus `more`, program by program (matched by name).
+pub fn add_costs(mut sum: Vec<ProgCost>, more: &[ProgCost]) -> Vec<ProgCost> {
+    for m in more {
+        match sum.iter_mut().find(|c| c.name == m.name) {
+            Some(c) => {
+                c.run_cnt += m.run_cnt;
+                c.run_time_ns += m.run_time_ns;
+            }
+            None => sum.push(m.clone()),
+        }
+    }
+    sum
 }
 
 /// What the accounting slices covered.
@@ -267,11 +297,15 @@ pub fn cost_figures(
         return out;
     }
     let kernel = |name: &str| {
-        costs.iter().find(|c| c.name == name).cloned().unwrap_or(ProgCost {
-            name: "",
-            run_cnt: 0,
-            run_time_ns: 0,
-        })
+        costs
+            .iter()
+            .find(|c| c.name == name)
+            .cloned()
+            .unwrap_or(ProgCost {
+                name: "",
+                run_cnt: 0,
+                run_time_ns: 0,
+            })
     };
     let (k_enter, k_exit) = (kernel("ss_sys_enter"), kernel("ss_sys_exit"));
     let timed = split.enter.traced_runs + split.enter.filtered_runs;
@@ -435,7 +469,9 @@ mod tests {
         let kernel = ProgCost {
             name,
             run_cnt: runs,
-            run_time_ns: traced * traced_body + filtered * filtered_body + runs * (4 * clock + rest),
+            run_time_ns: traced * traced_body
+                + filtered * filtered_body
+                + runs * (4 * clock + rest),
         };
         (kernel, own)
     }
@@ -476,7 +512,10 @@ mod tests {
         let (k, own) = prog("ss_sys_enter", (100, 40), (900, 10), 20, 5);
         let f = split_program(&k, &own);
         assert!(close(f.clock_per_read, 20.0), "{f:?}");
-        assert!(close(f.traced_ns, 4000.0) && close(f.filtered_ns, 9000.0), "{f:?}");
+        assert!(
+            close(f.traced_ns, 4000.0) && close(f.filtered_ns, 9000.0),
+            "{f:?}"
+        );
         assert!(close(f.clock_ns, 80_000.0), "{f:?}");
         assert!(close(f.residual_ns, 5000.0), "{f:?}");
         assert!(close(f.traced_per_run.unwrap(), 45.0), "{f:?}");
@@ -488,7 +527,10 @@ mod tests {
         // No filtered run timed: no per-run figure for it.
         let (k, own) = prog("ss_sys_enter", (100, 40), (0, 0), 20, 5);
         assert_eq!(split_program(&k, &own).filtered_per_run, None);
-        assert_eq!(split_program(&k, &ProgSplit::default()), ProgFigures::default());
+        assert_eq!(
+            split_program(&k, &ProgSplit::default()),
+            ProgFigures::default()
+        );
     }
 
     #[test]
@@ -517,7 +559,10 @@ mod tests {
         assert_eq!(k.kernel_run_time_ns, 196_200);
         assert_eq!(k.kernel_runs, 2000);
         assert_eq!(k.timed_runs, 2000);
-        assert_eq!((k.traced_ns, k.filtered_ns, k.clock_ns), (10_000, 16_200, 160_000));
+        assert_eq!(
+            (k.traced_ns, k.filtered_ns, k.clock_ns),
+            (10_000, 16_200, 160_000)
+        );
         assert_eq!(k.residual_ns, 10_000);
         assert!(close(k.clock_ns_per_read, 20.0));
         assert_eq!(
@@ -565,7 +610,10 @@ mod tests {
     #[test]
     fn count_only_has_no_exit_part() {
         let (costs, split) = sample_data();
-        let costs: Vec<ProgCost> = costs.into_iter().filter(|c| c.name != "ss_sys_exit").collect();
+        let costs: Vec<ProgCost> = costs
+            .into_iter()
+            .filter(|c| c.name != "ss_sys_exit")
+            .collect();
         let split = SplitSums {
             enter: split.enter,
             exit: ProgSplit::default(),
@@ -620,5 +668,8 @@ mod tests {
         let d = costs_since(&now, &before);
         assert_eq!((d[0].run_cnt, d[0].run_time_ns), (6, 300));
         assert_eq!(costs_since(&now, &[])[0].run_cnt, 10);
+        let sum = add_costs(Vec::new(), &d);
+        let sum = add_costs(sum, &d);
+        assert_eq!((sum[0].run_cnt, sum[0].run_time_ns), (12, 600));
     }
 }
