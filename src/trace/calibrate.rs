@@ -13,7 +13,7 @@
 //! that loop. Slow path per syscall = attached - untraced - filter runs.
 //! Four rounds, each phase the best of four short batches (a batch a
 //! preemption hit is not the path's cost), the median round reported with
-//! the spread of all of them; about 100-150 ms in all, most of it the
+//! the spread of all of them; 50-100 ms in all on a VM, most of it the
 //! kernel attaching and detaching the programs.
 
 use std::time::{Duration, Instant};
