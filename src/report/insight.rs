@@ -726,6 +726,83 @@ mod tests {
     }
 
     #[test]
+    fn the_tracer_sentence_splits_the_target_from_the_rest() {
+        use super::super::trace::{BpfPart, BpfSplit, CostAttribution, SlowPath};
+        let mut r = fixtures::profile(&fixtures::epoll_echo());
+        // An older file: no parts, the old sentence.
+        let old = tracer_sentence(&r.derived, &r.trace);
+        assert!(old.contains("BPF programs cost about 398 ns"), "{old}");
+        let t = &mut r.trace.tracer;
+        t.bpf_split = Some(BpfSplit {
+            traced: BpfPart {
+                syscalls: 100_000,
+                ns_per_syscall: 250.0,
+                enter_ns_per_run: 140.0,
+                exit_ns_per_run: Some(110.0),
+                total_ns: 25_000_000,
+            },
+            filtered: BpfPart {
+                syscalls: 300_000,
+                ns_per_syscall: 150.0,
+                enter_ns_per_run: 100.0,
+                exit_ns_per_run: Some(50.0),
+                total_ns: 45_000_000,
+            },
+            ..Default::default()
+        });
+        t.slow_path = Some(SlowPath {
+            ns_per_syscall: 90.0,
+            min_ns: 80.0,
+            max_ns: 120.0,
+            exit_ns_per_syscall: Some(30.0),
+            rounds: 4,
+            ..Default::default()
+        });
+        t.attributed = Some(CostAttribution {
+            slow_path_target_ns: 9_000_000,
+            slow_path_others_ns: 27_000_000,
+            target_ns: 34_000_000,
+            target_cpu_share: Some(0.125),
+            collateral_ns: 72_000_000,
+            machine_cpu_s: Some(2.0),
+            collateral_machine_share: Some(0.036),
+            count_only_saves_target_ns: Some(14_000_000),
+            count_only_saves_others_ns: Some(24_000_000),
+        });
+        let d = derive(&r.load, &r.trace, None, 0.0);
+        assert_eq!(d.tracer_target_ns, Some(34_000_000));
+        assert_eq!(d.tracer_target_share, Some(0.125));
+        assert_eq!(d.tracer_collateral_ns, Some(72_000_000));
+        assert_eq!(d.tracer_collateral_machine_share, Some(0.036));
+        assert_eq!(d.tracer_count_only_saves_ns, Some(14_000_000));
+        let s = tracer_sentence(&d, &r.trace);
+        for part in [
+            "The tracer cost the target 34.0ms (12.5% of its CPU time)",
+            "250 ns of BPF per traced syscall plus 90 ns",
+            "80..120 ns over 4 rounds",
+            "rest of the machine 72.0ms (3.6% of the machine's busy CPU)",
+            "300000 other syscalls, each filtered out in 150 ns",
+            "--count-only (no latency, no errors) would save at most 14.0ms",
+            "and 24.0ms of the rest's",
+        ] {
+            assert!(s.contains(part), "{part:?} not in: {s}");
+        }
+        // The trace text and the HTML card carry the same parts.
+        let text = super::super::trace_text::tracer_parts(&r.trace.tracer).join("\n");
+        assert!(text.contains("BPF filtering the rest"), "{text}");
+        assert!(text.contains("cost to the target"), "{text}");
+        assert!(
+            text.contains("at most 14.0ms of the target's cost"),
+            "{text}"
+        );
+        // A file with the new fields reads back with them.
+        let json = serde_json::to_string(&r.trace.tracer).unwrap();
+        let back: super::super::trace::TracerCost = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.attributed, r.trace.tracer.attributed);
+        assert_eq!(back.bpf_split, r.trace.tracer.bpf_split);
+    }
+
+    #[test]
     fn a_forking_server_is_not_blamed_on_the_socket_path() {
         let r = fixtures::profile(&fixtures::forking_server());
         let d = &r.derived;
