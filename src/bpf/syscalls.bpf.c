@@ -12,6 +12,9 @@
  *    tracepoint programs run with preemption disabled, so two tasks cannot
  *    interleave on one CPU's slot.
  * Atomics appear only on the fork/exit paths, which are rare by comparison.
+ * During the loader's self-cost slices (cost_on) the two syscall programs
+ * also time themselves, split into runs on traced events and runs that
+ * only filter other tasks out; outside the slices that costs a flag test.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -48,6 +51,11 @@ __u32 window_closed = 0;
 struct ss_counters counters = {};
 /* Read by the loader around self-cost slices: events per BPF run time. */
 struct ss_cpu_events cpu_events[SS_MAX_CPUS] = {};
+/* Set by the loader during self-cost slices only: the syscall programs then
+ * time themselves into cpu_cost (see struct ss_prog_cost). Outside the
+ * slices this flag is the whole price: one load and a branch per run. */
+__u32 cost_on = 0;
+struct ss_cpu_cost cpu_cost[SS_MAX_CPUS] = {};
 
 /* Never used by the programs: referenced so the skeleton generator emits
  * Rust twins of the record layouts the loader parses, and of the enums no
@@ -146,6 +154,40 @@ static __always_inline void count_event(void)
 	cpu_events[bpf_get_smp_processor_id() & (SS_MAX_CPUS - 1)].n++;
 }
 
+/* Clock reads of a timed run: t0, t1 back to back at entry (t1 - t0 is
+ * what one read costs), t2 at the return. */
+struct run_clock {
+	__u64 t0;
+	__u64 t1;
+};
+
+static __always_inline void clock_start(struct run_clock *c)
+{
+	c->t0 = bpf_ktime_get_ns();
+	c->t1 = bpf_ktime_get_ns();
+}
+
+/* Adds one timed run to this CPU's sums (plain stores: the programs run
+ * with migration disabled and do not nest on one CPU for one tracepoint). */
+static __always_inline void clock_end(struct run_clock *c, struct ss_prog_cost *p, bool traced)
+{
+	__u64 t2 = bpf_ktime_get_ns();
+
+	if (traced) {
+		p->traced_runs++;
+		p->traced_ns += t2 - c->t1;
+	} else {
+		p->filtered_runs++;
+		p->filtered_ns += t2 - c->t1;
+	}
+	p->clock_ns += c->t1 - c->t0;
+}
+
+static __always_inline struct ss_cpu_cost *cpu_cost_here(void)
+{
+	return &cpu_cost[bpf_get_smp_processor_id() & (SS_MAX_CPUS - 1)];
+}
+
 static __always_inline __u32 clamp_nr(long id)
 {
 	return (id >= 0 && id < SS_OTHER_SYSCALL) ? (__u32)id : SS_OTHER_SYSCALL;
@@ -179,8 +221,9 @@ static __always_inline void count_entry(struct task_struct *task, struct ss_task
 	}
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(ss_sys_enter, struct pt_regs *regs, long id)
+/* The entry hook's work; true when the run was on a traced task's event,
+ * false when it only filtered the syscall out. */
+static __always_inline bool enter_work(long id)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct ss_task *t;
@@ -188,27 +231,43 @@ int BPF_PROG(ss_sys_enter, struct pt_regs *regs, long id)
 
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
 	if (!t)
-		return 0;
+		return false;
 	if (t->flags & SS_PENDING_EXEC) {
 		/* The launched child is registered while it waits on a pipe;
 		 * its own life starts with execve. */
 		if (id != NR_execve && id != NR_execveat)
-			return 0;
+			return false;
 		t->flags &= ~SS_PENDING_EXEC;
 	}
 	nr = clamp_nr(id);
 	if (count_only || nr == NR_exit || nr == NR_exit_group) {
 		count_entry(task, t, nr);
 		t->ts = 0;
-		return 0;
+		return true;
 	}
 	t->nr = nr;
 	t->ts = bpf_ktime_get_ns();
+	return true;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(ss_sys_enter, struct pt_regs *regs, long id)
+{
+	struct run_clock c;
+	bool traced;
+
+	if (!cost_on) {
+		enter_work(id);
+		return 0;
+	}
+	clock_start(&c);
+	traced = enter_work(id);
+	clock_end(&c, &cpu_cost_here()->enter, traced);
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
+/* The exit hook's work; true when the run recorded a traced event. */
+static __always_inline bool exit_work(long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct ss_sc_stats *s;
@@ -218,17 +277,17 @@ int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
 
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
 	if (!t || !t->ts)
-		return 0; /* untraced, or its entry predates the attach */
+		return false; /* untraced, or its entry predates the attach */
 	now = bpf_ktime_get_ns();
 	dur = now - t->ts;
 	t->ts = 0;
 	nr = t->nr;
 	if (nr >= SS_MAX_SYSCALLS)
-		return 0;
+		return true;
 
 	s = bpf_map_lookup_elem(&sc_stats, &nr);
 	if (!s)
-		return 0;
+		return true;
 	if (s->calls == 0 || dur < s->min_ns)
 		s->min_ns = dur;
 	if (dur > s->max_ns)
@@ -262,6 +321,22 @@ int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
 				tsc->errors++;
 		}
 	}
+	return true;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct run_clock c;
+	bool traced;
+
+	if (!cost_on) {
+		exit_work(ret);
+		return 0;
+	}
+	clock_start(&c);
+	traced = exit_work(ret);
+	clock_end(&c, &cpu_cost_here()->exit, traced);
 	return 0;
 }
 

@@ -174,6 +174,29 @@ struct ss_cpu_events {
 	__u64 pad[7];
 };
 
+/*
+ * The syscall programs timing themselves, during the self-cost slices only
+ * (.bss cost_on set by the loader). Each timed run reads the clock three
+ * times: t0 and t1 back to back at entry, t2 at its return, so t1 - t0 is
+ * the cost of one read and (t2 - t1) - (t1 - t0) the run's own work.
+ * "traced" runs are those on a traced task's event; "filtered" runs are
+ * those that only found the task untraced (or not counting yet) and left.
+ */
+struct ss_prog_cost {
+	__u64 traced_runs;
+	__u64 traced_ns;    /* sum of t2 - t1 over traced runs */
+	__u64 filtered_runs;
+	__u64 filtered_ns;  /* sum of t2 - t1 over filtered runs */
+	__u64 clock_ns;     /* sum of t1 - t0 over all timed runs */
+	__u64 pad[3];
+};
+
+/* Both syscall programs' timing on one CPU (a cache line each). */
+struct ss_cpu_cost {
+	struct ss_prog_cost enter;
+	struct ss_prog_cost exit;
+};
+
 /* Counters kept in .bss by the fork/exit hooks (not on the syscall path). */
 struct ss_counters {
 	__u64 threads_created;

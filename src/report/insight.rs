@@ -97,6 +97,7 @@ pub fn derive(
         .to_string()
     });
     let bpf = trace.tracer.bpf_time_ns;
+    let attributed = trace.tracer.attributed.as_ref();
     let calls_of = |names: &[&str]| -> u64 {
         trace
             .syscalls
@@ -127,6 +128,11 @@ pub fn derive(
         tracer_ns_per_syscall: trace.tracer.ns_per_event,
         tracer_bpf_time_ns: bpf,
         tracer_share_of_target_cpu: bpf.filter(|_| cpu > 0.0).map(|b| b as f64 / 1e9 / cpu),
+        tracer_target_ns: attributed.map(|a| a.target_ns),
+        tracer_target_share: attributed.and_then(|a| a.target_cpu_share),
+        tracer_collateral_ns: attributed.map(|a| a.collateral_ns),
+        tracer_collateral_machine_share: attributed.and_then(|a| a.collateral_machine_share),
+        tracer_count_only_saves_ns: attributed.and_then(|a| a.count_only_saves_target_ns),
         server_transactions: server_tx,
         server_agreement: agreement,
         server_own_cpu_s: server_cpu,
@@ -583,8 +589,50 @@ fn time_sentence(d: &Derived, trace: &TraceReport) -> Option<String> {
     ))
 }
 
-/// What the tracer's BPF programs cost, when measured.
+/// What the tracer cost the target and the rest of the machine, and what
+/// `--count-only` would save, when measured.
 fn tracer_sentence(d: &Derived, trace: &TraceReport) -> String {
+    let t = &trace.tracer;
+    if let (Some(a), Some(b), Some(sp)) = (&t.attributed, &t.bpf_split, &t.slow_path) {
+        let of = |v: Option<f64>, what: &str| {
+            v.map_or_else(String::new, |v| format!(" ({:.1}% of {what})", v * 100.0))
+        };
+        let mut out = format!(
+            "The tracer cost the target {}{}: {:.0} ns of BPF per traced syscall plus {:.0} ns \
+             of the kernel's syscall-hook slow path (calibrated at start, {:.0}..{:.0} ns over \
+             {} rounds). It cost the rest of the machine {}{}: {} other syscalls, each filtered \
+             out in {:.0} ns of BPF and paying the same slow path.",
+            human_ns(a.target_ns),
+            of(d.tracer_target_share, "its CPU time"),
+            b.traced.ns_per_syscall,
+            sp.ns_per_syscall.max(0.0),
+            sp.min_ns,
+            sp.max_ns,
+            sp.rounds,
+            human_ns(a.collateral_ns),
+            of(a.collateral_machine_share, "the machine's busy CPU"),
+            b.filtered.syscalls,
+            b.filtered.ns_per_syscall
+        );
+        if let (Some(st), Some(so)) = (a.count_only_saves_target_ns, a.count_only_saves_others_ns) {
+            let cpu = d.target_user_cpu_s + d.target_system_cpu_s;
+            out.push_str(&format!(
+                " --count-only (no latency, no errors) would save at most {}{} of that and {} \
+                 of the rest's.",
+                human_ns(st),
+                if cpu > 0.0 {
+                    format!(
+                        " ({:.1}% of the target's CPU time)",
+                        st as f64 / 1e9 / cpu * 100.0
+                    )
+                } else {
+                    String::new()
+                },
+                human_ns(so)
+            ));
+        }
+        return out;
+    }
     match (d.tracer_ns_per_syscall, d.tracer_bpf_time_ns) {
         (Some(ns), Some(total)) => format!(
             "The tracer's own BPF programs cost about {ns:.0} ns per traced syscall, {} over \
@@ -592,7 +640,7 @@ fn tracer_sentence(d: &Derived, trace: &TraceReport) -> String {
             human_ns(total),
             d.tracer_share_of_target_cpu
                 .map_or_else(|| "n/a".to_string(), |s| format!("{:.1}%", s * 100.0)),
-            trace.tracer.cpu_share.unwrap_or(0.0) * 100.0
+            t.cpu_share.unwrap_or(0.0) * 100.0
         ),
         _ => {
             "The tracer's own cost was not measured in this run (see the trace notes).".to_string()
@@ -675,6 +723,83 @@ mod tests {
             .iter()
             .find(|s| s.starts_with("Its CPU time"))
             .expect("the CPU sentence")
+    }
+
+    #[test]
+    fn the_tracer_sentence_splits_the_target_from_the_rest() {
+        use super::super::trace::{BpfPart, BpfSplit, CostAttribution, SlowPath};
+        let mut r = fixtures::profile(&fixtures::epoll_echo());
+        // An older file: no parts, the old sentence.
+        let old = tracer_sentence(&r.derived, &r.trace);
+        assert!(old.contains("BPF programs cost about 398 ns"), "{old}");
+        let t = &mut r.trace.tracer;
+        t.bpf_split = Some(BpfSplit {
+            traced: BpfPart {
+                syscalls: 100_000,
+                ns_per_syscall: 250.0,
+                enter_ns_per_run: 140.0,
+                exit_ns_per_run: Some(110.0),
+                total_ns: 25_000_000,
+            },
+            filtered: BpfPart {
+                syscalls: 300_000,
+                ns_per_syscall: 150.0,
+                enter_ns_per_run: 100.0,
+                exit_ns_per_run: Some(50.0),
+                total_ns: 45_000_000,
+            },
+            ..Default::default()
+        });
+        t.slow_path = Some(SlowPath {
+            ns_per_syscall: 90.0,
+            min_ns: 80.0,
+            max_ns: 120.0,
+            exit_ns_per_syscall: Some(30.0),
+            rounds: 4,
+            ..Default::default()
+        });
+        t.attributed = Some(CostAttribution {
+            slow_path_target_ns: 9_000_000,
+            slow_path_others_ns: 27_000_000,
+            target_ns: 34_000_000,
+            target_cpu_share: Some(0.125),
+            collateral_ns: 72_000_000,
+            machine_cpu_s: Some(2.0),
+            collateral_machine_share: Some(0.036),
+            count_only_saves_target_ns: Some(14_000_000),
+            count_only_saves_others_ns: Some(24_000_000),
+        });
+        let d = derive(&r.load, &r.trace, None, 0.0);
+        assert_eq!(d.tracer_target_ns, Some(34_000_000));
+        assert_eq!(d.tracer_target_share, Some(0.125));
+        assert_eq!(d.tracer_collateral_ns, Some(72_000_000));
+        assert_eq!(d.tracer_collateral_machine_share, Some(0.036));
+        assert_eq!(d.tracer_count_only_saves_ns, Some(14_000_000));
+        let s = tracer_sentence(&d, &r.trace);
+        for part in [
+            "The tracer cost the target 34.0ms (12.5% of its CPU time)",
+            "250 ns of BPF per traced syscall plus 90 ns",
+            "80..120 ns over 4 rounds",
+            "rest of the machine 72.0ms (3.6% of the machine's busy CPU)",
+            "300000 other syscalls, each filtered out in 150 ns",
+            "--count-only (no latency, no errors) would save at most 14.0ms",
+            "and 24.0ms of the rest's",
+        ] {
+            assert!(s.contains(part), "{part:?} not in: {s}");
+        }
+        // The trace text and the HTML card carry the same parts.
+        let text = super::super::trace_text::tracer_parts(&r.trace.tracer).join("\n");
+        assert!(text.contains("BPF filtering the rest"), "{text}");
+        assert!(text.contains("cost to the target"), "{text}");
+        assert!(
+            text.contains("at most 14.0ms of the target's cost"),
+            "{text}"
+        );
+        // A file with the new fields reads back with them.
+        let json = serde_json::to_string(&r.trace.tracer).unwrap();
+        let back: super::super::trace::TracerCost = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.attributed, r.trace.tracer.attributed);
+        assert_eq!(back.bpf_split, r.trace.tracer.bpf_split);
     }
 
     #[test]

@@ -214,9 +214,30 @@ pub struct Derived {
     /// The tracer's BPF time over the window, ns.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tracer_bpf_time_ns: Option<u64>,
-    /// That time as a share of the target's CPU time (0..1).
+    /// That time as a share of the target's CPU time (0..1). It includes
+    /// the runs that filter everyone else's syscalls out; what the target
+    /// itself paid is `tracer_target_share`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tracer_share_of_target_cpu: Option<f64>,
+    /// What the tracer cost the target: BPF on its own events + the
+    /// syscall hook's slow path on its syscalls, ns
+    /// (`trace.tracer.attributed.target_ns`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracer_target_ns: Option<u64>,
+    /// tracer_target_ns / the target's CPU time (0..1).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracer_target_share: Option<f64>,
+    /// What it cost everyone else (the load generator included): the
+    /// filter runs + the slow path on their syscalls, ns.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracer_collateral_ns: Option<u64>,
+    /// tracer_collateral_ns / the machine's busy CPU over the window (0..1).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracer_collateral_machine_share: Option<f64>,
+    /// What `--count-only` would save the target at most, ns (latency
+    /// mode only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tracer_count_only_saves_ns: Option<u64>,
     /// The server's own transaction count (serve targets).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_transactions: Option<u64>,

@@ -272,11 +272,12 @@ pub struct TracerCost {
     /// Traced syscall events during the sampled slices.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sampled_events: Option<u64>,
-    /// BPF run time over the window: ns_per_event x events, ns.
+    /// BPF run time over the window, all programs, all tasks, the
+    /// measurement's clock reads taken out: the parts of `bpf_split`
+    /// (traced + filtered + lifecycle), ns.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bpf_time_ns: Option<u64>,
-    /// BPF run time in the sampled slices (all programs, all tasks) per
-    /// traced event in them, ns.
+    /// bpf_time_ns per traced event, ns.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ns_per_event: Option<f64>,
     /// bpf_time_ns as a share of one CPU over the window (0..1).
@@ -284,6 +285,150 @@ pub struct TracerCost {
     pub cpu_share: Option<f64>,
     /// Lifecycle records lost to a full ring buffer.
     pub ringbuf_drops: u64,
+    /// The BPF time split into runs on the traced events and runs that only
+    /// filter everyone else's syscalls out (absent in files written before
+    /// it, and when not measured).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bpf_split: Option<BpfSplit>,
+    /// The kernel's syscall-tracepoint slow path, calibrated before the
+    /// tracer attached (absent in older files and when not measured).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub slow_path: Option<SlowPath>,
+    /// What the tracer cost the traced processes and the rest of the
+    /// machine, and what `--count-only` would save (absent in older files
+    /// and when a part was not measured).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub attributed: Option<CostAttribution>,
+}
+
+/// The syscall programs' run time, split by whose syscall they ran on.
+/// Both parts exclude the measurement's own clock reads; together with
+/// `lifecycle_ns` they make `bpf_time_ns`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BpfSplit {
+    /// Runs on the traced processes' events.
+    pub traced: BpfPart,
+    /// Runs that found another task's syscall and left (the load generator,
+    /// everyone else on the machine).
+    pub filtered: BpfPart,
+    /// The fork/exit/exec programs over the window (scaled by time), ns.
+    pub lifecycle_ns: u64,
+    /// The sums over the sampled slices the parts come from, and how they
+    /// add up to the kernel's own figure.
+    pub sampled: SplitCheck,
+}
+
+/// One part of the syscall programs' run time.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BpfPart {
+    /// Syscalls it covers over the window: the traced events (exact), or
+    /// everyone else's syscalls (sys_enter's filtered runs in the slices,
+    /// scaled by time to the window).
+    pub syscalls: u64,
+    /// BPF time per syscall (sys_enter's run + sys_exit's run), ns.
+    pub ns_per_syscall: f64,
+    /// sys_enter's time per run, ns.
+    pub enter_ns_per_run: f64,
+    /// sys_exit's time per run, ns (absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exit_ns_per_run: Option<f64>,
+    /// ns_per_syscall x syscalls.
+    pub total_ns: u64,
+}
+
+/// The self-timed sums over the slices, against the kernel's run time of
+/// the two syscall programs over the same slices.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SplitCheck {
+    /// The kernel's run_time_ns of ss_sys_enter + ss_sys_exit in the slices.
+    pub kernel_run_time_ns: u64,
+    /// The kernel's run count of both in the slices.
+    pub kernel_runs: u64,
+    /// Runs the programs timed themselves (a subset of the kernel's).
+    pub timed_runs: u64,
+    /// Work on traced events between the clock reads, ns.
+    pub traced_ns: u64,
+    /// Work on filtered runs between the clock reads, ns.
+    pub filtered_ns: u64,
+    /// One clock read, as measured back to back inside the programs, ns.
+    pub clock_ns_per_read: f64,
+    /// The measurement's clock reads inside the kernel's figure: the
+    /// programs' three plus the kernel's own accounting (about one read's
+    /// worth of its two falls inside its window), 4 x clock_ns_per_read per
+    /// run, ns.
+    pub clock_ns: u64,
+    /// kernel_run_time_ns - traced_ns - filtered_ns - clock_ns: the
+    /// program's entry and return, the flag test and the sums' stores,
+    /// spread over the parts per run. Negative when the clock estimate
+    /// overshoots.
+    pub residual_ns: i64,
+}
+
+/// The kernel's syscall-tracepoint slow path: what every syscall on the
+/// machine pays while a program is attached to sys_enter/sys_exit, beyond
+/// the programs' own run time (the tracepoint flag forces the slow syscall
+/// entry and exit, and each tracepoint's dispatch to BPF).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SlowPath {
+    /// Per syscall, ns: the median over the rounds of attached - untraced
+    /// - the programs' measured filter runs.
+    pub ns_per_syscall: f64,
+    /// Smallest round's figure, ns.
+    pub min_ns: f64,
+    /// Largest round's figure, ns.
+    pub max_ns: f64,
+    /// The part due to the sys_exit hook (what `--count-only` does not
+    /// pay), ns; absent in count-only mode.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exit_ns_per_syscall: Option<f64>,
+    /// Median getppid cost with no program attached, ns.
+    pub untraced_ns_per_call: f64,
+    /// Median getppid cost with the programs attached (filtering it), ns.
+    pub attached_ns_per_call: f64,
+    /// The programs' measured run time per filtered getppid (enter + exit),
+    /// ns; 0 when it could not be measured (then the slow path includes it).
+    pub filter_ns_per_call: f64,
+    /// Rounds of the calibration.
+    pub rounds: u32,
+    /// getppid calls per timed batch.
+    pub calls_per_batch: u64,
+    /// Wall time the calibration took, ms.
+    pub took_ms: f64,
+    /// How it was measured.
+    pub method: String,
+}
+
+/// The tracer's cost by who paid it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CostAttribution {
+    /// Slow path x the traced syscalls, ns.
+    pub slow_path_target_ns: u64,
+    /// Slow path x everyone else's syscalls, ns.
+    pub slow_path_others_ns: u64,
+    /// What the traced processes paid: BPF on their events + the slow path
+    /// of their syscalls, ns.
+    pub target_ns: u64,
+    /// target_ns / the traced processes' CPU time over the window (0..1).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub target_cpu_share: Option<f64>,
+    /// What everyone else paid: the filter runs + the slow path of their
+    /// syscalls, ns.
+    pub collateral_ns: u64,
+    /// Busy CPU of the whole machine over the window (/proc/stat), s.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub machine_cpu_s: Option<f64>,
+    /// collateral_ns / machine_cpu_s (0..1).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub collateral_machine_share: Option<f64>,
+    /// What `--count-only` would have saved the traced processes: sys_exit's
+    /// runs on their events and its share of the slow path, ns (latency
+    /// mode only; an upper bound, see docs/trace.md).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub count_only_saves_target_ns: Option<u64>,
+    /// ... and everyone else: sys_exit's filter runs and its share of the
+    /// slow path on their syscalls, ns.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub count_only_saves_others_ns: Option<u64>,
 }
 
 /// Kernel run-time accounting of one BPF program.

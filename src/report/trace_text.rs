@@ -296,7 +296,9 @@ fn resources(s: &mut String, r: &Resources) {
     );
 }
 
-/// What the tracer itself cost.
+/// What the tracer itself cost: the total, its parts (BPF on the traced
+/// events, BPF filtering everyone else, the syscall hook's slow path), who
+/// paid them, and the raw per-program figures.
 fn tracer(s: &mut String, t: &TracerCost) {
     let _ = write!(s, "\ntracer: {} syscall events", t.events);
     if let (Some(per), Some(share)) = (t.ns_per_event, t.cpu_share) {
@@ -309,6 +311,16 @@ fn tracer(s: &mut String, t: &TracerCost) {
         );
     }
     let _ = writeln!(s);
+    for line in tracer_parts(t) {
+        let _ = writeln!(s, "  {line}");
+    }
+    if !t.programs.is_empty() {
+        let _ = writeln!(
+            s,
+            "  per program, in the sampled slices (the kernel's figures, the measurement's clock \
+             reads included):"
+        );
+    }
     for p in &t.programs {
         let _ = writeln!(
             s,
@@ -323,6 +335,80 @@ fn tracer(s: &mut String, t: &TracerCost) {
             t.ringbuf_drops
         );
     }
+}
+
+fn per_run(enter: f64, exit: Option<f64>) -> String {
+    match exit {
+        Some(x) => format!("sys_enter {enter:.0} + sys_exit {x:.0}"),
+        None => format!("sys_enter {enter:.0}"),
+    }
+}
+
+fn share(v: Option<f64>, of: &str) -> String {
+    v.map_or_else(String::new, |v| format!(" ({:.2}% of {of})", v * 100.0))
+}
+
+/// The tracer's cost in parts, one line each (empty when not measured).
+pub fn tracer_parts(t: &TracerCost) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(b) = &t.bpf_split {
+        out.push(format!(
+            "{:<26} {:>8}  ({:.0} ns per event: {})",
+            "BPF on the traced events",
+            human_ns(b.traced.total_ns),
+            b.traced.ns_per_syscall,
+            per_run(b.traced.enter_ns_per_run, b.traced.exit_ns_per_run)
+        ));
+        out.push(format!(
+            "{:<26} {:>8}  ({} other syscalls x {:.0} ns: {}; count scaled by time)",
+            "BPF filtering the rest",
+            human_ns(b.filtered.total_ns),
+            b.filtered.syscalls,
+            b.filtered.ns_per_syscall,
+            per_run(b.filtered.enter_ns_per_run, b.filtered.exit_ns_per_run)
+        ));
+    }
+    if let Some(sp) = &t.slow_path {
+        let mut line = format!(
+            "{:<26} {:.0} ns per syscall (rounds {:.0}..{:.0} ns",
+            "syscall hook slow path", sp.ns_per_syscall, sp.min_ns, sp.max_ns
+        );
+        if let Some(x) = sp.exit_ns_per_syscall {
+            line.push_str(&format!("; sys_exit's part {x:.0} ns"));
+        }
+        line.push(')');
+        if let Some(a) = &t.attributed {
+            line.push_str(&format!(
+                ": {} on the traced syscalls, {} on the rest",
+                human_ns(a.slow_path_target_ns),
+                human_ns(a.slow_path_others_ns)
+            ));
+        }
+        out.push(line);
+    }
+    if let Some(a) = &t.attributed {
+        out.push(format!(
+            "{:<26} {:>8}  = BPF on its events + slow path of its syscalls{}",
+            "cost to the target",
+            human_ns(a.target_ns),
+            share(a.target_cpu_share, "its CPU time")
+        ));
+        out.push(format!(
+            "{:<26} {:>8}  = filtering + slow path of their syscalls{}",
+            "cost to the rest",
+            human_ns(a.collateral_ns),
+            share(a.collateral_machine_share, "the machine's busy CPU")
+        ));
+        if let (Some(st), Some(so)) = (a.count_only_saves_target_ns, a.count_only_saves_others_ns) {
+            out.push(format!(
+                "{:<26} at most {} of the target's cost and {} of the rest's (no sys_exit hook)",
+                "--count-only would save",
+                human_ns(st),
+                human_ns(so)
+            ));
+        }
+    }
+    out
 }
 
 /// The per-process breakdown as a table, busiest first; None when the

@@ -233,6 +233,72 @@ pub struct ProgCost {
     pub run_time_ns: u64,
 }
 
+/// One syscall program's own timing over the self-cost slices (its
+/// `ss_prog_cost` in src/bpf/syscalls.h, summed over CPUs): raw sums, as
+/// the program took them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgSplit {
+    /// Runs on a traced task's event.
+    pub traced_runs: u64,
+    /// Sum of their t2 - t1 (one clock read's cost included per run).
+    pub traced_ns: u64,
+    /// Runs that only filtered another task's syscall out.
+    pub filtered_runs: u64,
+    /// Sum of their t2 - t1.
+    pub filtered_ns: u64,
+    /// Sum of t1 - t0 over all timed runs: one clock read each.
+    pub clock_ns: u64,
+}
+
+impl ProgSplit {
+    /// What accumulated since `earlier`.
+    pub fn since(self, earlier: Self) -> Self {
+        Self {
+            traced_runs: self.traced_runs.saturating_sub(earlier.traced_runs),
+            traced_ns: self.traced_ns.saturating_sub(earlier.traced_ns),
+            filtered_runs: self.filtered_runs.saturating_sub(earlier.filtered_runs),
+            filtered_ns: self.filtered_ns.saturating_sub(earlier.filtered_ns),
+            clock_ns: self.clock_ns.saturating_sub(earlier.clock_ns),
+        }
+    }
+
+    fn add(&mut self, p: &types::ss_prog_cost) {
+        self.traced_runs += p.traced_runs;
+        self.traced_ns += p.traced_ns;
+        self.filtered_runs += p.filtered_runs;
+        self.filtered_ns += p.filtered_ns;
+        self.clock_ns += p.clock_ns;
+    }
+}
+
+/// Both syscall programs' own timing (see [`ProgSplit`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SplitSums {
+    /// ss_sys_enter.
+    pub enter: ProgSplit,
+    /// ss_sys_exit (all zero in count-only mode).
+    pub exit: ProgSplit,
+}
+
+impl SplitSums {
+    /// What accumulated since `earlier`.
+    pub fn since(self, earlier: Self) -> Self {
+        Self {
+            enter: self.enter.since(earlier.enter),
+            exit: self.exit.since(earlier.exit),
+        }
+    }
+}
+
+/// The syscall tracepoints a calibration attaches one by one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyscallHook {
+    /// raw_syscalls:sys_enter (ss_sys_enter).
+    Enter,
+    /// raw_syscalls:sys_exit (ss_sys_exit; not loaded in count-only mode).
+    Exit,
+}
+
 /// Result of registering a task for tracing.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Registered {
@@ -475,11 +541,16 @@ impl<'obj> Tracer<'obj> {
     }
 
     /// Turns the kernel's per-program run-time accounting
-    /// (BPF_ENABLE_STATS) on or off. It is global and costs two clock reads
-    /// per program run, so the caller samples it. Needs CAP_SYS_ADMIN;
+    /// (BPF_ENABLE_STATS) and the syscall programs' own timing (.bss
+    /// `cost_on`) on or off together. The kernel's accounting is global and
+    /// costs two clock reads per program run, the programs' own three more,
+    /// so the caller samples it. The flag is raised after the kernel's
+    /// accounting is on and lowered before it goes off, so every run the
+    /// programs time is one the kernel timed too. Needs CAP_SYS_ADMIN;
     /// returns the reason when it cannot be turned on.
     pub fn set_self_cost(&mut self, on: bool) -> std::result::Result<(), String> {
         if !on {
+            self.set_cost_flag(false);
             self.stats_fd = None;
             return Ok(());
         }
@@ -496,7 +567,71 @@ impl<'obj> Tracer<'obj> {
         }
         // SAFETY: fd is a fresh descriptor returned by the kernel.
         self.stats_fd = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        self.set_cost_flag(true);
         Ok(())
+    }
+
+    fn set_cost_flag(&mut self, on: bool) {
+        if let Ok(bss) = self.bss() {
+            // Volatile: the programs read it concurrently through the
+            // mmapped page; the store must happen here, not be moved.
+            // SAFETY: a valid, aligned field of the mapped .bss.
+            unsafe { std::ptr::write_volatile(&mut bss.cost_on, u32::from(on)) };
+        }
+    }
+
+    /// The syscall programs' own timing so far, summed over CPUs (only
+    /// runs inside self-cost slices are in it).
+    pub fn split_sums(&mut self) -> SplitSums {
+        let mut out = SplitSums::default();
+        if let Ok(bss) = self.bss() {
+            for c in bss.cpu_cost.iter() {
+                // SAFETY: a valid, aligned element of the mapped .bss that
+                // the programs write concurrently: read it as it is now.
+                let c = unsafe { std::ptr::read_volatile(c) };
+                out.enter.add(&c.enter);
+                out.exit.add(&c.exit);
+            }
+        }
+        out
+    }
+
+    /// The syscall programs' own timing on one CPU (see [`Self::split_sums`]).
+    pub fn split_sums_on(&mut self, cpu: usize) -> SplitSums {
+        let mut out = SplitSums::default();
+        if let Ok(bss) = self.bss() {
+            if let Some(c) = bss.cpu_cost.get(cpu % bss.cpu_cost.len()) {
+                // SAFETY: as in split_sums.
+                let c = unsafe { std::ptr::read_volatile(c) };
+                out.enter.add(&c.enter);
+                out.exit.add(&c.exit);
+            }
+        }
+        out
+    }
+
+    /// Attaches one syscall program on its own, for a calibration before
+    /// [`Tracer::attach`]; it runs until the returned link is dropped.
+    pub fn attach_syscall_hook(&self, hook: SyscallHook) -> Result<Link> {
+        let progs = &self.skel.progs;
+        match hook {
+            SyscallHook::Enter => progs
+                .ss_sys_enter
+                .attach()
+                .map_err(|e| attach_error("sys_enter", e)),
+            SyscallHook::Exit if self.cfg.count_only => {
+                bail!("count-only mode has no sys_exit program")
+            }
+            SyscallHook::Exit => progs
+                .ss_sys_exit
+                .attach()
+                .map_err(|e| attach_error("sys_exit", e)),
+        }
+    }
+
+    /// True when the sys_exit program is loaded (latency mode).
+    pub fn has_exit_hook(&self) -> bool {
+        !self.cfg.count_only
     }
 
     /// Attaches the lifecycle hooks, then the syscall hooks. Until tasks are

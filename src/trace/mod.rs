@@ -10,6 +10,7 @@
 pub mod account;
 pub mod attach;
 pub mod bpf;
+pub mod calibrate;
 pub mod command;
 pub mod errno;
 pub mod hist;
@@ -122,11 +123,16 @@ struct Session<'obj, 'rb> {
     sampler: Option<selfcost::Sampler>,
     progress: Option<(indicatif::ProgressBar, Instant)>,
     notes: Vec<String>,
+    /// The syscall hook's slow path, calibrated before attaching (or why not).
+    slow_path: std::result::Result<crate::report::trace::SlowPath, String>,
+    /// The machine's busy CPU ticks when the window opened.
+    machine_ticks0: Option<u64>,
 }
 
 impl Session<'_, '_> {
     /// Opens the window: from here on the traced tasks' syscalls count.
     fn open_window(&mut self) -> Instant {
+        self.machine_ticks0 = procfs::machine_busy_ticks();
         self.sampler = Some(selfcost::Sampler::start(&mut self.tracer));
         Instant::now()
     }
@@ -196,7 +202,7 @@ impl Session<'_, '_> {
 pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
     preflight::check()?;
     let mut storage = MaybeUninit::uninit();
-    let tracer = Tracer::load(
+    let mut tracer = Tracer::load(
         &mut storage,
         TracerConfig {
             count_only: opts.count_only,
@@ -206,6 +212,10 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
             ringbuf_bytes: if opts.per_thread { 32 << 20 } else { 4 << 20 },
         },
     )?;
+
+    // Before anything is attached or registered: the calibration attaches
+    // and detaches the syscall programs on its own.
+    let slow_path = calibrate::slow_path(&mut tracer);
 
     let log = Rc::new(RefCell::new(EventLog::default()));
     let events_map = tracer.events_map()?;
@@ -247,6 +257,8 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
         sampler: None,
         progress: None,
         notes: Vec::new(),
+        slow_path,
+        machine_ticks0: None,
     };
     s.tracer.attach()?;
 
@@ -474,6 +486,10 @@ fn finish(
     let live = s.tracer.close_window()?;
     s.log_events(live);
     let window = started.elapsed();
+    let machine_cpu_s = s
+        .machine_ticks0
+        .zip(procfs::machine_busy_ticks())
+        .map(|(a, b)| b.saturating_sub(a) as f64 / procfs::clock_ticks());
     // VmHWM must be read while those processes still exist.
     let live_hwm = s
         .log
@@ -535,8 +551,23 @@ fn finish(
                 .sum()
         }),
     };
+    let slow_path = match &s.slow_path {
+        Ok(sp) => Some(sp.clone()),
+        Err(why) => {
+            notes.push(format!("syscall hook slow path not calibrated: {why}"));
+            None
+        }
+    };
+    let facts = selfcost::WindowFacts {
+        events: totals.calls,
+        window,
+        drops: counters.ringbuf_drops,
+        target_cpu_s: Some(resources.user_cpu_s + resources.system_cpu_s),
+        machine_cpu_s,
+        slow_path,
+    };
     let (tracer_cost, cost_note) = match sampler {
-        Some(sm) => sm.finish(&mut s.tracer, totals.calls, window, counters.ringbuf_drops),
+        Some(sm) => sm.finish(&mut s.tracer, &facts),
         None => (Default::default(), Some("window never opened".into())),
     };
     if let Some(why) = cost_note {

@@ -617,10 +617,70 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
             format!("{:.2}%", c * 100.0),
         ]);
     }
+    if let Some(sp) = &tracer.bpf_split {
+        trows.push(vec![
+            "BPF on the traced events".into(),
+            format!(
+                "{} ({:.0} ns per event)",
+                human_ns(sp.traced.total_ns),
+                sp.traced.ns_per_syscall
+            ),
+        ]);
+        trows.push(vec![
+            "BPF filtering everyone else".into(),
+            format!(
+                "{} ({} other syscalls x {:.0} ns, count scaled by time)",
+                human_ns(sp.filtered.total_ns),
+                sp.filtered.syscalls,
+                sp.filtered.ns_per_syscall
+            ),
+        ]);
+    }
+    if let Some(sl) = &tracer.slow_path {
+        trows.push(vec![
+            "syscall hook slow path".into(),
+            format!(
+                "{:.0} ns per syscall ({:.0}..{:.0} ns over {} calibration rounds)",
+                sl.ns_per_syscall, sl.min_ns, sl.max_ns, sl.rounds
+            ),
+        ]);
+    }
+    if let Some(a) = &tracer.attributed {
+        let pct = |v: Option<f64>, of: &str| {
+            v.map_or_else(String::new, |v| format!(", {:.2}% of {of}", v * 100.0))
+        };
+        trows.push(vec![
+            "cost to the target (its events' BPF + slow path)".into(),
+            format!(
+                "{}{}",
+                human_ns(a.target_ns),
+                pct(a.target_cpu_share, "its CPU time")
+            ),
+        ]);
+        trows.push(vec![
+            "cost to the rest of the machine".into(),
+            format!(
+                "{}{}",
+                human_ns(a.collateral_ns),
+                pct(a.collateral_machine_share, "the machine's busy CPU")
+            ),
+        ]);
+        if let (Some(st), Some(so)) = (a.count_only_saves_target_ns, a.count_only_saves_others_ns) {
+            trows.push(vec![
+                "--count-only would save at most".into(),
+                format!(
+                    "{} of the target's cost, {} of the rest's",
+                    human_ns(st),
+                    human_ns(so)
+                ),
+            ]);
+        }
+    }
     b.push_str(&card(
         &format!("{p}tracer"),
         "The tracer's own cost",
-        "Measured by the kernel's BPF run-time accounting in sampled slices (docs/trace.md).",
+        "BPF time from the kernel's run-time accounting and the programs' own timing in sampled \
+         slices; the syscall hook's slow path calibrated at start (docs/trace.md).",
         &table(&["figure", "value"], &trows, &[1]),
     ));
     let mut extra = vec![
