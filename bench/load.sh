@@ -16,7 +16,7 @@
 #
 #   bench/load.sh [SECS_PER_RUN]     (default 5)
 #   SECTIONS="A C" bench/load.sh     (run only some sections)
-#   ROUNDS=3 NEPER_FLOWS="1 64 512" SECTIONS=N bench/load.sh 5
+#   ROUNDS=3 NEPER_FLOWS="1 64 512" [BEFORE=old/sockscope] SECTIONS=N bench/load.sh 5
 #
 # Only loopback is used. Every process started here is stopped on exit.
 set -euo pipefail
@@ -190,6 +190,9 @@ if want N; then
 ROUNDS=${ROUNDS:-3}
 NEPER_FLOWS=${NEPER_FLOWS:-1 64 512}
 NEPER=target/neper/tcp_rr
+# BEFORE=path/to/another/sockscope: runs it too, in the same rounds (a
+# before/after comparison of the generator against the same neper runs).
+BEFORE=${BEFORE:-}
 # Built out of the source tree (make writes its objects next to the
 # sources); cp -a keeps the sources' times, so a second run rebuilds nothing.
 mkdir -p target/neper
@@ -211,40 +214,69 @@ if rc != 0:
 print(f"{r.ru_utime + r.ru_stime:.3f}")
 EOF
 }
+# load_rr NAME BIN PORT FLOWS ROUND: one sockscope run; prints "tx/s tx cpu_s p50_us errors".
+load_rr() {
+  local j=$OUT/n-$4-$5.$1.json cpu
+  cpu=$(cpu_run "$OUT/n-$4-$5.$1.log" "$2" -q load tcp-rr "127.0.0.1:$3" -c "$4" -t 1 -d "$SECS" --req 1 --resp 1 --json "$j")
+  # Every transaction the process made (warm-up and drain included): the
+  # CPU is the whole process's.
+  json "$j" "'%f %d $cpu %f %d' % (d['rate_per_s'], d['transactions'] + d['warmup_transactions'] + d['errors'].get('answered_after_end', 0), d['latency']['p50_ns'] / 1e3, d['errors']['total'])"
+}
+ROWS=$OUT/n-rows.txt
+: >"$ROWS"
 echo "### N. tcp-rr against neper's tcp_rr server (1-byte request and response, one client thread, one server thread)"
 echo
-echo "| flows | round | sockscope tx/s | neper tx/s | tx/s sockscope/neper | sockscope CPU/tx | neper CPU/tx | CPU/tx sockscope/neper | sockscope p50 | sockscope errors |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| flows | round | client | tx/s | CPU/tx | tx/s vs neper | CPU/tx vs neper | p50 | errors |"
+echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|"
 for F in $NEPER_FLOWS; do
   for r in $(seq "$ROUNDS"); do
     # One server per round: it serves any data connection, and exits once
-    # neper's client (which speaks its control protocol) is done, so
-    # sockscope, which does not, goes first.
+    # neper's client (which speaks its control protocol) is done, so the
+    # sockscope runs, which do not, go first.
     CP=$(free_port); DP=$(free_port)
-    "$NEPER" -C "$CP" -P "$DP" -T 1 -l "$SECS" >"$OUT/n-srv-$F-$r.log" 2>&1 &
+    "$NEPER" -C "$CP" -P "$DP" -T 1 >"$OUT/n-srv-$F-$r.log" 2>&1 &
     NS=$!; PIDS+=("$NS")
     for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$DP") 2>/dev/null && break; sleep 0.05; done
-    j=$OUT/n-$F-$r.json
-    cs=$(cpu_run "$OUT/n-$F-$r.sockscope.log" "$BIN" -q load tcp-rr "127.0.0.1:$DP" -c "$F" -t 1 -d "$SECS" --req 1 --resp 1 --json "$j")
+    # With BEFORE, the two sockscope builds take turns going first.
+    b=
+    if [ -n "$BEFORE" ] && [ $((r % 2)) -eq 0 ]; then b=$(load_rr before "$BEFORE" "$DP" "$F" "$r"); fi
+    s=$(load_rr sockscope "$BIN" "$DP" "$F" "$r")
+    if [ -n "$BEFORE" ] && [ $((r % 2)) -eq 1 ]; then b=$(load_rr before "$BEFORE" "$DP" "$F" "$r"); fi
     cn=$(cpu_run "$OUT/n-$F-$r.neper.log" "$NEPER" -c -H 127.0.0.1 -C "$CP" -P "$DP" -F "$F" -T 1 -l "$SECS")
     wait "$NS" || { echo "neper server exited non-zero: $OUT/n-srv-$F-$r.log" >&2; exit 1; }
-    python3 - "$j" "$OUT/n-$F-$r.neper.log" "$cs" "$cn" "$F" "$r" <<'EOF'
-import json, re, sys
-d = json.load(open(sys.argv[1]))
-log = open(sys.argv[2]).read()
-cs, cn = float(sys.argv[3]), float(sys.argv[4])
-f, r = sys.argv[5], sys.argv[6]
-kv = dict(re.findall(r'^(\w+)=(\S+)$', log, re.M))
+    python3 - "$OUT/n-$F-$r.neper.log" "$cn" "$F" "$r" "$s" "$b" "$ROWS" <<'EOF'
+import re, sys
+log, cn, f, r, s, b, rows = sys.argv[1:]
+kv = dict(re.findall(r'^(\w+)=(\S+)$', open(log).read(), re.M))
 ntx, nrate = int(kv['num_transactions']), float(kv['throughput'])
-# Every transaction each process made (warm-up and drain included): the
-# CPU is the whole process's.
-stx = d['transactions'] + d['warmup_transactions'] + d['errors'].get('answered_after_end', 0)
-srate = d['rate_per_s']
-scpu, ncpu = 1e6 * cs / stx, 1e6 * cn / ntx
-print(f"| {f} | {r} | {srate:.0f} | {nrate:.0f} | {srate/nrate:.2f} | {scpu:.2f} us | {ncpu:.2f} us | {scpu/ncpu:.2f} | {d['latency']['p50_ns']/1e3:.1f} us | {d['errors']['total']} |")
+ncpu = 1e6 * float(cn) / ntx
+out = open(rows, 'a')
+print(f"| {f} | {r} | neper | {nrate:.0f} | {ncpu:.2f} us | 1 | 1 | | |")
+for name, v in (('sockscope', s), ('before', b)):
+    if not v:
+        continue
+    rate, tx, cpu, p50, errs = v.split()
+    scpu = 1e6 * float(cpu) / int(tx)
+    rt, rc = float(rate) / nrate, scpu / ncpu
+    print(f"| {f} | {r} | {name} | {float(rate):.0f} | {scpu:.2f} us | {rt:.2f} | {rc:.2f} | {float(p50):.1f} us | {errs} |")
+    out.write(f"{f} {name} {rt} {rc}\n")
 EOF
   done
 done
+echo
+python3 - "$ROWS" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+keys = sorted({(int(f), n) for f, n, _, _ in rows})
+print("Medians over the rounds (each round's ratio against neper in the same round):")
+print()
+print("| flows | client | tx/s vs neper | CPU/tx vs neper |")
+print("|---:|---|---:|---:|")
+for f, n in keys:
+    rt = [float(a) for ff, nn, a, _ in rows if int(ff) == f and nn == n]
+    rc = [float(c) for ff, nn, _, c in rows if int(ff) == f and nn == n]
+    print(f"| {f} | {n} | {statistics.median(rt):.2f} ({min(rt):.2f}-{max(rt):.2f}) | {statistics.median(rc):.2f} ({min(rc):.2f}-{max(rc):.2f}) |")
+EOF
 echo
 echo "tx/s: sockscope's measured window (the report's rate_per_s), neper's throughput line."
 echo "CPU/tx: the client process's user+system CPU (rusage) over every transaction it made."
