@@ -459,6 +459,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wake_timer_wakes_an_untimed_wait_once() {
+        let mut poller = Poller::new(4).unwrap();
+        let mut t = WakeTimer::new(&poller).unwrap();
+        let start = std::time::Instant::now();
+        t.arm(2_000_000, 0).unwrap();
+        // Arming for the same time again changes nothing.
+        t.arm(2_000_000, 1_000_000).unwrap();
+        assert_eq!(poller.wait(None).unwrap(), 1);
+        assert!(start.elapsed() >= Duration::from_millis(2));
+        assert_eq!(poller.ready(0).token, TIMER_TOKEN);
+        t.fired();
+        assert_eq!(t.armed, None);
+        // Read, it is no longer reported (level-triggered poller).
+        assert_eq!(poller.wait(Some(Duration::ZERO)).unwrap(), 0);
+        // A time already past fires at once.
+        t.arm(5, 10).unwrap();
+        assert_eq!(poller.wait(Some(Duration::from_secs(1))).unwrap(), 1);
+    }
+
+    #[test]
     fn backoff_is_bounded() {
         let mut b = Backoff::default();
         let delays: Vec<u64> = (0..12).map(|_| b.next_delay()).collect();
