@@ -1,6 +1,8 @@
 # sockscope — build, test, benchmark and demo entry points.
-# `make demo` and `make test` work on a fresh Debian 12 machine: `deps`
-# installs the missing packages first (and does nothing when they are there).
+# `make demo` and `make test` work on a fresh Debian 12 machine: each first
+# installs the Debian packages it needs that are missing (and does nothing
+# when they are there): `make build` the build packages, `make demo` those
+# and the demo's peers, `make test` / `make bench` / `make deps` everything.
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -10,6 +12,10 @@ BIN := target/release/sockscope
 # are needed by libbpf-sys; gcc and libc6-dev link the binary and build the
 # static test workload.
 BUILD_PKGS := clang llvm libelf-dev zlib1g-dev pkg-config gcc libc6-dev make
+# The demo's experiments (src/run/demo.rs) run sockscope's own servers and
+# load, and three peers: strace and perf (linux-perf) in the tracer overhead
+# experiment, haproxy in the relay experiment.
+DEMO_PKGS := strace linux-perf haproxy
 # Tests and benchmarks: real peers and cross-checks; chromium renders the
 # HTML report headless in the demo test; haproxy is the relay benchmark's peer;
 # valgrind counts the load generator's instructions (bench/load_ab.sh);
@@ -24,35 +30,51 @@ TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf h
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
 	iproute2 nftables
 
-.PHONY: all deps build test test-unit test-integration bench demo lint clean
+.PHONY: all deps deps-build deps-demo build test test-unit test-integration bench demo lint clean
 
 all: build
 
-deps:
+# install_missing PACKAGES: apt-get installs those not installed yet.
+define install_missing
 	@need=""; \
-	for p in $(BUILD_PKGS) $(TEST_PKGS); do \
+	for p in $(1); do \
 	  dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || need="$$need $$p"; \
 	done; \
 	if [ -n "$$need" ]; then \
-	  echo "make deps: installing:$$need"; \
+	  echo "make $@: installing:$$need"; \
 	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
 	  $$SUDO apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$need; \
 	fi
 	@command -v $(CARGO) >/dev/null || { \
-	  echo "make deps: cargo not found; install Rust (https://rustup.rs) and retry" >&2; exit 1; }
+	  echo "make $@: cargo not found; install Rust (https://rustup.rs) and retry" >&2; exit 1; }
+endef
 
-build: deps
+# Prerequisites run in the order listed (one apt-get at a time, packages
+# before the build), also under -j.
+.NOTPARALLEL:
+
+# Everything: build, demo, test and benchmark packages.
+deps:
+	$(call install_missing,$(sort $(BUILD_PKGS) $(DEMO_PKGS) $(TEST_PKGS)))
+
+deps-build:
+	$(call install_missing,$(BUILD_PKGS))
+
+deps-demo:
+	$(call install_missing,$(BUILD_PKGS) $(DEMO_PKGS))
+
+build: deps-build
 	$(CARGO) build --release --locked
 
 # The whole suite. Integration tests load BPF: as root they run; otherwise
 # they print why they skip, and under CI=true they fail instead.
-test: build
+test: deps build
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	$(CARGO) test --release --locked
 
-bench: build
+bench: deps build
 	bench/overhead.sh
 	bench/load.sh
 	bench/relay.sh
@@ -64,7 +86,7 @@ bench: build
 # traced profile), the UDP receive-buffer sweep and the tracer overhead
 # benchmark, about two minutes on 2 CPUs, one HTML report (path printed at
 # the end). BPF needs root: run as root, or sudo is used.
-demo: build
+demo: deps-demo build
 	@mkdir -p out
 	@if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
 	  $$SUDO $(BIN) demo --out out/demo

@@ -7,21 +7,30 @@
 #      generator and server CPU per transaction.
 #   C. udp: the highest rate the sink keeps up with (no loss).
 #   D. idle memory per connection of each transport at 10,000 connections.
+#   N. tcp-rr against neper: neper's tcp_rr server (1-byte request and
+#      response), driven by neper's own client and by sockscope load tcp-rr
+#      at 1, 64 and 512 flows, one client thread each, interleaved rounds:
+#      transactions/s and the client's CPU (user+system, rusage) per
+#      transaction, sockscope/neper ratios. neper is built from
+#      third_party/neper into target/neper/ (make, gcc).
 #
 #   bench/load.sh [SECS_PER_RUN]     (default 5)
 #   SECTIONS="A C" bench/load.sh     (run only some sections)
+#   ROUNDS=3 NEPER_FLOWS="1 64 512" [BEFORE=old/sockscope] SECTIONS=N bench/load.sh 5
 #
 # Only loopback is used. Every process started here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-5}
-SECTIONS=${SECTIONS:-A B C D}
+SECTIONS=${SECTIONS:-A B C D N}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 BIN=${SOCKSCOPE:-target/release/sockscope}
 OUT=target/bench/load
 mkdir -p "$OUT"
 [ -x "$BIN" ] || { echo "bench/load.sh: build first ($BIN missing)" >&2; exit 1; }
-command -v sockperf >/dev/null || { echo "bench/load.sh: sockperf missing (make deps)" >&2; exit 1; }
+if want A; then
+  command -v sockperf >/dev/null || { echo "bench/load.sh: sockperf missing (make deps)" >&2; exit 1; }
+fi
 command -v python3 >/dev/null || { echo "bench/load.sh: python3 missing" >&2; exit 1; }
 
 PIDS=()
@@ -174,4 +183,101 @@ for T in threaded epoll uring; do
   stop_server
   awk -v t="$T" -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN { printf "| %s | %d KiB | %d KiB (%d fds) | %.2f KiB |\n", t, a, b, n, (b-a)/10000 }'
 done
+fi
+
+# ---------------------------------------------------------------- N
+if want N; then
+ROUNDS=${ROUNDS:-3}
+NEPER_FLOWS=${NEPER_FLOWS:-1 64 512}
+NEPER=target/neper/tcp_rr
+# BEFORE=path/to/another/sockscope: runs it too, in the same rounds (a
+# before/after comparison of the generator against the same neper runs).
+BEFORE=${BEFORE:-}
+# Built out of the source tree (make writes its objects next to the
+# sources); cp -a keeps the sources' times, so a second run rebuilds nothing.
+mkdir -p target/neper
+cp -a third_party/neper/. target/neper/
+make -s -C target/neper tcp_rr >"$OUT/neper-build.log" 2>&1 ||
+  { echo "bench/load.sh: building neper failed: see $OUT/neper-build.log" >&2; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# cpu_run LOG CMD...: runs CMD (stdout+stderr to LOG) and prints its user+
+# system CPU seconds (rusage of the child).
+cpu_run() {
+  local log=$1; shift
+  python3 - "$log" "$@" <<'EOF'
+import resource, subprocess, sys
+with open(sys.argv[1], "w") as f:
+    rc = subprocess.run(sys.argv[2:], stdout=f, stderr=subprocess.STDOUT).returncode
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+if rc != 0:
+    sys.exit(f"{sys.argv[2]} exited {rc}: see {sys.argv[1]}")
+print(f"{r.ru_utime + r.ru_stime:.3f}")
+EOF
+}
+# load_rr NAME BIN PORT FLOWS ROUND: one sockscope run; prints "tx/s tx cpu_s p50_us errors".
+load_rr() {
+  local j=$OUT/n-$4-$5.$1.json cpu
+  cpu=$(cpu_run "$OUT/n-$4-$5.$1.log" "$2" -q load tcp-rr "127.0.0.1:$3" -c "$4" -t 1 -d "$SECS" --req 1 --resp 1 --json "$j")
+  # Every transaction the process made (warm-up and drain included): the
+  # CPU is the whole process's.
+  json "$j" "'%f %d $cpu %f %d' % (d['rate_per_s'], d['transactions'] + d['warmup_transactions'] + d['errors'].get('answered_after_end', 0), d['latency']['p50_ns'] / 1e3, d['errors']['total'])"
+}
+ROWS=$OUT/n-rows.txt
+: >"$ROWS"
+echo "### N. tcp-rr against neper's tcp_rr server (1-byte request and response, one client thread, one server thread)"
+echo
+echo "| flows | round | client | tx/s | CPU/tx | tx/s vs neper | CPU/tx vs neper | p50 | errors |"
+echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|"
+for F in $NEPER_FLOWS; do
+  for r in $(seq "$ROUNDS"); do
+    # One server per round: it serves any data connection, and exits once
+    # neper's client (which speaks its control protocol) is done, so the
+    # sockscope runs, which do not, go first.
+    CP=$(free_port); DP=$(free_port)
+    "$NEPER" -C "$CP" -P "$DP" -T 1 >"$OUT/n-srv-$F-$r.log" 2>&1 &
+    NS=$!; PIDS+=("$NS")
+    for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$DP") 2>/dev/null && break; sleep 0.05; done
+    # With BEFORE, the two sockscope builds take turns going first.
+    b=
+    if [ -n "$BEFORE" ] && [ $((r % 2)) -eq 0 ]; then b=$(load_rr before "$BEFORE" "$DP" "$F" "$r"); fi
+    s=$(load_rr sockscope "$BIN" "$DP" "$F" "$r")
+    if [ -n "$BEFORE" ] && [ $((r % 2)) -eq 1 ]; then b=$(load_rr before "$BEFORE" "$DP" "$F" "$r"); fi
+    cn=$(cpu_run "$OUT/n-$F-$r.neper.log" "$NEPER" -c -H 127.0.0.1 -C "$CP" -P "$DP" -F "$F" -T 1 -l "$SECS")
+    wait "$NS" || { echo "neper server exited non-zero: $OUT/n-srv-$F-$r.log" >&2; exit 1; }
+    python3 - "$OUT/n-$F-$r.neper.log" "$cn" "$F" "$r" "$s" "$b" "$ROWS" <<'EOF'
+import re, sys
+log, cn, f, r, s, b, rows = sys.argv[1:]
+kv = dict(re.findall(r'^(\w+)=(\S+)$', open(log).read(), re.M))
+ntx, nrate = int(kv['num_transactions']), float(kv['throughput'])
+ncpu = 1e6 * float(cn) / ntx
+out = open(rows, 'a')
+print(f"| {f} | {r} | neper | {nrate:.0f} | {ncpu:.2f} us | 1 | 1 | | |")
+for name, v in (('sockscope', s), ('before', b)):
+    if not v:
+        continue
+    rate, tx, cpu, p50, errs = v.split()
+    scpu = 1e6 * float(cpu) / int(tx)
+    rt, rc = float(rate) / nrate, scpu / ncpu
+    print(f"| {f} | {r} | {name} | {float(rate):.0f} | {scpu:.2f} us | {rt:.2f} | {rc:.2f} | {float(p50):.1f} us | {errs} |")
+    out.write(f"{f} {name} {rt} {rc}\n")
+EOF
+  done
+done
+echo
+python3 - "$ROWS" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+keys = sorted({(int(f), n) for f, n, _, _ in rows})
+print("Medians over the rounds (each round's ratio against neper in the same round):")
+print()
+print("| flows | client | tx/s vs neper | CPU/tx vs neper |")
+print("|---:|---|---:|---:|")
+for f, n in keys:
+    rt = [float(a) for ff, nn, a, _ in rows if int(ff) == f and nn == n]
+    rc = [float(c) for ff, nn, _, c in rows if int(ff) == f and nn == n]
+    print(f"| {f} | {n} | {statistics.median(rt):.2f} ({min(rt):.2f}-{max(rt):.2f}) | {statistics.median(rc):.2f} ({min(rc):.2f}-{max(rc):.2f}) |")
+EOF
+echo
+echo "tx/s: sockscope's measured window (the report's rate_per_s), neper's throughput line."
+echo "CPU/tx: the client process's user+system CPU (rusage) over every transaction it made."
 fi

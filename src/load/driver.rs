@@ -20,6 +20,13 @@
 //! in small batches) and the lateness is measured and reported as `send
 //! lag`, the generator's own share of the latency.
 //!
+//! In closed loop nothing is due at a precise time but housekeeping and
+//! the end of the run, so the wait blocks with no timeout and a timerfd
+//! ([`WakeTimer`], re-armed only when the next wake-up moves: every 10 ms)
+//! wakes it for those. A wait with a timeout arms and cancels a kernel
+//! timer every time it sleeps, which at one connection means once per
+//! transaction; neper's tcp_rr client waits the same way (no timeout).
+//!
 //! A duration run ends gracefully: once the measured window is over the
 //! loop stops issuing, closes the connections with nothing in flight and
 //! waits (at most [`drain_limit`]) for the answers still owed, so the target
@@ -27,6 +34,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 use super::plan::{Stop, TcpPlan, WorkerCtx};
@@ -35,7 +43,7 @@ use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
 use super::tls::TlsConn;
 use super::workload::ErrorClass;
-use crate::poller::{Poller, Ready};
+use crate::poller::{self, Poller, Ready};
 
 /// How often timeouts and reconnects are checked.
 pub const HOUSEKEEPING_NS: u64 = 10_000_000;
@@ -126,6 +134,76 @@ pub trait WorkerConns<'a> {
     fn issue(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally);
 }
 
+/// Poller token of the worker's [`WakeTimer`] (connection tokens are
+/// indices, far below it).
+const TIMER_TOKEN: u64 = u64::MAX;
+
+/// A one-shot timerfd in the worker's poller: in closed loop it wakes the
+/// wait (which has no timeout) for housekeeping and the end of the run.
+struct WakeTimer {
+    fd: OwnedFd,
+    /// The run-clock time it is armed for, if it is.
+    armed: Option<u64>,
+}
+
+impl WakeTimer {
+    /// A disarmed timer, registered in `poller` under [`TIMER_TOKEN`].
+    fn new(poller: &Poller) -> io::Result<Self> {
+        // SAFETY: plain syscall; the fd is owned below.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        poller.add(fd.as_raw_fd(), TIMER_TOKEN, poller::IN)?;
+        Ok(Self { fd, armed: None })
+    }
+
+    /// Arms the timer for run-clock time `at` (it is `now`), unless it
+    /// already is: a syscall only when the next wake-up moves.
+    fn arm(&mut self, at: u64, now: u64) -> io::Result<()> {
+        if self.armed == Some(at) {
+            return Ok(());
+        }
+        // A zero it_value would disarm: a time already past fires at once.
+        let d = at.saturating_sub(now).max(1);
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (d / 1_000_000_000) as libc::time_t,
+                tv_nsec: (d % 1_000_000_000) as libc::c_long,
+            },
+        };
+        // SAFETY: valid timerfd and itimerspec; no old value asked for.
+        let rc =
+            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.armed = Some(at);
+        Ok(())
+    }
+
+    /// The timer fired: reads its expiration count, so the level-triggered
+    /// poller stops reporting it, and leaves it disarmed.
+    fn fired(&mut self) {
+        let mut ticks = [0u8; 8];
+        // SAFETY: valid fd and buffer. EAGAIN (a report that a re-arm made
+        // stale) needs nothing done.
+        unsafe { libc::read(self.fd.as_raw_fd(), ticks.as_mut_ptr().cast(), ticks.len()) };
+        self.armed = None;
+    }
+}
+
 /// Count mode: everything this worker issues has been issued and answered.
 fn count_done<'a, W: WorkerConns<'a>>(w: &W) -> bool {
     let core = w.core_ref();
@@ -178,12 +256,21 @@ pub fn drive<'a, W: WorkerConns<'a>>(w: &mut W, tally: &mut WorkerTally) -> io::
     let mut next_housekeeping = 0;
     let mut last_count = 0;
     let mut last_progress = ctx.clock.now();
+    // Closed loop: the timer paces the wait. Open loop keeps the wait's own
+    // timeout: its wake-up moves with every release anyway.
+    let mut timer = match w.core().sched {
+        None => Some(WakeTimer::new(&w.core().poller)?),
+        Some(_) => None,
+    };
     loop {
         let now = ctx.clock.now();
         if ctx.stop.load(std::sync::atomic::Ordering::Relaxed) || count_done(w) {
             return Ok(false);
         }
         if ctx.end.is_some_and(|e| now >= e) {
+            // Closing the timerfd takes it out of the poller: the drain
+            // waits with timeouts of its own.
+            drop(timer);
             drain(w, plan, ctx, tally)?;
             return Ok(false);
         }
@@ -214,12 +301,22 @@ pub fn drive<'a, W: WorkerConns<'a>>(w: &mut W, tally: &mut WorkerTally) -> io::
             // (a wake costs several microseconds of CPU here).
             wake = wake.min(d.max(now + QUANTUM_NS));
         }
-        let n = w
-            .core()
-            .poller
-            .wait(Some(Duration::from_nanos(wake.saturating_sub(now))))?;
+        let timeout = match timer.as_mut() {
+            Some(t) => {
+                t.arm(wake, now)?;
+                None
+            }
+            None => Some(Duration::from_nanos(wake.saturating_sub(now))),
+        };
+        let n = w.core().poller.wait(timeout)?;
         for k in 0..n {
             let ev = w.core().poller.ready(k);
+            if ev.token == TIMER_TOKEN {
+                if let Some(t) = timer.as_mut() {
+                    t.fired();
+                }
+                continue;
+            }
             w.handle(ev, tally);
         }
     }
@@ -384,6 +481,26 @@ pub fn read_conn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wake_timer_wakes_an_untimed_wait_once() {
+        let mut poller = Poller::new(4).unwrap();
+        let mut t = WakeTimer::new(&poller).unwrap();
+        let start = std::time::Instant::now();
+        t.arm(2_000_000, 0).unwrap();
+        // Arming for the same time again changes nothing.
+        t.arm(2_000_000, 1_000_000).unwrap();
+        assert_eq!(poller.wait(None).unwrap(), 1);
+        assert!(start.elapsed() >= Duration::from_millis(2));
+        assert_eq!(poller.ready(0).token, TIMER_TOKEN);
+        t.fired();
+        assert_eq!(t.armed, None);
+        // Read, it is no longer reported (level-triggered poller).
+        assert_eq!(poller.wait(Some(Duration::ZERO)).unwrap(), 0);
+        // A time already past fires at once.
+        t.arm(5, 10).unwrap();
+        assert_eq!(poller.wait(Some(Duration::from_secs(1))).unwrap(), 1);
+    }
 
     #[test]
     fn backoff_is_bounded() {

@@ -166,6 +166,9 @@ pub struct WorkerTally {
     window_closed: bool,
     interval: Histogram<u32>,
     interval_second: u64,
+    /// Run-clock span [start, end) of `interval_second`: a transaction
+    /// inside it needs no division to know its second.
+    interval_span: (u64, u64),
     interval_tx: u64,
     interval_errors: u64,
     sink: Option<Sender<IntervalRecord>>,
@@ -206,6 +209,9 @@ impl WorkerTally {
             window_closed: false,
             interval: interval_hist(),
             interval_second: 0,
+            // Second 0, and everything before the window (warm-up errors
+            // are not rolled; see `roll`).
+            interval_span: (0, measure_from.saturating_add(1_000_000_000)),
             interval_tx: 0,
             interval_errors: 0,
             sink: Some(sink),
@@ -333,7 +339,12 @@ impl WorkerTally {
     /// Moves to the interval that contains `now`, sending the finished one.
     #[inline]
     pub fn roll(&mut self, now: u64) {
+        if now >= self.interval_span.0 && now < self.interval_span.1 {
+            return;
+        }
         let second = (now - self.measure_from.min(now)) / 1_000_000_000;
+        let start = self.measure_from + second * 1_000_000_000;
+        self.interval_span = (start, start.saturating_add(1_000_000_000));
         if second != self.interval_second {
             self.flush_interval();
             self.interval_second = second;
