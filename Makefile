@@ -25,10 +25,11 @@ DEMO_PKGS := strace linux-perf haproxy
 # (libmemcached-tools) their benchmark peers (bench/http.sh, bench/kv.sh).
 # iproute2 (ip netns, tc) and nftables (random drops on a veth: this
 # kernel has no sch_netem) build the namespaces of the kernel-evidence
-# tests (tests/evidence.rs).
+# tests (tests/evidence_*.rs). dnsmasq-base is the DNS server udp-rr
+# queries (tests/udp_rr.rs).
 TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 \
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
-	iproute2 nftables
+	iproute2 nftables dnsmasq-base
 
 .PHONY: all deps deps-build deps-demo build test test-unit test-integration bench demo lint clean
 
@@ -81,6 +82,7 @@ bench: deps build
 	bench/http.sh
 	bench/kv.sh
 	bench/evidence.sh
+	bench/udp_rr.sh
 
 # The built-in demonstration: the transport comparison (every point a
 # traced profile), the UDP receive-buffer sweep and the tracer overhead
