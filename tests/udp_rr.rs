@@ -21,24 +21,6 @@ use serde_json::Value;
 /// Every load here is bounded by -n or -d; this catches a hang.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// True when `bin` runs (`arg` prints its version); under CI=true its
-/// absence fails the test.
-fn installed(test: &str, bin: &str, arg: &str) -> bool {
-    let ok = Command::new(bin)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !ok {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: CI=true but {bin} is not installed (make deps installs it)");
-        }
-        eprintln!("SKIP {test}: {bin} not installed");
-    }
-    ok
-}
-
 /// A loopback UDP port free right now.
 fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
@@ -130,7 +112,7 @@ fn dns_query(name: &str) -> Vec<u8> {
 /// dnsmasq on a free port answering bench.test with 10.0.0.1 from its own
 /// configuration (no upstream, no cache), logging every query to `log`.
 fn dnsmasq(test: &str, log: &Path) -> Option<(Daemon, u16)> {
-    if !installed(test, "dnsmasq", "--version") {
+    if !common::require_program("dnsmasq", test) {
         return None;
     }
     let port = free_udp_port();
@@ -297,7 +279,7 @@ fn ask(port: u16, req: &[u8], end: &[u8]) -> String {
 #[test]
 fn memcached_udp_replies_reassemble_and_match_its_stats() {
     let test = "memcached_udp_replies_reassemble";
-    if !installed(test, "memcached", "-V") {
+    if !common::require_program("memcached", test) {
         return;
     }
     let dir = scratch("udp-rr-memcached");
@@ -392,7 +374,7 @@ fn memcached_udp_replies_reassemble_and_match_its_stats() {
 #[test]
 fn sockperf_server_echoes_and_latency_is_recorded() {
     let test = "sockperf_server_echoes";
-    if !installed(test, "sockperf", "--version") {
+    if !common::require_program("sockperf", test) {
         return;
     }
     let dir = scratch("udp-rr-sockperf");
