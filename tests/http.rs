@@ -25,18 +25,10 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// Runs `sockscope load http ARGS --json FILE`; returns the exit code,
 /// stderr and the JSON (Null when none was written).
 fn http(dir: &Path, args: &[&str]) -> (Option<i32>, String, Value) {
-    let json = dir.join("load.json");
-    let _ = std::fs::remove_file(&json);
-    let mut all = vec!["load", "http"];
+    let mut all = vec!["http"];
     all.extend_from_slice(args);
-    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
-    let (st, _out, err) = run_bounded(&all, LIMIT);
-    let rep = if json.exists() {
-        read_json(&json)
-    } else {
-        Value::Null
-    };
-    (st.code(), err, rep)
+    let (code, rep, err) = load_json(dir, &all, LIMIT);
+    (code, err, rep)
 }
 
 fn by_class(rep: &Value, class: &str) -> u64 {

@@ -80,18 +80,9 @@ impl Drop for Daemon {
 /// Runs `sockscope load udp-rr ARGS --json FILE`; returns the exit code,
 /// the report (Null when none was written) and stderr.
 fn udp_rr(dir: &Path, args: &[&str]) -> (Option<i32>, Value, String) {
-    let json = dir.join("l.json");
-    let _ = std::fs::remove_file(&json);
-    let mut all = vec!["load", "udp-rr"];
+    let mut all = vec!["udp-rr"];
     all.extend_from_slice(args);
-    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
-    let (st, _out, err) = run_bounded(&all, LIMIT);
-    let rep = if json.exists() {
-        read_json(&json)
-    } else {
-        Value::Null
-    };
-    (st.code(), rep, err)
+    load_json(dir, &all, LIMIT)
 }
 
 fn u(v: &Value) -> u64 {

@@ -214,6 +214,28 @@ impl Background {
     }
 }
 
+/// Runs `sockscope load ARGS --json DIR/l.json` (bounded by `limit`);
+/// returns the exit code, the report (Null when none was written) and
+/// stderr.
+pub fn load_json(
+    dir: &Path,
+    args: &[&str],
+    limit: Duration,
+) -> (Option<i32>, serde_json::Value, String) {
+    let json = dir.join("l.json");
+    let _ = std::fs::remove_file(&json);
+    let mut all = vec!["load"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    let (st, _out, err) = run_bounded(&all, limit);
+    let rep = if json.exists() {
+        read_json(&json)
+    } else {
+        serde_json::Value::Null
+    };
+    (st.code(), rep, err)
+}
+
 /// Runs sockscope with `args` to completion within `limit` (killed and
 /// failed after it), capturing stdout and stderr without risking a full
 /// pipe.
