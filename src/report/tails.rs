@@ -1,0 +1,109 @@
+//! Tail percentiles for people: a value with its 95 % confidence interval
+//! and the samples beyond it ("p99 123us (95% CI 118us-131us, 412
+//! beyond)"), or why it is not meaningful ("p99.99: not meaningful from
+//! 3,000 samples (0.3 expected beyond it)"). One wording for the load and
+//! profile summaries, report.html and `compare` (docs/tail-percentiles.md).
+
+use super::units::{fmt_count, human_ns};
+use crate::stats::{LatencySummary, TailInterval};
+
+/// What a table cell shows for a tail percentile: its value, or `n/m`
+/// when it is not meaningful (the interval's line says why).
+pub fn cell(value_ns: u64, ci: Option<TailInterval>) -> String {
+    match ci {
+        Some(ci) if !ci.meaningful => "n/m".into(),
+        _ => human_ns(value_ns),
+    }
+}
+
+/// The interval as a range: `118us-131us`.
+pub fn range(ci: &TailInterval) -> String {
+    format!("{}-{}", human_ns(ci.low_ns), human_ns(ci.high_ns))
+}
+
+/// Why a percentile is not meaningful, after "not meaningful from N
+/// samples": few samples expected beyond it, or an interval that runs
+/// past the largest sample.
+fn reason(ci: &TailInterval) -> String {
+    if ci.expected_beyond < crate::stats::tail::MIN_EXPECTED_BEYOND {
+        let digits = if ci.expected_beyond < 1.0 { 1 } else { 0 };
+        format!("{:.digits$} expected beyond it", ci.expected_beyond)
+    } else {
+        "its 95% CI runs past the largest sample".into()
+    }
+}
+
+/// One percentile in words: `p99 123us (95% CI 118us-131us, 412 beyond)`
+/// or `p99.99: not meaningful from 3,000 samples (0.3 expected beyond it)`.
+pub fn phrase(name: &str, value_ns: u64, ci: &TailInterval, count: u64) -> String {
+    if ci.meaningful {
+        format!(
+            "{name} {} (95% CI {}, {} beyond)",
+            human_ns(value_ns),
+            range(ci),
+            fmt_count(ci.beyond)
+        )
+    } else {
+        format!(
+            "{name}: not meaningful from {} samples ({})",
+            fmt_count(count),
+            reason(ci)
+        )
+    }
+}
+
+/// The tail percentiles of `s` in words, `; `-separated; None when the
+/// summary has no intervals (no samples, or an artifact whose histogram
+/// could not be read).
+pub fn line(s: &LatencySummary) -> Option<String> {
+    let parts: Vec<String> = s
+        .tails()
+        .iter()
+        .filter_map(|(name, v, ci)| Some(phrase(name, *v, ci.as_ref()?, s.count)))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::LatencyHist;
+
+    #[test]
+    fn meaningful_and_not_read_as_the_issue_asks() {
+        let mut h = LatencyHist::new();
+        for v in 0..3000u64 {
+            h.record(100_000 + v * 10);
+        }
+        let s = h.summary();
+        let text = line(&s).unwrap();
+        let parts: Vec<&str> = text.split("; ").collect();
+        assert_eq!(parts.len(), 3, "{text}");
+        let ci = s.p99_ci.unwrap();
+        assert_eq!(
+            parts[0],
+            format!(
+                "p99 {} (95% CI {}, {} beyond)",
+                human_ns(s.p99_ns),
+                range(&ci),
+                ci.beyond
+            )
+        );
+        // 30 samples lie above the p99's rank; those sharing its histogram
+        // bucket (64 ns wide here) are not beyond its value.
+        assert!((26..=30).contains(&ci.beyond), "{ci:?}");
+        assert_eq!(
+            parts[1],
+            "p99.9: not meaningful from 3,000 samples (3 expected beyond it)"
+        );
+        assert_eq!(
+            parts[2],
+            "p99.99: not meaningful from 3,000 samples (0.3 expected beyond it)"
+        );
+        assert_eq!(cell(s.p9999_ns, s.p9999_ci), "n/m");
+        assert_eq!(cell(s.p99_ns, s.p99_ci), human_ns(s.p99_ns));
+        // Without intervals (an unreadable old histogram): the value.
+        assert_eq!(cell(s.p9999_ns, None), human_ns(s.p9999_ns));
+        assert_eq!(line(&LatencySummary::default()), None);
+    }
+}
