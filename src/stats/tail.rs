@@ -151,7 +151,8 @@ fn exact_ranks(n: u64, q: f64) -> (u64, u64) {
 }
 
 /// The interval of the q-quantile of `h` whose value (HdrHistogram's
-/// `value_at_quantile(q)`) is `value`. None when `h` is empty.
+/// `value_at_quantile(q)`: the highest value of its bucket) is `value`.
+/// None when `h` is empty.
 pub fn interval(h: &Histogram<u64>, q: f64, value: u64) -> Option<TailInterval> {
     let n = h.len();
     if n == 0 {
@@ -168,14 +169,14 @@ pub fn interval(h: &Histogram<u64>, q: f64, value: u64) -> Option<TailInterval> 
     } else {
         h.highest_equivalent(value_at_rank(h, u))
     };
-    let beyond = n - h.count_between(0, value);
     let expected_beyond = n as f64 * (1.0 - q);
     Some(TailInterval {
         low_ns,
         high_ns,
         low_rank: l,
         high_rank: u,
-        beyond,
+        // Samples in the buckets above the one that holds `value`.
+        beyond: n - h.count_between(0, value),
         expected_beyond,
         meaningful: u <= n && expected_beyond >= MIN_EXPECTED_BEYOND,
         method,
@@ -183,16 +184,13 @@ pub fn interval(h: &Histogram<u64>, q: f64, value: u64) -> Option<TailInterval> 
 }
 
 /// The value of the `rank`-th smallest sample (1-based, <= len), to the
-/// histogram's precision.
+/// histogram's precision (the highest value of its bucket). Asked as the
+/// quantile half a rank below it: `value_at_quantile` takes the sample of
+/// rank ceil(q n), and (rank - 0.5) / n * n rounds up to `rank` whatever
+/// the floating-point error. (Its counting loop is some ten times faster
+/// than the histogram's iterators.)
 fn value_at_rank(h: &Histogram<u64>, rank: u64) -> u64 {
-    let mut seen = 0;
-    for v in h.iter_recorded() {
-        seen += v.count_at_value();
-        if seen >= rank {
-            return v.value_iterated_to();
-        }
-    }
-    h.max()
+    h.value_at_quantile((rank as f64 - 0.5) / h.len() as f64)
 }
 
 impl TailInterval {
@@ -311,6 +309,22 @@ mod tests {
         let ci = s.p999_ci.unwrap();
         assert!(!ci.meaningful);
         assert_eq!(ci.beyond, 2);
+    }
+
+    #[test]
+    fn value_at_rank_is_the_rank_th_sample() {
+        let mut h = LatencyHist::new();
+        for v in 1..=1500u64 {
+            h.record_n(v * 997, 3);
+        }
+        let mut seen = 0;
+        for b in h.h.iter_recorded() {
+            let first = seen + 1;
+            seen += b.count_at_value();
+            for rank in [first, seen] {
+                assert_eq!(value_at_rank(&h.h, rank), b.value_iterated_to(), "{rank}");
+            }
+        }
     }
 
     #[test]
