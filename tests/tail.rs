@@ -12,6 +12,8 @@ use std::time::Duration;
 use common::server::Server;
 use common::*;
 use serde_json::Value;
+use sockscope::report::tails;
+use sockscope::report::units::human_ns;
 use sockscope::stats::LatencyHist;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -83,31 +85,12 @@ fn a_real_loads_tail_percentiles_carry_intervals_and_flags() {
     assert!(text.contains("p99.99 n/m"), "{text}");
     let p99 = s.p99_ci.unwrap();
     let phrase = format!(
-        "p99 {} (95% CI {}-{}, {} beyond); p99.9",
-        human(s.p99_ns),
-        human(p99.low_ns),
-        human(p99.high_ns),
+        "p99 {} (95% CI {}, {} beyond); p99.9",
+        human_ns(s.p99_ns),
+        tails::range(&p99),
         p99.beyond
     );
     assert!(text.contains(&phrase), "{phrase} not in\n{text}");
-}
-
-/// The units the summaries use (src/report/units.rs `human_ns`).
-fn human(ns: u64) -> String {
-    let (v, unit) = match ns {
-        0..1_000 => return format!("{ns}ns"),
-        1_000..1_000_000 => (ns as f64 / 1e3, "us"),
-        1_000_000..1_000_000_000 => (ns as f64 / 1e6, "ms"),
-        _ => (ns as f64 / 1e9, "s"),
-    };
-    let d = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.d$}{unit}")
 }
 
 /// The v1 profile fixture with its load latency replaced by `n`

@@ -531,14 +531,15 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
             Some(t) => (t.a, t.b, Some(t.change)),
             None => (None, None, None),
         };
-        let _ = writeln!(
-            s,
+        let line = format!(
             "{:<40} {:>14} {:>14} {:>10}",
             r.name,
             ta.unwrap_or_else(|| f(r.a)),
             tb.unwrap_or_else(|| f(r.b)),
             tc.unwrap_or_else(|| change(r.a, r.b, r.fmt, r.kind))
         );
+        // An interval row has no change column.
+        let _ = writeln!(s, "{}", line.trim_end());
     }
     let _ = writeln!(
         s,

@@ -16,9 +16,32 @@ pub fn cell(value_ns: u64, ci: Option<TailInterval>) -> String {
     }
 }
 
-/// The interval as a range: `118us-131us`.
+/// The interval as a range: `118us-131us`. Bounds that three significant
+/// digits would show as one (`16.2ms-16.2ms`, a narrow interval of a long
+/// run) get the decimals that tell them apart, up to three more
+/// (`16.18ms-16.24ms`).
 pub fn range(ci: &TailInterval) -> String {
-    format!("{}-{}", human_ns(ci.low_ns), human_ns(ci.high_ns))
+    let (lo, hi) = (human_ns(ci.low_ns), human_ns(ci.high_ns));
+    if lo != hi || ci.high_ns < 1_000 {
+        return format!("{lo}-{hi}");
+    }
+    // Same text: same unit, and nanoseconds are already exact.
+    let (div, unit) = match ci.high_ns {
+        0..1_000_000 => (1e3, "us"),
+        1_000_000..1_000_000_000 => (1e6, "ms"),
+        _ => (1e9, "s"),
+    };
+    let (l, h) = (ci.low_ns as f64 / div, ci.high_ns as f64 / div);
+    let shown = |v: f64, d: usize| format!("{v:.d$}{unit}");
+    let base = lo
+        .trim_end_matches(unit)
+        .split('.')
+        .nth(1)
+        .map_or(0, str::len);
+    (base + 1..=base + 3)
+        .map(|d| (shown(l, d), shown(h, d)))
+        .find(|(a, b)| a != b)
+        .map_or_else(|| format!("{lo}-{hi}"), |(a, b)| format!("{a}-{b}"))
 }
 
 /// Why a percentile is not meaningful, after "not meaningful from N
@@ -105,5 +128,22 @@ mod tests {
         // Without intervals (an unreadable old histogram): the value.
         assert_eq!(cell(s.p9999_ns, None), human_ns(s.p9999_ns));
         assert_eq!(line(&LatencySummary::default()), None);
+    }
+
+    #[test]
+    fn a_narrow_interval_shows_the_digits_that_tell_its_bounds_apart() {
+        let iv = |low_ns, high_ns| TailInterval {
+            low_ns,
+            high_ns,
+            meaningful: true,
+            ..Default::default()
+        };
+        assert_eq!(range(&iv(118_000, 131_400)), "118us-131us");
+        assert_eq!(range(&iv(16_180_000, 16_240_000)), "16.18ms-16.24ms");
+        assert_eq!(range(&iv(123_000, 123_400)), "123.0us-123.4us");
+        assert_eq!(range(&iv(1_500, 1_501)), "1.500us-1.501us");
+        // Equal bounds stay as they are.
+        assert_eq!(range(&iv(2_000_000, 2_000_000)), "2.00ms-2.00ms");
+        assert_eq!(range(&iv(500, 500)), "500ns-500ns");
     }
 }
