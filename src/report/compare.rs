@@ -607,11 +607,7 @@ mod tests {
     /// A latency record of `n` exponential latencies (mean `mean_ns`),
     /// evenly spread over the distribution from `offset` (0..1) of a step.
     fn exp_record(n: u64, mean_ns: f64, offset: f64) -> crate::report::load::LatencyRecord {
-        let mut h = crate::stats::LatencyHist::new();
-        for i in 0..n {
-            let u = (i as f64 + offset) / n as f64;
-            h.record((-(1.0 - u).ln() * mean_ns) as u64);
-        }
+        let h = crate::stats::testing::exponential(n, mean_ns, offset);
         crate::report::load::LatencyRecord {
             summary: h.summary(),
             hdr_histogram: h.to_v2_base64().unwrap(),

@@ -318,10 +318,7 @@ mod tests {
     #[test]
     fn tail_percentiles_print_with_their_intervals_or_as_not_meaningful() {
         let mut rep = fixtures::profile(&fixtures::epoll_echo()).load;
-        let mut h = crate::stats::LatencyHist::new();
-        for v in 0..3000u64 {
-            h.record(50_000 + v * 20);
-        }
+        let h = crate::stats::testing::evenly(3000, 50_000, 20);
         rep.latency = Some(LatencyRecord {
             summary: h.summary(),
             hdr_histogram: h.to_v2_base64().unwrap(),

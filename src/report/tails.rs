@@ -90,15 +90,11 @@ pub fn line(s: &LatencySummary) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::LatencyHist;
+    use crate::stats::testing::{evenly, interval as iv};
 
     #[test]
     fn meaningful_and_not_read_as_the_issue_asks() {
-        let mut h = LatencyHist::new();
-        for v in 0..3000u64 {
-            h.record(100_000 + v * 10);
-        }
-        let s = h.summary();
+        let s = evenly(3000, 100_000, 10).summary();
         let text = line(&s).unwrap();
         let parts: Vec<&str> = text.split("; ").collect();
         assert_eq!(parts.len(), 3, "{text}");
@@ -132,12 +128,6 @@ mod tests {
 
     #[test]
     fn a_narrow_interval_shows_the_digits_that_tell_its_bounds_apart() {
-        let iv = |low_ns, high_ns| TailInterval {
-            low_ns,
-            high_ns,
-            meaningful: true,
-            ..Default::default()
-        };
         assert_eq!(range(&iv(118_000, 131_400)), "118us-131us");
         assert_eq!(range(&iv(16_180_000, 16_240_000)), "16.18ms-16.24ms");
         assert_eq!(range(&iv(123_000, 123_400)), "123.0us-123.4us");

@@ -190,6 +190,43 @@ impl LatencySummary {
     }
 }
 
+/// Histograms the unit tests build their cases from.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{LatencyHist, TailInterval};
+
+    /// A meaningful interval from `low_ns` to `high_ns`.
+    pub fn interval(low_ns: u64, high_ns: u64) -> TailInterval {
+        TailInterval {
+            low_ns,
+            high_ns,
+            meaningful: true,
+            ..Default::default()
+        }
+    }
+
+    /// `n` samples `first`, `first + step`, ... (ns).
+    pub fn evenly(n: u64, first: u64, step: u64) -> LatencyHist {
+        let mut h = LatencyHist::new();
+        for i in 0..n {
+            h.record(first + i * step);
+        }
+        h
+    }
+
+    /// `n` samples of an exponential distribution of mean `mean_ns`,
+    /// spread evenly over it: the i-th at quantile (i + offset) / n, with
+    /// `offset` in 0..1 (two offsets: two samples of one distribution).
+    pub fn exponential(n: u64, mean_ns: f64, offset: f64) -> LatencyHist {
+        let mut h = LatencyHist::new();
+        for i in 0..n {
+            let q = (i as f64 + offset) / n as f64;
+            h.record((-(1.0 - q).ln() * mean_ns) as u64);
+        }
+        h
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -205,6 +205,7 @@ impl TailInterval {
 mod tests {
     use super::*;
     use crate::stats::LatencyHist;
+    use crate::stats::testing::{evenly, exponential, interval as iv};
 
     /// P(B <= k) for B ~ Binomial(n, q), from log-binomial coefficients
     /// summed term by term: slow, obviously right.
@@ -291,11 +292,7 @@ mod tests {
     fn bounds_are_the_samples_at_those_ranks() {
         // 1..=2000 ns: below 2048 every value has a bucket of its own, so
         // the value of rank r is r.
-        let mut h = LatencyHist::new();
-        for v in 1..=2000 {
-            h.record(v);
-        }
-        let s = h.summary();
+        let s = evenly(2000, 1, 1).summary();
         let ci = s.p99_ci.expect("interval");
         let (l, u, _) = rank_interval(2000, 0.99);
         assert_eq!((ci.low_ns, ci.high_ns), (l, u));
@@ -329,11 +326,7 @@ mod tests {
 
     #[test]
     fn a_p9999_from_3000_samples_is_not_meaningful() {
-        let mut h = LatencyHist::new();
-        for v in 0..3000u64 {
-            h.record(10_000 + v * 7);
-        }
-        let s = h.summary();
+        let s = evenly(3000, 10_000, 7).summary();
         let ci = s.p9999_ci.unwrap();
         assert!(!ci.meaningful);
         assert!((ci.expected_beyond - 0.3).abs() < 1e-9);
@@ -382,13 +375,7 @@ mod tests {
     fn intervals_narrow_as_samples_grow() {
         let mut last = f64::INFINITY;
         for n in [1_000u64, 10_000, 100_000, 1_000_000] {
-            // n evenly spread samples of an exponential distribution.
-            let mut h = LatencyHist::new();
-            for i in 0..n {
-                let u = (i as f64 + 0.5) / n as f64;
-                h.record((-(1.0 - u).ln() * 100_000.0) as u64);
-            }
-            let s = h.summary();
+            let s = exponential(n, 100_000.0, 0.5).summary();
             let ci = s.p99_ci.unwrap();
             let width = (ci.high_ns - ci.low_ns) as f64 / s.p99_ns as f64;
             assert!(
@@ -402,12 +389,6 @@ mod tests {
 
     #[test]
     fn overlap_is_symmetric_and_touching_counts() {
-        let iv = |low_ns, high_ns| TailInterval {
-            low_ns,
-            high_ns,
-            meaningful: true,
-            ..Default::default()
-        };
         assert!(iv(100, 120).overlaps(&iv(110, 130)));
         assert!(iv(110, 130).overlaps(&iv(100, 120)));
         assert!(iv(100, 120).overlaps(&iv(120, 130)));
