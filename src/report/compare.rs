@@ -8,7 +8,9 @@
 use std::fmt::Write as _;
 
 use super::profile::ProfileReport;
+use super::tails;
 use super::units::human_ns_f64;
+use crate::stats::{LatencySummary, TailInterval};
 
 /// How a figure's change is put.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -28,6 +30,17 @@ struct Row {
     b: Option<f64>,
     fmt: fn(f64) -> String,
     kind: Kind,
+    /// Shown instead of A, B and the change where the figures are not
+    /// numbers ("118us-131us") or the change needs a verdict (a tail
+    /// percentile within its uncertainty).
+    text: Option<RowText>,
+}
+
+/// The cells of a row that [`change`] and the row's `fmt` do not make.
+struct RowText {
+    a: Option<String>,
+    b: Option<String>,
+    change: String,
 }
 
 /// B's change relative to A, as a reader can use it.
@@ -117,6 +130,7 @@ fn evidence_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
             b: y,
             fmt: pct,
             kind: Kind::Share,
+            text: None,
         });
     }
     rows
@@ -130,6 +144,7 @@ fn quantity(name: &str, a: Option<f64>, b: Option<f64>, fmt: fn(f64) -> String) 
         b,
         fmt,
         kind: Kind::Quantity,
+        text: None,
     }
 }
 
@@ -149,21 +164,35 @@ fn load_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
             num,
         ),
     ];
-    let lat = |r: &ProfileReport, f: fn(&crate::stats::LatencySummary) -> u64| {
+    let lat = |r: &ProfileReport, f: fn(&LatencySummary) -> u64| {
         r.load.latency.as_ref().map(|l| f(&l.summary) as f64)
     };
     for (name, f) in [
         (
             "latency p50",
-            (|s: &crate::stats::LatencySummary| s.p50_ns) as fn(&_) -> u64,
+            (|s: &LatencySummary| s.p50_ns) as fn(&_) -> u64,
         ),
         ("latency p90", |s| s.p90_ns),
-        ("latency p99", |s| s.p99_ns),
-        ("latency p99.9", |s| s.p999_ns),
-        ("latency max", |s| s.max_ns),
     ] {
         rows.push(quantity(name, lat(a, f), lat(b, f), human_ns_f64));
     }
+    for (name, f) in [
+        (
+            "latency p99",
+            (|s: &LatencySummary| (s.p99_ns, s.p99_ci))
+                as fn(&LatencySummary) -> (u64, Option<TailInterval>),
+        ),
+        ("latency p99.9", |s| (s.p999_ns, s.p999_ci)),
+    ] {
+        let tail = |r: &ProfileReport| r.load.latency.as_ref().map(|l| f(&l.summary));
+        rows.extend(tail_rows(name, tail(a), tail(b)));
+    }
+    rows.push(quantity(
+        "latency max",
+        lat(a, |s| s.max_ns),
+        lat(b, |s| s.max_ns),
+        human_ns_f64,
+    ));
     rows.push(quantity(
         "syscalls per transaction",
         Some(a.derived.syscalls_per_transaction),
@@ -171,6 +200,58 @@ fn load_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
         num,
     ));
     rows
+}
+
+/// A tail percentile's row and its intervals' row. Its difference is
+/// called a change only when the two 95% confidence intervals do not
+/// overlap; otherwise it is within the uncertainty of the runs. A
+/// percentile not meaningful in either run (too few samples beyond it)
+/// changes by nothing anyone can tell.
+fn tail_rows(
+    name: &str,
+    a: Option<(u64, Option<TailInterval>)>,
+    b: Option<(u64, Option<TailInterval>)>,
+) -> Vec<Row> {
+    let value = |x: Option<(u64, Option<TailInterval>)>| x.map(|(v, _)| v as f64);
+    let mut row = quantity(name, value(a), value(b), human_ns_f64);
+    let (Some((va, Some(ca))), Some((vb, Some(cb)))) = (a, b) else {
+        // An artifact without intervals (its histogram unreadable): the
+        // plain change.
+        return vec![row];
+    };
+    let pct = change(row.a, row.b, human_ns_f64, Kind::Quantity);
+    let verdict = if !ca.meaningful || !cb.meaningful {
+        "not meaningful".to_string()
+    } else if ca.overlaps(&cb) {
+        format!("within uncertainty ({pct})")
+    } else {
+        pct
+    };
+    row.text = Some(RowText {
+        a: Some(tails::cell(va, Some(ca))),
+        b: Some(tails::cell(vb, Some(cb))),
+        change: verdict,
+    });
+    let ci = |c: TailInterval| {
+        if c.meaningful {
+            tails::range(&c)
+        } else {
+            "-".into()
+        }
+    };
+    let interval = Row {
+        name: "  95% CI".into(),
+        a: None,
+        b: None,
+        fmt: human_ns_f64,
+        kind: Kind::Quantity,
+        text: Some(RowText {
+            a: Some(ci(ca)),
+            b: Some(ci(cb)),
+            change: String::new(),
+        }),
+    };
+    vec![row, interval]
 }
 
 /// Per syscall of either run's top six: calls per transaction, and its
@@ -230,6 +311,7 @@ fn syscall_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
             b: share(b, n),
             fmt: pct,
             kind: Kind::Share,
+            text: None,
         });
     }
     rows
@@ -295,6 +377,7 @@ fn cost_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
             b: Some(f(b)),
             fmt,
             kind,
+            text: None,
         });
     }
     rows
@@ -444,19 +527,30 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
         r.a = r.a.filter(|v| v.is_finite());
         r.b = r.b.filter(|v| v.is_finite());
         let f = |v: Option<f64>| v.map_or("-".to_string(), r.fmt);
-        let _ = writeln!(
-            s,
+        let (ta, tb, tc) = match r.text {
+            Some(t) => (t.a, t.b, Some(t.change)),
+            None => (None, None, None),
+        };
+        let line = format!(
             "{:<40} {:>14} {:>14} {:>10}",
             r.name,
-            f(r.a),
-            f(r.b),
-            change(r.a, r.b, r.fmt, r.kind)
+            ta.unwrap_or_else(|| f(r.a)),
+            tb.unwrap_or_else(|| f(r.b)),
+            tc.unwrap_or_else(|| change(r.a, r.b, r.fmt, r.kind))
         );
+        // An interval row has no change column.
+        let _ = writeln!(s, "{}", line.trim_end());
     }
     let _ = writeln!(
         s,
         "\nchange: B relative to A in percent; shares in percentage points (pp); from a zero \
          (or a value that shows as zero) the absolute change (~0: both too small to show)"
+    );
+    let _ = writeln!(
+        s,
+        "p99 and p99.9: a change only when their 95% confidence intervals do not overlap, \
+         otherwise within uncertainty; n/m: not meaningful, too few samples beyond it \
+         (docs/tail-percentiles.md)"
     );
     s
 }
@@ -508,6 +602,91 @@ mod tests {
             .find(|l| l.starts_with("kernel TcpExt.ListenOverflows"))
             .expect(&text);
         assert!(overflow.contains(" - "), "{overflow}");
+    }
+
+    /// A latency record of `n` exponential latencies (mean `mean_ns`),
+    /// evenly spread over the distribution from `offset` (0..1) of a step.
+    fn exp_record(n: u64, mean_ns: f64, offset: f64) -> crate::report::load::LatencyRecord {
+        let h = crate::stats::testing::exponential(n, mean_ns, offset);
+        crate::report::load::LatencyRecord {
+            summary: h.summary(),
+            hdr_histogram: h.to_v2_base64().unwrap(),
+        }
+    }
+
+    fn line_of<'a>(text: &'a str, name: &str) -> &'a str {
+        let mut it = text.lines().skip_while(|l| !l.starts_with(name));
+        it.next().unwrap_or_else(|| panic!("no {name} in\n{text}"))
+    }
+
+    #[test]
+    fn a_p99_change_is_called_only_when_the_intervals_do_not_overlap() {
+        let mut a = fixtures::profile(&fixtures::epoll_echo());
+        let mut b = a.clone();
+        // Two samples of one distribution: p99s 0.5% apart, inside their
+        // intervals.
+        a.load.latency = Some(exp_record(20_000, 100_000.0, 0.25));
+        b.load.latency = Some(exp_record(20_000, 100_500.0, 0.75));
+        let text = render(&a, &b, "a", "b");
+        let p99 = line_of(&text, "latency p99 ");
+        assert!(p99.contains("within uncertainty (+"), "{p99}");
+        let ci = text
+            .lines()
+            .skip_while(|l| !l.starts_with("latency p99 "))
+            .nth(1)
+            .unwrap();
+        let sa = a.load.latency.as_ref().unwrap().summary;
+        assert!(ci.starts_with("  95% CI"), "{text}");
+        assert!(ci.contains(&tails::range(&sa.p99_ci.unwrap())), "{ci}");
+        // 30% slower: the intervals are far apart, a change.
+        b.load.latency = Some(exp_record(20_000, 130_000.0, 0.75));
+        let text = render(&a, &b, "a", "b");
+        let p99 = line_of(&text, "latency p99 ");
+        assert!(p99.trim_end().ends_with('%'), "{p99}");
+        assert!(!p99.contains("within"), "{p99}");
+        let pct: f64 = p99
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .trim_matches(['+', '%'])
+            .parse()
+            .unwrap();
+        assert!((pct - 30.0).abs() < 1.0, "{p99}");
+        // p99.9 of 2,000 samples: 2 beyond it, not meaningful.
+        a.load.latency = Some(exp_record(2_000, 100_000.0, 0.5));
+        b.load.latency = Some(exp_record(2_000, 300_000.0, 0.5));
+        let text = render(&a, &b, "a", "b");
+        let p999 = line_of(&text, "latency p99.9 ");
+        assert!(
+            p999.contains("n/m") && p999.ends_with("not meaningful"),
+            "{p999}"
+        );
+    }
+
+    #[test]
+    fn an_artifact_without_intervals_gets_them_from_its_histogram() {
+        let rec = exp_record(20_000, 100_000.0, 0.5);
+        let mut v = serde_json::to_value(&rec).unwrap();
+        assert!(v.get("p99_ci").is_some(), "{v}");
+        for k in ["p99_ci", "p999_ci", "p9999_ci"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        let back: crate::report::load::LatencyRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back.summary, rec.summary);
+        // One whose histogram does not decode keeps its figures, without.
+        let mut v = serde_json::to_value(&rec).unwrap();
+        v["hdr_histogram"] = "x".into();
+        v.as_object_mut().unwrap().remove("p99_ci");
+        let back: crate::report::load::LatencyRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back.summary.p99_ci, None);
+        assert_eq!(back.summary.p99_ns, rec.summary.p99_ns);
+        // Then compare shows the plain change.
+        let mut a = fixtures::profile(&fixtures::epoll_echo());
+        let b = a.clone();
+        a.load.latency = Some(back);
+        let text = render(&a, &b, "a", "b");
+        assert!(!line_of(&text, "latency p99 ").contains("within"), "{text}");
+        assert!(!text.contains("  95% CI"), "{text}");
     }
 
     #[test]

@@ -241,12 +241,40 @@ pub struct Connections {
 
 /// A latency histogram: summary plus the lossless encoding.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "StoredLatencyRecord")]
 pub struct LatencyRecord {
     /// Percentiles, ns.
     #[serde(flatten)]
     pub summary: LatencySummary,
     /// HdrHistogram V2 compressed, base64 (mergeable across runs).
     pub hdr_histogram: String,
+}
+
+/// A [`LatencyRecord`] as an artifact holds it: one written before the
+/// tail intervals existed lacks them, and reading it computes them from
+/// its histogram, so `report` and `compare` show them for old runs too.
+#[derive(Deserialize)]
+struct StoredLatencyRecord {
+    #[serde(flatten)]
+    summary: LatencySummary,
+    hdr_histogram: String,
+}
+
+impl From<StoredLatencyRecord> for LatencyRecord {
+    fn from(r: StoredLatencyRecord) -> Self {
+        let mut summary = r.summary;
+        if summary.count > 0 && summary.p99_ci.is_none() {
+            // A histogram that does not decode leaves the summary as
+            // written: the figures stand, without their intervals.
+            if let Ok(h) = crate::stats::LatencyHist::from_v2_base64(&r.hdr_histogram) {
+                h.fill_intervals(&mut summary);
+            }
+        }
+        LatencyRecord {
+            summary,
+            hdr_histogram: r.hdr_histogram,
+        }
+    }
 }
 
 /// Errors by class.

@@ -3,22 +3,31 @@
 use std::fmt::Write as _;
 
 use super::load::{LatencyRecord, LoadReport, UdpResult};
+use super::tails;
 use super::units::human_ns;
 use crate::stats::LatencySummary;
 
+/// A latency summary: one line of figures, then (where the summary has
+/// them) one of its tail percentiles' 95% confidence intervals. A tail
+/// percentile that is not meaningful shows as `n/m` in the first and says
+/// why in the second.
 fn latency_line(label: &str, s: &LatencySummary) -> String {
-    format!(
+    let mut out = format!(
         "{label:<13} min {}  mean {}  stddev {}  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}",
         human_ns(s.min_ns),
         human_ns(s.mean_ns as u64),
         human_ns(s.stddev_ns as u64),
         human_ns(s.p50_ns),
         human_ns(s.p90_ns),
-        human_ns(s.p99_ns),
-        human_ns(s.p999_ns),
-        human_ns(s.p9999_ns),
+        tails::cell(s.p99_ns, s.p99_ci),
+        tails::cell(s.p999_ns, s.p999_ci),
+        tails::cell(s.p9999_ns, s.p9999_ci),
         human_ns(s.max_ns)
-    )
+    );
+    if let Some(t) = tails::line(s) {
+        out += &format!("\n{:<13} {t}", "");
+    }
+    out
 }
 
 fn record_line(label: &str, r: &Option<LatencyRecord>) -> Option<String> {
@@ -298,5 +307,48 @@ fn end_of_run(e: &crate::report::load::Errors) -> String {
         String::new()
     } else {
         format!("  ({})", parts.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures;
+    use super::*;
+
+    #[test]
+    fn tail_percentiles_print_with_their_intervals_or_as_not_meaningful() {
+        let mut rep = fixtures::profile(&fixtures::epoll_echo()).load;
+        let h = crate::stats::testing::evenly(3000, 50_000, 20);
+        rep.latency = Some(LatencyRecord {
+            summary: h.summary(),
+            hdr_histogram: h.to_v2_base64().unwrap(),
+        });
+        let text = render(&rep);
+        let mut lines = text.lines().skip_while(|l| !l.starts_with("latency "));
+        let first = lines.next().expect(&text);
+        assert!(first.contains("  p99.9 n/m  p99.99 n/m  max "), "{first}");
+        let ci = rep.latency.as_ref().unwrap().summary.p99_ci.unwrap();
+        let second = lines.next().unwrap();
+        assert_eq!(
+            second,
+            format!(
+                "{:<13} p99 {} (95% CI {}, {} beyond); p99.9: not meaningful from 3,000 \
+                 samples (3 expected beyond it); p99.99: not meaningful from 3,000 samples \
+                 (0.3 expected beyond it)",
+                "",
+                human_ns(rep.latency.as_ref().unwrap().summary.p99_ns),
+                tails::range(&ci),
+                ci.beyond
+            )
+        );
+        // A record without intervals (its histogram unreadable) prints
+        // the figures alone, as before.
+        rep.latency.as_mut().unwrap().summary.p99_ci = None;
+        rep.latency.as_mut().unwrap().summary.p999_ci = None;
+        rep.latency.as_mut().unwrap().summary.p9999_ci = None;
+        let text = render(&rep);
+        let mut lines = text.lines().skip_while(|l| !l.starts_with("latency "));
+        assert!(!lines.next().unwrap().contains("n/m"));
+        assert!(!lines.next().unwrap_or("").contains("95% CI"), "{text}");
     }
 }

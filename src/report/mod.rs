@@ -24,6 +24,7 @@ pub mod serve;
 pub mod svg;
 pub mod syscall_class;
 pub mod table;
+pub mod tails;
 pub mod trace;
 pub mod trace_text;
 pub mod tune;

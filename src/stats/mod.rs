@@ -9,6 +9,9 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
+pub mod tail;
+pub use tail::TailInterval;
+
 /// Highest trackable value: one hour in ns. Larger values are clamped (and
 /// counted in `LatencyHist::clamped`), never dropped.
 pub const MAX_NS: u64 = 3_600_000_000_000;
@@ -80,13 +83,14 @@ impl LatencyHist {
         self.h.value_at_quantile(q)
     }
 
-    /// The figures people read.
+    /// The figures people read, the tail percentiles with their 95 %
+    /// confidence intervals (see [`tail`]).
     pub fn summary(&self) -> LatencySummary {
         let h = &self.h;
         if h.is_empty() {
             return LatencySummary::default();
         }
-        LatencySummary {
+        let mut s = LatencySummary {
             count: h.len(),
             min_ns: h.min(),
             mean_ns: h.mean(),
@@ -97,7 +101,20 @@ impl LatencyHist {
             p999_ns: h.value_at_quantile(0.999),
             p9999_ns: h.value_at_quantile(0.9999),
             max_ns: h.max(),
-        }
+            p99_ci: None,
+            p999_ci: None,
+            p9999_ci: None,
+        };
+        self.fill_intervals(&mut s);
+        s
+    }
+
+    /// Sets the tail intervals of `s`, a summary of this histogram (of an
+    /// artifact written before they existed, say), from its samples.
+    pub fn fill_intervals(&self, s: &mut LatencySummary) {
+        s.p99_ci = tail::interval(&self.h, 0.99, s.p99_ns);
+        s.p999_ci = tail::interval(&self.h, 0.999, s.p999_ns);
+        s.p9999_ci = tail::interval(&self.h, 0.9999, s.p9999_ns);
     }
 
     /// HdrHistogram V2 compressed encoding, base64 (`HISTF...`).
@@ -148,6 +165,66 @@ pub struct LatencySummary {
     pub p9999_ns: u64,
     /// Largest sample.
     pub max_ns: u64,
+    /// The p99's 95 % confidence interval and the samples beyond it
+    /// (absent in artifacts written before sockscope had them, and when
+    /// there is no sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ci: Option<TailInterval>,
+    /// The p99.9's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p999_ci: Option<TailInterval>,
+    /// The p99.99's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p9999_ci: Option<TailInterval>,
+}
+
+impl LatencySummary {
+    /// The tail percentiles people read, with their names and intervals:
+    /// p99, p99.9, p99.99.
+    pub fn tails(&self) -> [(&'static str, u64, Option<TailInterval>); 3] {
+        [
+            ("p99", self.p99_ns, self.p99_ci),
+            ("p99.9", self.p999_ns, self.p999_ci),
+            ("p99.99", self.p9999_ns, self.p9999_ci),
+        ]
+    }
+}
+
+/// Histograms the unit tests build their cases from.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{LatencyHist, TailInterval};
+
+    /// A meaningful interval from `low_ns` to `high_ns`.
+    pub fn interval(low_ns: u64, high_ns: u64) -> TailInterval {
+        TailInterval {
+            low_ns,
+            high_ns,
+            meaningful: true,
+            ..Default::default()
+        }
+    }
+
+    /// `n` samples `first`, `first + step`, ... (ns).
+    pub fn evenly(n: u64, first: u64, step: u64) -> LatencyHist {
+        let mut h = LatencyHist::new();
+        for i in 0..n {
+            h.record(first + i * step);
+        }
+        h
+    }
+
+    /// `n` samples of an exponential distribution of mean `mean_ns`,
+    /// spread evenly over it: the i-th at quantile (i + offset) / n, with
+    /// `offset` in 0..1 (two offsets: two samples of one distribution).
+    pub fn exponential(n: u64, mean_ns: f64, offset: f64) -> LatencyHist {
+        let mut h = LatencyHist::new();
+        for i in 0..n {
+            let q = (i as f64 + offset) / n as f64;
+            h.record((-(1.0 - q).ln() * mean_ns) as u64);
+        }
+        h
+    }
 }
 
 #[cfg(test)]

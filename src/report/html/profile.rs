@@ -8,8 +8,8 @@ use super::{card, caveats_box, environment, list, page, table};
 use crate::report::load::{Interval, LoadReport};
 use crate::report::profile::ProfileReport;
 use crate::report::svg::{self, LineChart, Scale, Series, StackChart};
-use crate::report::trace_text;
 use crate::report::units::{self, human_ns};
+use crate::report::{tails, trace_text};
 
 const NINES: [(f64, &str); 5] = [
     (0.5, "p50"),
@@ -23,18 +23,25 @@ fn nines_x(q: f64) -> f64 {
     -(1.0 - q).log10()
 }
 
-/// Latency percentiles (log scale), with the table of them.
+/// Latency percentiles (log scale), with the table of them and the table
+/// of the tail percentiles' 95% confidence intervals. A tail percentile
+/// that is not meaningful is left out of the chart and shows as `n/m` in
+/// the table: the interval table says why.
 pub fn latency_section(p: &str, load: &LoadReport) -> String {
     let mut series = Vec::new();
     let mut rows = Vec::new();
+    let mut tail_rows = Vec::new();
     let mut add = |name: &str, rec: &Option<crate::report::load::LatencyRecord>| {
         let Some(r) = rec else { return };
         let s = &r.summary;
         let vals = [s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns, s.p9999_ns];
+        let cis = [None, None, s.p99_ci, s.p999_ci, s.p9999_ci];
         let mut pts: Vec<(f64, f64)> = NINES
             .iter()
             .zip(vals)
-            .map(|((q, _), v)| (nines_x(*q), v as f64))
+            .zip(cis)
+            .filter(|(_, ci)| ci.is_none_or(|ci| ci.meaningful))
+            .map(|(((q, _), v), _)| (nines_x(*q), v as f64))
             .collect();
         pts.push((5.0, s.max_ns as f64));
         series.push(Series {
@@ -42,9 +49,31 @@ pub fn latency_section(p: &str, load: &LoadReport) -> String {
             points: pts,
         });
         let mut row = vec![name.to_string(), s.count.to_string(), human_ns(s.min_ns)];
-        row.extend(vals.iter().map(|v| human_ns(*v)));
+        row.extend(vals.iter().zip(cis).map(|(v, ci)| tails::cell(*v, ci)));
         row.push(human_ns(s.max_ns));
         rows.push(row);
+        for (pct, v, ci) in s.tails() {
+            let Some(ci) = ci else { continue };
+            tail_rows.push(if ci.meaningful {
+                vec![
+                    name.to_string(),
+                    pct.to_string(),
+                    human_ns(v),
+                    tails::range(&ci),
+                    units::fmt_count(ci.beyond),
+                    String::new(),
+                ]
+            } else {
+                vec![
+                    name.to_string(),
+                    pct.to_string(),
+                    "n/m".into(),
+                    "-".into(),
+                    units::fmt_count(ci.beyond),
+                    tails::phrase(pct, v, &ci, s.count),
+                ]
+            });
+        }
     };
     add("transaction", &load.latency);
     add(
@@ -80,12 +109,33 @@ pub fn latency_section(p: &str, load: &LoadReport) -> String {
         &rows,
         &[1, 2, 3, 4, 5, 6, 7, 8],
     );
+    let tails_table = if tail_rows.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<p class=\"lead\">How far the tail can be trusted: each percentile's 95% \
+             confidence interval, from the order statistics of the samples, and how many \
+             samples lie beyond it. n/m: not meaningful, too few samples lie beyond it.</p>{}",
+            table(
+                &[
+                    "latency",
+                    "percentile",
+                    "value",
+                    "95% CI",
+                    "samples beyond",
+                    "note",
+                ],
+                &tail_rows,
+                &[2, 3, 4],
+            )
+        )
+    };
     card(
         &format!("{p}latency"),
         "Latency percentiles",
         "As the load generator measured it, from send to complete response (log scale: the \
          tail is usually orders of magnitude above the median).",
-        &(chart + &t),
+        &(chart + &t + &tails_table),
     )
 }
 
