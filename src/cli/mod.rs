@@ -16,6 +16,7 @@
 
 pub mod bench;
 pub mod load;
+pub mod merge;
 pub mod profile;
 pub mod report;
 pub mod serve;
@@ -105,6 +106,18 @@ not run (e.g. no BPF: the report and the summary say which); 3-8 and 128+N as fo
     /// Print the differences between two profile artifacts (run.json), with
     /// the change in percent.
     Compare(CompareArgs),
+    /// Merge the load artifacts of several generators into one, exactly:
+    /// histograms merged (never percentiles averaged), counts, errors,
+    /// bytes and CPU summed, per-second intervals aligned by wall-clock
+    /// time.
+    #[command(
+        after_help = "Example:\n  sockscope merge gen-0.json gen-1.json gen-2.json --out merged.json\n  \
+sockscope report merged.json\n\nStart the generators with a common `load ... --start-at TIME` \
+so their seconds line up (docs/merge.md).\n\nExit status: 0 merged; 2 usage error (unreadable \
+or non-load input, one input, an input given twice, different targets without --force); 1 \
+the result could not be written."
+    )]
+    Merge(merge::MergeArgs),
     /// Audit this machine's network-server settings (sysctls, fd limits,
     /// THP, governor, RPS/XPS, conntrack) for a goal, ranked by a run's
     /// evidence with --from; --emit sysctl prints a sysctl.d snippet.
@@ -203,6 +216,17 @@ pub enum Plan {
         /// The run.json compared with it.
         b: PathBuf,
     },
+    /// `sockscope merge`.
+    Merge {
+        /// The load artifacts.
+        files: Vec<PathBuf>,
+        /// Where the merged artifact goes.
+        out: PathBuf,
+        /// Merge different targets anyway.
+        force: bool,
+        /// --quiet.
+        quiet: bool,
+    },
     /// `sockscope tune`.
     Tune(crate::tune::command::TuneSpec),
     /// `sockscope __getppid-loop`.
@@ -258,6 +282,12 @@ impl Cli {
             Command::Compare(args) => Plan::Compare {
                 a: args.a,
                 b: args.b,
+            },
+            Command::Merge(args) => Plan::Merge {
+                files: args.files,
+                out: args.out,
+                force: args.force,
+                quiet,
             },
             Command::Tune(args) => Plan::Tune(args.into_spec()),
             Command::GetppidLoop { calls } => Plan::GetppidLoop { calls },
