@@ -220,7 +220,12 @@ fn parse_instant(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("`{s}` is before 1970"))?
         .as_nanos() as i128
         - i128::from(offset_s) * 1_000_000_000;
-    u64::try_from(ns).map_err(|_| format!("`{s}` is before 1970"))
+    if ns < 0 {
+        return Err(format!("`{s}` is before 1970"));
+    }
+    // Past 2554 (u64 ns): as far ahead as can be told, which the caller
+    // refuses as too far.
+    Ok(u64::try_from(ns).unwrap_or(u64::MAX))
 }
 
 /// `...Z` -> (as is, 0); `...+HH:MM` / `...-HH:MM` -> (`...Z`, offset in
