@@ -209,7 +209,11 @@ fn parse_instant(s: &str) -> Result<u64, String> {
         } else {
             format!("{frac:0<9}").parse().map_err(|_| bad())?
         };
-        return Ok(whole * 1_000_000_000 + nanos);
+        // Past 2554 saturates: refused as too far ahead by the caller.
+        return Ok(whole
+            .checked_mul(1_000_000_000)
+            .and_then(|n| n.checked_add(nanos))
+            .unwrap_or(u64::MAX));
     }
     // humantime reads RFC 3339 in UTC (`Z`); an explicit offset is taken
     // off here and applied after.
@@ -328,6 +332,11 @@ mod tests {
         assert_eq!(start_at_from("@1795467600", now).unwrap().unix_ns, t);
         for bad in ["tomorrow", "@", "@12.3.4", "@-5", "2026-11-23 21:00", "@1.1234567891"] {
             assert!(start_at_from(bad, now).is_err(), "{bad}");
+        }
+        // Beyond what u64 ns hold: too far ahead, not a wrap-around.
+        for far in ["@99999999999", "2999-01-01T00:00:00Z"] {
+            let e = start_at_from(far, now).unwrap_err();
+            assert!(e.contains("24 h"), "{far}: {e}");
         }
     }
 
