@@ -7,20 +7,38 @@
 //! saying what was merged and how well the seconds lined up.
 //!
 //! This module is pure: it takes parsed artifacts and returns the merged
-//! one or the reason it refuses; reading files and writing the result is
-//! `run::merge`'s.
+//! one or the reason it refuses ([`Refusal`], a usage error to the
+//! command); reading files and writing the result is `run::merge`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{Result, anyhow};
 
 use super::header::ArtifactHeader;
 use super::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadReport, MergeAlignment,
     MergeRecord, MergeSource, Responses, SCHEMA, SCHEMA_VERSION, UdpResult, UdpRrResult,
 };
-use crate::error;
 use crate::stats::LatencyHist;
+
+/// Why artifacts cannot be merged (what `sockscope merge` reports as a
+/// usage error, exit 2).
+#[derive(Debug)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// What [`merge`] returns.
+pub type Result<T> = std::result::Result<T, Refusal>;
+
+fn refuse(message: impl Into<String>) -> Refusal {
+    Refusal(message.into())
+}
 
 /// One artifact to merge and the name it is reported under (its file).
 pub struct Input {
@@ -38,7 +56,7 @@ pub fn window_start_ns(r: &LoadReport) -> Result<u64> {
         Some(ns) => ns,
         None => {
             let t = humantime::parse_rfc3339_weak(r.started_at.trim_end_matches('Z'))
-                .map_err(|e| anyhow!("started_at {:?} is not a time: {e}", r.started_at))?;
+                .map_err(|e| refuse(format!("started_at {:?} is not a time: {e}", r.started_at)))?;
             super::load::unix_ns(t)
         }
     };
@@ -88,10 +106,10 @@ fn merge_hist(
     for i in inputs {
         let Some(rec) = get(&i.report) else { continue };
         let h = LatencyHist::from_v2_base64(&rec.hdr_histogram).map_err(|e| {
-            error::usage(format!("{}: {name}.hdr_histogram: {e:#}", i.file))
+            refuse(format!("{}: {name}.hdr_histogram: {e:#}", i.file))
         })?;
         if h.len() != rec.summary.count {
-            return Err(error::usage(format!(
+            return Err(refuse(format!(
                 "{}: {name}.hdr_histogram holds {} samples but its count says {}: the \
                  artifact was altered",
                 i.file,
@@ -114,7 +132,9 @@ fn merge_hist(
     acc.map(|h| {
         Ok(LatencyRecord {
             summary: h.summary(),
-            hdr_histogram: h.to_v2_base64()?,
+            hdr_histogram: h
+                .to_v2_base64()
+                .map_err(|e| refuse(format!("{name}: encoding the merged histogram: {e:#}")))?,
         })
     })
     .transpose()
@@ -126,7 +146,7 @@ fn merge_hist(
 /// artifact's.
 pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result<LoadReport> {
     if inputs.len() < 2 {
-        return Err(error::usage(
+        return Err(refuse(
             "merge needs at least two load artifacts (one has nothing to merge with)",
         ));
     }
@@ -142,7 +162,7 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
             .collect::<Vec<_>>()
             .join(", ");
         if !force {
-            return Err(error::usage(format!(
+            return Err(refuse(format!(
                 "the artifacts targeted different servers ({list}); merging them would mix \
                  two services' latencies. --force merges them anyway"
             )));
@@ -178,7 +198,7 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
     // The timeline: second 0 is the earliest measured window's start.
     let starts: Vec<u64> = inputs
         .iter()
-        .map(|i| window_start_ns(&i.report).map_err(|e| error::usage(format!("{}: {e:#}", i.file))))
+        .map(|i| window_start_ns(&i.report).map_err(|e| refuse(format!("{}: {e}", i.file))))
         .collect::<Result<_>>()?;
     let earliest = *starts.iter().min().expect("two inputs");
     let end = inputs
@@ -613,7 +633,6 @@ mod tests {
             vec![],
         )
         .unwrap_err();
-        assert_eq!(e.downcast_ref::<error::Exit>().unwrap().code, 2);
         assert!(e.to_string().contains("--force"), "{e}");
         let m = merge(&[input("a", a.clone()), input("b", b)], true, vec![]).unwrap();
         assert!(m.merged.as_ref().unwrap().forced);
