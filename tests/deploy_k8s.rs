@@ -36,7 +36,9 @@ fn documents() -> Vec<(String, Yaml)> {
 fn by_kind_and_name<'a>(docs: &'a [(String, Yaml)], kind: &str, name: &str) -> &'a Yaml {
     &docs
         .iter()
-        .find(|(_, d)| d["kind"].as_str() == Some(kind) && d["metadata"]["name"].as_str() == Some(name))
+        .find(|(_, d)| {
+            d["kind"].as_str() == Some(kind) && d["metadata"]["name"].as_str() == Some(name)
+        })
         .unwrap_or_else(|| panic!("no {kind} {name} in deploy/k8s"))
         .1
 }
@@ -58,7 +60,13 @@ fn flags_of(command: &[&str]) -> Vec<String> {
     String::from_utf8_lossy(&o.stdout)
         .split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']')
         .filter(|w| w.starts_with('-') && w.len() > 1)
-        .map(|w| w.split('=').next().unwrap().trim_end_matches('.').to_string())
+        .map(|w| {
+            w.split('=')
+                .next()
+                .unwrap()
+                .trim_end_matches('.')
+                .to_string()
+        })
         .collect()
 }
 
@@ -122,7 +130,11 @@ fn the_kubernetes_recipe_is_an_indexed_job_with_a_common_start_and_a_merge() {
     assert_eq!(spec["completionMode"].as_str(), Some("Indexed"));
     let n = spec["completions"].as_i64().expect("completions");
     assert!(n >= 2);
-    assert_eq!(spec["parallelism"].as_i64(), Some(n), "all N must run at once");
+    assert_eq!(
+        spec["parallelism"].as_i64(),
+        Some(n),
+        "all N must run at once"
+    );
     let pod = &spec["template"]["spec"];
     assert_eq!(pod["restartPolicy"].as_str(), Some("Never"));
     let c = &pod["containers"][0];
@@ -132,7 +144,10 @@ fn the_kubernetes_recipe_is_an_indexed_job_with_a_common_start_and_a_merge() {
         .iter()
         .map(|e| (e["name"].as_str().unwrap().to_string(), e))
         .collect();
-    assert!(env["START_AT"]["value"].as_str().is_some(), "START_AT is one value for every pod");
+    assert!(
+        env["START_AT"]["value"].as_str().is_some(),
+        "START_AT is one value for every pod"
+    );
     assert_eq!(
         env["JOB_COMPLETION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"].as_str(),
         Some("metadata.annotations['batch.kubernetes.io/job-completion-index']")
@@ -142,7 +157,10 @@ fn the_kubernetes_recipe_is_an_indexed_job_with_a_common_start_and_a_merge() {
     let at = args.iter().position(|a| a == "load").expect("a load");
     assert_eq!(args[at + 1], "tcp-rr");
     assert_eq!(after(&args, "--start-at"), "$(START_AT)");
-    assert_eq!(after(&args, "--json"), "/results/gen-$(JOB_COMPLETION_INDEX).json");
+    assert_eq!(
+        after(&args, "--json"),
+        "/results/gen-$(JOB_COMPLETION_INDEX).json"
+    );
     flags_exist(&args[..at], &[]);
     flags_exist(&args[at + 2..], &["load", "tcp-rr"]);
     // Every $(VAR) the args use is defined in env.

@@ -146,7 +146,11 @@ fn three_generators_in_three_namespaces_merge_exactly() {
         // Started at the instant asked, not before, and not a timer slack
         // late (2 cores shared by the three generators and the server).
         assert!((0..50_000_000).contains(&late), "late by {late} ns");
-        assert!(j["transactions"].as_u64().unwrap() > 100, "{}", j["transactions"]);
+        assert!(
+            j["transactions"].as_u64().unwrap() > 100,
+            "{}",
+            j["transactions"]
+        );
     }
 
     let merged_path = dir.join("merged.json");
@@ -260,7 +264,16 @@ fn three_generators_in_three_namespaces_merge_exactly() {
     let other = dir.join("other.json");
     let o = gens[0]
         .command(sockscope())
-        .args(["-q", "load", "tcp-rr", &addr, "-n", "300", "--pipeline", "2"])
+        .args([
+            "-q",
+            "load",
+            "tcp-rr",
+            &addr,
+            "-n",
+            "300",
+            "--pipeline",
+            "2",
+        ])
         .arg("--json")
         .arg(&other)
         .output()
@@ -286,7 +299,14 @@ fn three_generators_in_three_namespaces_merge_exactly() {
     let elsewhere = dir.join("elsewhere.json");
     let o = gens[1]
         .command(sockscope())
-        .args(["-q", "load", "tcp-rr", &format!("{}:{port}", direct[1]), "-n", "300"])
+        .args([
+            "-q",
+            "load",
+            "tcp-rr",
+            &format!("{}:{port}", direct[1]),
+            "-n",
+            "300",
+        ])
         .arg("--json")
         .arg(&elsewhere)
         .output()
@@ -344,7 +364,11 @@ fn merge_refuses_what_it_cannot_merge() {
     let a = loopback_artifact(&dir, "a.json");
     let b = loopback_artifact(&dir, "b.json");
     let out = dir.join("m.json");
-    let (a_s, b_s, out_s) = (a.to_str().unwrap(), b.to_str().unwrap(), out.to_str().unwrap());
+    let (a_s, b_s, out_s) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
     let refused = |args: &[&str], why: &str| {
         let o = run(args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -373,7 +397,13 @@ fn merge_refuses_what_it_cannot_merge() {
         "not a load artifact",
     );
     refused(
-        &["merge", a_s, dir.join("missing.json").to_str().unwrap(), "-o", out_s],
+        &[
+            "merge",
+            a_s,
+            dir.join("missing.json").to_str().unwrap(),
+            "-o",
+            out_s,
+        ],
         "missing.json",
     );
     refused(&["merge", a_s, b_s, "-o", a_s], "is one of the inputs");
@@ -413,7 +443,16 @@ fn ctrl_c_while_waiting_for_start_at_exits_130_and_writes_nothing() {
     let json = dir.join("never.json");
     let at = format!("@{}", now_ns() / 1_000_000_000 + 30);
     let mut child = Command::new(sockscope())
-        .args(["-q", "load", "tcp-rr", "127.0.0.1:9", "-n", "1", "--start-at", &at])
+        .args([
+            "-q",
+            "load",
+            "tcp-rr",
+            "127.0.0.1:9",
+            "-n",
+            "1",
+            "--start-at",
+            &at,
+        ])
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null())

@@ -68,9 +68,10 @@ pub enum Command {
     Trace(TraceArgs),
     /// Generate load against a server: tcp-rr, tcp-crr, udp.
     Load {
-        /// Workload.
+        /// Workload (boxed: the workloads' options are much larger than
+        /// any other command's).
         #[command(subcommand)]
-        cmd: load::LoadCommand,
+        cmd: Box<load::LoadCommand>,
     },
     /// Run a reference server: echo (threaded, epoll, io_uring), relay
     /// (userspace, splice, sockmap), udp-sink.
@@ -254,7 +255,7 @@ impl Cli {
         let quiet = self.quiet;
         Ok(match self.command {
             Command::Trace(args) => Plan::Trace(args.into_spec(quiet)?),
-            Command::Load { cmd } => Plan::Load { cmd, quiet },
+            Command::Load { cmd } => Plan::Load { cmd: *cmd, quiet },
             Command::Serve { cmd } => Plan::Serve {
                 spec: cmd.into_spec()?,
                 quiet,

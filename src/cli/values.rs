@@ -189,8 +189,7 @@ pub fn start_at_from(s: &str, now_ns: u64) -> Result<StartAt, String> {
     })
 }
 
-const INSTANT_SYNTAX: &str =
-    "expected RFC 3339 (2026-11-23T21:00:00Z, 2026-11-23T22:00:00.25+01:00) or @UNIX_SECONDS[.FRACTION]";
+const INSTANT_SYNTAX: &str = "expected RFC 3339 (2026-11-23T21:00:00Z, 2026-11-23T22:00:00.25+01:00) or @UNIX_SECONDS[.FRACTION]";
 
 /// An instant in ns since the Unix epoch (see [`start_at`] for the forms).
 fn parse_instant(s: &str) -> Result<u64, String> {
@@ -330,7 +329,14 @@ mod tests {
         let unix = start_at_from("@1795467600.000000001", now).unwrap();
         assert_eq!(unix.unix_ns, t + 1);
         assert_eq!(start_at_from("@1795467600", now).unwrap().unix_ns, t);
-        for bad in ["tomorrow", "@", "@12.3.4", "@-5", "2026-11-23 21:00", "@1.1234567891"] {
+        for bad in [
+            "tomorrow",
+            "@",
+            "@12.3.4",
+            "@-5",
+            "2026-11-23 21:00",
+            "@1.1234567891",
+        ] {
             assert!(start_at_from(bad, now).is_err(), "{bad}");
         }
         // Beyond what u64 ns hold: too far ahead, not a wrap-around.

@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-
 use super::header::ArtifactHeader;
 use super::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadReport, MergeAlignment,
@@ -105,9 +104,8 @@ fn merge_hist(
     let mut have = 0;
     for i in inputs {
         let Some(rec) = get(&i.report) else { continue };
-        let h = LatencyHist::from_v2_base64(&rec.hdr_histogram).map_err(|e| {
-            refuse(format!("{}: {name}.hdr_histogram: {e:#}", i.file))
-        })?;
+        let h = LatencyHist::from_v2_base64(&rec.hdr_histogram)
+            .map_err(|e| refuse(format!("{}: {name}.hdr_histogram: {e:#}", i.file)))?;
         if h.len() != rec.summary.count {
             return Err(refuse(format!(
                 "{}: {name}.hdr_histogram holds {} samples but its count says {}: the \
@@ -313,12 +311,21 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         .map(|i| i.report.config.connections)
         .sum::<Option<usize>>();
     config.threads = inputs.iter().map(|i| i.report.config.threads).sum();
-    config.count = inputs.iter().map(|i| i.report.config.count).sum::<Option<u64>>();
-    config.rate = inputs.iter().map(|i| i.report.config.rate).sum::<Option<f64>>();
+    config.count = inputs
+        .iter()
+        .map(|i| i.report.config.count)
+        .sum::<Option<u64>>();
+    config.rate = inputs
+        .iter()
+        .map(|i| i.report.config.rate)
+        .sum::<Option<f64>>();
     config.duration_s = Some(duration_s);
     config.command_line = command_line;
 
-    let reasons: BTreeSet<&str> = inputs.iter().map(|i| i.report.end_reason.as_str()).collect();
+    let reasons: BTreeSet<&str> = inputs
+        .iter()
+        .map(|i| i.report.end_reason.as_str())
+        .collect();
     let end_reason = if reasons.len() == 1 {
         first.end_reason.clone()
     } else {
@@ -358,7 +365,10 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         .min_by_key(|(_, s)| **s)
         .map(|(i, _)| &i.report)
         .expect("two inputs");
-    let hosts: BTreeSet<&str> = inputs.iter().filter_map(|i| i.report.host.as_deref()).collect();
+    let hosts: BTreeSet<&str> = inputs
+        .iter()
+        .filter_map(|i| i.report.host.as_deref())
+        .collect();
 
     Ok(LoadReport {
         header: ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
@@ -374,7 +384,9 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         },
         config,
         started_at: earliest_source.started_at.clone(),
-        started_at_unix_ns: Some(earliest - (earliest_source.config.warmup_s.max(0.0) * 1e9).round() as u64),
+        started_at_unix_ns: Some(
+            earliest - (earliest_source.config.warmup_s.max(0.0) * 1e9).round() as u64,
+        ),
         start_at: None,
         host: (!hosts.is_empty()).then(|| hosts.into_iter().collect::<Vec<_>>().join(",")),
         full_log: None,
@@ -485,7 +497,10 @@ fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// Sums the UDP sender's accounting. The sinks' reports (one-way latency,
 /// what each sink received) are per sink and are not merged.
 fn merge_udp(inputs: &[Input]) -> Option<UdpResult> {
-    let parts: Vec<&UdpResult> = inputs.iter().filter_map(|i| i.report.udp.as_ref()).collect();
+    let parts: Vec<&UdpResult> = inputs
+        .iter()
+        .filter_map(|i| i.report.udp.as_ref())
+        .collect();
     if parts.is_empty() {
         return None;
     }

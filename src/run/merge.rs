@@ -77,7 +77,11 @@ pub fn run(files: &[PathBuf], out: &Path, force: bool, quiet: bool) -> Result<u8
     let mut seen: BTreeMap<PathBuf, &Path> = BTreeMap::new();
     for f in files {
         let canon = std::fs::canonicalize(f).map_err(|e| {
-            error::usage(format!("{}: {}", f.display(), crate::output::errno_text(&e)))
+            error::usage(format!(
+                "{}: {}",
+                f.display(),
+                crate::output::errno_text(&e)
+            ))
         })?;
         if let Some(first) = seen.insert(canon.clone(), f) {
             return Err(error::usage(format!(
@@ -86,9 +90,7 @@ pub fn run(files: &[PathBuf], out: &Path, force: bool, quiet: bool) -> Result<u8
                 first.display()
             )));
         }
-        if !crate::output::is_stdout(out)
-            && std::fs::canonicalize(out).is_ok_and(|o| o == canon)
-        {
+        if !crate::output::is_stdout(out) && std::fs::canonicalize(out).is_ok_and(|o| o == canon) {
             return Err(error::usage(format!(
                 "--out {} is one of the inputs; write the merge elsewhere",
                 out.display()
@@ -112,8 +114,8 @@ pub fn run(files: &[PathBuf], out: &Path, force: bool, quiet: bool) -> Result<u8
             report,
         });
     }
-    let merged = merge::merge(&inputs, force, std::env::args().collect())
-        .map_err(|r| error::usage(r.0))?;
+    let merged =
+        merge::merge(&inputs, force, std::env::args().collect()).map_err(|r| error::usage(r.0))?;
     if !quiet {
         let text = load_text::render(&merged);
         if crate::output::is_stdout(out) {

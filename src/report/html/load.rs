@@ -3,7 +3,7 @@
 //! a merge the generators it was made from.
 
 use super::profile::{latency_section, throughput_section};
-use super::{caveats_box, card, page, table};
+use super::{card, caveats_box, page, table};
 use crate::report::load::LoadReport;
 
 /// The generators a merged artifact was made from, one row each.
