@@ -101,8 +101,8 @@ message names); 128+N when interrupted by signal N (Ctrl-C: 130), also during a 
 not run (e.g. no BPF: the report and the summary say which); 3-8 and 128+N as for profile."
     )]
     Demo(DemoArgs),
-    /// Re-render report.html and summary.txt from a run.json, bench.json or
-    /// demo.json.
+    /// Re-render report.html and summary.txt from a run.json, bench.json,
+    /// demo.json or load artifact (`load --json`, `merge --out`).
     Report(ReportArgs),
     /// Print the differences between two profile artifacts (run.json), with
     /// the change in percent.

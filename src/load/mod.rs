@@ -422,3 +422,36 @@ pub fn finish(
         (Some(why), Err(e)) => Err(error::with_code(1, format!("{why}; and {e:#}"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_log_is_sorted_csv_and_a_partial_one_says_so() {
+        let dir = std::env::temp_dir().join(format!("ss-fulllog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log.csv");
+        let mut log = engine::FullLogData {
+            entries: vec![(30, 3), (10, 1), (20, 2)],
+            limit: 3,
+            not_logged: 0,
+        };
+        write_full_log(&path, &mut log).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "send_unix_ns,latency_ns\n10,1\n20,2\n30,3\n"
+        );
+        log.not_logged = 4;
+        write_full_log(&path, &mut log).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with(
+                "# partial: 4 measured transactions were not logged (limit 3 per run)\n\
+                 send_unix_ns,latency_ns\n10,1\n"
+            ),
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

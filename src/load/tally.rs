@@ -467,3 +467,35 @@ pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
     }
     Some(acc)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally() -> WorkerTally {
+        let (tx, _rx) = std::sync::mpsc::channel();
+        WorkerTally::new(0, false, false, false, tx, Arc::default())
+    }
+
+    #[test]
+    fn the_full_log_keeps_what_the_histogram_records_up_to_its_bound() {
+        let mut t = tally();
+        t.log = Some(FullLog::new(3));
+        for (i, lat) in [10u64, 20, 30, 40, 50].iter().enumerate() {
+            let sent = 1_000 * i as u64;
+            t.transaction(sent + lat, sent, sent);
+        }
+        let log = t.log.as_ref().unwrap();
+        assert_eq!(log.entries, vec![(0, 10), (1000, 20), (2000, 30)]);
+        assert_eq!(log.not_logged, 2);
+        assert_eq!(t.latency.len(), 5);
+        // Two workers' logs merge: entries, bounds and what was left out.
+        let mut u = tally();
+        u.log = Some(FullLog::new(2));
+        u.transaction(7_000, 6_000, 6_000);
+        let m = merge(vec![t, u]).unwrap();
+        let log = m.log.unwrap();
+        assert_eq!(log.entries.len(), 4);
+        assert_eq!((log.cap, log.not_logged), (5, 2));
+    }
+}
