@@ -44,6 +44,12 @@ fn dispatch(plan: Plan) -> Result<u8> {
         Plan::Demo { out, quick, quiet } => run::demo::run(out.as_deref(), quick, quiet),
         Plan::Report { file, out, quiet } => run::rerender(&file, out.as_deref(), quiet),
         Plan::Compare { a, b } => run::compare::run(&a, &b),
+        Plan::Merge {
+            files,
+            out,
+            force,
+            quiet,
+        } => run::merge::run(&files, &out, force, quiet),
         Plan::Tune(spec) => tune::command::run(&spec),
         Plan::GetppidLoop { calls } => run::hidden::getppid_loop(calls),
         Plan::Watchdog => run::watchdog::run(),

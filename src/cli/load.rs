@@ -80,6 +80,19 @@ pub struct TcpArgs {
     /// stdout (the summary then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Start the run (warm-up included) at this wall-clock instant, so that
+    /// several generators start together (`sockscope merge` then aligns
+    /// their seconds): RFC 3339 (2026-11-23T21:00:00Z, fractions and
+    /// +HH:MM offsets allowed) or @UNIX_SECONDS[.FRACTION]. At most 24 h
+    /// ahead; more than 1 s past is refused. Ctrl-C while waiting exits 130.
+    #[arg(long, value_name = "TIME", value_parser = values::start_at)]
+    pub start_at: Option<values::StartAt>,
+    /// Write every measured transaction's send time (unix ns) and latency
+    /// (ns) to FILE as CSV (`send_unix_ns,latency_ns`) at the end of the
+    /// run; kept in memory, at most 16,777,216 transactions (256 MiB) per
+    /// run: beyond that the file and the notes say it is partial.
+    #[arg(long, value_name = "FILE")]
+    pub full_log: Option<PathBuf>,
 }
 
 /// The raw exchange's options (tcp-rr, tcp-crr): pattern bytes of a

@@ -16,6 +16,7 @@
 
 pub mod bench;
 pub mod load;
+pub mod merge;
 pub mod profile;
 pub mod report;
 pub mod serve;
@@ -67,9 +68,10 @@ pub enum Command {
     Trace(TraceArgs),
     /// Generate load against a server: tcp-rr, tcp-crr, udp.
     Load {
-        /// Workload.
+        /// Workload (boxed: the workloads' options are much larger than
+        /// any other command's).
         #[command(subcommand)]
-        cmd: load::LoadCommand,
+        cmd: Box<load::LoadCommand>,
     },
     /// Run a reference server: echo (threaded, epoll, io_uring), relay
     /// (userspace, splice, sockmap), udp-sink.
@@ -99,12 +101,24 @@ message names); 128+N when interrupted by signal N (Ctrl-C: 130), also during a 
 not run (e.g. no BPF: the report and the summary say which); 3-8 and 128+N as for profile."
     )]
     Demo(DemoArgs),
-    /// Re-render report.html and summary.txt from a run.json, bench.json or
-    /// demo.json.
+    /// Re-render report.html and summary.txt from a run.json, bench.json,
+    /// demo.json or load artifact (`load --json`, `merge --out`).
     Report(ReportArgs),
     /// Print the differences between two profile artifacts (run.json), with
     /// the change in percent.
     Compare(CompareArgs),
+    /// Merge the load artifacts of several generators into one, exactly:
+    /// histograms merged (never percentiles averaged), counts, errors,
+    /// bytes and CPU summed, per-second intervals aligned by wall-clock
+    /// time.
+    #[command(
+        after_help = "Example:\n  sockscope merge gen-0.json gen-1.json gen-2.json --out merged.json\n  \
+sockscope report merged.json\n\nStart the generators with a common `load ... --start-at TIME` \
+so their seconds line up (docs/merge.md).\n\nExit status: 0 merged; 2 usage error (unreadable \
+or non-load input, one input, an input given twice, different targets without --force); 1 \
+the result could not be written."
+    )]
+    Merge(merge::MergeArgs),
     /// Audit this machine's network-server settings (sysctls, fd limits,
     /// THP, governor, RPS/XPS, conntrack) for a goal, ranked by a run's
     /// evidence with --from; --emit sysctl prints a sysctl.d snippet.
@@ -203,6 +217,17 @@ pub enum Plan {
         /// The run.json compared with it.
         b: PathBuf,
     },
+    /// `sockscope merge`.
+    Merge {
+        /// The load artifacts.
+        files: Vec<PathBuf>,
+        /// Where the merged artifact goes.
+        out: PathBuf,
+        /// Merge different targets anyway.
+        force: bool,
+        /// --quiet.
+        quiet: bool,
+    },
     /// `sockscope tune`.
     Tune(crate::tune::command::TuneSpec),
     /// `sockscope __getppid-loop`.
@@ -230,7 +255,7 @@ impl Cli {
         let quiet = self.quiet;
         Ok(match self.command {
             Command::Trace(args) => Plan::Trace(args.into_spec(quiet)?),
-            Command::Load { cmd } => Plan::Load { cmd, quiet },
+            Command::Load { cmd } => Plan::Load { cmd: *cmd, quiet },
             Command::Serve { cmd } => Plan::Serve {
                 spec: cmd.into_spec()?,
                 quiet,
@@ -258,6 +283,12 @@ impl Cli {
             Command::Compare(args) => Plan::Compare {
                 a: args.a,
                 b: args.b,
+            },
+            Command::Merge(args) => Plan::Merge {
+                files: args.files,
+                out: args.out,
+                force: args.force,
+                quiet,
             },
             Command::Tune(args) => Plan::Tune(args.into_spec()),
             Command::GetppidLoop { calls } => Plan::GetppidLoop { calls },

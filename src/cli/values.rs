@@ -128,6 +128,132 @@ pub fn key_dist(s: &str) -> Result<super::load::KeyDist, String> {
     }
 }
 
+/// A wall-clock instant given on the command line (load `--start-at`): the
+/// text as given, and the instant in ns since the Unix epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartAt {
+    /// As given (`2026-11-23T21:00:00Z`, `@1795467600.5`).
+    pub given: String,
+    /// The instant, ns since the Unix epoch.
+    pub unix_ns: u64,
+}
+
+/// How far ahead `--start-at` may lie: a start a day away is a typo (a
+/// wrong date), not a plan.
+pub const START_AT_MAX_AHEAD_S: u64 = 86_400;
+/// How late `--start-at` may already be when sockscope reads it: a
+/// generator started a little after the common instant still starts (at
+/// once, its lateness recorded); one later than this would not be aligned
+/// with the others.
+pub const START_AT_MAX_LATE_S: f64 = 1.0;
+
+/// The current wall-clock time, ns since the Unix epoch.
+pub fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Parses an absolute start time: RFC 3339 (`2026-11-23T21:00:00Z`,
+/// fractional seconds allowed, `Z` or a `+HH:MM`/`-HH:MM` offset) or
+/// `@UNIX_SECONDS[.FRACTION]`, and checks it against the clock now: more
+/// than [`START_AT_MAX_AHEAD_S`] ahead or more than
+/// [`START_AT_MAX_LATE_S`] past is refused.
+pub fn start_at(s: &str) -> Result<StartAt, String> {
+    start_at_from(s, unix_now_ns())
+}
+
+/// [`start_at`] with the clock's reading given (for tests).
+pub fn start_at_from(s: &str, now_ns: u64) -> Result<StartAt, String> {
+    let unix_ns = parse_instant(s.trim())?;
+    let ahead = unix_ns as i128 - now_ns as i128;
+    if ahead > i128::from(START_AT_MAX_AHEAD_S) * 1_000_000_000 {
+        return Err(format!(
+            "`{s}` is {:.0} s ahead; at most {START_AT_MAX_AHEAD_S} s (24 h) ahead is accepted",
+            ahead as f64 / 1e9
+        ));
+    }
+    if -ahead > (START_AT_MAX_LATE_S * 1e9) as i128 {
+        return Err(format!(
+            "`{s}` is already {:.3} s past (the clock reads {}); a start more than \
+             {START_AT_MAX_LATE_S} s late would not be aligned with the other generators",
+            -ahead as f64 / 1e9,
+            humantime::format_rfc3339_millis(
+                std::time::UNIX_EPOCH + std::time::Duration::from_nanos(now_ns)
+            )
+        ));
+    }
+    Ok(StartAt {
+        given: s.to_string(),
+        unix_ns,
+    })
+}
+
+const INSTANT_SYNTAX: &str = "expected RFC 3339 (2026-11-23T21:00:00Z, 2026-11-23T22:00:00.25+01:00) or @UNIX_SECONDS[.FRACTION]";
+
+/// An instant in ns since the Unix epoch (see [`start_at`] for the forms).
+fn parse_instant(s: &str) -> Result<u64, String> {
+    if let Some(secs) = s.strip_prefix('@') {
+        let (int, frac) = secs.split_once('.').unwrap_or((secs, ""));
+        let bad = || format!("`{s}`: {INSTANT_SYNTAX}");
+        if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) || int.len() > 11 {
+            return Err(bad());
+        }
+        if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 9 {
+            return Err(bad());
+        }
+        let whole: u64 = int.parse().map_err(|_| bad())?;
+        let nanos: u64 = if frac.is_empty() {
+            0
+        } else {
+            format!("{frac:0<9}").parse().map_err(|_| bad())?
+        };
+        // Past 2554 saturates: refused as too far ahead by the caller.
+        return Ok(whole
+            .checked_mul(1_000_000_000)
+            .and_then(|n| n.checked_add(nanos))
+            .unwrap_or(u64::MAX));
+    }
+    // humantime reads RFC 3339 in UTC (`Z`); an explicit offset is taken
+    // off here and applied after.
+    let (utc, offset_s) = split_offset(s).ok_or_else(|| format!("`{s}`: {INSTANT_SYNTAX}"))?;
+    let t = humantime::parse_rfc3339(&utc).map_err(|e| format!("`{s}`: {e}; {INSTANT_SYNTAX}"))?;
+    let ns = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| format!("`{s}` is before 1970"))?
+        .as_nanos() as i128
+        - i128::from(offset_s) * 1_000_000_000;
+    if ns < 0 {
+        return Err(format!("`{s}` is before 1970"));
+    }
+    // Past 2554 (u64 ns): as far ahead as can be told, which the caller
+    // refuses as too far.
+    Ok(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+/// `...Z` -> (as is, 0); `...+HH:MM` / `...-HH:MM` -> (`...Z`, offset in
+/// seconds east of UTC); None for anything else.
+fn split_offset(s: &str) -> Option<(String, i64)> {
+    if s.ends_with('Z') || s.ends_with('z') {
+        return Some((format!("{}Z", &s[..s.len() - 1]), 0));
+    }
+    if s.len() < 6 || !s.is_char_boundary(s.len() - 6) {
+        return None;
+    }
+    let (head, off) = s.split_at(s.len() - 6);
+    let sign = match off.as_bytes()[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let (h, m) = off[1..].split_once(':')?;
+    let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+    if h > 23 || m > 59 || !head.contains('T') {
+        return None;
+    }
+    Some((format!("{head}Z"), sign * (h * 3600 + m * 60)))
+}
+
 /// Resolves ADDR (`IP:PORT`, `[IPv6]:PORT` or `HOST:PORT`); a malformed or
 /// unresolvable address is a usage error.
 pub fn resolve(addr: &str) -> Result<SocketAddr> {
@@ -188,6 +314,50 @@ pub fn unescape(s: &str) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn start_at_reads_rfc3339_offsets_and_unix_seconds() {
+        // 2026-11-23T21:00:00Z
+        let t = 1_795_467_600_000_000_000u64;
+        let now = t - 5_000_000_000;
+        let z = start_at_from("2026-11-23T21:00:00Z", now).unwrap();
+        assert_eq!(z.unix_ns, t);
+        let frac = start_at_from("2026-11-23T21:00:00.25Z", now).unwrap();
+        assert_eq!(frac.unix_ns, t + 250_000_000);
+        let off = start_at_from("2026-11-23T22:00:00+01:00", now).unwrap();
+        assert_eq!(off.unix_ns, t);
+        let unix = start_at_from("@1795467600.000000001", now).unwrap();
+        assert_eq!(unix.unix_ns, t + 1);
+        assert_eq!(start_at_from("@1795467600", now).unwrap().unix_ns, t);
+        for bad in [
+            "tomorrow",
+            "@",
+            "@12.3.4",
+            "@-5",
+            "2026-11-23 21:00",
+            "@1.1234567891",
+        ] {
+            assert!(start_at_from(bad, now).is_err(), "{bad}");
+        }
+        // Beyond what u64 ns hold: too far ahead, not a wrap-around.
+        for far in ["@99999999999", "2999-01-01T00:00:00Z"] {
+            let e = start_at_from(far, now).unwrap_err();
+            assert!(e.contains("24 h"), "{far}: {e}");
+        }
+    }
+
+    #[test]
+    fn start_at_refuses_far_future_and_past() {
+        let t = 1_795_467_600_000_000_000u64;
+        // 24 h ahead exactly is accepted; a second more is not.
+        assert!(start_at_from("@1795467600", t - 86_400_000_000_000).is_ok());
+        let e = start_at_from("@1795467600", t - 86_401_000_000_000).unwrap_err();
+        assert!(e.contains("24 h"), "{e}");
+        // Late by up to a second: still starts; by more: refused.
+        assert!(start_at_from("@1795467600", t + 900_000_000).is_ok());
+        let e = start_at_from("@1795467600", t + 1_500_000_000).unwrap_err();
+        assert!(e.contains("already 1.500 s past"), "{e}");
+    }
 
     #[test]
     fn unescape_decodes_escapes() {

@@ -25,7 +25,7 @@ use super::workload::{ConnMode, ErrorClass, Exchange};
 use super::{datagram, per_txn, persistent};
 use crate::report::load::{
     Bytes, CommandCounts, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig,
-    LoadReport, Responses, SCHEMA, SCHEMA_VERSION, UdpRrResult, seal_intervals,
+    LoadReport, Responses, SCHEMA, SCHEMA_VERSION, StartAtRecord, UdpRrResult, seal_intervals,
 };
 use crate::signals::{Signals, StopFlag, signal_name};
 use crate::stats::LatencyHist;
@@ -39,6 +39,19 @@ pub struct TcpOutcome {
     /// Persistent connections: each connection's local address and
     /// responses (empty for a connection per transaction).
     pub connections: Vec<ConnTally>,
+    /// `--full-log`: what the workers logged.
+    pub full_log: Option<FullLogData>,
+}
+
+/// The raw transaction log of a run (`--full-log`), for its CSV file.
+pub struct FullLogData {
+    /// (send time, latency): ns since the Unix epoch, ns; in each
+    /// worker's completion order, workers one after the other.
+    pub entries: Vec<(u64, u64)>,
+    /// Most entries kept over the run.
+    pub limit: u64,
+    /// Measured transactions left out of it (a worker's share was full).
+    pub not_logged: u64,
 }
 
 /// The measured window on the run clock.
@@ -128,6 +141,12 @@ pub fn run_tcp<E: Exchange>(
 ) -> Result<TcpOutcome> {
     ensure_fd_room(plan.connections)?;
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
+    if let Some(at) = &plan.start_at {
+        wait_for_start(at, &mut signals, plan.abort.as_deref(), quiet)?;
+    }
+    // Read back to back: the run clock's zero is this wall-clock instant
+    // (to well under a microsecond), which is what maps the full log's
+    // send times and the merged timeline to Unix time.
     let started_at = SystemTime::now();
     let clock = RunClock::start();
     let window = Window::of(plan);
@@ -139,16 +158,33 @@ pub fn run_tcp<E: Exchange>(
         b.finish_and_clear();
     }
     let cpu_after = rusage_ns(libc::RUSAGE_SELF);
-    let merged = merge(
+    let mut merged = merge(
         results,
         (
             (cpu_after.0 - cpu_before.0) as f64 / 1e9,
             (cpu_after.1 - cpu_before.1) as f64 / 1e9,
         ),
     )?;
+    let full_log = merged.tally.log.take().map(|log| {
+        let epoch = crate::report::load::unix_ns(started_at);
+        let mut entries = log.entries;
+        for e in &mut entries {
+            e.0 += epoch;
+        }
+        FullLogData {
+            entries,
+            limit: log.cap as u64,
+            not_logged: log.not_logged,
+        }
+    });
     let (mut report, failure) = report(
         plan, config, started_at, window, &merged, watched, max_errors,
     )?;
+    report.start_at = plan.start_at.as_ref().map(|at| StartAtRecord {
+        requested: at.given.clone(),
+        requested_unix_ns: at.unix_ns,
+        late_ns: crate::report::load::unix_ns(started_at) as i64 - at.unix_ns as i64,
+    });
     if exchange.counts_responses() {
         report.responses = Some(responses(&merged.tally.responses, exchange.ops()));
     }
@@ -164,7 +200,61 @@ pub fn run_tcp<E: Exchange>(
         report,
         failure,
         connections,
+        full_log,
     })
+}
+
+/// Waits until `--start-at`, watching for Ctrl-C (and SIGTERM, SIGHUP)
+/// and the caller's abort: an interrupted wait ends the command with
+/// 128+N and no artifact, since nothing was measured. Sleeps in poll until
+/// a millisecond before the instant, then reads the clock in a loop, so
+/// the start is late by microseconds, not by a timer's slack.
+fn wait_for_start(
+    at: &crate::cli::values::StartAt,
+    signals: &mut Signals,
+    abort: Option<&StopFlag>,
+    quiet: bool,
+) -> Result<()> {
+    use crate::cli::values::unix_now_ns;
+    let ahead = at.unix_ns.saturating_sub(unix_now_ns());
+    if !quiet && ahead > 1_000_000_000 {
+        eprintln!(
+            "sockscope: waiting {:.1} s for --start-at {}",
+            ahead as f64 / 1e9,
+            at.given
+        );
+    }
+    loop {
+        if let Some(si) = signals.pending() {
+            return Err(crate::error::with_code(
+                (128 + si.ssi_signo.min(127)) as u8,
+                format!(
+                    "interrupted by {} while waiting for --start-at {}; nothing was measured \
+                     or written",
+                    signal_name(si.ssi_signo),
+                    at.given
+                ),
+            ));
+        }
+        if abort.is_some_and(|f| f.is_raised()) {
+            return Err(anyhow!(
+                "aborted while waiting for --start-at {}; nothing was measured",
+                at.given
+            ));
+        }
+        let left = at.unix_ns.saturating_sub(unix_now_ns());
+        if left == 0 {
+            return Ok(());
+        }
+        if left > 2_000_000 {
+            // Wake a millisecond early, at most 100 ms per poll so a
+            // clock step (NTP) is noticed.
+            let ms = ((left - 1_000_000) / 1_000_000).min(100);
+            wait_signal_or(signals, abort, Duration::from_millis(ms));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// Each worker's share of the run: connections, rate, count quota.
@@ -248,6 +338,10 @@ fn worker<E: Exchange>(
         sink,
         Arc::clone(&ctx.progress),
     );
+    if let Some(limit) = plan.full_log {
+        let share = WorkerCtx::share(limit as u64, plan.threads, ctx.index);
+        t.log = Some(tally::FullLog::new(share as usize));
+    }
     let end = match plan.mode {
         ConnMode::Persistent { .. } => persistent::run(plan, exchange, ctx, &mut t),
         ConnMode::PerTransaction { .. } => per_txn::run(plan, exchange, ctx, &mut t),
@@ -486,6 +580,11 @@ fn report(
         target: plan.target.clone().unwrap_or_else(|| plan.addr.to_string()),
         config,
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        started_at_unix_ns: Some(crate::report::load::unix_ns(started_at)),
+        start_at: None,
+        host: crate::report::load::host_name(),
+        full_log: None,
+        merged: None,
         duration_s,
         complete: failure.is_none(),
         end_reason,
@@ -798,6 +897,8 @@ mod tests {
             connect_rate: None,
             sources: Vec::new(),
             abort: None,
+            start_at: None,
+            full_log: None,
         }
     }
 

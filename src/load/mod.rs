@@ -207,6 +207,9 @@ fn run_tcp<E: Exchange>(
         ));
     }
     let exchange = w.exchange?;
+    if let Some(path) = &a.full_log {
+        crate::output::check(path, "--full-log")?;
+    }
     // One client (configuration, roots) for every connection of the run;
     // a CA file or server name that cannot be used stops here.
     let tls = w.tls.as_ref().map(TlsSpec::client).transpose()?;
@@ -249,6 +252,8 @@ fn run_tcp<E: Exchange>(
         connect_rate: a.connect_rate,
         sources: sources.clone(),
         abort,
+        start_at: a.start_at.clone(),
+        full_log: a.full_log.is_some().then_some(FULL_LOG_LIMIT),
     };
     let config = LoadConfig {
         connections: Some(connections),
@@ -279,12 +284,58 @@ fn run_tcp<E: Exchange>(
         command_line: std::env::args().collect(),
         ..w.config
     };
-    let out = engine::run_tcp(&plan, &exchange, config, a.max_errors, quiet)?;
+    let mut out = engine::run_tcp(&plan, &exchange, config, a.max_errors, quiet)?;
+    if let (Some(path), Some(mut log)) = (&a.full_log, out.full_log.take()) {
+        write_full_log(path, &mut log)?;
+        if log.not_logged > 0 {
+            out.report.notes.push(format!(
+                "--full-log is partial: {} of {} measured transactions were logged (at most \
+                 {FULL_LOG_LIMIT} per run, split over the worker threads); the file's first \
+                 line says so",
+                log.entries.len(),
+                log.entries.len() as u64 + log.not_logged
+            ));
+        }
+        out.report.full_log = Some(report::load::FullLogRecord {
+            file: path.display().to_string(),
+            logged: log.entries.len() as u64,
+            limit: log.limit,
+            not_logged: log.not_logged,
+            partial: log.not_logged > 0,
+        });
+    }
     Ok(LoadOutcome {
         report: out.report,
         failure: out.failure,
         connections: out.connections,
     })
+}
+
+/// Most transactions `--full-log` keeps per run: 16 bytes each, so at most
+/// 256 MiB of memory. At 100,000 transactions/s that is 168 s of a run.
+pub const FULL_LOG_LIMIT: usize = 1 << 24;
+
+/// Writes the full log as CSV: a header `send_unix_ns,latency_ns`, then one
+/// line per logged transaction in order of send time. A log that could not
+/// hold every transaction starts with a `#` comment line that says so (CSV
+/// readers take it with their comment option, e.g. pandas `comment='#'`).
+fn write_full_log(path: &Path, log: &mut engine::FullLogData) -> Result<()> {
+    use std::io::Write as _;
+    log.entries.sort_unstable();
+    let mut buf = Vec::with_capacity(log.entries.len() * 28 + 64);
+    if log.not_logged > 0 {
+        let _ = writeln!(
+            buf,
+            "# partial: {} measured transactions were not logged (limit {} per run)",
+            log.not_logged, log.limit
+        );
+    }
+    buf.extend_from_slice(b"send_unix_ns,latency_ns\n");
+    for (sent, lat) in &log.entries {
+        let _ = writeln!(buf, "{sent},{lat}");
+    }
+    crate::output::write(path, &buf)
+        .map_err(|e| error::with_code(1, format!("--full-log {}: {e:#}", path.display())))
 }
 
 fn run_udp(a: UdpArgs, quiet: bool) -> Result<LoadOutcome> {
@@ -369,5 +420,38 @@ pub fn finish(
         (None, Err(e)) => Err(e),
         (Some(why), Ok(())) => Err(error::with_code(1, why)),
         (Some(why), Err(e)) => Err(error::with_code(1, format!("{why}; and {e:#}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_log_is_sorted_csv_and_a_partial_one_says_so() {
+        let dir = std::env::temp_dir().join(format!("ss-fulllog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log.csv");
+        let mut log = engine::FullLogData {
+            entries: vec![(30, 3), (10, 1), (20, 2)],
+            limit: 3,
+            not_logged: 0,
+        };
+        write_full_log(&path, &mut log).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "send_unix_ns,latency_ns\n10,1\n20,2\n30,3\n"
+        );
+        log.not_logged = 4;
+        write_full_log(&path, &mut log).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with(
+                "# partial: 4 measured transactions were not logged (limit 3 per run)\n\
+                 send_unix_ns,latency_ns\n10,1\n"
+            ),
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

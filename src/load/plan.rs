@@ -55,6 +55,12 @@ pub struct TcpPlan {
     /// raises it when its target dies, so the load does not run out its
     /// duration against nothing). The run then counts as failed.
     pub abort: Option<Arc<crate::signals::StopFlag>>,
+    /// `--start-at`: the run (warm-up included) starts at this wall-clock
+    /// instant.
+    pub start_at: Option<crate::cli::values::StartAt>,
+    /// `--full-log`: keep each measured transaction's send time and latency,
+    /// at most this many over the run (None: keep none).
+    pub full_log: Option<usize>,
 }
 
 /// One worker's share of the run.

@@ -107,6 +107,47 @@ impl ResponseTally {
     }
 }
 
+/// One worker's raw transaction log (`--full-log`): (intended send time
+/// on the run clock, latency), both ns, in completion order. Bounded: the
+/// vector never grows past `cap`; what does not fit is counted.
+#[derive(Debug, Default)]
+pub struct FullLog {
+    /// (send time on the run clock, latency), ns.
+    pub entries: Vec<(u64, u64)>,
+    /// Most entries kept.
+    pub cap: usize,
+    /// Measured transactions that did not fit.
+    pub not_logged: u64,
+}
+
+impl FullLog {
+    /// An empty log keeping at most `cap` entries.
+    pub fn new(cap: usize) -> Self {
+        Self {
+            // Start small: most runs log far fewer than their cap, and a
+            // doubling vector costs an amortised copy per entry at most.
+            entries: Vec::with_capacity(cap.min(1 << 16)),
+            cap,
+            not_logged: 0,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, sent: u64, latency: u64) {
+        if self.entries.len() < self.cap {
+            self.entries.push((sent, latency));
+        } else {
+            self.not_logged += 1;
+        }
+    }
+
+    fn append(&mut self, mut other: FullLog) {
+        self.entries.append(&mut other.entries);
+        self.cap += other.cap;
+        self.not_logged += other.not_logged;
+    }
+}
+
 /// Per-worker progress counters read by the main thread (one cache line
 /// each, written by one worker only).
 #[repr(align(64))]
@@ -160,6 +201,8 @@ pub struct WorkerTally {
     /// Whole responses inside the measured window whose request failed
     /// (an HTTP 404, a `-ERR`): the target answered, though not as hoped.
     pub failed_answers: u64,
+    /// `--full-log`: every measured transaction's send time and latency.
+    pub log: Option<FullLog>,
     /// Set when the measured window has ended and the run drains: answers
     /// then count in `answered_after_end` and errors stay out of the
     /// per-second intervals.
@@ -206,6 +249,7 @@ impl WorkerTally {
             answered_after_end: 0,
             responses: ResponseTally::default(),
             failed_answers: 0,
+            log: None,
             window_closed: false,
             interval: interval_hist(),
             interval_second: 0,
@@ -240,6 +284,9 @@ impl WorkerTally {
         self.roll(now);
         let lat = now.saturating_sub(intended);
         self.latency.record(lat);
+        if let Some(log) = self.log.as_mut() {
+            log.push(intended, lat);
+        }
         if let Some(u) = self.uncorrected.as_mut() {
             u.record(now.saturating_sub(sent));
         }
@@ -412,6 +459,43 @@ pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
         acc.answered_after_end += t.answered_after_end;
         acc.responses.merge(&t.responses);
         acc.failed_answers += t.failed_answers;
+        match (acc.log.as_mut(), t.log) {
+            (Some(a), Some(b)) => a.append(b),
+            (None, b) => acc.log = b,
+            (Some(_), None) => {}
+        }
     }
     Some(acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally() -> WorkerTally {
+        let (tx, _rx) = std::sync::mpsc::channel();
+        WorkerTally::new(0, false, false, false, tx, Arc::default())
+    }
+
+    #[test]
+    fn the_full_log_keeps_what_the_histogram_records_up_to_its_bound() {
+        let mut t = tally();
+        t.log = Some(FullLog::new(3));
+        for (i, lat) in [10u64, 20, 30, 40, 50].iter().enumerate() {
+            let sent = 1_000 * i as u64;
+            t.transaction(sent + lat, sent, sent);
+        }
+        let log = t.log.as_ref().unwrap();
+        assert_eq!(log.entries, vec![(0, 10), (1000, 20), (2000, 30)]);
+        assert_eq!(log.not_logged, 2);
+        assert_eq!(t.latency.len(), 5);
+        // Two workers' logs merge: entries, bounds and what was left out.
+        let mut u = tally();
+        u.log = Some(FullLog::new(2));
+        u.transaction(7_000, 6_000, 6_000);
+        let m = merge(vec![t, u]).unwrap();
+        let log = m.log.unwrap();
+        assert_eq!(log.entries.len(), 4);
+        assert_eq!((log.cap, log.not_logged), (5, 2));
+    }
 }

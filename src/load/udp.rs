@@ -412,6 +412,11 @@ fn report(
         target: plan.addr.to_string(),
         config,
         started_at: humantime::format_rfc3339_millis(f.started_at).to_string(),
+        started_at_unix_ns: Some(crate::report::load::unix_ns(f.started_at)),
+        start_at: None,
+        host: crate::report::load::host_name(),
+        full_log: None,
+        merged: None,
         duration_s: secs,
         complete: failure.is_none(),
         end_reason: match (&f.sent.interrupted, plan.pace) {

@@ -10,8 +10,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::bench::{self, BenchReport, DemoReport};
+use super::load::{self, LoadReport};
 use super::profile::{self, ProfileReport};
-use super::{bench_text, html, profile_text};
+use super::{bench_text, html, load_text, profile_text};
 
 /// The summary's file name in an artifact directory.
 pub const SUMMARY_FILE: &str = "summary.txt";
@@ -83,6 +84,23 @@ impl Artifact for DemoReport {
     }
 }
 
+/// A load artifact (`load --json`, `merge --out`): `sockscope report`
+/// renders it; its JSON is the file it was read from.
+impl Artifact for LoadReport {
+    fn json_name(&self) -> &'static str {
+        "load.json"
+    }
+    fn json(&self) -> Result<Vec<u8>> {
+        pretty(self)
+    }
+    fn summary(&self) -> String {
+        load_text::render(self)
+    }
+    fn page(&self) -> String {
+        html::load_page(self)
+    }
+}
+
 /// Reads an artifact of schema `schema` from its JSON: None when the
 /// schema is none of the profile's, the experiments' or the demo's; the
 /// decoding error when `v` does not
@@ -98,6 +116,7 @@ pub fn from_value(
         profile::SCHEMA => serde_json::from_value::<ProfileReport>(v).map(boxed),
         bench::SCHEMA => serde_json::from_value::<BenchReport>(v).map(boxed),
         bench::DEMO_SCHEMA => serde_json::from_value::<DemoReport>(v).map(boxed),
+        load::SCHEMA => serde_json::from_value::<LoadReport>(v).map(boxed),
         _ => return None,
     })
 }

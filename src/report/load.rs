@@ -31,6 +31,25 @@ pub struct LoadReport {
     pub config: LoadConfig,
     /// Wall-clock start (RFC 3339).
     pub started_at: String,
+    /// The same start in ns since the Unix epoch (the run clock's zero;
+    /// the measured window starts `config.warmup_s` later). Absent in
+    /// artifacts written before it existed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub started_at_unix_ns: Option<u64>,
+    /// `--start-at`: the instant asked for and how late the run actually
+    /// started.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub start_at: Option<StartAtRecord>,
+    /// The generator's host name (which machine or pod measured this).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host: Option<String>,
+    /// `--full-log`: where every transaction's send time and latency went.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub full_log: Option<FullLogRecord>,
+    /// Present when `sockscope merge` made this artifact from several
+    /// generators' artifacts: what it merged and how the seconds lined up.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub merged: Option<MergeRecord>,
     /// Measured window (warm-up excluded), seconds.
     pub duration_s: f64,
     /// False when the run did not do what was asked (interrupted,
@@ -87,6 +106,92 @@ pub struct LoadReport {
     pub udp_rr: Option<UdpRrResult>,
     /// Caveats and warnings.
     pub notes: Vec<String>,
+}
+
+/// `--start-at`: the instant asked for and the one the run started at.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StartAtRecord {
+    /// As given on the command line.
+    pub requested: String,
+    /// The instant asked for, ns since the Unix epoch.
+    pub requested_unix_ns: u64,
+    /// `started_at_unix_ns - requested_unix_ns`: how late the run started
+    /// (the wait's own wake-up latency, or the lateness of a command
+    /// started after the instant; negative never, in practice).
+    pub late_ns: i64,
+}
+
+/// `--full-log`: the raw log written beside the artifact.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FullLogRecord {
+    /// The CSV file (`send_unix_ns,latency_ns`).
+    pub file: String,
+    /// Transactions written to it.
+    pub logged: u64,
+    /// Most transactions kept in memory for it (per run, split over the
+    /// worker threads).
+    pub limit: u64,
+    /// Measured transactions left out because a worker's share of the
+    /// limit was full.
+    pub not_logged: u64,
+    /// True when `not_logged > 0`: the file holds only part of the run.
+    pub partial: bool,
+}
+
+/// What `sockscope merge` merged: one entry per source artifact, how
+/// their per-second intervals were lined up, and what differed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MergeRecord {
+    /// The artifacts merged, in the order given.
+    pub sources: Vec<MergeSource>,
+    /// How the sources' seconds were placed on the merged timeline.
+    pub alignment: MergeAlignment,
+    /// Differences between the sources worth a reader's attention
+    /// (different workloads or options; different targets with --force).
+    pub warnings: Vec<String>,
+    /// True when --force merged artifacts that targeted different servers.
+    pub forced: bool,
+}
+
+/// One merged artifact.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MergeSource {
+    /// The file, as given.
+    pub file: String,
+    /// Its `started_at`.
+    pub started_at: String,
+    /// Its start, ns since the Unix epoch (from `started_at_unix_ns`, or
+    /// `started_at` at ms precision for older artifacts).
+    pub started_at_unix_ns: u64,
+    /// Its workload.
+    pub workload: String,
+    /// Its target.
+    pub target: String,
+    /// The generator's host name, when the artifact has one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host: Option<String>,
+    /// Its measured transactions.
+    pub transactions: u64,
+    /// Its measured window, s.
+    pub duration_s: f64,
+    /// Its interval 0 is the merged timeline's interval `offset_s`.
+    pub offset_s: u64,
+    /// How far its measured window's start is from that whole second of
+    /// the merged timeline, ms (signed: positive = later).
+    pub misalignment_ms: f64,
+}
+
+/// How the sources' per-second intervals were aligned.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MergeAlignment {
+    /// The earliest measured window's start, ns since the Unix epoch: the
+    /// merged timeline's second 0.
+    pub window_start_unix_ns: u64,
+    /// The latest measured window's end, ns since the Unix epoch.
+    pub window_end_unix_ns: u64,
+    /// The largest |misalignment| of any source, ms (close to 0 when the
+    /// generators shared a --start-at and synchronised clocks).
+    pub max_misalignment_ms: f64,
 }
 
 /// Options recorded with the result.
@@ -323,6 +428,20 @@ pub struct Interval {
     /// How much of this second the window covered, s (1 for a whole one).
     #[serde(default = "one_second")]
     pub covered_s: f64,
+}
+
+/// This machine's host name (the UTS namespace's: a pod's name in
+/// Kubernetes), None when it cannot be read.
+pub fn host_name() -> Option<String> {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let h = h.trim();
+    (!h.is_empty()).then(|| h.to_string())
+}
+
+/// `t` in ns since the Unix epoch (0 before it).
+pub fn unix_ns(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn one_second() -> f64 {

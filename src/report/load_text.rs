@@ -43,10 +43,43 @@ pub fn render(rep: &LoadReport) -> String {
         None => tcp_lines(&mut s, rep),
     }
     generator_line(&mut s, rep);
+    merged_lines(&mut s, rep);
     for n in &rep.notes {
         let _ = writeln!(s, "note: {n}");
     }
     s
+}
+
+/// A merged artifact: its sources, one line each, and how their seconds
+/// lined up.
+fn merged_lines(s: &mut String, rep: &LoadReport) {
+    let Some(m) = &rep.merged else { return };
+    let _ = writeln!(
+        s,
+        "merged        {} generators, seconds aligned within {:.3} ms{}",
+        m.sources.len(),
+        m.alignment.max_misalignment_ms,
+        if m.forced {
+            " (--force: different targets)"
+        } else {
+            ""
+        }
+    );
+    for src in &m.sources {
+        let _ = writeln!(
+            s,
+            "  {}  {}{}  {} transactions in {:.2} s, from second {} ({:+.3} ms)",
+            src.file,
+            src.started_at,
+            src.host
+                .as_deref()
+                .map_or(String::new(), |h| format!(" on {h}")),
+            src.transactions,
+            src.duration_s,
+            src.offset_s,
+            src.misalignment_ms
+        );
+    }
 }
 
 /// The first line: workload, target, shape of the load and its window.

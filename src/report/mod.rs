@@ -18,6 +18,7 @@ pub mod insight;
 pub mod load;
 pub mod load_text;
 pub mod machine;
+pub mod merge;
 pub mod profile;
 pub mod profile_text;
 pub mod serve;

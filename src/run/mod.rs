@@ -24,6 +24,7 @@ pub mod exit;
 pub mod hidden;
 pub mod loadline;
 pub mod machine;
+pub mod merge;
 pub mod profile;
 pub mod publish;
 pub mod ready;
@@ -124,7 +125,7 @@ pub fn rerender(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
         None => {
             return Err(error::usage(format!(
                 "{}: schema {schema:?} has no report (expected sockscope.profile, \
-                 sockscope.bench or sockscope.demo)",
+                 sockscope.bench, sockscope.demo or sockscope.load)",
                 file.display()
             )));
         }

@@ -9,6 +9,7 @@
 //! the page of one experiment or of the demo.
 
 pub mod bench;
+pub mod load;
 pub mod overhead;
 pub mod profile;
 pub mod relay;
@@ -22,6 +23,7 @@ use super::svg::esc;
 use super::table::Table;
 
 pub use bench::{bench_page, demo_page};
+pub use load::load_page;
 pub use profile::profile_page;
 
 const CSS: &str = r#"

@@ -1,0 +1,673 @@
+//! `sockscope merge`: several generators' load artifacts made into one,
+//! exactly. Histograms are merged bucket by bucket (the HdrHistogram V2
+//! strings every artifact carries), never percentiles averaged; counts,
+//! errors, bytes and CPU are summed; per-second intervals are placed on
+//! one wall-clock timeline. The result is a [`LoadReport`] like any other
+//! (same schema, so `sockscope report` renders it) with a `merged` section
+//! saying what was merged and how well the seconds lined up.
+//!
+//! This module is pure: it takes parsed artifacts and returns the merged
+//! one or the reason it refuses ([`Refusal`], a usage error to the
+//! command); reading files and writing the result is `run::merge`'s.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::header::ArtifactHeader;
+use super::load::{
+    Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadReport, MergeAlignment,
+    MergeRecord, MergeSource, Responses, SCHEMA, SCHEMA_VERSION, UdpResult, UdpRrResult,
+};
+use crate::stats::LatencyHist;
+
+/// Why artifacts cannot be merged (what `sockscope merge` reports as a
+/// usage error, exit 2).
+#[derive(Debug)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// What [`merge`] returns.
+pub type Result<T> = std::result::Result<T, Refusal>;
+
+fn refuse(message: impl Into<String>) -> Refusal {
+    Refusal(message.into())
+}
+
+/// One artifact to merge and the name it is reported under (its file).
+pub struct Input {
+    /// The file, as given.
+    pub file: String,
+    /// Its content.
+    pub report: LoadReport,
+}
+
+/// The start of a load's measured window, ns since the Unix epoch:
+/// `started_at_unix_ns` (or `started_at`, ms precision, for artifacts
+/// older than it) plus the warm-up.
+pub fn window_start_ns(r: &LoadReport) -> Result<u64> {
+    let start = match r.started_at_unix_ns {
+        Some(ns) => ns,
+        None => {
+            let t = humantime::parse_rfc3339_weak(r.started_at.trim_end_matches('Z'))
+                .map_err(|e| refuse(format!("started_at {:?} is not a time: {e}", r.started_at)))?;
+            super::load::unix_ns(t)
+        }
+    };
+    Ok(start + (r.config.warmup_s.max(0.0) * 1e9).round() as u64)
+}
+
+/// The options that must match for two runs to be the same load: the
+/// config without what only says how it was started (the command line,
+/// the count or duration each generator ran for).
+fn shape(r: &LoadReport) -> serde_json::Value {
+    let mut v = serde_json::to_value(&r.config).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        for k in ["command_line", "count", "duration_s"] {
+            o.remove(k);
+        }
+        // What a TLS run negotiated is an outcome, not an option.
+        if let Some(t) = o.get_mut("tls").and_then(|t| t.as_object_mut()) {
+            t.remove("protocol_version");
+            t.remove("cipher_suite");
+        }
+    }
+    v
+}
+
+/// The keys whose values differ between two config objects, sorted.
+fn differing(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return vec!["config".into()];
+    };
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// Merges the histograms named by `get` over the inputs that have one; a
+/// warning says when only some do.
+fn merge_hist(
+    inputs: &[Input],
+    name: &str,
+    get: impl Fn(&LoadReport) -> &Option<LatencyRecord>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<LatencyRecord>> {
+    let mut acc: Option<LatencyHist> = None;
+    let mut have = 0;
+    for i in inputs {
+        let Some(rec) = get(&i.report) else { continue };
+        let h = LatencyHist::from_v2_base64(&rec.hdr_histogram)
+            .map_err(|e| refuse(format!("{}: {name}.hdr_histogram: {e:#}", i.file)))?;
+        if h.len() != rec.summary.count {
+            return Err(refuse(format!(
+                "{}: {name}.hdr_histogram holds {} samples but its count says {}: the \
+                 artifact was altered",
+                i.file,
+                h.len(),
+                rec.summary.count
+            )));
+        }
+        have += 1;
+        match acc.as_mut() {
+            Some(a) => a.merge(&h),
+            None => acc = Some(h),
+        }
+    }
+    if have > 0 && have < inputs.len() {
+        warnings.push(format!(
+            "{name}: only {have} of {} artifacts have it; the merged {name} covers those only",
+            inputs.len()
+        ));
+    }
+    acc.map(|h| {
+        Ok(LatencyRecord {
+            summary: h.summary(),
+            hdr_histogram: h
+                .to_v2_base64()
+                .map_err(|e| refuse(format!("{name}: encoding the merged histogram: {e:#}")))?,
+        })
+    })
+    .transpose()
+}
+
+/// Merges `inputs` (at least two, checked by the caller too). Different
+/// targets are a usage error unless `force`; different workloads or
+/// options are warnings. `command_line` is recorded as the merged
+/// artifact's.
+pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result<LoadReport> {
+    if inputs.len() < 2 {
+        return Err(refuse(
+            "merge needs at least two load artifacts (one has nothing to merge with)",
+        ));
+    }
+    let first = &inputs[0].report;
+    let mut warnings = Vec::new();
+
+    // Targets: the one thing that makes a merge meaningless.
+    let targets: BTreeSet<&str> = inputs.iter().map(|i| i.report.target.as_str()).collect();
+    if targets.len() > 1 {
+        let list = inputs
+            .iter()
+            .map(|i| format!("{} -> {}", i.file, i.report.target))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !force {
+            return Err(refuse(format!(
+                "the artifacts targeted different servers ({list}); merging them would mix \
+                 two services' latencies. --force merges them anyway"
+            )));
+        }
+        warnings.push(format!(
+            "merged with --force although the generators targeted different servers: {list}"
+        ));
+    }
+    let workloads: BTreeSet<&str> = inputs.iter().map(|i| i.report.workload.as_str()).collect();
+    if workloads.len() > 1 {
+        warnings.push(format!(
+            "the generators ran different workloads ({}): the merged figures mix them",
+            inputs
+                .iter()
+                .map(|i| format!("{}: {}", i.file, i.report.workload))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let base = shape(first);
+    for i in &inputs[1..] {
+        let diff = differing(&base, &shape(&i.report));
+        if !diff.is_empty() {
+            warnings.push(format!(
+                "{} ran with different options than {} ({}): the merged figures mix them",
+                i.file,
+                inputs[0].file,
+                diff.join(", ")
+            ));
+        }
+    }
+
+    // The timeline: second 0 is the earliest measured window's start.
+    let starts: Vec<u64> = inputs
+        .iter()
+        .map(|i| window_start_ns(&i.report).map_err(|e| refuse(format!("{}: {e}", i.file))))
+        .collect::<Result<_>>()?;
+    let earliest = *starts.iter().min().expect("two inputs");
+    let end = inputs
+        .iter()
+        .zip(&starts)
+        .map(|(i, s)| s + (i.report.duration_s.max(0.0) * 1e9).round() as u64)
+        .max()
+        .unwrap_or(earliest);
+    let mut sources = Vec::new();
+    let mut intervals: BTreeMap<u64, Interval> = BTreeMap::new();
+    let mut max_mis = 0.0f64;
+    for (i, &start) in inputs.iter().zip(&starts) {
+        let r = &i.report;
+        let from_earliest = start - earliest;
+        let offset_s = ((from_earliest as f64) / 1e9).round() as u64;
+        let mis_ms = (from_earliest as f64 - offset_s as f64 * 1e9) / 1e6;
+        max_mis = max_mis.max(mis_ms.abs());
+        for iv in &r.intervals {
+            let k = iv.t_s + offset_s;
+            let m = intervals.entry(k).or_insert_with(|| Interval {
+                covered_s: 0.0,
+                ..Interval::empty(k)
+            });
+            m.transactions += iv.transactions;
+            m.errors += iv.errors;
+            // The largest is exact; per-second percentiles are not stored
+            // as histograms, and averaging them would be wrong: left out.
+            m.max_ns = match (m.max_ns, iv.max_ns) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            m.partial |= iv.partial;
+            m.covered_s = m.covered_s.max(iv.covered_s);
+        }
+        sources.push(MergeSource {
+            file: i.file.clone(),
+            started_at: r.started_at.clone(),
+            started_at_unix_ns: start - (r.config.warmup_s.max(0.0) * 1e9).round() as u64,
+            workload: r.workload.clone(),
+            target: r.target.clone(),
+            host: r.host.clone(),
+            transactions: r.transactions,
+            duration_s: r.duration_s,
+            offset_s,
+            misalignment_ms: (mis_ms * 1000.0).round() / 1000.0,
+        });
+    }
+    if max_mis > 100.0 {
+        warnings.push(format!(
+            "the generators' seconds are up to {max_mis:.0} ms apart (start them with a common \
+             --start-at, on clocks kept in sync): per-second sums mix neighbouring seconds"
+        ));
+    }
+    // A second no source recorded stays in the timeline, as zeros.
+    let last = intervals.keys().next_back().copied();
+    let intervals: Vec<Interval> = match last {
+        Some(last) => (0..=last)
+            .map(|k| {
+                intervals.remove(&k).map_or_else(
+                    || Interval::empty(k),
+                    |mut m| {
+                        if !m.partial {
+                            m.covered_s = 1.0;
+                        }
+                        m
+                    },
+                )
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+
+    let sum = |f: fn(&LoadReport) -> u64| inputs.iter().map(|i| f(&i.report)).sum::<u64>();
+    let transactions = sum(|r| r.transactions);
+    let warmup_transactions = sum(|r| r.warmup_transactions);
+    let duration_s = (end - earliest) as f64 / 1e9;
+
+    let latency = merge_hist(inputs, "latency", |r| &r.latency, &mut warnings)?;
+    let latency_uncorrected = merge_hist(
+        inputs,
+        "latency_uncorrected",
+        |r| &r.latency_uncorrected,
+        &mut warnings,
+    )?;
+    let send_lag = merge_hist(inputs, "send_lag", |r| &r.send_lag, &mut warnings)?;
+    let connect_latency = merge_hist(
+        inputs,
+        "connect_latency",
+        |r| &r.connect_latency,
+        &mut warnings,
+    )?;
+    let tls_handshake_latency = merge_hist(
+        inputs,
+        "tls_handshake_latency",
+        |r| &r.tls_handshake_latency,
+        &mut warnings,
+    )?;
+
+    let mut by_class: BTreeMap<String, u64> = BTreeMap::new();
+    for i in inputs {
+        for (k, v) in &i.report.errors.by_class {
+            *by_class.entry(k.clone()).or_default() += v;
+        }
+    }
+    let user: f64 = inputs.iter().map(|i| i.report.generator.user_cpu_s).sum();
+    let system: f64 = inputs.iter().map(|i| i.report.generator.system_cpu_s).sum();
+    let all_tx = transactions + warmup_transactions;
+
+    let mut config = first.config.clone();
+    config.connections = inputs
+        .iter()
+        .map(|i| i.report.config.connections)
+        .sum::<Option<usize>>();
+    config.threads = inputs.iter().map(|i| i.report.config.threads).sum();
+    config.count = inputs
+        .iter()
+        .map(|i| i.report.config.count)
+        .sum::<Option<u64>>();
+    config.rate = inputs
+        .iter()
+        .map(|i| i.report.config.rate)
+        .sum::<Option<f64>>();
+    config.duration_s = Some(duration_s);
+    config.command_line = command_line;
+
+    let reasons: BTreeSet<&str> = inputs
+        .iter()
+        .map(|i| i.report.end_reason.as_str())
+        .collect();
+    let end_reason = if reasons.len() == 1 {
+        first.end_reason.clone()
+    } else {
+        reasons.into_iter().collect::<Vec<_>>().join("+")
+    };
+    let incomplete: Vec<&str> = inputs
+        .iter()
+        .filter(|i| !i.report.complete)
+        .map(|i| i.file.as_str())
+        .collect();
+    if !incomplete.is_empty() {
+        warnings.push(format!(
+            "incomplete runs (their figures are in the merge, as they were measured): {}",
+            incomplete.join(", ")
+        ));
+    }
+
+    let mut notes = vec![format!(
+        "merged from {} generators' artifacts: histograms merged bucket by bucket; per-second \
+         intervals carry summed counts and the largest latency (per-second percentiles cannot \
+         be merged from the artifacts and are left out)",
+        inputs.len()
+    )];
+    notes.extend(warnings.iter().cloned());
+    let mut seen: BTreeSet<String> = notes.iter().cloned().collect();
+    for i in inputs {
+        for n in &i.report.notes {
+            if seen.insert(n.clone()) {
+                notes.push(n.clone());
+            }
+        }
+    }
+
+    let earliest_source = inputs
+        .iter()
+        .zip(&starts)
+        .min_by_key(|(_, s)| **s)
+        .map(|(i, _)| &i.report)
+        .expect("two inputs");
+    let hosts: BTreeSet<&str> = inputs
+        .iter()
+        .filter_map(|i| i.report.host.as_deref())
+        .collect();
+
+    Ok(LoadReport {
+        header: ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
+        workload: if workloads.len() == 1 {
+            first.workload.clone()
+        } else {
+            workloads.into_iter().collect::<Vec<_>>().join("+")
+        },
+        target: if targets.len() == 1 {
+            first.target.clone()
+        } else {
+            targets.into_iter().collect::<Vec<_>>().join(" + ")
+        },
+        config,
+        started_at: earliest_source.started_at.clone(),
+        started_at_unix_ns: Some(
+            earliest - (earliest_source.config.warmup_s.max(0.0) * 1e9).round() as u64,
+        ),
+        start_at: None,
+        host: (!hosts.is_empty()).then(|| hosts.into_iter().collect::<Vec<_>>().join(",")),
+        full_log: None,
+        merged: Some(MergeRecord {
+            sources,
+            alignment: MergeAlignment {
+                window_start_unix_ns: earliest,
+                window_end_unix_ns: end,
+                max_misalignment_ms: (max_mis * 1000.0).round() / 1000.0,
+            },
+            warnings,
+            forced: force && targets_differ(inputs),
+        }),
+        duration_s,
+        complete: incomplete.is_empty(),
+        end_reason,
+        connections: Connections {
+            requested: inputs.iter().map(|i| i.report.connections.requested).sum(),
+            established: sum(|r| r.connections.established),
+            connects: sum(|r| r.connections.connects),
+        },
+        transactions,
+        rate_per_s: if duration_s > 0.0 {
+            transactions as f64 / duration_s
+        } else {
+            0.0
+        },
+        warmup_transactions,
+        latency,
+        latency_uncorrected,
+        send_lag,
+        connect_latency,
+        tls_handshake_latency,
+        errors: Errors {
+            total: sum(|r| r.errors.total),
+            by_class,
+            unanswered_at_end: sum(|r| r.errors.unanswered_at_end),
+            answered_after_end: sum(|r| r.errors.answered_after_end),
+        },
+        intervals,
+        bytes: Bytes {
+            sent: sum(|r| r.bytes.sent),
+            received: sum(|r| r.bytes.received),
+        },
+        generator: Generator {
+            user_cpu_s: user,
+            system_cpu_s: system,
+            cpu_us_per_transaction: if all_tx > 0 {
+                (user + system) * 1e6 / all_tx as f64
+            } else {
+                0.0
+            },
+            thread_cpu_share: inputs
+                .iter()
+                .flat_map(|i| i.report.generator.thread_cpu_share.iter().copied())
+                .collect(),
+            saturated: inputs.iter().any(|i| i.report.generator.saturated),
+        },
+        responses: merge_responses(inputs),
+        udp: merge_udp(inputs),
+        udp_rr: merge_udp_rr(inputs),
+        notes,
+    })
+}
+
+fn targets_differ(inputs: &[Input]) -> bool {
+    inputs
+        .iter()
+        .any(|i| i.report.target != inputs[0].report.target)
+}
+
+/// Sums what the responses said; None when no input has it.
+fn merge_responses(inputs: &[Input]) -> Option<Responses> {
+    let mut out: Option<Responses> = None;
+    for r in inputs.iter().filter_map(|i| i.report.responses.as_ref()) {
+        let o = out.get_or_insert_with(Responses::default);
+        o.answered += r.answered;
+        o.reconnects += r.reconnects;
+        for (k, v) in &r.by_status {
+            *o.by_status.entry(k.clone()).or_default() += v;
+        }
+        for (k, c) in &r.by_command {
+            let e = o.by_command.entry(k.clone()).or_default();
+            e.answered += c.answered;
+            e.errors += c.errors;
+            e.hits = add_opt(e.hits, c.hits);
+            e.misses = add_opt(e.misses, c.misses);
+        }
+        o.hits = add_opt(o.hits, r.hits);
+        o.misses = add_opt(o.misses, r.misses);
+    }
+    if let Some(o) = out.as_mut() {
+        o.hit_ratio = match (o.hits, o.misses) {
+            (Some(h), Some(m)) if h + m > 0 => Some(h as f64 / (h + m) as f64),
+            _ => None,
+        };
+    }
+    out
+}
+
+fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
+/// Sums the UDP sender's accounting. The sinks' reports (one-way latency,
+/// what each sink received) are per sink and are not merged.
+fn merge_udp(inputs: &[Input]) -> Option<UdpResult> {
+    let parts: Vec<&UdpResult> = inputs
+        .iter()
+        .filter_map(|i| i.report.udp.as_ref())
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    let published: u64 = parts.iter().map(|u| u.published).sum();
+    let lost = parts.iter().map(|u| u.lost).sum::<Option<u64>>();
+    Some(UdpResult {
+        published,
+        send_errors: parts.iter().map(|u| u.send_errors).sum(),
+        sndbuf_granted: parts.iter().map(|u| u.sndbuf_granted).max().unwrap_or(0),
+        sink: None,
+        lost,
+        loss_ratio: lost.map(|l| {
+            if published > 0 {
+                l as f64 / published as f64
+            } else {
+                0.0
+            }
+        }),
+        one_way_latency: None,
+        kernel_rcvbuf_errors_delta: None,
+    })
+}
+
+/// Sums the udp-rr accounting and recomputes its loss ratio.
+fn merge_udp_rr(inputs: &[Input]) -> Option<UdpRrResult> {
+    let parts: Vec<(&UdpRrResult, u64)> = inputs
+        .iter()
+        .filter_map(|i| {
+            i.report
+                .udp_rr
+                .as_ref()
+                .map(|u| (u, i.report.errors.unanswered_at_end))
+        })
+        .collect();
+    let (first, _) = parts.first()?;
+    let mut o = UdpRrResult {
+        id: first.id.clone(),
+        ..UdpRrResult::default()
+    };
+    let mut unanswered = 0;
+    for (u, un) in &parts {
+        o.requests_sent += u.requests_sent;
+        o.answered += u.answered;
+        o.lost += u.lost;
+        o.refused += u.refused;
+        o.late_replies += u.late_replies;
+        o.garbage_replies += u.garbage_replies;
+        unanswered += un;
+    }
+    let settled = o.requests_sent.saturating_sub(unanswered);
+    o.loss_ratio = if settled > 0 {
+        o.lost as f64 / settled as f64
+    } else {
+        0.0
+    };
+    Some(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A load artifact with `lat` as its latency samples, recorded in one
+    /// second per 10 samples, started at `start_ns`.
+    fn run(target: &str, start_ns: u64, lat: &[u64]) -> LoadReport {
+        let mut r = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo()).load;
+        let mut h = LatencyHist::new();
+        for v in lat {
+            h.record(*v);
+        }
+        r.target = target.into();
+        r.config.warmup_s = 0.0;
+        r.started_at_unix_ns = Some(start_ns);
+        r.transactions = lat.len() as u64;
+        r.latency = Some(LatencyRecord {
+            summary: h.summary(),
+            hdr_histogram: h.to_v2_base64().unwrap(),
+        });
+        r.latency_uncorrected = None;
+        r.send_lag = None;
+        r.intervals = lat
+            .chunks(10)
+            .enumerate()
+            .map(|(k, c)| Interval {
+                transactions: c.len() as u64,
+                max_ns: c.iter().max().copied(),
+                ..Interval::empty(k as u64)
+            })
+            .collect();
+        r.duration_s = r.intervals.len() as f64;
+        r
+    }
+
+    fn input(file: &str, r: LoadReport) -> Input {
+        Input {
+            file: file.into(),
+            report: r,
+        }
+    }
+
+    #[test]
+    fn histograms_merge_exactly_and_counts_add_up() {
+        let a: Vec<u64> = (1..=50).map(|v| v * 1000).collect();
+        let b: Vec<u64> = (1..=30).map(|v| v * 100_000).collect();
+        let t0 = 1_795_467_600_000_000_000;
+        let m = merge(
+            &[
+                input("a.json", run("10.0.0.1:7", t0, &a)),
+                input("b.json", run("10.0.0.1:7", t0 + 2_000_400_000, &b)),
+            ],
+            false,
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(m.transactions, 80);
+        let mut union = LatencyHist::new();
+        for v in a.iter().chain(&b) {
+            union.record(*v);
+        }
+        let lat = m.latency.unwrap();
+        assert_eq!(lat.summary, union.summary());
+        assert_eq!(lat.summary.count, 80);
+        // b's second 0 lands on the timeline's second 2, 0.4 ms late.
+        let rec = m.merged.unwrap();
+        assert_eq!(rec.sources[1].offset_s, 2);
+        assert!((rec.sources[1].misalignment_ms - 0.4).abs() < 1e-9);
+        assert!((rec.alignment.max_misalignment_ms - 0.4).abs() < 1e-9);
+        let per_s: Vec<u64> = m.intervals.iter().map(|i| i.transactions).collect();
+        assert_eq!(per_s, vec![10, 10, 20, 20, 20]);
+        assert_eq!(m.intervals[4].max_ns, Some(3_000_000));
+        assert!(m.intervals.iter().all(|i| i.p99_ns.is_none()));
+        // Window: 0 .. 2.0004 + 3 s.
+        assert!((m.duration_s - 5.0004).abs() < 1e-9, "{}", m.duration_s);
+        assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
+    }
+
+    #[test]
+    fn a_different_target_is_refused_unless_forced_and_options_warn() {
+        let t0 = 1_795_467_600_000_000_000;
+        let a = run("10.0.0.1:7", t0, &[1000, 2000]);
+        let b = run("10.0.0.2:7", t0, &[1000]);
+        let e = merge(
+            &[input("a", a.clone()), input("b", b.clone())],
+            false,
+            vec![],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--force"), "{e}");
+        let m = merge(&[input("a", a.clone()), input("b", b)], true, vec![]).unwrap();
+        assert!(m.merged.as_ref().unwrap().forced);
+        assert_eq!(m.transactions, 3);
+        let mut c = a.clone();
+        c.config.pipeline = Some(8);
+        let m = merge(&[input("a", a), input("c", c)], false, vec![]).unwrap();
+        let w = &m.merged.unwrap().warnings;
+        assert!(w.iter().any(|w| w.contains("pipeline")), "{w:?}");
+        assert!(m.notes.iter().any(|n| n.contains("pipeline")));
+    }
+
+    #[test]
+    fn one_input_is_refused_and_an_altered_histogram_is_caught() {
+        let t0 = 1_795_467_600_000_000_000;
+        let a = run("x:1", t0, &[1000]);
+        assert!(merge(&[input("a", a.clone())], false, vec![]).is_err());
+        let mut b = a.clone();
+        b.latency.as_mut().unwrap().summary.count = 7;
+        let e = merge(&[input("a", a), input("b", b)], false, vec![]).unwrap_err();
+        assert!(e.to_string().contains("altered"), "{e}");
+    }
+}
