@@ -98,6 +98,8 @@ pub fn run(
                     run_as: None,
                     quiet: true,
                     command_line: ctx.command_line.clone(),
+                    path: None,
+                    path_backend: Default::default(),
                 };
                 let rep = profile::measure(&spec)
                     .map_err(|e| e.context(format!("transport point {name}")))?;
