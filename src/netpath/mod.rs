@@ -232,9 +232,12 @@ impl EmulatedPath {
         };
         let relay = match backend {
             Backend::Delayline => {
-                let g = in_ns(gen_ns.as_raw_fd(), || ns::open_tun(&names.0, gen_ip, target_ip))?;
-                let t =
-                    in_ns(target_ns.as_raw_fd(), || ns::open_tun(&names.1, target_ip, gen_ip))?;
+                let g = in_ns(gen_ns.as_raw_fd(), || {
+                    ns::open_tun(&names.0, gen_ip, target_ip)
+                })?;
+                let t = in_ns(target_ns.as_raw_fd(), || {
+                    ns::open_tun(&names.1, target_ip, gen_ip)
+                })?;
                 Some(delayline::Relay::start(spec, g, t)?)
             }
             Backend::Netem => {

@@ -29,9 +29,9 @@ fn run_in(ns: RawFd, prog: &str, args: &[String]) -> Result<String> {
     };
     let out = match cmd.output() {
         Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "the netem backend needs `{prog}` (package iproute2), which is not installed"
-        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("the netem backend needs `{prog}` (package iproute2), which is not installed")
+        }
         Err(e) => bail!("running {prog}: {e}"),
     };
     if !out.status.success() {
@@ -97,7 +97,11 @@ pub fn build(
     ips: (Ipv4Addr, Ipv4Addr),
 ) -> Result<()> {
     let (g, t) = names;
-    run_in(ns.0, "ip", &words(&format!("link add {g} type veth peer name {t}")))?;
+    run_in(
+        ns.0,
+        "ip",
+        &words(&format!("link add {g} type veth peer name {t}")),
+    )?;
     let target_ns = format!("/proc/{}/fd/{}", std::process::id(), ns.1);
     run_in(
         ns.0,
@@ -120,7 +124,12 @@ pub fn stats(ns: (RawFd, RawFd), names: (&str, &str)) -> Vec<String> {
         .filter_map(|(fd, dev)| {
             run_in(fd, "tc", &words(&format!("-s qdisc show dev {dev}")))
                 .ok()
-                .map(|s| format!("{dev}: {}", s.split_whitespace().collect::<Vec<_>>().join(" ")))
+                .map(|s| {
+                    format!(
+                        "{dev}: {}",
+                        s.split_whitespace().collect::<Vec<_>>().join(" ")
+                    )
+                })
         })
         .collect()
 }

@@ -90,15 +90,18 @@ fn up(sock: RawFd, name: &str) -> Result<()> {
     ioctl(sock, libc::SIOCGIFFLAGS, &mut r, "SIOCGIFFLAGS")?;
     let flags = r.short() | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
     r.set_short(flags);
-    ioctl(sock, libc::SIOCSIFFLAGS, &mut r, &format!("bringing {name} up"))
+    ioctl(
+        sock,
+        libc::SIOCSIFFLAGS,
+        &mut r,
+        &format!("bringing {name} up"),
+    )
 }
 
 /// Runs `f` on a fresh thread inside a fresh anonymous network namespace
 /// (loopback up, IPv6 off so the path carries only the run's traffic) and
 /// returns the namespace's descriptor with `f`'s result.
-pub fn with_new_netns<T: Send>(
-    f: impl FnOnce() -> Result<T> + Send,
-) -> Result<(OwnedFd, T)> {
+pub fn with_new_netns<T: Send>(f: impl FnOnce() -> Result<T> + Send) -> Result<(OwnedFd, T)> {
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("sockscope-netns".into())
@@ -172,10 +175,20 @@ pub fn open_tun(name: &str, local: Ipv4Addr, peer: Ipv4Addr) -> Result<OwnedFd> 
     let s = sock.as_raw_fd();
     let mut a = IfReq::new(name)?;
     a.set_addr(local);
-    ioctl(s, libc::SIOCSIFADDR, &mut a, &format!("address {local} on {name}"))?;
+    ioctl(
+        s,
+        libc::SIOCSIFADDR,
+        &mut a,
+        &format!("address {local} on {name}"),
+    )?;
     let mut d = IfReq::new(name)?;
     d.set_addr(peer);
-    ioctl(s, libc::SIOCSIFDSTADDR, &mut d, &format!("peer {peer} on {name}"))?;
+    ioctl(
+        s,
+        libc::SIOCSIFDSTADDR,
+        &mut d,
+        &format!("peer {peer} on {name}"),
+    )?;
     up(s, name)?;
     Ok(tun)
 }

@@ -78,7 +78,11 @@ fn rate(v: &str) -> Result<u64> {
         "kbit" => 1e3,
         "mbit" => 1e6,
         "gbit" => 1e9,
-        "" => return Err(bad(format!("rate={v}: give a unit (bit, kbit, mbit, gbit)"))),
+        "" => {
+            return Err(bad(format!(
+                "rate={v}: give a unit (bit, kbit, mbit, gbit)"
+            )));
+        }
         u => return Err(bad(format!("rate={v}: unknown unit {u:?}"))),
     };
     let bps = n * scale;
@@ -190,7 +194,11 @@ pub fn fmt_duration(d: Duration) -> String {
 
 /// `1gbit`, `10mbit`, `1500kbit`, `999bit`.
 pub fn fmt_rate(bps: u64) -> String {
-    for (div, unit) in [(1_000_000_000, "gbit"), (1_000_000, "mbit"), (1_000, "kbit")] {
+    for (div, unit) in [
+        (1_000_000_000, "gbit"),
+        (1_000_000, "mbit"),
+        (1_000, "kbit"),
+    ] {
         if bps >= div && bps % div == 0 {
             return format!("{}{unit}", bps / div);
         }
@@ -221,7 +229,9 @@ mod tests {
 
     fn code(text: &str) -> String {
         let e = PathSpec::parse(text).unwrap_err();
-        let exit = e.downcast_ref::<crate::error::Exit>().expect("a usage error");
+        let exit = e
+            .downcast_ref::<crate::error::Exit>()
+            .expect("a usage error");
         assert_eq!(exit.code, 2, "{text}");
         exit.message.clone()
     }

@@ -915,10 +915,7 @@ mod tests {
 /// Accounts for an emulated path in the median: "p50 20.4 ms of which
 /// 20 ms is the emulated RTT". A connection per transaction (tcp-crr) pays
 /// two round trips (the handshake, then the request).
-pub fn emulated_path_sentence(
-    load: &LoadReport,
-    path: &crate::netpath::PathRecord,
-) -> String {
+pub fn emulated_path_sentence(load: &LoadReport, path: &crate::netpath::PathRecord) -> String {
     let rtts: f64 = if load.workload == "tcp-crr" { 2.0 } else { 1.0 };
     let what = if rtts > 1.0 {
         format!(

@@ -329,7 +329,10 @@ fn choose_on_path(
         .iter()
         .find(|s| s.local.ip() == IpAddr::V4(ip) || s.local.ip().is_unspecified())
     {
-        return Ok(Some(std::net::SocketAddr::new(IpAddr::V4(ip), s.local.port())));
+        return Ok(Some(std::net::SocketAddr::new(
+            IpAddr::V4(ip),
+            s.local.port(),
+        )));
     }
     if mine.is_empty() {
         return Ok(None);
