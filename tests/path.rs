@@ -335,3 +335,103 @@ fn a_ctrl_c_path_run_leaves_nothing() {
     }
     stop_and_check("path-int", libc::SIGINT, Some(130));
 }
+
+/// True when this test may make namespaces (root); outside CI a missing
+/// privilege skips it with a printed reason, under CI=true it fails.
+fn require_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: CI=true but not root: --path needs CAP_SYS_ADMIN");
+    }
+    eprintln!("SKIP {test}: not root (--path makes network namespaces)");
+    false
+}
+
+#[test]
+fn load_serve_over_a_path_records_the_path() {
+    if !require_root("load_serve_over_a_path_records_the_path") {
+        return;
+    }
+    let json = scratch("path-load-serve").join("load.json");
+    let (st, so, se) = run_bounded(
+        &[
+            "load",
+            "tcp-rr",
+            "ADDR",
+            "-c",
+            "2",
+            "-d",
+            "1",
+            "--path",
+            "rtt=10ms jitter=1ms",
+            "--serve",
+            "echo --transport epoll",
+            "--json",
+            json.to_str().unwrap(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(0), "{so}{se}");
+    let rep = read_json(&json);
+    assert_eq!(rep["schema"], "sockscope.load");
+    assert_eq!(rep["path"]["spec"], "rtt=10ms jitter=1ms limit=1000");
+    assert_eq!(f(&rep["path"]["jitter_ms"]), 1.0);
+    assert!(rep["target"].as_str().unwrap().starts_with("10.233."));
+    let p50_ms = f(&rep["latency"]["p50_ns"]) / 1e6;
+    // Two jittered directions: the RTT lies in [8, 12] ms plus overhead.
+    assert!(
+        (8.0..12.0 + RTT_MARGIN_MS).contains(&p50_ms),
+        "p50 {p50_ms} ms"
+    );
+    assert!(rep["transactions"].as_u64().unwrap() > 50);
+    assert!(rep["notes"].to_string().contains("Emulated path"));
+    // The report still renders it.
+    let (st, so, se) = run_bounded(&["report", json.to_str().unwrap()], LIMIT);
+    assert_eq!(st.code(), Some(0), "{so}{se}");
+}
+
+#[test]
+fn load_serve_needs_the_addr_placeholder_and_both_options() {
+    let (st, _, se) = run_bounded(
+        &[
+            "load",
+            "tcp-rr",
+            "127.0.0.1:1",
+            "-n",
+            "1",
+            "--path",
+            "rtt=1ms",
+            "--serve",
+            "echo --transport epoll",
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("give the word ADDR"), "{se}");
+    let (st, _, se) = run_bounded(
+        &["load", "tcp-rr", "ADDR", "-n", "1", "--path", "rtt=1ms"],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("--serve"), "{se}");
+    let (st, _, se) = run_bounded(
+        &[
+            "load",
+            "tcp-rr",
+            "ADDR",
+            "-n",
+            "1",
+            "--path",
+            "rtt=1ms loss=101%",
+            "--serve",
+            "echo --transport epoll",
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("accepted: --path"), "{se}");
+}

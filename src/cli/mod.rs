@@ -70,6 +70,9 @@ pub enum Command {
         /// Workload.
         #[command(subcommand)]
         cmd: load::LoadCommand,
+        /// An emulated path and the server behind it.
+        #[command(flatten)]
+        path: load::PathArgs,
     },
     /// Run a reference server: echo (threaded, epoll, io_uring), relay
     /// (userspace, splice, sockmap), udp-sink.
@@ -152,6 +155,9 @@ pub enum Plan {
         cmd: load::LoadCommand,
         /// --quiet.
         quiet: bool,
+        /// `--path SPEC --serve ARGS`: over an emulated path, against a
+        /// served target.
+        served: Option<crate::run::pathload::ServedPath>,
     },
     /// `sockscope serve`.
     Serve {
@@ -230,7 +236,11 @@ impl Cli {
         let quiet = self.quiet;
         Ok(match self.command {
             Command::Trace(args) => Plan::Trace(args.into_spec(quiet)?),
-            Command::Load { cmd } => Plan::Load { cmd, quiet },
+            Command::Load { cmd, path } => Plan::Load {
+                cmd,
+                quiet,
+                served: path.into_served()?,
+            },
             Command::Serve { cmd } => Plan::Serve {
                 spec: cmd.into_spec()?,
                 quiet,

@@ -487,6 +487,7 @@ fn report(
         }),
         udp_rr: None,
         notes,
+        path: None,
     }
 }
 

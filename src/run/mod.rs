@@ -24,6 +24,7 @@ pub mod exit;
 pub mod hidden;
 pub mod loadline;
 pub mod machine;
+pub mod pathload;
 pub mod profile;
 pub mod publish;
 pub mod ready;
