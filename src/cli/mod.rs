@@ -183,6 +183,8 @@ pub enum Plan {
         quick: bool,
         /// --quiet.
         quiet: bool,
+        /// --path for every point's profile.
+        path: Option<(crate::netpath::PathSpec, crate::netpath::BackendChoice)>,
     },
     /// `sockscope demo`.
     Demo {
@@ -250,6 +252,7 @@ impl Cli {
                 Plan::Profile { spec, out }
             }
             Command::Bench(args) => Plan::Bench {
+                path: args.path()?,
                 experiment: args.name,
                 out: args.out,
                 quick: args.quick,
