@@ -161,6 +161,16 @@ fn bad_path_specs_exit_2_with_the_syntax() {
     ]);
     assert_eq!(c, Some(2), "{se}");
     assert!(se.contains("leave the address"), "{se}");
+    // Only an experiment that drives its load through profile takes --path.
+    let (st, _, se) = run_bounded(&["bench", "overhead", "--path", "rtt=1ms"], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("only bench transport takes --path"), "{se}");
+    let (st, _, se) = run_bounded(
+        &["bench", "transport", "--path", "rtt=1ms rate=0bit"],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("accepted: --path"), "{se}");
 }
 
 #[test]

@@ -315,3 +315,62 @@ pub fn in_ns<T: Send>(ns: RawFd, f: impl FnOnce() -> Result<T> + Send) -> Result
             .unwrap_or_else(|_| anyhow::bail!("the namespace thread panicked"))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> PathRecord {
+        PathRecord {
+            spec: "rtt=20ms loss=1% limit=1000".into(),
+            backend: "delayline".into(),
+            rtt_ms: 20.0,
+            jitter_ms: 0.0,
+            jitter_distribution: "uniform".into(),
+            loss_pct: 1.0,
+            rate_bps: None,
+            limit: 1000,
+            generator_addr: "10.233.0.1".into(),
+            target_addr: "10.233.0.2".into(),
+            interfaces: vec!["ss1g".into(), "ss1t".into()],
+            relay: Some(RelayStats::default()),
+            qdisc_stats: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn net_path_is_a_record_or_the_word_loopback() {
+        let lo = serde_json::to_value(NetPath::loopback()).unwrap();
+        assert_eq!(lo, serde_json::json!("loopback"));
+        let back: NetPath = serde_json::from_value(lo).unwrap();
+        assert!(back.emulated().is_none());
+        let e = NetPath::Emulated(Box::new(record()));
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["backend"], "delayline");
+        assert!(v.get("rate_bps").is_none());
+        let back: NetPath = serde_json::from_value(v).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn the_caveat_says_what_was_emulated() {
+        let c = record().caveat();
+        assert!(
+            c.starts_with("Emulated path (rtt=20ms loss=1% limit=1000"),
+            "{c}"
+        );
+        assert!(c.contains("20 ms of round-trip time"), "{c}");
+        assert!(c.contains("drops 1% of packets"), "{c}");
+        assert!(!c.contains("Loopback"), "{c}");
+    }
+
+    #[test]
+    fn addresses_are_a_private_slash_30() {
+        for pid in [1, 8210, 4_194_303] {
+            let (g, t) = addresses(pid);
+            assert_eq!(g.octets()[..2], [10, 233]);
+            assert_eq!(u32::from(t), u32::from(g) + 1);
+            assert_eq!(u32::from(g) % 4, 1, "{g}: .1 of its /30");
+        }
+    }
+}

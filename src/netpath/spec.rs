@@ -281,7 +281,7 @@ mod tests {
             ("rtt=20ms rate=0mbit", "must be positive"),
             ("rtt=20ms rate=10mbps", "unknown unit"),
             ("rtt=20ms loss=101%", "[0%, 100%]"),
-            ("rtt=20ms loss=-1%", "not a percentage"),
+            ("rtt=20ms loss=-1%", "must lie in [0%, 100%]"),
             ("rtt=20ms jitter=11ms", "exceeds rtt/2"),
             ("rtt=20ms delay=1ms", "unknown key"),
             ("rtt=20ms rtt=10ms", "given twice"),
