@@ -127,6 +127,9 @@ impl PathSpec {
         let (mut rtt, mut jitter, mut lossp, mut rate_bps, mut limit) =
             (None, Duration::ZERO, 0.0, None, DEFAULT_LIMIT);
         for w in words {
+            if w == "loopback" {
+                return Err(bad("loopback stands alone"));
+            }
             let Some((k, v)) = w.split_once('=') else {
                 return Err(bad(format!("{w:?} is not KEY=VALUE")));
             };
@@ -148,7 +151,6 @@ impl PathSpec {
                             bad(format!("limit={v}: a packet count in [1, {MAX_LIMIT}]"))
                         })?
                 }
-                "loopback" => return Err(bad("loopback stands alone")),
                 _ => return Err(bad(format!("unknown key {k:?}"))),
             }
         }
