@@ -26,6 +26,8 @@ Examples:
   sockscope profile --load 'tcp-rr -c 8 -d 5 --request \"PING\\r\\n\" --expect \"+PONG\\r\\n\"' \\
       -- redis-server --port 16379 --save ''
   sockscope profile --pid $(pidof nginx) --load 'tcp-crr -c 16 -d 10'
+  sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 8 -d 5' \\
+      --path 'rtt=20ms jitter=1ms loss=0.1% rate=1gbit'   (docs/path.md)
 
 Exit status:
   0  success: DIR holds run.json, summary.txt, report.html
