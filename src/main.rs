@@ -32,7 +32,16 @@ fn main() -> ExitCode {
 fn dispatch(plan: Plan) -> Result<u8> {
     match plan {
         Plan::Trace(spec) => trace::command::run(&spec),
-        Plan::Load { cmd, quiet } => load::run(cmd, quiet),
+        Plan::Load {
+            cmd,
+            quiet,
+            served: None,
+        } => load::run(cmd, quiet),
+        Plan::Load {
+            cmd,
+            quiet,
+            served: Some(sp),
+        } => run::pathload::run(cmd, quiet, &sp),
         Plan::Serve { spec, quiet } => serve::run(spec, quiet),
         Plan::Profile { spec, out } => run::run_profile(&spec, out.as_deref()),
         Plan::Bench {
@@ -40,7 +49,8 @@ fn dispatch(plan: Plan) -> Result<u8> {
             out,
             quick,
             quiet,
-        } => run::bench::run_cli(experiment, out.as_deref(), quick, quiet),
+            path,
+        } => run::bench::run_cli(experiment, out.as_deref(), quick, quiet, path),
         Plan::Demo { out, quick, quiet } => run::demo::run(out.as_deref(), quick, quiet),
         Plan::Report { file, out, quiet } => run::rerender(&file, out.as_deref(), quiet),
         Plan::Compare { a, b } => run::compare::run(&a, &b),

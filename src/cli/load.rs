@@ -39,6 +39,64 @@ pub enum LoadCommand {
     Udp(UdpArgs),
 }
 
+/// `load --path SPEC --serve ARGS`: the load crosses an emulated path to
+/// a `sockscope serve` target that sockscope starts behind it.
+#[derive(Debug, Args)]
+pub struct PathArgs {
+    /// Cross an emulated path, e.g. 'rtt=20ms jitter=1ms loss=0.1%
+    /// rate=1gbit limit=1000' (needs --serve; see docs/path.md).
+    #[arg(long, value_name = "SPEC", global = true, requires = "serve")]
+    pub path: Option<String>,
+    /// The server behind the path: `sockscope serve` arguments, e.g.
+    /// 'echo --transport epoll'; the workload's address is then the word
+    /// ADDR (http: http://ADDR/).
+    #[arg(long, value_name = "ARGS", global = true, requires = "path")]
+    pub serve: Option<String>,
+    /// How the path is built: netem, delayline, auto.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "BACKEND",
+        global = true,
+        default_value = "auto"
+    )]
+    pub path_backend: crate::netpath::BackendChoice,
+}
+
+impl PathArgs {
+    /// The served path, validated (usage errors exit 2); None without
+    /// --path.
+    pub fn into_served(self) -> Result<Option<crate::run::pathload::ServedPath>> {
+        let (Some(p), Some(s)) = (self.path, self.serve) else {
+            return Ok(None);
+        };
+        let Some(spec) = crate::netpath::PathSpec::parse(&p)? else {
+            return Err(error::usage(
+                "--path loopback with --serve: run `sockscope serve` and load it directly",
+            ));
+        };
+        let serve =
+            shell_words::split(&s).map_err(|e| error::usage(format!("--serve {s:?}: {e}")))?;
+        if serve.is_empty() || serve[0] == "serve" {
+            return Err(error::usage(
+                "--serve: give the serve subcommand and its options, e.g. 'echo --transport \
+                 epoll' (without the word serve)",
+            ));
+        }
+        if serve
+            .iter()
+            .any(|a| a == "--json" || a.starts_with("--json="))
+        {
+            return Err(error::usage("--serve: leave out --json"));
+        }
+        Ok(Some(crate::run::pathload::ServedPath {
+            spec,
+            backend: self.path_backend,
+            serve,
+        }))
+    }
+}
+
 /// The driver's options, shared by every request/response workload over
 /// TCP (tcp-rr, tcp-crr and the protocol workloads).
 #[derive(Debug, Args)]

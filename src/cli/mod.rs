@@ -72,6 +72,9 @@ pub enum Command {
         /// any other command's).
         #[command(subcommand)]
         cmd: Box<load::LoadCommand>,
+        /// An emulated path and the server behind it.
+        #[command(flatten)]
+        path: load::PathArgs,
     },
     /// Run a reference server: echo (threaded, epoll, io_uring), relay
     /// (userspace, splice, sockmap), udp-sink.
@@ -166,6 +169,9 @@ pub enum Plan {
         cmd: load::LoadCommand,
         /// --quiet.
         quiet: bool,
+        /// `--path SPEC --serve ARGS`: over an emulated path, against a
+        /// served target.
+        served: Option<crate::run::pathload::ServedPath>,
     },
     /// `sockscope serve`.
     Serve {
@@ -191,6 +197,8 @@ pub enum Plan {
         quick: bool,
         /// --quiet.
         quiet: bool,
+        /// --path for every point's profile.
+        path: Option<(crate::netpath::PathSpec, crate::netpath::BackendChoice)>,
     },
     /// `sockscope demo`.
     Demo {
@@ -255,7 +263,11 @@ impl Cli {
         let quiet = self.quiet;
         Ok(match self.command {
             Command::Trace(args) => Plan::Trace(args.into_spec(quiet)?),
-            Command::Load { cmd } => Plan::Load { cmd: *cmd, quiet },
+            Command::Load { cmd, path } => Plan::Load {
+                cmd: *cmd,
+                quiet,
+                served: path.into_served()?,
+            },
             Command::Serve { cmd } => Plan::Serve {
                 spec: cmd.into_spec()?,
                 quiet,
@@ -265,6 +277,7 @@ impl Cli {
                 Plan::Profile { spec, out }
             }
             Command::Bench(args) => Plan::Bench {
+                path: args.path()?,
                 experiment: args.name,
                 out: args.out,
                 quick: args.quick,

@@ -26,6 +26,8 @@ Examples:
   sockscope profile --load 'tcp-rr -c 8 -d 5 --request \"PING\\r\\n\" --expect \"+PONG\\r\\n\"' \\
       -- redis-server --port 16379 --save ''
   sockscope profile --pid $(pidof nginx) --load 'tcp-crr -c 16 -d 10'
+  sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 8 -d 5' \\
+      --path 'rtt=20ms jitter=1ms loss=0.1% rate=1gbit'   (docs/path.md)
 
 Exit status:
   0  success: DIR holds run.json, summary.txt, report.html
@@ -87,6 +89,18 @@ pub struct ProfileArgs {
     #[arg(long, conflicts_with = "user")]
     pub as_root: bool,
 
+    /// Run the target and the load in two network namespaces joined by an
+    /// emulated path, e.g. 'rtt=20ms jitter=1ms loss=0.1% rate=1gbit
+    /// limit=1000' ('loopback': none). Launched targets only. See
+    /// docs/path.md.
+    #[arg(long, value_name = "SPEC", conflicts_with = "pid")]
+    pub path: Option<String>,
+
+    /// How the path is built: netem (veth + tc netem), delayline (TUN +
+    /// sockscope's relay), auto (netem when the kernel has it).
+    #[arg(long, value_enum, value_name = "BACKEND", default_value = "auto")]
+    pub path_backend: crate::netpath::BackendChoice,
+
     /// The program to launch as the target, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -126,9 +140,30 @@ impl ProfileArgs {
             ProfileTarget::Pid(_) => None,
             _ => trace::launch::resolve_run_as(self.user.as_deref(), self.as_root)?,
         };
+        let path = match &self.path {
+            Some(p) => crate::netpath::PathSpec::parse(p)?,
+            None => None,
+        };
+        let load = LoadLine::parse(&self.load)?;
+        if path.is_some() {
+            if matches!(target, ProfileTarget::Pid(_)) {
+                return Err(error::usage(
+                    "--path needs a target profile launches (--target or -- CMD): a running \
+                     process given by --pid cannot be moved into the path's namespace",
+                ));
+            }
+            if let crate::run::loadline::AddrSlot::Explicit(a) = &load.slot {
+                return Err(error::usage(format!(
+                    "--path: leave the address ({a}) out of --load: the load is aimed at the \
+                     target's address on the path"
+                )));
+            }
+        }
         let spec = ProfileSpec {
             target,
-            load: LoadLine::parse(&self.load)?,
+            load,
+            path,
+            path_backend: self.path_backend,
             ready_timeout: Duration::from_secs_f64(self.ready_timeout),
             count_only: self.count_only,
             evidence: !self.no_evidence,

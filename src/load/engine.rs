@@ -653,6 +653,7 @@ fn report(
         udp: None,
         udp_rr: None,
         notes: notes(m, saturated),
+        path: None,
     };
     Ok((report, failure))
 }

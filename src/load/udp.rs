@@ -492,6 +492,7 @@ fn report(
         }),
         udp_rr: None,
         notes,
+        path: None,
     }
 }
 

@@ -106,6 +106,10 @@ pub struct LoadReport {
     pub udp_rr: Option<UdpRrResult>,
     /// Caveats and warnings.
     pub notes: Vec<String>,
+    /// The emulated path the load crossed (`load --path --serve`); absent
+    /// for a plain load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<super::path::NetPath>,
 }
 
 /// `--start-at`: the instant asked for and the one the run started at.

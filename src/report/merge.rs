@@ -370,8 +370,39 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         .filter_map(|i| i.report.host.as_deref())
         .collect();
 
+    // One path for all (or none recorded): it is the merged run's path;
+    // generators on different paths measured different networks.
+    let paths: BTreeSet<String> = inputs
+        .iter()
+        .map(|i| serde_json::to_string(&i.report.path).unwrap_or_default())
+        .collect();
+    let path = if paths.len() == 1 {
+        first.path.clone()
+    } else {
+        let w = format!(
+            "the generators crossed different network paths ({}): the merged latencies mix them",
+            inputs
+                .iter()
+                .map(|i| format!(
+                    "{}: {}",
+                    i.file,
+                    i.report
+                        .path
+                        .as_ref()
+                        .and_then(|p| p.emulated())
+                        .map_or("loopback or unrecorded", |p| p.spec.as_str())
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        warnings.push(w.clone());
+        notes.push(w);
+        None
+    };
+
     Ok(LoadReport {
         header: ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
+        path,
         workload: if workloads.len() == 1 {
             first.workload.clone()
         } else {

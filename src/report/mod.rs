@@ -19,6 +19,7 @@ pub mod load;
 pub mod load_text;
 pub mod machine;
 pub mod merge;
+pub mod path;
 pub mod profile;
 pub mod profile_text;
 pub mod serve;

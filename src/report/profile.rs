@@ -54,6 +54,11 @@ pub struct ProfileReport {
     /// The tuning audit's rows that this run's evidence supports.
     #[serde(default)]
     pub advice: Vec<AuditRow>,
+    /// The network between the load and the target: an emulated path
+    /// (`--path`), `"loopback"`, or absent (another address, or an
+    /// artifact written before paths were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<super::path::NetPath>,
 }
 
 /// The target process.

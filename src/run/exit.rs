@@ -104,6 +104,7 @@ mod tests {
             udp: None,
             udp_rr: None,
             notes: Vec::new(),
+            path: None,
         }
     }
 

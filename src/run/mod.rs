@@ -25,6 +25,7 @@ pub mod hidden;
 pub mod loadline;
 pub mod machine;
 pub mod merge;
+pub mod pathload;
 pub mod profile;
 pub mod publish;
 pub mod ready;

@@ -9,6 +9,7 @@
 //! bounded; every process started here is stopped by a guard on every path.
 
 use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
@@ -26,6 +27,7 @@ use super::ready::{self, OwnedSocket, Proto};
 use super::share;
 use super::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::load::{self, LoadOutcome};
+use crate::netpath::{EmulatedPath, NetPath};
 use crate::report::insight;
 use crate::report::machine::Machine;
 use crate::report::profile::{
@@ -72,6 +74,11 @@ pub struct ProfileSpec {
     pub quiet: bool,
     /// The command line recorded in the artifact.
     pub command_line: Vec<String>,
+    /// An emulated path between the load and the target (None: loopback
+    /// or whatever address the target has).
+    pub path: Option<crate::netpath::PathSpec>,
+    /// How the path is built.
+    pub path_backend: crate::netpath::BackendChoice,
 }
 
 /// The target while it is being measured: launched by us, or attached to.
@@ -125,7 +132,7 @@ pub fn check_target_args(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn start(spec: &ProfileSpec) -> Result<Subject> {
+fn start(spec: &ProfileSpec, path: Option<&EmulatedPath>) -> Result<Subject> {
     let (argv, reports): (Vec<OsString>, bool) = match &spec.target {
         ProfileTarget::Pid(pid) => {
             let fd = target::pidfd_open(*pid).map_err(|e| {
@@ -149,11 +156,24 @@ fn start(spec: &ProfileSpec) -> Result<Subject> {
             argv.extend(args.iter().map(OsString::from));
             let is_server = args.first().is_some_and(|a| a == "serve")
                 && args.get(1).is_some_and(|a| a == "echo" || a == "udp-sink");
+            // A serve target listens on 127.0.0.1 by default: on a path it
+            // must listen on the path's address instead.
+            if let Some(p) = path
+                && args.first().is_some_and(|a| a == "serve")
+                && !args
+                    .iter()
+                    .any(|a| a == "--listen" || a.starts_with("--listen="))
+            {
+                argv.push("--listen".into());
+                argv.push(format!("{}:0", p.target_ip).into());
+            }
             (argv, is_server)
         }
     };
     let run_as = spec.run_as.as_ref();
-    let launched = if reports {
+    let launched = if let Some(p) = path {
+        Launched::spawn_in_netns(&argv, run_as, reports, p.target_netns())
+    } else if reports {
         Launched::spawn_reporting(&argv, run_as)
     } else {
         Launched::spawn(&argv, run_as)
@@ -192,6 +212,7 @@ fn wait_ready(
     spec: &ProfileSpec,
     subject: &mut Subject,
     signals: &mut Signals,
+    path_ip: Option<Ipv4Addr>,
 ) -> Result<(std::net::SocketAddr, Vec<OwnedSocket>)> {
     let proto = if spec.load.is_udp() {
         Proto::Udp
@@ -247,7 +268,11 @@ fn wait_ready(
         let socks = ready_sockets(spec, subject.pid);
         match explicit {
             None => {
-                if let Some(addr) = ready::choose(&socks, proto) {
+                let chosen = match path_ip {
+                    Some(ip) => choose_on_path(subject, &socks, proto, ip)?,
+                    None => ready::choose(&socks, proto),
+                };
+                if let Some(addr) = chosen {
                     return Ok((addr, socks));
                 }
             }
@@ -288,6 +313,37 @@ fn wait_ready(
         );
         pause = (pause * 2).min(Duration::from_millis(100));
     }
+}
+
+/// On a path: the target's path address with the port of a socket bound
+/// to it or to a wildcard; an error when the target listens only on
+/// addresses the path cannot reach (127.0.0.1).
+fn choose_on_path(
+    subject: &Subject,
+    socks: &[OwnedSocket],
+    proto: Proto,
+    ip: Ipv4Addr,
+) -> Result<Option<std::net::SocketAddr>> {
+    let mine: Vec<&OwnedSocket> = socks.iter().filter(|s| s.proto == proto).collect();
+    if let Some(s) = mine
+        .iter()
+        .find(|s| s.local.ip() == IpAddr::V4(ip) || s.local.ip().is_unspecified())
+    {
+        return Ok(Some(std::net::SocketAddr::new(
+            IpAddr::V4(ip),
+            s.local.port(),
+        )));
+    }
+    if mine.is_empty() {
+        return Ok(None);
+    }
+    Err(crate::error::usage(format!(
+        "--path: {} listens on {} only, which the load in the other namespace cannot reach; \
+         make it listen on the path's target address {ip} or a wildcard (0.0.0.0 / [::]); a \
+         sockscope serve target gets --listen {ip}:0 when it has no --listen of its own",
+        subject.describe(),
+        fmt_sockets(socks, subject.pid)
+    )))
 }
 
 /// The sockets that make the target ready: with --pid, those of the
@@ -646,9 +702,20 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let started_at = SystemTime::now();
     let machine = Machine::current();
 
+    // Before the target: it is started inside the path's namespace. Dropped
+    // after the target (declared first), on every path out of here.
+    let path = match &spec.path {
+        Some(p) => Some(EmulatedPath::create(p, spec.path_backend).context("building --path")?),
+        None => None,
+    };
     let t_launch = Instant::now();
-    let mut subject = start(spec)?;
-    let (addr, sockets) = wait_ready(spec, &mut subject, &mut signals)?;
+    let mut subject = start(spec, path.as_ref())?;
+    let (addr, sockets) = wait_ready(
+        spec,
+        &mut subject,
+        &mut signals,
+        path.as_ref().map(|p| p.target_ip),
+    )?;
     let ready_after = t_launch.elapsed();
     let comm = crate::procfs::comm(subject.pid).unwrap_or_default();
     let load_argv = spec.load.with_addr(addr);
@@ -679,7 +746,19 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     )?;
     let control0 = thread_cpu_s(control_clock);
     let t_load = Instant::now();
-    let loaded = load::execute_until(cmd, spec.quiet, Some(abort));
+    let loaded = match &path {
+        None => load::execute_until(cmd, spec.quiet, Some(abort)),
+        // On a thread of its own inside the generator's namespace: the
+        // load's workers, started by it, are born there.
+        Some(p) => std::thread::scope(|s| {
+            s.spawn(|| {
+                p.enter_generator()?;
+                load::execute_until(cmd, spec.quiet, Some(abort))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the load thread panicked")))
+        }),
+    };
     let load_wall = t_load.elapsed();
     let control_cpu = (thread_cpu_s(control_clock) - control0).max(0.0);
     let (samples, sampler_cpu) = sampler.map(share::Sampler::finish).unzip();
@@ -715,6 +794,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
 
     // Stop what we started, and read the server's own account.
     let (stop, server_report) = stop_target(&mut subject)?;
+    let path_record = path.map(EmulatedPath::finish);
 
     let mut load_command = vec!["sockscope".to_string(), "load".to_string()];
     load_command.extend(load_argv.iter().cloned());
@@ -737,6 +817,12 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         insight::attribute_per_transaction(&mut derived, a);
     }
     let mut insights = insight::sentences(&derived, &load_report, &trace_report);
+    if let Some(p) = &path_record {
+        insights.insert(
+            1.min(insights.len()),
+            insight::emulated_path_sentence(&load_report, p),
+        );
+    }
     let advice = evidence.as_ref().map_or_else(Vec::new, |e| {
         insights.extend(e.sentences(&derived, &load_report));
         crate::tune::supported_by(e, &load_report)
@@ -746,6 +832,9 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         Some(addr.ip()),
         machine::shares_cpus_with(subject.pid),
     );
+    if let Some(p) = &path_record {
+        caveats.insert(0, p.caveat());
+    }
     caveats.extend(attribution_caveat(&derived));
     if derived.server_agreement.as_deref() == Some("mismatch") {
         caveats.push(
@@ -787,6 +876,11 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         caveats,
         evidence,
         advice,
+        path: match path_record {
+            Some(p) => Some(NetPath::Emulated(Box::new(p))),
+            None if machine::is_loopback(addr.ip()) => Some(NetPath::loopback()),
+            None => None,
+        },
     })
 }
 

@@ -235,6 +235,9 @@ struct ChildSetup {
     pid_w: RawFd,
     /// The report memory file, to become descriptor 3.
     report: Option<RawFd>,
+    /// A network namespace to enter before exec (an emulated path's
+    /// target side).
+    netns: Option<RawFd>,
 }
 
 impl ChildSetup {
@@ -253,6 +256,12 @@ impl ChildSetup {
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             if libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+                return Err(err());
+            }
+            // Before the switch of user: setns needs CAP_SYS_ADMIN.
+            if let Some(ns) = self.netns
+                && libc::setns(ns, libc::CLONE_NEWNET) != 0
+            {
                 return Err(err());
             }
             let me = libc::getpid().to_ne_bytes();
@@ -339,7 +348,27 @@ impl Launched {
     /// the one that stops it). Its group is registered with the watchdog
     /// when one is enabled.
     pub fn spawn(argv: &[OsString], run_as: Option<&RunAs>) -> Result<Self> {
-        Self::launch(argv.to_vec(), run_as, None)
+        Self::launch(argv.to_vec(), run_as, None, None)
+    }
+
+    /// As [`Launched::spawn`] (or [`Launched::spawn_reporting`] when
+    /// `reporting`), inside the network namespace `netns` (setns before
+    /// exec): an emulated path's target side.
+    pub fn spawn_in_netns(
+        argv: &[OsString],
+        run_as: Option<&RunAs>,
+        reporting: bool,
+        netns: RawFd,
+    ) -> Result<Self> {
+        let mut argv = argv.to_vec();
+        let report = if reporting {
+            argv.push("--json".into());
+            argv.push(format!("/dev/fd/{REPORT_FD}").into());
+            Some(memfd()?)
+        } else {
+            None
+        };
+        Self::launch(argv, run_as, report, Some(netns))
     }
 
     /// As [`Launched::spawn`], for a sockscope server that writes its own
@@ -350,13 +379,14 @@ impl Launched {
         let mut argv = argv.to_vec();
         argv.push("--json".into());
         argv.push(format!("/dev/fd/{REPORT_FD}").into());
-        Self::launch(argv, run_as, Some(memfd()?))
+        Self::launch(argv, run_as, Some(memfd()?), None)
     }
 
     fn launch(
         argv: Vec<OsString>,
         run_as: Option<&RunAs>,
         report: Option<OwnedFd>,
+        netns: Option<RawFd>,
     ) -> Result<Self> {
         let (prog, args) = argv.split_first().context("empty command")?;
         let (out_r, out_w) = pipe(0)?;
@@ -369,6 +399,7 @@ impl Launched {
             watchdog: watchdog::channel()?,
             pid_w: pid_w.as_raw_fd(),
             report: report.as_ref().map(AsRawFd::as_raw_fd),
+            netns,
         };
         let watched = setup.watchdog.is_some();
         let mut cmd = Command::new(prog);

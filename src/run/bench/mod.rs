@@ -92,6 +92,8 @@ pub struct BenchContext<'a> {
     pub command_line: Vec<String>,
     /// No progress lines.
     pub quiet: bool,
+    /// An emulated path every profile point runs on (`bench --path`).
+    pub path: Option<(crate::netpath::PathSpec, crate::netpath::BackendChoice)>,
     signals: Signals,
     scratch: super::staging::LockedDir,
     scratch_n: u32,
@@ -110,6 +112,7 @@ impl<'a> BenchContext<'a> {
             staging,
             command_line,
             quiet,
+            path: None,
             signals,
             scratch: super::scratch_dir()?,
             scratch_n: 0,
@@ -281,13 +284,20 @@ pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<Be
 
 /// `sockscope bench NAME [--out DIR] [--quick]`: runs it and writes
 /// DIR/bench.json, summary.txt and report.html as a set.
-pub fn run_cli(exp: Experiment, out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
+pub fn run_cli(
+    exp: Experiment,
+    out: Option<&Path>,
+    quick: bool,
+    quiet: bool,
+    path: Option<(crate::netpath::PathSpec, crate::netpath::BackendChoice)>,
+) -> Result<u8> {
     exp.preflight(&format!("sockscope bench {}", exp.name()))?;
     let dest = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("bench-{}-{}", exp.name(), super::timestamp())));
     let staging = Staging::new(&dest)?;
     let mut ctx = BenchContext::new(&staging, std::env::args().collect(), quiet)?;
+    ctx.path = path;
     let rep = run(exp, Size { quick, demo: false }, &mut ctx)?;
     ctx.check_signals()?;
     // The experiment is over: stop signals take their usual effect again

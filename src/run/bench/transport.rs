@@ -98,6 +98,8 @@ pub fn run(
                     run_as: None,
                     quiet: true,
                     command_line: ctx.command_line.clone(),
+                    path: ctx.path.as_ref().map(|p| p.0.clone()),
+                    path_backend: ctx.path.as_ref().map(|p| p.1).unwrap_or_default(),
                 };
                 let rep = profile::measure(&spec)
                     .map_err(|e| e.context(format!("transport point {name}")))?;
