@@ -27,14 +27,17 @@ trap cleanup EXIT
 
 echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run"
 
-# A loopback echo server on a free port; prints its address.
+# A loopback echo server on a free port, started in this shell (not in a
+# command substitution's subshell, whose PIDS the cleanup would not see);
+# its address is in $ECHO_ADDR.
 start_echo() {
   local log=$OUT/echo-$1.log
   "$BIN" serve echo --transport epoll "${@:2}" --listen 127.0.0.1:0 >"$log" 2>&1 &
   PIDS+=($!)
+  ECHO_ADDR=
   for _ in $(seq 100); do
-    addr=$(grep -oE '127\.0\.0\.1:[0-9]+' "$log" | head -1 || true)
-    [ -n "$addr" ] && { echo "$addr"; return; }
+    ECHO_ADDR=$(grep -oE '127\.0\.0\.1:[0-9]+' "$log" | head -1 || true)
+    [ -n "$ECHO_ADDR" ] && return
     sleep 0.05
   done
   echo "bench/path.sh: echo server did not start" >&2; exit 1
@@ -53,7 +56,7 @@ print(f"tx/s={d['rate_per_s']:.0f} p50_ms={l['p50_ns']/1e6:.3f} p99_ms={l['p99_n
 EOF
 }
 
-LO=$(start_echo small)
+start_echo small; LO=$ECHO_ADDR
 for c in 1 64 1000; do
   "$BIN" load tcp-rr "$LO" -c "$c" -d "$SECS" --json "$OUT/lo-$c.json" --quiet || true
   "$BIN" load tcp-rr ADDR -c "$c" -d "$SECS" --path rtt=10ms --serve 'echo --transport epoll' \
@@ -63,7 +66,7 @@ for c in 1 64 1000; do
 done
 
 BULK=(--req 65536 -c 4 -d "$SECS")
-LOB=$(start_echo bulk --req-size 65536 --resp-size 65536)
+start_echo bulk --req-size 65536 --resp-size 65536; LOB=$ECHO_ADDR
 "$BIN" load tcp-rr "$LOB" "${BULK[@]}" --json "$OUT/lo-bulk.json" --quiet || true
 "$BIN" load tcp-rr ADDR "${BULK[@]}" --path rtt=0ms \
   --serve 'echo --transport epoll --req-size 65536 --resp-size 65536' \
