@@ -641,11 +641,7 @@ fn report(
         generator: Generator {
             user_cpu_s: user,
             system_cpu_s: system,
-            cpu_us_per_transaction: if all_tx > 0 {
-                (user + system) * 1e6 / all_tx as f64
-            } else {
-                0.0
-            },
+            cpu_us_per_transaction: Generator::cpu_us_per(user, system, all_tx),
             thread_cpu_share: m.shares.clone(),
             saturated,
         },

@@ -465,11 +465,7 @@ fn report(
         generator: Generator {
             user_cpu_s: user,
             system_cpu_s: system,
-            cpu_us_per_transaction: if tx.published > 0 {
-                (user + system) * 1e6 / tx.published as f64
-            } else {
-                0.0
-            },
+            cpu_us_per_transaction: Generator::cpu_us_per(user, system, tx.published),
             thread_cpu_share: vec![busy],
             saturated: busy >= 0.9,
         },

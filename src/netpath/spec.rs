@@ -74,6 +74,9 @@ fn duration(key: &str, v: &str) -> Result<Duration> {
 
 fn rate(v: &str) -> Result<u64> {
     let (n, unit) = number_unit(v).ok_or_else(|| bad(format!("rate={v}: not a rate")))?;
+    if n <= 0.0 {
+        return Err(bad(format!("rate={v}: a rate must be positive")));
+    }
     let scale = match unit.to_ascii_lowercase().as_str() {
         "bit" => 1.0,
         "kbit" => 1e3,
@@ -268,6 +271,7 @@ mod tests {
             ("jitter=1ms", "rtt is required"),
             ("rtt=20", "give a unit"),
             ("rtt=20ms rate=0mbit", "must be positive"),
+            ("rtt=20ms rate=0", "must be positive"),
             ("rtt=20ms rate=10mbps", "unknown unit"),
             ("rtt=20ms loss=101%", "[0%, 100%]"),
             ("rtt=20ms loss=-1%", "must lie in [0%, 100%]"),

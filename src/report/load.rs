@@ -526,6 +526,18 @@ pub struct Generator {
     pub saturated: bool,
 }
 
+impl Generator {
+    /// (user + system) CPU seconds per transaction, in microseconds; 0
+    /// when there was no transaction.
+    pub fn cpu_us_per(user_s: f64, system_s: f64, transactions: u64) -> f64 {
+        if transactions > 0 {
+            (user_s + system_s) * 1e6 / transactions as f64
+        } else {
+            0.0
+        }
+    }
+}
+
 /// UDP accounting: what was published and what the sink saw.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct UdpResult {

@@ -465,11 +465,7 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         generator: Generator {
             user_cpu_s: user,
             system_cpu_s: system,
-            cpu_us_per_transaction: if all_tx > 0 {
-                (user + system) * 1e6 / all_tx as f64
-            } else {
-                0.0
-            },
+            cpu_us_per_transaction: Generator::cpu_us_per(user, system, all_tx),
             thread_cpu_share: inputs
                 .iter()
                 .flat_map(|i| i.report.generator.thread_cpu_share.iter().copied())
