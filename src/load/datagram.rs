@@ -280,9 +280,8 @@ impl<'a, E: Exchange> WorkerConns<'a> for DatagramWorker<'a, E> {
 impl<E: Exchange> DatagramWorker<'_, E> {
     /// Opens socket `i`; a failure is counted and retried after a backoff.
     fn open(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
-        let (plan, ctx) = (self.core.plan, self.core.ctx);
-        let src = (!plan.sources.is_empty())
-            .then(|| plan.sources[(ctx.index * 7919 + i) % plan.sources.len()]);
+        let plan = self.core.plan;
+        let src = self.core.source_for(i, 0);
         let opened = open_socket(&plan.addr, src, self.blocking).and_then(|sock| {
             let fd = super::socket::fd_of(&sock);
             self.core.poller.add(fd, i as u64, poller::IN)?;
@@ -372,46 +371,65 @@ impl<E: Exchange> DatagramWorker<'_, E> {
         s.retry_at = Some(now + s.backoff.next_delay());
     }
 
+    /// One recv of a datagram on socket `i` into the read buffer (`flags`
+    /// beside MSG_TRUNC, so a datagram larger than the buffer shows its
+    /// real length); its bytes are counted.
+    fn recv_one(&mut self, i: usize, flags: i32, tally: &mut WorkerTally) -> io::Result<usize> {
+        let buf = &mut self.core.buf;
+        // SAFETY: valid fd and buffer.
+        let n = unsafe {
+            libc::recv(
+                self.socks[i].fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                flags | libc::MSG_TRUNC,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        tally.bytes_received += n as u64;
+        Ok(n as usize)
+    }
+
+    /// A recv that failed: nothing to read now (EAGAIN, EINTR) is not an
+    /// error; anything else pauses the socket.
+    fn recv_failed(&mut self, i: usize, now: u64, e: &io::Error, tally: &mut WorkerTally) {
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+            _ => self.pause(i, now, ErrorClass::of(e), tally),
+        }
+    }
+
+    /// The `n` bytes in the read buffer as a reply on socket `i`; false
+    /// when they are larger than any reply this workload reads (64 KiB+):
+    /// counted as garbage.
+    fn take_reply(&mut self, i: usize, n: usize, now: u64, tally: &mut WorkerTally) -> bool {
+        if n > self.core.buf.len() {
+            self.counts.garbage += 1;
+            return false;
+        }
+        reply(
+            self.exchange,
+            &mut self.socks[i],
+            &self.core.buf[..n],
+            now,
+            tally,
+            &mut self.counts,
+        );
+        true
+    }
+
     /// Reads socket `i`'s datagrams until none is left or nothing is in
     /// flight any more.
     fn read(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         loop {
-            let fd = self.socks[i].fd;
-            let buf = &mut self.core.buf;
-            // SAFETY: valid fd and buffer. MSG_TRUNC: the datagram's real
-            // length, so one larger than the buffer is seen as such.
-            let n = unsafe {
-                libc::recv(
-                    fd,
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                )
+            let n = match self.recv_one(i, libc::MSG_DONTWAIT, tally) {
+                Ok(n) => n,
+                Err(e) => return self.recv_failed(i, now, &e, tally),
             };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EINTR) => {}
-                    _ => self.pause(i, now, ErrorClass::of(&e), tally),
-                }
-                return;
-            }
-            let n = n as usize;
-            tally.bytes_received += n as u64;
-            if n > self.core.buf.len() {
-                // Larger than any reply this workload reads (64 KiB+).
-                self.counts.garbage += 1;
-                continue;
-            }
-            reply(
-                self.exchange,
-                &mut self.socks[i],
-                &self.core.buf[..n],
-                now,
-                tally,
-                &mut self.counts,
-            );
-            if self.socks[i].pending.is_empty() {
+            // After garbage, read on: it answered nothing.
+            if self.take_reply(i, n, now, tally) && self.socks[i].pending.is_empty() {
                 return;
             }
         }
@@ -429,46 +447,21 @@ impl<E: Exchange> DatagramWorker<'_, E> {
             && !self.socks[i].pending.is_empty()
             && !ctx.stop.load(std::sync::atomic::Ordering::Relaxed)
         {
-            let buf = &mut self.core.buf;
-            // SAFETY: valid fd and buffer; the socket is blocking with a
-            // receive timeout, so this waits at most BLOCKING_WAIT.
-            let n = unsafe {
-                libc::recv(
-                    self.socks[i].fd,
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_TRUNC,
-                )
-            };
+            // The socket is blocking with a receive timeout, so this waits
+            // at most BLOCKING_WAIT.
+            let got = self.recv_one(i, 0, tally);
             let now = ctx.clock.now();
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EINTR) => {}
-                    _ => self.pause(i, now, ErrorClass::of(&e), tally),
-                }
-                return;
-            }
-            let n = n as usize;
-            tally.bytes_received += n as u64;
+            let n = match got {
+                Ok(n) => n,
+                Err(e) => return self.recv_failed(i, now, &e, tally),
+            };
             let ended = ctx.end.is_some_and(|e| now >= e);
             if ended {
                 // As the event loop's drain would: an answer after the
                 // window is not a transaction.
                 tally.close_window();
             }
-            if n > self.core.buf.len() {
-                self.counts.garbage += 1;
-            } else {
-                reply(
-                    self.exchange,
-                    &mut self.socks[i],
-                    &self.core.buf[..n],
-                    now,
-                    tally,
-                    &mut self.counts,
-                );
-            }
+            self.take_reply(i, n, now, tally);
             self.go_on(i, now, tally);
             if ended || now >= until {
                 return;

@@ -100,6 +100,15 @@ impl<'a> WorkerCore<'a> {
         })
     }
 
+    /// The source address for connection (or socket) `i` of this worker,
+    /// `turn` its reopen count (0 for connections opened once): spread over
+    /// `--source-ips` so workers and turns do not all start at the first;
+    /// None when the run binds no source.
+    pub fn source_for(&self, i: usize, turn: usize) -> Option<std::net::IpAddr> {
+        let sources = &self.plan.sources;
+        (!sources.is_empty()).then(|| sources[(self.ctx.index * 7919 + i + turn) % sources.len()])
+    }
+
     /// Counts a request issued for intended time `intended` against the
     /// measured quota (warm-up requests do not count).
     #[inline]

@@ -208,10 +208,7 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
         s.out.clear();
         s.out_off = 0;
         self.exchange.push_request(&mut s.out, s.seq);
-        let src = (!plan.sources.is_empty()).then(|| {
-            let k = self.core.ctx.index * 7919 + i + self.slots[i].seq as usize;
-            plan.sources[k % plan.sources.len()]
-        });
+        let src = self.core.source_for(i, self.slots[i].seq as usize);
         match socket::start_connect(&plan.addr, src) {
             Ok((sock, done)) => {
                 if self.close_rst {

@@ -250,9 +250,8 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
 
 impl<E: Exchange> PersistentWorker<'_, E> {
     fn connect(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
-        let (plan, ctx) = (self.core.plan, self.core.ctx);
-        let src = (!plan.sources.is_empty())
-            .then(|| plan.sources[(ctx.index * 7919 + i) % plan.sources.len()]);
+        let plan = self.core.plan;
+        let src = self.core.source_for(i, 0);
         match socket::start_connect(&plan.addr, src) {
             Ok((sock, done)) => {
                 let fd = socket::fd_of(&sock);
