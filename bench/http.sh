@@ -38,20 +38,7 @@ wait_port() {
   done
   echo "nothing listens on $1" >&2; exit 1
 }
-# cpu_run LOG CMD...: runs CMD (stdout+stderr to LOG) and prints its user+
-# system CPU seconds (its children included).
-cpu_run() {
-  local log=$1; shift
-  python3 - "$log" "$@" <<'EOF'
-import resource, subprocess, sys
-with open(sys.argv[1], "w") as f:
-    rc = subprocess.run(sys.argv[2:], stdout=f, stderr=subprocess.STDOUT).returncode
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-if rc != 0:
-    sys.exit(f"{sys.argv[2]} exited {rc}: see {sys.argv[1]}")
-print(f"{r.ru_utime + r.ru_stime:.3f}")
-EOF
-}
+. bench/lib.sh
 ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{a/b:.2f}' if b else 'n/a')" "$1" "$2"; }
 us_per() { python3 -c "import sys; c,n=float(sys.argv[1]),float(sys.argv[2]); print(f'{1e6*c/n:.2f}' if n else 'n/a')" "$1" "$2"; }
 

@@ -200,20 +200,7 @@ cp -a third_party/neper/. target/neper/
 make -s -C target/neper tcp_rr >"$OUT/neper-build.log" 2>&1 ||
   { echo "bench/load.sh: building neper failed: see $OUT/neper-build.log" >&2; exit 1; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# cpu_run LOG CMD...: runs CMD (stdout+stderr to LOG) and prints its user+
-# system CPU seconds (rusage of the child).
-cpu_run() {
-  local log=$1; shift
-  python3 - "$log" "$@" <<'EOF'
-import resource, subprocess, sys
-with open(sys.argv[1], "w") as f:
-    rc = subprocess.run(sys.argv[2:], stdout=f, stderr=subprocess.STDOUT).returncode
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-if rc != 0:
-    sys.exit(f"{sys.argv[2]} exited {rc}: see {sys.argv[1]}")
-print(f"{r.ru_utime + r.ru_stime:.3f}")
-EOF
-}
+. bench/lib.sh
 # load_rr NAME BIN PORT FLOWS ROUND: one sockscope run; prints "tx/s tx cpu_s p50_us errors".
 load_rr() {
   local j=$OUT/n-$4-$5.$1.json cpu

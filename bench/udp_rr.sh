@@ -25,17 +25,7 @@ trap cleanup EXIT
 
 # CPU seconds (user+system) of a pid so far (10 ms ticks).
 cpu_of() { awk '{printf "%.2f\n", ($14+$15)/100}' "/proc/$1/stat"; }
-# child_cpu LOG CMD...: runs CMD with its output in LOG; prints the CPU
-# seconds (user+system) it used.
-child_cpu() {
-  python3 - "$@" <<'EOF'
-import resource, subprocess, sys
-with open(sys.argv[1], 'w') as log:
-    subprocess.run(sys.argv[2:], check=True, stdout=log, stderr=subprocess.STDOUT)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(f"{r.ru_utime + r.ru_stime:.3f}")
-EOF
-}
+. bench/lib.sh
 
 echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run"
 echo
@@ -61,7 +51,7 @@ for r in $(seq "$ROUNDS"); do
   "$BIN" -q load udp-rr "127.0.0.1:$PORT" -c 1 -d "$SECS" --request "$REQ" --expect 'ZZZZ' \
     --json "$OUT/udp-rr-$r.json"
   s1=$(cpu_of "$SP")
-  pcpu=$(child_cpu "$OUT/sockperf-$r.log" sockperf ping-pong -i 127.0.0.1 -p "$PORT" -t "$SECS" -m 64)
+  pcpu=$(cpu_run "$OUT/sockperf-$r.log" sockperf ping-pong -i 127.0.0.1 -p "$PORT" -t "$SECS" -m 64)
   s2=$(cpu_of "$SP")
   python3 - "$OUT/udp-rr-$r.json" "$OUT/sockperf-$r.log" "$pcpu" "$s0" "$s1" "$s2" "$SECS" "$r" <<'EOF'
 import json, re, sys
