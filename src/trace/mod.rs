@@ -18,6 +18,7 @@ pub mod launch;
 pub mod pod;
 pub mod preflight;
 pub mod selfcost;
+pub mod snapshot;
 pub mod syscall_names;
 pub mod wait;
 
