@@ -44,6 +44,16 @@ const volatile bool follow_forks = true;
 const volatile bool per_thread = false;
 const volatile __u32 max_slots = 0;
 const volatile __u64 ringbuf_wake_bytes = 1 << 20;
+/* Scope (see enum ss_scope_mode): the cgroup's id and depth, or the name
+ * as two words of NUL-padded bytes, and sockscope's own tgid (never traced
+ * in a scope mode: its map reads would be counted). */
+const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
+const volatile __u64 scope_cgroup_id = 0;
+const volatile __u32 scope_cgroup_level = 0;
+const volatile __u64 scope_comm_lo = 0;
+const volatile __u64 scope_comm_hi = 0;
+const volatile __u32 self_tgid = 0;
+const volatile enum ss_by_mode by_mode = SS_BY_NONE;
 
 /* Written by the loader between phases (mmapped .bss). */
 enum ss_iter_mode iter_mode = SS_ITER_IDLE;
@@ -65,6 +75,10 @@ struct ss_ev_task layout_ev_task __attribute__((unused));
 struct ss_ev_exec layout_ev_exec __attribute__((unused));
 enum ss_limits layout_limits __attribute__((unused));
 enum ss_task_flags layout_task_flags __attribute__((unused));
+struct ss_group_key layout_group_key __attribute__((unused));
+
+/* A zeroed value to create per-group entries from (too big for the stack). */
+const struct ss_sc_stats zero_stats = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -93,6 +107,25 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } sc_errnos SEC(".maps");
+
+/* Per-group, per-syscall aggregates (--by); max_entries is the series
+ * limit, set by the loader. Keys that find it full go to group_other.
+ * Preallocated: a no-prealloc map allocates from a per-CPU cache that
+ * holds only a few objects of this size, so a new process's first
+ * distinct syscalls would find it empty and land in group_other. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct ss_group_key);
+	__type(value, struct ss_sc_stats);
+} group_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SS_MAX_SYSCALLS);
+	__type(key, __u32);
+	__type(value, struct ss_sc_stats);
+} group_other SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -203,6 +236,61 @@ static __always_inline struct ss_thread_sc *thread_sc(struct task_struct *task, 
 	return &ts->sc[nr];
 }
 
+/* The group the current task's event belongs to (--by). */
+static __always_inline void group_key_of(struct task_struct *task, struct ss_group_key *k, __u32 nr)
+{
+	k->a = 0;
+	k->b = 0;
+	k->nr = nr;
+	k->pad = 0;
+	if (by_mode == SS_BY_PROCESS) {
+		k->a = task->tgid;
+	} else if (by_mode == SS_BY_COMM) {
+		struct task_struct *leader = task->group_leader;
+
+		bpf_probe_read_kernel(&k->a, 16, leader->comm);
+	} else {
+		k->a = bpf_get_current_cgroup_id();
+	}
+}
+
+/* This CPU's per-group aggregate of the current event's group and syscall,
+ * created on first use; the overflow slot once the series limit is hit. */
+static __always_inline struct ss_sc_stats *group_stats_of(struct task_struct *task, __u32 nr)
+{
+	struct ss_group_key k;
+	struct ss_sc_stats *s;
+
+	group_key_of(task, &k, nr);
+	s = bpf_map_lookup_elem(&group_stats, &k);
+	if (s)
+		return s;
+	/* EEXIST (another CPU created it meanwhile) is fine: look up again. */
+	bpf_map_update_elem(&group_stats, &k, &zero_stats, BPF_NOEXIST);
+	s = bpf_map_lookup_elem(&group_stats, &k);
+	if (s)
+		return s;
+	return bpf_map_lookup_elem(&group_other, &nr);
+}
+
+/* Adds one timed call to an aggregate. */
+static __always_inline void add_timed(struct ss_sc_stats *s, __u64 dur, long ret)
+{
+	__u32 b;
+
+	if (s->calls == 0 || dur < s->min_ns)
+		s->min_ns = dur;
+	if (dur > s->max_ns)
+		s->max_ns = dur;
+	s->calls++;
+	s->total_ns += dur;
+	b = hist_bucket(dur);
+	if (b < SS_HIST_BUCKETS)
+		s->hist[b]++;
+	if (ret < 0 && ret >= -4095)
+		s->errors++;
+}
+
 /* Calls that never return (exit, exit_group) and every call in count-only
  * mode are counted at entry. */
 static __always_inline void count_entry(struct task_struct *task, struct ss_task *t, __u32 nr)
@@ -211,6 +299,12 @@ static __always_inline void count_entry(struct task_struct *task, struct ss_task
 
 	if (s)
 		s->calls++;
+	if (by_mode != SS_BY_NONE) {
+		struct ss_sc_stats *g = group_stats_of(task, nr);
+
+		if (g)
+			g->calls++;
+	}
 	t->sc.calls++;
 	count_event();
 	if (per_thread) {
@@ -221,6 +315,60 @@ static __always_inline void count_entry(struct task_struct *task, struct ss_task
 	}
 }
 
+/* Scope modes: is the current task one to trace? Decided at every entry,
+ * so a task that joins the cgroup, or takes the name, later is traced from
+ * then on, and one that leaves is not. */
+static __always_inline bool in_scope(struct task_struct *task)
+{
+	if (task->tgid == self_tgid)
+		return false;
+	if (scope_mode == SS_SCOPE_CGROUP)
+		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
+	if (scope_mode == SS_SCOPE_COMM) {
+		struct task_struct *leader = task->group_leader;
+		__u64 c[2];
+
+		bpf_probe_read_kernel(c, sizeof(c), leader->comm);
+		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
+	}
+	return true;
+}
+
+static __always_inline void read_res(struct task_struct *task, struct ss_res *r);
+static __always_inline __u32 alloc_slot(void);
+static __always_inline void start_thread_stats(struct task_struct *task, __u32 slot);
+
+/* Scope modes: a task's first in-scope syscall gives it its storage, its
+ * resource baseline and its slot, and tells the loader who it is. */
+static __always_inline struct ss_task *join(struct task_struct *task)
+{
+	struct ss_ev_fork *e;
+	struct ss_task *t;
+
+	t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t || (t->flags & SS_JOINED))
+		return t;
+	t->flags = SS_JOINED;
+	read_res(task, &t->base);
+	t->slot = alloc_slot();
+	start_thread_stats(task, t->slot);
+	__sync_fetch_and_add(&counters.joined, 1);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&counters.ringbuf_drops, 1);
+		return t;
+	}
+	e->type = SS_EV_REGISTERED;
+	e->tid = task->pid;
+	e->tgid = task->tgid;
+	e->parent_tid = 0;
+	e->slot = t->slot;
+	e->is_thread = task->pid != task->tgid;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+	bpf_ringbuf_submit(e, rb_flags());
+	return t;
+}
+
 /* The entry hook's work; true when the run was on a traced task's event,
  * false when it only filtered the syscall out. */
 static __always_inline bool enter_work(long id)
@@ -229,9 +377,21 @@ static __always_inline bool enter_work(long id)
 	struct ss_task *t;
 	__u32 nr;
 
-	t = bpf_task_storage_get(&tasks, task, 0, 0);
-	if (!t)
-		return false;
+	if (scope_mode != SS_SCOPE_TREE) {
+		/* The scope test first: it is cheaper than a storage lookup
+		 * for the (many) tasks outside it. */
+		if (!in_scope(task))
+			return false;
+		t = bpf_task_storage_get(&tasks, task, 0, 0);
+		if (!t || !(t->flags & SS_JOINED))
+			t = join(task);
+		if (!t)
+			return false;
+	} else {
+		t = bpf_task_storage_get(&tasks, task, 0, 0);
+		if (!t)
+			return false;
+	}
 	if (t->flags & SS_PENDING_EXEC) {
 		/* The launched child is registered while it waits on a pipe;
 		 * its own life starts with execve. */
@@ -273,7 +433,7 @@ static __always_inline bool exit_work(long ret)
 	struct ss_sc_stats *s;
 	struct ss_task *t;
 	__u64 now, dur;
-	__u32 nr, b;
+	__u32 nr;
 
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
 	if (!t || !t->ts)
@@ -288,24 +448,21 @@ static __always_inline bool exit_work(long ret)
 	s = bpf_map_lookup_elem(&sc_stats, &nr);
 	if (!s)
 		return true;
-	if (s->calls == 0 || dur < s->min_ns)
-		s->min_ns = dur;
-	if (dur > s->max_ns)
-		s->max_ns = dur;
-	s->calls++;
-	s->total_ns += dur;
+	add_timed(s, dur, ret);
+	if (by_mode != SS_BY_NONE) {
+		struct ss_sc_stats *g = group_stats_of(task, nr);
+
+		if (g)
+			add_timed(g, dur, ret);
+	}
 	t->sc.calls++;
 	t->sc.time_ns += dur;
 	count_event();
-	b = hist_bucket(dur);
-	if (b < SS_HIST_BUCKETS)
-		s->hist[b]++;
 
 	if (ret < 0 && ret >= -4095) {
 		__u32 key = nr * SS_ERRNO_SLOTS + errno_slot(ret);
 		__u64 *e = bpf_map_lookup_elem(&sc_errnos, &key);
 
-		s->errors++;
 		t->sc.errors++;
 		if (e)
 			(*e)++;
@@ -396,6 +553,10 @@ int BPF_PROG(ss_fork, struct task_struct *parent, struct task_struct *child)
 	struct ss_ev_fork *e;
 	bool thread;
 
+	/* In a scope mode a child is traced when it is in scope, which the
+	 * entry hook decides at its first syscall. */
+	if (scope_mode != SS_SCOPE_TREE)
+		return 0;
 	pt = bpf_task_storage_get(&tasks, parent, 0, 0);
 	if (!pt)
 		return 0;
@@ -594,7 +755,7 @@ int ss_iter_task(struct bpf_iter__task *ctx)
 		bpf_seq_write(seq, &r, sizeof(r));
 		return 0;
 	}
-	if (iter_mode != SS_ITER_END || (t->flags & SS_EXITED))
+	if ((iter_mode != SS_ITER_END && iter_mode != SS_ITER_PEEK) || (t->flags & SS_EXITED))
 		return 0;
 
 	e.type = SS_EV_LIVE;
@@ -606,7 +767,7 @@ int ss_iter_task(struct bpf_iter__task *ctx)
 	window_res(task, t, &e.res);
 	e.sc = t->sc;
 	bpf_seq_write(seq, &e, sizeof(e));
-	if (per_thread) {
+	if (per_thread && iter_mode == SS_ITER_END) {
 		ts = bpf_task_storage_get(&thread_stats, task, 0, 0);
 		if (ts)
 			bpf_seq_write(seq, ts, sizeof(*ts));

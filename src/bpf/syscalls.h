@@ -50,6 +50,23 @@ enum ss_task_flags {
 	SS_PENDING_EXEC = 1,   /* launched child: count nothing before its execve */
 	SS_NEED_BASELINE = 2,  /* resource baseline not taken yet (see iter pass) */
 	SS_EXITED = 4,         /* its exit record is out: the end pass skips it */
+	SS_JOINED = 8,         /* scope mode: entered at its first in-scope syscall */
+};
+
+/* What decides which tasks are traced (.rodata scope_mode). */
+enum ss_scope_mode {
+	SS_SCOPE_TREE = 0,     /* tasks registered by the loader, and their children */
+	SS_SCOPE_CGROUP = 1,   /* tasks in a cgroup v2 directory or below it */
+	SS_SCOPE_COMM = 2,     /* tasks whose thread-group leader has this name */
+	SS_SCOPE_SYSTEM = 3,   /* every task but sockscope's own */
+};
+
+/* How the per-group aggregates are keyed (.rodata by_mode). */
+enum ss_by_mode {
+	SS_BY_NONE = 0,
+	SS_BY_PROCESS = 1,     /* tgid */
+	SS_BY_COMM = 2,        /* thread-group leader's comm */
+	SS_BY_CGROUP = 3,      /* cgroup v2 id */
 };
 
 /* values of the .bss global iter_mode */
@@ -57,6 +74,7 @@ enum ss_iter_mode {
 	SS_ITER_IDLE = 0,
 	SS_ITER_BASELINE = 1,
 	SS_ITER_END = 2,
+	SS_ITER_PEEK = 3,      /* like END, but the window stays open */
 };
 
 /* ring buffer / iterator record types: the first field of every record */
@@ -77,6 +95,15 @@ struct ss_sc_stats {
 	__u64 min_ns;
 	__u64 max_ns;
 	__u64 hist[SS_HIST_BUCKETS];
+};
+
+/* Key of the per-group aggregates: the group (tgid in `a`; a comm's 16
+ * bytes in `a` and `b`; a cgroup id in `a`) and the syscall number. */
+struct ss_group_key {
+	__u64 a;
+	__u64 b;
+	__u32 nr;
+	__u32 pad;
 };
 
 /* Resource counters of one task, as the kernel keeps them in task_struct. */
@@ -204,6 +231,7 @@ struct ss_counters {
 	__u64 exits;
 	__u64 ringbuf_drops;
 	__u64 slots_used;
+	__u64 joined;          /* scope mode: tasks that entered the trace */
 };
 
 #endif /* SOCKSCOPE_SYSCALLS_H */

@@ -11,20 +11,56 @@ use clap::Args;
 use super::values;
 use crate::error;
 use crate::report::trace_text::{SortKey, TableView};
-use crate::trace::{self, TargetSpec, TraceOptions, TraceSpec};
+use crate::trace::snapshot::Breakdown;
+use crate::trace::{self, ScopeTarget, TargetSpec, TraceOptions, TraceSpec};
 
 /// `sockscope trace` options.
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     /// Attach to this running process (and all its threads) instead of
     /// launching a command.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "user", "as_root"])]
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "user", "as_root", "cgroup", "unit", "comm", "system"])]
     pub pid: Option<i32>,
 
-    /// With -p: detach after this many seconds (default: on Ctrl-C,
-    /// SIGTERM or when the process exits).
-    #[arg(short, long, value_name = "SECS", requires = "pid", value_parser = values::positive_secs)]
+    /// Trace every task in this cgroup v2 directory or below it, and every
+    /// one that joins later: an absolute path, or a path below the cgroup
+    /// v2 mount (system.slice/nginx.service).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["command", "user", "as_root", "unit", "comm", "system"])]
+    pub cgroup: Option<String>,
+
+    /// Trace a systemd unit's cgroup (nginx or nginx.service), as --cgroup.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["command", "user", "as_root", "comm", "system"])]
+    pub unit: Option<String>,
+
+    /// Trace every process with this name (its main thread's comm, at most
+    /// 15 bytes), those started later included.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["command", "user", "as_root", "system"])]
+    pub comm: Option<String>,
+
+    /// Trace every task on the machine (but sockscope itself).
+    #[arg(long, conflicts_with_all = ["command", "user", "as_root"])]
+    pub system: bool,
+
+    /// With -p or a scope: detach after this many seconds (default: on
+    /// Ctrl-C, SIGTERM, or when the process exits).
+    #[arg(short, long, value_name = "SECS", value_parser = values::positive_secs)]
     pub duration: Option<f64>,
+
+    /// Break the tables (and metrics) down by process (pid and name),
+    /// process name, or cgroup, with the totals.
+    #[arg(long, value_enum, default_value_t = Breakdown::None, value_name = "KEY")]
+    pub by: Breakdown,
+
+    /// With --by: series (group x syscall) kept apart; the rest is pooled
+    /// into an "(other)" group. Bounds the kernel's memory (2.6 KiB per
+    /// series per CPU, allocated up front) and the metrics' cardinality.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=16384))]
+    pub max_series: u32,
+
+    /// Print one table (and with --json one JSON line) per interval, e.g.
+    /// 10s or 500ms, until the end of the trace.
+    #[arg(long, value_name = "SPAN", value_parser = values::interval)]
+    pub interval: Option<Duration>,
 
     /// Do not follow child processes (threads are always followed).
     #[arg(long)]
@@ -85,34 +121,46 @@ impl TraceArgs {
     pub fn into_spec(self, quiet: bool) -> Result<TraceSpec> {
         // clap relaxes `requires` when a conflicting argument (the command) is
         // present, so this combination is checked here.
-        if self.duration.is_some() && self.pid.is_none() {
+        let scoped =
+            self.cgroup.is_some() || self.unit.is_some() || self.comm.is_some() || self.system;
+        if self.duration.is_some() && self.pid.is_none() && !scoped {
             return Err(error::usage(
-                "--duration applies to -p PID; a launched command is traced until it exits",
+                "--duration applies to -p PID or a scope (--cgroup, --unit, --comm, --system); \
+                 a launched command is traced until it exits",
             ));
         }
-        let target = match (self.pid, self.command.is_empty()) {
-            (Some(pid), true) => {
-                if pid <= 0 {
-                    return Err(error::usage(format!("-p {pid}: not a process id")));
-                }
-                TargetSpec::Attach {
-                    pid,
-                    duration: self.duration.map(Duration::from_secs_f64),
-                }
-            }
-            (None, false) => TargetSpec::Launch {
-                run_as: trace::launch::resolve_run_as(self.user.as_deref(), self.as_root)?,
-                argv: self.command,
-            },
-            (None, true) => {
+        if self.by == Breakdown::None && self.max_series != 1024 {
+            return Err(error::usage("--max-series applies to a --by breakdown"));
+        }
+        check_outputs(self.json.as_ref(), self.output.as_ref())?;
+        let target = if scoped {
+            if self.per_thread {
                 return Err(error::usage(
-                    "nothing to trace: give -p PID or a command after `--` \
-                     (sockscope trace -- CMD ARGS...)",
+                    "--per-thread applies to -p PID or a command; with a scope use --by process",
                 ));
             }
-            (Some(_), false) => unreachable!("clap rejects -p together with a command"),
+            if self.no_follow {
+                return Err(error::usage(
+                    "--no-follow applies to -p PID or a command: a scope traces whatever is in it",
+                ));
+            }
+            let scope = if let Some(path) = &self.cgroup {
+                ScopeTarget::Cgroup(trace::scope::resolve_cgroup(path)?)
+            } else if let Some(unit) = &self.unit {
+                ScopeTarget::Cgroup(trace::scope::resolve_unit(unit)?)
+            } else if let Some(name) = &self.comm {
+                trace::scope::comm_name(name)?;
+                ScopeTarget::Comm(name.clone())
+            } else {
+                ScopeTarget::System
+            };
+            TargetSpec::Scope {
+                scope,
+                duration: self.duration.map(Duration::from_secs_f64),
+            }
+        } else {
+            self.tree_target()?
         };
-        check_outputs(self.json.as_ref(), self.output.as_ref())?;
         Ok(TraceSpec {
             options: TraceOptions {
                 target,
@@ -124,6 +172,9 @@ impl TraceArgs {
                 handle_signals: true,
                 stop: None,
                 window_opened: None,
+                by: self.by,
+                max_series: self.max_series,
+                sinks: Default::default(),
             },
             json: self.json,
             output: self.output,
@@ -133,6 +184,34 @@ impl TraceArgs {
                 errors_only: self.errors_only,
             },
             quiet,
+            interval: self.interval,
+        })
+    }
+
+    /// The target of a tree mode: a pid, or a command after `--`.
+    fn tree_target(&self) -> Result<TargetSpec> {
+        Ok(match (self.pid, self.command.is_empty()) {
+            (Some(pid), true) => {
+                if pid <= 0 {
+                    return Err(error::usage(format!("-p {pid}: not a process id")));
+                }
+                TargetSpec::Attach {
+                    pid,
+                    duration: self.duration.map(Duration::from_secs_f64),
+                }
+            }
+            (None, false) => TargetSpec::Launch {
+                run_as: trace::launch::resolve_run_as(self.user.as_deref(), self.as_root)?,
+                argv: self.command.clone(),
+            },
+            (None, true) => {
+                return Err(error::usage(
+                    "nothing to trace: give -p PID, a command after `--` \
+                     (sockscope trace -- CMD ARGS...), or a scope: --cgroup PATH, --unit NAME, \
+                     --comm NAME or --system",
+                ));
+            }
+            (Some(_), false) => unreachable!("clap rejects -p together with a command"),
         })
     }
 }
@@ -159,6 +238,9 @@ fn check_outputs(json: Option<&PathBuf>, output: Option<&PathBuf>) -> Result<()>
 pub(super) const TRACE_HELP: &str = "\
 Examples:
   sockscope trace -- redis-server --port 0
+  sockscope trace --unit nginx.service --by process --interval 10s
+  sockscope trace --comm redis-server --metrics 127.0.0.1:9469
+  sockscope trace --system --by comm --duration 30
   sockscope trace -p 1234 --duration 10 --json out.json
   sockscope trace --count-only --per-thread -p $(pidof nginx)
 

@@ -426,3 +426,22 @@ mod tests {
         }
     }
 }
+
+/// A reporting interval (trace `--interval`): `10s`, `500ms`, `1m`, or a
+/// number of seconds; between 100 ms and a day.
+pub fn interval(s: &str) -> Result<std::time::Duration, String> {
+    let d = match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => std::time::Duration::from_secs_f64(v.min(1e9)),
+        Ok(_) => {
+            return Err(format!(
+                "`{s}`: must be a positive span such as 10s or 500ms"
+            ));
+        }
+        Err(_) => humantime::parse_duration(s)
+            .map_err(|e| format!("`{s}` is not a span such as 10s or 500ms ({e})"))?,
+    };
+    if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(86_400) {
+        return Err(format!("`{s}`: must be between 100ms and 24h"));
+    }
+    Ok(d)
+}

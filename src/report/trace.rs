@@ -39,6 +39,12 @@ pub struct TraceReport {
     pub processes: Vec<ProcessRow>,
     /// The tracer's own cost.
     pub tracer: TracerCost,
+    /// The `--by` breakdown's key (`process`, `comm`, `cgroup`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
+    /// The `--by` breakdown, busiest first; its rows add up to `totals`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub groups: Option<Vec<GroupRow>>,
     /// Caveats a reader needs to interpret the figures.
     pub notes: Vec<String>,
 }
@@ -55,6 +61,58 @@ pub struct Target {
     pub pid: i32,
     /// Command name of the root process.
     pub comm: String,
+    /// A scope mode (`cgroup`, `comm`, `system`): what was traced.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scope: Option<ScopeRecord>,
+}
+
+/// What a scope mode traced (`trace --cgroup/--unit/--comm/--system`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ScopeRecord {
+    /// `cgroup`, `comm` or `system`.
+    pub kind: String,
+    /// The cgroup's path below the cgroup v2 mount.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cgroup: Option<String>,
+    /// The cgroup's id.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cgroup_id: Option<u64>,
+    /// The systemd unit the cgroup was found from.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unit: Option<String>,
+    /// The process name matched.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub comm: Option<String>,
+    /// Tasks (threads) that entered the trace.
+    pub tasks_joined: u64,
+}
+
+/// One group of a `--by` breakdown over the whole window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct GroupRow {
+    /// Process id (`--by process`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pid: Option<i32>,
+    /// Process name (`--by process`, `--by comm`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub comm: Option<String>,
+    /// Cgroup path below the v2 mount, or `#ID` (`--by cgroup`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cgroup: Option<String>,
+    /// True for the row pooling groups beyond `--max-series` (and, with
+    /// `--by process`, processes that exited earlier in a long run).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub other: bool,
+    /// Calls of every syscall in this group.
+    pub calls: u64,
+    /// Errors (absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub errors: Option<u64>,
+    /// Entry-to-exit time summed (absent in count-only mode).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time_ns: Option<u64>,
+    /// Its syscalls, as in the main table (errno breakdown left out).
+    pub syscalls: Vec<SyscallRow>,
 }
 
 /// Options recorded so a reader knows what the numbers mean.

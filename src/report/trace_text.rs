@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::trace::{Resources, SyscallRow, ThreadRow, TraceReport, TracerCost};
+use super::trace::{GroupRow, Resources, SyscallRow, ThreadRow, Totals, TraceReport, TracerCost};
 use super::units::human_ns;
 
 /// Row order of the syscall table.
@@ -76,22 +76,10 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
     let mut s = String::new();
     title(&mut s, rep);
     let count_only = rep.options.count_only;
-    let rows = sort_rows(&rep.syscalls, view);
-
     let _ = writeln!(s);
-    if count_only {
-        count_table(&mut s, rep, &rows);
-    } else {
-        latency_table(&mut s, rep, &rows);
-    }
-    let shown = rows.len();
-    if shown < rep.syscalls.len() {
-        let _ = writeln!(
-            s,
-            "({} of {} syscalls shown; totals cover all)",
-            shown,
-            rep.syscalls.len()
-        );
+    s.push_str(&syscall_table(&rep.syscalls, &rep.totals, count_only, view));
+    if let (Some(by), Some(groups)) = (&rep.by, &rep.groups) {
+        s.push_str(&group_table(groups, by, &rep.totals, count_only, view.top));
     }
 
     if let Some(threads) = &rep.threads {
@@ -110,11 +98,134 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
     s
 }
 
+/// The syscall table (count-only or with latency), with its totals row.
+pub fn syscall_table(
+    rows: &[SyscallRow],
+    totals: &Totals,
+    count_only: bool,
+    view: &TableView,
+) -> String {
+    let mut s = String::new();
+    let shown = sort_rows(rows, view);
+    if count_only {
+        count_table(&mut s, totals, &shown);
+    } else {
+        latency_table(&mut s, totals, &shown);
+    }
+    if shown.len() < rows.len() {
+        let _ = writeln!(
+            s,
+            "({} of {} syscalls shown; totals cover all)",
+            shown.len(),
+            rows.len()
+        );
+    }
+    s
+}
+
+/// The `--by` breakdown: one line per group (its calls, errors, time and
+/// share) with its busiest syscalls, then the totals the groups add up to.
+/// `top` bounds the groups shown (the totals still cover all).
+pub fn group_table(
+    groups: &[GroupRow],
+    by: &str,
+    totals: &Totals,
+    count_only: bool,
+    top: Option<usize>,
+) -> String {
+    let mut s = String::new();
+    let name = |g: &GroupRow| {
+        if g.other {
+            "(other)".to_string()
+        } else {
+            match (g.pid, &g.comm, &g.cgroup) {
+                (Some(p), Some(c), _) => format!("{p} {c}"),
+                (_, Some(c), _) => c.clone(),
+                (_, _, Some(cg)) => cg.clone(),
+                _ => "?".into(),
+            }
+        }
+    };
+    let _ = writeln!(
+        s,
+        "
+by {by}:"
+    );
+    let total_time = totals.time_ns.unwrap_or(0).max(1) as f64;
+    let total_calls = totals.calls.max(1) as f64;
+    if count_only {
+        let _ = writeln!(
+            s,
+            "{:>7} {:>10}  {:<32} top syscalls",
+            "% calls", "calls", by
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "{:>6} {:>10} {:>10} {:>8}  {:<32} top syscalls",
+            "% time", "total", "calls", "errors", by
+        );
+    }
+    let shown = top.unwrap_or(usize::MAX).min(groups.len());
+    for g in &groups[..shown] {
+        let mut by_calls: Vec<&SyscallRow> = g.syscalls.iter().collect();
+        by_calls.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
+        let tops = by_calls
+            .iter()
+            .take(3)
+            .map(|r| format!("{} {}", r.name, r.calls))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if count_only {
+            let _ = writeln!(
+                s,
+                "{:>7.2} {:>10}  {:<32} {}",
+                100.0 * g.calls as f64 / total_calls,
+                g.calls,
+                name(g),
+                tops
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "{:>6.2} {:>10} {:>10} {:>8}  {:<32} {}",
+                100.0 * g.time_ns.unwrap_or(0) as f64 / total_time,
+                human_ns(g.time_ns.unwrap_or(0)),
+                g.calls,
+                g.errors.unwrap_or(0),
+                name(g),
+                tops
+            );
+        }
+    }
+    if shown < groups.len() {
+        let _ = writeln!(
+            s,
+            "({shown} of {} groups shown; totals cover all)",
+            groups.len()
+        );
+    }
+    if count_only {
+        let _ = writeln!(s, "{:>7.2} {:>10}  total", 100.0, totals.calls);
+    } else {
+        let _ = writeln!(
+            s,
+            "{:>6.2} {:>10} {:>10} {:>8}  total",
+            100.0,
+            human_ns(totals.time_ns.unwrap_or(0)),
+            totals.calls,
+            totals.errors.unwrap_or(0)
+        );
+    }
+    s
+}
+
 /// The first line: what was traced, how long, and how it ended.
 fn title(s: &mut String, rep: &TraceReport) {
-    let what = match &rep.target.command {
-        Some(cmd) => shell_words::join(cmd),
-        None => format!("pid {} ({})", rep.target.pid, rep.target.comm),
+    let what = match (&rep.target.command, &rep.target.scope) {
+        (Some(cmd), _) => shell_words::join(cmd),
+        (None, Some(_)) => rep.target.comm.clone(),
+        (None, None) => format!("pid {} ({})", rep.target.pid, rep.target.comm),
     };
     let _ = writeln!(
         s,
@@ -131,10 +242,10 @@ fn title(s: &mut String, rep: &TraceReport) {
 }
 
 /// The syscall table of a count-only trace: calls and their share.
-fn count_table(s: &mut String, rep: &TraceReport, rows: &[&SyscallRow]) {
+fn count_table(s: &mut String, totals: &Totals, rows: &[&SyscallRow]) {
     let _ = writeln!(s, "{:>6} {:>10}  syscall", "% calls", "calls");
     let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
-    let total_calls = rep.totals.calls.max(1) as f64;
+    let total_calls = totals.calls.max(1) as f64;
     for r in rows {
         let _ = writeln!(
             s,
@@ -145,13 +256,13 @@ fn count_table(s: &mut String, rep: &TraceReport, rows: &[&SyscallRow]) {
         );
     }
     let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
-    let _ = writeln!(s, "{:>7.2} {:>10}  total", 100.0, rep.totals.calls);
+    let _ = writeln!(s, "{:>7.2} {:>10}  total", 100.0, totals.calls);
 }
 
 /// The syscall table with latency: time, calls, errors, percentiles and
 /// the most frequent errnos.
-fn latency_table(s: &mut String, rep: &TraceReport, rows: &[&SyscallRow]) {
-    let total_time = rep.totals.time_ns.unwrap_or(0).max(1) as f64;
+fn latency_table(s: &mut String, totals: &Totals, rows: &[&SyscallRow]) {
+    let total_time = totals.time_ns.unwrap_or(0).max(1) as f64;
     let _ = writeln!(
         s,
         "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} errors",
@@ -187,9 +298,9 @@ fn latency_table(s: &mut String, rep: &TraceReport, rows: &[&SyscallRow]) {
         s,
         "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  total",
         100.0,
-        human_ns(rep.totals.time_ns.unwrap_or(0)),
-        rep.totals.calls,
-        rep.totals.errors.unwrap_or(0),
+        human_ns(totals.time_ns.unwrap_or(0)),
+        totals.calls,
+        totals.errors.unwrap_or(0),
         "",
         "",
         "",

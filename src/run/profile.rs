@@ -574,6 +574,9 @@ fn start_tracer(pid: i32, count_only: bool) -> Result<TracerThread> {
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
         window_opened: Some(open_tx),
+        by: Default::default(),
+        max_series: 0,
+        sinks: Default::default(),
     };
     let handle = std::thread::Builder::new()
         .name("sockscope-trace".into())

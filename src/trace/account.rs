@@ -73,6 +73,28 @@ impl EventLog {
     }
 }
 
+/// The usage so far of every task that entered the trace: the exited
+/// ones' final records from `log` plus `live` (their current figures, read
+/// without closing the window). Tasks without a baseline are left out, as
+/// in the final totals.
+pub fn usage_now(log: &EventLog, live: &[TaskRecord]) -> super::snapshot::Usage {
+    let mut split = Split::default();
+    for t in log.tasks.iter().filter(|t| t.exited).chain(live) {
+        if t.has_baseline {
+            split.add(&t.usage);
+        }
+    }
+    super::snapshot::Usage {
+        user_cpu_s: split.user_ns / 1e9,
+        system_cpu_s: split.system_ns / 1e9,
+        voluntary_ctxt_switches: split.nvcsw,
+        involuntary_ctxt_switches: split.nivcsw,
+        minor_faults: split.min_flt,
+        major_faults: split.maj_flt,
+        tasks_seen: 0,
+    }
+}
+
 /// CPU time split the way the kernel's cputime_adjust does: the precise
 /// runtime divided in the ratio of the tick-sampled user and system times.
 #[derive(Default, Debug, Clone, Copy)]

@@ -18,6 +18,7 @@ use libbpf_rs::{Iter, Link, MapCore, MapFlags, MapHandle, OpenObject, PrintLevel
 
 use super::hist::{self, Histogram};
 use super::pod::{self, Plain, as_bytes};
+use super::snapshot::Breakdown;
 
 mod skel {
     #![allow(clippy::all, clippy::pedantic, unused_imports)]
@@ -55,6 +56,8 @@ unsafe impl Plain for types::ss_ev_fork {}
 unsafe impl Plain for types::ss_ev_task {}
 // SAFETY: as above.
 unsafe impl Plain for types::ss_ev_exec {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_group_key {}
 // SAFETY: a repr(transparent) u32.
 unsafe impl Plain for EvType {}
 
@@ -78,6 +81,52 @@ pub struct TracerConfig {
     pub max_threads: u32,
     /// Size of the lifecycle event ring buffer in bytes (power of two).
     pub ringbuf_bytes: u32,
+    /// Which tasks are traced.
+    pub scope: ScopeFilter,
+    /// How the per-group aggregates are keyed.
+    pub by: Breakdown,
+    /// Per-group series (group x syscall) the kernel keeps apart; events of
+    /// further ones are added to the overflow aggregates.
+    pub max_series: u32,
+}
+
+/// Which tasks the programs trace (the BPF side's `scope_mode`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ScopeFilter {
+    /// Tasks the loader registers, and their children.
+    #[default]
+    Tree,
+    /// Every task in the cgroup v2 directory with this id, which sits at
+    /// this depth below the root, or in one below it.
+    Cgroup {
+        /// The cgroup id (its directory's inode number).
+        id: u64,
+        /// Its depth (root = 0).
+        level: u32,
+    },
+    /// Every task whose thread-group leader has this name (NUL-padded).
+    Comm([u8; 16]),
+    /// Every task but sockscope's own.
+    System,
+}
+
+/// The group of a per-group aggregate, as the kernel keys it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RawGroup {
+    /// A thread-group id.
+    Process(i32),
+    /// A thread-group leader's name, NUL-padded.
+    Comm([u8; 16]),
+    /// A cgroup v2 id.
+    Cgroup(u64),
+}
+
+impl RawGroup {
+    /// The name bytes of a [`RawGroup::Comm`] as text.
+    pub fn comm_text(bytes: &[u8; 16]) -> String {
+        let end = bytes.iter().position(|b| *b == 0).unwrap_or(16);
+        String::from_utf8_lossy(&bytes[..end]).into_owned()
+    }
 }
 
 /// Aggregated figures for one syscall number, summed over CPUs.
@@ -220,6 +269,8 @@ pub struct HookCounters {
     pub exits: u64,
     /// Lifecycle records lost because the ring buffer was full.
     pub ringbuf_drops: u64,
+    /// Scope modes: tasks that entered the trace at an in-scope syscall.
+    pub joined: u64,
 }
 
 /// Kernel-measured run time of one program (bpf_enable_stats).
@@ -515,6 +566,33 @@ impl<'obj> Tracer<'obj> {
                 0
             };
             ro.ringbuf_wake_bytes = u64::from(cfg.ringbuf_bytes / 4);
+            ro.self_tgid = std::process::id();
+            ro.scope_mode = match cfg.scope {
+                ScopeFilter::Tree => types::ss_scope_mode::SS_SCOPE_TREE,
+                ScopeFilter::Cgroup { id, level } => {
+                    ro.scope_cgroup_id = id;
+                    ro.scope_cgroup_level = level;
+                    types::ss_scope_mode::SS_SCOPE_CGROUP
+                }
+                ScopeFilter::Comm(name) => {
+                    ro.scope_comm_lo = u64::from_ne_bytes(name[..8].try_into().expect("8 bytes"));
+                    ro.scope_comm_hi = u64::from_ne_bytes(name[8..].try_into().expect("8 bytes"));
+                    types::ss_scope_mode::SS_SCOPE_COMM
+                }
+                ScopeFilter::System => types::ss_scope_mode::SS_SCOPE_SYSTEM,
+            };
+            ro.by_mode = match cfg.by {
+                Breakdown::None => types::ss_by_mode::SS_BY_NONE,
+                Breakdown::Process => types::ss_by_mode::SS_BY_PROCESS,
+                Breakdown::Comm => types::ss_by_mode::SS_BY_COMM,
+                Breakdown::Cgroup => types::ss_by_mode::SS_BY_CGROUP,
+            };
+        }
+        if cfg.by != Breakdown::None {
+            open.maps
+                .group_stats
+                .set_max_entries(cfg.max_series.max(1))
+                .context("sizing the per-group aggregates")?;
         }
         open.maps
             .events
@@ -639,13 +717,17 @@ impl<'obj> Tracer<'obj> {
     pub fn attach(&mut self) -> Result<()> {
         let progs = &self.skel.progs;
         let mut links = Vec::new();
-        links.push((
-            "ss_fork",
-            progs
-                .ss_fork
-                .attach()
-                .map_err(|e| attach_error("sched_process_fork", e))?,
-        ));
+        // In a scope mode the entry hook decides membership; children are
+        // not traced for being children.
+        if self.cfg.scope == ScopeFilter::Tree {
+            links.push((
+                "ss_fork",
+                progs
+                    .ss_fork
+                    .attach()
+                    .map_err(|e| attach_error("sched_process_fork", e))?,
+            ));
+        }
         links.push((
             "ss_exit",
             progs
@@ -784,7 +866,71 @@ impl<'obj> Tracer<'obj> {
             processes_created: c.processes_created,
             exits: c.exits,
             ringbuf_drops: c.ringbuf_drops,
+            joined: c.joined,
         })
+    }
+
+    /// Every traced task still alive reports its usage so far, the window
+    /// staying open (for a running total of the scope's usage).
+    pub fn peek_live(&mut self) -> Result<Vec<Event>> {
+        let raw = self.run_iter(IterMode::SS_ITER_PEEK)?;
+        parse_all(&raw)
+    }
+
+    /// Per-group aggregates (--by), summed over CPUs: one entry per
+    /// (group, syscall) with calls.
+    pub fn group_stats(&self) -> Result<Vec<(RawGroup, SyscallStat)>> {
+        let map = &self.skel.maps.group_stats;
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let Some(k) = pod::read::<types::ss_group_key>(&key) else {
+                continue;
+            };
+            // A key deleted since keys() listed it is simply gone.
+            let Some(per_cpu) = map
+                .lookup_percpu(&key, MapFlags::ANY)
+                .context("reading per-group statistics")?
+            else {
+                continue;
+            };
+            let stat = self.sum_cpus(k.nr, &per_cpu)?;
+            if stat.calls == 0 {
+                continue;
+            }
+            let group = match self.cfg.by {
+                Breakdown::Process => RawGroup::Process(k.a as i32),
+                Breakdown::Comm => {
+                    let mut name = [0u8; 16];
+                    name[..8].copy_from_slice(&k.a.to_ne_bytes());
+                    name[8..].copy_from_slice(&k.b.to_ne_bytes());
+                    RawGroup::Comm(name)
+                }
+                Breakdown::Cgroup | Breakdown::None => RawGroup::Cgroup(k.a),
+            };
+            out.push((group, stat));
+        }
+        Ok(out)
+    }
+
+    /// Removes one process group's aggregates (all its syscalls) after the
+    /// caller read them for the last time: the process is gone, so nothing
+    /// can add to them any more, and the slots are free for new groups.
+    pub fn forget_process(&self, tgid: i32, nrs: &[u32]) {
+        for nr in nrs {
+            let k = types::ss_group_key {
+                a: tgid as u32 as u64,
+                b: 0,
+                nr: *nr,
+                pad: 0,
+            };
+            let _ = self.skel.maps.group_stats.delete(as_bytes(&k));
+        }
+    }
+
+    /// Aggregates of the groups that found the series limit reached, per
+    /// syscall.
+    pub fn group_overflow(&self) -> Result<Vec<SyscallStat>> {
+        self.array_stats(&self.skel.maps.group_other, false)
     }
 
     /// Traced syscall events counted so far (all CPUs); cheap: reads the
@@ -797,57 +943,64 @@ impl<'obj> Tracer<'obj> {
 
     /// Per-syscall aggregates summed over CPUs; only syscalls with calls.
     pub fn syscall_stats(&self) -> Result<Vec<SyscallStat>> {
+        self.array_stats(&self.skel.maps.sc_stats, true)
+    }
+
+    fn array_stats(&self, map: &impl MapCore, errnos: bool) -> Result<Vec<SyscallStat>> {
         let mut out = Vec::new();
         for nr in 0..MAX_SYSCALLS as u32 {
-            let per_cpu = self
-                .skel
-                .maps
-                .sc_stats
+            let per_cpu = map
                 .lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)
                 .context("reading per-syscall statistics")?
                 .unwrap_or_default();
-            let mut agg = SyscallStat {
-                nr,
-                calls: 0,
-                errors: 0,
-                total_ns: 0,
-                hist: Histogram {
-                    counts: vec![0; hist::BUCKETS],
-                    min: u64::MAX,
-                    max: 0,
-                },
-                errnos: BTreeMap::new(),
-            };
-            for cpu in per_cpu.iter().take(self.ncpus) {
-                let Some(s) = pod::read::<types::ss_sc_stats>(cpu) else {
-                    bail!("short per-CPU value in sc_stats");
-                };
-                if s.calls == 0 {
-                    continue;
-                }
-                agg.calls += s.calls;
-                agg.errors += s.errors;
-                agg.total_ns += s.total_ns;
-                for (a, b) in agg.hist.counts.iter_mut().zip(s.hist.iter()) {
-                    *a += b;
-                }
-                if s.hist.iter().any(|c| *c > 0) {
-                    agg.hist.min = agg.hist.min.min(s.min_ns);
-                    agg.hist.max = agg.hist.max.max(s.max_ns);
-                }
-            }
+            let mut agg = self.sum_cpus(nr, &per_cpu)?;
             if agg.calls == 0 {
                 continue;
             }
-            if agg.hist.min == u64::MAX {
-                agg.hist.min = 0;
-            }
-            if agg.errors > 0 {
+            if errnos && agg.errors > 0 {
                 agg.errnos = self.errnos_of(nr)?;
             }
             out.push(agg);
         }
         Ok(out)
+    }
+
+    /// One aggregate summed over the CPUs' values.
+    fn sum_cpus(&self, nr: u32, per_cpu: &[Vec<u8>]) -> Result<SyscallStat> {
+        let mut agg = SyscallStat {
+            nr,
+            calls: 0,
+            errors: 0,
+            total_ns: 0,
+            hist: Histogram {
+                counts: vec![0; hist::BUCKETS],
+                min: u64::MAX,
+                max: 0,
+            },
+            errnos: BTreeMap::new(),
+        };
+        for cpu in per_cpu.iter().take(self.ncpus) {
+            let Some(s) = pod::read::<types::ss_sc_stats>(cpu) else {
+                bail!("short per-CPU value in the syscall statistics");
+            };
+            if s.calls == 0 {
+                continue;
+            }
+            agg.calls += s.calls;
+            agg.errors += s.errors;
+            agg.total_ns += s.total_ns;
+            for (a, b) in agg.hist.counts.iter_mut().zip(s.hist.iter()) {
+                *a += b;
+            }
+            if s.hist.iter().any(|c| *c > 0) {
+                agg.hist.min = agg.hist.min.min(s.min_ns);
+                agg.hist.max = agg.hist.max.max(s.max_ns);
+            }
+        }
+        if agg.hist.min == u64::MAX {
+            agg.hist.min = 0;
+        }
+        Ok(agg)
     }
 
     fn errnos_of(&self, nr: u32) -> Result<BTreeMap<u32, u64>> {

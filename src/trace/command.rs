@@ -7,7 +7,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::TraceOptions;
+use std::sync::Arc;
+
+use super::interval::{IntervalWriter, JsonLines, Tables};
+use super::snapshot::SnapshotSink;
+use super::{TargetSpec, TraceOptions};
 use crate::report::trace_text::{self, TableView};
 use crate::report::{self, trace::TraceReport};
 
@@ -25,14 +29,46 @@ pub struct TraceSpec {
     pub view: TableView,
     /// Print no table on stderr (a table sent to `-o` is still written).
     pub quiet: bool,
+    /// `--interval`: a table and a JSON line per interval.
+    pub interval: Option<std::time::Duration>,
 }
 
 /// Traces, writes the outputs and returns the exit status: the launched
 /// command's own, or 0/1 in attach mode.
 pub fn run(spec: &TraceSpec) -> Result<u8> {
-    let outcome = super::run(&spec.options)?;
+    let mut options = spec.options.clone();
+    let intervals = spec.interval.map(|every| {
+        let w = Arc::new(IntervalWriter::new(
+            scope_name(&options.target),
+            spec.view.clone(),
+            match &spec.output {
+                Some(p) if !crate::output::is_stdout(p) => Tables::File(p.clone()),
+                _ if spec.quiet => Tables::None,
+                _ => Tables::Stderr,
+            },
+            spec.json.as_ref().map(|p| {
+                if crate::output::is_stdout(p) {
+                    JsonLines::Stdout
+                } else {
+                    JsonLines::File(p.clone())
+                }
+            }),
+        ));
+        options
+            .sinks
+            .0
+            .push((every, Arc::clone(&w) as Arc<dyn SnapshotSink>));
+        w
+    });
+    let outcome = super::run(&options)?;
     let rep = &outcome.report;
-    let written = write_outputs(spec, rep);
+    let written = match &intervals {
+        Some(w) => w.finish(rep, &spec.view).and_then(|()| match w.failure() {
+            Some(why) => Err(crate::error::with_code(1, why)),
+            None => Ok(()),
+        }),
+        None => write_outputs(spec, rep),
+    };
     if !rep.window.complete {
         eprintln!(
             "sockscope: the window ended early ({}); the data covers only the part traced",
@@ -64,4 +100,18 @@ fn write_outputs(spec: &TraceSpec, rep: &TraceReport) -> Result<()> {
         }
     };
     json.and(text)
+}
+
+/// How an interval line names what was traced.
+fn scope_name(t: &TargetSpec) -> String {
+    match t {
+        TargetSpec::Scope { scope, .. } => scope.describe(),
+        TargetSpec::Attach { pid, .. } => format!("pid:{pid}"),
+        TargetSpec::Launch { argv, .. } => format!(
+            "command:{}",
+            argv.first()
+                .map(|a| a.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+    }
 }

@@ -14,9 +14,12 @@ pub mod calibrate;
 pub mod command;
 pub mod errno;
 pub mod hist;
+pub mod interval;
 pub mod launch;
 pub mod pod;
 pub mod preflight;
+pub mod scope;
+pub mod scoped;
 pub mod selfcost;
 pub mod snapshot;
 pub mod syscall_names;
@@ -38,8 +41,8 @@ use self::account::EventLog;
 use self::bpf::{SyscallStat, Tracer, TracerConfig};
 use self::wait::{Signals, Wake};
 use crate::report::trace::{
-    ErrnoCount, Latency, SCHEMA, SCHEMA_VERSION, SyscallRow, Target, Totals, TraceOptionsRecord,
-    TraceReport, Window,
+    ErrnoCount, GroupRow, Latency, SCHEMA, SCHEMA_VERSION, SyscallRow, Target, Totals,
+    TraceOptionsRecord, TraceReport, Window,
 };
 use crate::signals::StopFlag;
 use crate::{error, procfs};
@@ -63,6 +66,52 @@ pub enum TargetSpec {
         /// Detach after this long (else on Ctrl-C/SIGTERM or its exit).
         duration: Option<Duration>,
     },
+    /// Trace every task of a scope (a cgroup, a name, the machine), those
+    /// that join it later included.
+    Scope {
+        /// Which tasks.
+        scope: ScopeTarget,
+        /// Detach after this long (else on Ctrl-C/SIGTERM).
+        duration: Option<Duration>,
+    },
+}
+
+/// The tasks a scope mode traces.
+#[derive(Clone, Debug)]
+pub enum ScopeTarget {
+    /// Every task in this cgroup v2 directory or below it.
+    Cgroup(scope::CgroupTarget),
+    /// Every task whose process (thread-group leader) has this name.
+    Comm(String),
+    /// Every task on the machine but sockscope's own.
+    System,
+}
+
+impl ScopeTarget {
+    /// How the scope is named in messages and labels: `cgroup:/a/b`,
+    /// `unit:nginx.service`, `comm:nginx`, `system`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Cgroup(c) => match &c.unit {
+                Some(u) => format!("unit:{u}"),
+                None => format!("cgroup:{}", c.rel),
+            },
+            Self::Comm(n) => format!("comm:{n}"),
+            Self::System => "system".into(),
+        }
+    }
+}
+
+/// Where a running trace's snapshots go (the interval writer, the metrics
+/// exporter), and how often each wants one.
+#[derive(Clone, Default)]
+pub struct Sinks(pub Vec<(Duration, Arc<dyn snapshot::SnapshotSink>)>);
+
+impl std::fmt::Debug for Sinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let every: Vec<_> = self.0.iter().map(|(d, _)| *d).collect();
+        f.debug_struct("Sinks").field("every", &every).finish()
+    }
 }
 
 /// Everything `trace::run` needs.
@@ -91,6 +140,12 @@ pub struct TraceOptions {
     /// Told once the window is open (every thread registered, baselines
     /// taken), so a caller can start its workload then.
     pub window_opened: Option<mpsc::Sender<()>>,
+    /// Per-group breakdown (scope modes and attach mode alike).
+    pub by: snapshot::Breakdown,
+    /// Series (group x syscall) kept apart before the rest is pooled.
+    pub max_series: u32,
+    /// Snapshots taken while the trace runs, and where they go.
+    pub sinks: Sinks,
 }
 
 /// The result of a trace and the status sockscope should exit with.
@@ -102,7 +157,7 @@ pub struct TraceOutcome {
 }
 
 /// How the window ended.
-struct WindowEnd {
+pub(crate) struct WindowEnd {
     reason: String,
     complete: bool,
     exit_code: Option<i32>,
@@ -116,7 +171,7 @@ const DRAIN_EVERY: Duration = Duration::from_millis(100);
 
 /// The moving parts of one trace: the loaded tracer, its event stream, the
 /// signals routed to us, the self-cost sampler.
-struct Session<'obj, 'rb> {
+pub(crate) struct Session<'obj, 'rb> {
     tracer: Tracer<'obj>,
     rb: RingBuffer<'rb>,
     log: Rc<RefCell<EventLog>>,
@@ -128,6 +183,8 @@ struct Session<'obj, 'rb> {
     slow_path: std::result::Result<crate::report::trace::SlowPath, String>,
     /// The machine's busy CPU ticks when the window opened.
     machine_ticks0: Option<u64>,
+    /// Names and keeps the --by groups.
+    groups: scoped::GroupReader,
 }
 
 impl Session<'_, '_> {
@@ -211,6 +268,12 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
             per_thread: opts.per_thread,
             max_threads: opts.max_threads,
             ringbuf_bytes: if opts.per_thread { 32 << 20 } else { 4 << 20 },
+            scope: match &opts.target {
+                TargetSpec::Scope { scope, .. } => scoped::filter_of(scope)?,
+                _ => bpf::ScopeFilter::Tree,
+            },
+            by: opts.by,
+            max_series: opts.max_series,
         },
     )?;
 
@@ -247,7 +310,7 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
             Signal::SIGCHLD,
         ],
         (false, TargetSpec::Launch { .. }) => &[Signal::SIGCHLD],
-        (false, TargetSpec::Attach { .. }) => &[],
+        (false, TargetSpec::Attach { .. } | TargetSpec::Scope { .. }) => &[],
     };
     let signals = Signals::block(watched)?;
     let mut s = Session {
@@ -260,12 +323,14 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
         notes: Vec::new(),
         slow_path,
         machine_ticks0: None,
+        groups: scoped::GroupReader::default(),
     };
     s.tracer.attach()?;
 
     match &opts.target {
         TargetSpec::Launch { argv, run_as } => run_launch(&mut s, opts, argv, run_as.as_ref()),
         TargetSpec::Attach { pid, duration } => run_attach(&mut s, opts, *pid, *duration),
+        TargetSpec::Scope { scope, duration } => scoped::run(&mut s, opts, scope, *duration),
     }
 }
 
@@ -295,8 +360,9 @@ fn run_launch(
     held.release(&program)?;
 
     let mut reaper = launch::Reaper::default();
+    let mut schedule = scoped::Schedule::new(opts, started);
     while reaper.main_status.is_none() {
-        match s.wait(&[], None)? {
+        match s.wait(&[], schedule.due())? {
             Wake::Signal(si) if si.ssi_signo == Signal::SIGCHLD as u32 => reaper.reap(pid),
             Wake::Signal(si) => {
                 // Ctrl-C from the terminal reaches the command's process
@@ -306,10 +372,12 @@ fn run_launch(
                     unsafe { libc::kill(pid, si.ssi_signo as i32) };
                 }
             }
-            Wake::Ready(_) | Wake::Deadline => {}
+            Wake::Deadline => schedule.run_due(s, opts, started)?,
+            Wake::Ready(_) => {}
         }
     }
     reaper.reap(pid);
+    scoped::publish_last(s, opts, started)?;
     let still_running = procfs::descendants(std::process::id() as i32);
     if !still_running.is_empty() {
         s.notes.push(format!(
@@ -355,6 +423,7 @@ fn run_launch(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        scope: None,
     };
     let usage = reaper.usage;
     let orphans = reaper.orphans_reaped;
@@ -410,7 +479,7 @@ fn run_attach(
             reg.tgids.len()
         );
     }
-    if opts.verbose {
+    if opts.verbose && opts.sinks.0.is_empty() {
         s.show_progress(pid, duration, started);
     }
     if let Some(tx) = &opts.window_opened {
@@ -420,11 +489,18 @@ fn run_attach(
     let stop_fd = opts.stop.as_ref().map(|f| f.fd());
     let mut fds = vec![pidfd.as_fd()];
     fds.extend(stop_fd);
+    let mut schedule = scoped::Schedule::new(opts, started);
     let reason = loop {
-        match s.wait(&fds, deadline)? {
+        let next = [deadline, schedule.due()].into_iter().flatten().min();
+        match s.wait(&fds, next)? {
             Wake::Ready(0) => break "target_exited".to_string(),
             Wake::Ready(_) => break "stopped".to_string(),
-            Wake::Deadline => break "duration".to_string(),
+            Wake::Deadline => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break "duration".to_string();
+                }
+                schedule.run_due(s, opts, started)?;
+            }
             Wake::Signal(si) if si.ssi_signo == Signal::SIGCHLD as u32 => {}
             Wake::Signal(si) => break format!("signal:{}", wait::signal_name(si.ssi_signo)),
         }
@@ -432,6 +508,7 @@ fn run_attach(
     if let Some((bar, _)) = s.progress.take() {
         bar.finish_and_clear();
     }
+    scoped::publish_last(s, opts, started)?;
     let complete = !(reason == "target_exited" && duration.is_some());
     if reason == "target_exited" {
         s.notes.push(format!(
@@ -451,6 +528,7 @@ fn run_attach(
         command: None,
         pid,
         comm,
+        scope: None,
     };
     let initial = (
         reg.registered_threads,
@@ -473,7 +551,7 @@ fn run_attach(
 /// the event log, the live processes' VmHWM and the thread/process counts
 /// into the resource figures.
 #[allow(clippy::too_many_arguments)]
-fn finish(
+pub(crate) fn finish(
     s: &mut Session<'_, '_>,
     opts: &TraceOptions,
     target: Target,
@@ -505,6 +583,14 @@ fn finish(
     s.rb.consume().context("draining the event ring buffer")?;
     let stats = s.tracer.syscall_stats()?;
     let counters = s.tracer.counters()?;
+    let groups = if opts.by == snapshot::Breakdown::None {
+        None
+    } else {
+        let mut reader = std::mem::take(&mut s.groups);
+        let g = reader.read_final(s, opts.by);
+        s.groups = reader;
+        Some(group_rows(&g?, opts.count_only))
+    };
     let log = s.log.borrow();
 
     let threads = initial.0 + counters.threads_created + counters.processes_created;
@@ -600,6 +686,13 @@ fn finish(
         resources,
         processes: account::process_rows(&log, opts.count_only),
         tracer: tracer_cost,
+        by: (opts.by != snapshot::Breakdown::None).then(|| {
+            serde_json::to_value(opts.by)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        }),
+        groups,
         notes,
     };
     Ok(TraceOutcome {
@@ -608,7 +701,47 @@ fn finish(
     })
 }
 
-fn syscall_rows(stats: &[SyscallStat], count_only: bool) -> Vec<SyscallRow> {
+/// The report's rows of a `--by` breakdown, busiest (time, then calls)
+/// first, the pooled `other` row last.
+pub(crate) fn group_rows(groups: &[snapshot::GroupStats], count_only: bool) -> Vec<GroupRow> {
+    let mut rows: Vec<GroupRow> = groups
+        .iter()
+        .map(|g| {
+            let syscalls = syscall_rows(&g.syscalls, count_only);
+            let mut row = GroupRow {
+                calls: syscalls.iter().map(|r| r.calls).sum(),
+                errors: (!count_only).then(|| syscalls.iter().filter_map(|r| r.errors).sum()),
+                time_ns: (!count_only).then(|| {
+                    syscalls
+                        .iter()
+                        .filter_map(|r| r.latency.as_ref().map(|l| l.total_ns))
+                        .sum()
+                }),
+                syscalls,
+                ..Default::default()
+            };
+            match &g.key {
+                snapshot::GroupKey::Process { pid, comm } => {
+                    row.pid = Some(*pid);
+                    row.comm = Some(comm.clone());
+                }
+                snapshot::GroupKey::Comm(c) => row.comm = Some(c.clone()),
+                snapshot::GroupKey::Cgroup(c) => row.cgroup = Some(c.clone()),
+                snapshot::GroupKey::Other => row.other = true,
+            }
+            row
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        a.other
+            .cmp(&b.other)
+            .then(b.time_ns.cmp(&a.time_ns))
+            .then(b.calls.cmp(&a.calls))
+    });
+    rows
+}
+
+pub(crate) fn syscall_rows(stats: &[SyscallStat], count_only: bool) -> Vec<SyscallRow> {
     let mut rows: Vec<SyscallRow> = stats
         .iter()
         .map(|s| {

@@ -125,6 +125,49 @@ impl Sampler {
         }
     }
 
+    /// The syscall programs' own run time so far, from their timing in the
+    /// sampled slices: ns per traced event (enter + exit, one clock read
+    /// each taken out) and ns per filtered run. None until slices have seen
+    /// enough runs, or when accounting is unavailable.
+    pub fn so_far(&self, tracer: &mut Tracer<'_>) -> (Option<f64>, Option<f64>) {
+        if self.unavailable.is_some() {
+            return (None, None);
+        }
+        let split = tracer.split_sums().since(self.base);
+        let per = |runs: u64, ns: u64, clock: f64| {
+            (runs >= MIN_EVENTS).then(|| (ns as f64 / runs as f64 - clock).max(0.0))
+        };
+        let clock = |p: &super::bpf::ProgSplit| {
+            let runs = p.traced_runs + p.filtered_runs;
+            if runs == 0 {
+                0.0
+            } else {
+                p.clock_ns as f64 / runs as f64
+            }
+        };
+        let enter = per(
+            split.enter.traced_runs,
+            split.enter.traced_ns,
+            clock(&split.enter),
+        );
+        let exit = per(
+            split.exit.traced_runs,
+            split.exit.traced_ns,
+            clock(&split.exit),
+        );
+        let event = match (enter, exit, tracer.has_exit_hook()) {
+            (Some(a), Some(b), true) => Some(a + b),
+            (Some(a), _, false) => Some(a),
+            _ => None,
+        };
+        let filtered = per(
+            split.enter.filtered_runs,
+            split.enter.filtered_ns,
+            clock(&split.enter),
+        );
+        (event, filtered)
+    }
+
     /// Ends sampling and builds the cost figures for the window. Also
     /// returns why a figure is missing.
     pub fn finish(

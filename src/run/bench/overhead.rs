@@ -106,6 +106,9 @@ fn collateral(exe: &Path, calls: u64) -> Result<f64> {
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
         window_opened: Some(open_tx),
+        by: Default::default(),
+        max_series: 0,
+        sinks: Default::default(),
     };
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::Builder::new()
