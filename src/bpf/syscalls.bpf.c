@@ -246,9 +246,10 @@ static __always_inline void group_key_of(struct task_struct *task, struct ss_gro
 	if (by_mode == SS_BY_PROCESS) {
 		k->a = task->tgid;
 	} else if (by_mode == SS_BY_COMM) {
-		struct task_struct *leader = task->group_leader;
+		const __u64 *c = (const __u64 *)task->group_leader->comm;
 
-		bpf_probe_read_kernel(&k->a, 16, leader->comm);
+		k->a = c[0];
+		k->b = c[1];
 	} else {
 		k->a = bpf_get_current_cgroup_id();
 	}
@@ -325,10 +326,9 @@ static __always_inline bool in_scope(struct task_struct *task)
 	if (scope_mode == SS_SCOPE_CGROUP)
 		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
 	if (scope_mode == SS_SCOPE_COMM) {
-		struct task_struct *leader = task->group_leader;
-		__u64 c[2];
+		/* Two direct 8-byte loads through the BTF pointer, no helper. */
+		const __u64 *c = (const __u64 *)task->group_leader->comm;
 
-		bpf_probe_read_kernel(c, sizeof(c), leader->comm);
 		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
 	}
 	return true;
