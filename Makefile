@@ -26,10 +26,11 @@ DEMO_PKGS := strace linux-perf haproxy
 # iproute2 (ip netns, tc) and nftables (random drops on a veth: this
 # kernel has no sch_netem) build the namespaces of the kernel-evidence
 # tests (tests/evidence_*.rs). dnsmasq-base is the DNS server udp-rr
-# queries (tests/udp_rr.rs).
+# queries (tests/udp_rr.rs). prometheus is the real scraper tests/metrics.rs
+# runs against `trace --metrics` (its own instances on loopback ports).
 TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 \
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
-	iproute2 nftables dnsmasq-base
+	iproute2 nftables dnsmasq-base prometheus
 
 .PHONY: all deps deps-build deps-demo build test test-unit test-integration bench demo lint clean
 
