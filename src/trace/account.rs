@@ -23,15 +23,49 @@ pub struct EventLog {
     pub thread_tables: HashMap<u32, Box<[ThreadSyscall; MAX_SYSCALLS]>>,
     /// Records that could not be parsed.
     pub malformed: u64,
+    /// Exit records beyond [`KEPT_TASKS`], summed instead of kept (a long
+    /// system-wide trace sees unbounded tasks come and go).
+    folded: Split,
+    /// Exit records folded into `folded`, and those without a baseline.
+    pub folded_tasks: u64,
+    folded_excluded: u64,
+    /// Lifecycle records of tasks that entered the trace beyond
+    /// [`KEPT_TASKS`] (counted, not kept), and how many were processes.
+    pub forks_folded: u64,
+    /// Of those, process leaders.
+    pub leaders_folded: u64,
+    /// While a snapshot is being read: the tids whose exit record arrived.
+    pub exits_watch: Option<Vec<i32>>,
 }
+
+/// Task and fork records kept one by one; further ones are summed.
+pub const KEPT_TASKS: usize = 65_536;
 
 impl EventLog {
     /// Files one event.
     pub fn push(&mut self, ev: Event) {
         match ev {
+            Event::Fork(f) if self.forks.len() >= KEPT_TASKS => {
+                self.forks_folded += 1;
+                self.leaders_folded += u64::from(f.tid == f.tgid);
+            }
             Event::Fork(f) => self.forks.push(f),
             Event::Exec(e) => self.execs.push(e),
-            Event::Task(t) => self.tasks.push(t),
+            Event::Task(t) => {
+                if let Some(w) = self.exits_watch.as_mut() {
+                    w.push(t.tid);
+                }
+                if t.exited && self.tasks.len() >= KEPT_TASKS {
+                    if t.has_baseline {
+                        self.folded.add(&t.usage);
+                    } else {
+                        self.folded_excluded += 1;
+                    }
+                    self.folded_tasks += 1;
+                } else {
+                    self.tasks.push(t);
+                }
+            }
             Event::ThreadStats(slot, table) => match self.thread_tables.get_mut(&slot) {
                 // Only the pooled slot 0 is shared by several tasks.
                 Some(acc) => {
@@ -51,8 +85,8 @@ impl EventLog {
     /// Sum of in-window usage over tasks that have a baseline, and the
     /// number of tasks left out for lack of one.
     fn usage_totals(&self) -> (Split, u64) {
-        let mut split = Split::default();
-        let mut excluded = 0;
+        let mut split = self.folded;
+        let mut excluded = self.folded_excluded;
         for t in &self.tasks {
             if !t.has_baseline {
                 excluded += 1;
@@ -78,7 +112,7 @@ impl EventLog {
 /// without closing the window). Tasks without a baseline are left out, as
 /// in the final totals.
 pub fn usage_now(log: &EventLog, live: &[TaskRecord]) -> super::snapshot::Usage {
-    let mut split = Split::default();
+    let mut split = log.folded;
     for t in log.tasks.iter().filter(|t| t.exited).chain(live) {
         if t.has_baseline {
             split.add(&t.usage);

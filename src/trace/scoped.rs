@@ -199,9 +199,19 @@ pub(super) fn take_snapshot(
     // Live tasks first, then the exit records that arrived meanwhile: a
     // task that exited in between is then counted once, by its exit
     // record (which holds its final figures).
-    let exits_before = s.log.borrow().tasks.len();
-    let live = s.tracer.peek_live()?;
-    s.rb.consume().context("draining the event ring buffer")?;
+    s.log.borrow_mut().exits_watch = Some(Vec::new());
+    let live = s.tracer.peek_live();
+    let drained = s.rb.consume().context("draining the event ring buffer");
+    let exited_since: std::collections::HashSet<i32> = s
+        .log
+        .borrow_mut()
+        .exits_watch
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let live = live?;
+    drained?;
     let total = s.tracer.syscall_stats()?;
     let mut reader = std::mem::take(&mut s.groups);
     let groups = reader.read(s, opts.by);
@@ -209,8 +219,6 @@ pub(super) fn take_snapshot(
     let groups = groups?;
     let counters = s.tracer.counters()?;
     let log = s.log.borrow();
-    let exited_since: std::collections::HashSet<i32> =
-        log.tasks[exits_before..].iter().map(|t| t.tid).collect();
     let live_records: Vec<_> = live
         .into_iter()
         .filter_map(|e| match e {
@@ -221,7 +229,7 @@ pub(super) fn take_snapshot(
     let mut usage = account::usage_now(&log, &live_records);
     usage.tasks_seen = match opts.target {
         TargetSpec::Scope { .. } => counters.joined,
-        _ => log.forks.len() as u64,
+        _ => log.forks.len() as u64 + log.forks_folded,
     };
     drop(log);
     let (per_event, per_filtered) = match s.sampler.as_ref() {
@@ -366,8 +374,20 @@ pub(super) fn run(
         let mut tgids: Vec<i32> = log.forks.iter().map(|f| f.tgid).collect();
         tgids.sort_unstable();
         tgids.dedup();
-        tgids.len() as u64
+        tgids.len() as u64 + log.leaders_folded
     };
+    let (folded, forks_folded) = {
+        let log = s.log.borrow();
+        (log.folded_tasks, log.forks_folded)
+    };
+    if folded + forks_folded > 0 {
+        s.notes.push(format!(
+            "{} tasks entered the trace: past the first {} their records were summed into the \
+             totals, not kept; the per-process table lists only the processes kept",
+            counters.joined,
+            account::KEPT_TASKS
+        ));
+    }
     if counters.joined == 0 {
         s.notes.push(format!(
             "no task of {} made a syscall in the window",
