@@ -522,6 +522,9 @@ pub fn tracer_parts(t: &TracerCost) -> Vec<String> {
     out
 }
 
+/// Processes the text table shows (a system-wide trace can see thousands).
+const PROCESS_ROWS: usize = 30;
+
 /// The per-process breakdown as a table, busiest first; None when the
 /// trace saw a single process (the totals already say it all).
 pub fn process_table(rep: &TraceReport) -> Option<String> {
@@ -543,7 +546,7 @@ pub fn process_table(rep: &TraceReport) -> Option<String> {
         "min flt",
         "maj flt"
     );
-    for p in &rep.processes {
+    for p in rep.processes.iter().take(PROCESS_ROWS) {
         let _ = writeln!(
             s,
             "{:>8} {:<16} {:>7} {:>9.3} {:>9.3} {:>10} {:>8} {:>10} {:>9} {:>9}{}",
@@ -558,6 +561,13 @@ pub fn process_table(rep: &TraceReport) -> Option<String> {
             p.minor_faults,
             p.major_faults,
             if p.exited { "  (exited)" } else { "" }
+        );
+    }
+    if rep.processes.len() > PROCESS_ROWS {
+        let _ = writeln!(
+            s,
+            "({PROCESS_ROWS} of {} processes shown, busiest first; --json has every one)",
+            rep.processes.len()
         );
     }
     Some(s)
