@@ -17,6 +17,7 @@ pub mod hist;
 pub mod launch;
 pub mod pod;
 pub mod preflight;
+pub mod scope;
 pub mod selfcost;
 pub mod snapshot;
 pub mod syscall_names;
