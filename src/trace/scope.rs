@@ -204,6 +204,10 @@ pub struct CgroupNames {
     last_walk: Option<Instant>,
     min_rewalk: Duration,
     walks: u32,
+    /// What the mount shows of the hierarchy (its mountinfo root, empty
+    /// for the whole of it), learnt at the first walk, so names match
+    /// [`CgroupTarget::rel`] even on a bind-mounted subtree.
+    root: Option<String>,
 }
 
 impl CgroupNames {
@@ -220,6 +224,7 @@ impl CgroupNames {
             last_walk: None,
             min_rewalk,
             walks: 0,
+            root: None,
         }
     }
 
@@ -243,13 +248,29 @@ impl CgroupNames {
 
     fn rewalk(&mut self) {
         self.walks += 1;
+        let mount = &self.mount;
+        let root = self.root.get_or_insert_with(|| {
+            let mounts = read_mountinfo().unwrap_or_default();
+            let m = mounts
+                .iter()
+                .rev()
+                .find(|m| m.fstype == "cgroup2" && m.mount_point == *mount);
+            m.map(|m| rel_below(m, &m.mount_point))
+                .filter(|r| r != "/")
+                .unwrap_or_default()
+        });
         let names = &mut self.names;
         // A hierarchy that cannot be walked (unmounted meanwhile) leaves the
         // names learnt so far; ids unknown then are named `#ID`, which is
         // the honest answer.
-        let _ = walk(&self.mount, &mut |e: &WalkEntry<'_>| {
+        let _ = walk(mount, &mut |e: &WalkEntry<'_>| {
             let (id, _) = cgroup_id(e.fd);
-            names.insert(id, e.rel.to_owned());
+            let name = match (root.as_str(), e.rel) {
+                ("", rel) => rel.to_owned(),
+                (root, "/") => root.to_owned(),
+                (root, rel) => format!("{root}{rel}"),
+            };
+            names.insert(id, name);
         });
         self.last_walk = Some(Instant::now());
     }
@@ -551,25 +572,52 @@ fn resolve_in(arg: &str, mounts: &[MountEntry]) -> Result<CgroupTarget> {
         };
         // Absent as an absolute path: the second rule takes it below the
         // v2 mount (`/system.slice/x.service`).
-        let (OpenCgroupFail::Open(OpenFail::NotFound(_)), Some(v2)) = (&as_is, v2) else {
-            return Err(with_code(1, format!("--cgroup {arg}: {as_is}")));
+        let missing = match (&as_is, v2) {
+            (OpenCgroupFail::Open(OpenFail::NotFound(missing)), Some(v2))
+                if !norm.starts_with(&v2.mount_point) =>
+            {
+                missing.clone()
+            }
+            _ => {
+                return Err(with_code(
+                    1,
+                    format!("--cgroup {arg}: {}", explain(&norm, &as_is)),
+                ));
+            }
         };
-        if norm.starts_with(&v2.mount_point) {
-            return Err(with_code(1, format!("--cgroup {arg}: {as_is}")));
-        }
+        let v2 = v2.expect("matched above");
         let below_mount = below(&v2.mount_point, arg);
-        match open_cgroup(&below_mount, mounts) {
-            Ok(t) => Ok(t),
-            Err(OpenCgroupFail::Open(OpenFail::NotFound(_))) => Err(with_code(
+        let second = match open_cgroup(&below_mount, mounts) {
+            Ok(t) => return Ok(t),
+            Err(e) => e,
+        };
+        // Which failure to report: where even the first component is
+        // missing from `/`, PATH reads as one below the mount; otherwise as
+        // the absolute path it is (saying so when it lies in a v1
+        // hierarchy, like /sys/fs/cgroup/cpu/x).
+        if missing.parent() == Some(Path::new("/")) {
+            return Err(with_code(
                 1,
-                format!(
-                    "--cgroup {arg}: no such cgroup: neither {} nor {} exists",
-                    norm.display(),
-                    below_mount.display()
-                ),
-            )),
-            Err(e) => Err(with_code(1, format!("--cgroup {arg}: {e}"))),
+                match second {
+                    OpenCgroupFail::Open(OpenFail::NotFound(_)) => format!(
+                        "--cgroup {arg}: no such cgroup: neither {} nor {} exists",
+                        norm.display(),
+                        below_mount.display()
+                    ),
+                    e => format!("--cgroup {arg}: {}", explain(&below_mount, &e)),
+                },
+            ));
         }
+        let mut msg = format!("--cgroup {arg}: {}", explain(&norm, &as_is));
+        if let Some(v1) = mount_of(mounts, &norm, None, |_| true).filter(|m| m.fstype == "cgroup") {
+            msg.push_str(&format!(
+                ", and it would be in a cgroup v1 hierarchy{}; sockscope needs cgroup v2, \
+                 mounted at {}",
+                v1_controllers(v1),
+                v2.mount_point.display()
+            ));
+        }
+        Err(with_code(1, msg))
     } else {
         let Some(v2) = v2 else {
             return Err(with_code(
@@ -581,7 +629,23 @@ fn resolve_in(arg: &str, mounts: &[MountEntry]) -> Result<CgroupTarget> {
             ));
         };
         let path = below(&v2.mount_point, arg);
-        open_cgroup(&path, mounts).map_err(|e| with_code(1, format!("--cgroup {arg}: {e}")))
+        open_cgroup(&path, mounts)
+            .map_err(|e| with_code(1, format!("--cgroup {arg}: {}", explain(&path, &e))))
+    }
+}
+
+/// `e` for `path`, a missing directory said as a missing cgroup.
+fn explain(path: &Path, e: &OpenCgroupFail) -> String {
+    match e {
+        OpenCgroupFail::Open(OpenFail::NotFound(p)) if p == path => {
+            format!("no such cgroup: {} does not exist", p.display())
+        }
+        OpenCgroupFail::Open(OpenFail::NotFound(p)) => format!(
+            "no such cgroup: {} ({} does not exist)",
+            path.display(),
+            p.display()
+        ),
+        e => e.to_string(),
     }
 }
 
@@ -634,17 +698,7 @@ fn open_cgroup(path: &Path, mounts: &[MountEntry]) -> Result<CgroupTarget, OpenC
     let v2 = pick_v2(mounts);
     if kind == CGROUP_SUPER_MAGIC {
         let v1 = mount_of(mounts, path, mount_id, |m| m.fstype == "cgroup");
-        let controllers = v1
-            .map(|m| {
-                m.super_opts
-                    .split(',')
-                    .filter(|o| !matches!(*o, "rw" | "ro") && !o.starts_with("release_agent"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .filter(|c| !c.is_empty())
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default();
+        let controllers = v1.map(v1_controllers).unwrap_or_default();
         let mut msg = format!(
             "{} is in a cgroup v1 hierarchy{controllers}; sockscope needs cgroup v2",
             path.display()
@@ -686,9 +740,20 @@ fn open_cgroup(path: &Path, mounts: &[MountEntry]) -> Result<CgroupTarget, OpenC
         None => format!("; {}", v2_missing()),
     };
     Err(OpenCgroupFail::NotCgroup(format!(
-        "{} is not a cgroup (it is on a {fstype} file system){hint}",
+        "{} is not a cgroup (its file system is {fstype}, not cgroup2){hint}",
         path.display()
     )))
+}
+
+/// The controllers of v1 hierarchy `m`, as ` (cpu,cpuacct)`, or nothing.
+fn v1_controllers(m: &MountEntry) -> String {
+    let c = m
+        .super_opts
+        .split(',')
+        .filter(|o| !matches!(*o, "rw" | "ro") && !o.starts_with("release_agent"))
+        .collect::<Vec<_>>()
+        .join(",");
+    if c.is_empty() { c } else { format!(" ({c})") }
 }
 
 /// The cgroup id of directory `fd` and, when name_to_handle_at answers,
@@ -1490,6 +1555,20 @@ mod tests {
             )),
             "{msg}"
         );
+        // Absent below a v1 mount: the error says it would be v1 anyway.
+        let absent = v1.mount_point.join(unique("v1"));
+        let msg = message(&resolve_cgroup(&absent.display().to_string()).unwrap_err()).1;
+        assert!(
+            msg.contains(&format!(
+                "{} does not exist, and it would be in a cgroup v1 hierarchy",
+                absent.display()
+            )),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("mounted at {}", v2.mount_point.display())),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -1514,7 +1593,10 @@ mod tests {
         let e = resolve_cgroup(&tmp.path().display().to_string()).unwrap_err();
         let (code, msg) = message(&e);
         assert_eq!(code, 1);
-        assert!(msg.contains("is not a cgroup (it is on a "), "{msg}");
+        assert!(
+            msg.contains("is not a cgroup (its file system is "),
+            "{msg}"
+        );
         assert!(
             msg.contains(&format!("cgroup v2 is mounted at {}", mount.display())),
             "{msg}"
