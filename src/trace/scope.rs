@@ -572,11 +572,21 @@ fn resolve_in(arg: &str, mounts: &[MountEntry]) -> Result<CgroupTarget> {
         };
         // Absent as an absolute path: the second rule takes it below the
         // v2 mount (`/system.slice/x.service`).
-        let missing = match (&as_is, v2) {
+        let (missing, v2) = match (&as_is, v2) {
             (OpenCgroupFail::Open(OpenFail::NotFound(missing)), Some(v2))
                 if !norm.starts_with(&v2.mount_point) =>
             {
-                missing.clone()
+                (missing.clone(), v2)
+            }
+            (OpenCgroupFail::Open(OpenFail::NotFound(_)), None) => {
+                return Err(with_code(
+                    1,
+                    format!(
+                        "--cgroup {arg}: {}; {}",
+                        explain(&norm, &as_is),
+                        v2_missing()
+                    ),
+                ));
             }
             _ => {
                 return Err(with_code(
@@ -585,7 +595,6 @@ fn resolve_in(arg: &str, mounts: &[MountEntry]) -> Result<CgroupTarget> {
                 ));
             }
         };
-        let v2 = v2.expect("matched above");
         let below_mount = below(&v2.mount_point, arg);
         let second = match open_cgroup(&below_mount, mounts) {
             Ok(t) => return Ok(t),
@@ -1569,6 +1578,44 @@ mod tests {
             msg.contains(&format!("mounted at {}", v2.mount_point.display())),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn without_a_v2_mount_errors_say_how_to_mount_it() {
+        let mounts = read_mountinfo().unwrap();
+        let no_v2: Vec<MountEntry> = mounts
+            .iter()
+            .filter(|m| m.fstype != "cgroup2")
+            .cloned()
+            .collect();
+        let (code, msg) = message(&resolve_in("system.slice/x.service", &no_v2).unwrap_err());
+        assert_eq!(code, 1);
+        assert!(msg.contains("relative to the cgroup v2 mount, but cgroup v2 is not mounted"));
+        assert!(
+            msg.contains("mount -t cgroup2 none /sys/fs/cgroup/unified"),
+            "{msg}"
+        );
+        let name = unique("absent");
+        let msg = message(&resolve_in(&format!("/{name}"), &no_v2).unwrap_err()).1;
+        assert!(
+            msg.contains(&format!("/{name} does not exist; cgroup v2 is not mounted")),
+            "{msg}"
+        );
+        if let Some(v1) = no_v2.iter().find(|m| m.fstype == "cgroup") {
+            let msg =
+                message(&resolve_in(&v1.mount_point.display().to_string(), &no_v2).unwrap_err()).1;
+            assert!(
+                msg.contains("sockscope needs cgroup v2, and cgroup v2 is not mounted"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn cgroup_names_can_move_to_another_thread() {
+        fn send<T: Send>() {}
+        send::<CgroupNames>();
+        send::<CgroupTarget>();
     }
 
     #[test]
