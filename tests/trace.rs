@@ -759,6 +759,9 @@ fn embedded_trace_is_stopped_by_its_caller() {
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
         window_opened: Some(tx),
+        by: Default::default(),
+        max_series: 0,
+        sinks: Default::default(),
     };
     let handle = std::thread::spawn(move || sockscope::trace::run(&opts));
     rx.recv_timeout(Duration::from_secs(10))

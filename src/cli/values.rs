@@ -311,6 +311,25 @@ pub fn unescape(s: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A reporting interval (trace `--interval`): `10s`, `500ms`, `1m`, or a
+/// number of seconds; between 100 ms and a day.
+pub fn interval(s: &str) -> Result<std::time::Duration, String> {
+    let d = match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => std::time::Duration::from_secs_f64(v.min(1e9)),
+        Ok(_) => {
+            return Err(format!(
+                "`{s}`: must be a positive span such as 10s or 500ms"
+            ));
+        }
+        Err(_) => humantime::parse_duration(s)
+            .map_err(|e| format!("`{s}` is not a span such as 10s or 500ms ({e})"))?,
+    };
+    if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(86_400) {
+        return Err(format!("`{s}`: must be between 100ms and 24h"));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,23 +444,16 @@ mod tests {
             assert!(key_dist(bad).is_err(), "{bad}");
         }
     }
-}
 
-/// A reporting interval (trace `--interval`): `10s`, `500ms`, `1m`, or a
-/// number of seconds; between 100 ms and a day.
-pub fn interval(s: &str) -> Result<std::time::Duration, String> {
-    let d = match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => std::time::Duration::from_secs_f64(v.min(1e9)),
-        Ok(_) => {
-            return Err(format!(
-                "`{s}`: must be a positive span such as 10s or 500ms"
-            ));
-        }
-        Err(_) => humantime::parse_duration(s)
-            .map_err(|e| format!("`{s}` is not a span such as 10s or 500ms ({e})"))?,
-    };
-    if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(86_400) {
-        return Err(format!("`{s}`: must be between 100ms and 24h"));
+    #[test]
+    fn intervals_take_spans_or_seconds_within_bounds() {
+        use std::time::Duration;
+        assert_eq!(interval("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(interval("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(interval("2"), Ok(Duration::from_secs(2)));
+        assert!(interval("10ms").unwrap_err().contains("100ms"));
+        assert!(interval("2d").unwrap_err().contains("24h"));
+        assert!(interval("-1").is_err());
+        assert!(interval("soon").unwrap_err().contains("10s"));
     }
-    Ok(d)
 }
