@@ -36,6 +36,22 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/relay.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");
     embed_git_state();
+    generate_prometheus_model(&out);
+}
+
+/// Generates the Rust types of Prometheus' exposition data model
+/// (proto/io/prometheus/client/metrics.proto, vendored from
+/// prometheus/client_model) with prost; protox compiles the .proto in pure
+/// Rust, so no protoc binary is needed.
+fn generate_prometheus_model(out: &Path) {
+    const PROTO: &str = "proto/io/prometheus/client/metrics.proto";
+    let fds =
+        protox::compile([PROTO], ["proto"]).unwrap_or_else(|e| panic!("compiling {PROTO}: {e}"));
+    prost_build::Config::new()
+        .out_dir(out)
+        .compile_fds(fds)
+        .unwrap_or_else(|e| panic!("generating the types of {PROTO}: {e}"));
+    println!("cargo:rerun-if-changed={PROTO}");
 }
 
 /// Sets SOCKSCOPE_GIT_COMMIT and SOCKSCOPE_GIT_DIRTY ("true", "false" or

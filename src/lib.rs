@@ -20,6 +20,7 @@
 pub mod cli;
 pub mod error;
 pub mod load;
+pub mod metrics;
 pub mod netpath;
 pub mod output;
 pub mod poller;

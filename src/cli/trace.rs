@@ -57,6 +57,17 @@ pub struct TraceArgs {
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=16384))]
     pub max_series: u32,
 
+    /// Serve the counts at http://ADDR/metrics for Prometheus (text format,
+    /// or protobuf with native histograms when the scraper asks for it),
+    /// e.g. 127.0.0.1:9469. Loopback only unless --metrics-public.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+
+    /// Allow --metrics on a non-loopback address (other machines can then
+    /// read what this host's processes do).
+    #[arg(long, requires = "metrics")]
+    pub metrics_public: bool,
+
     /// Print one table (and with --json one JSON line) per interval, e.g.
     /// 10s or 500ms, until the end of the trace.
     #[arg(long, value_name = "SPAN", value_parser = values::interval)]
@@ -133,6 +144,15 @@ impl TraceArgs {
             return Err(error::usage("--max-series applies to a --by breakdown"));
         }
         check_outputs(self.json.as_ref(), self.output.as_ref())?;
+        if let Some(a) = self.metrics
+            && !self.metrics_public
+            && !crate::metrics::is_loopback(&a)
+        {
+            return Err(error::usage(format!(
+                "--metrics {a}: not a loopback address; the metrics would be readable from \
+                 other machines. Add --metrics-public to serve them there on purpose"
+            )));
+        }
         let target = if scoped {
             if self.per_thread {
                 return Err(error::usage(
@@ -185,6 +205,7 @@ impl TraceArgs {
             },
             quiet,
             interval: self.interval,
+            metrics: self.metrics.map(|a| (a, self.metrics_public)),
         })
     }
 

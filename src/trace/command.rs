@@ -31,6 +31,9 @@ pub struct TraceSpec {
     pub quiet: bool,
     /// `--interval`: a table and a JSON line per interval.
     pub interval: Option<std::time::Duration>,
+    /// `--metrics ADDR` and whether `--metrics-public` allows it off
+    /// loopback.
+    pub metrics: Option<(std::net::SocketAddr, bool)>,
 }
 
 /// Traces, writes the outputs and returns the exit status: the launched
@@ -60,7 +63,37 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             .push((every, Arc::clone(&w) as Arc<dyn SnapshotSink>));
         w
     });
-    let outcome = super::run(&options)?;
+    // Bound before the BPF programs load: an address in use costs nothing.
+    let exporter = match spec.metrics {
+        Some((addr, public)) => {
+            let e = Arc::new(crate::metrics::Exporter::bind(
+                addr,
+                public,
+                crate::metrics::ExporterOptions {
+                    max_series: options.max_series as usize,
+                    scope: scope_name(&options.target),
+                    by: options.by,
+                },
+            )?);
+            if !spec.quiet {
+                eprintln!(
+                    "sockscope: serving metrics at http://{}/metrics",
+                    e.local_addr()
+                );
+            }
+            options
+                .sinks
+                .0
+                .push((METRICS_EVERY, Arc::clone(&e) as Arc<dyn SnapshotSink>));
+            Some(e)
+        }
+        None => None,
+    };
+    let outcome = super::run(&options);
+    // The sinks' copies go with `options`; the last one stops the server.
+    drop(options);
+    drop(exporter);
+    let outcome = outcome?;
     let rep = &outcome.report;
     let written = match &intervals {
         Some(w) => w.finish(rep, &spec.view).and_then(|()| match w.failure() {
@@ -101,6 +134,9 @@ fn write_outputs(spec: &TraceSpec, rep: &TraceReport) -> Result<()> {
     };
     json.and(text)
 }
+
+/// How often the exporter gets a fresh reading.
+const METRICS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How an interval line names what was traced.
 fn scope_name(t: &TargetSpec) -> String {
