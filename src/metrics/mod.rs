@@ -160,6 +160,14 @@ impl SnapshotSink for Exporter {
 }
 
 fn serve(listener: TcpListener, stop: OwnedFd, state: Arc<Mutex<State>>) {
+    // This thread starts before the tracer blocks its signals (to read
+    // them from a signalfd); were they deliverable here, Ctrl-C would kill
+    // the process instead of ending the trace. Scrape threads inherit this.
+    let _ = nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&nix::sys::signal::SigSet::all()),
+        None,
+    );
     let active = Arc::new(AtomicUsize::new(0));
     loop {
         let mut fds = [

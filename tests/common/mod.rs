@@ -4,6 +4,7 @@
 
 pub mod netns;
 pub mod procs;
+pub mod prometheus;
 pub mod server;
 
 use std::io::{BufRead, BufReader, Read};

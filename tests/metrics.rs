@@ -1,0 +1,293 @@
+//! `trace --metrics`: a real Prometheus scrapes sockscope and stores
+//! exactly what the workload did; bad addresses fail before any BPF loads;
+//! a scrape while detaching gets an answer, and nothing is left behind.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::prometheus::{Prometheus, free_port, http_get};
+
+const N: u64 = 123_457;
+
+/// A copy of the workload under a name no other process has.
+fn unique_workload(tag: &str) -> (std::path::PathBuf, String) {
+    let name = format!("ssm{}{}", tag, std::process::id() % 100_000);
+    let path = common::scratch(&format!("metrics-{tag}")).join(&name);
+    std::fs::copy(common::workload(), &path).unwrap();
+    (path, name)
+}
+
+fn start_trace(args: &[&str]) -> Child {
+    Command::new(common::sockscope())
+        .arg("trace")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the exporter answers /metrics with 200 (its first reading
+/// is published a second after the window opened).
+fn wait_serving(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if http_get(addr, "/metrics", None).is_some_and(|(s, _, _)| s == 200) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("sockscope never served /metrics at {addr}");
+}
+
+fn interrupt(child: &mut Child) -> (std::process::ExitStatus, String) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = common::wait_bounded(child, Duration::from_secs(30));
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    (status, err)
+}
+
+fn prog_ids_of(pid: u32) -> usize {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path())
+                .is_ok_and(|t| t.lines().any(|l| l.starts_with("prog_id:")))
+        })
+        .count()
+}
+
+/// Polls `f` for up to `limit` until it returns Some.
+fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn prometheus_stores_the_exact_counts_and_answers_quantiles() {
+    let test = "prometheus_stores_the_exact_counts_and_answers_quantiles";
+    if !common::require_bpf(test) || !common::require_program("prometheus", test) {
+        return;
+    }
+    let (bin, name) = unique_workload("p");
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut trace = start_trace(&[
+        "--comm",
+        &name,
+        "--metrics",
+        &addr.to_string(),
+        "--duration",
+        "120",
+        "-q",
+    ]);
+    wait_serving(addr);
+    let dir = common::scratch("metrics-prom");
+    let classic = Prometheus::start(&dir.join("classic"), addr, false);
+    let native = Prometheus::start(&dir.join("native"), addr, true);
+
+    let st = Command::new(&bin)
+        .args(["-g", &N.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    let count = r#"sockscope_syscalls_total{syscall="getppid"}"#;
+    for (which, p) in [("classic", &classic), ("native", &native)] {
+        let got = poll(Duration::from_secs(40), || {
+            p.scalar(count).filter(|v| *v as u64 == N)
+        });
+        assert_eq!(
+            got.map(|v| v as u64),
+            Some(N),
+            "{which} Prometheus never stored {N} getppid calls (last: {:?})",
+            p.scalar(count)
+        );
+    }
+    let q_classic = classic
+        .scalar(r#"histogram_quantile(0.5, sockscope_syscall_duration_seconds_bucket{syscall="getppid"})"#)
+        .expect("classic quantile query answers");
+    assert!(
+        q_classic > 0.0 && q_classic < 0.01,
+        "classic p50 {q_classic}"
+    );
+    let q_native = poll(Duration::from_secs(10), || {
+        native.scalar(
+            r#"histogram_quantile(0.5, sockscope_syscall_duration_seconds{syscall="getppid"})"#,
+        )
+    })
+    .expect("native quantile query answers");
+    assert!(q_native > 0.0 && q_native < 0.01, "native p50 {q_native}");
+    // The native histogram's count is exact too.
+    let n_native = native
+        .scalar(r#"histogram_count(sockscope_syscall_duration_seconds{syscall="getppid"})"#)
+        .expect("histogram_count answers");
+    assert_eq!(n_native as u64, N);
+
+    let pid = trace.id();
+    let (status, err) = interrupt(&mut trace);
+    assert!(status.success(), "sockscope exit {status}: {err}");
+    assert_eq!(prog_ids_of(pid), 0);
+    assert!(err.is_empty() || !err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_scrape_while_detaching_is_answered_and_the_exit_is_clean() {
+    let test = "a_scrape_while_detaching_is_answered_and_the_exit_is_clean";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut trace = start_trace(&[
+        "--system",
+        "--by",
+        "comm",
+        "--metrics",
+        &addr.to_string(),
+        "--duration",
+        "60",
+        "-q",
+    ]);
+    wait_serving(addr);
+    // Scrape in a loop from another thread while the trace is interrupted.
+    let scraper = std::thread::spawn(move || {
+        let mut answers = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            match http_get(addr, "/metrics", None) {
+                Some((s, _, body)) => {
+                    if s == 503 {
+                        assert!(String::from_utf8_lossy(&body).contains("detaching"));
+                    } else {
+                        assert_eq!(s, 200);
+                    }
+                    answers.push(s);
+                }
+                None => break, // the listener is closed: sockscope is done
+            }
+        }
+        answers
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, err) = interrupt(&mut trace);
+    let answers = scraper.join().unwrap();
+    assert!(status.success(), "exit {status}: {err}");
+    assert!(answers.contains(&200), "{answers:?}");
+    assert!(
+        http_get(addr, "/metrics", None).is_none(),
+        "still listening after exit"
+    );
+}
+
+#[test]
+fn bad_metrics_addresses_fail_before_tracing() {
+    let test = "bad_metrics_addresses_fail_before_tracing";
+    if !common::require_bpf(test) {
+        return;
+    }
+    // Not loopback, without --metrics-public: a usage error.
+    let out = common::run(&[
+        "trace",
+        "--system",
+        "--metrics",
+        "0.0.0.0:9469",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--metrics-public"));
+    // An address in use: exit 1 naming it, nothing traced.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = held.local_addr().unwrap().to_string();
+    let out = common::run(&["trace", "--system", "--metrics", &a, "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&a) && err.contains("in use"), "{err}");
+    assert!(!err.contains("tracing"), "{err}");
+    // --metrics-public without --metrics: a usage error.
+    let out = common::run(&["trace", "--system", "--metrics-public", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_exporter_speaks_http_carefully() {
+    let test = "the_exporter_speaks_http_carefully";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut trace = start_trace(&[
+        "--system",
+        "--metrics",
+        &addr.to_string(),
+        "--duration",
+        "60",
+        "-q",
+    ]);
+    wait_serving(addr);
+    assert_eq!(http_get(addr, "/nope", None).unwrap().0, 404);
+    let (s, head, body) = http_get(addr, "/metrics", None).unwrap();
+    assert_eq!(s, 200);
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("# TYPE sockscope_syscalls_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sockscope_trace_info{scope=\"system\",by=\"none\"} 1"),
+        "{text}"
+    );
+    let (s, head, body) = http_get(
+        addr,
+        "/metrics",
+        Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3"),
+    )
+    .unwrap();
+    assert_eq!(s, 200);
+    assert!(head.contains("application/vnd.google.protobuf"), "{head}");
+    assert!(!body.is_empty());
+    // A client that sends half a request and stalls does not block others.
+    let mut slow = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::Write;
+    slow.write_all(b"GET /metr").unwrap();
+    let t = Instant::now();
+    assert_eq!(http_get(addr, "/metrics", None).unwrap().0, 200);
+    assert!(t.elapsed() < Duration::from_secs(3));
+    // A malformed request gets 400, a POST 405.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"\x00\x01garbage\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    use std::io::Read;
+    let _ = s.read_to_string(&mut resp);
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    assert!(resp.starts_with("HTTP/1.1 405"), "{resp}");
+    drop(slow);
+    let (status, err) = interrupt(&mut trace);
+    assert!(status.success(), "{err}");
+}
