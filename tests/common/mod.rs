@@ -199,7 +199,8 @@ impl Background {
                 let st = self.child.wait().unwrap();
                 panic!("sockscope exited ({st}) before attaching: {}", self.seen);
             }
-            if line.contains("attached to pid") {
+            // Attach mode, or a scope mode's window opening.
+            if line.contains("attached to pid") || line.starts_with("sockscope: tracing ") {
                 return;
             }
         }

@@ -1,0 +1,437 @@
+//! Scope modes: `trace --comm/--cgroup/--system`, the `--by` breakdowns,
+//! `--max-series` and `--interval`, with exact counts from the getppid
+//! workload (tests/workload/ss_workload.c).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Background, Waiting, calls};
+
+/// A copy of the workload under a name no other process has (<= 15 bytes).
+fn named_workload(tag: &str) -> (PathBuf, String) {
+    let name = format!("sc{tag}{}", std::process::id() % 1_000_000);
+    assert!(name.len() <= 15);
+    let path = common::scratch(&format!("scope-{tag}")).join(&name);
+    std::fs::copy(common::workload(), &path).unwrap();
+    (path, name)
+}
+
+fn run_workload(bin: &Path, args: &[&str]) {
+    let st = Command::new(bin).args(args).status().unwrap();
+    assert!(st.success());
+}
+
+fn stop(mut bg: Background) -> String {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(bg.child.id() as i32, libc::SIGINT) };
+    let (st, err) = bg.finish(Duration::from_secs(30));
+    assert!(st.success(), "sockscope exit {st}: {err}");
+    err
+}
+
+fn v2_mount() -> PathBuf {
+    let m = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    m.lines()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "cgroup2")
+        .map(|f| PathBuf::from(f[1]))
+        .expect("a cgroup v2 mount")
+}
+
+/// A cgroup v2 directory removed (with its children) on drop, after its
+/// processes were moved back to the root.
+struct TestCgroup {
+    path: PathBuf,
+    rel: String,
+}
+
+impl TestCgroup {
+    fn new(tag: &str) -> Self {
+        let rel = format!("sockscope-test-{tag}-{}", std::process::id());
+        let path = v2_mount().join(&rel);
+        let _ = std::fs::create_dir(&path);
+        Self {
+            path,
+            rel: format!("/{rel}"),
+        }
+    }
+
+    fn child(&self, name: &str) -> PathBuf {
+        let p = self.path.join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    fn remove(dir: &Path) {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    Self::remove(&e.path());
+                }
+            }
+        }
+        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            for pid in procs.lines() {
+                let _ = std::fs::write(v2_mount().join("cgroup.procs"), pid);
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        Self::remove(&self.path);
+    }
+}
+
+fn move_to(dir: &Path, pid: i32) {
+    std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
+}
+
+fn trace_json(args: &[&str], tag: &str) -> (Background, PathBuf) {
+    let json = common::scratch(&format!("scope-json-{tag}")).join("t.json");
+    let mut full: Vec<&str> = vec!["trace"];
+    full.extend_from_slice(args);
+    let j = json.to_str().unwrap().to_string();
+    full.push("--json");
+    full.push(&j);
+    let mut bg = Background::start(&full);
+    bg.attached();
+    (bg, json)
+}
+
+fn group<'a>(
+    rep: &'a serde_json::Value,
+    f: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<&'a serde_json::Value> {
+    rep["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| f(g))
+        .collect()
+}
+
+fn group_calls(g: &serde_json::Value, name: &str) -> u64 {
+    g["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .map_or(0, |s| s["calls"].as_u64().unwrap())
+}
+
+/// Every syscall's calls summed over the groups equal the totals' row.
+fn assert_groups_add_up(rep: &serde_json::Value) {
+    let groups = rep["groups"].as_array().unwrap();
+    let sum: u64 = groups.iter().map(|g| g["calls"].as_u64().unwrap()).sum();
+    assert_eq!(sum, rep["totals"]["calls"].as_u64().unwrap());
+    for s in rep["syscalls"].as_array().unwrap() {
+        let name = s["name"].as_str().unwrap();
+        let by: u64 = groups.iter().map(|g| group_calls(g, name)).sum();
+        assert_eq!(by, s["calls"].as_u64().unwrap(), "{name}");
+    }
+}
+
+#[test]
+fn comm_scope_traces_processes_started_later_exactly() {
+    if !common::require_bpf("comm_scope_traces_processes_started_later_exactly") {
+        return;
+    }
+    let (bin, name) = named_workload("c");
+    let (other, _) = named_workload("o");
+    let (bg, json) = trace_json(&["--comm", &name, "--duration", "60"], "comm");
+    run_workload(&bin, &["-g", "40000"]);
+    run_workload(&bin, &["-g", "1000", "-t", "2", "-G", "500"]);
+    run_workload(&other, &["-g", "7777"]);
+    stop(bg);
+    let rep = common::read_json(&json);
+    assert_eq!(calls(&rep, "getppid"), 42_000);
+    assert_eq!(rep["target"]["scope"]["kind"], "comm");
+    assert_eq!(rep["target"]["scope"]["comm"], name.as_str());
+    // Two processes, one of them with two more threads.
+    assert_eq!(rep["target"]["scope"]["tasks_joined"], 4);
+}
+
+#[test]
+fn cgroup_scope_counts_joiners_and_descendants_and_stops_at_leavers() {
+    if !common::require_bpf("cgroup_scope_counts_joiners_and_descendants_and_stops_at_leavers") {
+        return;
+    }
+    let cg = TestCgroup::new("cg");
+    let sub = cg.child("sub");
+    // A process in the child cgroup before the trace starts, one that
+    // joins later, and one that leaves after it made a syscall inside.
+    let mut inner = Waiting::start(&["-w", "-g", "3000"]);
+    move_to(&sub, inner.pid);
+    let mut leaver = Waiting::start(&["-w", "-g", "5000"]);
+    move_to(&cg.path, leaver.pid);
+    let (bg, json) = trace_json(
+        &["--cgroup", &cg.rel, "--by", "cgroup", "--duration", "60"],
+        "cg",
+    );
+    let mut joiner = Waiting::start(&["-w", "-g", "2000"]);
+    move_to(&cg.path, joiner.pid);
+    // The leaver's blocked read is restarted inside the cgroup (SIGSTOP +
+    // SIGCONT), so it enters the trace; then it leaves and does its work.
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(leaver.pid, libc::SIGSTOP);
+        libc::kill(leaver.pid, libc::SIGCONT);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    move_to(&v2_mount(), leaver.pid);
+    for w in [&mut inner, &mut joiner, &mut leaver] {
+        w.go();
+    }
+    for w in [inner, joiner, leaver] {
+        assert!(w.wait(Duration::from_secs(30)).success());
+    }
+    stop(bg);
+    let rep = common::read_json(&json);
+    assert_eq!(
+        calls(&rep, "getppid"),
+        5000,
+        "inner 3000 + joiner 2000, not the leaver"
+    );
+    assert_eq!(rep["target"]["scope"]["cgroup"], cg.rel.as_str());
+    assert_groups_add_up(&rep);
+    let sub_rel = format!("{}/sub", cg.rel);
+    let rows = group(&rep, |g| g["cgroup"] == sub_rel.as_str());
+    assert_eq!(rows.len(), 1, "{}", rep["groups"]);
+    assert_eq!(group_calls(rows[0], "getppid"), 3000);
+    let rows = group(&rep, |g| g["cgroup"] == cg.rel.as_str());
+    assert_eq!(group_calls(rows[0], "getppid"), 2000);
+}
+
+#[test]
+fn system_scope_by_comm_rows_add_up_to_the_totals() {
+    if !common::require_bpf("system_scope_by_comm_rows_add_up_to_the_totals") {
+        return;
+    }
+    let (bin, name) = named_workload("s");
+    let (bg, json) = trace_json(&["--system", "--by", "comm", "--duration", "60"], "sys");
+    let me = bg.child.id() as i64;
+    run_workload(&bin, &["-g", "30000"]);
+    stop(bg);
+    let rep = common::read_json(&json);
+    assert_eq!(rep["by"], "comm");
+    let rows = group(&rep, |g| g["comm"] == name.as_str());
+    assert_eq!(rows.len(), 1);
+    assert_eq!(group_calls(rows[0], "getppid"), 30_000);
+    assert_groups_add_up(&rep);
+    // sockscope never traces itself (other tests' instances it may).
+    let procs = rep["processes"].as_array().unwrap();
+    assert!(!procs.is_empty());
+    assert!(procs.iter().all(|p| p["pid"].as_i64() != Some(me)));
+}
+
+#[test]
+fn by_process_rows_and_max_series_pool_the_rest_without_losing_calls() {
+    if !common::require_bpf("by_process_rows_and_max_series_pool_the_rest_without_losing_calls") {
+        return;
+    }
+    let (bin, name) = named_workload("p");
+    let (bg, json) = trace_json(
+        &["--comm", &name, "--by", "process", "--duration", "60"],
+        "byp",
+    );
+    run_workload(&bin, &["-g", "1111"]);
+    run_workload(&bin, &["-g", "2222"]);
+    stop(bg);
+    let rep = common::read_json(&json);
+    let mut per: Vec<u64> = group(&rep, |g| g["pid"].is_number())
+        .iter()
+        .map(|g| group_calls(g, "getppid"))
+        .collect();
+    per.sort_unstable();
+    assert_eq!(per, vec![1111, 2222]);
+    assert_groups_add_up(&rep);
+
+    // Three series at most: the rest lands in "other", every call kept.
+    let (bg, json) = trace_json(
+        &[
+            "--comm",
+            &name,
+            "--by",
+            "process",
+            "--max-series",
+            "3",
+            "--duration",
+            "60",
+        ],
+        "maxs",
+    );
+    for n in ["100", "200", "300"] {
+        run_workload(&bin, &["-g", n]);
+    }
+    stop(bg);
+    let rep = common::read_json(&json);
+    assert_eq!(calls(&rep, "getppid"), 600);
+    assert_eq!(
+        group(&rep, |g| g["other"] == true).len(),
+        1,
+        "{}",
+        rep["groups"]
+    );
+    assert_groups_add_up(&rep);
+}
+
+#[test]
+fn intervals_add_up_exactly_to_the_whole_trace() {
+    if !common::require_bpf("intervals_add_up_exactly_to_the_whole_trace") {
+        return;
+    }
+    let (bin, name) = named_workload("i");
+    let (bg, json) = trace_json(
+        &[
+            "--comm",
+            &name,
+            "--interval",
+            "300ms",
+            "--by",
+            "process",
+            "--duration",
+            "60",
+        ],
+        "iv",
+    );
+    for _ in 0..3 {
+        run_workload(&bin, &["-g", "50000"]);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop(bg);
+    let text = std::fs::read_to_string(&json).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (last, intervals) = lines.split_last().unwrap();
+    assert_eq!(last["schema"], "sockscope.trace");
+    assert!(intervals.len() >= 3, "{} intervals", intervals.len());
+    let mut sum = 0;
+    let mut group_sum = 0;
+    for iv in intervals {
+        assert_eq!(iv["schema"], "sockscope.trace.interval");
+        sum += calls(iv, "getppid");
+        group_sum += iv["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| group_calls(g, "getppid"))
+            .sum::<u64>();
+    }
+    assert_eq!(sum, 150_000);
+    assert_eq!(group_sum, 150_000);
+    assert_eq!(calls(last, "getppid"), 150_000);
+}
+
+#[test]
+fn intervals_go_to_stdout_as_json_lines() {
+    if !common::require_bpf("intervals_go_to_stdout_as_json_lines") {
+        return;
+    }
+    let (bin, name) = named_workload("j");
+    let mut bg = Background::start(&[
+        "trace",
+        "--comm",
+        &name,
+        "--interval",
+        "200ms",
+        "--json",
+        "-",
+        "--duration",
+        "2",
+        "-q",
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    run_workload(&bin, &["-g", "999"]);
+    let out = bg.child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let total: u64 = lines[..lines.len() - 1]
+        .iter()
+        .map(|l| calls(l, "getppid"))
+        .sum();
+    assert_eq!(total, 999);
+    assert_eq!(calls(lines.last().unwrap(), "getppid"), 999);
+}
+
+#[test]
+fn scope_bad_input_is_refused_clearly() {
+    if !common::require_bpf("scope_bad_input_is_refused_clearly") {
+        return;
+    }
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["--cgroup", "/sys/fs/cgroup/unified/no-such-group-xyz"],
+            1,
+            "no-such-group-xyz",
+        ),
+        (&["--cgroup", "/sys/fs/cgroup/memory"], 1, "cgroup v2"),
+        (&["--unit", "no-such-unit-xyz"], 1, "not running"),
+        (&["--comm", "a-name-longer-than-15"], 2, "15 bytes"),
+        (&["--comm", "x", "--per-thread"], 2, "--per-thread"),
+        (&["--comm", "x", "--no-follow"], 2, "--no-follow"),
+        (&["--comm", "x", "--max-series", "5"], 2, "--by"),
+        (&["--comm", "x", "--interval", "10ms"], 2, "100ms"),
+        (&["--duration", "1"], 2, "--duration"),
+    ];
+    for (args, code, needle) in cases {
+        let json = common::scratch("scope-bad").join("never.json");
+        let mut full = vec!["trace"];
+        full.extend_from_slice(args);
+        let j = json.to_str().unwrap().to_string();
+        full.extend_from_slice(&["--json", &j]);
+        let out = common::run(&full);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!json.exists(), "{args:?} wrote an artifact");
+    }
+}
+
+#[test]
+fn sigkill_of_a_scope_trace_leaves_no_bpf_program() {
+    if !common::require_bpf("sigkill_of_a_scope_trace_leaves_no_bpf_program") {
+        return;
+    }
+    let mut bg = Background::start(&["trace", "--system", "--by", "comm", "--duration", "60"]);
+    bg.attached();
+    let pid = bg.child.id();
+    let before = prog_count_named("ss_sys_enter");
+    assert!(before >= 1);
+    bg.child.kill().unwrap();
+    bg.child.wait().unwrap();
+    // The kernel frees the programs once the last descriptor closes.
+    let mut gone = false;
+    for _ in 0..50 {
+        if prog_count_named("ss_sys_enter") == before - 1 {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(gone, "sockscope {pid}'s programs outlived it");
+}
+
+fn prog_count_named(name: &str) -> usize {
+    let out = Command::new("bpftool")
+        .args(["-j", "prog", "show"])
+        .output()
+        .expect("bpftool");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == name)
+        .count()
+}
