@@ -65,6 +65,9 @@ struct ss_cpu_events cpu_events[SS_MAX_CPUS] = {};
  * time themselves into cpu_cost (see struct ss_prog_cost). Outside the
  * slices this flag is the whole price: one load and a branch per run. */
 __u32 cost_on = 0;
+/* Cgroup scope: bumped whenever any task changes cgroup, so each task
+ * re-checks its cached membership once at its next syscall. */
+__u32 scope_gen = 0;
 struct ss_cpu_cost cpu_cost[SS_MAX_CPUS] = {};
 
 /* Never used by the programs: referenced so the skeleton generator emits
@@ -348,7 +351,7 @@ static __always_inline struct ss_task *join(struct task_struct *task)
 	t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t || (t->flags & SS_JOINED))
 		return t;
-	t->flags = SS_JOINED;
+	t->flags |= SS_JOINED;
 	read_res(task, &t->base);
 	t->slot = alloc_slot();
 	start_thread_stats(task, t->slot);
@@ -377,7 +380,29 @@ static __always_inline bool enter_work(long id)
 	struct ss_task *t;
 	__u32 nr;
 
-	if (scope_mode != SS_SCOPE_TREE) {
+	if (scope_mode == SS_SCOPE_CGROUP) {
+		/* Membership is cached in the task's storage (every task that
+		 * makes a syscall gets one) and re-checked only after a cgroup
+		 * migration somewhere: the ancestor lookup costs more than the
+		 * storage lookup every path pays anyway. */
+		__u32 gen = scope_gen;
+
+		t = bpf_task_storage_get(&tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!t)
+			return false;
+		if (!(t->flags & SS_CHECKED) || t->gen != gen) {
+			bool member = in_scope(task);
+
+			t->flags = (t->flags & ~SS_MEMBER) | SS_CHECKED | (member ? SS_MEMBER : 0);
+			t->gen = gen;
+		}
+		if (!(t->flags & SS_MEMBER))
+			return false;
+		if (!(t->flags & SS_JOINED))
+			t = join(task);
+		if (!t)
+			return false;
+	} else if (scope_mode != SS_SCOPE_TREE) {
 		/* The scope test first: it is cheaper than a storage lookup
 		 * for the (many) tasks outside it. */
 		if (!in_scope(task))
@@ -631,6 +656,10 @@ int BPF_PROG(ss_exit, struct task_struct *task)
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
 	if (!t || window_closed)
 		return 0;
+	/* Cgroup scope: tasks outside it have storage too (their cached
+	 * membership); only those that entered the trace report. */
+	if (scope_mode != SS_SCOPE_TREE && !(t->flags & SS_JOINED))
+		return 0;
 	__sync_fetch_and_add(&counters.exits, 1);
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -716,6 +745,14 @@ int BPF_PROG(ss_exec, struct task_struct *task)
 	return 0;
 }
 
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(ss_cgroup_attach, struct cgroup *dst, const char *path, struct task_struct *task,
+	     bool threadgroup)
+{
+	__sync_fetch_and_add(&scope_gen, 1);
+	return 0;
+}
+
 /*
  * Run by the loader, once after registering the initial tasks
  * (SS_ITER_BASELINE: record each one's counters as its baseline, give it a
@@ -756,6 +793,8 @@ int ss_iter_task(struct bpf_iter__task *ctx)
 		return 0;
 	}
 	if ((iter_mode != SS_ITER_END && iter_mode != SS_ITER_PEEK) || (t->flags & SS_EXITED))
+		return 0;
+	if (scope_mode != SS_SCOPE_TREE && !(t->flags & SS_JOINED))
 		return 0;
 
 	e.type = SS_EV_LIVE;

@@ -51,6 +51,8 @@ enum ss_task_flags {
 	SS_NEED_BASELINE = 2,  /* resource baseline not taken yet (see iter pass) */
 	SS_EXITED = 4,         /* its exit record is out: the end pass skips it */
 	SS_JOINED = 8,         /* scope mode: entered at its first in-scope syscall */
+	SS_CHECKED = 16,       /* cgroup scope: membership below is valid for `gen` */
+	SS_MEMBER = 32,        /* cgroup scope: in the cgroup when last checked */
 };
 
 /* What decides which tasks are traced (.rodata scope_mode). */
@@ -132,7 +134,7 @@ struct ss_task {
 	__u32 nr;          /* its number, recorded at entry */
 	__u32 flags;
 	__u32 slot;        /* per-thread slot, 0 = unassigned */
-	__u32 pad;
+	__u32 gen;         /* cgroup scope: scope_gen when membership was checked */
 	struct ss_task_sc sc;
 	struct ss_res base; /* counters when the window opened for this task */
 };

@@ -604,6 +604,9 @@ impl<'obj> Tracer<'obj> {
         if !cfg.per_thread {
             open.progs.ss_exec.set_autoload(false);
         }
+        if !matches!(cfg.scope, ScopeFilter::Cgroup { .. }) {
+            open.progs.ss_cgroup_attach.set_autoload(false);
+        }
         let skel = open
             .load()
             .map_err(|e| load_error("loading the BPF programs", e))?;
@@ -717,6 +720,17 @@ impl<'obj> Tracer<'obj> {
     pub fn attach(&mut self) -> Result<()> {
         let progs = &self.skel.progs;
         let mut links = Vec::new();
+        // Before the syscall hooks: a migration must never go unseen
+        // between a membership check and its cached use.
+        if matches!(self.cfg.scope, ScopeFilter::Cgroup { .. }) {
+            links.push((
+                "ss_cgroup_attach",
+                progs
+                    .ss_cgroup_attach
+                    .attach()
+                    .map_err(|e| attach_error("cgroup_attach_task", e))?,
+            ));
+        }
         // In a scope mode the entry hook decides membership; children are
         // not traced for being children.
         if self.cfg.scope == ScopeFilter::Tree {
@@ -1031,12 +1045,17 @@ impl<'obj> Tracer<'obj> {
     pub fn prog_costs(&self) -> Option<Vec<ProgCost>> {
         let progs = &self.skel.progs;
         let mut out = Vec::new();
-        let named: [(&'static str, &libbpf_rs::ProgramMut<'_>, bool); 5] = [
+        let named: [(&'static str, &libbpf_rs::ProgramMut<'_>, bool); 6] = [
             ("ss_sys_enter", &progs.ss_sys_enter, true),
             ("ss_sys_exit", &progs.ss_sys_exit, !self.cfg.count_only),
             ("ss_fork", &progs.ss_fork, true),
             ("ss_exit", &progs.ss_exit, true),
             ("ss_exec", &progs.ss_exec, self.cfg.per_thread),
+            (
+                "ss_cgroup_attach",
+                &progs.ss_cgroup_attach,
+                matches!(self.cfg.scope, ScopeFilter::Cgroup { .. }),
+            ),
         ];
         for (name, prog, loaded) in named {
             if !loaded {
@@ -1068,6 +1087,7 @@ impl<'obj> Tracer<'obj> {
             "ss_fork",
             "ss_exit",
             "ss_exec",
+            "ss_cgroup_attach",
             "ss_iter_task",
         ]
     }
