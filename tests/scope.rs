@@ -435,3 +435,90 @@ fn prog_count_named(name: &str) -> usize {
         .filter(|p| p["name"] == name)
         .count()
 }
+
+/// A server started inside a cgroup, the way a runtime starts a service.
+fn serve_in(cg: &Path) -> std::process::Child {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs; exec {} serve echo --transport epoll --listen 127.0.0.1:0",
+            cg.display(),
+            common::sockscope()
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn profile_cgroup_and_unit_trace_a_running_service_and_leave_it_running() {
+    let test = "profile_cgroup_and_unit_trace_a_running_service_and_leave_it_running";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let cg = TestCgroup::new("prof");
+    let unit_dir = cg.child(&format!("sockscope-test-{}.service", std::process::id()));
+    let mut server = serve_in(&unit_dir);
+    std::thread::sleep(Duration::from_millis(500));
+    for (flag, value) in [
+        ("--cgroup", cg.rel.clone()),
+        ("--unit", format!("sockscope-test-{}", std::process::id())),
+    ] {
+        let out_dir = common::scratch(&format!("scope-prof{flag}")).join("p");
+        let out = common::run(&[
+            "profile",
+            flag,
+            &value,
+            "--load",
+            "tcp-rr -c 2 -d 1",
+            "-o",
+            out_dir.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{flag}: {err}");
+        let run = common::read_json(&out_dir.join("run.json"));
+        assert_eq!(run["target"]["mode"], "cgroup");
+        assert!(
+            run["target"]["cgroup"]
+                .as_str()
+                .unwrap()
+                .starts_with(&cg.rel)
+        );
+        let txns = run["load"]["transactions"].as_u64().unwrap_or(0);
+        let recv = calls(&run["trace"], "recvfrom") + calls(&run["trace"], "read");
+        assert!(
+            txns > 0 && recv >= txns,
+            "{flag}: {recv} reads for {txns} transactions"
+        );
+        assert_eq!(run["trace"]["target"]["scope"]["kind"], "cgroup");
+        // The service is left running.
+        assert!(
+            server.try_wait().unwrap().is_none(),
+            "{flag}: the server was stopped"
+        );
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    // Nothing running in it: refused, nothing written.
+    let empty = cg.child("empty");
+    let out_dir = common::scratch("scope-prof-empty").join("p");
+    let rel = format!("{}/empty", cg.rel);
+    let out = common::run(&[
+        "profile",
+        "--cgroup",
+        &rel,
+        "--load",
+        "tcp-rr -c 1 -d 1",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no process"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out_dir.join("run.json").exists());
+    let _ = empty;
+}

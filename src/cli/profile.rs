@@ -26,6 +26,7 @@ Examples:
   sockscope profile --load 'tcp-rr -c 8 -d 5 --request \"PING\\r\\n\" --expect \"+PONG\\r\\n\"' \\
       -- redis-server --port 16379 --save ''
   sockscope profile --pid $(pidof nginx) --load 'tcp-crr -c 16 -d 10'
+  sockscope profile --unit nginx.service --load 'http -c 16 -d 10'
   sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 8 -d 5' \\
       --path 'rtt=20ms jitter=1ms loss=0.1% rate=1gbit'   (docs/path.md)
 
@@ -43,7 +44,7 @@ No failure leaves anything at DIR.";
 
 /// `sockscope profile` options.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "pid", "command"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "pid", "cgroup", "unit", "command"])))]
 pub struct ProfileArgs {
     /// Run this sockscope subcommand as the target, e.g. 'serve echo
     /// --transport epoll' (without --json: a serve target's own counters
@@ -55,6 +56,15 @@ pub struct ProfileArgs {
     /// start).
     #[arg(short = 'p', long, value_name = "PID", conflicts_with_all = ["command", "user", "as_root"])]
     pub pid: Option<i32>,
+
+    /// Trace every process of this cgroup v2 directory (a service already
+    /// running under a container runtime); nothing in it is stopped.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["target", "pid", "unit", "command", "user", "as_root"])]
+    pub cgroup: Option<String>,
+
+    /// Trace a running systemd unit's cgroup (nginx or nginx.service).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["target", "pid", "command", "user", "as_root"])]
+    pub unit: Option<String>,
 
     /// The load: a `sockscope load` line without the address, e.g.
     /// 'tcp-rr -c 64 -d 10'.
@@ -111,7 +121,15 @@ impl ProfileArgs {
     /// directory: exactly one target, a `--target` line without a `--json`
     /// of its own, a load line that parses (usage errors, exit 2).
     pub fn into_spec(self, quiet: bool) -> Result<(ProfileSpec, Option<PathBuf>)> {
+        let scope = match (&self.cgroup, &self.unit) {
+            (Some(c), _) => Some(trace::scope::resolve_cgroup(c)?),
+            (None, Some(u)) => Some(trace::scope::resolve_unit(u)?),
+            (None, None) => None,
+        };
         let target = match (self.target, self.pid, self.command.is_empty()) {
+            (None, None, true) if scope.is_some() => {
+                ProfileTarget::Cgroup(scope.expect("checked above"))
+            }
             (Some(t), None, true) => {
                 let words = shell_words::split(&t)
                     .map_err(|e| error::usage(format!("--target {t:?}: {e}")))?;
@@ -132,12 +150,13 @@ impl ProfileArgs {
             (None, None, false) => ProfileTarget::Command(self.command),
             _ => {
                 return Err(error::usage(
-                    "give exactly one target: --target 'ARGS', --pid PID, or -- CMD ARGS",
+                    "give exactly one target: --target 'ARGS', --pid PID, --cgroup PATH, \
+                     --unit NAME, or -- CMD ARGS",
                 ));
             }
         };
         let run_as = match target {
-            ProfileTarget::Pid(_) => None,
+            ProfileTarget::Pid(_) | ProfileTarget::Cgroup(_) => None,
             _ => trace::launch::resolve_run_as(self.user.as_deref(), self.as_root)?,
         };
         let path = match &self.path {
@@ -146,10 +165,11 @@ impl ProfileArgs {
         };
         let load = LoadLine::parse(&self.load)?;
         if path.is_some() {
-            if matches!(target, ProfileTarget::Pid(_)) {
+            if matches!(target, ProfileTarget::Pid(_) | ProfileTarget::Cgroup(_)) {
                 return Err(error::usage(
                     "--path needs a target profile launches (--target or -- CMD): a running \
-                     process given by --pid cannot be moved into the path's namespace",
+                     process given by --pid, --cgroup or --unit cannot be moved into the \
+                     path's namespace",
                 ));
             }
             if let crate::run::loadline::AddrSlot::Explicit(a) = &load.slot {

@@ -87,6 +87,12 @@ pub struct TargetRecord {
     /// `--target 'serve ...'`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_report: Option<serde_json::Value>,
+    /// `--cgroup`/`--unit`: the cgroup v2 path traced (every process in it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cgroup: Option<String>,
+    /// `--unit`: the systemd unit the cgroup was found from.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unit: Option<String>,
 }
 
 /// How a launched target ended.

@@ -53,6 +53,9 @@ pub enum ProfileTarget {
     Command(Vec<OsString>),
     /// Attach to this running process; it is not stopped afterwards.
     Pid(i32),
+    /// Trace every process of this cgroup (a service under systemd or a
+    /// container runtime); nothing in it is stopped afterwards.
+    Cgroup(crate::trace::scope::CgroupTarget),
 }
 
 /// One profile run, parsed and validated.
@@ -132,8 +135,57 @@ pub fn check_target_args(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The processes of a cgroup and of every cgroup below it, oldest first
+/// (the lowest pid stands for the service in messages and the evidence).
+pub fn cgroup_pids(dir: &std::path::Path) -> Vec<i32> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<i32>, depth: u32) {
+        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            out.extend(procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+        }
+        if depth >= 16 {
+            return;
+        }
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                // file_type() does not follow links: cgroupfs has none, and
+                // a delegated subtree cannot plant one that we would walk.
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    walk(&e.path(), out, depth + 1);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out, 0);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 fn start(spec: &ProfileSpec, path: Option<&EmulatedPath>) -> Result<Subject> {
     let (argv, reports): (Vec<OsString>, bool) = match &spec.target {
+        ProfileTarget::Cgroup(cg) => {
+            let what = cg
+                .unit
+                .clone()
+                .unwrap_or_else(|| format!("cgroup {}", cg.rel));
+            let pids = cgroup_pids(&cg.path);
+            let Some(first) = pids
+                .iter()
+                .find_map(|p| target::pidfd_open(*p).ok().map(|fd| (*p, fd)))
+            else {
+                return Err(fail(
+                    exit::TARGET_EXITED_EARLY,
+                    format!("{what}: no process is running in {}", cg.path.display()),
+                ));
+            };
+            return Ok(Subject {
+                launched: None,
+                pid: first.0,
+                exit_fd: first.1,
+                reports: false,
+            });
+        }
         ProfileTarget::Pid(pid) => {
             let fd = target::pidfd_open(*pid).map_err(|e| {
                 fail(
@@ -351,8 +403,12 @@ fn choose_on_path(
 /// so a master whose worker holds the listener (haproxy -W, nginx,
 /// postgres) is ready; a launched target must hold it itself.
 fn ready_sockets(spec: &ProfileSpec, pid: i32) -> Vec<OwnedSocket> {
-    match spec.target {
+    match &spec.target {
         ProfileTarget::Pid(_) => ready::tree_sockets(pid),
+        ProfileTarget::Cgroup(cg) => cgroup_pids(&cg.path)
+            .into_iter()
+            .flat_map(ready::owned_sockets)
+            .collect(),
         _ => ready::owned_sockets(pid),
     }
 }
@@ -360,10 +416,11 @@ fn ready_sockets(spec: &ProfileSpec, pid: i32) -> Vec<OwnedSocket> {
 /// The processes whose sockets count as the target's (see
 /// [`ready_sockets`]); anyone else listening on the port is someone else.
 fn ready_tree(spec: &ProfileSpec, pid: i32) -> Vec<i32> {
-    match spec.target {
+    match &spec.target {
         ProfileTarget::Pid(_) => std::iter::once(pid)
             .chain(crate::procfs::descendants(pid))
             .collect(),
+        ProfileTarget::Cgroup(cg) => cgroup_pids(&cg.path),
         _ => vec![pid],
     }
 }
@@ -427,7 +484,10 @@ fn not_ready(
     socks: &[OwnedSocket],
     explicit: Option<std::net::SocketAddr>,
 ) -> anyhow::Error {
-    let tree = matches!(spec.target, ProfileTarget::Pid(_));
+    let tree = matches!(
+        spec.target,
+        ProfileTarget::Pid(_) | ProfileTarget::Cgroup(_)
+    );
     let mut msg = format!(
         "{}{} did not own {kind}{} within {:.1} s (--ready-timeout); {}: {}",
         subject.describe(),
@@ -557,14 +617,20 @@ impl Drop for TracerThread {
     }
 }
 
-fn start_tracer(pid: i32, count_only: bool) -> Result<TracerThread> {
+fn start_tracer(spec: &ProfileSpec, pid: i32, count_only: bool) -> Result<TracerThread> {
     let stop = Arc::new(StopFlag::new()?);
     let (open_tx, opened) = mpsc::channel();
     let (done_tx, done) = mpsc::channel();
     let opts = TraceOptions {
-        target: TargetSpec::Attach {
-            pid,
-            duration: None,
+        target: match &spec.target {
+            ProfileTarget::Cgroup(cg) => TargetSpec::Scope {
+                scope: trace::ScopeTarget::Cgroup(cg.clone()),
+                duration: None,
+            },
+            _ => TargetSpec::Attach {
+                pid,
+                duration: None,
+            },
         },
         count_only,
         follow_forks: true,
@@ -725,7 +791,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let cmd = spec.load.command(addr)?;
     let mut shared_with = find_sharers(spec, subject.pid, addr);
 
-    let tracer = start_tracer(subject.pid, spec.count_only)?;
+    let tracer = start_tracer(spec, subject.pid, spec.count_only)?;
     let control_clock = tracer.handle.as_ref().and_then(cpu_clock_of);
     wait_window(&tracer, &mut subject, &mut signals)?;
     let sampler = start_share_sampler(spec, &shared_with, addr, subject.pid)?;
@@ -852,6 +918,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
             ProfileTarget::Sockscope(_) => "sockscope",
             ProfileTarget::Command(_) => "command",
             ProfileTarget::Pid(_) => "pid",
+            ProfileTarget::Cgroup(_) => "cgroup",
         }
         .into(),
         command: subject.launched.as_ref().map(|l| l.argv.clone()),
@@ -862,6 +929,14 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         ready_after_s: subject.launched.as_ref().map(|_| ready_after.as_secs_f64()),
         stop,
         server_report,
+        cgroup: match &spec.target {
+            ProfileTarget::Cgroup(cg) => Some(cg.rel.clone()),
+            _ => None,
+        },
+        unit: match &spec.target {
+            ProfileTarget::Cgroup(cg) => cg.unit.clone(),
+            _ => None,
+        },
     };
     drop(tracer);
     Ok(ProfileReport {
