@@ -24,7 +24,7 @@ fn run_workload(bin: &Path, args: &[&str]) {
     assert!(st.success());
 }
 
-fn stop(mut bg: Background) -> String {
+fn stop(bg: Background) -> String {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(bg.child.id() as i32, libc::SIGINT) };
     let (st, err) = bg.finish(Duration::from_secs(30));
@@ -104,10 +104,10 @@ fn trace_json(args: &[&str], tag: &str) -> (Background, PathBuf) {
     (bg, json)
 }
 
-fn group<'a>(
-    rep: &'a serde_json::Value,
+fn group(
+    rep: &serde_json::Value,
     f: impl Fn(&serde_json::Value) -> bool,
-) -> Vec<&'a serde_json::Value> {
+) -> Vec<&serde_json::Value> {
     rep["groups"]
         .as_array()
         .unwrap()
@@ -336,7 +336,7 @@ fn intervals_go_to_stdout_as_json_lines() {
         return;
     }
     let (bin, name) = named_workload("j");
-    let mut bg = Background::start(&[
+    let bg = Background::start(&[
         "trace",
         "--comm",
         &name,

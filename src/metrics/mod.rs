@@ -387,3 +387,38 @@ pub fn wants_protobuf(accept: &str) -> bool {
     }
     pb_q > 0.0 && pb_q >= text_q
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protobuf_only_when_the_scraper_prefers_it() {
+        let prom_native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;\
+                           encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        assert!(wants_protobuf(prom_native));
+        let prom_plain = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                          version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert!(!wants_protobuf(prom_plain));
+        assert!(!wants_protobuf(""));
+        assert!(!wants_protobuf("*/*"));
+        assert!(!wants_protobuf(
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text"
+        ));
+        assert!(!wants_protobuf(
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;\
+             encoding=delimited;q=0"
+        ));
+    }
+
+    #[test]
+    fn only_loopback_counts_as_loopback() {
+        assert!(is_loopback(&"127.0.0.1:1".parse().unwrap()));
+        assert!(is_loopback(&"127.9.9.9:1".parse().unwrap()));
+        assert!(is_loopback(&"[::1]:1".parse().unwrap()));
+        assert!(is_loopback(&"[::ffff:127.0.0.1]:1".parse().unwrap()));
+        assert!(!is_loopback(&"0.0.0.0:1".parse().unwrap()));
+        assert!(!is_loopback(&"[::]:1".parse().unwrap()));
+        assert!(!is_loopback(&"10.0.0.1:1".parse().unwrap()));
+    }
+}

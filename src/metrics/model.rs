@@ -384,3 +384,145 @@ pub fn families(snap: &Snapshot, scope: &str, adm: &mut Admission) -> Vec<pb::Me
     ));
     f
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::snapshot::{GroupStats, TracerSelf, Usage};
+
+    fn stat(nr: u32, samples: &[u64]) -> SyscallStat {
+        let mut h = hist::Histogram {
+            counts: vec![0; hist::BUCKETS],
+            min: samples.iter().copied().min().unwrap_or(0),
+            max: samples.iter().copied().max().unwrap_or(0),
+        };
+        for v in samples {
+            h.counts[hist::bucket_of(*v)] += 1;
+        }
+        SyscallStat {
+            nr,
+            calls: samples.len() as u64,
+            errors: 0,
+            total_ns: samples.iter().sum(),
+            hist: h,
+            errnos: Default::default(),
+        }
+    }
+
+    fn snap(by: Breakdown, groups: Vec<GroupStats>, total: Vec<SyscallStat>) -> Snapshot {
+        Snapshot {
+            taken_unix_ns: 0,
+            window: std::time::Duration::from_secs(1),
+            count_only: false,
+            total,
+            by,
+            groups,
+            usage: Usage::default(),
+            tracer: TracerSelf::default(),
+        }
+    }
+
+    #[test]
+    fn classic_buckets_count_exactly_below_each_power_of_two() {
+        let s = stat(110, &[0, 255, 256, 1000, 1023, 1024, 5000, 1 << 40]);
+        let b = classic_buckets(&s.hist);
+        assert_eq!(b[0], (256e-9, 2)); // 0, 255
+        assert_eq!(b[1], (1024e-9, 5)); // + 256, 1000, 1023
+        assert_eq!(b[2], (4096e-9, 6)); // + 1024
+        assert_eq!(b[3].1, 7); // + 5000
+        assert_eq!(b.last().unwrap().1, 7); // 2^40 ns is beyond 2^34: only in +Inf
+    }
+
+    #[test]
+    fn native_buckets_keep_every_sample_and_decode_back() {
+        let s = stat(110, &[0, 300, 301, 310, 5000, 5001, 1_000_000]);
+        let (zero, b) = native_buckets(&s.hist);
+        assert_eq!(zero, 1);
+        assert_eq!(b.values().sum::<u64>() + zero, 7);
+        let (spans, deltas) = spans_and_deltas(&b);
+        // Decode: walk spans, accumulate deltas.
+        let mut idx = 0i32;
+        let mut count = 0i64;
+        let mut k = 0;
+        let mut back = BTreeMap::new();
+        for (n, sp) in spans.iter().enumerate() {
+            idx += sp.offset.unwrap() + if n == 0 { 0 } else { 1 };
+            for j in 0..sp.length.unwrap() as i32 {
+                count += deltas[k];
+                k += 1;
+                back.insert(idx + j, count as u64);
+            }
+            idx += sp.length.unwrap() as i32 - 1;
+        }
+        assert_eq!(back, b);
+        // 300 ns lies in (2^((i-1)/8), 2^(i/8)] seconds for its index.
+        let i = *b.keys().next().unwrap();
+        let lo = 2f64.powf(f64::from(i - 1) / 8.0);
+        let hi = 2f64.powf(f64::from(i) / 8.0);
+        assert!(lo < 300e-9 * 1.07 && 300e-9 * 0.93 <= hi, "{lo} {hi}");
+    }
+
+    #[test]
+    fn admission_is_sticky_and_folds_the_rest_into_other() {
+        let g = |c: &str, n: u64| GroupStats {
+            key: GroupKey::Comm(c.into()),
+            syscalls: vec![stat(110, &vec![100; n as usize])],
+        };
+        let mut adm = Admission::new(2);
+        let s1 = snap(
+            Breakdown::Comm,
+            vec![g("a", 1), g("b", 2), g("c", 3)],
+            vec![],
+        );
+        let f = families(&s1, "system", &mut adm);
+        let calls = |f: &[pb::MetricFamily], who: &str| -> Option<f64> {
+            f[0].metric
+                .iter()
+                .find(|m| m.label.iter().any(|l| l.value.as_deref() == Some(who)))
+                .map(|m| m.counter.as_ref().unwrap().value())
+        };
+        assert_eq!(calls(&f, "a"), Some(1.0));
+        assert_eq!(calls(&f, "b"), Some(2.0));
+        assert_eq!(calls(&f, "c"), None);
+        assert_eq!(calls(&f, OTHER), Some(3.0));
+        assert_eq!(adm.folded(), 1);
+        // Later, c is bigger and a new d appears: a and b keep their series,
+        // c stays folded, d is folded too; every series only grows.
+        let s2 = snap(
+            Breakdown::Comm,
+            vec![g("a", 1), g("b", 5), g("c", 10), g("d", 4)],
+            vec![],
+        );
+        let f = families(&s2, "system", &mut adm);
+        assert_eq!(calls(&f, "b"), Some(5.0));
+        assert_eq!(calls(&f, OTHER), Some(14.0));
+        assert_eq!(adm.folded(), 2);
+        let sum: f64 = f[0]
+            .metric
+            .iter()
+            .map(|m| m.counter.as_ref().unwrap().value())
+            .sum();
+        assert_eq!(sum, 20.0);
+    }
+
+    #[test]
+    fn text_and_protobuf_come_from_the_same_families() {
+        use prost::Message;
+        let s = snap(Breakdown::None, vec![], vec![stat(110, &[300, 400])]);
+        let f = families(&s, "comm:x", &mut Admission::new(10));
+        let text = super::super::text::encode(&f);
+        assert!(
+            text.contains("sockscope_syscalls_total{syscall=\"getppid\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("sockscope_syscall_duration_seconds_count{syscall=\"getppid\"} 2\n"));
+        assert!(text.contains("le=\"+Inf\"} 2\n"));
+        let mut buf = Vec::new();
+        for fam in &f {
+            fam.encode_length_delimited(&mut buf).unwrap();
+        }
+        let mut rest = &buf[..];
+        let first = pb::MetricFamily::decode_length_delimited(&mut rest).unwrap();
+        assert_eq!(first, f[0]);
+    }
+}
