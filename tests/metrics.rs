@@ -30,6 +30,18 @@ fn start_trace(args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// Starts `sockscope trace ARGS --metrics 127.0.0.1:<free port> -q` and
+/// waits until it serves; returns it and the address.
+fn exporting(args: &[&str]) -> (Child, SocketAddr) {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let a = addr.to_string();
+    let mut full = args.to_vec();
+    full.extend_from_slice(&["--metrics", &a, "-q"]);
+    let trace = start_trace(&full);
+    wait_serving(addr);
+    (trace, addr)
+}
+
 /// Waits until the exporter answers /metrics with 200 (its first reading
 /// is published a second after the window opened).
 fn wait_serving(addr: SocketAddr) {
@@ -88,18 +100,7 @@ fn prometheus_stores_the_exact_counts_and_answers_quantiles() {
         return;
     }
     let (bin, name) = unique_workload("p");
-    let port = free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut trace = start_trace(&[
-        "--comm",
-        &name,
-        "--metrics",
-        &addr.to_string(),
-        "--duration",
-        "120",
-        "-q",
-    ]);
-    wait_serving(addr);
+    let (mut trace, addr) = exporting(&["--comm", &name, "--duration", "120"]);
     let dir = common::scratch("metrics-prom");
     let classic = Prometheus::start(&dir.join("classic"), addr, false);
     let native = Prometheus::start(&dir.join("native"), addr, true);
@@ -155,19 +156,7 @@ fn a_scrape_while_detaching_is_answered_and_the_exit_is_clean() {
     if !common::require_bpf(test) {
         return;
     }
-    let port = free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut trace = start_trace(&[
-        "--system",
-        "--by",
-        "comm",
-        "--metrics",
-        &addr.to_string(),
-        "--duration",
-        "60",
-        "-q",
-    ]);
-    wait_serving(addr);
+    let (mut trace, addr) = exporting(&["--system", "--by", "comm", "--duration", "60"]);
     // Scrape in a loop from another thread while the trace is interrupted.
     let scraper = std::thread::spawn(move || {
         let mut answers = Vec::new();
@@ -234,17 +223,7 @@ fn the_exporter_speaks_http_carefully() {
     if !common::require_bpf(test) {
         return;
     }
-    let port = free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut trace = start_trace(&[
-        "--system",
-        "--metrics",
-        &addr.to_string(),
-        "--duration",
-        "60",
-        "-q",
-    ]);
-    wait_serving(addr);
+    let (mut trace, addr) = exporting(&["--system", "--duration", "60"]);
     assert_eq!(http_get(addr, "/nope", None).unwrap().0, 404);
     let (s, head, body) = http_get(addr, "/metrics", None).unwrap();
     assert_eq!(s, 200);

@@ -391,22 +391,7 @@ mod tests {
     use crate::trace::snapshot::{GroupStats, TracerSelf, Usage};
 
     fn stat(nr: u32, samples: &[u64]) -> SyscallStat {
-        let mut h = hist::Histogram {
-            counts: vec![0; hist::BUCKETS],
-            min: samples.iter().copied().min().unwrap_or(0),
-            max: samples.iter().copied().max().unwrap_or(0),
-        };
-        for v in samples {
-            h.counts[hist::bucket_of(*v)] += 1;
-        }
-        SyscallStat {
-            nr,
-            calls: samples.len() as u64,
-            errors: 0,
-            total_ns: samples.iter().sum(),
-            hist: h,
-            errnos: Default::default(),
-        }
+        crate::trace::snapshot::stat_of(nr, samples)
     }
 
     fn snap(by: Breakdown, groups: Vec<GroupStats>, total: Vec<SyscallStat>) -> Snapshot {

@@ -43,8 +43,9 @@ pub struct IntervalRecord {
     /// The `--by` breakdown of this interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub groups: Option<Vec<GroupRow>>,
-    /// The traced tasks' resource usage in this interval.
-    pub usage: UsageRecord,
+    /// The traced tasks' resource usage in this interval (`tasks_seen`:
+    /// tasks that entered the trace in it).
+    pub usage: Usage,
     /// Traced events in this interval.
     pub events: u64,
     /// BPF run time per traced event so far, ns (sampled).
@@ -52,28 +53,9 @@ pub struct IntervalRecord {
     pub bpf_ns_per_event: Option<f64>,
 }
 
-/// Resource usage of one interval.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct UsageRecord {
-    /// User CPU, s.
-    pub user_cpu_s: f64,
-    /// Kernel CPU, s.
-    pub system_cpu_s: f64,
-    /// Voluntary context switches.
-    pub voluntary_ctxt_switches: u64,
-    /// Involuntary context switches.
-    pub involuntary_ctxt_switches: u64,
-    /// Minor faults.
-    pub minor_faults: u64,
-    /// Major faults.
-    pub major_faults: u64,
-    /// Tasks that entered the trace in this interval.
-    pub tasks_joined: u64,
-}
-
-fn usage_since(now: &Usage, before: Option<&Usage>) -> UsageRecord {
+fn usage_since(now: &Usage, before: Option<&Usage>) -> Usage {
     let b = before.copied().unwrap_or_default();
-    UsageRecord {
+    Usage {
         user_cpu_s: (now.user_cpu_s - b.user_cpu_s).max(0.0),
         system_cpu_s: (now.system_cpu_s - b.system_cpu_s).max(0.0),
         voluntary_ctxt_switches: now
@@ -84,7 +66,7 @@ fn usage_since(now: &Usage, before: Option<&Usage>) -> UsageRecord {
             .saturating_sub(b.involuntary_ctxt_switches),
         minor_faults: now.minor_faults.saturating_sub(b.minor_faults),
         major_faults: now.major_faults.saturating_sub(b.major_faults),
-        tasks_joined: now.tasks_seen.saturating_sub(b.tasks_seen),
+        tasks_seen: now.tasks_seen.saturating_sub(b.tasks_seen),
     }
 }
 
@@ -208,16 +190,7 @@ pub fn record(n: u64, scope: &str, now: &Snapshot, before: Option<&Snapshot>) ->
         .filter(|st| st.calls > 0)
         .collect();
     let syscalls = super::syscall_rows(&total, now.count_only);
-    let totals = Totals {
-        calls: syscalls.iter().map(|r| r.calls).sum(),
-        errors: (!now.count_only).then(|| syscalls.iter().filter_map(|r| r.errors).sum()),
-        time_ns: (!now.count_only).then(|| {
-            syscalls
-                .iter()
-                .filter_map(|r| r.latency.as_ref().map(|l| l.total_ns))
-                .sum()
-        }),
-    };
+    let totals = super::totals_of(&syscalls, now.count_only);
     let groups = (now.by != super::snapshot::Breakdown::None).then(|| {
         let g = groups_since(&now.groups, before.map(|b| b.groups.as_slice()));
         super::group_rows(&g, now.count_only)
@@ -277,6 +250,40 @@ pub fn render(rec: &IntervalRecord, count_only: bool, view: &TableView, by: &str
     s
 }
 
+impl State {
+    /// Sends a table where the tables go; a file is rewritten whole.
+    fn emit_table(&mut self, text: &str) -> anyhow::Result<()> {
+        match &self.tables {
+            Tables::Stderr => {
+                let _ = std::io::stderr().write_all(text.as_bytes());
+            }
+            Tables::File(p) => {
+                self.table_text.push_str(text);
+                crate::output::write(p, self.table_text.as_bytes())?;
+            }
+            Tables::None => {}
+        }
+        Ok(())
+    }
+
+    /// Sends one JSON line where the lines go; a file is rewritten whole.
+    fn emit_json(&mut self, line: &str) -> anyhow::Result<()> {
+        match &self.json {
+            Some(JsonLines::Stdout) => {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{line}").and_then(|()| out.flush())?;
+            }
+            Some(JsonLines::File(p)) => {
+                self.json_text.push_str(line);
+                self.json_text.push('\n');
+                crate::output::write(p, self.json_text.as_bytes())?;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
 impl IntervalWriter {
     /// After the trace: the final report's table follows the interval
     /// tables, and its JSON (one line, `sockscope.trace`) follows the
@@ -289,36 +296,15 @@ impl IntervalWriter {
         let Ok(mut st) = self.state.lock() else {
             anyhow::bail!("interval writer poisoned");
         };
-        let st = &mut *st;
         let table = format!("=== whole trace ===\n{}", trace_text::render(rep, view));
-        let mut result = Ok(());
-        match &st.tables {
-            Tables::Stderr => {
-                let _ = std::io::stderr().write_all(table.as_bytes());
-            }
-            Tables::File(p) => {
-                st.table_text.push_str(&table);
-                if let Err(e) = crate::output::write(p, st.table_text.as_bytes()) {
-                    let _ = std::io::stderr().write_all(table.as_bytes());
-                    result = Err(e);
-                }
-            }
-            Tables::None => {}
+        let written = st.emit_table(&table);
+        if written.is_err() && matches!(st.tables, Tables::File(_)) {
+            // Nothing measured is lost to a full disk: the table goes to
+            // stderr instead.
+            let _ = std::io::stderr().write_all(table.as_bytes());
         }
-        let line = serde_json::to_string(rep)?;
-        match &st.json {
-            Some(JsonLines::Stdout) => {
-                let mut out = std::io::stdout().lock();
-                writeln!(out, "{line}").and_then(|()| out.flush())?;
-            }
-            Some(JsonLines::File(p)) => {
-                st.json_text.push_str(&line);
-                st.json_text.push('\n');
-                crate::output::write(p, st.json_text.as_bytes())?;
-            }
-            None => {}
-        }
-        result
+        st.emit_json(&serde_json::to_string(rep)?)?;
+        written
     }
 }
 
@@ -344,35 +330,8 @@ impl SnapshotSink for IntervalWriter {
         };
         let text = render(&rec, snap.count_only, &st.view, by);
         let line = serde_json::to_string(&rec).unwrap_or_default();
-        let st = &mut *st;
-        match &st.tables {
-            Tables::Stderr => {
-                let _ = std::io::stderr().write_all(text.as_bytes());
-            }
-            Tables::File(p) => {
-                st.table_text.push_str(&text);
-                if let Err(e) = crate::output::write(p, st.table_text.as_bytes()) {
-                    st.failure.get_or_insert_with(|| format!("{e:#}"));
-                }
-            }
-            Tables::None => {}
-        }
-        match &st.json {
-            Some(JsonLines::Stdout) => {
-                let mut out = std::io::stdout().lock();
-                if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
-                    st.failure
-                        .get_or_insert_with(|| format!("writing an interval to stdout: {e}"));
-                }
-            }
-            Some(JsonLines::File(p)) => {
-                st.json_text.push_str(&line);
-                st.json_text.push('\n');
-                if let Err(e) = crate::output::write(p, st.json_text.as_bytes()) {
-                    st.failure.get_or_insert_with(|| format!("{e:#}"));
-                }
-            }
-            None => {}
+        if let Err(e) = st.emit_table(&text).and_then(|()| st.emit_json(&line)) {
+            st.failure.get_or_insert_with(|| format!("{e:#}"));
         }
         st.prev = Some(Arc::clone(snap));
     }

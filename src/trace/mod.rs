@@ -628,16 +628,7 @@ pub(crate) fn finish(
     }
 
     let syscalls = syscall_rows(&stats, opts.count_only);
-    let totals = Totals {
-        calls: syscalls.iter().map(|r| r.calls).sum(),
-        errors: (!opts.count_only).then(|| syscalls.iter().filter_map(|r| r.errors).sum()),
-        time_ns: (!opts.count_only).then(|| {
-            syscalls
-                .iter()
-                .filter_map(|r| r.latency.as_ref().map(|l| l.total_ns))
-                .sum()
-        }),
-    };
+    let totals = totals_of(&syscalls, opts.count_only);
     let slow_path = match &s.slow_path {
         Ok(sp) => Some(sp.clone()),
         Err(why) => {
@@ -701,6 +692,19 @@ pub(crate) fn finish(
     })
 }
 
+/// Sums over syscall rows (errors and time absent in count-only mode).
+pub(crate) fn totals_of(rows: &[SyscallRow], count_only: bool) -> Totals {
+    Totals {
+        calls: rows.iter().map(|r| r.calls).sum(),
+        errors: (!count_only).then(|| rows.iter().filter_map(|r| r.errors).sum()),
+        time_ns: (!count_only).then(|| {
+            rows.iter()
+                .filter_map(|r| r.latency.as_ref().map(|l| l.total_ns))
+                .sum()
+        }),
+    }
+}
+
 /// The report's rows of a `--by` breakdown, busiest (time, then calls)
 /// first, the pooled `other` row last.
 pub(crate) fn group_rows(groups: &[snapshot::GroupStats], count_only: bool) -> Vec<GroupRow> {
@@ -708,15 +712,11 @@ pub(crate) fn group_rows(groups: &[snapshot::GroupStats], count_only: bool) -> V
         .iter()
         .map(|g| {
             let syscalls = syscall_rows(&g.syscalls, count_only);
+            let t = totals_of(&syscalls, count_only);
             let mut row = GroupRow {
-                calls: syscalls.iter().map(|r| r.calls).sum(),
-                errors: (!count_only).then(|| syscalls.iter().filter_map(|r| r.errors).sum()),
-                time_ns: (!count_only).then(|| {
-                    syscalls
-                        .iter()
-                        .filter_map(|r| r.latency.as_ref().map(|l| l.total_ns))
-                        .sum()
-                }),
+                calls: t.calls,
+                errors: t.errors,
+                time_ns: t.time_ns,
                 syscalls,
                 ..Default::default()
             };

@@ -54,7 +54,7 @@ pub struct GroupStats {
 /// Resource usage of the traced tasks, cumulative: the exited ones' final
 /// figures plus the live ones' figures now, each counted from the moment
 /// the task entered the trace.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Usage {
     /// CPU time in user mode, seconds.
     pub user_cpu_s: f64,
@@ -186,28 +186,34 @@ pub fn stat_since(now: &SyscallStat, before: Option<&SyscallStat>) -> SyscallSta
     d
 }
 
+/// A syscall's figures from these latency samples (tests).
+#[cfg(test)]
+pub fn stat_of(nr: u32, samples: &[u64]) -> SyscallStat {
+    use crate::trace::hist::{self, Histogram};
+    let mut h = Histogram {
+        counts: vec![0; hist::BUCKETS],
+        min: samples.iter().copied().min().unwrap_or(0),
+        max: samples.iter().copied().max().unwrap_or(0),
+    };
+    for v in samples {
+        h.counts[hist::bucket_of(*v)] += 1;
+    }
+    SyscallStat {
+        nr,
+        calls: samples.len() as u64,
+        errors: 0,
+        total_ns: samples.iter().sum(),
+        hist: h,
+        errnos: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::hist::{self, Histogram};
 
     fn stat(samples: &[u64]) -> SyscallStat {
-        let mut h = Histogram {
-            counts: vec![0; hist::BUCKETS],
-            min: samples.iter().copied().min().unwrap_or(0),
-            max: samples.iter().copied().max().unwrap_or(0),
-        };
-        for v in samples {
-            h.counts[hist::bucket_of(*v)] += 1;
-        }
-        SyscallStat {
-            nr: 110,
-            calls: samples.len() as u64,
-            errors: 0,
-            total_ns: samples.iter().sum(),
-            hist: h,
-            errnos: Default::default(),
-        }
+        stat_of(110, samples)
     }
 
     #[test]
