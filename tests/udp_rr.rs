@@ -48,6 +48,15 @@ impl Daemon {
     /// Waits until a UDP `probe` to `port` is answered; returns the probes
     /// sent.
     fn await_udp(&mut self, port: u16, probe: &[u8]) -> u64 {
+        match self.try_await_udp(port, probe) {
+            Ok(sent) => sent,
+            Err(st) => panic!("the server exited ({st}) before answering on {port}"),
+        }
+    }
+
+    /// As [`Daemon::await_udp`], but a server that exits early (a port
+    /// another test took meanwhile) is returned as its status.
+    fn try_await_udp(&mut self, port: u16, probe: &[u8]) -> Result<u64, std::process::ExitStatus> {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(100)))
@@ -57,13 +66,13 @@ impl Daemon {
         let mut sent = 0;
         loop {
             if let Ok(Some(st)) = self.0.try_wait() {
-                panic!("the server exited ({st}) before answering on {port}");
+                return Err(st);
             }
             assert!(Instant::now() < end, "no answer on UDP port {port}");
             let _ = s.send(probe);
             sent += 1;
             if s.recv(&mut buf).is_ok() {
-                return sent;
+                return Ok(sent);
             }
             thread::sleep(Duration::from_millis(20));
         }
@@ -106,7 +115,23 @@ fn dnsmasq(test: &str, log: &Path) -> Option<(Daemon, u16)> {
     if !common::require_program("dnsmasq", test) {
         return None;
     }
-    let port = free_udp_port();
+    // dnsmasq binds TCP too: a port free for UDP can be taken for TCP by
+    // a test running beside this one, and dnsmasq then exits (status 2).
+    // A few fresh ports make that race harmless.
+    for attempt in 1..=5 {
+        let port = free_udp_port();
+        let mut d = Daemon::spawn("dnsmasq", &dnsmasq_args(port, log));
+        match d.try_await_udp(port, &dns_query("bench.test")) {
+            Ok(_) => return Some((d, port)),
+            Err(st) if attempt < 5 => eprintln!("dnsmasq on {port} exited ({st}); another port"),
+            Err(st) => panic!("dnsmasq exited ({st}) on 5 ports in a row"),
+        }
+    }
+    unreachable!("the loop returns or panics")
+}
+
+/// dnsmasq's arguments for `port`, logging to `log`.
+fn dnsmasq_args(port: u16, log: &Path) -> Vec<String> {
     let mut args: Vec<String> = [
         "--keep-in-foreground",
         "--listen-address=127.0.0.1",
@@ -128,9 +153,7 @@ fn dnsmasq(test: &str, log: &Path) -> Option<(Daemon, u16)> {
     if unsafe { libc::geteuid() } == 0 {
         args.push("--user=root".into());
     }
-    let mut d = Daemon::spawn("dnsmasq", &args);
-    d.await_udp(port, &dns_query("bench.test"));
-    Some((d, port))
+    args
 }
 
 /// Queries dnsmasq logged for bench.test so far.
