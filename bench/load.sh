@@ -221,7 +221,7 @@ for F in $NEPER_FLOWS; do
     # neper's client (which speaks its control protocol) is done, so the
     # sockscope runs, which do not, go first.
     CP=$(free_port); DP=$(free_port)
-    "$NEPER" -C "$CP" -P "$DP" -T 1 >"$OUT/n-srv-$F-$r.log" 2>&1 &
+    "$NEPER" --logtostderr -C "$CP" -P "$DP" -T 1 >"$OUT/n-srv-$F-$r.log" 2>&1 &
     NS=$!; PIDS+=("$NS")
     for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$DP") 2>/dev/null && break; sleep 0.05; done
     # With BEFORE, the two sockscope builds take turns going first.
@@ -229,7 +229,7 @@ for F in $NEPER_FLOWS; do
     if [ -n "$BEFORE" ] && [ $((r % 2)) -eq 0 ]; then b=$(load_rr before "$BEFORE" "$DP" "$F" "$r"); fi
     s=$(load_rr sockscope "$BIN" "$DP" "$F" "$r")
     if [ -n "$BEFORE" ] && [ $((r % 2)) -eq 1 ]; then b=$(load_rr before "$BEFORE" "$DP" "$F" "$r"); fi
-    cn=$(cpu_run "$OUT/n-$F-$r.neper.log" "$NEPER" -c -H 127.0.0.1 -C "$CP" -P "$DP" -F "$F" -T 1 -l "$SECS")
+    cn=$(cpu_run "$OUT/n-$F-$r.neper.log" "$NEPER" --logtostderr -c -H 127.0.0.1 -C "$CP" -P "$DP" -F "$F" -T 1 -l "$SECS")
     wait "$NS" || { echo "neper server exited non-zero: $OUT/n-srv-$F-$r.log" >&2; exit 1; }
     python3 - "$OUT/n-$F-$r.neper.log" "$cn" "$F" "$r" "$s" "$b" "$ROWS" <<'EOF'
 import re, sys
