@@ -270,3 +270,84 @@ fn the_exporter_speaks_http_carefully() {
     let (status, err) = interrupt(&mut trace);
     assert!(status.success(), "{err}");
 }
+
+/// Issue 22: eight clients sending a byte a second used to hold every
+/// slot, so every scrape got 503 while they kept going. Now 100 of them
+/// (all from 127.0.0.1, each reconnecting as soon as it is closed) must
+/// not keep a scraper from getting 200 every second, and a request with
+/// bare LF line ends is answered at once, not at a timeout.
+#[test]
+fn slow_clients_cannot_starve_the_scraper() {
+    let test = "slow_clients_cannot_starve_the_scraper";
+    if !common::require_bpf(test) {
+        return;
+    }
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (mut trace, addr) = exporting(&["--system", "--duration", "60"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reconnects = Arc::new(AtomicU64::new(0));
+    let slow: Vec<_> = (0..100)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            let reconnects = Arc::clone(&reconnects);
+            std::thread::spawn(move || {
+                let req =
+                    b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: aaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    };
+                    for b in req.iter().take(req.len() - 1) {
+                        if stop.load(Ordering::Relaxed) || s.write_all(&[*b]).is_err() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    reconnects.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Let the flood fill its slots first.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut served = 0;
+    for i in 0..8 {
+        let t = Instant::now();
+        let got = http_get(addr, "/metrics", None).map(|(s, _, _)| s);
+        assert_eq!(got, Some(200), "scrape {i} under the flood");
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "scrape {i} took {:?}",
+            t.elapsed()
+        );
+        served += 1;
+        std::thread::sleep(Duration::from_secs(1).saturating_sub(t.elapsed()));
+    }
+    // Bare LF line ends.
+    let t = Instant::now();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\nHost: x\n\n").unwrap();
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    assert!(
+        resp.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&resp[..resp.len().min(200)])
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "bare LF took {:?}",
+        t.elapsed()
+    );
+    stop.store(true, Ordering::Relaxed);
+    for t in slow {
+        t.join().unwrap();
+    }
+    assert_eq!(served, 8);
+    let (status, err) = interrupt(&mut trace);
+    assert!(status.success(), "{err}");
+}

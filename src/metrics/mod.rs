@@ -3,23 +3,21 @@
 //! asks for it, the protobuf format with native histograms.
 //!
 //! The trace loop publishes a fresh [`Snapshot`] every second; scrapes are
-//! answered from the latest one on a small server thread, so a scrape never
-//! touches the BPF maps and a slow scraper never delays the tracer.
+//! answered from the latest one by one server thread (`server`: a poll
+//! loop with a whole-request deadline and slots per peer, so slow clients
+//! cannot starve scrapers), so a scrape never touches the BPF maps and a
+//! slow scraper never delays the tracer.
 
 pub mod model;
+mod server;
 pub mod text;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use anyhow::Result;
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use prost::Message;
 
 use crate::error;
 use crate::trace::snapshot::{Breakdown, Snapshot, SnapshotSink};
@@ -27,13 +25,6 @@ use crate::trace::snapshot::{Breakdown, Snapshot, SnapshotSink};
 /// Content type of the protobuf format (length-delimited MetricFamily).
 pub const PROTOBUF_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
-/// Longest request head read.
-const MAX_HEAD: usize = 8192;
-/// Read and write timeout of one connection.
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections served at once; more are answered 503 at once, so a local
-/// client holding connections open cannot pile up threads.
-const MAX_CONNS: usize = 8;
 
 /// How the exporter labels and bounds its series.
 #[derive(Clone, Debug)]
@@ -110,7 +101,7 @@ impl Exporter {
             let state = Arc::clone(&state);
             std::thread::Builder::new()
                 .name("sockscope-metrics".into())
-                .spawn(move || serve(listener, stop_rx, state))?
+                .spawn(move || server::serve(listener, stop_rx, &state))?
         };
         Ok(Self {
             state,
@@ -157,196 +148,6 @@ impl SnapshotSink for Exporter {
             st.detaching = true;
         }
     }
-}
-
-fn serve(listener: TcpListener, stop: OwnedFd, state: Arc<Mutex<State>>) {
-    // This thread starts before the tracer blocks its signals (to read
-    // them from a signalfd); were they deliverable here, Ctrl-C would kill
-    // the process instead of ending the trace. Scrape threads inherit this.
-    let _ = nix::sys::signal::pthread_sigmask(
-        nix::sys::signal::SigmaskHow::SIG_BLOCK,
-        Some(&nix::sys::signal::SigSet::all()),
-        None,
-    );
-    let active = Arc::new(AtomicUsize::new(0));
-    loop {
-        let mut fds = [
-            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
-            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
-        }
-        if fds[1].revents().is_some_and(|r| !r.is_empty()) {
-            return;
-        }
-        loop {
-            let (conn, _) = match listener.accept() {
-                Ok(c) => c,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(_) => break,
-            };
-            let _ = conn.set_nonblocking(false);
-            let _ = conn.set_read_timeout(Some(IO_TIMEOUT));
-            let _ = conn.set_write_timeout(Some(IO_TIMEOUT));
-            if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNS {
-                active.fetch_sub(1, Ordering::SeqCst);
-                let mut conn = conn;
-                let _ = respond(
-                    &mut conn,
-                    503,
-                    "text/plain",
-                    b"too many connections\n",
-                    false,
-                );
-                continue;
-            }
-            let state = Arc::clone(&state);
-            let mine = Arc::clone(&active);
-            let spawned = std::thread::Builder::new()
-                .name("sockscope-scrape".into())
-                .spawn(move || {
-                    let mut conn = conn;
-                    handle(&mut conn, &state);
-                    mine.fetch_sub(1, Ordering::SeqCst);
-                });
-            if spawned.is_err() {
-                active.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-    }
-}
-
-fn respond(
-    conn: &mut TcpStream,
-    status: u16,
-    ctype: &str,
-    body: &[u8],
-    head_only: bool,
-) -> std::io::Result<()> {
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        431 => "Request Header Fields Too Large",
-        _ => "Service Unavailable",
-    };
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n",
-        body.len()
-    );
-    if status == 405 {
-        out.push_str("Allow: GET, HEAD\r\n");
-    }
-    out.push_str("\r\n");
-    conn.write_all(out.as_bytes())?;
-    if !head_only {
-        conn.write_all(body)?;
-    }
-    conn.flush()
-}
-
-/// Reads one request head (bounded in size and time) and answers it.
-fn handle(conn: &mut TcpStream, state: &Mutex<State>) {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    let head_len = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-        if buf.len() >= MAX_HEAD {
-            let _ = respond(conn, 431, "text/plain", b"request head too large\n", false);
-            return;
-        }
-        match conn.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    let (method, path, accept) = match req.parse(&buf[..head_len]) {
-        Ok(httparse::Status::Complete(_)) => (
-            req.method.unwrap_or("").to_string(),
-            req.path.unwrap_or("").to_string(),
-            req.headers
-                .iter()
-                .filter(|h| h.name.eq_ignore_ascii_case("accept"))
-                .map(|h| String::from_utf8_lossy(h.value).into_owned())
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
-        _ => {
-            let _ = respond(conn, 400, "text/plain", b"malformed request\n", false);
-            return;
-        }
-    };
-    let head_only = method == "HEAD";
-    if method != "GET" && !head_only {
-        let _ = respond(conn, 405, "text/plain", b"only GET and HEAD\n", false);
-        return;
-    }
-    let path = path.split('?').next().unwrap_or("");
-    match path {
-        "/metrics" => {}
-        "/" => {
-            let _ = respond(
-                conn,
-                200,
-                "text/plain; charset=utf-8",
-                b"sockscope trace exporter: see /metrics\n",
-                head_only,
-            );
-            return;
-        }
-        _ => {
-            let _ = respond(
-                conn,
-                404,
-                "text/plain",
-                b"not found: try /metrics\n",
-                head_only,
-            );
-            return;
-        }
-    }
-    let protobuf = wants_protobuf(&accept);
-    let (status, ctype, body) = match state.lock() {
-        Err(_) => (503, "text/plain", b"exporter failed\n".to_vec()),
-        Ok(mut st) => {
-            if st.detaching {
-                (
-                    503,
-                    "text/plain",
-                    b"sockscope is detaching: no more data from this tracer\n".to_vec(),
-                )
-            } else if let Some(snap) = st.snap.clone() {
-                let st = &mut *st;
-                let fams = model::families(&snap, &st.scope, &mut st.admission);
-                if protobuf {
-                    let mut out = Vec::new();
-                    for f in &fams {
-                        let _ = f.encode_length_delimited(&mut out);
-                    }
-                    (200, PROTOBUF_TYPE, out)
-                } else {
-                    (200, text::CONTENT_TYPE, text::encode(&fams).into_bytes())
-                }
-            } else {
-                (
-                    503,
-                    "text/plain",
-                    b"no data yet: the tracer publishes its first reading within a second\n"
-                        .to_vec(),
-                )
-            }
-        }
-    };
-    let _ = respond(conn, status, ctype, &body, head_only);
 }
 
 /// The q-value of one media range's parameters (1 when absent).
