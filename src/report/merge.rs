@@ -59,7 +59,29 @@ pub fn window_start_ns(r: &LoadReport) -> Result<u64> {
             super::load::unix_ns(t)
         }
     };
-    Ok(start + (r.config.warmup_s.max(0.0) * 1e9).round() as u64)
+    let warmup = secs_within_span("config.warmup_s", r.config.warmup_s)?;
+    // Past 2262 (i64 ns) is no time a run started at; refusing it keeps
+    // every later sum of a start and a bounded span from overflowing.
+    if start > i64::MAX as u64 {
+        return Err(refuse(format!("started_at_unix_ns {start} is not a time")));
+    }
+    Ok(start + warmup)
+}
+
+/// The longest timeline a merge builds, s: one interval per second, so an
+/// input whose start or duration was moved far away cannot make it
+/// allocate (or write) gigabytes. A day covers any real load run.
+pub const MAX_SPAN_S: u64 = 86_400;
+
+/// `v` seconds as ns, refused unless finite, not negative and within
+/// [`MAX_SPAN_S`].
+fn secs_within_span(what: &str, v: f64) -> Result<u64> {
+    if !v.is_finite() || v < 0.0 || v > MAX_SPAN_S as f64 {
+        return Err(refuse(format!(
+            "{what} {v} is outside 0..{MAX_SPAN_S} s (a day, the longest merged timeline)"
+        )));
+    }
+    Ok((v * 1e9).round() as u64)
 }
 
 /// The options that must match for two runs to be the same load: the
@@ -199,10 +221,31 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         .map(|i| window_start_ns(&i.report).map_err(|e| refuse(format!("{}: {e}", i.file))))
         .collect::<Result<_>>()?;
     let earliest = *starts.iter().min().expect("two inputs");
+    let latest = *starts.iter().max().expect("two inputs");
+    // Bounded before anything is allocated from the inputs' numbers.
+    if latest - earliest > MAX_SPAN_S * 1_000_000_000 {
+        return Err(refuse(format!(
+            "the artifacts' measured windows start {:.0} s apart, more than the {MAX_SPAN_S} s \
+             (a day) one merged timeline may span: were they one load?",
+            (latest - earliest) as f64 / 1e9
+        )));
+    }
+    for i in inputs {
+        let r = &i.report;
+        let d = secs_within_span("duration_s", r.duration_s)
+            .map_err(|e| refuse(format!("{}: {e}", i.file)))?;
+        let limit = d / 1_000_000_000 + 2;
+        if let Some(iv) = r.intervals.iter().find(|iv| iv.t_s > limit) {
+            return Err(refuse(format!(
+                "{}: an interval at second {} of a {:.0} s run (an altered artifact)",
+                i.file, iv.t_s, r.duration_s
+            )));
+        }
+    }
     let end = inputs
         .iter()
         .zip(&starts)
-        .map(|(i, s)| s + (i.report.duration_s.max(0.0) * 1e9).round() as u64)
+        .map(|(i, s)| s + (i.report.duration_s * 1e9).round() as u64)
         .max()
         .unwrap_or(earliest);
     let mut sources = Vec::new();
@@ -626,6 +669,39 @@ mod tests {
             file: file.into(),
             report: r,
         }
+    }
+
+    /// Issue 22: a start moved 10^7 s away took 2.1 GB and wrote a 1.26 GB
+    /// file; absurd starts aborted on a failed allocation.
+    #[test]
+    fn spans_and_numbers_beyond_a_day_are_refused_before_allocating() {
+        let lat: Vec<u64> = (1..=20).map(|v| v * 1000).collect();
+        let t0 = 1_795_467_600_000_000_000u64;
+        let pair = |b: LoadReport| {
+            merge(
+                &[input("a.json", run("x:1", t0, &lat)), input("b.json", b)],
+                false,
+                vec![],
+            )
+        };
+        let far = pair(run("x:1", t0 + 10_000_000 * 1_000_000_000, &lat)).unwrap_err();
+        assert!(far.0.contains("more than the 86400 s"), "{far}");
+        let absurd = pair(run("x:1", u64::MAX - 5, &lat)).unwrap_err();
+        assert!(absurd.0.contains("is not a time"), "{absurd}");
+        let mut long = run("x:1", t0, &lat);
+        long.duration_s = 1e12;
+        assert!(pair(long).unwrap_err().0.contains("duration_s"));
+        let mut nan = run("x:1", t0, &lat);
+        nan.duration_s = f64::NAN;
+        assert!(pair(nan).is_err());
+        let mut warm = run("x:1", t0, &lat);
+        warm.config.warmup_s = -1.0;
+        assert!(pair(warm).unwrap_err().0.contains("warmup_s"));
+        let mut late = run("x:1", t0, &lat);
+        late.intervals[1].t_s = 1 << 40;
+        assert!(pair(late).unwrap_err().0.contains("altered artifact"));
+        // A day apart exactly is still one timeline.
+        assert!(pair(run("x:1", t0 + MAX_SPAN_S * 1_000_000_000, &lat)).is_ok());
     }
 
     #[test]
