@@ -14,11 +14,13 @@
 //! - [`run`]: profile (launch, ready, trace under load, stop), the built-in
 //!   experiments and the demo;
 //! - [`output`]: writing the files users name (--json, -o) safely as root;
+//!   [`input`]: reading the files users name as inputs, bounded;
 //! - [`cli`]: every command's options (clap), the value parsers, and their
 //!   validation into plain specs; [`error`]: exit-status carrying errors.
 
 pub mod cli;
 pub mod error;
+pub mod input;
 pub mod load;
 pub mod metrics;
 pub mod netpath;

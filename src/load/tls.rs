@@ -148,8 +148,7 @@ impl TlsSpec {
 
 /// The certificates of a PEM file, at least one.
 fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
-    let pem = std::fs::read(path)
-        .map_err(|e| error::usage(format!("CA file {}: {e}", path.display())))?;
+    let pem = crate::input::read_bounded(path, 16 << 20, &format!("CA file {}", path.display()))?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| error::usage(format!("CA file {}: {e}", path.display())))?;

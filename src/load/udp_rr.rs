@@ -74,8 +74,12 @@ pub fn workload(a: &UdpRrArgs) -> TcpWorkload<DgramExchange> {
 /// The bytes of `--request`: @FILE read as is, anything else unescaped.
 pub fn request_bytes(arg: &str) -> Result<Vec<u8>> {
     let bytes = match arg.strip_prefix('@') {
-        Some(path) => std::fs::read(path)
-            .map_err(|e| error::usage(format!("--request @{path}: cannot read {path}: {e}")))?,
+        // Nothing longer than the largest datagram can be sent.
+        Some(path) => crate::input::read_bounded(
+            std::path::Path::new(path),
+            MAX_DATAGRAM,
+            &format!("--request @{path}"),
+        )?,
         None => unescape(arg)?,
     };
     if bytes.is_empty() {
@@ -619,6 +623,14 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("at most 65507"), "{e}");
+        // Bounded while reading (issue 22: `@/dev/zero` grew to 4.7 GB).
+        let e = request_bytes("@/dev/zero").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--request @/dev/zero: larger than 65507"),
+            "{e}"
+        );
+        assert_eq!(code(e), Some(2));
         let e = request_bytes("@/nonexistent/req.bin").unwrap_err();
         assert!(e.to_string().contains("cannot read"), "{e}");
         assert_eq!(code(e), Some(2));

@@ -16,6 +16,8 @@ use crate::error;
 /// The largest `--body` (each URL's request holds a copy, and every
 /// connection's send buffer one per pipelined request).
 pub const MAX_BODY: usize = 64 << 20;
+/// Longest `--urls` file read.
+pub const MAX_URLS_FILE: usize = 64 << 20;
 /// The most distinct URLs: a response names its URL by a `u16` index.
 pub const MAX_URLS: usize = u16::MAX as usize;
 /// The longest weighted schedule (sum of the weights after dividing by
@@ -173,8 +175,9 @@ pub fn parse_header(h: &str) -> Result<(String, String)> {
 /// `--body`: `@FILE` reads FILE, anything else is the body itself.
 pub fn read_body(arg: &str) -> Result<Vec<u8>> {
     let body = match arg.strip_prefix('@') {
-        Some(path) => std::fs::read(path)
-            .map_err(|e| error::usage(format!("--body @{path}: cannot read it: {e}")))?,
+        Some(path) => {
+            crate::input::read_bounded(Path::new(path), MAX_BODY, &format!("--body @{path}"))?
+        }
         None => arg.as_bytes().to_vec(),
     };
     if body.len() > MAX_BODY {
@@ -191,8 +194,11 @@ pub fn read_body(arg: &str) -> Result<Vec<u8>> {
 /// lines and lines starting with `#` are skipped. The same method and URL
 /// on several lines is one URL whose weight is their sum.
 pub fn read_urls(path: &Path, method: &str) -> Result<Vec<Target>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| error::usage(format!("--urls {}: cannot read it: {e}", path.display())))?;
+    let text = crate::input::read_text_bounded(
+        path,
+        MAX_URLS_FILE,
+        &format!("--urls {}", path.display()),
+    )?;
     let targets = parse_urls(&text, method)
         .map_err(|e| error::usage(format!("--urls {}: {e:#}", path.display())))?;
     if targets.is_empty() {
@@ -429,6 +435,21 @@ mod tests {
             method: method.into(),
             weight: 1,
         }
+    }
+
+    /// Issue 22: `--body @/dev/zero` grew to 4.7 GB although the docs
+    /// promise 64 MiB; now the read stops one byte past the bound.
+    #[test]
+    fn a_body_file_is_bounded_while_it_is_read() {
+        let e = read_body("@/dev/zero").unwrap_err();
+        assert_eq!(code(&e), Some(2));
+        assert!(
+            e.to_string()
+                .contains("--body @/dev/zero: larger than 67108864"),
+            "{e}"
+        );
+        let e = read_urls(Path::new("/dev/zero"), "GET").unwrap_err();
+        assert_eq!(code(&e), Some(2));
     }
 
     #[test]

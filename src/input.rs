@@ -1,0 +1,113 @@
+//! Reading the files users name as inputs (`--body @FILE`, `--request
+//! @FILE`, `--urls FILE`, `--cacert FILE`), bounded while reading.
+//!
+//! Why bounded while reading and not checked after: `@/dev/zero` (or any
+//! endless or huge file) would otherwise grow in memory until the machine
+//! runs out, long before a size check afterwards could refuse it. And why
+//! opened without blocking: a FIFO nobody writes to would hold `open` for
+//! ever; opened non-blocking it reads as empty, while a pipe with a writer
+//! (`--body @<(cmd)`) is read to its end as usual.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::error;
+
+/// Reads at most `limit` bytes of `path`; a longer file is a usage error
+/// naming `what` (the option as the user wrote it) and the limit, read no
+/// further than one byte past it.
+pub fn read_bounded(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| error::usage(format!("{what}: cannot read it: {}", errno_text(&e))))?;
+    // Blocking again, so a pipe's writer is waited for like any reader
+    // would; only the open must not wait for one.
+    clear_nonblock(&file);
+    let mut out = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| error::usage(format!("{what}: cannot read it: {}", errno_text(&e))))?;
+    if out.len() > limit {
+        return Err(error::usage(format!(
+            "{what}: larger than {limit} bytes, the most it takes"
+        )));
+    }
+    Ok(out)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_text_bounded(path: &Path, limit: usize, what: &str) -> Result<String> {
+    String::from_utf8(read_bounded(path, limit, what)?)
+        .map_err(|_| error::usage(format!("{what}: not UTF-8 text")))
+}
+
+fn clear_nonblock(file: &File) {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function's caller owns; F_GETFL
+    // and F_SETFL touch only its status flags.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+}
+
+/// An I/O error as its message and errno name, e.g. `No such file or
+/// directory (ENOENT)`.
+fn errno_text(e: &std::io::Error) -> String {
+    crate::output::errno_text(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_file_is_refused_at_the_limit() {
+        let e = read_bounded(Path::new("/dev/zero"), 1 << 20, "--body @/dev/zero").unwrap_err();
+        assert_eq!(e.downcast_ref::<error::Exit>().map(|x| x.code), Some(2));
+        assert!(
+            e.to_string()
+                .contains("--body @/dev/zero: larger than 1048576"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_file_within_the_limit_is_read_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, b"hello").unwrap();
+        assert_eq!(read_bounded(&p, 5, "x").unwrap(), b"hello");
+        assert!(read_bounded(&p, 4, "x").is_err());
+        assert_eq!(read_text_bounded(&p, 5, "x").unwrap(), "hello");
+    }
+
+    #[test]
+    fn a_fifo_without_a_writer_reads_as_empty_instead_of_hanging() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("fifo");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(read_bounded(&p, 10, "x").unwrap(), b"");
+    }
+
+    #[test]
+    fn a_missing_file_names_the_option() {
+        let e = read_bounded(Path::new("/no/such/file"), 10, "--request @/no/such/file")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--request @/no/such/file: cannot read it"),
+            "{e}"
+        );
+        assert!(e.contains("ENOENT"), "{e}");
+    }
+}
