@@ -1014,6 +1014,9 @@ fn udp_sink_still_answers_a_real_run_after_1000_made_up_runs() {
     let dir = scratch("udp-spoofed");
     let (srv, sj) = udp_sink(&dir);
     spoof_runs(srv.addr, SPOOFED);
+    // The made-up runs that were receiving are evicted only once quiet for
+    // 2 s; until then new runs are refused (and the load would say so).
+    std::thread::sleep(Duration::from_millis(2200));
     let lj = dir.join("udp.json");
     let addr = srv.addr.to_string();
     let out = load(&[
@@ -1032,10 +1035,12 @@ fn udp_sink_still_answers_a_real_run_after_1000_made_up_runs() {
     assert_eq!(u(&l["udp"]["lost"]), 0);
     let j = stop_ok(srv, &sj);
     let runs = j["runs"].as_array().unwrap();
-    // Bounded: 64 tracked + 1024 records at most; every run accounted.
+    // Bounded: 64 tracked + 1024 records at most; every run accounted
+    // (each made-up run is one datagram: tracked, dropped or refused).
     assert!(runs.len() as u64 <= u(&j["max_tracked_runs"]) + u(&j["max_run_records"]));
+    let refused = u(&j["runs_refused"]);
     assert_eq!(
-        runs.len() as u64 + u(&j["runs_dropped"]["runs"]),
+        runs.len() as u64 + u(&j["runs_dropped"]["runs"]) + refused,
         u64::from(SPOOFED) + 1
     );
     let real = runs.last().unwrap();
@@ -1045,10 +1050,84 @@ fn udp_sink_still_answers_a_real_run_after_1000_made_up_runs() {
         (100, 100)
     );
     let received: u64 = runs.iter().map(|r| u(&r["report"]["received"])).sum();
-    assert_eq!(
-        received + u(&j["runs_dropped"]["received"]),
-        u64::from(SPOOFED) / 2 + 100
+    let counted = received + u(&j["runs_dropped"]["received"]);
+    // Refused datagrams are DATA or FIN: counted in no run.
+    assert!(counted <= u64::from(SPOOFED) / 2 + 100);
+    assert!(counted + refused >= u64::from(SPOOFED) / 2 + 100);
+}
+
+/// Issue 22: a sustained flood of made-up run ids evicted a real run, and
+/// `load udp` then reported 100 % loss with exit 0 while every datagram
+/// arrived. A run that is sending is never evicted now: the flood is what
+/// gets refused, and the load's figures are the kernel's.
+#[test]
+fn a_sustained_flood_of_run_ids_cannot_evict_a_sending_run() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _g = udp_lock();
+    let dir = scratch("udp-flood");
+    let (srv, sj) = udp_sink(&dir);
+    let addr = srv.addr;
+    let lj = dir.join("udp.json");
+    let real = Command::new(sockscope())
+        .args([
+            "load",
+            "udp",
+            &addr.to_string(),
+            "--rate",
+            "4",
+            "-d",
+            "4",
+            "--json",
+        ])
+        .arg(&lj)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The real run is tracked first; then the flood starts.
+    std::thread::sleep(Duration::from_millis(600));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let s = UdpSocket::bind("127.0.0.2:0").unwrap();
+            let mut id = 0x6600_0000u32;
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..10 {
+                    let _ = s.send_to(&udp_data(id, 0), addr);
+                    id += 1;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            id - 0x6600_0000
+        })
+    };
+    let out = real.wait_with_output().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let flooded = flood.join().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let l = read_json(&lj);
+    let published = u(&l["udp"]["published"]);
+    assert!(published >= 15, "{published}");
+    // Whatever the kernel dropped (the flood shares the buffer) is all
+    // that may be missing.
+    let lost = u(&l["udp"]["lost"]);
+    let kernel = l["udp"]["kernel_rcvbuf_errors_delta"].as_u64().unwrap_or(0);
+    assert!(lost <= kernel, "lost {lost}, kernel dropped {kernel}");
+    let j = stop_ok(srv, &sj);
+    assert!(
+        u(&j["runs_refused"]) > 0,
+        "{flooded} made-up runs, none refused?"
     );
+    let real = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| u(&r["published"]) == published)
+        .expect("the real run's record");
+    assert_eq!(real["evicted"], false);
 }
 
 #[test]

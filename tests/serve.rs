@@ -847,9 +847,11 @@ fn udp_sink_flags_a_run_evicted_while_it_was_receiving() {
         a.send_to(&datagram(run, seq, Kind::Data, 64), srv.addr)
             .unwrap();
     }
+    // A run with a datagram in the last 2 s is never evicted: A pauses
+    // longer than that.
+    std::thread::sleep(Duration::from_millis(2200));
     // MAX_LIVE new runs from elsewhere, the last one a FIN whose answer
-    // says they were all read: the least recently used run, A's, is
-    // evicted.
+    // says they were all read: the quiet run, A's, is evicted.
     let ids = 0x7e00_0000..0x7e00_0000 + MAX_LIVE as u32;
     for id in ids.clone().take(MAX_LIVE - 1) {
         b.send_to(&datagram(id, 0, Kind::Data, 64), srv.addr)

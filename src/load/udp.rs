@@ -174,7 +174,7 @@ pub fn run(
         &mut sent.interrupted,
     )? {
         FinOutcome::Report(r) => {
-            let why = incomplete_report(&r);
+            let why = impossible_report(&r, run_id, tx.published).or_else(|| incomplete_report(&r));
             (Some(r), why)
         }
         FinOutcome::NoAnswer => (None, None),
@@ -563,15 +563,61 @@ enum FinOutcome {
     TooLong(u64),
 }
 
+/// What no sink that counted this run could answer, if the REPORT says
+/// it: another run, more received than published, a sequence number
+/// never sent, counts that cannot be. Such a REPORT is an error, never a
+/// loss figure.
+fn impossible_report(r: &SinkReport, run: u32, published: u64) -> Option<String> {
+    let why = if r.run != run {
+        format!("it is for run {}, not this run {run}", r.run)
+    } else if r.received > published {
+        format!("{} received of {published} sent", r.received)
+    } else if r.max_seq.is_some_and(|m| m >= published) {
+        format!(
+            "highest sequence {} of {published} sent (0..{})",
+            r.max_seq.unwrap_or(0),
+            published.saturating_sub(1)
+        )
+    } else if r.interior_gaps > published || r.reordered > r.received {
+        format!(
+            "{} interior gaps and {} reordered of {} received, {published} sent",
+            r.interior_gaps, r.reordered, r.received
+        )
+    } else if r.received > 0 && r.max_seq.is_none() {
+        format!("{} received but no highest sequence", r.received)
+    } else {
+        return None;
+    };
+    Some(format!(
+        "the sink's REPORT is impossible ({why}): received and loss are unknown"
+    ))
+}
+
 /// Why a REPORT cannot give this run's loss, if it cannot.
 fn incomplete_report(r: &SinkReport) -> Option<String> {
-    (r.after_eviction > 0).then(|| {
-        format!(
+    if r.after_eviction > 0 {
+        return Some(format!(
             "the sink stopped tracking this run before it ended (too many runs at once: it \
              evicted this one), {} datagrams arrived after that: received and loss are unknown",
             r.after_eviction
-        )
-    })
+        ));
+    }
+    if r.forgotten {
+        return Some(
+            "the sink had forgotten this run once (too many runs at once: it dropped its \
+             record) and counted it anew: received and loss are unknown"
+                .into(),
+        );
+    }
+    if r.received == 0 && r.runs_refused > 0 {
+        return Some(format!(
+            "the sink has no datagram of this run, and it refused {} datagrams of new runs \
+             while every run it tracked was receiving (a flood of runs?): this run's may be \
+             among them, so received and loss are unknown",
+            r.runs_refused
+        ));
+    }
+    None
 }
 
 /// Sends FIN every 100 ms until a REPORT for `run` arrives, `limit`
@@ -629,6 +675,9 @@ fn fin_exchange(
             continue;
         };
         match h.kind {
+            // A REPORT answers the FIN's count: another count answers
+            // another FIN (not this run's), and is no answer here.
+            Kind::Report if h.seq != published => continue,
             Kind::Report => {
                 let rep = parse_report(&buf[..n]).context("the sink's report is not valid JSON")?;
                 return Ok(FinOutcome::Report(rep));
@@ -742,5 +791,88 @@ mod tests {
         r.after_eviction = 3;
         let why = incomplete_report(&r).unwrap();
         assert!(why.contains("3 datagrams arrived after"), "{why}");
+        let r = SinkReport {
+            received: 10,
+            forgotten: true,
+            ..Default::default()
+        };
+        assert!(incomplete_report(&r).unwrap().contains("forgotten"));
+        // Refused runs matter only when nothing of this run came.
+        let mut r = SinkReport {
+            received: 10,
+            runs_refused: 5,
+            ..Default::default()
+        };
+        assert_eq!(incomplete_report(&r), None);
+        r.received = 0;
+        assert!(
+            incomplete_report(&r)
+                .unwrap()
+                .contains("refused 5 datagrams")
+        );
+    }
+
+    /// Issue 22: received > published, 2^64-1, a mismatched run id or
+    /// sequence were accepted as "lost 0".
+    #[test]
+    fn an_impossible_report_is_an_error() {
+        let ok = SinkReport {
+            run: 5,
+            received: 90,
+            max_seq: Some(99),
+            interior_gaps: 10,
+            ..Default::default()
+        };
+        assert_eq!(impossible_report(&ok, 5, 100), None);
+        let bad = [
+            SinkReport {
+                run: 6,
+                ..ok.clone()
+            },
+            SinkReport {
+                received: 101,
+                ..ok.clone()
+            },
+            SinkReport {
+                received: u64::MAX,
+                ..ok.clone()
+            },
+            SinkReport {
+                max_seq: Some(100),
+                ..ok.clone()
+            },
+            SinkReport {
+                max_seq: Some(u64::MAX),
+                ..ok.clone()
+            },
+            SinkReport {
+                interior_gaps: 101,
+                ..ok.clone()
+            },
+            SinkReport {
+                reordered: 91,
+                ..ok.clone()
+            },
+            SinkReport {
+                max_seq: None,
+                ..ok.clone()
+            },
+        ];
+        for r in bad {
+            let why = impossible_report(&r, 5, 100).unwrap_or_else(|| panic!("{r:?}"));
+            assert!(why.starts_with("the sink's REPORT is impossible"), "{why}");
+        }
+        // Nothing received of nothing sent is possible.
+        assert_eq!(
+            impossible_report(
+                &SinkReport {
+                    run: 5,
+                    ..Default::default()
+                },
+                5,
+                0
+            ),
+            None
+        );
     }
 }

@@ -128,6 +128,20 @@ pub struct SinkReport {
     /// when non-zero `received` is only a lower bound and loss is unknown.
     #[serde(default)]
     pub after_eviction: u64,
+    /// The sink had evicted this run's state before answering: the
+    /// figures are those up to the eviction (plus `after_eviction`).
+    #[serde(default)]
+    pub evicted: bool,
+    /// The sink had forgotten this run once (dropped its record to bound
+    /// its memory) and tracked it anew: what arrived before is in no
+    /// figure, so received and loss are unknown.
+    #[serde(default)]
+    pub forgotten: bool,
+    /// Datagrams of new runs the sink refused so far because every run it
+    /// tracked was receiving (sink-wide): with `received` 0, this run may
+    /// be one of them.
+    #[serde(default)]
+    pub runs_refused: u64,
 }
 
 /// A FIN for `run` with `published` DATA datagrams, zero-padded to `len`

@@ -68,8 +68,12 @@ pub struct UdpSinkReport {
     /// Runs tracked at once; a new run beyond evicts one.
     pub max_tracked_runs: u64,
     /// Runs evicted to make room for newer ones (ended runs first, then
-    /// the least recently used).
+    /// the least recently used of those quiet for 2 s).
     pub runs_evicted: u64,
+    /// Datagrams of new runs refused because every tracked run had had a
+    /// datagram within 2 s (a run that is receiving is never evicted).
+    #[serde(default)]
+    pub runs_refused: u64,
     /// Records of evicted runs kept in `runs`; older ones are dropped.
     pub max_run_records: u64,
     /// What the dropped records held (not in `runs`).

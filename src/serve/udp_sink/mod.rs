@@ -24,6 +24,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use self::table::{MAX_LIVE, MAX_RECORDS, RunTable, Slot};
+use self::tracker::RunTracker;
 use super::signals::{block_stop_signals, timeout_ms};
 use super::{UdpSinkSpec, announce, cpu_times, finish};
 use crate::procfs::snmp;
@@ -134,6 +135,7 @@ pub fn run(args: &UdpSinkSpec, quiet: bool) -> Result<u8> {
         data_wrong_source: c.data_wrong_source,
         max_tracked_runs: MAX_LIVE as u64,
         runs_evicted: sink.table.evicted,
+        runs_refused: sink.table.refused,
         max_run_records: MAX_RECORDS as u64,
         runs_dropped: sink.table.dropped.clone(),
         runs: sink.table.records(),
@@ -278,13 +280,23 @@ impl Sink {
             return;
         }
         let granted = self.table.granted();
-        match (self.table.admit(h.run, from), h.kind) {
+        let refused = self.table.refused;
+        match (self.table.admit(h.run, from, now), h.kind) {
             (Slot::WrongSource, Kind::Fin) => c.fins_wrong_source += 1,
             (Slot::WrongSource, _) => c.data_wrong_source += 1,
+            (Slot::Full, Kind::Fin) => {
+                // Answered all the same, so the sender learns that the sink
+                // has nothing of its run and why, instead of waiting.
+                let mut rep = RunTracker::new(h.run).report(granted);
+                rep.runs_refused = refused + 1;
+                answer_fin(&self.sock, c, &rep, h.seq, len, from);
+            }
+            (Slot::Full, _) => c.untracked += 1,
             (Slot::Live(l), Kind::Fin) => {
                 let first = l.tracker.published.is_none();
                 l.tracker.published = Some(h.seq);
-                let rec = RunRecord::of(&l.tracker, granted, l.source);
+                let mut rec = l.record(granted);
+                rec.report.runs_refused = refused;
                 if first && !self.quiet {
                     print_run_line(c, &rec);
                 }
@@ -295,6 +307,7 @@ impl Sink {
             (Slot::Live(l), _) => l.tracker.record(h.seq, h.sent_ns, now, len),
             (Slot::Retired(r), Kind::Fin) => {
                 r.record.set_published(h.seq);
+                r.record.report.runs_refused = refused;
                 if answer_fin(&self.sock, c, &r.record.report, h.seq, len, from) {
                     r.record.fins_answered += 1;
                 }
@@ -475,13 +488,15 @@ fn render(r: &UdpSinkReport) -> String {
     for run in &r.runs[hidden..] {
         let _ = writeln!(s, "  {}", run_line(run));
     }
-    if r.runs_evicted > 0 || r.fins_wrong_source + r.data_wrong_source > 0 {
+    if r.runs_evicted + r.runs_refused > 0 || r.fins_wrong_source + r.data_wrong_source > 0 {
         let _ = writeln!(
             s,
-            "  {} runs evicted (more than {} at once), {} records dropped; ignored from \
-             another address than their run's: {} FINs, {} DATA",
+            "  {} runs evicted (more than {} at once), {} datagrams of new runs refused (every \
+             tracked run receiving), {} records dropped; ignored from another address than \
+             their run's: {} FINs, {} DATA",
             r.runs_evicted,
             r.max_tracked_runs,
+            r.runs_refused,
             r.runs_dropped.runs,
             r.fins_wrong_source,
             r.data_wrong_source

@@ -4,11 +4,18 @@
 //! [`RunTracker`]: a sequence bitmap of up to 512 KiB and a latency
 //! histogram). A datagram of a new run when the table is full evicts one:
 //! the least recently used run that has had its FIN, else the least
-//! recently used of all (by last datagram, so a run that is receiving
-//! stays). An evicted run leaves its record, the figures up to then, in a
-//! list of at most [`MAX_RECORDS`]; when that list is full its oldest record
-//! is dropped and only summed into [`Dropped`]. So a flood of made-up run
-//! ids cannot lock real runs out, and costs bounded memory.
+//! recently used run that has been quiet for [`QUIET_NS`]; a run that had
+//! a datagram within that time is never evicted, and when every run is such
+//! a run the new one is refused ([`Slot::Full`], counted in `refused`)
+//! instead. So a sustained flood of made-up run ids is what gets turned
+//! away, never a run that is receiving. An evicted run leaves its record,
+//! the figures up to then, in a list of at most [`MAX_RECORDS`]; when that
+//! list is full its oldest record (of an ended run first) is dropped and
+//! only summed into [`Dropped`]. The ids of dropped and refused runs are
+//! remembered (the last [`FORGOTTEN_IDS`]), so a run that is tracked after
+//! losing datagrams that way is marked `forgotten` and its REPORT says so:
+//! its figures are then partial, and the sender must not take them as its
+//! loss.
 //!
 //! A run belongs to the address its first datagram came from; its
 //! datagrams from any other address are refused ([`Slot::WrongSource`]) and
@@ -26,6 +33,10 @@ pub const MAX_LIVE: usize = 64;
 /// Records of evicted runs kept for the JSON (a few hundred bytes to a few
 /// KiB each, the latency histogram included).
 pub const MAX_RECORDS: usize = 1024;
+/// A run with a datagram this recently is never evicted (ns).
+pub const QUIET_NS: u64 = 2_000_000_000;
+/// Ids of forgotten (dropped) runs remembered, 4 bytes each.
+pub const FORGOTTEN_IDS: usize = 65_536;
 
 /// How a run's record is taken from its tracker (the record is the
 /// artifact's, report::serve::udp_sink).
@@ -58,8 +69,23 @@ pub struct Live {
     pub tracker: RunTracker,
     /// The address it belongs to.
     pub source: SocketAddr,
+    /// The run's id was forgotten (its record dropped, or its datagrams
+    /// refused) before this tracker began: what came earlier is in no
+    /// figure.
+    pub forgotten: bool,
     arrival: u64,
     last_use: u64,
+    last_ns: u64,
+}
+
+impl Live {
+    /// This run's record now (its REPORT says whether it was forgotten
+    /// before).
+    pub fn record(&self, granted: u64) -> RunRecord {
+        let mut r = RunRecord::of(&self.tracker, granted, self.source);
+        r.report.forgotten = self.forgotten;
+        r
+    }
 }
 
 /// A run whose state was evicted: its record, frozen at eviction except
@@ -83,6 +109,9 @@ pub enum Slot<'a> {
     /// The run belongs to another address: the datagram must change
     /// nothing and get no answer.
     WrongSource,
+    /// The run is unknown and every tracked run is receiving (none ended,
+    /// none quiet for [`QUIET_NS`]): it is refused, not tracked.
+    Full,
 }
 
 /// Live runs and the records of evicted ones, both bounded.
@@ -98,10 +127,20 @@ pub struct RunTable {
     retired_at: HashMap<u32, u64>,
     retired_base: u64,
     tick: u64,
+    /// Tests' clock (ns): the table itself reads none.
+    #[cfg(test)]
+    tick_ns: u64,
     arrivals: u64,
     first: Option<u32>,
     /// Runs evicted so far.
     pub evicted: u64,
+    /// Datagrams of new runs refused because every tracked run was
+    /// receiving.
+    pub refused: u64,
+    /// Ids of the last [`FORGOTTEN_IDS`] runs whose records were dropped
+    /// or whose datagrams were refused.
+    forgotten: VecDeque<u32>,
+    forgotten_set: std::collections::HashSet<u32>,
     /// Records dropped so far.
     pub dropped: Dropped,
 }
@@ -119,16 +158,22 @@ impl RunTable {
             retired_at: HashMap::new(),
             retired_base: 0,
             tick: 0,
+            #[cfg(test)]
+            tick_ns: 0,
             arrivals: 0,
             first: None,
             evicted: 0,
+            refused: 0,
+            forgotten: VecDeque::new(),
+            forgotten_set: std::collections::HashSet::new(),
             dropped: Dropped::default(),
         }
     }
 
-    /// The run `id` for a datagram from `from`: tracked, created (evicting
-    /// another when full), retired, or someone else's.
-    pub fn admit(&mut self, id: u32, from: SocketAddr) -> Slot<'_> {
+    /// The run `id` for a datagram from `from` read at `now_ns`
+    /// (monotonic): tracked, created (evicting an ended or quiet run when
+    /// full), retired, someone else's, or refused.
+    pub fn admit(&mut self, id: u32, from: SocketAddr, now_ns: u64) -> Slot<'_> {
         self.tick += 1;
         if self.live.contains_key(&id) {
             let l = self.live.get_mut(&id).expect("checked above");
@@ -136,6 +181,7 @@ impl RunTable {
                 return Slot::WrongSource;
             }
             l.last_use = self.tick;
+            l.last_ns = now_ns;
             return Slot::Live(l);
         }
         if let Some(&n) = self.retired_at.get(&id) {
@@ -145,33 +191,45 @@ impl RunTable {
             }
             return Slot::Retired(r);
         }
-        if self.live.len() >= self.max_live {
-            self.evict_one();
+        if self.live.len() >= self.max_live && !self.evict_one(now_ns) {
+            self.refused += 1;
+            // Remembered, so that if the run is admitted later its REPORT
+            // says its earlier datagrams are in no figure.
+            self.forget(id);
+            return Slot::Full;
         }
         self.arrivals += 1;
         self.first.get_or_insert(id);
+        let forgotten = self.forgotten_set.contains(&id);
         Slot::Live(self.live.entry(id).or_insert(Live {
             tracker: RunTracker::new(id),
             source: from,
+            forgotten,
             arrival: self.arrivals,
             last_use: self.tick,
+            last_ns: now_ns,
         }))
     }
 
     /// Evicts the least recently used run that had its FIN, else the least
-    /// recently used run, into the records.
-    fn evict_one(&mut self) {
+    /// recently used run quiet for [`QUIET_NS`], into the records; false
+    /// when every run is receiving (nothing evicted).
+    fn evict_one(&mut self, now_ns: u64) -> bool {
         let victim = self
             .live
             .iter()
+            .filter(|(_, l)| {
+                l.tracker.published.is_some() || now_ns.saturating_sub(l.last_ns) >= QUIET_NS
+            })
             .min_by_key(|(_, l)| (l.tracker.published.is_none(), l.last_use))
             .map(|(id, _)| *id);
         let Some(l) = victim.and_then(|id| self.live.remove(&id)) else {
-            return;
+            return false;
         };
         self.evicted += 1;
-        let mut record = RunRecord::of(&l.tracker, self.granted, l.source);
+        let mut record = l.record(self.granted);
         record.evicted = true;
+        record.report.evicted = true;
         self.retire(
             l.tracker.run(),
             Retired {
@@ -180,29 +238,64 @@ impl RunTable {
                 arrival: l.arrival,
             },
         );
+        true
     }
 
     fn retire(&mut self, id: u32, r: Retired) {
         if self.max_records == 0 {
-            self.drop_record(&r.record);
+            self.drop_record(id, &r.record);
             return;
         }
-        if self.retired.len() >= self.max_records
-            && let Some((old, rec)) = self.retired.pop_front()
-        {
-            self.retired_at.remove(&old);
-            self.retired_base += 1;
-            self.drop_record(&rec.record);
+        if self.retired.len() >= self.max_records {
+            // The oldest record of an ended run goes first: its sender
+            // has had its REPORT. Only a record in the front half is taken
+            // out of order, so the search stays short.
+            let ended = self
+                .retired
+                .iter()
+                .take(self.max_records / 2 + 1)
+                .position(|(_, r)| r.record.published.is_some())
+                .unwrap_or(0);
+            let (old, rec) = self.remove_retired(ended);
+            self.drop_record(old, &rec.record);
         }
         self.retired_at
             .insert(id, self.retired_base + self.retired.len() as u64);
         self.retired.push_back((id, r));
     }
 
-    fn drop_record(&mut self, r: &RunRecord) {
+    /// Takes out the record at `pos`, renumbering those behind it.
+    fn remove_retired(&mut self, pos: usize) -> (u32, Retired) {
+        let (id, r) = self.retired.remove(pos).expect("a record at pos");
+        self.retired_at.remove(&id);
+        if pos == 0 {
+            self.retired_base += 1;
+        } else {
+            for (i, (later, _)) in self.retired.iter().enumerate().skip(pos) {
+                self.retired_at.insert(*later, self.retired_base + i as u64);
+            }
+        }
+        (id, r)
+    }
+
+    fn drop_record(&mut self, id: u32, r: &RunRecord) {
         self.dropped.runs += 1;
         self.dropped.received += r.report.received;
         self.dropped.lost += r.lost.unwrap_or(0);
+        self.forget(id);
+    }
+
+    /// Remembers `id` among the runs that lost datagrams to the table's
+    /// bounds (dropped or refused), the last [`FORGOTTEN_IDS`] of them.
+    fn forget(&mut self, id: u32) {
+        if self.forgotten_set.insert(id) {
+            self.forgotten.push_back(id);
+            if self.forgotten.len() > FORGOTTEN_IDS
+                && let Some(old) = self.forgotten.pop_front()
+            {
+                self.forgotten_set.remove(&old);
+            }
+        }
     }
 
     /// The receive buffer written into every record.
@@ -237,7 +330,7 @@ impl RunTable {
         let mut all: Vec<(u64, RunRecord)> = self
             .live
             .values()
-            .map(|l| (l.arrival, RunRecord::of(&l.tracker, self.granted, l.source)))
+            .map(|l| (l.arrival, l.record(self.granted)))
             .chain(
                 self.retired
                     .iter()
@@ -257,9 +350,10 @@ mod tests {
         SocketAddr::from(([127, 0, 0, 1], port))
     }
 
-    /// One DATA datagram `seq` of `id` from `from`; returns the slot kind.
-    fn data(t: &mut RunTable, id: u32, from: SocketAddr, seq: u64) -> &'static str {
-        match t.admit(id, from) {
+    /// One DATA datagram `seq` of `id` from `from` at `now` ns; returns the
+    /// slot kind.
+    fn data_at(t: &mut RunTable, id: u32, from: SocketAddr, seq: u64, now: u64) -> &'static str {
+        match t.admit(id, from, now) {
             Slot::Live(l) => {
                 l.tracker.record(seq, 0, 1, 100);
                 "live"
@@ -269,44 +363,128 @@ mod tests {
                 "retired"
             }
             Slot::WrongSource => "wrong",
+            Slot::Full => "full",
         }
     }
 
+    /// [`data_at`] for tests of the order of eviction: every run quiet.
+    fn data(t: &mut RunTable, id: u32, from: SocketAddr, seq: u64) -> &'static str {
+        t.tick_ns += QUIET_NS;
+        let now = t.tick_ns;
+        data_at(t, id, from, seq, now)
+    }
+
     fn fin(t: &mut RunTable, id: u32, from: SocketAddr, published: u64) {
-        if let Slot::Live(l) = t.admit(id, from) {
+        t.tick_ns += QUIET_NS;
+        let now = t.tick_ns;
+        if let Slot::Live(l) = t.admit(id, from, now) {
             l.tracker.published = Some(published);
             l.tracker.fins += 1;
         }
     }
 
+    const MS: u64 = 1_000_000;
+
     #[test]
     fn a_flood_of_run_ids_stays_bounded_and_spares_the_receiving_run() {
         let mut t = RunTable::new(MAX_LIVE, MAX_RECORDS, 0);
         let (real, spoof) = (addr(1000), addr(2000));
+        let mut full = 0u64;
         for i in 0..10_000u32 {
+            let now = u64::from(i) * MS;
             // The real run sends every 10th datagram of the flood.
             if i % 10 == 0 {
-                assert_eq!(data(&mut t, 7, real, u64::from(i / 10)), "live");
+                assert_eq!(data_at(&mut t, 7, real, u64::from(i / 10), now), "live");
             }
-            data(&mut t, 100 + i, spoof, 0);
+            if data_at(&mut t, 100 + i, spoof, 0, now) == "full" {
+                full += 1;
+            }
             assert!(t.live_len() <= MAX_LIVE);
             assert!(t.retired_len() <= MAX_RECORDS);
         }
-        assert_eq!(t.live_len(), MAX_LIVE);
-        assert_eq!(t.retired_len(), MAX_RECORDS);
-        // 10,001 runs: 64 live, 1024 kept, the rest dropped and summed.
-        assert_eq!(t.evicted, 10_001 - MAX_LIVE as u64);
-        assert_eq!(t.dropped.runs, 10_001 - (MAX_LIVE + MAX_RECORDS) as u64);
-        assert_eq!(t.dropped.received, t.dropped.runs);
+        // Until the first spoofed runs had been quiet for 2 s, new ones
+        // were refused; then quiet ones were evicted, never the real run.
+        assert_eq!(full, t.refused);
+        assert!(t.refused >= 1900, "{}", t.refused);
+        assert!(t.evicted > 0);
         let recs = t.records();
-        assert_eq!(recs.len(), MAX_LIVE + MAX_RECORDS);
         let real_rec = recs.iter().find(|r| r.report.run == 7).unwrap();
         assert_eq!(real_rec.report.received, 1000);
         assert!(!real_rec.evicted);
         assert_eq!(t.first_run(), Some((1000, false)));
-        // The sum over kept and dropped records is every datagram.
+        // Kept, dropped and refused add up to every datagram.
         let kept: u64 = recs.iter().map(|r| r.report.received).sum();
-        assert_eq!(kept + t.dropped.received, 11_000);
+        assert_eq!(kept + t.dropped.received + t.refused, 11_000);
+    }
+
+    /// Issue 22: a sustained flood of spoofed ids evicted a real run
+    /// sending a datagram every 500 ms; its record was then dropped, its
+    /// FIN started a new run with nothing received, and the load reported
+    /// 100 % loss with exit 0.
+    #[test]
+    fn a_slow_run_under_a_sustained_flood_is_never_evicted() {
+        let mut t = RunTable::new(4, 4, 0);
+        let (real, spoof) = (addr(1), addr(2));
+        let mut id = 100;
+        for tick in 0..200u64 {
+            let now = tick * 50 * MS;
+            if tick % 10 == 0 {
+                assert_eq!(data_at(&mut t, 7, real, tick / 10, now), "live");
+            }
+            for _ in 0..50 {
+                data_at(&mut t, id, spoof, 0, now);
+                id += 1;
+            }
+        }
+        let r = t.records().into_iter().find(|r| r.report.run == 7).unwrap();
+        assert_eq!(r.report.received, 20);
+        assert!(!r.evicted && !r.report.forgotten);
+        assert!(t.refused > 0);
+    }
+
+    #[test]
+    fn a_run_refused_then_tracked_says_its_figures_are_partial() {
+        let mut t = RunTable::new(1, 1, 0);
+        assert_eq!(data_at(&mut t, 1, addr(1), 0, 0), "live");
+        assert_eq!(data_at(&mut t, 2, addr(2), 0, MS), "full");
+        // Run 1 quiet for 2 s: run 2 gets its place, marked.
+        assert_eq!(data_at(&mut t, 2, addr(2), 1, 3000 * MS), "live");
+        let r = t.records().into_iter().find(|r| r.report.run == 2).unwrap();
+        assert!(r.report.forgotten);
+        assert_eq!(r.report.received, 1);
+    }
+
+    #[test]
+    fn a_run_that_comes_back_after_being_forgotten_says_so() {
+        let mut t = RunTable::new(1, 1, 0);
+        data(&mut t, 1, addr(1), 0);
+        data(&mut t, 2, addr(2), 0); // run 1 evicted
+        data(&mut t, 3, addr(3), 0); // run 2 evicted, run 1's record dropped
+        assert_eq!(t.dropped.runs, 1);
+        assert_eq!(data(&mut t, 1, addr(1), 5), "live");
+        let r = t.records().into_iter().find(|r| r.report.run == 1).unwrap();
+        assert!(r.report.forgotten);
+        assert_eq!(r.report.received, 1);
+        // Its eviction carries the flag into the REPORT of its record.
+        data(&mut t, 4, addr(4), 0);
+        let r = t.records().into_iter().find(|r| r.report.run == 1).unwrap();
+        assert!(r.evicted && r.report.evicted && r.report.forgotten);
+    }
+
+    #[test]
+    fn ended_records_are_dropped_before_unended_ones() {
+        let mut t = RunTable::new(1, 2, 0);
+        data(&mut t, 1, addr(1), 0);
+        data(&mut t, 2, addr(2), 0); // 1 retired (no FIN)
+        fin(&mut t, 2, addr(2), 1);
+        data(&mut t, 3, addr(3), 0); // 2 retired (ended)
+        data(&mut t, 4, addr(4), 0); // 3 retired: a record must go
+        let ids: Vec<u32> = t.records().iter().map(|r| r.report.run).collect();
+        // Run 2 ended, so its record went although run 1's is older.
+        assert_eq!(ids, [1, 3, 4]);
+        // And the renumbered records are still found by id.
+        assert_eq!(data(&mut t, 3, addr(3), 1), "retired");
+        assert_eq!(data(&mut t, 1, addr(1), 1), "retired");
     }
 
     #[test]

@@ -156,6 +156,9 @@ impl RunTracker {
             latency_hist: self.hist.to_v2_base64().unwrap_or_default(),
             rcvbuf_granted,
             after_eviction: 0,
+            evicted: false,
+            forgotten: false,
+            runs_refused: 0,
         }
     }
 
