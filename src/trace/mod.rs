@@ -7,6 +7,7 @@
 //! kept by BPF in per-CPU arrays and read once at the end; lifecycle records
 //! (fork, exit) arrive through a ring buffer.
 
+pub mod abi;
 pub mod account;
 pub mod attach;
 pub mod bpf;
@@ -22,6 +23,7 @@ pub mod scope;
 pub mod scoped;
 pub mod selfcost;
 pub mod snapshot;
+pub mod stat;
 pub mod syscall_names;
 pub mod wait;
 
@@ -38,7 +40,8 @@ use libbpf_rs::{RingBuffer, RingBufferBuilder};
 use nix::sys::signal::Signal;
 
 use self::account::EventLog;
-use self::bpf::{SyscallStat, Tracer, TracerConfig};
+use self::bpf::{Tracer, TracerConfig};
+use self::stat::SyscallStat;
 use self::wait::{Signals, Wake};
 use crate::report::trace::{
     ErrnoCount, GroupRow, Latency, SCHEMA, SCHEMA_VERSION, SyscallRow, Target, Totals,
@@ -620,10 +623,10 @@ pub(crate) fn finish(
                 .into(),
         );
     }
-    if stats.iter().any(|x| x.nr == bpf::OTHER_SYSCALL) {
+    if stats.iter().any(|x| x.nr == abi::OTHER_SYSCALL) {
         notes.push(format!(
             "syscall numbers >= {} are pooled in one row",
-            bpf::OTHER_SYSCALL
+            abi::OTHER_SYSCALL
         ));
     }
 

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
-use super::bpf::{Event, RawGroup, ScopeFilter, SyscallStat};
-use super::snapshot::{Breakdown, GroupKey, GroupStats, Snapshot, TracerSelf, add_stat};
+use super::bpf::{Event, RawGroup, ScopeFilter};
+use super::snapshot::{Breakdown, GroupKey, GroupStats, Snapshot, TracerSelf};
+use super::stat::{SyscallStat, add_stat};
 use super::wait::{self, Wake};
 use super::{Session, TargetSpec, TraceOptions, TraceOutcome, WindowEnd, account, scope};
 use crate::report::trace::{ScopeRecord, Target};
