@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::trace::bpf::SyscallStat;
 use crate::trace::hist;
-use crate::trace::snapshot::{Breakdown, GroupKey, Snapshot, add_stat};
+use crate::trace::snapshot::{Breakdown, GroupKey, Snapshot};
+use crate::trace::stat::{SyscallStat, add_stat};
 use crate::trace::syscall_names;
 
 /// Prometheus' exposition data model (generated).
@@ -391,7 +391,7 @@ mod tests {
     use crate::trace::snapshot::{GroupStats, TracerSelf, Usage};
 
     fn stat(nr: u32, samples: &[u64]) -> SyscallStat {
-        crate::trace::snapshot::stat_of(nr, samples)
+        crate::trace::stat::stat_of(nr, samples)
     }
 
     fn snap(by: Breakdown, groups: Vec<GroupStats>, total: Vec<SyscallStat>) -> Snapshot {

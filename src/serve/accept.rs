@@ -13,12 +13,13 @@
 use std::io;
 use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 
-use super::echo::counters::AcceptErrors;
 use super::workers::Slots;
+use crate::report::serve::echo::AcceptErrors;
 
 /// First pause after a resource error.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -158,17 +159,20 @@ pub fn accept(listener: RawFd, nonblocking: bool) -> io::Result<OwnedFd> {
     }
 }
 
-/// What a server's accept policy works on: borrowed from the server's loop
-/// for one accept at a time.
-pub struct AcceptState<'a> {
+/// One loop's side of the accept policy, the same for every server: the
+/// --max-conns slots it shares with the server's other loops, its own pause
+/// schedule, and what it counted, added to the loop's report by
+/// [`Acceptor::report`] when the loop ends.
+#[derive(Debug)]
+pub struct Acceptor {
     /// --max-conns, shared by every loop of the server.
-    pub slots: &'a Slots,
+    slots: Arc<Slots>,
     /// This loop's pause schedule.
-    pub backoff: &'a mut Backoff,
+    pub backoff: Backoff,
     /// Failed accepts, by error (reported).
-    pub errors: &'a mut AcceptErrors,
+    errors: AcceptErrors,
     /// Connections closed at once because --max-conns were open (reported).
-    pub rejected: &'a mut u64,
+    rejected: u64,
 }
 
 /// What became of one accept, once the shared policy was applied.
@@ -188,32 +192,57 @@ pub enum Admitted {
     Paused,
 }
 
-/// Applies the accept policy to the result of one accept(2) (or of an
-/// io_uring accept): counts and classifies a failure, starts the backoff
-/// when it must pause, takes a --max-conns slot for a connection. A broken
-/// listener is an error that stops the server.
-pub fn admit(res: io::Result<OwnedFd>, st: AcceptState<'_>) -> Result<Admitted> {
-    let fd = match res {
-        Ok(fd) => fd,
-        Err(e) => {
-            return match classify(&e, st.errors) {
-                OnError::Idle => Ok(Admitted::Idle),
-                OnError::Retry => Ok(Admitted::Again),
-                OnError::Pause => {
-                    st.backoff.pause(st.errors);
-                    Ok(Admitted::Paused)
-                }
-                OnError::Fatal => Err(anyhow!("accept on the listener: {e}")),
-            };
+impl Acceptor {
+    /// A loop's acceptor taking its connections' slots from `slots`.
+    pub fn new(slots: &Arc<Slots>) -> Self {
+        Self {
+            slots: Arc::clone(slots),
+            backoff: Backoff::default(),
+            errors: AcceptErrors::default(),
+            rejected: 0,
         }
-    };
-    st.backoff.success();
-    if !st.slots.admit() {
-        *st.rejected += 1;
-        return Ok(Admitted::Again);
     }
-    set_nodelay(fd.as_raw_fd());
-    Ok(Admitted::Conn(fd))
+
+    /// Applies the accept policy to the result of one accept(2) (or of an
+    /// io_uring accept): counts and classifies a failure, starts the
+    /// backoff when it must pause, takes a --max-conns slot for a
+    /// connection. A broken listener is an error that stops the server.
+    pub fn admit(&mut self, res: io::Result<OwnedFd>) -> Result<Admitted> {
+        let fd = match res {
+            Ok(fd) => fd,
+            Err(e) => {
+                return match classify(&e, &mut self.errors) {
+                    OnError::Idle => Ok(Admitted::Idle),
+                    OnError::Retry => Ok(Admitted::Again),
+                    OnError::Pause => {
+                        self.backoff.pause(&mut self.errors);
+                        Ok(Admitted::Paused)
+                    }
+                    OnError::Fatal => Err(anyhow!("accept on the listener: {e}")),
+                };
+            }
+        };
+        self.backoff.success();
+        if !self.slots.admit() {
+            self.rejected += 1;
+            return Ok(Admitted::Again);
+        }
+        set_nodelay(fd.as_raw_fd());
+        Ok(Admitted::Conn(fd))
+    }
+
+    /// Starts a pause for a resource the loop itself ran out of while
+    /// serving an admitted connection (a thread, an upstream socket), as
+    /// for EMFILE on accept; returns when it ends.
+    pub fn pause(&mut self) -> Instant {
+        self.backoff.pause(&mut self.errors)
+    }
+
+    /// Adds what this loop counted to its report's figures.
+    pub fn report(&self, errors: &mut AcceptErrors, rejected_max_conns: &mut u64) {
+        errors.merge(&self.errors);
+        *rejected_max_conns += self.rejected;
+    }
 }
 
 /// A server loop that accepts from a readiness-driven listener (threaded's
@@ -221,8 +250,8 @@ pub fn admit(res: io::Result<OwnedFd>, st: AcceptState<'_>) -> Result<Admitted> 
 pub trait AcceptLoop {
     /// The listener, and whether accepted sockets are non-blocking.
     fn listener(&self) -> Option<(RawFd, bool)>;
-    /// The state the accept policy works on.
-    fn accept_state(&mut self) -> AcceptState<'_>;
+    /// The loop's side of the accept policy.
+    fn acceptor(&mut self) -> &mut Acceptor;
     /// Serves an admitted connection; `Break` ends the batch (the loop
     /// could not take it and paused accepting itself).
     fn serve(&mut self, fd: OwnedFd) -> ControlFlow<()>;
@@ -238,7 +267,7 @@ pub fn accept_batch(lp: &mut impl AcceptLoop) -> Result<()> {
         return Ok(());
     };
     for _ in 0..ACCEPT_BATCH {
-        match admit(accept(listener, nonblocking), lp.accept_state())? {
+        match lp.acceptor().admit(accept(listener, nonblocking))? {
             Admitted::Conn(fd) => {
                 if lp.serve(fd).is_break() {
                     return Ok(());

@@ -114,7 +114,7 @@ pub struct Crew {
     /// Bumped by every worker as it exits.
     pub exits: Arc<ExitNotice>,
     /// --max-conns.
-    pub slots: Slots,
+    pub slots: Arc<Slots>,
 }
 
 /// Extra time workers get, after their drain, to close and return.
@@ -155,7 +155,7 @@ impl Crew {
         Ok(Self {
             stop: StopFlag::new()?,
             exits: Arc::new(ExitNotice::new()?),
-            slots: Slots::new(max_conns),
+            slots: Arc::new(Slots::new(max_conns)),
         })
     }
 

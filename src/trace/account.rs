@@ -3,9 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::bpf::{
-    Event, ExecRecord, ForkRecord, MAX_SYSCALLS, TaskRecord, TaskUsage, ThreadSyscall,
-};
+use super::abi::MAX_SYSCALLS;
+use super::bpf::{Event, ExecRecord, ForkRecord, TaskRecord, TaskUsage, ThreadSyscall};
 use super::launch::RusageSum;
 use super::syscall_names;
 use crate::report::trace::{ProcessRow, Resources, ThreadRow, ThreadSyscallRow};

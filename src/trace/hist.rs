@@ -7,8 +7,8 @@
 //! the boundaries so a drift on either side is caught.
 
 /// Number of buckets (SS_HIST_BUCKETS in src/bpf/syscalls.h).
-pub const BUCKETS: usize = super::bpf::HIST_BUCKETS;
-const SUB_BITS: u32 = super::bpf::HIST_SUB_BITS;
+pub const BUCKETS: usize = super::abi::HIST_BUCKETS;
+const SUB_BITS: u32 = super::abi::HIST_SUB_BITS;
 const SUB: u64 = 1 << SUB_BITS;
 
 /// Bucket index of a value in nanoseconds (twin of the BPF code).

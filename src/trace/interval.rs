@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::snapshot::{GroupKey, GroupStats, Snapshot, SnapshotSink, Usage, stat_since};
+use super::snapshot::{GroupKey, GroupStats, Snapshot, SnapshotSink, Usage};
+use super::stat::{SyscallStat, add_stat, stat_since};
 use crate::report::trace::{GroupRow, SyscallRow, Totals};
 use crate::report::trace_text::{self, TableView};
 
@@ -138,14 +139,14 @@ fn groups_since(now: &[GroupStats], before: Option<&[GroupStats]>) -> Vec<GroupS
         before_list.iter().map(|g| (&g.key, g)).collect();
     let now_keys: std::collections::BTreeSet<&GroupKey> = now.iter().map(|g| &g.key).collect();
     // Other's reading before, plus every process folded into it since.
-    let mut other_before: BTreeMap<u32, crate::trace::bpf::SyscallStat> = BTreeMap::new();
+    let mut other_before: BTreeMap<u32, SyscallStat> = BTreeMap::new();
     for g in before_list.iter().filter(|g| {
         g.key == GroupKey::Other
             || (matches!(g.key, GroupKey::Process { .. }) && !now_keys.contains(&g.key))
     }) {
         for st in &g.syscalls {
             match other_before.get_mut(&st.nr) {
-                Some(a) => super::snapshot::add_stat(a, st),
+                Some(a) => add_stat(a, st),
                 None => {
                     other_before.insert(st.nr, st.clone());
                 }

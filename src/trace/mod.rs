@@ -7,21 +7,24 @@
 //! kept by BPF in per-CPU arrays and read once at the end; lifecycle records
 //! (fork, exit) arrive through a ring buffer.
 
+pub mod abi;
 pub mod account;
 pub mod attach;
 pub mod bpf;
 pub mod calibrate;
 pub mod command;
 pub mod errno;
+mod groups;
 pub mod hist;
 pub mod interval;
 pub mod launch;
 pub mod pod;
 pub mod preflight;
+mod schedule;
 pub mod scope;
-pub mod scoped;
 pub mod selfcost;
 pub mod snapshot;
+pub mod stat;
 pub mod syscall_names;
 pub mod wait;
 
@@ -38,7 +41,8 @@ use libbpf_rs::{RingBuffer, RingBufferBuilder};
 use nix::sys::signal::Signal;
 
 use self::account::EventLog;
-use self::bpf::{SyscallStat, Tracer, TracerConfig};
+use self::bpf::{Tracer, TracerConfig};
+use self::stat::SyscallStat;
 use self::wait::{Signals, Wake};
 use crate::report::trace::{
     ErrnoCount, GroupRow, Latency, SCHEMA, SCHEMA_VERSION, SyscallRow, Target, Totals,
@@ -184,7 +188,7 @@ pub(crate) struct Session<'obj, 'rb> {
     /// The machine's busy CPU ticks when the window opened.
     machine_ticks0: Option<u64>,
     /// Names and keeps the --by groups.
-    groups: scoped::GroupReader,
+    groups: groups::GroupReader,
 }
 
 impl Session<'_, '_> {
@@ -269,7 +273,7 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
             max_threads: opts.max_threads,
             ringbuf_bytes: if opts.per_thread { 32 << 20 } else { 4 << 20 },
             scope: match &opts.target {
-                TargetSpec::Scope { scope, .. } => scoped::filter_of(scope)?,
+                TargetSpec::Scope { scope, .. } => scope::filter_of(scope)?,
                 _ => bpf::ScopeFilter::Tree,
             },
             by: opts.by,
@@ -323,14 +327,14 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
         notes: Vec::new(),
         slow_path,
         machine_ticks0: None,
-        groups: scoped::GroupReader::default(),
+        groups: groups::GroupReader::default(),
     };
     s.tracer.attach()?;
 
     match &opts.target {
         TargetSpec::Launch { argv, run_as } => run_launch(&mut s, opts, argv, run_as.as_ref()),
         TargetSpec::Attach { pid, duration } => run_attach(&mut s, opts, *pid, *duration),
-        TargetSpec::Scope { scope, duration } => scoped::run(&mut s, opts, scope, *duration),
+        TargetSpec::Scope { scope, duration } => scope::run(&mut s, opts, scope, *duration),
     }
 }
 
@@ -360,7 +364,7 @@ fn run_launch(
     held.release(&program)?;
 
     let mut reaper = launch::Reaper::default();
-    let mut schedule = scoped::Schedule::new(opts, started);
+    let mut schedule = schedule::Schedule::new(opts, started);
     while reaper.main_status.is_none() {
         match s.wait(&[], schedule.due())? {
             Wake::Signal(si) if si.ssi_signo == Signal::SIGCHLD as u32 => reaper.reap(pid),
@@ -377,7 +381,7 @@ fn run_launch(
         }
     }
     reaper.reap(pid);
-    scoped::publish_last(s, opts, started)?;
+    schedule::publish_last(s, opts, started)?;
     let still_running = procfs::descendants(std::process::id() as i32);
     if !still_running.is_empty() {
         s.notes.push(format!(
@@ -489,7 +493,7 @@ fn run_attach(
     let stop_fd = opts.stop.as_ref().map(|f| f.fd());
     let mut fds = vec![pidfd.as_fd()];
     fds.extend(stop_fd);
-    let mut schedule = scoped::Schedule::new(opts, started);
+    let mut schedule = schedule::Schedule::new(opts, started);
     let reason = loop {
         let next = [deadline, schedule.due()].into_iter().flatten().min();
         match s.wait(&fds, next)? {
@@ -508,7 +512,7 @@ fn run_attach(
     if let Some((bar, _)) = s.progress.take() {
         bar.finish_and_clear();
     }
-    scoped::publish_last(s, opts, started)?;
+    schedule::publish_last(s, opts, started)?;
     let complete = !(reason == "target_exited" && duration.is_some());
     if reason == "target_exited" {
         s.notes.push(format!(
@@ -620,10 +624,10 @@ pub(crate) fn finish(
                 .into(),
         );
     }
-    if stats.iter().any(|x| x.nr == bpf::OTHER_SYSCALL) {
+    if stats.iter().any(|x| x.nr == abi::OTHER_SYSCALL) {
         notes.push(format!(
             "syscall numbers >= {} are pooled in one row",
-            bpf::OTHER_SYSCALL
+            abi::OTHER_SYSCALL
         ));
     }
 

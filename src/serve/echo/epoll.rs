@@ -31,7 +31,7 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use super::conn::{self, Ending, Framer, OutBuf, Tally};
 use super::counters::Counters;
 use super::{DRAIN, EchoShared, EchoWorker};
-use crate::serve::accept::{self, AcceptLoop, AcceptState, Backoff};
+use crate::serve::accept::{self, AcceptLoop, Acceptor};
 use crate::serve::signals::timeout_ms;
 
 const TOKEN_LISTENER: u64 = u64::MAX;
@@ -103,7 +103,7 @@ struct EpollLoop {
     live: usize,
     rbuf: Box<[u8]>,
     scratch: Vec<u8>,
-    backoff: Backoff,
+    accept: Acceptor,
     /// Set by the stop: when the drain ends.
     drain_until: Option<Instant>,
     c: Counters,
@@ -134,7 +134,7 @@ impl EpollLoop {
             live: 0,
             rbuf: vec![0u8; READ_BUF].into_boxed_slice(),
             scratch: Vec::new(),
-            backoff: Backoff::default(),
+            accept: Acceptor::new(&shared.crew.slots),
             drain_until: None,
             c: Counters::default(),
         })
@@ -152,11 +152,11 @@ impl EpollLoop {
                     break;
                 }
             }
-            if self.backoff.expired() {
+            if self.accept.backoff.expired() {
                 self.resume_accepting()?;
             }
             let timeout = if self.ready.is_empty() {
-                let next = match (self.backoff.until(), self.drain_until) {
+                let next = match (self.accept.backoff.until(), self.drain_until) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
@@ -207,6 +207,8 @@ impl EpollLoop {
             }
             self.free.append(&mut self.freed);
         }
+        self.accept
+            .report(&mut self.c.accept_errors, &mut self.c.rejected_max_conns);
         Ok(self.c)
     }
 
@@ -388,13 +390,8 @@ impl AcceptLoop for EpollLoop {
         self.listener.as_ref().map(|l| (l.as_raw_fd(), true))
     }
 
-    fn accept_state(&mut self) -> AcceptState<'_> {
-        AcceptState {
-            slots: &self.shared.crew.slots,
-            backoff: &mut self.backoff,
-            errors: &mut self.c.accept_errors,
-            rejected: &mut self.c.rejected_max_conns,
-        }
+    fn acceptor(&mut self) -> &mut Acceptor {
+        &mut self.accept
     }
 
     fn serve(&mut self, fd: OwnedFd) -> ControlFlow<()> {

@@ -24,7 +24,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use super::conn::{self, Ending, Framer, Spec, Tally};
 use super::counters::Counters;
 use super::{DRAIN, EchoShared, EchoWorker};
-use crate::serve::accept::{self, AcceptLoop, AcceptState, Backoff};
+use crate::serve::accept::{self, AcceptLoop, Acceptor};
 use crate::serve::signals::timeout_ms;
 
 /// Stack of a connection thread: the loop below is shallow, and thousands
@@ -46,7 +46,7 @@ pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Ve
         listener,
         shared: Arc::clone(shared),
         reg: Arc::new(Registry::default()),
-        backoff: Backoff::default(),
+        accept: Acceptor::new(&shared.crew.slots),
         next_id: 0,
         c: Counters::default(),
     };
@@ -114,7 +114,7 @@ struct ThreadedAcceptor {
     listener: TcpListener,
     shared: Arc<EchoShared>,
     reg: Arc<Registry>,
-    backoff: Backoff,
+    accept: Acceptor,
     next_id: u64,
     c: Counters,
 }
@@ -133,14 +133,16 @@ impl ThreadedAcceptor {
         }
         let done = std::mem::take(&mut self.reg.lock().done);
         self.c.merge(&done);
+        self.accept
+            .report(&mut self.c.accept_errors, &mut self.c.rejected_max_conns);
         Ok(self.c)
     }
 
     fn accept_until_stop(&mut self) -> Result<()> {
         loop {
-            self.backoff.expired();
-            let accepting = !self.backoff.active();
-            let timeout = timeout_ms(self.backoff.until(), Duration::from_secs(1));
+            self.accept.backoff.expired();
+            let accepting = !self.accept.backoff.active();
+            let timeout = timeout_ms(self.accept.backoff.until(), Duration::from_secs(1));
             let mut pfds = vec![PollFd::new(self.shared.crew.stop.fd(), PollFlags::POLLIN)];
             if accepting {
                 pfds.push(PollFd::new(
@@ -193,13 +195,8 @@ impl AcceptLoop for ThreadedAcceptor {
         Some((self.listener.as_raw_fd(), false))
     }
 
-    fn accept_state(&mut self) -> AcceptState<'_> {
-        AcceptState {
-            slots: &self.shared.crew.slots,
-            backoff: &mut self.backoff,
-            errors: &mut self.c.accept_errors,
-            rejected: &mut self.c.rejected_max_conns,
-        }
+    fn acceptor(&mut self) -> &mut Acceptor {
+        &mut self.accept
     }
 
     fn serve(&mut self, fd: OwnedFd) -> ControlFlow<()> {
@@ -233,7 +230,7 @@ impl AcceptLoop for ThreadedAcceptor {
                 self.reg.lock().live.remove(&id);
                 self.shared.crew.slots.release();
                 self.c.rejected_no_thread += 1;
-                self.backoff.pause(&mut self.c.accept_errors);
+                self.accept.pause();
                 ControlFlow::Break(())
             }
         }

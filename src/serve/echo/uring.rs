@@ -27,7 +27,7 @@ use io_uring::{IoUring, opcode, squeue, types};
 use super::conn::{self, Ending, Framer, OutBuf, Tally};
 use super::counters::Counters;
 use super::{DRAIN, EchoShared, EchoWorker};
-use crate::serve::accept::{self, AcceptState, Admitted, Backoff};
+use crate::serve::accept::{Acceptor, Admitted};
 
 /// Receive buffer of each connection (a recv is always in flight on an
 /// idle connection, so this is per-connection memory).
@@ -137,7 +137,7 @@ struct UringLoop {
     live: usize,
     /// Entries that did not fit in the submission queue yet.
     backlog: VecDeque<squeue::Entry>,
-    backoff: Backoff,
+    accept: Acceptor,
     drain_until: Option<Instant>,
     /// Set when the drain time ran out and the rest were shut down.
     forced_until: Option<Instant>,
@@ -155,7 +155,7 @@ impl UringLoop {
             free: Vec::new(),
             live: 0,
             backlog: VecDeque::new(),
-            backoff: Backoff::default(),
+            accept: Acceptor::new(&shared.crew.slots),
             drain_until: None,
             forced_until: None,
             c: Counters::default(),
@@ -185,12 +185,14 @@ impl UringLoop {
                     }
                     _ => {}
                 }
-            } else if self.backoff.expired() {
+            } else if self.accept.backoff.expired() {
                 self.arm_accept();
             }
             self.submit_and_wait()?;
             self.reap()?;
         }
+        self.accept
+            .report(&mut self.c.accept_errors, &mut self.c.rejected_max_conns);
         Ok(self.c)
     }
 
@@ -214,10 +216,13 @@ impl UringLoop {
 
     fn submit_and_wait(&mut self) -> Result<()> {
         self.flush_backlog();
-        let next = [self.backoff.until(), self.forced_until.or(self.drain_until)]
-            .into_iter()
-            .flatten()
-            .min();
+        let next = [
+            self.accept.backoff.until(),
+            self.forced_until.or(self.drain_until),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let wait = next
             .map(|t| t.saturating_duration_since(Instant::now()))
             .unwrap_or(WAIT_CAP)
@@ -292,13 +297,7 @@ impl UringLoop {
             // SAFETY: a new descriptor nobody else owns.
             Ok(unsafe { OwnedFd::from_raw_fd(res) })
         };
-        let st = AcceptState {
-            slots: &self.shared.crew.slots,
-            backoff: &mut self.backoff,
-            errors: &mut self.c.accept_errors,
-            rejected: &mut self.c.rejected_max_conns,
-        };
-        let fd = match accept::admit(res, st)? {
+        let fd = match self.accept.admit(res)? {
             Admitted::Conn(fd) => fd,
             Admitted::Idle | Admitted::Again => {
                 self.arm_accept();

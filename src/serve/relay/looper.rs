@@ -26,7 +26,7 @@ use super::pump::{Dir, Scratch};
 use super::sockmap::{PairKeys, Sockmap};
 use super::tcpinfo;
 use crate::poller::{self, Poller, Ready};
-use crate::serve::accept::{self, AcceptLoop, AcceptState, Backoff};
+use crate::serve::accept::{self, AcceptLoop, Acceptor};
 use crate::serve::workers::Crew;
 
 const TOKEN_LISTENER: u64 = u64::MAX;
@@ -187,7 +187,7 @@ pub struct RelayLoop {
     free: Vec<usize>,
     scratch: Scratch,
     c: RelayCounters,
-    backoff: Backoff,
+    accept: Acceptor,
     flushing: usize,
 }
 
@@ -206,7 +206,7 @@ impl RelayLoop {
             free: Vec::new(),
             scratch: Scratch::new(),
             c: RelayCounters::default(),
-            backoff: Backoff::default(),
+            accept: Acceptor::new(&shared.crew.slots),
             flushing: 0,
         })
     }
@@ -225,7 +225,7 @@ impl RelayLoop {
             if self.flushing > 0 {
                 wake = wake.min(now + FLUSH_POLL);
             }
-            if let Some(t) = self.backoff.until() {
+            if let Some(t) = self.accept.backoff.until() {
                 wake = wake.min(t);
             }
             if let Some(t) = drain_until {
@@ -248,7 +248,7 @@ impl RelayLoop {
                     t => self.handle((t / 2) as usize, (t % 2) as usize, ev),
                 }
             }
-            if self.backoff.expired() && drain_until.is_none() {
+            if self.accept.backoff.expired() && drain_until.is_none() {
                 self.start_listening()?;
             }
             let now = Instant::now();
@@ -260,7 +260,7 @@ impl RelayLoop {
             }
             if let Some(t) = drain_until {
                 if self.open_pairs() == 0 {
-                    return Ok(self.c);
+                    return Ok(self.counters());
                 }
                 if now >= t {
                     for i in 0..self.pairs.len() {
@@ -268,10 +268,17 @@ impl RelayLoop {
                             self.end(i, End::AtStop);
                         }
                     }
-                    return Ok(self.c);
+                    return Ok(self.counters());
                 }
             }
         }
+    }
+
+    /// What the loop counted, its acceptor's figures included.
+    fn counters(mut self) -> RelayCounters {
+        self.accept
+            .report(&mut self.c.accept_errors, &mut self.c.rejected_max_conns);
+        self.c
     }
 
     fn stop_listening(&mut self) {
@@ -307,7 +314,7 @@ impl RelayLoop {
                 ));
                 self.c.upstream_failures += 1;
                 self.shared.crew.slots.release();
-                self.backoff.pause(&mut self.c.accept_errors);
+                self.accept.pause();
                 self.stop_listening();
                 return;
             }
@@ -623,13 +630,8 @@ impl AcceptLoop for RelayLoop {
         Some((self.listener.as_raw_fd(), true))
     }
 
-    fn accept_state(&mut self) -> AcceptState<'_> {
-        AcceptState {
-            slots: &self.shared.crew.slots,
-            backoff: &mut self.backoff,
-            errors: &mut self.c.accept_errors,
-            rejected: &mut self.c.rejected_max_conns,
-        }
+    fn acceptor(&mut self) -> &mut Acceptor {
+        &mut self.accept
     }
 
     fn serve(&mut self, client: OwnedFd) -> ControlFlow<()> {

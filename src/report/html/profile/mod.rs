@@ -1,0 +1,317 @@
+//! The profile's sections of report.html: latency and throughput of the
+//! load, the target's syscalls, CPU and other resources, who else served
+//! the address, and the per-process breakdown.
+//!
+//! One file per family of sections: `latency` (latency, throughput), `syscalls`,
+//! `resources` (CPU, other resources), `processes` (attribution, the
+//! per-process breakdown); this file puts them together into the body and
+//! the page.
+
+mod latency;
+mod processes;
+mod resources;
+mod syscalls;
+
+use std::fmt::Write as _;
+
+use super::{card, caveats_box, environment, list, page, table};
+use crate::report::profile::ProfileReport;
+use crate::report::units::human_ns;
+
+pub use self::latency::{latency_section, throughput_section};
+pub use self::processes::{attribution_section, processes_section};
+pub use self::resources::{cpu_section, resources_section};
+pub use self::syscalls::syscall_section;
+
+/// Everything about one profile, element ids prefixed with `p`.
+pub fn profile_body(p: &str, r: &ProfileReport) -> String {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<section class=\"card\" id=\"{p}insights\"><h3>What this run says</h3>{}</section>",
+        list(&r.insights, "insights")
+    );
+    b.push_str(&latency_section(p, &r.load));
+    b.push_str(&throughput_section(p, &r.load));
+    b.push_str(&syscall_section(p, r));
+    b.push_str(&cpu_section(p, r));
+    b.push_str(&resources_section(p, r));
+    b.push_str(&attribution_section(p, r));
+    b.push_str(&processes_section(p, r));
+    if let Some(e) = &r.evidence {
+        b.push_str(&card(
+            &format!("{p}kernel"),
+            "What the kernel counted",
+            &format!(
+                "Counter deltas of network namespace {} over the window (per namespace, not per \
+                 process{}), the target's sockets sampled through sock_diag, and its threads' \
+                 run-queue delay.",
+                e.netns.id,
+                if e.netns.shared_with_generator {
+                    "; the load generator shares it"
+                } else {
+                    ""
+                }
+            ),
+            &format!(
+                "{}{}",
+                e.html(),
+                list(
+                    &e.unavailable
+                        .iter()
+                        .map(|u| format!("not measured: {u}"))
+                        .collect::<Vec<_>>(),
+                    "notes"
+                )
+            ),
+        ));
+    }
+    let tracer = &r.trace.tracer;
+    let mut trows = vec![vec![
+        "syscall events traced".to_string(),
+        tracer.events.to_string(),
+    ]];
+    if let Some(ns) = tracer.ns_per_event {
+        trows.push(vec!["BPF time per event".into(), format!("{ns:.0} ns")]);
+    }
+    if let Some(t) = tracer.bpf_time_ns {
+        trows.push(vec!["BPF time over the window".into(), human_ns(t)]);
+    }
+    if let Some(c) = tracer.cpu_share {
+        trows.push(vec![
+            "share of one CPU".into(),
+            format!("{:.2}%", c * 100.0),
+        ]);
+    }
+    if let Some(sp) = &tracer.bpf_split {
+        trows.push(vec![
+            "BPF on the traced events".into(),
+            format!(
+                "{} ({:.0} ns per event)",
+                human_ns(sp.traced.total_ns),
+                sp.traced.ns_per_syscall
+            ),
+        ]);
+        trows.push(vec![
+            "BPF filtering everyone else".into(),
+            format!(
+                "{} ({} other syscalls x {:.0} ns, count scaled by time)",
+                human_ns(sp.filtered.total_ns),
+                sp.filtered.syscalls,
+                sp.filtered.ns_per_syscall
+            ),
+        ]);
+    }
+    if let Some(sl) = &tracer.slow_path {
+        trows.push(vec![
+            "syscall hook slow path".into(),
+            format!(
+                "{:.0} ns per syscall ({:.0}..{:.0} ns over {} calibration rounds)",
+                sl.ns_per_syscall, sl.min_ns, sl.max_ns, sl.rounds
+            ),
+        ]);
+    }
+    if let Some(a) = &tracer.attributed {
+        let pct = |v: Option<f64>, of: &str| {
+            v.map_or_else(String::new, |v| format!(", {:.2}% of {of}", v * 100.0))
+        };
+        trows.push(vec![
+            "cost to the target (its events' BPF + slow path)".into(),
+            format!(
+                "{}{}",
+                human_ns(a.target_ns),
+                pct(a.target_cpu_share, "its CPU time")
+            ),
+        ]);
+        trows.push(vec![
+            "cost to the rest of the machine".into(),
+            format!(
+                "{}{}",
+                human_ns(a.collateral_ns),
+                pct(a.collateral_machine_share, "the machine's busy CPU")
+            ),
+        ]);
+        if let (Some(st), Some(so)) = (a.count_only_saves_target_ns, a.count_only_saves_others_ns) {
+            trows.push(vec![
+                "--count-only would save at most".into(),
+                format!(
+                    "{} of the target's cost, {} of the rest's",
+                    human_ns(st),
+                    human_ns(so)
+                ),
+            ]);
+        }
+    }
+    b.push_str(&card(
+        &format!("{p}tracer"),
+        "The tracer's own cost",
+        "BPF time from the kernel's run-time accounting and the programs' own timing in sampled \
+         slices; the syscall hook's slow path calibrated at start (docs/trace.md).",
+        &table(&["figure", "value"], &trows, &[1]),
+    ));
+    let mut extra = vec![
+        (
+            "target".to_string(),
+            format!(
+                "{} (pid {}, {}), at {}",
+                r.target
+                    .command
+                    .as_ref()
+                    .map_or_else(|| "attached".into(), shell_words::join),
+                r.target.pid,
+                r.target.comm,
+                r.target.address
+            ),
+        ),
+        ("load".to_string(), shell_words::join(&r.load_command)),
+        (
+            "profile command".to_string(),
+            shell_words::join(&r.command_line),
+        ),
+        ("started".to_string(), r.started_at.clone()),
+        ("windows".to_string(), r.windows.note.clone()),
+    ];
+    if let Some(st) = &r.target.stop {
+        extra.push(("target stop".to_string(), st.describe()));
+    }
+    b.push_str(&card(
+        &format!("{p}environment"),
+        "How it was measured",
+        "Everything needed to reproduce the run.",
+        &environment(&r.header.build, &r.machine, &extra),
+    ));
+    let mut notes: Vec<String> = r.load.notes.clone();
+    notes.extend(r.trace.notes.iter().cloned());
+    if !notes.is_empty() {
+        let _ = write!(
+            b,
+            "<details><summary>Notes from the load and the tracer</summary>{}</details>",
+            list(&notes, "notes")
+        );
+    }
+    if !r.advice.is_empty() {
+        b.push_str(&card(
+            &format!("{p}advice"),
+            "Settings the evidence points at",
+            "Rows of `sockscope tune` that this run's own evidence supports; sockscope changed \
+             nothing.",
+            &super::super::tune::table(&r.advice).to_html(),
+        ));
+    }
+    b
+}
+
+/// The report page of one profile.
+pub fn profile_page(r: &ProfileReport) -> String {
+    let body = format!("{}{}", caveats_box(&r.caveats), profile_body("", r));
+    page(
+        "sockscope profile",
+        &format!(
+            "{} at {}, under {}; {}",
+            r.target.comm,
+            r.target.address,
+            r.load_command
+                .get(2..)
+                .map_or(String::new(), |t| t.join(" ")),
+            r.started_at
+        ),
+        &body,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures;
+
+    /// The `points` of the polyline of series `name` in chart `id`.
+    fn polyline<'a>(html: &'a str, id: &str, name: &str) -> &'a str {
+        let chart = &html[html.find(&format!("id=\"{id}\"")).expect(id)..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        let series = &chart[chart.find(&format!("data-name=\"{name}\"")).expect(name)..];
+        let pts = &series[series.find("points=\"").unwrap() + 8..];
+        &pts[..pts.find('"').unwrap()]
+    }
+
+    fn x_tick_labels(html: &str, id: &str) -> Vec<String> {
+        let chart = &html[html.find(&format!("id=\"{id}\"")).expect(id)..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        chart
+            .split("<line class=\"tickmark\"")
+            .skip(1)
+            .map(|t| {
+                let t = &t[t.find('>').unwrap() + 1..];
+                let t = &t[t.find('>').unwrap() + 1..];
+                t[..t.find('<').unwrap()].to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_partial_last_second_is_listed_but_not_drawn() {
+        let r = fixtures::profile(&fixtures::epoll_echo());
+        assert!(r.load.intervals[2].partial);
+        let html = profile_page(&r);
+        // Two whole seconds: two points per line, not three.
+        for (id, name) in [
+            ("chart-throughput", "transactions"),
+            ("chart-interval-latency", "p50"),
+            ("chart-interval-latency", "p99"),
+        ] {
+            let pts = polyline(&html, id, name);
+            assert_eq!(pts.split(' ').count(), 2, "{id} {name}: {pts}");
+        }
+        assert!(
+            html.contains("Second 2 lasted only 3.10ms (9 transactions)"),
+            "the chart must say why the last second is not drawn"
+        );
+        assert!(html.contains("<td class=\"n\">2 (partial: 3.10ms)</td>"));
+        // The p99 of the tail's 9 transactions is in the table, not the chart.
+        assert!(html.contains("5.80ms"));
+    }
+
+    #[test]
+    fn per_second_axes_tick_whole_seconds() {
+        let r = fixtures::profile(&fixtures::forking_server());
+        let html = profile_page(&r);
+        for id in ["chart-throughput", "chart-interval-latency"] {
+            let ticks = x_tick_labels(&html, id);
+            assert_eq!(ticks, ["0", "1", "2"], "{id}");
+        }
+    }
+
+    #[test]
+    fn the_report_shows_what_the_summary_shows() {
+        let mut r = fixtures::profile(&fixtures::forking_server());
+        let row = r
+            .trace
+            .syscalls
+            .iter_mut()
+            .find(|s| s.name == "pselect6")
+            .unwrap();
+        row.errors = Some(517);
+        row.errnos = vec![crate::report::trace::ErrnoCount {
+            name: "ERESTARTNOHAND".into(),
+            errno: 514,
+            count: 517,
+        }];
+        let html = profile_page(&r);
+        assert!(html.contains("517 (ERESTARTNOHAND 517)"), "errno names");
+        assert!(html.contains("15 of 18 syscalls shown"));
+        assert!(html.contains("<td>minor page faults</td><td class=\"n\">1185611</td>"));
+        assert!(html.contains("<td class=\"n\">376.62</td>"));
+        assert!(html.contains("28.7 MiB"));
+        assert!(html.contains("<td>processes seen</td><td class=\"n\">3158</td>"));
+        assert!(html.contains("SIGTERM after 0.04 s, exit status 0"));
+        let text = crate::report::profile_text::render(&r);
+        assert!(text.contains("(15 of 18 syscalls shown; totals cover all)"));
+        for (what, out) in [("html", &html), ("text", &text)] {
+            for debug in ["Some(", "None", "[\"", "\\\""] {
+                assert!(
+                    !out.contains(debug),
+                    "{what} holds Rust debug text {debug:?}"
+                );
+            }
+        }
+    }
+}

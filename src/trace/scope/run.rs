@@ -1,0 +1,147 @@
+//! The scope modes' run loop (`trace --cgroup/--unit/--comm/--system`):
+//! the BPF filter for a scope, then snapshots on their schedule until the
+//! duration, a signal or the caller's stop flag, and the report.
+//!
+//! In a scope mode no task is registered: the entry hook decides at every
+//! syscall whether the task is in scope (cgroup ancestry, leader's name)
+//! and gives it storage at its first in-scope one, so tasks that join
+//! later are traced from then on without any work here.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Result;
+use nix::sys::signal::Signal;
+
+use crate::report::trace::{ScopeRecord, Target};
+use crate::trace::bpf::ScopeFilter;
+use crate::trace::schedule::{Schedule, publish_last};
+use crate::trace::wait::{self, Wake};
+use crate::trace::{ScopeTarget, Session, TraceOptions, TraceOutcome, WindowEnd, account};
+
+/// The BPF filter for a scope.
+pub(in crate::trace) fn filter_of(scope: &ScopeTarget) -> Result<ScopeFilter> {
+    Ok(match scope {
+        ScopeTarget::Cgroup(c) => ScopeFilter::Cgroup {
+            id: c.id,
+            level: c.level,
+        },
+        ScopeTarget::Comm(name) => ScopeFilter::Comm(super::comm_name(name)?),
+        ScopeTarget::System => ScopeFilter::System,
+    })
+}
+
+/// Traces a scope until the duration, a signal or the caller's stop flag.
+pub(in crate::trace) fn run(
+    s: &mut Session<'_, '_>,
+    opts: &TraceOptions,
+    target: &ScopeTarget,
+    duration: Option<Duration>,
+) -> Result<TraceOutcome> {
+    let started_at = SystemTime::now();
+    let started = s.open_window();
+    if opts.verbose {
+        eprintln!(
+            "sockscope: tracing {} ({}){}",
+            target.describe(),
+            match target {
+                ScopeTarget::Cgroup(c) => format!("every task in {}", c.path.display()),
+                ScopeTarget::Comm(n) => format!("every process named {n:?}"),
+                ScopeTarget::System => "every task but sockscope".into(),
+            },
+            match duration {
+                Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
+                None => ", Ctrl-C to stop".into(),
+            }
+        );
+    }
+    if let Some(tx) = &opts.window_opened {
+        let _ = tx.send(());
+    }
+    let end_at = duration.map(|d| started + d);
+    let mut schedule = Schedule::new(opts, started);
+    let stop_fd = opts.stop.as_ref().map(|f| f.fd());
+    let fds: Vec<_> = stop_fd.into_iter().collect();
+    let reason = loop {
+        let next = [end_at, schedule.due()].into_iter().flatten().min();
+        match s.wait(&fds, next)? {
+            Wake::Deadline => {
+                if end_at.is_some_and(|e| Instant::now() >= e) {
+                    break "duration".to_string();
+                }
+                schedule.run_due(s, opts, started)?;
+            }
+            Wake::Ready(_) => break "stopped".to_string(),
+            Wake::Signal(si) if si.ssi_signo == Signal::SIGCHLD as u32 => {}
+            Wake::Signal(si) => break format!("signal:{}", wait::signal_name(si.ssi_signo)),
+        }
+    };
+    publish_last(s, opts, started)?;
+    let counters = s.tracer.counters()?;
+    let processes = {
+        let log = s.log.borrow();
+        let mut tgids: Vec<i32> = log.forks.iter().map(|f| f.tgid).collect();
+        tgids.sort_unstable();
+        tgids.dedup();
+        tgids.len() as u64 + log.leaders_folded
+    };
+    let (folded, forks_folded) = {
+        let log = s.log.borrow();
+        (log.folded_tasks, log.forks_folded)
+    };
+    if folded + forks_folded > 0 {
+        s.notes.push(format!(
+            "{} tasks entered the trace: past the first {} their records were summed into the \
+             totals, not kept; the per-process table lists only the processes kept",
+            counters.joined,
+            account::KEPT_TASKS
+        ));
+    }
+    if counters.joined == 0 {
+        s.notes.push(format!(
+            "no task of {} made a syscall in the window",
+            target.describe()
+        ));
+    }
+    let (kind, cgroup, cgroup_id, unit, comm) = match target {
+        ScopeTarget::Cgroup(c) => (
+            "cgroup",
+            Some(c.rel.clone()),
+            Some(c.id),
+            c.unit.clone(),
+            None,
+        ),
+        ScopeTarget::Comm(n) => ("comm", None, None, None, Some(n.clone())),
+        ScopeTarget::System => ("system", None, None, None, None),
+    };
+    let end = WindowEnd {
+        reason,
+        complete: true,
+        exit_code: None,
+        killed_by: None,
+        status: 0,
+    };
+    let target_rec = Target {
+        mode: kind.into(),
+        command: None,
+        pid: 0,
+        comm: target.describe(),
+        scope: Some(ScopeRecord {
+            kind: kind.into(),
+            cgroup,
+            cgroup_id,
+            unit,
+            comm,
+            tasks_joined: counters.joined,
+        }),
+    };
+    crate::trace::finish(
+        s,
+        opts,
+        target_rec,
+        started_at,
+        started,
+        end,
+        (counters.joined, processes),
+        account::attach_resources,
+    )
+}
