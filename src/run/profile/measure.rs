@@ -20,19 +20,20 @@ use anyhow::{Context, Result};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 
-use super::exit::{self, fail};
 use super::loadline::{AddrSlot, LoadLine};
-use super::machine;
-use super::ready::{self, OwnedSocket, Proto};
 use super::share;
-use super::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::load::{self, LoadOutcome};
 use crate::netpath::{EmulatedPath, NetPath};
+use crate::process::pidfd;
+use crate::process::ready::{self, OwnedSocket, Proto};
+use crate::process::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::report::insight;
 use crate::report::machine::Machine;
 use crate::report::profile::{
     ProfileReport, SCHEMA, SCHEMA_VERSION, Sharer, StopRecord, TargetRecord, Windows,
 };
+use crate::run::exit::{self, fail};
+use crate::run::machine;
 use crate::signals::{Signals, StopFlag};
 use crate::trace::launch::RunAs;
 use crate::trace::{self, TargetSpec, TraceOptions, TraceOutcome};
@@ -97,7 +98,7 @@ impl Subject {
     fn exited(&mut self) -> bool {
         match &mut self.launched {
             Some(l) => l.try_exited().is_some(),
-            None => target::wait_pidfd(self.exit_fd.as_fd(), Duration::ZERO),
+            None => pidfd::wait_pidfd(self.exit_fd.as_fd(), Duration::ZERO),
         }
     }
 
@@ -172,7 +173,7 @@ fn start(spec: &ProfileSpec, path: Option<&EmulatedPath>) -> Result<Subject> {
             let pids = cgroup_pids(&cg.path);
             let Some(first) = pids
                 .iter()
-                .find_map(|p| target::pidfd_open(*p).ok().map(|fd| (*p, fd)))
+                .find_map(|p| pidfd::pidfd_open(*p).ok().map(|fd| (*p, fd)))
             else {
                 return Err(fail(
                     exit::TARGET_EXITED_EARLY,
@@ -187,7 +188,7 @@ fn start(spec: &ProfileSpec, path: Option<&EmulatedPath>) -> Result<Subject> {
             });
         }
         ProfileTarget::Pid(pid) => {
-            let fd = target::pidfd_open(*pid).map_err(|e| {
+            let fd = pidfd::pidfd_open(*pid).map_err(|e| {
                 fail(
                     exit::TARGET_EXITED_EARLY,
                     format!("--pid {pid}: no such process ({e})"),
@@ -796,7 +797,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     wait_window(&tracer, &mut subject, &mut signals)?;
     let sampler = start_share_sampler(spec, &shared_with, addr, subject.pid)?;
     let collector = if spec.evidence {
-        Some(super::evidence::Collector::start(subject.pid, addr)?)
+        Some(super::collect::Collector::start(subject.pid, addr)?)
     } else {
         None
     };
@@ -831,7 +832,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let load_wall = t_load.elapsed();
     let control_cpu = (thread_cpu_s(control_clock) - control0).max(0.0);
     let (samples, sampler_cpu) = sampler.map(share::Sampler::finish).unzip();
-    let evidence = collector.map(super::evidence::Collector::finish);
+    let evidence = collector.map(super::collect::Collector::finish);
     let control_cpu = control_cpu + sampler_cpu.unwrap_or(0.0);
     tracer.stop.raise();
     done.raise();
@@ -893,7 +894,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         );
     }
     let advice = evidence.as_ref().map_or_else(Vec::new, |e| {
-        insights.extend(e.sentences(&derived, &load_report));
+        insights.extend(e.sentences(derived.transactions, &load_report));
         crate::tune::supported_by(e, &load_report)
     });
     let mut caveats = machine::caveats(
@@ -956,7 +957,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         advice,
         path: match path_record {
             Some(p) => Some(NetPath::Emulated(Box::new(p))),
-            None if machine::is_loopback(addr.ip()) => Some(NetPath::loopback()),
+            None if ready::is_loopback(addr.ip()) => Some(NetPath::loopback()),
             None => None,
         },
     })
