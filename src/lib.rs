@@ -1,22 +1,32 @@
 //! sockscope: where a Linux network service spends its time, and how that
 //! changes under load.
 //!
-//! The binary (src/main.rs) is a thin dispatcher over these modules:
-//! - [`trace`]: the eBPF syscall profiler for a process tree;
-//! - [`load`]: the load generator; [`serve`]: the reference targets;
-//! - [`proto`]: wire formats load and serve share; [`stats`]: HDR latency
-//!   histograms;
-//! - [`poller`], [`signals`]: the epoll and signal plumbing event loops share;
-//! - [`progress`]: the progress display on stderr every long command shows;
-//! - [`procfs`]: small /proc readers;
-//! - [`report`]: artifact schemas, text tables, HTML/SVG reports, compare,
-//!   atomic writes;
-//! - [`run`]: profile (launch, ready, trace under load, stop), the built-in
-//!   experiments and the demo;
-//! - [`output`]: writing the files users name (--json, -o) safely as root;
-//!   [`input`]: reading the files users name as inputs, bounded;
+//! The binary (src/main.rs) is a thin dispatcher over these modules
+//! (dependencies point down the list, roughly: a module imports only the
+//! ones below it and the crate-wide utilities):
 //! - [`cli`]: every command's options (clap), the value parsers, and their
-//!   validation into plain specs; [`error`]: exit-status carrying errors.
+//!   validation into plain specs;
+//! - [`run`]: the commands (profile, trace, bench, demo, report, compare,
+//!   merge, `load --path --serve`, the hidden helpers), each one place;
+//! - [`process`]: launch, make ready and stop the processes a command
+//!   starts or attaches to, the watchdog, and artifact directories staged
+//!   and published as a set;
+//! - [`metrics`]: the Prometheus exposition of a running trace;
+//! - [`netpath`]: emulated network paths (namespaces, TUN, veth + netem);
+//! - [`tune`]: the kernel-settings audit and the advice a run's evidence
+//!   supports;
+//! - [`trace`]: the eBPF syscall profiler for a process tree, a cgroup, a
+//!   unit or the machine;
+//! - [`load`]: the load generator; [`serve`]: the reference targets;
+//! - [`report`]: artifact schemas, text tables, HTML/SVG reports, compare,
+//!   merge, atomic writes (a leaf: it imports none of the above);
+//! - [`proto`]: wire formats load and serve share; [`stats`]: HDR latency
+//!   histograms; [`procfs`]: small /proc and sock_diag readers;
+//! - crate-wide utilities: [`poller`], [`signals`] (the epoll and signal
+//!   plumbing event loops share), [`progress`] (the progress display on
+//!   stderr), [`output`] (writing the files users name, --json and -o,
+//!   safely as root), [`input`] (reading the files users name as inputs,
+//!   bounded), [`error`] (exit-status carrying errors).
 
 pub mod cli;
 pub mod error;
@@ -26,6 +36,7 @@ pub mod metrics;
 pub mod netpath;
 pub mod output;
 pub mod poller;
+pub mod process;
 pub mod procfs;
 pub mod progress;
 pub mod proto;

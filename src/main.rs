@@ -8,16 +8,16 @@ use anyhow::Result;
 use clap::Parser;
 
 use sockscope::cli::{self, Cli, Plan};
-use sockscope::{error, load, run, serve, trace, tune};
+use sockscope::{error, load, process, run, serve, tune};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Whatever this run launches dies with it, SIGKILL included. The
     // watchdog starts with the first launch; /proc/self/exe still names
     // this binary if the file is replaced meanwhile.
-    run::watchdog::enable("/proc/self/exe".into());
+    process::watchdog::enable("/proc/self/exe".into());
     let res = cli.into_plan().and_then(dispatch);
-    run::watchdog::shutdown();
+    process::watchdog::shutdown();
     match res {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
 /// Runs one validated command; returns its exit status.
 fn dispatch(plan: Plan) -> Result<u8> {
     match plan {
-        Plan::Trace(spec) => trace::command::run(&spec),
+        Plan::Trace(spec) => run::trace::run(&spec),
         Plan::Load {
             cmd,
             quiet,
@@ -43,7 +43,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
             served: Some(sp),
         } => run::pathload::run(cmd, quiet, &sp),
         Plan::Serve { spec, quiet } => serve::run(spec, quiet),
-        Plan::Profile { spec, out } => run::run_profile(&spec, out.as_deref()),
+        Plan::Profile { spec, out } => run::profile::run(&spec, out.as_deref()),
         Plan::Bench {
             experiment,
             out,
@@ -52,7 +52,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
             path,
         } => run::bench::run_cli(experiment, out.as_deref(), quick, quiet, path),
         Plan::Demo { out, quick, quiet } => run::demo::run(out.as_deref(), quick, quiet),
-        Plan::Report { file, out, quiet } => run::rerender(&file, out.as_deref(), quiet),
+        Plan::Report { file, out, quiet } => run::report::run(&file, out.as_deref(), quiet),
         Plan::Compare { a, b } => run::compare::run(&a, &b),
         Plan::Merge {
             files,
@@ -62,7 +62,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
         } => run::merge::run(&files, &out, force, quiet),
         Plan::Tune(spec) => tune::command::run(&spec),
         Plan::GetppidLoop { calls } => run::hidden::getppid_loop(calls),
-        Plan::Watchdog => run::watchdog::run(),
+        Plan::Watchdog => process::watchdog::run(),
         Plan::Idle { secs } => run::hidden::idle(secs),
         Plan::Completions(shell) => cli::print_completions(shell),
         Plan::Manpage => cli::print_manpage(),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::server::Server;
 use common::*;
-use sockscope::run::ready::{self, Proto};
+use sockscope::process::ready::{self, Proto};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

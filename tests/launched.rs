@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::procs::{Seen, established_on, still_running_after, tree, wait_for};
 use common::*;
-use sockscope::run::ready::{self, Proto};
+use sockscope::process::ready::{self, Proto};
 
 /// How long everything a SIGKILLed sockscope started may take to die.
 const DIE_WITHIN: Duration = Duration::from_secs(2);

@@ -5,7 +5,7 @@
 //! ripgrep's low-level and high-level arguments: clap parses, `into_plan`
 //! validates once, `main` dispatches. Nothing here measures anything.
 //!
-//! - [`trace`] -> [`crate::trace::TraceSpec`]; [`profile`] ->
+//! - [`trace`] -> [`crate::run::trace::TraceSpec`]; [`profile`] ->
 //!   [`crate::run::profile::ProfileSpec`]; [`serve`] ->
 //!   [`crate::serve::ServeSpec`];
 //! - [`load`]: the workloads' options and the load-line parser (profile's
@@ -137,7 +137,7 @@ the result could not be written."
     },
     /// Guards the process groups sockscope launches: reads `+PGID`/`-PGID`
     /// on stdin and SIGKILLs every group still registered at end-of-file
-    /// (see src/run/watchdog.rs).
+    /// (see src/process/watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
     /// Sleeps (an idle process for `bench overhead`).
@@ -161,7 +161,7 @@ the result could not be written."
 #[derive(Debug)]
 pub enum Plan {
     /// `sockscope trace`.
-    Trace(crate::trace::TraceSpec),
+    Trace(crate::run::trace::TraceSpec),
     /// `sockscope load`: still the raw workload options, which
     /// `crate::load` validates as it runs.
     Load {

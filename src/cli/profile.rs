@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::values;
 use crate::error;
-use crate::run::loadline::LoadLine;
+use crate::run::profile::loadline::LoadLine;
 use crate::run::profile::{self, ProfileSpec, ProfileTarget};
 use crate::trace;
 
@@ -172,7 +172,7 @@ impl ProfileArgs {
                      path's namespace",
                 ));
             }
-            if let crate::run::loadline::AddrSlot::Explicit(a) = &load.slot {
+            if let crate::run::profile::loadline::AddrSlot::Explicit(a) = &load.slot {
                 return Err(error::usage(format!(
                     "--path: leave the address ({a}) out of --load: the load is aimed at the \
                      target's address on the path"

@@ -1,5 +1,5 @@
 //! `sockscope trace` options (clap) and their validation into
-//! [`crate::trace::TraceSpec`].
+//! [`crate::run::trace::TraceSpec`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -11,8 +11,9 @@ use clap::Args;
 use super::values;
 use crate::error;
 use crate::report::trace_text::{SortKey, TableView};
+use crate::run::trace::TraceSpec;
 use crate::trace::snapshot::Breakdown;
-use crate::trace::{self, ScopeTarget, TargetSpec, TraceOptions, TraceSpec};
+use crate::trace::{self, ScopeTarget, TargetSpec, TraceOptions};
 
 /// `sockscope trace` options.
 #[derive(Debug, Args)]

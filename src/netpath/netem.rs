@@ -17,7 +17,7 @@ use super::spec::{PathSpec, fmt_duration, fmt_rate};
 fn run_in(ns: RawFd, prog: &str, args: &[String]) -> Result<String> {
     let mut cmd = Command::new(prog);
     cmd.args(args);
-    crate::run::target::dies_with_us(&mut cmd);
+    crate::process::target::dies_with_us(&mut cmd);
     // SAFETY: setns is async-signal-safe; `ns` stays open for the call.
     unsafe {
         cmd.pre_exec(move || {

@@ -3,7 +3,7 @@
 //! and saved as summary.txt) and a self-contained page (report.html).
 //!
 //! The profile, experiment and demo reports implement [`Artifact`];
-//! `run::publish` writes any of them as one set, and `sockscope report`
+//! `process::publish` writes any of them as one set, and `sockscope report`
 //! reads one back with [`from_value`] to render it again.
 
 use anyhow::{Context, Result};

@@ -10,9 +10,9 @@ use std::time::{Instant, SystemTime};
 use anyhow::Result;
 
 use super::bench::{self, BenchContext, Experiment, Size};
-use super::publish::{Dest, Show, publish};
-use super::staging::Staging;
 use crate::error;
+use crate::process::publish::{Dest, Show, publish};
+use crate::process::staging::Staging;
 use crate::report::bench::{DEMO_SCHEMA, DemoReport, NotRun, SCHEMA_VERSION};
 use crate::report::machine::Machine;
 

@@ -1,6 +1,6 @@
 //! The hidden subcommands sockscope runs as its own helper processes:
 //! `__getppid-loop` (the timed loop of `bench overhead`) and `__idle` (an
-//! idle process to trace). `__watchdog` is [`super::watchdog::run`].
+//! idle process to trace). `__watchdog` is [`crate::process::watchdog::run`].
 
 use std::time::Duration;
 

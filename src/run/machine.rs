@@ -6,6 +6,7 @@
 use std::fs;
 use std::net::IpAddr;
 
+use crate::process::ready::is_loopback;
 use crate::report::machine::Machine;
 
 /// The sysctls recorded with every artifact (path under /proc/sys).
@@ -95,14 +96,6 @@ impl Machine {
     }
 }
 
-/// True for 127.0.0.0/8, ::1 and IPv4-mapped loopback.
-pub fn is_loopback(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v| v.is_loopback()),
-    }
-}
-
 /// The caveats every single-host run carries, as sentences.
 pub fn caveats(machine: &Machine, target_ip: Option<IpAddr>, shared_cpus: bool) -> Vec<String> {
     let mut out = Vec::new();
@@ -178,13 +171,5 @@ mod tests {
         assert!(shares_cpus_with(std::process::id() as i32));
         let b = Build::current();
         assert!(!b.git_commit.is_empty());
-    }
-
-    #[test]
-    fn loopback_detection() {
-        assert!(is_loopback("127.0.0.2".parse().unwrap()));
-        assert!(is_loopback("::1".parse().unwrap()));
-        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
-        assert!(!is_loopback("10.0.0.1".parse().unwrap()));
     }
 }

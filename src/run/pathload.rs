@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::ready::{self, Proto};
-use super::target::{Launched, STOP_GRACE, quote_block};
 use crate::cli::load::LoadCommand;
 use crate::netpath::{BackendChoice, EmulatedPath, NetPath, PathSpec};
+use crate::process::ready::{self, Proto};
+use crate::process::target::{Launched, STOP_GRACE, quote_block};
 
 /// Longest wait for the served target to listen.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,7 +65,7 @@ fn wait_listening(t: &mut Launched, proto: Proto, ip: IpAddr) -> Result<SocketAd
         if let Some(st) = t.try_exited() {
             bail!(
                 "the served target exited ({}) before it listened; its output:\n{}",
-                super::target::describe_status(st),
+                crate::process::target::describe_status(st),
                 quote_block(&t.log_tail(2000))
             );
         }

@@ -1,4 +1,6 @@
-//! `sockscope trace`: an eBPF syscall profiler for a process tree.
+//! The eBPF syscall profiler for a process tree (the `sockscope trace`
+//! command itself, which writes its outputs and wires the Prometheus
+//! exporter, is `run::trace`).
 //!
 //! Launch mode forks the command, registers it while it waits on a pipe,
 //! then lets it execve, so the trace starts at its first instruction. Attach
@@ -12,7 +14,6 @@ pub mod account;
 pub mod attach;
 pub mod bpf;
 pub mod calibrate;
-pub mod command;
 pub mod errno;
 mod groups;
 pub mod hist;
@@ -50,8 +51,6 @@ use crate::report::trace::{
 };
 use crate::signals::StopFlag;
 use crate::{error, procfs};
-
-pub use self::command::TraceSpec;
 
 /// What to trace.
 #[derive(Clone, Debug)]

@@ -5,11 +5,11 @@
 //! - [`settings`]: reads the current values (/proc/sys, getrlimit, /sys);
 //! - [`rules`]: what a latency-, throughput- or connections-oriented
 //!   server wants of each, and why (pure);
-//! - [`evidence`]: the rows a run's evidence supports, quoting it (pure);
+//! - [`advice`]: the rows a run's evidence supports, quoting it (pure);
 //! - [`command`]: the `tune` command's output (table, JSON, sysctl.d).
 
+pub mod advice;
 pub mod command;
-pub mod evidence;
 pub mod rules;
 pub mod settings;
 
@@ -25,7 +25,7 @@ use crate::report::tune::AuditRow;
 /// machine's current settings. Empty when the evidence shows nothing a
 /// setting would fix.
 pub fn supported_by(evidence: &KernelEvidence, load: &LoadReport) -> Vec<AuditRow> {
-    evidence::rows(&Settings::read(), evidence, load)
+    advice::rows(&Settings::read(), evidence, load)
 }
 
 /// The audit of `s` for `goal`, ranked by a run's evidence when given:
@@ -37,7 +37,7 @@ pub fn ranked(
     run: Option<(&KernelEvidence, &LoadReport)>,
 ) -> Vec<AuditRow> {
     let mut rows = match run {
-        Some((ev, load)) => evidence::rows(s, ev, load),
+        Some((ev, load)) => advice::rows(s, ev, load),
         None => Vec::new(),
     };
     let audit = rules::audit(s, goal);

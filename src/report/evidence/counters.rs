@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 
 use super::sockets::SocketEvidence;
 use crate::report::load::LoadReport;
-use crate::report::profile::Derived;
 use crate::report::units::fmt_count;
 
 /// The counters a reader of a server profile looks at first; they are
@@ -219,11 +218,7 @@ impl CounterDeltas {
             s.push_str("<p>No counter moved over the window.</p>");
             return s;
         }
-        s.push_str(&crate::report::html::table(
-            &["counter", "increase", "from"],
-            &rows,
-            &[1],
-        ));
+        s.push_str(&super::table(&["counter", "increase", "from"], &rows, &[1]));
         let _ = write!(
             s,
             "<p class=\"lead\">Per network namespace, not per process (softnet: every CPU of the \
@@ -238,12 +233,12 @@ impl CounterDeltas {
     pub fn sentences(
         &self,
         sockets: Option<&SocketEvidence>,
-        derived: &Derived,
+        transactions: u64,
         load: &LoadReport,
     ) -> Vec<String> {
         let mut out = Vec::new();
         out.extend(self.listen_sentence(sockets, load));
-        out.extend(self.retransmit_sentence(derived));
+        out.extend(self.retransmit_sentence(transactions));
         out.extend(self.udp_sentences(load));
         let n = |k: &str| fmt_count(self.get(k));
         if self.get("TcpExt.TCPTimeWaitOverflow") > 0 {
@@ -364,7 +359,7 @@ impl CounterDeltas {
     }
 
     /// Retransmitted segments, per transaction, and the SYNs among them.
-    fn retransmit_sentence(&self, derived: &Derived) -> Option<String> {
+    fn retransmit_sentence(&self, transactions: u64) -> Option<String> {
         let (segs, syns) = (
             self.get("Tcp.RetransSegs"),
             self.get("TcpExt.TCPSynRetrans"),
@@ -376,8 +371,8 @@ impl CounterDeltas {
             "{} TCP segments were retransmitted (Tcp.RetransSegs)",
             fmt_count(segs)
         );
-        if derived.transactions > 0 {
-            let per = segs as f64 / derived.transactions as f64;
+        if transactions > 0 {
+            let per = segs as f64 / transactions as f64;
             let _ = if per >= 0.1 {
                 write!(s, ", {per:.2} per transaction")
             } else {
@@ -550,10 +545,7 @@ mod tests {
             ("TcpExt.TCPSynRetrans", 40),
             ("Tcp.RetransSegs", 40),
         ]);
-        let derived = Derived {
-            transactions: 20_000,
-            ..Default::default()
-        };
+        let transactions = 20_000;
         let sockets = SocketEvidence {
             listeners: vec![Listener {
                 local: "127.0.0.1:8080".into(),
@@ -563,7 +555,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let s = d.sentences(Some(&sockets), &derived, &crr_load(16));
+        let s = d.sentences(Some(&sockets), transactions, &crr_load(16));
         let over = &s[0];
         assert!(
             over.starts_with("The accept queue overflowed 1,204 times (TcpExt.ListenOverflows): the listen backlog (1 on 127.0.0.1:8080"),
@@ -580,11 +572,11 @@ mod tests {
         );
         // No socket evidence (or an empty one): no number is invented.
         for socks in [None, Some(&SocketEvidence::default())] {
-            let s = d.sentences(socks, &derived, &crr_load(16));
+            let s = d.sentences(socks, transactions, &crr_load(16));
             assert!(s[0].contains(": the listen backlog is below"), "{}", s[0]);
         }
         // Drops without overflow.
-        let s = deltas(&[("TcpExt.ListenDrops", 3)]).sentences(None, &derived, &crr_load(1));
+        let s = deltas(&[("TcpExt.ListenDrops", 3)]).sentences(None, transactions, &crr_load(1));
         assert!(
             s[0].contains("3 connection attempts were dropped at a listener without"),
             "{s:?}"
@@ -592,14 +584,14 @@ mod tests {
         // Nothing moved: nothing said.
         assert!(
             deltas(&[("Tcp.InSegs", 9)])
-                .sentences(None, &derived, &crr_load(1))
+                .sentences(None, transactions, &crr_load(1))
                 .is_empty()
         );
     }
 
     #[test]
     fn udp_buffer_drops_are_set_against_the_loads_loss() {
-        let derived = Derived::default();
+        let transactions = 0;
         let udp = |lost: Option<u64>| {
             let mut l = fixtures::profile(&fixtures::epoll_echo()).load;
             l.workload = "udp".into();
@@ -611,7 +603,7 @@ mod tests {
             l
         };
         let d = deltas(&[("Udp.RcvbufErrors", 12_345), ("Udp.InErrors", 12_345)]);
-        let s = d.sentences(None, &derived, &udp(Some(12_345)));
+        let s = d.sentences(None, transactions, &udp(Some(12_345)));
         assert_eq!(
             s,
             vec![
@@ -620,14 +612,14 @@ mod tests {
                     .to_string()
             ]
         );
-        let s = d.sentences(None, &derived, &udp(Some(12_400)));
+        let s = d.sentences(None, transactions, &udp(Some(12_400)));
         assert!(
             s[0].contains("the load lost 12,400, so 55 went missing"),
             "{s:?}"
         );
-        let s = d.sentences(None, &derived, &udp(Some(10)));
+        let s = d.sentences(None, transactions, &udp(Some(10)));
         assert!(s[0].contains("more than the 10 the load lost"), "{s:?}");
-        let s = deltas(&[]).sentences(None, &derived, &udp(Some(7)));
+        let s = deltas(&[]).sentences(None, transactions, &udp(Some(7)));
         assert!(
             s[0].contains("lost 7 datagrams, none to a full receive buffer"),
             "{s:?}"
@@ -637,7 +629,7 @@ mod tests {
             ("Udp.InErrors", 5),
             ("Udp.SndbufErrors", 1),
         ])
-        .sentences(None, &derived, &udp(None));
+        .sentences(None, transactions, &udp(None));
         assert!(
             s[0].starts_with("2 datagrams") && s[0].contains("(Udp6.RcvbufErrors)."),
             "{s:?}"
@@ -659,7 +651,7 @@ mod tests {
         ]);
         let mut load = crr_load(4);
         load.config.close = Some("rst".into());
-        let s = d.sentences(None, &Derived::default(), &load).join("\n");
+        let s = d.sentences(None, 0, &load).join("\n");
         for needle in [
             "5 closing connections skipped TIME_WAIT",
             "(TcpExt.TCPBacklogDrop)",

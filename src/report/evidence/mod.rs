@@ -1,7 +1,7 @@
 //! Kernel-side evidence of a profile (run.json `evidence`): what the kernel
 //! counted, queued and scheduled around the target during the window.
-//! Three parts, each filled by its own collector in `run/evidence/` and
-//! each rendering its own text lines, HTML and sentences here:
+//! Three parts, each filled by its own collector in `run/profile/collect/`
+//! and each rendering its own text lines, HTML and sentences here:
 //!
 //! - [`counters`]: deltas of /proc/net/snmp, /proc/net/netstat,
 //!   /proc/net/snmp6 and /proc/net/softnet_stat over the window, read in the
@@ -25,7 +25,7 @@ pub use sched::SchedEvidence;
 pub use sockets::SocketEvidence;
 
 use super::load::LoadReport;
-use super::profile::Derived;
+use super::table::Table;
 
 /// Everything the kernel said about the window.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -123,19 +123,28 @@ impl KernelEvidence {
         s
     }
 
-    /// The sentences this evidence supports, for the report's insights.
-    /// Nothing is said that was not measured.
-    pub fn sentences(&self, derived: &Derived, load: &LoadReport) -> Vec<String> {
+    /// The sentences this evidence supports, for the report's insights;
+    /// `transactions`: those the load completed (the profile's
+    /// `derived.transactions`), for per-transaction figures. Nothing is
+    /// said that was not measured.
+    pub fn sentences(&self, transactions: u64, load: &LoadReport) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(c) = &self.counters {
-            out.extend(c.sentences(self.sockets.as_ref(), derived, load));
+            out.extend(c.sentences(self.sockets.as_ref(), transactions, load));
         }
         if let Some(s) = &self.sockets {
-            out.extend(s.sentences(derived, load));
+            out.extend(s.sentences(transactions, load));
         }
         if let Some(s) = &self.sched {
-            out.extend(s.sentences(derived));
+            out.extend(s.sentences(transactions));
         }
         out
     }
+}
+
+/// An HTML table for an evidence section (the same markup as
+/// `report::html::table`, which imports this module's parent schema and so
+/// cannot be imported back).
+fn table(headers: &[&str], rows: &[Vec<String>], numeric: &[usize]) -> String {
+    Table::for_page(headers, numeric, rows.to_vec()).to_html()
 }

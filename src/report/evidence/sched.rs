@@ -11,7 +11,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::profile::Derived;
 use crate::report::units::{fmt_count, fmt_pct, fmt_us};
 
 /// Share of runnable time spent waiting above which a sentence is said:
@@ -147,7 +146,7 @@ impl SchedEvidence {
             "<h4>Run-queue delay</h4>{}<p class=\"lead\">Time the target's threads were runnable \
              but waiting for a CPU (schedstat), against their time on one; waiting share = \
              waiting / (waiting + on a CPU).</p>",
-            crate::report::html::table(
+            super::table(
                 &[
                     "threads",
                     "on a CPU, s",
@@ -162,14 +161,14 @@ impl SchedEvidence {
     }
 
     /// The sentence, when the wait is notable ([`Self::notable`]).
-    pub fn sentences(&self, derived: &Derived) -> Vec<String> {
+    pub fn sentences(&self, transactions: u64) -> Vec<String> {
         if !self.notable() {
             return Vec::new();
         }
-        let per_tx = if derived.transactions > 0 {
+        let per_tx = if transactions > 0 {
             format!(
                 ", {} of waiting per transaction",
-                fmt_us(self.runqueue_wait_s * 1e6 / derived.transactions as f64)
+                fmt_us(self.runqueue_wait_s * 1e6 / transactions as f64)
             )
         } else {
             String::new()
@@ -214,11 +213,7 @@ mod tests {
     #[test]
     fn a_notable_wait_is_said_and_always_shown() {
         let e = ev(1.234, 0.554);
-        let d = Derived {
-            transactions: 10_000,
-            ..Default::default()
-        };
-        let s = e.sentences(&d);
+        let s = e.sentences(10_000);
         assert_eq!(
             s,
             vec![
@@ -246,7 +241,7 @@ mod tests {
     fn a_small_wait_is_shown_but_not_said() {
         // 4% of runnable time: below the threshold.
         let e = ev(1.0, 0.0417);
-        assert!(e.sentences(&Derived::default()).is_empty());
+        assert!(e.sentences(0).is_empty());
         assert!(
             e.text_lines()[0].contains("waited 4% of"),
             "{:?}",
@@ -255,9 +250,9 @@ mod tests {
         // A large share of almost nothing: not said either.
         let e = ev(0.001, 0.005);
         assert!(e.wait_share > 0.5);
-        assert!(e.sentences(&Derived::default()).is_empty());
+        assert!(e.sentences(0).is_empty());
         // No transactions: no per-transaction figure.
-        let s = ev(1.0, 1.0).sentences(&Derived::default());
+        let s = ev(1.0, 1.0).sentences(0);
         assert!(
             s[0].contains("50%") && !s[0].contains("per transaction"),
             "{s:?}"

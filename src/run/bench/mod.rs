@@ -17,10 +17,10 @@ use nix::sys::signal::Signal;
 
 use super::exit::{self, fail};
 use super::machine;
-use super::publish::{Dest, Show, publish};
-use super::ready::{self, Proto};
-use super::staging::Staging;
-use super::target::{self, Launched, quote_block};
+use crate::process::publish::{Dest, Show, publish};
+use crate::process::ready::{self, Proto};
+use crate::process::staging::Staging;
+use crate::process::target::{self, Launched, quote_block};
 use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
 use crate::report::load::LoadReport;
 use crate::report::machine::Machine;
@@ -95,7 +95,7 @@ pub struct BenchContext<'a> {
     /// An emulated path every profile point runs on (`bench --path`).
     pub path: Option<(crate::netpath::PathSpec, crate::netpath::BackendChoice)>,
     signals: Signals,
-    scratch: super::staging::LockedDir,
+    scratch: crate::process::staging::LockedDir,
     scratch_n: u32,
 }
 

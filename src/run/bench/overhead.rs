@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::{BenchContext, Size};
+use crate::process::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::report::bench::{OverheadResult, OverheadRow};
 use crate::run::exit::{self, fail};
-use crate::run::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::signals::StopFlag;
 use crate::trace::{self, TargetSpec, TraceOptions};
 

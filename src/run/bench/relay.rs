@@ -19,13 +19,13 @@ use anyhow::{Context, Result};
 
 use super::{BenchContext, Size};
 use crate::load;
+use crate::process::ready::Proto;
+use crate::process::target::{Launched, STOP_GRACE, quote_block};
 use crate::procfs;
 use crate::report::bench::{RelayPoint, RelayResult, RelayRun};
 use crate::report::serve::relay::RelayReport;
 use crate::report::units::{human_bytes, human_ns};
 use crate::run::exit::{self, fail};
-use crate::run::ready::Proto;
-use crate::run::target::{Launched, STOP_GRACE, quote_block};
 
 /// What each point sends: (message bytes, connections).
 type Shape = (u32, u32);
@@ -95,7 +95,7 @@ fn find_haproxy() -> Option<PathBuf> {
 
 fn haproxy_version(bin: &Path) -> Option<String> {
     let mut cmd = std::process::Command::new(bin);
-    let out = crate::run::target::dies_with_us(&mut cmd)
+    let out = crate::process::target::dies_with_us(&mut cmd)
         .arg("-v")
         .output()
         .ok()?;

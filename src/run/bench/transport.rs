@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use super::BenchContext;
 use crate::report::bench::{TransportPoint, TransportResult};
-use crate::run::loadline::LoadLine;
+use crate::run::profile::loadline::LoadLine;
 use crate::run::profile::{self, ProfileSpec, ProfileTarget};
 
 /// Request and response size of every point.

@@ -10,10 +10,10 @@ use anyhow::{Context, Result};
 
 use super::{BenchContext, Size};
 use crate::load;
+use crate::process::ready::Proto;
+use crate::process::target::{Launched, STOP_GRACE, quote_block};
 use crate::report::bench::{UdpRcvbufResult, UdpTrial};
 use crate::run::exit::{self, fail};
-use crate::run::ready::Proto;
-use crate::run::target::{Launched, STOP_GRACE, quote_block};
 
 /// Asked-for receive buffers: (name, SO_RCVBUF request).
 const BUFFERS: [(&str, Option<u64>); 3] = [

@@ -31,8 +31,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::ready::{self, OwnedSocket, Proto};
 use crate::load::ConnTally;
+use crate::process::ready::{self, OwnedSocket, Proto};
 use crate::procfs::sock_diag;
 use crate::report::load::LoadReport;
 use crate::report::profile::{Attribution, ConnectionOwners, Sharer};

@@ -8,8 +8,6 @@ use std::collections::HashSet;
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::run::machine::is_loopback;
-
 /// Transport protocol of a socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Proto {
@@ -150,6 +148,14 @@ fn parse_addr(s: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
+/// True for 127.0.0.0/8, ::1 and IPv4-mapped loopback.
+pub fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v| v.is_loopback()),
+    }
+}
+
 /// Picks the socket a load should be sent to, among those of `proto`:
 /// loopback first, then the any-address (IPv4 before IPv6), then the
 /// rest; and returns the address to connect to (the any-address becomes
@@ -227,6 +233,14 @@ mod tests {
     const TCP6: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 00000000000000000000000001000000:1F91 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000000000000 100 0 0 10 0
 ";
+
+    #[test]
+    fn loopback_detection() {
+        assert!(is_loopback("127.0.0.2".parse().unwrap()));
+        assert!(is_loopback("::1".parse().unwrap()));
+        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("10.0.0.1".parse().unwrap()));
+    }
 
     #[test]
     fn parses_v4_and_v6_tables() {

@@ -128,7 +128,7 @@ fn start(program: &PathBuf) -> Result<Running> {
 /// Waits (bounded) for the watchdog's hello, so a program that does not
 /// understand `__watchdog` is an error now, not an unguarded run.
 fn wait_hello(ours: &OwnedFd) -> Result<()> {
-    if !super::target::wait_readable(ours.as_fd(), HELLO_TIMEOUT) {
+    if !super::pidfd::wait_readable(ours.as_fd(), HELLO_TIMEOUT) {
         bail!(
             "the watchdog did not answer within {} s",
             HELLO_TIMEOUT.as_secs()
@@ -220,8 +220,8 @@ pub fn shutdown() {
         return;
     };
     drop(channel);
-    let exited = super::target::pidfd_open(process.id() as i32)
-        .map(|fd| super::target::wait_pidfd(fd.as_fd(), EXIT_TIMEOUT))
+    let exited = super::pidfd::pidfd_open(process.id() as i32)
+        .map(|fd| super::pidfd::wait_pidfd(fd.as_fd(), EXIT_TIMEOUT))
         .unwrap_or(false);
     if !exited {
         let _ = process.kill();

@@ -153,7 +153,7 @@ impl Sampler {
         self.tree = tree.to_vec();
         self.inodes = tree
             .iter()
-            .flat_map(|&p| crate::run::ready::socket_inodes(p))
+            .flat_map(|&p| crate::process::ready::socket_inodes(p))
             .collect();
         self.refreshed = Some(Instant::now());
         let mut found = false;

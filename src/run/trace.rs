@@ -1,6 +1,9 @@
 //! The `sockscope trace` command: runs a validated [`TraceSpec`], then
-//! writes what the user asked for (the table on stderr or `-o`, `--json`).
-//! The options and their checks are in `crate::cli::trace`.
+//! writes what the user asked for (the table on stderr or `-o`, `--json`,
+//! `--interval` lines) and serves `--metrics` (the Prometheus exporter of
+//! `crate::metrics`, fed by the running trace's snapshots). Here, not in
+//! `trace/`, so that `metrics` reads `trace` and `trace` imports no
+//! `metrics`. The options and their checks are in `crate::cli::trace`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,11 +12,11 @@ use anyhow::Result;
 
 use std::sync::Arc;
 
-use super::interval::{IntervalWriter, JsonLines, Tables};
-use super::snapshot::SnapshotSink;
-use super::{TargetSpec, TraceOptions};
 use crate::report::trace_text::{self, TableView};
 use crate::report::{self, trace::TraceReport};
+use crate::trace::interval::{IntervalWriter, JsonLines, Tables};
+use crate::trace::snapshot::SnapshotSink;
+use crate::trace::{TargetSpec, TraceOptions};
 
 /// One `sockscope trace` run, validated: what to trace and where the
 /// results go (both destinations already checked writable).
@@ -89,7 +92,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         }
         None => None,
     };
-    let outcome = super::run(&options);
+    let outcome = crate::trace::run(&options);
     // The sinks' copies go with `options`; the last one stops the server.
     drop(options);
     drop(exporter);

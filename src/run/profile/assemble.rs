@@ -1,0 +1,401 @@
+//! The assemble step: the profile report built from what the run
+//! measured, once everything is in: the load's command line, the derived
+//! figures and their attribution when others serve the address, the
+//! sentences, the caveats, the windows and the path. Pure (the one thing
+//! read from the machine, the advice's settings, comes in as `advise`), so
+//! the report of any combination of parts can be checked without a run.
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use super::share::{self, Owners};
+use super::spec::ProfileTarget;
+use crate::load::LoadOutcome;
+use crate::netpath::{NetPath, PathRecord};
+use crate::process::ready::is_loopback;
+use crate::report::evidence::KernelEvidence;
+use crate::report::insight;
+use crate::report::load::LoadReport;
+use crate::report::machine::Machine;
+use crate::report::profile::{
+    Derived, ProfileReport, SCHEMA, SCHEMA_VERSION, Sharer, TargetRecord, Windows,
+};
+use crate::report::trace::TraceReport;
+use crate::report::tune::AuditRow;
+use crate::run::machine;
+
+/// Everything a run measured, gathered before any of it is interpreted.
+pub(super) struct Measured {
+    /// When the run started.
+    pub started_at: SystemTime,
+    /// The machine it ran on.
+    pub machine: Machine,
+    /// The target, as it was found, readied and stopped.
+    pub target: TargetRecord,
+    /// The address the load was sent to.
+    pub addr: SocketAddr,
+    /// The load's arguments after `sockscope load`.
+    pub load_argv: Vec<String>,
+    /// The load's outcome (without a failure: see `verdict::judge`).
+    pub load: LoadOutcome,
+    /// The load's wall time.
+    pub load_wall: Duration,
+    /// The tracer's report.
+    pub trace: TraceReport,
+    /// CPU of profile's own control work during the load, s.
+    pub control_cpu_s: f64,
+    /// Processes outside the traced tree that serve the address too.
+    pub shared_with: Vec<Sharer>,
+    /// Who held the load's connections, when they were sampled.
+    pub owners: Option<Owners>,
+    /// The kernel evidence, when collected.
+    pub evidence: Option<KernelEvidence>,
+    /// The emulated path's record, when the run had one.
+    pub path: Option<PathRecord>,
+    /// The load and the target may share CPUs.
+    pub shares_cpus: bool,
+}
+
+/// The report of a run: `command_line` is profile's own; `advise` gives
+/// the tuning rows the evidence supports (`tune::supported_by`), asked only
+/// when there is evidence.
+pub(super) fn assemble(
+    command_line: Vec<String>,
+    m: Measured,
+    advise: impl FnOnce(&KernelEvidence, &LoadReport) -> Vec<AuditRow>,
+) -> ProfileReport {
+    let Measured {
+        started_at,
+        machine,
+        target,
+        addr,
+        load_argv,
+        load,
+        load_wall,
+        trace,
+        control_cpu_s,
+        shared_with,
+        owners,
+        evidence,
+        path,
+        shares_cpus,
+    } = m;
+    let LoadOutcome {
+        report: mut load_report,
+        connections: load_conns,
+        ..
+    } = load;
+    let mut load_command = vec!["sockscope".to_string(), "load".to_string()];
+    load_command.extend(load_argv.iter().cloned());
+    load_report.config.command_line = load_command.clone();
+    let trace_report = trace;
+    let mut derived = insight::derive(
+        &load_report,
+        &trace_report,
+        target.server_report.as_ref(),
+        control_cpu_s,
+    );
+    if !shared_with.is_empty() {
+        let a = share::attribute(
+            shared_with,
+            owners.as_ref(),
+            &load_conns,
+            &load_report,
+            &trace_report,
+        );
+        insight::attribute_per_transaction(&mut derived, a);
+    }
+    let mut insights = insight::sentences(&derived, &load_report, &trace_report);
+    if let Some(p) = &path {
+        insights.insert(
+            1.min(insights.len()),
+            insight::emulated_path_sentence(&load_report, p),
+        );
+    }
+    let advice = evidence.as_ref().map_or_else(Vec::new, |e| {
+        insights.extend(e.sentences(derived.transactions, &load_report));
+        advise(e, &load_report)
+    });
+    let caveats = caveats(&machine, addr, shares_cpus, path.as_ref(), &derived);
+    let trace_s = trace_report.window.duration_s;
+    let windows = windows(&load_report, load_wall, trace_s);
+    ProfileReport {
+        header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
+        started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        command_line,
+        target,
+        load_command,
+        windows,
+        machine,
+        load: load_report,
+        trace: trace_report,
+        derived,
+        insights,
+        caveats,
+        evidence,
+        advice,
+        path: match path {
+            Some(p) => Some(NetPath::Emulated(Box::new(p))),
+            None if is_loopback(addr.ip()) => Some(NetPath::loopback()),
+            None => None,
+        },
+    }
+}
+
+/// The caveats, in order: the path's, the machine's (loopback, virtual
+/// machine, shared CPUs), a shared address's, a server that disagrees.
+fn caveats(
+    machine: &Machine,
+    addr: SocketAddr,
+    shares_cpus: bool,
+    path: Option<&PathRecord>,
+    derived: &Derived,
+) -> Vec<String> {
+    let mut caveats = machine::caveats(machine, Some(addr.ip()), shares_cpus);
+    if let Some(p) = path {
+        caveats.insert(0, p.caveat());
+    }
+    caveats.extend(attribution_caveat(derived));
+    if derived.server_agreement.as_deref() == Some("mismatch") {
+        caveats.push(
+            "The server's own transaction count disagrees with the load's (see the insights)."
+                .into(),
+        );
+    }
+    caveats
+}
+
+/// How the artifact names the kind of target.
+pub(super) fn mode(target: &ProfileTarget) -> &'static str {
+    match target {
+        ProfileTarget::Sockscope(_) => "sockscope",
+        ProfileTarget::Command(_) => "command",
+        ProfileTarget::Pid(_) => "pid",
+        ProfileTarget::Cgroup(_) => "cgroup",
+    }
+}
+
+/// The caveat of a run whose address others serve too.
+fn attribution_caveat(d: &Derived) -> Option<String> {
+    let a = d.attribution.as_ref()?;
+    let pids: Vec<String> = a.shared_with.iter().map(|s| s.pid.to_string()).collect();
+    Some(match a.share {
+        Some(share) => format!(
+            "Shared address: processes outside the traced tree (pids {}) serve it too; the \
+             per-transaction target figures are over the traced tree's estimated share ({:.1}%), \
+             an estimate ({}).",
+            pids.join(", "),
+            share * 100.0,
+            a.method
+        ),
+        None => format!(
+            "Shared address, UNATTRIBUTED: processes outside the traced tree (pids {}) serve \
+             it too and the traced tree's share is unknown; the target's per-transaction \
+             figures are null.",
+            pids.join(", ")
+        ),
+    })
+}
+
+/// The load and trace windows, and the note that says how they differ.
+fn windows(load_report: &LoadReport, load_wall: Duration, trace_s: f64) -> Windows {
+    Windows {
+        load_s: load_report.duration_s,
+        load_wall_s: load_wall.as_secs_f64(),
+        trace_s,
+        note: format!(
+            "The trace window ({trace_s:.3} s) opens before the load starts and closes after it \
+             returns, so it is {:.1} ms longer than the load's wall time ({:.3} s, connection \
+             set-up and teardown included); the load's own measured window is {:.3} s. Target \
+             CPU and syscalls cover the trace window; transactions cover the load.",
+            ((trace_s - load_wall.as_secs_f64()) * 1e3).max(0.0),
+            load_wall.as_secs_f64(),
+            load_report.duration_s
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::report::fixtures;
+
+    /// The parts of the fixture profile, as a run on 127.0.0.1 that
+    /// shares nothing.
+    fn measured() -> Measured {
+        let r = fixtures::profile(&fixtures::epoll_echo());
+        let mut machine = r.machine;
+        machine.virtualization_evidence = None;
+        Measured {
+            started_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_000_000_123),
+            machine,
+            target: r.target,
+            addr: "127.0.0.1:35871".parse().unwrap(),
+            load_argv: vec![
+                "tcp-rr".into(),
+                "127.0.0.1:35871".into(),
+                "-c".into(),
+                "4".into(),
+            ],
+            load: LoadOutcome {
+                report: r.load,
+                failure: None,
+                connections: Vec::new(),
+            },
+            load_wall: Duration::from_millis(2_050),
+            trace: r.trace,
+            control_cpu_s: 0.01,
+            shared_with: Vec::new(),
+            owners: None,
+            evidence: None,
+            path: None,
+            shares_cpus: false,
+        }
+    }
+
+    fn no_advice(_: &KernelEvidence, _: &LoadReport) -> Vec<AuditRow> {
+        panic!("advice asked without evidence")
+    }
+
+    #[test]
+    fn the_report_is_assembled_from_its_parts() {
+        let m = measured();
+        let target = m.target.clone();
+        let trace_s = m.trace.window.duration_s;
+        let load_s = m.load.report.duration_s;
+        let rep = assemble(vec!["sockscope".into(), "profile".into()], m, no_advice);
+        assert_eq!(rep.header.schema, SCHEMA);
+        assert_eq!(rep.header.schema_version, SCHEMA_VERSION);
+        assert_eq!(rep.started_at, "2026-11-18T11:06:40.123Z");
+        assert_eq!(rep.command_line, ["sockscope", "profile"]);
+        assert_eq!(
+            serde_json::to_value(&rep.target).unwrap(),
+            serde_json::to_value(&target).unwrap()
+        );
+        let load = ["sockscope", "load", "tcp-rr", "127.0.0.1:35871", "-c", "4"];
+        assert_eq!(rep.load_command, load);
+        assert_eq!(rep.load.config.command_line, load);
+        assert_eq!(rep.windows.load_s, load_s);
+        assert_eq!(rep.windows.load_wall_s, 2.05);
+        assert_eq!(rep.windows.trace_s, trace_s);
+        assert_eq!(rep.derived.control_thread_cpu_s, 0.01);
+        assert!(rep.derived.attribution.is_none());
+        assert!(rep.evidence.is_none() && rep.advice.is_empty());
+        assert!(!rep.insights.is_empty());
+        assert_eq!(rep.path, Some(NetPath::loopback()));
+        assert_eq!(rep.caveats.len(), 1, "{:?}", rep.caveats);
+        assert!(rep.caveats[0].starts_with("Loopback:"), "{:?}", rep.caveats);
+    }
+
+    #[test]
+    fn a_remote_address_has_no_path_and_no_loopback_caveat() {
+        let mut m = measured();
+        m.addr = "10.0.0.7:8080".parse().unwrap();
+        m.shares_cpus = true;
+        let rep = assemble(Vec::new(), m, no_advice);
+        assert_eq!(rep.path, None);
+        assert_eq!(rep.caveats.len(), 1, "{:?}", rep.caveats);
+        assert!(
+            rep.caveats[0].contains("share the same 2 CPUs"),
+            "{:?}",
+            rep.caveats
+        );
+    }
+
+    #[test]
+    fn evidence_adds_its_sentences_and_the_advice_it_supports() {
+        let mut m = measured();
+        m.evidence = Some(KernelEvidence {
+            sched: Some(crate::report::evidence::SchedEvidence {
+                on_cpu_s: 1.0,
+                runqueue_wait_s: 1.0,
+                wait_share: 0.5,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let asked = Cell::new(0);
+        let rep = assemble(Vec::new(), m, |_, load| {
+            asked.set(asked.get() + 1);
+            assert_eq!(load.config.command_line[..2], ["sockscope", "load"]);
+            vec![AuditRow::default()]
+        });
+        assert_eq!(asked.get(), 1);
+        assert_eq!(rep.advice.len(), 1);
+        assert!(rep.evidence.is_some());
+        assert!(
+            rep.insights
+                .last()
+                .is_some_and(|s| s.starts_with("The target's threads waited 50%")),
+            "{:?}",
+            rep.insights
+        );
+    }
+
+    #[test]
+    fn a_shared_address_is_attributed_and_said() {
+        let mut m = measured();
+        m.shared_with = vec![Sharer {
+            pid: 4242,
+            comm: "worker".into(),
+            how: "reuseport".into(),
+        }];
+        let rep = assemble(Vec::new(), m, no_advice);
+        let a = rep.derived.attribution.as_ref().expect("an attribution");
+        assert_eq!(a.shared_with.len(), 1);
+        let c = rep.caveats.last().unwrap();
+        assert!(
+            c.starts_with("Shared address") && c.contains("pids 4242"),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn the_attribution_caveat_says_the_share_or_that_it_is_unknown() {
+        let mut d = Derived::default();
+        assert_eq!(attribution_caveat(&d), None);
+        d.attribution = Some(crate::report::profile::Attribution {
+            shared_with: vec![Sharer {
+                pid: 7,
+                comm: "w".into(),
+                how: "same_socket".into(),
+            }],
+            share: Some(0.25),
+            method: "accepts".into(),
+            ..Default::default()
+        });
+        let c = attribution_caveat(&d).unwrap();
+        assert!(c.contains("(pids 7)") && c.contains("share (25.0%)"), "{c}");
+        assert!(c.contains("an estimate (accepts)"), "{c}");
+        d.attribution.as_mut().unwrap().share = None;
+        let c = attribution_caveat(&d).unwrap();
+        assert!(c.starts_with("Shared address, UNATTRIBUTED"), "{c}");
+    }
+
+    #[test]
+    fn the_windows_note_says_how_much_longer_the_trace_was() {
+        let mut load = fixtures::profile(&fixtures::epoll_echo()).load;
+        load.duration_s = 2.0;
+        let w = windows(&load, Duration::from_millis(2_100), 2.1254);
+        assert_eq!((w.load_s, w.load_wall_s, w.trace_s), (2.0, 2.1, 2.1254));
+        assert!(
+            w.note.starts_with("The trace window (2.125 s)"),
+            "{}",
+            w.note
+        );
+        assert!(w.note.contains("it is 25.4 ms longer"), "{}", w.note);
+        assert!(w.note.contains("window is 2.000 s"), "{}", w.note);
+        // Never a negative difference.
+        let w = windows(&load, Duration::from_secs(3), 2.0);
+        assert!(w.note.contains("it is 0.0 ms longer"), "{}", w.note);
+    }
+
+    #[test]
+    fn modes_are_named() {
+        assert_eq!(mode(&ProfileTarget::Sockscope(Vec::new())), "sockscope");
+        assert_eq!(mode(&ProfileTarget::Command(Vec::new())), "command");
+        assert_eq!(mode(&ProfileTarget::Pid(1)), "pid");
+    }
+}

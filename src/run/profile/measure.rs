@@ -1,0 +1,351 @@
+//! One profile run, step by step: [`measure`] calls one function per step
+//! and holds what must outlive them, declared so that an early return drops
+//! them in order: the collectors, the tracer (its window closes), the
+//! target (stopped, [`Subject`]), then the emulated path.
+//!
+//! The steps: launch or find the target ([`subject::start`]); wait until it
+//! serves ([`ready`]); attach the tracer and the collectors ([`attach`]);
+//! run the load while a watcher thread aborts it if the target dies
+//! ([`load`]); close the window and finish the collectors ([`finish`]);
+//! judge the run ([`verdict::judge`]); stop the target ([`subject::stop`]);
+//! assemble the report ([`assemble::assemble`]).
+//!
+//! Threads: the caller's thread blocks SIGINT/SIGTERM/SIGHUP/SIGCHLD first
+//! (so every thread started here inherits the mask), a tracer thread runs
+//! `trace::run` in attach mode, a watcher thread aborts the load if the
+//! target dies, and the load runs on the calling thread. Every wait is
+//! bounded; every process started here is stopped by a guard on every path.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use nix::sys::signal::Signal;
+
+use super::assemble::{self, Measured};
+use super::collect;
+use super::readiness;
+use super::share::{self, Owners};
+use super::spec::{ProfileSpec, ProfileTarget};
+use super::subject::{self, Subject};
+use super::tracer::{self, FINISH_TIMEOUT, TracerThread};
+use super::verdict;
+use super::watch::{check_signals, start_watcher};
+use crate::cli::load::LoadCommand;
+use crate::load::{self, LoadOutcome};
+use crate::netpath::EmulatedPath;
+use crate::process::ready::{OwnedSocket, Proto};
+use crate::report::evidence::KernelEvidence;
+use crate::report::machine::Machine;
+use crate::report::profile::{ProfileReport, Sharer, StopRecord, TargetRecord};
+use crate::run::exit::{self, fail};
+use crate::run::machine;
+use crate::signals::{Signals, StopFlag};
+use crate::trace::{self, TraceOutcome};
+
+/// Runs one profile and returns its report; writes nothing. A launched
+/// target is started on the calling thread (its PR_SET_PDEATHSIG is tied
+/// to it), which must therefore outlive the call. Failures carry the
+/// statuses of [`exit`].
+pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
+    // Before any thread exists: every thread started below inherits it.
+    let mut signals = Signals::block(&[
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ])?;
+    trace::preflight::check_for(trace::preflight::Programs::Tracing, "sockscope profile")
+        .map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}")))?;
+    let started_at = SystemTime::now();
+    let machine = Machine::current();
+
+    // Before the target: it is started inside the path's namespace. Dropped
+    // after the target (declared first), on every path out of here.
+    let path = match &spec.path {
+        Some(p) => Some(EmulatedPath::create(p, spec.path_backend).context("building --path")?),
+        None => None,
+    };
+    let t_launch = Instant::now();
+    let mut subject = subject::start(spec, path.as_ref())?;
+    let ready = ready(spec, &mut subject, &mut signals, path.as_ref(), t_launch)?;
+    let load_argv = spec.load.with_addr(ready.addr);
+    let cmd = spec.load.command(ready.addr)?;
+    let mut shared_with = find_sharers(spec, subject.pid, ready.addr);
+
+    let mut attached = attach(spec, &mut subject, &mut signals, &shared_with, ready.addr)?;
+    let window = load(spec, path.as_ref(), cmd, &subject, &attached)?;
+    let finished = finish(&mut attached, window);
+    // A worker started during the run serves the address too.
+    share::merge_sharers(
+        &mut shared_with,
+        find_sharers(spec, subject.pid, ready.addr),
+    );
+
+    check_signals(&mut signals, "during the run")?;
+    let died = finished.died;
+    let (load_outcome, trace_out) = verdict::judge(finished.loaded, finished.traced, || {
+        (died || subject.exited()).then(|| subject::target_died(&mut subject))
+    })?;
+
+    // Stop what we started, and read the server's own account.
+    let (stop, server_report) = subject::stop(&mut subject)?;
+    let path_record = path.map(EmulatedPath::finish);
+    let shares_cpus = machine::shares_cpus_with(subject.pid);
+    let addr = ready.addr;
+    let target = target_record(spec, &subject, ready, stop, server_report);
+    // The tracer's window closed with the load; its thread's handle goes.
+    drop(attached);
+    let measured = Measured {
+        started_at,
+        machine,
+        target,
+        addr,
+        load_argv,
+        load: load_outcome,
+        load_wall: finished.load_wall,
+        trace: trace_out.report,
+        control_cpu_s: finished.control_cpu_s,
+        shared_with,
+        owners: finished.owners,
+        evidence: finished.evidence,
+        path: path_record,
+        shares_cpus,
+    };
+    Ok(assemble::assemble(
+        spec.command_line.clone(),
+        measured,
+        crate::tune::supported_by,
+    ))
+}
+
+/// What the ready step learned about the target.
+struct Ready {
+    /// The address the load goes to.
+    addr: SocketAddr,
+    /// Every socket the target owned then.
+    sockets: Vec<OwnedSocket>,
+    /// From the launch to readiness.
+    after: Duration,
+    /// Its command name.
+    comm: String,
+}
+
+/// The ready step: waits until the target serves (see
+/// [`readiness::wait_ready`]) and notes when and what it is.
+fn ready(
+    spec: &ProfileSpec,
+    subject: &mut Subject,
+    signals: &mut Signals,
+    path: Option<&EmulatedPath>,
+    t_launch: Instant,
+) -> Result<Ready> {
+    let (addr, sockets) = readiness::wait_ready(spec, subject, signals, path.map(|p| p.target_ip))?;
+    let after = t_launch.elapsed();
+    Ok(Ready {
+        addr,
+        sockets,
+        after,
+        comm: crate::procfs::comm(subject.pid).unwrap_or_default(),
+    })
+}
+
+/// Processes outside the traced tree (the target and its descendants) that
+/// serve the load's address too.
+fn find_sharers(spec: &ProfileSpec, pid: i32, addr: SocketAddr) -> Vec<Sharer> {
+    let proto = if spec.load.is_udp() {
+        Proto::Udp
+    } else {
+        Proto::TcpListen
+    };
+    share::sharers(&share::tree_of(pid), addr, proto)
+}
+
+/// Samples the load's connections when others serve the address and the
+/// load keeps its connections (tcp-rr, http, redis, memcached; a
+/// connection per transaction is too short-lived: its share comes from the
+/// trace's accepts).
+fn start_share_sampler(
+    spec: &ProfileSpec,
+    shared_with: &[Sharer],
+    addr: SocketAddr,
+    pid: i32,
+) -> Result<Option<share::Sampler>> {
+    if shared_with.is_empty() || !spec.load.persistent {
+        return Ok(None);
+    }
+    let others = shared_with.iter().map(|s| s.pid).collect();
+    share::Sampler::start(addr, pid, others).map(Some)
+}
+
+/// The tracer and the collectors, attached before the load. Fields drop
+/// in declaration order: the collectors, then the tracer.
+struct Attached {
+    collector: Option<collect::Collector>,
+    sampler: Option<share::Sampler>,
+    tracer: TracerThread,
+    /// The tracer thread's CPU clock (profile's control work).
+    control_clock: Option<libc::clockid_t>,
+}
+
+/// The attach step: starts the tracer and waits for its window, then the
+/// share sampler (when others serve the address) and the evidence
+/// collector (when asked for).
+fn attach(
+    spec: &ProfileSpec,
+    subject: &mut Subject,
+    signals: &mut Signals,
+    shared_with: &[Sharer],
+    addr: SocketAddr,
+) -> Result<Attached> {
+    let tracer = tracer::start_tracer(spec, subject.pid, spec.count_only)?;
+    let control_clock = tracer.handle.as_ref().and_then(tracer::cpu_clock_of);
+    tracer::wait_window(&tracer, subject, signals)?;
+    let sampler = start_share_sampler(spec, shared_with, addr, subject.pid)?;
+    let collector = if spec.evidence {
+        Some(collect::Collector::start(subject.pid, addr)?)
+    } else {
+        None
+    };
+    Ok(Attached {
+        collector,
+        sampler,
+        tracer,
+        control_clock,
+    })
+}
+
+/// The target watcher of the load step, to be ended once the load is over.
+struct Watcher {
+    done: Arc<StopFlag>,
+    died: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+/// What the load step returns: the load's outcome (judged later), its
+/// wall time, the control thread's CPU over it, and the watcher.
+struct Window {
+    loaded: Result<LoadOutcome>,
+    wall: Duration,
+    control_cpu_s: f64,
+    watcher: Watcher,
+}
+
+/// The load step: runs the load (on a thread inside the generator's
+/// namespace when there is a path) while a watcher thread aborts it if the
+/// target exits.
+fn load(
+    spec: &ProfileSpec,
+    path: Option<&EmulatedPath>,
+    cmd: LoadCommand,
+    subject: &Subject,
+    attached: &Attached,
+) -> Result<Window> {
+    let abort = Arc::new(StopFlag::new()?);
+    let done = Arc::new(StopFlag::new()?);
+    let died = Arc::new(AtomicBool::new(false));
+    let handle = start_watcher(
+        subject
+            .exit_fd
+            .try_clone()
+            .context("duplicating the target's pidfd")?,
+        Arc::clone(&abort),
+        Arc::clone(&done),
+        Arc::clone(&died),
+    )?;
+    let control0 = tracer::thread_cpu_s(attached.control_clock);
+    let t_load = Instant::now();
+    let loaded = match path {
+        None => load::execute_until(cmd, spec.quiet, Some(abort)),
+        // On a thread of its own inside the generator's namespace: the
+        // load's workers, started by it, are born there.
+        Some(p) => std::thread::scope(|s| {
+            s.spawn(|| {
+                p.enter_generator()?;
+                load::execute_until(cmd, spec.quiet, Some(abort))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the load thread panicked")))
+        }),
+    };
+    let wall = t_load.elapsed();
+    let control_cpu_s = (tracer::thread_cpu_s(attached.control_clock) - control0).max(0.0);
+    Ok(Window {
+        loaded,
+        wall,
+        control_cpu_s,
+        watcher: Watcher { done, died, handle },
+    })
+}
+
+/// What the run left once its window closed, before it is judged.
+struct Finished {
+    loaded: Result<LoadOutcome>,
+    load_wall: Duration,
+    /// The control thread's and the share sampler's CPU, s.
+    control_cpu_s: f64,
+    owners: Option<Owners>,
+    evidence: Option<KernelEvidence>,
+    traced: Result<Result<TraceOutcome>, mpsc::RecvTimeoutError>,
+    /// The watcher saw the target exit during the load.
+    died: bool,
+}
+
+/// The sample step's end: finishes the share sampler and the evidence
+/// collector, closes the tracer's window and waits (bounded) for its
+/// result, and ends the watcher.
+fn finish(attached: &mut Attached, window: Window) -> Finished {
+    let (owners, sampler_cpu) = attached.sampler.take().map(share::Sampler::finish).unzip();
+    let evidence = attached.collector.take().map(collect::Collector::finish);
+    let control_cpu_s = window.control_cpu_s + sampler_cpu.unwrap_or(0.0);
+    attached.tracer.stop.raise();
+    let Watcher { done, died, handle } = window.watcher;
+    done.raise();
+    let traced = attached.tracer.done.recv_timeout(FINISH_TIMEOUT);
+    let _ = handle.join();
+    Finished {
+        loaded: window.loaded,
+        load_wall: window.wall,
+        control_cpu_s,
+        owners,
+        evidence,
+        traced,
+        died: died.load(Ordering::SeqCst),
+    }
+}
+
+/// The artifact's record of the target.
+fn target_record(
+    spec: &ProfileSpec,
+    subject: &Subject,
+    ready: Ready,
+    stop: Option<StopRecord>,
+    server_report: Option<serde_json::Value>,
+) -> TargetRecord {
+    TargetRecord {
+        mode: assemble::mode(&spec.target).into(),
+        command: subject.launched.as_ref().map(|l| l.argv.clone()),
+        pid: subject.pid,
+        comm: ready.comm,
+        address: ready.addr.to_string(),
+        sockets: ready
+            .sockets
+            .iter()
+            .map(|s| readiness::fmt_socket(s, subject.pid))
+            .collect(),
+        ready_after_s: subject.launched.as_ref().map(|_| ready.after.as_secs_f64()),
+        stop,
+        server_report,
+        cgroup: match &spec.target {
+            ProfileTarget::Cgroup(cg) => Some(cg.rel.clone()),
+            _ => None,
+        },
+        unit: match &spec.target {
+            ProfileTarget::Cgroup(cg) => cg.unit.clone(),
+            _ => None,
+        },
+    }
+}

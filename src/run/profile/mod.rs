@@ -1,0 +1,50 @@
+//! `sockscope profile`: launch (or find) a target, wait until it owns a
+//! listening socket, trace it while a load runs against it, stop it, and
+//! write one artifact from the load's and the trace's reports.
+//!
+//! - [`measure`] (`measure.rs`): the run itself, one function per step;
+//!   it returns the report and writes nothing (`bench transport` calls it
+//!   per point). Its steps: `subject` (launch or find the target, stop it),
+//!   `readiness` (wait until it serves), `tracer` (attach, the window),
+//!   `watch` (signals, the target's exit during the load), `verdict`
+//!   (whether the run counts, and its status), `assemble` (the report
+//!   from the measured parts); `spec` is what to measure;
+//! - [`loadline`]: the `--load` string, filled with the learned address;
+//! - [`collect`]: the kernel evidence gathered around the window (counter
+//!   snapshots, one sampler thread for the target's sockets and schedstat);
+//! - [`share`]: who else serves the load's address, and the traced tree's
+//!   share of the load.
+
+mod assemble;
+pub mod collect;
+pub mod loadline;
+mod measure;
+mod readiness;
+pub mod share;
+mod spec;
+mod subject;
+mod tracer;
+mod verdict;
+mod watch;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+pub use measure::measure;
+pub use spec::{ProfileSpec, ProfileTarget, check_target_args};
+
+use crate::process::publish::{Dest, Show, publish};
+use crate::process::staging::Staging;
+
+/// `sockscope profile`: measures, then writes DIR/run.json, summary.txt
+/// and report.html as a set; prints the summary and the report's path.
+pub fn run(spec: &ProfileSpec, out: Option<&Path>) -> Result<u8> {
+    let dest = out
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(format!("profile-{}", super::timestamp())));
+    let staging = Staging::new(&dest)?;
+    let rep = measure(spec)?;
+    publish(&rep, Dest::Staged(staging), Show::unless_quiet(spec.quiet))?;
+    Ok(0)
+}

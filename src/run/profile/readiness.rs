@@ -1,0 +1,331 @@
+//! The ready step: wait until the target itself (or, attached, its tree
+//! or cgroup) owns a socket the load can use, learn the address to load,
+//! and say precisely why when it does not (exited, port taken by someone
+//! else, a child holds the listener, nothing reachable on the path).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use super::loadline::AddrSlot;
+use super::spec::{ProfileSpec, ProfileTarget};
+use super::subject::{Subject, cgroup_pids};
+use super::watch::check_signals;
+use crate::process::ready::{self, OwnedSocket, Proto};
+use crate::process::target;
+use crate::run::exit::{self, fail};
+use crate::signals::Signals;
+
+/// Waits until the target itself owns a socket the load can use; returns
+/// the address to load and every socket it owns.
+pub(super) fn wait_ready(
+    spec: &ProfileSpec,
+    subject: &mut Subject,
+    signals: &mut Signals,
+    path_ip: Option<Ipv4Addr>,
+) -> Result<(std::net::SocketAddr, Vec<OwnedSocket>)> {
+    let proto = if spec.load.is_udp() {
+        Proto::Udp
+    } else {
+        Proto::TcpListen
+    };
+    let kind = if spec.load.is_udp() {
+        "a bound UDP socket"
+    } else {
+        "a listening TCP socket"
+    };
+    let explicit = match &spec.load.slot {
+        AddrSlot::Explicit(a) => Some(crate::cli::values::resolve(a)?),
+        _ => None,
+    };
+    let t0 = Instant::now();
+    let deadline = t0 + spec.ready_timeout;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        check_signals(signals, "while waiting for the target to be ready")?;
+        if subject.exited() {
+            let status = subject
+                .launched
+                .as_mut()
+                .and_then(|l| l.try_exited())
+                .map_or_else(|| "exited".to_string(), target::describe_status);
+            let tail = subject.log_tail();
+            let taken = ["in use", "EADDRINUSE"].iter().any(|w| tail.contains(w));
+            let code = if taken {
+                exit::PORT_TAKEN
+            } else {
+                exit::TARGET_EXITED_EARLY
+            };
+            let why = if taken {
+                "its port is taken (address in use)"
+            } else {
+                "it never owned"
+            };
+            return Err(fail(
+                code,
+                format!(
+                    "the target (pid {}) exited ({status}) before it was ready: {why}{}; its \
+                     output:\n{tail}",
+                    subject.pid,
+                    if taken {
+                        "".to_string()
+                    } else {
+                        format!(" {kind}")
+                    },
+                ),
+            ));
+        }
+        let socks = ready_sockets(spec, subject.pid);
+        match explicit {
+            None => {
+                let chosen = match path_ip {
+                    Some(ip) => choose_on_path(subject, &socks, proto, ip)?,
+                    None => ready::choose(&socks, proto),
+                };
+                if let Some(addr) = chosen {
+                    return Ok((addr, socks));
+                }
+            }
+            Some(addr) => {
+                if ready::serves(&socks, proto, addr) {
+                    return Ok((addr, socks));
+                }
+                let others =
+                    ready::listeners_on_port(addr.port(), proto, &ready_tree(spec, subject.pid));
+                let mine = socks.iter().any(|s| s.proto == proto);
+                if mine && !others.is_empty() {
+                    return Err(port_taken(subject, addr, &socks, &others));
+                }
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            if let Some(addr) = explicit {
+                let others =
+                    ready::listeners_on_port(addr.port(), proto, &ready_tree(spec, subject.pid));
+                if !others.is_empty() {
+                    return Err(port_taken(subject, addr, &socks, &others));
+                }
+            }
+            return Err(not_ready(spec, subject, kind, proto, &socks, explicit));
+        }
+        // Wake early on the target's exit or a signal; otherwise re-read
+        // /proc with a growing pause (5 ms doubling to 100 ms).
+        let wait = pause.min(deadline - now);
+        let mut pfds = [
+            PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+            PollFd::new(subject.exit_fd.as_fd(), PollFlags::POLLIN),
+        ];
+        let ms = wait.as_millis().max(1).min(i32::MAX as u128) as i32;
+        let _ = poll(
+            &mut pfds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        );
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// On a path: the target's path address with the port of a socket bound
+/// to it or to a wildcard; an error when the target listens only on
+/// addresses the path cannot reach (127.0.0.1).
+fn choose_on_path(
+    subject: &Subject,
+    socks: &[OwnedSocket],
+    proto: Proto,
+    ip: Ipv4Addr,
+) -> Result<Option<std::net::SocketAddr>> {
+    let mine: Vec<&OwnedSocket> = socks.iter().filter(|s| s.proto == proto).collect();
+    if let Some(s) = mine
+        .iter()
+        .find(|s| s.local.ip() == IpAddr::V4(ip) || s.local.ip().is_unspecified())
+    {
+        return Ok(Some(std::net::SocketAddr::new(
+            IpAddr::V4(ip),
+            s.local.port(),
+        )));
+    }
+    if mine.is_empty() {
+        return Ok(None);
+    }
+    Err(crate::error::usage(format!(
+        "--path: {} listens on {} only, which the load in the other namespace cannot reach; \
+         make it listen on the path's target address {ip} or a wildcard (0.0.0.0 / [::]); a \
+         sockscope serve target gets --listen {ip}:0 when it has no --listen of its own",
+        subject.describe(),
+        fmt_sockets(socks, subject.pid)
+    )))
+}
+
+/// The sockets that make the target ready: with --pid, those of the
+/// traced tree (the pid and its descendants, as the tracer follows them),
+/// so a master whose worker holds the listener (haproxy -W, nginx,
+/// postgres) is ready; a launched target must hold it itself.
+fn ready_sockets(spec: &ProfileSpec, pid: i32) -> Vec<OwnedSocket> {
+    match &spec.target {
+        ProfileTarget::Pid(_) => ready::tree_sockets(pid),
+        ProfileTarget::Cgroup(cg) => cgroup_pids(&cg.path)
+            .into_iter()
+            .flat_map(ready::owned_sockets)
+            .collect(),
+        _ => ready::owned_sockets(pid),
+    }
+}
+
+/// The processes whose sockets count as the target's (see
+/// [`ready_sockets`]); anyone else listening on the port is someone else.
+fn ready_tree(spec: &ProfileSpec, pid: i32) -> Vec<i32> {
+    match &spec.target {
+        ProfileTarget::Pid(_) => std::iter::once(pid)
+            .chain(crate::procfs::descendants(pid))
+            .collect(),
+        ProfileTarget::Cgroup(cg) => cgroup_pids(&cg.path),
+        _ => vec![pid],
+    }
+}
+
+/// `tcp 127.0.0.1:80`, with the holder's pid when it is not `root`.
+pub(super) fn fmt_socket(s: &OwnedSocket, root: i32) -> String {
+    format!(
+        "{} {}{}",
+        match s.proto {
+            Proto::TcpListen => "tcp",
+            Proto::Udp => "udp",
+        },
+        s.local,
+        if s.pid == root {
+            String::new()
+        } else {
+            format!(" (pid {})", s.pid)
+        }
+    )
+}
+
+fn fmt_sockets(socks: &[OwnedSocket], root: i32) -> String {
+    if socks.is_empty() {
+        return "none".into();
+    }
+    socks
+        .iter()
+        .map(|s| fmt_socket(s, root))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn port_taken(
+    subject: &Subject,
+    addr: std::net::SocketAddr,
+    socks: &[OwnedSocket],
+    others: &[(i32, String)],
+) -> anyhow::Error {
+    let who: Vec<String> = others
+        .iter()
+        .map(|(p, c)| format!("pid {p} ({c})"))
+        .collect();
+    fail(
+        exit::PORT_TAKEN,
+        format!(
+            "{addr} is not served by {}: another process listens there ({}); the target owns: \
+             {}. Give the load no address (profile learns the target's own) or the target's \
+             address.",
+            subject.describe(),
+            who.join(", "),
+            fmt_sockets(socks, subject.pid)
+        ),
+    )
+}
+
+fn not_ready(
+    spec: &ProfileSpec,
+    subject: &Subject,
+    kind: &str,
+    proto: Proto,
+    socks: &[OwnedSocket],
+    explicit: Option<std::net::SocketAddr>,
+) -> anyhow::Error {
+    let tree = matches!(
+        spec.target,
+        ProfileTarget::Pid(_) | ProfileTarget::Cgroup(_)
+    );
+    let mut msg = format!(
+        "{}{} did not own {kind}{} within {:.1} s (--ready-timeout); {}: {}",
+        subject.describe(),
+        if tree { " and its descendants" } else { "" },
+        explicit.map_or_else(String::new, |a| format!(" serving {a}")),
+        spec.ready_timeout.as_secs_f64(),
+        if tree { "they own" } else { "it owns" },
+        fmt_sockets(socks, subject.pid)
+    );
+    if tree {
+        // Its descendants' sockets are already in `socks`: there is no
+        // child to point at, and --pid was given.
+        return fail(exit::TIMED_OUT, msg);
+    }
+    let kids: Vec<String> = crate::procfs::descendants(subject.pid)
+        .into_iter()
+        .filter_map(|p| {
+            let s: Vec<OwnedSocket> = ready::owned_sockets(p)
+                .into_iter()
+                .filter(|s| s.proto == proto)
+                .collect();
+            (!s.is_empty()).then(|| {
+                format!(
+                    "pid {p} ({}) owns {}",
+                    crate::procfs::comm(p).unwrap_or_default(),
+                    fmt_sockets(&s, p)
+                )
+            })
+        })
+        .collect();
+    if !kids.is_empty() {
+        msg.push_str(&format!(
+            ". A child process does: {}. profile measures the process it launched itself; \
+             start the server so that it is that process (e.g. `exec` in a shell wrapper) or \
+             use --pid",
+            kids.join("; ")
+        ));
+    }
+    if subject.launched.is_some() {
+        msg.push_str(&format!("; its output:\n{}", subject.log_tail()));
+    }
+    fail(exit::TIMED_OUT, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sock(proto: Proto, local: &str, pid: i32) -> OwnedSocket {
+        OwnedSocket {
+            proto,
+            local: local.parse().unwrap(),
+            inode: 1,
+            pid,
+        }
+    }
+
+    #[test]
+    fn sockets_are_named_with_their_holder_when_it_is_not_the_root() {
+        assert_eq!(
+            fmt_socket(&sock(Proto::TcpListen, "127.0.0.1:80", 10), 10),
+            "tcp 127.0.0.1:80"
+        );
+        assert_eq!(
+            fmt_socket(&sock(Proto::Udp, "[::]:53", 11), 10),
+            "udp [::]:53 (pid 11)"
+        );
+        assert_eq!(fmt_sockets(&[], 10), "none");
+        assert_eq!(
+            fmt_sockets(
+                &[
+                    sock(Proto::TcpListen, "0.0.0.0:8080", 10),
+                    sock(Proto::Udp, "127.0.0.1:9", 12)
+                ],
+                10
+            ),
+            "tcp 0.0.0.0:8080, udp 127.0.0.1:9 (pid 12)"
+        );
+    }
+}

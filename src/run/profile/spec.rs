@@ -1,0 +1,100 @@
+//! What a profile run measures, parsed and validated by `cli::profile`:
+//! the target (launched, a pid, a cgroup), the `--load` line, the path.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::loadline::LoadLine;
+use crate::trace::launch::RunAs;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub enum ProfileTarget {
+    /// Run this sockscope binary with these arguments (`serve echo ...`).
+    Sockscope(Vec<String>),
+    /// Run this program.
+    Command(Vec<OsString>),
+    /// Attach to this running process; it is not stopped afterwards.
+    Pid(i32),
+    /// Trace every process of this cgroup (a service under systemd or a
+    /// container runtime); nothing in it is stopped afterwards.
+    Cgroup(crate::trace::scope::CgroupTarget),
+}
+
+/// One profile run, parsed and validated.
+#[derive(Clone, Debug)]
+pub struct ProfileSpec {
+    /// The target.
+    pub target: ProfileTarget,
+    /// The load line (address filled in once learned).
+    pub load: LoadLine,
+    /// Longest wait for the target to own a listening socket.
+    pub ready_timeout: Duration,
+    /// Trace with the entry hook only (no latency).
+    pub count_only: bool,
+    /// Collect kernel evidence (counters, sockets, run-queue delay).
+    pub evidence: bool,
+    /// Launched targets run as this user.
+    pub run_as: Option<RunAs>,
+    /// No progress bar.
+    pub quiet: bool,
+    /// The command line recorded in the artifact.
+    pub command_line: Vec<String>,
+    /// An emulated path between the load and the target (None: loopback
+    /// or whatever address the target has).
+    pub path: Option<crate::netpath::PathSpec>,
+    /// How the path is built.
+    pub path_backend: crate::netpath::BackendChoice,
+}
+
+/// Checks the arguments of a `--target`: a `--json` of its own is refused.
+/// profile hands a serve target a descriptor for its report and embeds the
+/// report in run.json; reading back a path the target wrote (it may run as
+/// another user, who could put a link to any file there) is what it must
+/// never do as root.
+pub fn check_target_args(args: &[String]) -> Result<()> {
+    if let Some(a) = args
+        .iter()
+        .find(|a| *a == "--json" || a.starts_with("--json="))
+    {
+        return Err(crate::error::usage(format!(
+            "--target: leave out {a}: profile gives a serve target its own report descriptor \
+             and puts the server's report in run.json (target.server_report)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_target_may_not_name_its_own_json() {
+        assert!(check_target_args(&words(&["serve", "echo", "--threads", "2"])).is_ok());
+        for a in [
+            words(&["serve", "echo", "--json", "/tmp/x"]),
+            words(&["serve", "udp-sink", "--json=/tmp/x"]),
+        ] {
+            let e = check_target_args(&a).unwrap_err();
+            let x = e
+                .downcast_ref::<crate::error::Exit>()
+                .expect("a usage error");
+            assert_eq!(x.code, 2);
+            assert!(
+                x.message.starts_with("--target: leave out --json"),
+                "{}",
+                x.message
+            );
+            assert!(x.message.contains("target.server_report"), "{}", x.message);
+        }
+        // Only the option itself: a value that merely contains it is fine.
+        assert!(check_target_args(&words(&["serve", "echo", "--listen", "--jsonish"])).is_ok());
+    }
+}

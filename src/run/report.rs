@@ -1,0 +1,83 @@
+//! `sockscope report FILE`: re-renders report.html and summary.txt from
+//! the JSON of a profile, bench or demo artifact alone.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::error;
+use crate::process::publish::{Dest, Show, publish};
+use crate::report::{self, artifact};
+
+/// `sockscope report FILE`: re-renders report.html and summary.txt from a
+/// profile, bench or demo artifact, into `out` (default: beside FILE).
+pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        error::usage(format!(
+            "{}: {}",
+            file.display(),
+            crate::output::errno_text(&e)
+        ))
+    })?;
+    let mut v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| error::usage(format!("{}: not JSON: {e}", file.display())))?;
+    let schema = v["schema"].as_str().unwrap_or("").to_string();
+    let dir = match out {
+        Some(d) => d.to_path_buf(),
+        None => match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
+    };
+    let wrong = |e: serde_json::Error| {
+        error::usage(format!(
+            "{}: not a valid {schema} artifact: {e}",
+            file.display()
+        ))
+    };
+    // Version 1 artifacts are converted to the current header first.
+    if let Err(version) = report::header::upgrade(&mut v) {
+        return Err(error::usage(format!(
+            "{}: schema {schema:?} version {} is not one this sockscope reads ({})",
+            file.display(),
+            version.unwrap_or(0),
+            report::header::READABLE
+        )));
+    }
+    let art = match artifact::from_value(&schema, v) {
+        Some(read) => read.map_err(wrong)?,
+        None => {
+            return Err(error::usage(format!(
+                "{}: schema {schema:?} has no report (expected sockscope.profile, \
+                 sockscope.bench, sockscope.demo or sockscope.load)",
+                file.display()
+            )));
+        }
+    };
+    if out.is_some() {
+        ensure_out_dir(&dir)?;
+    }
+    publish(art.as_ref(), Dest::Existing(dir), Show::unless_quiet(quiet))?;
+    Ok(0)
+}
+
+/// `report --out DIR`: creates DIR when it does not exist yet (its parent
+/// must); an existing DIR must be a directory. Refusals are usage errors.
+fn ensure_out_dir(dir: &Path) -> Result<()> {
+    use crate::output::{Followed, errno_text, follow};
+    let usage = |e: anyhow::Error| error::usage(format!("--out {e:#}"));
+    match follow(dir).map_err(usage)? {
+        Followed::Path(_, Some(m)) if m.is_dir() => Ok(()),
+        Followed::Path(p, None) => std::fs::create_dir(&p).map_err(|e| {
+            error::usage(format!(
+                "--out {}: creating it: {}",
+                dir.display(),
+                errno_text(&e)
+            ))
+        }),
+        _ => Err(error::usage(format!(
+            "--out {}: exists and is not a directory",
+            dir.display()
+        ))),
+    }
+}
