@@ -4,13 +4,16 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+
+use crate::run::bench::{EXPERIMENTS, Experiment};
 
 /// `sockscope bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The experiment.
-    #[arg(value_enum)]
-    pub name: crate::run::bench::Experiment,
+    #[arg(value_parser = experiment_parser())]
+    pub name: &'static dyn Experiment,
     /// Artifact directory (default: bench-NAME-YYYYmmdd-HHMMSS).
     #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -37,15 +40,32 @@ impl BenchArgs {
             return Ok(None);
         };
         let spec = crate::netpath::PathSpec::parse(text)?;
-        if spec.is_some() && self.name != crate::run::bench::Experiment::Transport {
+        if spec.is_some() && !self.name.takes_path() {
+            let takers: Vec<&str> = EXPERIMENTS
+                .iter()
+                .filter(|e| e.takes_path())
+                .map(|e| e.name())
+                .collect();
             return Err(crate::error::usage(format!(
                 "--path: bench {} does not drive its load through profile; only bench \
-                 transport takes --path",
-                self.name.name()
+                 {} takes --path",
+                self.name.name(),
+                takers.join(", bench ")
             )));
         }
         Ok(spec.map(|s| (s, self.path_backend)))
     }
+}
+
+/// `bench NAME`: one of the registered experiments ([`EXPERIMENTS`]),
+/// each listed in `bench --help` with its sentence.
+fn experiment_parser() -> impl TypedValueParser<Value = &'static dyn Experiment> {
+    PossibleValuesParser::new(
+        EXPERIMENTS
+            .iter()
+            .map(|e| PossibleValue::new(e.name()).help(e.about())),
+    )
+    .map(|name| crate::run::bench::find(&name).expect("a registered experiment's name"))
 }
 
 /// `sockscope demo` options.
@@ -57,4 +77,45 @@ pub struct DemoArgs {
     /// Well under a minute instead of about two.
     #[arg(long)]
     pub quick: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn every_registered_experiment_is_accepted_and_listed_in_help() {
+        let mut help = Vec::new();
+        <Cli as clap::CommandFactory>::command()
+            .find_subcommand_mut("bench")
+            .expect("a bench subcommand")
+            .write_long_help(&mut help)
+            .unwrap();
+        let help = String::from_utf8(help).unwrap();
+        assert!(!EXPERIMENTS.is_empty());
+        for e in EXPERIMENTS {
+            let cli = Cli::try_parse_from(["sockscope", "bench", e.name()])
+                .unwrap_or_else(|err| panic!("bench {}: {err}", e.name()));
+            let Command::Bench(args) = cli.command else {
+                panic!("bench {} parsed as another command", e.name());
+            };
+            assert_eq!(args.name.name(), e.name());
+            assert!(
+                help.contains(&format!("- {}:", e.name())),
+                "{}: {help}",
+                e.name()
+            );
+            let about: String = e
+                .about()
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(help.contains(&about), "{}: {help}", e.name());
+        }
+        assert!(Cli::try_parse_from(["sockscope", "bench", "no-such-experiment"]).is_err());
+    }
 }

@@ -190,7 +190,7 @@ pub enum Plan {
     /// `sockscope bench`.
     Bench {
         /// The experiment.
-        experiment: crate::run::bench::Experiment,
+        experiment: &'static dyn crate::run::bench::Experiment,
         /// Artifact directory (None: a timestamped default).
         out: Option<PathBuf>,
         /// Fewer points, shorter runs.
