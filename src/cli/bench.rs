@@ -57,6 +57,38 @@ impl BenchArgs {
     }
 }
 
+/// `bench`'s line in `sockscope --help`, naming every registered experiment.
+pub fn about() -> String {
+    let names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name()).collect();
+    format!(
+        "Run a built-in experiment ({}) and write bench.json, summary.txt and report.html",
+        names.join(", ")
+    )
+}
+
+/// `bench --help`'s examples and exit status; the experiments that need BPF
+/// are named from the registry.
+pub fn after_help() -> String {
+    let bpf: Vec<&str> = EXPERIMENTS
+        .iter()
+        .filter(|e| e.needs_bpf())
+        .map(|e| e.name())
+        .collect();
+    let bpf = match bpf.split_last() {
+        None => String::new(),
+        Some((last, [])) => format!("{last} needs BPF"),
+        Some((last, rest)) => format!("{} and {last} need BPF", rest.join(", ")),
+    };
+    format!(
+        "Examples:\n  sockscope bench transport --out out/transport\n  \
+         sockscope bench udp-rcvbuf --quick\n  sockscope bench overhead\n  \
+         sockscope bench relay --quick\n\n\
+         Exit status: as for profile: 3-8 name the failing component (6: {bpf}, checked \
+         before anything is measured: root, or the capabilities the message names); 128+N \
+         when interrupted by signal N (Ctrl-C: 130), also during a load."
+    )
+}
+
 /// `bench NAME`: one of the registered experiments ([`EXPERIMENTS`]),
 /// each listed in `bench --help` with its sentence.
 fn experiment_parser() -> impl TypedValueParser<Value = &'static dyn Experiment> {
