@@ -87,15 +87,9 @@ pub enum Command {
     /// tracing it, and write run.json, summary.txt and report.html.
     #[command(after_help = PROFILE_HELP)]
     Profile(ProfileArgs),
-    /// Run a built-in experiment (transport, udp-rcvbuf, overhead, relay)
-    /// and write bench.json, summary.txt and report.html.
-    #[command(
-        after_help = "Examples:\n  sockscope bench transport --out out/transport\n  \
-sockscope bench udp-rcvbuf --quick\n  sockscope bench overhead\n  sockscope bench relay --quick\n\n\
-Exit status: as for profile: 3-8 name the failing component (6: transport, overhead and \
-relay need BPF, checked before anything is measured: root, or the capabilities the \
-message names); 128+N when interrupted by signal N (Ctrl-C: 130), also during a load."
-    )]
+    /// Run a built-in experiment and write bench.json, summary.txt and
+    /// report.html (the experiments listed are the registry's).
+    #[command(about = bench::about(), long_about = None, after_help = bench::after_help())]
     Bench(BenchArgs),
     /// Run the built-in experiments with one report (about two minutes;
     /// --quick: well under one).
@@ -190,7 +184,7 @@ pub enum Plan {
     /// `sockscope bench`.
     Bench {
         /// The experiment.
-        experiment: crate::run::bench::Experiment,
+        experiment: &'static dyn crate::run::bench::Experiment,
         /// Artifact directory (None: a timestamped default).
         out: Option<PathBuf>,
         /// Fewer points, shorter runs.

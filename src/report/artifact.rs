@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::bench::{self, BenchReport, DemoReport};
 use super::load::{self, LoadReport};
 use super::profile::{self, ProfileReport};
-use super::{bench_text, html, load_text, profile_text};
+use super::{html, load_text, profile_text};
 
 /// The summary's file name in an artifact directory.
 pub const SUMMARY_FILE: &str = "summary.txt";
@@ -62,10 +62,10 @@ impl Artifact for BenchReport {
         pretty(self)
     }
     fn summary(&self) -> String {
-        bench_text::render(self)
+        bench::text::render(self)
     }
     fn page(&self) -> String {
-        html::bench_page(self)
+        bench::page::bench_page(self)
     }
 }
 
@@ -77,10 +77,10 @@ impl Artifact for DemoReport {
         pretty(self)
     }
     fn summary(&self) -> String {
-        bench_text::render_demo(self)
+        bench::text::render_demo(self)
     }
     fn page(&self) -> String {
-        html::demo_page(self)
+        bench::page::demo_page(self)
     }
 }
 

@@ -246,7 +246,11 @@ mod tests {
 
         let b: bench::BenchReport =
             read_v1(include_str!("../../tests/fixtures/v1/bench-relay.json"));
-        let runs = &b.relay.as_ref().unwrap().relay_runs;
+        let runs = &b
+            .results
+            .get::<bench::relay::RelayResult>()
+            .unwrap()
+            .relay_runs;
         assert!(!runs.is_empty());
         for r in runs {
             assert_eq!(r.report.header.build.git_commit, b.header.build.git_commit);

@@ -2,12 +2,11 @@
 //! inline SVG charts, comparison, and the atomic writer every artifact goes
 //! through. [`artifact`] is what the profile, experiment and demo
 //! artifacts have in common (their JSON, summary and page); [`table`] a
-//! table rendered to text and to HTML, [`bench_table`] each experiment's.
+//! table rendered to text and to HTML; [`bench`] each experiment's
+//! results, table, text and page section.
 
 pub mod artifact;
 pub mod bench;
-pub mod bench_table;
-pub mod bench_text;
 pub mod compare;
 pub mod evidence;
 #[cfg(test)]

@@ -9,20 +9,12 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::Result;
 
-use super::bench::{self, BenchContext, Experiment, Size};
+use super::bench::{self, BenchContext, EXPERIMENTS, Size};
 use crate::error;
 use crate::process::publish::{Dest, Show, publish};
 use crate::process::staging::Staging;
 use crate::report::bench::{DEMO_SCHEMA, DemoReport, NotRun, SCHEMA_VERSION};
 use crate::report::machine::Machine;
-
-/// The experiments the demo runs, in order.
-pub const EXPERIMENTS: [Experiment; 4] = [
-    Experiment::Transport,
-    Experiment::UdpRcvbuf,
-    Experiment::Overhead,
-    Experiment::Relay,
-];
 
 /// Runs the demo; writes DIR/demo.json, summary.txt, report.html (and the
 /// transport points' run.json files) as a set. Exit status 0 when
@@ -38,7 +30,8 @@ pub fn run(out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
     let mut experiments = Vec::new();
     let mut not_run = Vec::new();
     let mut missing_required = Vec::new();
-    for exp in EXPERIMENTS {
+    // Every registered experiment, in the registry's order.
+    for &exp in EXPERIMENTS {
         if let Err(why) = exp.preflight("sockscope demo") {
             not_run.push(NotRun {
                 experiment: exp.name().into(),

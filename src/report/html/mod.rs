@@ -3,18 +3,13 @@
 //! every figure, the derived sentences and the caveats.
 //!
 //! This file is the page's chrome (style sheet, header, cards, tables,
-//! the environment table). [`profile`] holds the sections of a profile;
-//! each experiment has its section in a file of its own ([`transport`],
-//! [`udp_rcvbuf`], [`overhead`], [`relay`]), and [`bench`] puts them on
-//! the page of one experiment or of the demo.
+//! the environment table). [`profile`] holds the sections of a profile,
+//! [`load`] the page of a load artifact; each experiment's section lives
+//! with its results (`report/bench/<name>.rs`), and `report::bench::page`
+//! puts them on the page of one experiment or of the demo.
 
-pub mod bench;
 pub mod load;
-pub mod overhead;
 pub mod profile;
-pub mod relay;
-pub mod transport;
-pub mod udp_rcvbuf;
 
 use std::fmt::Write as _;
 
@@ -22,7 +17,6 @@ use super::machine::{Build, Machine};
 use super::svg::esc;
 use super::table::Table;
 
-pub use bench::{bench_page, demo_page};
 pub use load::load_page;
 pub use profile::profile_page;
 
@@ -89,7 +83,8 @@ pub fn table(headers: &[&str], rows: &[Vec<String>], numeric: &[usize]) -> Strin
     Table::for_page(headers, numeric, rows.to_vec()).to_html()
 }
 
-fn card(id: &str, title: &str, lead: &str, inner: &str) -> String {
+/// A card: a titled section with a lead paragraph.
+pub fn card(id: &str, title: &str, lead: &str, inner: &str) -> String {
     format!(
         "<section class=\"card\" id=\"{}\"><h3>{}</h3><p class=\"lead\">{}</p>{inner}</section>",
         esc(id),
@@ -98,7 +93,8 @@ fn card(id: &str, title: &str, lead: &str, inner: &str) -> String {
     )
 }
 
-fn list(items: &[String], class: &str) -> String {
+/// A list of sentences, with a class.
+pub fn list(items: &[String], class: &str) -> String {
     let mut s = format!("<ul class=\"{class}\">");
     for i in items {
         let _ = write!(s, "<li>{}</li>", esc(i));
@@ -107,7 +103,8 @@ fn list(items: &[String], class: &str) -> String {
     s
 }
 
-fn caveats_box(caveats: &[String]) -> String {
+/// The caveats box (nothing without caveats).
+pub fn caveats_box(caveats: &[String]) -> String {
     if caveats.is_empty() {
         return String::new();
     }

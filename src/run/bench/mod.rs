@@ -1,6 +1,7 @@
 //! `sockscope bench NAME`: the built-in experiments. Each is one file
-//! beside its siblings; this file is the registry and what they share (the
-//! artifact directory being written, signals, progress lines).
+//! beside its siblings implementing [`Experiment`]; this file is the
+//! registry ([`EXPERIMENTS`], which the CLI and the demo read) and what they
+//! share (the artifact directory being written, signals, progress lines).
 
 pub mod overhead;
 pub mod relay;
@@ -12,60 +13,69 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
-use clap::ValueEnum;
 use nix::sys::signal::Signal;
 
 use super::exit::{self, fail};
-use super::machine;
 use crate::process::publish::{Dest, Show, publish};
 use crate::process::ready::{self, Proto};
 use crate::process::staging::Staging;
 use crate::process::target::{self, Launched, quote_block};
-use crate::report::bench::{BenchReport, SCHEMA, SCHEMA_VERSION};
+use crate::report::bench::{BenchReport, ExperimentResult, Results, SCHEMA, SCHEMA_VERSION};
 use crate::report::load::LoadReport;
 use crate::report::machine::Machine;
 use crate::signals::Signals;
 use crate::trace::preflight::{self, Programs};
 
-/// The experiments `sockscope bench` knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Experiment {
-    /// Echo transports (threaded, epoll, uring) across connection counts
-    /// under tcp-rr and tcp-crr, each point a traced profile.
-    Transport,
-    /// UDP loss with a small, the default and a large receive buffer.
-    UdpRcvbuf,
-    /// The tracer's overhead on a getppid loop, against strace and perf
-    /// (where installed).
-    Overhead,
-    /// serve relay's data paths (userspace, splice, sockmap) against
-    /// HAProxy (when installed) and the echo server reached directly.
-    Relay,
+/// One built-in experiment, as `sockscope bench` and the demo run it.
+/// Each is a unit struct in its own file, registered in [`EXPERIMENTS`];
+/// its results are a [`crate::report::bench::Section`] registered on the
+/// report side.
+pub trait Experiment: Sync {
+    /// Its name on the command line and in artifacts (`udp-rcvbuf`).
+    fn name(&self) -> &'static str;
+    /// One sentence for `bench --help`.
+    fn about(&self) -> &'static str;
+    /// The BPF programs it loads, if any.
+    fn bpf(&self) -> Option<Programs>;
+    /// True when it drives its load through profile, so `bench --path`
+    /// applies to it.
+    fn takes_path(&self) -> bool {
+        false
+    }
+    /// What limits its figures on `machine` (after the run).
+    fn caveats(&self, machine: &Machine) -> Vec<String>;
+    /// Runs it into `ctx`'s directory: its results and the sentences they
+    /// support.
+    fn run(
+        &self,
+        ctx: &mut BenchContext<'_>,
+        size: Size,
+    ) -> Result<(ExperimentResult, Vec<String>)>;
 }
 
-impl Experiment {
-    /// Its name on the command line and in artifacts.
-    pub fn name(self) -> &'static str {
-        match self {
-            Experiment::Transport => "transport",
-            Experiment::UdpRcvbuf => "udp-rcvbuf",
-            Experiment::Overhead => "overhead",
-            Experiment::Relay => "relay",
-        }
-    }
+/// Every experiment, in the order `bench --help` lists them and the demo
+/// runs them. One line each.
+pub static EXPERIMENTS: &[&dyn Experiment] = &[
+    &transport::Transport,
+    &udp_rcvbuf::UdpRcvbuf,
+    &overhead::Overhead,
+    &relay::Relay,
+];
 
-    /// The BPF programs it loads, if any: the tracer (transport,
-    /// overhead) or serve relay's sockmap (relay).
-    pub fn bpf(self) -> Option<Programs> {
-        match self {
-            Experiment::Transport | Experiment::Overhead => Some(Programs::Tracing),
-            Experiment::Relay => Some(Programs::Sockmap),
-            Experiment::UdpRcvbuf => None,
-        }
-    }
+/// The registered experiment called `name`.
+pub fn find(name: &str) -> Option<&'static dyn Experiment> {
+    EXPERIMENTS.iter().copied().find(|e| e.name() == name)
+}
 
+impl std::fmt::Debug for dyn Experiment + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl dyn Experiment + '_ {
     /// True when it needs BPF (root, BTF).
-    pub fn needs_bpf(self) -> bool {
+    pub fn needs_bpf(&self) -> bool {
         self.bpf().is_some()
     }
 
@@ -74,13 +84,22 @@ impl Experiment {
     /// load; `who` is the command run ("sockscope bench relay"). Without
     /// it, a relay run as non-root would measure its other paths for
     /// seconds and then fail on libbpf's errno.
-    pub fn preflight(self, who: &str) -> Result<()> {
+    pub fn preflight(&self, who: &str) -> Result<()> {
         match self.bpf() {
             None => Ok(()),
             Some(programs) => preflight::check_for(programs, who)
                 .map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}"))),
         }
     }
+}
+
+/// The caveats of an experiment on loopback (`machine::caveats` for a
+/// run between two processes on 127.0.0.1), then `extra`.
+pub fn loopback_caveats(machine: &Machine, extra: &[&str]) -> Vec<String> {
+    let loopback = Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    let mut c = super::machine::caveats(machine, loopback, true);
+    c.extend(extra.iter().map(|s| s.to_string()));
+    c
 }
 
 /// What every experiment gets: where to write, how to report progress,
@@ -214,78 +233,29 @@ pub struct Size {
 }
 
 /// Runs one experiment into `ctx`'s directory and returns its report.
-pub fn run(exp: Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<BenchReport> {
+pub fn run(exp: &dyn Experiment, size: Size, ctx: &mut BenchContext<'_>) -> Result<BenchReport> {
     let started_at = SystemTime::now();
     let t0 = Instant::now();
     let machine = Machine::current();
-    let mut rep = BenchReport {
+    let (result, insights) = exp.run(ctx, size)?;
+    Ok(BenchReport {
         header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         experiment: exp.name().into(),
         machine: machine.clone(),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
-        duration_s: 0.0,
+        duration_s: t0.elapsed().as_secs_f64(),
         command_line: ctx.command_line.clone(),
         quick: size.quick,
-        transport: None,
-        udp_rcvbuf: None,
-        overhead: None,
-        relay: None,
-        insights: Vec::new(),
-        caveats: Vec::new(),
-    };
-    let loopback = Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
-    match exp {
-        Experiment::Transport => {
-            let plan = transport::TransportPlan::new(size.quick, size.demo);
-            ctx.progress(&format!("bench transport: {} traced profiles", plan.len()));
-            let (t, ins) = transport::run(ctx, &plan)?;
-            rep.transport = Some(t);
-            rep.insights = ins;
-            rep.caveats = machine::caveats(&machine, loopback, true);
-        }
-        Experiment::UdpRcvbuf => {
-            let (u, ins) = udp_rcvbuf::run(ctx, size)?;
-            rep.udp_rcvbuf = Some(u);
-            rep.insights = ins;
-            rep.caveats = machine::caveats(&machine, loopback, true);
-            rep.caveats.push(
-                "The kernel's RcvbufErrors counter is machine-wide (per network namespace): any \
-                 other UDP receiver dropping at the same time adds to it."
-                    .into(),
-            );
-        }
-        Experiment::Overhead => {
-            let (o, ins) = overhead::run(ctx, size)?;
-            rep.overhead = Some(o);
-            rep.insights = ins;
-            rep.caveats = machine::caveats(&machine, None, false);
-            rep.caveats.push(
-                "A getppid loop is the worst case for a syscall tracer: almost nothing but \
-                 syscalls. A real server spends most of its time elsewhere."
-                    .into(),
-            );
-        }
-        Experiment::Relay => {
-            let (r, ins) = relay::run(ctx, size)?;
-            rep.relay = Some(r);
-            rep.insights = ins;
-            rep.caveats = machine::caveats(&machine, loopback, true);
-            rep.caveats.push(
-                "Relay, echo server and load generator share this machine's CPUs: a path that \
-                 costs more CPU anywhere (kernel workers included) leaves less for the others, \
-                 which is why the machine-wide CPU per transaction is the column to compare."
-                    .into(),
-            );
-        }
-    }
-    rep.duration_s = t0.elapsed().as_secs_f64();
-    Ok(rep)
+        results: Results(vec![result]),
+        insights,
+        caveats: exp.caveats(&machine),
+    })
 }
 
 /// `sockscope bench NAME [--out DIR] [--quick]`: runs it and writes
 /// DIR/bench.json, summary.txt and report.html as a set.
 pub fn run_cli(
-    exp: Experiment,
+    exp: &dyn Experiment,
     out: Option<&Path>,
     quick: bool,
     quiet: bool,

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 
 use super::{BenchContext, Size};
 use crate::process::target::{self, Launched, STOP_GRACE, quote_block};
-use crate::report::bench::{OverheadResult, OverheadRow};
+use crate::report::bench::overhead::{OverheadResult, OverheadRow};
 use crate::run::exit::{self, fail};
 use crate::signals::StopFlag;
 use crate::trace::{self, TargetSpec, TraceOptions};
@@ -170,6 +170,38 @@ fn median(v: &[f64]) -> f64 {
         s[n / 2]
     } else {
         (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// `bench overhead`.
+pub struct Overhead;
+
+impl super::Experiment for Overhead {
+    fn name(&self) -> &'static str {
+        "overhead"
+    }
+    fn about(&self) -> &'static str {
+        "The tracer's overhead on a getppid loop, against strace and perf (where installed)"
+    }
+    fn bpf(&self) -> Option<crate::trace::preflight::Programs> {
+        Some(crate::trace::preflight::Programs::Tracing)
+    }
+    fn caveats(&self, machine: &crate::report::machine::Machine) -> Vec<String> {
+        let mut c = crate::run::machine::caveats(machine, None, false);
+        c.push(
+            "A getppid loop is the worst case for a syscall tracer: almost nothing but \
+             syscalls. A real server spends most of its time elsewhere."
+                .into(),
+        );
+        c
+    }
+    fn run(
+        &self,
+        ctx: &mut BenchContext<'_>,
+        size: Size,
+    ) -> Result<(crate::report::bench::ExperimentResult, Vec<String>)> {
+        let (o, ins) = run(ctx, size)?;
+        Ok((o.into(), ins))
     }
 }
 

@@ -22,7 +22,7 @@ use crate::load;
 use crate::process::ready::Proto;
 use crate::process::target::{Launched, STOP_GRACE, quote_block};
 use crate::procfs;
-use crate::report::bench::{RelayPoint, RelayResult, RelayRun};
+use crate::report::bench::relay::{RelayPoint, RelayResult, RelayRun};
 use crate::report::serve::relay::RelayReport;
 use crate::report::units::{human_bytes, human_ns};
 use crate::run::exit::{self, fail};
@@ -338,6 +338,40 @@ fn median(v: &mut [f64]) -> f64 {
 fn median_u64(v: &[u64]) -> u64 {
     let mut f: Vec<f64> = v.iter().map(|x| *x as f64).collect();
     median(&mut f) as u64
+}
+
+/// `bench relay`.
+pub struct Relay;
+
+impl super::Experiment for Relay {
+    fn name(&self) -> &'static str {
+        "relay"
+    }
+    fn about(&self) -> &'static str {
+        "serve relay's data paths (userspace, splice, sockmap) against HAProxy (when installed) \
+         and the echo server reached directly"
+    }
+    fn bpf(&self) -> Option<crate::trace::preflight::Programs> {
+        Some(crate::trace::preflight::Programs::Sockmap)
+    }
+    fn caveats(&self, machine: &crate::report::machine::Machine) -> Vec<String> {
+        super::loopback_caveats(
+            machine,
+            &[
+                "Relay, echo server and load generator share this machine's CPUs: a path that \
+               costs more CPU anywhere (kernel workers included) leaves less for the others, \
+               which is why the machine-wide CPU per transaction is the column to compare.",
+            ],
+        )
+    }
+    fn run(
+        &self,
+        ctx: &mut BenchContext<'_>,
+        size: Size,
+    ) -> Result<(crate::report::bench::ExperimentResult, Vec<String>)> {
+        let (r, ins) = run(ctx, size)?;
+        Ok((r.into(), ins))
+    }
 }
 
 /// Runs every round; returns the result and its sentences.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::BenchContext;
-use crate::report::bench::{TransportPoint, TransportResult};
+use crate::report::bench::transport::{TransportPoint, TransportResult};
 use crate::run::profile::loadline::LoadLine;
 use crate::run::profile::{self, ProfileSpec, ProfileTarget};
 
@@ -56,6 +56,38 @@ impl TransportPlan {
     /// True when there is nothing to run.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// `bench transport`.
+pub struct Transport;
+
+impl super::Experiment for Transport {
+    fn name(&self) -> &'static str {
+        "transport"
+    }
+    fn about(&self) -> &'static str {
+        "Echo transports (threaded, epoll, uring) across connection counts under tcp-rr and \
+         tcp-crr, each point a traced profile"
+    }
+    fn bpf(&self) -> Option<crate::trace::preflight::Programs> {
+        Some(crate::trace::preflight::Programs::Tracing)
+    }
+    fn takes_path(&self) -> bool {
+        true
+    }
+    fn caveats(&self, machine: &crate::report::machine::Machine) -> Vec<String> {
+        super::loopback_caveats(machine, &[])
+    }
+    fn run(
+        &self,
+        ctx: &mut BenchContext<'_>,
+        size: super::Size,
+    ) -> Result<(crate::report::bench::ExperimentResult, Vec<String>)> {
+        let plan = TransportPlan::new(size.quick, size.demo);
+        ctx.progress(&format!("bench transport: {} traced profiles", plan.len()));
+        let (t, ins) = run(ctx, &plan)?;
+        Ok((t.into(), ins))
     }
 }
 

@@ -12,7 +12,7 @@ use super::{BenchContext, Size};
 use crate::load;
 use crate::process::ready::Proto;
 use crate::process::target::{Launched, STOP_GRACE, quote_block};
-use crate::report::bench::{UdpRcvbufResult, UdpTrial};
+use crate::report::bench::udp_rcvbuf::{UdpRcvbufResult, UdpTrial};
 use crate::run::exit::{self, fail};
 
 /// Asked-for receive buffers: (name, SO_RCVBUF request).
@@ -29,6 +29,38 @@ fn sysctl_u64(name: &str) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// `bench udp-rcvbuf`.
+pub struct UdpRcvbuf;
+
+impl super::Experiment for UdpRcvbuf {
+    fn name(&self) -> &'static str {
+        "udp-rcvbuf"
+    }
+    fn about(&self) -> &'static str {
+        "UDP loss with a small, the default and a large receive buffer"
+    }
+    fn bpf(&self) -> Option<crate::trace::preflight::Programs> {
+        None
+    }
+    fn caveats(&self, machine: &crate::report::machine::Machine) -> Vec<String> {
+        super::loopback_caveats(
+            machine,
+            &[
+                "The kernel's RcvbufErrors counter is machine-wide (per network namespace): any \
+               other UDP receiver dropping at the same time adds to it.",
+            ],
+        )
+    }
+    fn run(
+        &self,
+        ctx: &mut BenchContext<'_>,
+        size: Size,
+    ) -> Result<(crate::report::bench::ExperimentResult, Vec<String>)> {
+        let (u, ins) = run(ctx, size)?;
+        Ok((u.into(), ins))
+    }
 }
 
 /// Runs every trial.

@@ -1,11 +1,10 @@
-//! summary.txt of an experiment or of the demo: the text columns of its
-//! table ([`super::bench_table`]), then the sentences.
+//! summary.txt of an experiment or of the demo: each result's text (the
+//! text columns of its table, see [`super::Section`]), then the sentences.
 
 use std::fmt::Write as _;
 
-use super::bench::{BenchReport, DemoReport};
-use super::bench_table;
-use super::profile_text::wrap;
+use super::{BenchReport, DemoReport};
+use crate::report::profile_text::wrap;
 
 /// Renders one experiment.
 pub fn render(r: &BenchReport) -> String {
@@ -18,23 +17,8 @@ pub fn render(r: &BenchReport) -> String {
         r.duration_s,
         r.machine.describe()
     );
-    if let Some(t) = &r.transport {
-        s.push_str(&bench_table::transport(&t.points).to_text());
-    }
-    if let Some(u) = &r.udp_rcvbuf {
-        s.push_str(&bench_table::udp_rcvbuf(u).to_text());
-    }
-    if let Some(o) = &r.overhead {
-        s.push_str(&bench_table::overhead(o).to_text());
-        for sk in &o.skipped {
-            let _ = writeln!(s, "skipped: {sk}");
-        }
-    }
-    if let Some(x) = &r.relay {
-        s.push_str(&bench_table::relay(x).to_text());
-        for sk in &x.skipped {
-            let _ = writeln!(s, "skipped: {sk}");
-        }
+    for x in r.results.iter() {
+        s.push_str(&x.section().text());
     }
     for i in &r.insights {
         let _ = writeln!(s, "  * {}", wrap(i, 96, "    "));

@@ -1,14 +1,12 @@
 //! The page of one experiment (report.html of `sockscope bench`) and the
-//! demo's page, which holds the sections of every experiment it ran.
+//! demo's page, which holds the sections of every experiment it ran (each
+//! result's own, see [`super::Section`]), in the chrome of
+//! [`crate::report::html`].
 
 use std::fmt::Write as _;
 
-use super::overhead::overhead_body;
-use super::relay::relay_body;
-use super::transport::transport_body;
-use super::udp_rcvbuf::udp_body;
-use super::{caveats_box, environment, list, page, table};
-use crate::report::bench::{BenchReport, DemoReport};
+use super::{BenchReport, DemoReport};
+use crate::report::html::{caveats_box, environment, list, page, table};
 use crate::report::svg::esc;
 
 /// The sections of one experiment (ids prefixed with `p`).
@@ -22,17 +20,8 @@ pub fn bench_body(p: &str, r: &BenchReport) -> String {
             list(&r.insights, "insights")
         );
     }
-    if let Some(t) = &r.transport {
-        b.push_str(&transport_body(p, t));
-    }
-    if let Some(u) = &r.udp_rcvbuf {
-        b.push_str(&udp_body(p, u));
-    }
-    if let Some(o) = &r.overhead {
-        b.push_str(&overhead_body(p, o));
-    }
-    if let Some(x) = &r.relay {
-        b.push_str(&relay_body(p, x));
+    for x in r.results.iter() {
+        b.push_str(&x.section().html(p));
     }
     b
 }
