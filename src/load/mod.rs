@@ -32,6 +32,7 @@ pub mod driver;
 pub mod engine;
 pub mod http;
 pub mod keyspace;
+pub mod kv;
 pub mod memcached;
 pub mod per_txn;
 pub mod persistent;
