@@ -43,10 +43,12 @@ pub mod schedule;
 pub mod socket;
 pub mod tally;
 pub mod tcp_crr;
+pub mod tcp_report;
 pub mod tcp_rr;
 pub mod tls;
 pub mod udp;
 pub mod udp_rr;
+pub mod watch;
 pub mod workload;
 
 use std::path::Path;
