@@ -205,6 +205,10 @@ pub trait WorkerConns<'a> {
     fn take_idle(&mut self, i: usize, now: u64) -> bool;
     /// Open loop: issues the send intended at `intended` on connection `i`.
     fn issue(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally);
+    /// Once the loop is over: what the connections leave that only the
+    /// state machine knows (connections established, its own records);
+    /// [`run`] adds the rest.
+    fn finish(&mut self) -> WorkerEnd;
 }
 
 /// Poller token of the worker's [`WakeTimer`] (connection tokens are
@@ -393,6 +397,21 @@ pub fn drive<'a, W: WorkerConns<'a>>(w: &mut W, tally: &mut WorkerTally) -> io::
             w.handle(ev, tally);
         }
     }
+}
+
+/// Runs worker `w` until its share of the run is done ([`drive`]), ends
+/// its tally and says what it leaves: the state machine's own figures
+/// ([`WorkerConns::finish`]) and what the driver knows (whether count mode
+/// stalled, the requests still in flight, the open-loop backlog). Every
+/// connection state machine's `run` ends here.
+pub fn run<'a, W: WorkerConns<'a>>(w: &mut W, tally: &mut WorkerTally) -> io::Result<WorkerEnd> {
+    let stalled = drive(w, tally)?;
+    tally.finish();
+    let mut end = w.finish();
+    end.stalled = stalled;
+    end.unanswered = w.in_flight();
+    end.record_backlog(w.core_ref().sched.as_ref());
+    Ok(end)
 }
 
 /// After the end of a duration run: issues nothing, closes what is idle and

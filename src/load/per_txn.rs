@@ -99,16 +99,7 @@ pub fn run<E: Exchange>(
             w.mark_idle(i);
         }
     }
-    let stalled = driver::drive(&mut w, tally)?;
-    tally.finish();
-    let mut end = WorkerEnd {
-        established: w.established,
-        unanswered: w.in_flight(),
-        stalled,
-        ..Default::default()
-    };
-    end.record_backlog(w.core.sched.as_ref());
-    Ok(end)
+    driver::run(&mut w, tally)
 }
 
 impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
@@ -129,6 +120,13 @@ impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
 
     fn close_idle(&mut self, _tally: &mut WorkerTally) {
         // An idle slot holds no socket: each exchange closes its own.
+    }
+
+    fn finish(&mut self) -> WorkerEnd {
+        WorkerEnd {
+            established: self.established,
+            ..Default::default()
+        }
     }
 
     fn take_idle(&mut self, i: usize, now: u64) -> bool {

@@ -127,20 +127,7 @@ pub fn run<E: Exchange>(
         started_at: ctx.clock.now(),
         closed: Vec::new(),
     };
-    let stalled = driver::drive(&mut w, tally)?;
-    tally.finish();
-    for i in 0..w.conns.len() {
-        w.retire(i);
-    }
-    let mut end = WorkerEnd {
-        established: w.conns.iter().filter(|c| c.ever_up).count(),
-        unanswered: w.in_flight(),
-        stalled,
-        connections: std::mem::take(&mut w.closed),
-        ..Default::default()
-    };
-    end.record_backlog(w.core.sched.as_ref());
-    Ok(end)
+    driver::run(&mut w, tally)
 }
 
 impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
@@ -176,6 +163,17 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
                 c.writing = false;
                 c.state = ConnState::Down { retry_at: u64::MAX };
             }
+        }
+    }
+
+    fn finish(&mut self) -> WorkerEnd {
+        for i in 0..self.conns.len() {
+            self.retire(i);
+        }
+        WorkerEnd {
+            established: self.conns.iter().filter(|c| c.ever_up).count(),
+            connections: std::mem::take(&mut self.closed),
+            ..Default::default()
         }
     }
 
