@@ -20,7 +20,7 @@ use super::clock::{RunClock, rusage_ns, thread_cpu_ns};
 use super::driver::{ConnTally, WorkerEnd};
 use super::plan::{Stop, TcpPlan, WorkerCtx};
 use super::tally::{self, IntervalRecord, ProgressCounters, WorkerTally};
-use super::tcp_report::{report, responses, udp_rr};
+use super::tcp_report::{Merged, Window, report, responses, udp_rr};
 use super::watch::{self, Watched, add_interval, progress_bar, wait_for_start};
 use super::workload::{ConnMode, Exchange};
 use super::{datagram, per_txn, persistent};
@@ -51,28 +51,6 @@ pub struct FullLogData {
     pub not_logged: u64,
 }
 
-/// The measured window on the run clock.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Window {
-    /// Its start (after the warm-up), ns.
-    pub(super) measure_from: u64,
-    /// Its end in duration mode, ns.
-    pub(super) end: Option<u64>,
-}
-
-impl Window {
-    pub(super) fn of(plan: &TcpPlan) -> Self {
-        let measure_from = plan.warmup.as_nanos() as u64;
-        Self {
-            measure_from,
-            end: match plan.stop {
-                Stop::Duration(d) => Some(measure_from + d.as_nanos() as u64),
-                Stop::Count(_) => None,
-            },
-        }
-    }
-}
-
 struct WorkerResult {
     tally: WorkerTally,
     end: WorkerEnd,
@@ -80,18 +58,6 @@ struct WorkerResult {
     wall_ns: u64,
     /// When it stopped, on the run clock: the end of what it recorded.
     stopped_at: u64,
-}
-
-/// What the workers measured, merged, and what the run cost.
-pub(super) struct Merged {
-    pub(super) tally: WorkerTally,
-    pub(super) ends: Vec<WorkerEnd>,
-    /// Each worker thread's busy share (CPU / wall).
-    pub(super) shares: Vec<f64>,
-    /// When the last worker stopped, on the run clock.
-    pub(super) stopped_at: u64,
-    /// The whole process's (user, system) CPU over the run, s.
-    pub(super) cpu_s: (f64, f64),
 }
 
 /// Raises the soft open-files limit so `conns` sockets fit (up to the hard

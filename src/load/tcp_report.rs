@@ -1,17 +1,19 @@
 //! The report of a finished TCP run, from what its workers measured
-//! (merged by `engine`) and what the watch saw: why the run ended and
-//! whether it counts as failed (`verdict`), its caveats, the latency
-//! records, per-response counts (statuses, commands, hits) and udp-rr's
-//! request accounting.
+//! ([`Merged`] by `engine`, over the measured [`Window`]) and what the
+//! watch saw: why the run ended and whether it counts as failed
+//! (`verdict`), its caveats, the latency records, per-response counts
+//! (statuses, commands, hits) and udp-rr's request accounting. The two
+//! input types live here, not in `engine`, so imports point one way:
+//! `engine` -> `tcp_report` -> `watch`.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use anyhow::Result;
 
-use super::engine::{Merged, Window};
+use super::driver::WorkerEnd;
 use super::plan::{Stop, TcpPlan};
-use super::tally;
+use super::tally::{self, WorkerTally};
 use super::watch::Watched;
 use super::workload::ErrorClass;
 use crate::report::load::{
@@ -19,6 +21,44 @@ use crate::report::load::{
     LoadReport, Responses, SCHEMA, SCHEMA_VERSION, UdpRrResult, seal_intervals,
 };
 use crate::stats::LatencyHist;
+
+/// The measured window on the run clock.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Window {
+    /// Its start (after the warm-up), ns.
+    pub(super) measure_from: u64,
+    /// Its end in duration mode, ns.
+    pub(super) end: Option<u64>,
+}
+
+impl Window {
+    /// The window of `plan`: after its warm-up, for its duration (none in
+    /// count mode).
+    pub(super) fn of(plan: &TcpPlan) -> Self {
+        let measure_from = plan.warmup.as_nanos() as u64;
+        Self {
+            measure_from,
+            end: match plan.stop {
+                Stop::Duration(d) => Some(measure_from + d.as_nanos() as u64),
+                Stop::Count(_) => None,
+            },
+        }
+    }
+}
+
+/// What the workers measured, merged, and what the run cost.
+pub(super) struct Merged {
+    /// The workers' tallies, merged.
+    pub(super) tally: WorkerTally,
+    /// What each worker reported besides its tally.
+    pub(super) ends: Vec<WorkerEnd>,
+    /// Each worker thread's busy share (CPU / wall).
+    pub(super) shares: Vec<f64>,
+    /// When the last worker stopped, on the run clock.
+    pub(super) stopped_at: u64,
+    /// The whole process's (user, system) CPU over the run, s.
+    pub(super) cpu_s: (f64, f64),
+}
 
 /// Why the run ended (`end_reason`) and, when it counts as failed, why.
 fn verdict(
