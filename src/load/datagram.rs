@@ -126,17 +126,7 @@ pub fn run<E: Exchange>(
         counts: DatagramCounts::default(),
         blocking: ctx.conns == 1 && ctx.rate.is_none(),
     };
-    let stalled = driver::drive(&mut w, tally)?;
-    tally.finish();
-    let mut end = WorkerEnd {
-        established: w.socks.iter().filter(|s| s.answered).count(),
-        unanswered: w.in_flight(),
-        stalled,
-        datagrams: w.counts,
-        ..Default::default()
-    };
-    end.record_backlog(w.core.sched.as_ref());
-    Ok(end)
+    driver::run(&mut w, tally)
 }
 
 /// A UDP socket connected to `addr`, bound to `source` first when given:
@@ -203,6 +193,14 @@ impl<'a, E: Exchange> WorkerConns<'a> for DatagramWorker<'a, E> {
                 s.fd = -1;
                 s.retry_at = Some(u64::MAX);
             }
+        }
+    }
+
+    fn finish(&mut self) -> WorkerEnd {
+        WorkerEnd {
+            established: self.socks.iter().filter(|s| s.answered).count(),
+            datagrams: self.counts,
+            ..Default::default()
         }
     }
 

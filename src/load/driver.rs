@@ -8,7 +8,10 @@
 //! Three connection state machines plug in through [`WorkerConns`]:
 //! `persistent` (tcp-rr), `per_txn` (tcp-crr) and `datagram` (udp-rr's
 //! UDP sockets); a workload picks one by its `ConnMode` and supplies only
-//! its exchange.
+//! its exchange. The two TCP ones move their bytes the same way, plain or
+//! TLS, through the functions here: [`read_conn`], [`write_conn`], and for
+//! TLS [`WorkerCore::tls_session`] then [`WorkerCore::handshake`] (one
+//! handshake path, so a fix is made once).
 //!
 //! Waking from a timer takes tens of microseconds on a VM (33 us on average
 //! here, with timer slack at 1 ns), and in open loop every microsecond a
@@ -34,14 +37,14 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use super::plan::{Stop, TcpPlan, WorkerCtx};
 use super::schedule::Schedule;
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
-use super::tls::TlsConn;
+use super::tls::{Handshake, TlsConn};
 use super::workload::ErrorClass;
 use crate::poller::{self, Poller, Ready};
 
@@ -117,6 +120,67 @@ impl<'a> WorkerCore<'a> {
             self.issued_measured += 1;
         }
     }
+
+    /// A TLS session for a connection whose TCP connect just completed
+    /// (None when the run speaks plain TCP); a failure comes back classed
+    /// (its reason kept in the tally). The connection then handshakes
+    /// through [`handshake`](Self::handshake) before it takes requests.
+    pub fn tls_session(&self, tally: &mut WorkerTally) -> Result<Option<TlsConn>, ErrorClass> {
+        match &self.plan.tls {
+            None => Ok(None),
+            Some(client) => client
+                .connection()
+                .map(Some)
+                .map_err(|f| tally.tls_failure(f)),
+        }
+    }
+
+    /// The one TLS handshake step of every connection state machine: takes
+    /// the handshake of connection `token` (socket `fd`, session `tls`) as
+    /// far as the socket allows, from any readiness report. Done, the
+    /// connection is counted connected (its connect took `connect_ns`) and
+    /// handshaken (since `since`), and this returns true; still waiting on
+    /// the peer, the poller watches the socket for what rustls wants
+    /// (writable too while handshake bytes wait for room) and this returns
+    /// false. A failure comes back classed; the caller closes the
+    /// connection.
+    #[allow(clippy::too_many_arguments)]
+    pub fn handshake(
+        &mut self,
+        token: usize,
+        fd: RawFd,
+        tls: &mut TlsConn,
+        since: u64,
+        connect_ns: u64,
+        now: u64,
+        tally: &mut WorkerTally,
+    ) -> Result<bool, ErrorClass> {
+        let step = tls.handshake(
+            fd,
+            &mut self.wire,
+            &mut tally.bytes_sent,
+            &mut tally.bytes_received,
+        );
+        match step {
+            Ok(Handshake::Done) => {
+                tally.connected(now, connect_ns);
+                tally.tls_handshake(now, now - since, tls.negotiated());
+                Ok(true)
+            }
+            Ok(Handshake::Pending { write }) => {
+                let ev = if write {
+                    poller::IN | poller::OUT
+                } else {
+                    poller::IN
+                };
+                self.poller
+                    .modify(fd, token as u64, ev)
+                    .map_err(|e| ErrorClass::of(&e))?;
+                Ok(false)
+            }
+            Err(f) => Err(tally.tls_failure(f)),
+        }
+    }
 }
 
 /// A worker's connections, as the event loop drives them.
@@ -141,6 +205,10 @@ pub trait WorkerConns<'a> {
     fn take_idle(&mut self, i: usize, now: u64) -> bool;
     /// Open loop: issues the send intended at `intended` on connection `i`.
     fn issue(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally);
+    /// Once the loop is over: what the connections leave that only the
+    /// state machine knows (connections established, its own records);
+    /// [`run`] adds the rest.
+    fn finish(&mut self) -> WorkerEnd;
 }
 
 /// Poller token of the worker's [`WakeTimer`] (connection tokens are
@@ -331,6 +399,21 @@ pub fn drive<'a, W: WorkerConns<'a>>(w: &mut W, tally: &mut WorkerTally) -> io::
     }
 }
 
+/// Runs worker `w` until its share of the run is done ([`drive`]), ends
+/// its tally and says what it leaves: the state machine's own figures
+/// ([`WorkerConns::finish`]) and what the driver knows (whether count mode
+/// stalled, the requests still in flight, the open-loop backlog). Every
+/// connection state machine's `run` ends here.
+pub fn run<'a, W: WorkerConns<'a>>(w: &mut W, tally: &mut WorkerTally) -> io::Result<WorkerEnd> {
+    let stalled = drive(w, tally)?;
+    tally.finish();
+    let mut end = w.finish();
+    end.stalled = stalled;
+    end.unanswered = w.in_flight();
+    end.record_backlog(w.core_ref().sched.as_ref());
+    Ok(end)
+}
+
 /// After the end of a duration run: issues nothing, closes what is idle and
 /// waits for the answers still in flight, until none is left, the drain
 /// limit passes, or the run is stopped. Answers that arrive now are counted
@@ -455,11 +538,11 @@ impl Backoff {
 
 /// One read of a connection's response bytes into `buf`, through TLS when
 /// the connection speaks it (`wire` holds the ciphertext), counting bytes
-/// in the tally; a failure comes back classed. Both connection state
+/// in the tally; a failure comes back classed. Both TCP connection state
 /// machines read this way.
 #[inline]
 pub fn read_conn(
-    fd: std::os::fd::RawFd,
+    fd: RawFd,
     tls: Option<&mut TlsConn>,
     wire: &mut [u8],
     buf: &mut [u8],
@@ -483,6 +566,32 @@ pub fn read_conn(
                 &mut tally.bytes_sent,
                 &mut tally.bytes_received,
             )
+            .map_err(|f| tally.tls_failure(f)),
+    }
+}
+
+/// One write of `out`, a connection's queued request bytes, through TLS
+/// when the connection speaks it, counting bytes in the tally; returns how
+/// many of them were taken (with TLS, records may still wait in the
+/// session: [`TlsConn::wants_write`]). A failure comes back classed. Both
+/// TCP connection state machines write this way.
+#[inline]
+pub fn write_conn(
+    fd: RawFd,
+    tls: Option<&mut TlsConn>,
+    out: &[u8],
+    tally: &mut WorkerTally,
+) -> Result<usize, ErrorClass> {
+    match tls {
+        None => match socket::write_some(fd, out) {
+            Ok(n) => {
+                tally.bytes_sent += n as u64;
+                Ok(n)
+            }
+            Err(e) => Err(ErrorClass::of(&e)),
+        },
+        Some(t) => t
+            .write(fd, out, &mut tally.bytes_sent)
             .map_err(|f| tally.tls_failure(f)),
     }
 }

@@ -1,6 +1,8 @@
 //! `load memcached`: commands from templates (`keyspace`) in memcached's
 //! text protocol, answers read by its framing over persistent
-//! connections, `--pipeline` requests in flight on each.
+//! connections, `--pipeline` requests in flight on each. This file is the
+//! codec ([`McText`]); the exchange around it is the key-value core's
+//! (`kv`), shared with redis.
 //!
 //! A template is the command as a person would say it; the workload writes
 //! the protocol's line (and data block) from it:
@@ -33,10 +35,10 @@
 use anyhow::Result;
 
 use super::KvArgs;
-use super::keyspace::{Block, KvSpec, Mix, Part, RequestBuilder, Template, Word, literal};
-use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
+use super::keyspace::{Block, KvSpec, Part, RequestBuilder, Template, Word, literal};
+use super::kv::{self, KvExchange, KvProtocol};
+use super::workload::{ErrorClass, Outcome, Parsed, TcpWorkload};
 use crate::error;
-use crate::report::load::LoadConfig;
 
 /// The commands when no --command is given (memtier_benchmark's mix).
 pub const DEFAULT_COMMANDS: [&str; 2] = ["set key:{key} {value}", "get key:{key}"];
@@ -54,28 +56,7 @@ pub const MAX_DATA: u64 = 1 << 30;
 
 /// The memcached workload of a command line.
 pub fn workload(a: &KvArgs) -> TcpWorkload<McExchange> {
-    let built = KvSpec::from_args(a, &DEFAULT_COMMANDS, &DEFAULT_RATIO).and_then(|spec| {
-        let options = spec.options(a);
-        Ok((McExchange::new(spec)?, options))
-    });
-    let (exchange, options) = match built {
-        Ok((e, o)) => (Ok(e), o),
-        Err(e) => (Err(e), Default::default()),
-    };
-    TcpWorkload {
-        name: "memcached",
-        mode: ConnMode::Persistent {
-            pipeline: a.pipeline as usize,
-        },
-        addr: a.addr.clone(),
-        target: None,
-        tls: None,
-        config: LoadConfig {
-            workload_options: options,
-            ..Default::default()
-        },
-        exchange,
-    }
+    kv::workload(a, McExchange::new)
 }
 
 /// What a command is answered with.
@@ -95,16 +76,12 @@ pub enum Kind {
     Version,
 }
 
+/// memcached's text protocol, the codec of the key-value core (`kv`):
+/// requests as [`build`] writes them, responses read by [`McCursor`].
+pub struct McText;
+
 /// The text-protocol exchange of a set of templates.
-pub struct McExchange {
-    mix: Mix,
-    /// Distinct command names, what `Outcome::op` indexes.
-    ops: Vec<String>,
-    /// Per template: its index into `ops`.
-    op_of: Vec<u16>,
-    /// Per template: what it is answered with.
-    kinds: Vec<Kind>,
-}
+pub type McExchange = KvExchange<McText>;
 
 impl McExchange {
     /// Checks each template against the command's grammar and writes its
@@ -117,17 +94,7 @@ impl McExchange {
             kinds.push(build(t, &mut b)?);
             requests.push(b.build());
         }
-        let (ops, op_of) = spec.op_names(|t| String::from_utf8_lossy(t.name()).into_owned());
-        Ok(Self {
-            mix: Mix {
-                requests,
-                schedule: spec.schedule,
-                space: spec.space,
-            },
-            ops,
-            op_of,
-            kinds,
-        })
+        Ok(Self::from_parts(spec, requests, kinds))
     }
 }
 
@@ -275,32 +242,27 @@ fn build(t: &Template, b: &mut RequestBuilder) -> Result<Kind> {
     Ok(kind)
 }
 
-impl Exchange for McExchange {
+impl KvProtocol for McText {
+    const NAME: &'static str = "memcached";
+    const DEFAULT_COMMANDS: &'static [&'static str] = &DEFAULT_COMMANDS;
+    const DEFAULT_RATIO: &'static [u32] = &DEFAULT_RATIO;
+
+    /// What the command is answered with.
+    type Command = Kind;
     type Cursor = McCursor;
 
-    fn request_len(&self) -> Option<usize> {
-        self.mix.request_len()
-    }
-
-    fn response_len(&self) -> Option<usize> {
-        None
+    fn op_name(t: &Template) -> String {
+        String::from_utf8_lossy(t.name()).into_owned()
     }
 
     #[inline]
-    fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
-        self.mix.push(out, seq);
-    }
-
-    #[inline]
-    fn parse(&self, cursor: &mut McCursor, data: &[u8], seq: u64) -> Parsed {
-        let t = self.mix.schedule.op(seq);
-        match cursor.feed(data, self.kinds[t]) {
+    fn parse(cursor: &mut McCursor, data: &[u8], kind: Kind) -> Parsed {
+        match cursor.feed(data, kind) {
             Feed::Partial => Parsed::Partial,
             Feed::Error(class) => Parsed::Error(class),
             Feed::Complete(n, answer) => Parsed::Complete(
                 n,
                 Outcome {
-                    op: self.op_of[t],
                     hit: answer.hit,
                     error: answer.error,
                     ..Outcome::OK
@@ -309,20 +271,8 @@ impl Exchange for McExchange {
         }
     }
 
-    fn on_eof(&self, cursor: &McCursor) -> ErrorClass {
-        if cursor.started {
-            ErrorClass::ShortRead
-        } else {
-            ErrorClass::Closed
-        }
-    }
-
-    fn ops(&self) -> &[String] {
-        &self.ops
-    }
-
-    fn counts_responses(&self) -> bool {
-        true
+    fn started(cursor: &McCursor) -> bool {
+        cursor.started
     }
 }
 
@@ -533,6 +483,7 @@ impl McCursor {
 mod tests {
     use super::*;
     use crate::cli::load::KeyDist;
+    use crate::load::workload::Exchange;
 
     /// Feeds `bytes` whole, split at every boundary and byte by byte: each
     /// way must give the same answer.

@@ -1,7 +1,8 @@
 //! `sockscope load`: a load generator meant never to be the bottleneck.
 //!
 //! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`; the
-//! key-value protocols `redis` and `memcached` over `keyspace`; `http` is a
+//! key-value protocols `redis` and `memcached`, codecs of one exchange
+//! core, `kv`, over `keyspace`; `http` is a
 //! folder: its exchange frames real responses) that
 //! names itself, picks how it uses connections and supplies its exchange
 //! (`workload`: what to send, how to recognise a whole response, what counts
@@ -10,7 +11,9 @@
 //! one epoll loop per worker thread (`driver`) drives its share of the
 //! connections, persistent (`persistent`) or one per transaction
 //! (`per_txn`), over `socket`; workers keep their own counts and lossless
-//! histograms (`tally`), merged at the end (`engine`); open-loop rates are
+//! histograms (`tally`), merged at the end (`engine`; the main thread
+//! watches them, `watch`, and `tcp_report` writes the report); open-loop
+//! rates are
 //! paced per worker (`schedule`) with latency measured from the intended
 //! send time. udp-rr (`udp_rr`: request/response with a real UDP server)
 //! is a workload of the same driver over connected UDP sockets
@@ -22,9 +25,10 @@
 //! connection's session over the same sockets and epoll loop.
 //!
 //! Imports point one way: `workload` <- `raw`, `workload`/`socket` <-
-//! `tls` <- `tally` <- `plan` <- `driver` <- `persistent`/`per_txn` <-
-//! `engine` <- this module; a workload file imports only `workload`, `raw`,
-//! `tls::TlsSpec` and its options.
+//! `tls` <- `tally` <- `plan` <- `driver` <- `persistent`/`per_txn`/
+//! `datagram` <- `engine` <- this module, and `watch` <- `tcp_report` <-
+//! `engine`; a workload file imports only `workload` (`TlsSpec`, also
+//! named `tls::TlsSpec`), `raw` or `kv`/`keyspace`, and its options.
 
 pub mod clock;
 pub mod datagram;
@@ -32,6 +36,7 @@ pub mod driver;
 pub mod engine;
 pub mod http;
 pub mod keyspace;
+pub mod kv;
 pub mod memcached;
 pub mod per_txn;
 pub mod persistent;
@@ -42,10 +47,12 @@ pub mod schedule;
 pub mod socket;
 pub mod tally;
 pub mod tcp_crr;
+pub mod tcp_report;
 pub mod tcp_rr;
 pub mod tls;
 pub mod udp;
 pub mod udp_rr;
+pub mod watch;
 pub mod workload;
 
 use std::path::Path;

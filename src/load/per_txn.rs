@@ -19,7 +19,7 @@ use super::driver::{self, Backoff, WorkerConns, WorkerCore, WorkerEnd};
 use super::plan::{TcpPlan, WorkerCtx};
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
-use super::tls::{Handshake, TlsConn};
+use super::tls::TlsConn;
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed};
 use crate::poller;
 
@@ -99,16 +99,7 @@ pub fn run<E: Exchange>(
             w.mark_idle(i);
         }
     }
-    let stalled = driver::drive(&mut w, tally)?;
-    tally.finish();
-    let mut end = WorkerEnd {
-        established: w.established,
-        unanswered: w.in_flight(),
-        stalled,
-        ..Default::default()
-    };
-    end.record_backlog(w.core.sched.as_ref());
-    Ok(end)
+    driver::run(&mut w, tally)
 }
 
 impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
@@ -129,6 +120,13 @@ impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
 
     fn close_idle(&mut self, _tally: &mut WorkerTally) {
         // An idle slot holds no socket: each exchange closes its own.
+    }
+
+    fn finish(&mut self) -> WorkerEnd {
+        WorkerEnd {
+            established: self.established,
+            ..Default::default()
+        }
     }
 
     fn take_idle(&mut self, i: usize, now: u64) -> bool {
@@ -244,19 +242,19 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
                 return;
             }
         }
-        if let Some(client) = &self.core.plan.tls {
-            let s = &mut self.slots[i];
-            match client.connection() {
-                Ok(t) => s.tls = Some(t),
-                Err(f) => {
-                    let class = tally.tls_failure(f);
-                    self.fail(i, now, class, tally);
-                    return;
-                }
+        match self.core.tls_session(tally) {
+            Ok(None) => {}
+            Ok(Some(t)) => {
+                let s = &mut self.slots[i];
+                s.tls = Some(t);
+                s.state = SlotState::Handshaking { since: now };
+                self.handshake(i, now, tally);
+                return;
             }
-            s.state = SlotState::Handshaking { since: now };
-            self.handshake(i, now, tally);
-            return;
+            Err(class) => {
+                self.fail(i, now, class, tally);
+                return;
+            }
         }
         self.established += 1;
         let started = self.slots[i].started;
@@ -265,8 +263,9 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
         self.send(i, now, tally);
     }
 
-    /// TLS: takes slot `i`'s handshake as far as the socket allows; once
-    /// done, the connection counts as established and the request goes.
+    /// TLS: takes slot `i`'s handshake as far as the socket allows (the
+    /// driver's one handshake step); once done, the connection counts as
+    /// established and the request goes.
     fn handshake(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         let s = &mut self.slots[i];
         let SlotState::Handshaking { since } = s.state else {
@@ -275,51 +274,24 @@ impl<E: Exchange> PerTxnWorker<'_, E> {
         let Some(t) = s.tls.as_mut() else {
             return;
         };
-        let step = t.handshake(
-            s.fd,
-            &mut self.core.wire,
-            &mut tally.bytes_sent,
-            &mut tally.bytes_received,
-        );
-        match step {
-            Ok(Handshake::Done) => {
+        let connect_ns = since - s.started;
+        match self
+            .core
+            .handshake(i, s.fd, t, since, connect_ns, now, tally)
+        {
+            Ok(true) => {
                 self.established += 1;
-                tally.connected(now, since - s.started);
-                tally.tls_handshake(now, now - since, t.negotiated());
-                s.state = SlotState::Exchanging;
+                self.slots[i].state = SlotState::Exchanging;
                 self.send(i, now, tally);
             }
-            Ok(Handshake::Pending { write }) => {
-                let ev = if write {
-                    poller::IN | poller::OUT
-                } else {
-                    poller::IN
-                };
-                if let Err(e) = self.core.poller.modify(s.fd, i as u64, ev) {
-                    self.fail(i, now, ErrorClass::of(&e), tally);
-                }
-            }
-            Err(f) => {
-                let class = tally.tls_failure(f);
-                self.fail(i, now, class, tally);
-            }
+            Ok(false) => {}
+            Err(class) => self.fail(i, now, class, tally),
         }
     }
 
     fn send(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         let s = &mut self.slots[i];
-        let wrote = match s.tls.as_mut() {
-            None => match socket::write_some(s.fd, &s.out[s.out_off..]) {
-                Ok(n) => {
-                    tally.bytes_sent += n as u64;
-                    Ok(n)
-                }
-                Err(e) => Err(ErrorClass::of(&e)),
-            },
-            Some(t) => t
-                .write(s.fd, &s.out[s.out_off..], &mut tally.bytes_sent)
-                .map_err(|f| tally.tls_failure(f)),
-        };
+        let wrote = driver::write_conn(s.fd, s.tls.as_mut(), &s.out[s.out_off..], tally);
         match wrote {
             Ok(n) => {
                 s.out_off += n;

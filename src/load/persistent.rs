@@ -22,7 +22,7 @@ use super::driver::{self, Backoff, ConnTally, WorkerConns, WorkerCore, WorkerEnd
 use super::plan::{TcpPlan, WorkerCtx};
 use super::socket::{self, ReadOutcome};
 use super::tally::WorkerTally;
-use super::tls::{Handshake, TlsConn};
+use super::tls::TlsConn;
 use super::workload::{ErrorClass, Exchange, Outcome, Parsed};
 use crate::poller;
 
@@ -127,20 +127,7 @@ pub fn run<E: Exchange>(
         started_at: ctx.clock.now(),
         closed: Vec::new(),
     };
-    let stalled = driver::drive(&mut w, tally)?;
-    tally.finish();
-    for i in 0..w.conns.len() {
-        w.retire(i);
-    }
-    let mut end = WorkerEnd {
-        established: w.conns.iter().filter(|c| c.ever_up).count(),
-        unanswered: w.in_flight(),
-        stalled,
-        connections: std::mem::take(&mut w.closed),
-        ..Default::default()
-    };
-    end.record_backlog(w.core.sched.as_ref());
-    Ok(end)
+    driver::run(&mut w, tally)
 }
 
 impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
@@ -176,6 +163,17 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
                 c.writing = false;
                 c.state = ConnState::Down { retry_at: u64::MAX };
             }
+        }
+    }
+
+    fn finish(&mut self) -> WorkerEnd {
+        for i in 0..self.conns.len() {
+            self.retire(i);
+        }
+        WorkerEnd {
+            established: self.conns.iter().filter(|c| c.ever_up).count(),
+            connections: std::mem::take(&mut self.closed),
+            ..Default::default()
         }
     }
 
@@ -288,28 +286,28 @@ impl<E: Exchange> PersistentWorker<'_, E> {
                 return;
             }
         }
-        if let Some(client) = &self.core.plan.tls {
-            match client.connection() {
-                Ok(t) => c.tls = Some(t),
-                Err(f) => {
-                    let class = tally.tls_failure(f);
-                    self.fail(i, now, class, tally);
-                    return;
-                }
+        match self.core.tls_session(tally) {
+            Ok(None) => {}
+            Ok(Some(t)) => {
+                c.tls = Some(t);
+                c.state = ConnState::Handshaking {
+                    since: now,
+                    connect_ns: now - since,
+                };
+                self.handshake(i, now, tally);
+                return;
             }
-            c.state = ConnState::Handshaking {
-                since: now,
-                connect_ns: now - since,
-            };
-            self.handshake(i, now, tally);
-            return;
+            Err(class) => {
+                self.fail(i, now, class, tally);
+                return;
+            }
         }
         tally.connected(now, now - since);
         self.up(i, now, tally);
     }
 
-    /// TLS: takes connection `i`'s handshake as far as the socket allows;
-    /// once done, the connection is up.
+    /// TLS: takes connection `i`'s handshake as far as the socket allows
+    /// (the driver's one handshake step); once done, the connection is up.
     fn handshake(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         let c = &mut self.conns[i];
         let ConnState::Handshaking { since, connect_ns } = c.state else {
@@ -318,32 +316,13 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         let Some(t) = c.tls.as_mut() else {
             return;
         };
-        let step = t.handshake(
-            c.fd,
-            &mut self.core.wire,
-            &mut tally.bytes_sent,
-            &mut tally.bytes_received,
-        );
-        match step {
-            Ok(Handshake::Done) => {
-                tally.connected(now, connect_ns);
-                tally.tls_handshake(now, now - since, t.negotiated());
-                self.up(i, now, tally);
-            }
-            Ok(Handshake::Pending { write }) => {
-                let ev = if write {
-                    poller::IN | poller::OUT
-                } else {
-                    poller::IN
-                };
-                if let Err(e) = self.core.poller.modify(c.fd, i as u64, ev) {
-                    self.fail(i, now, ErrorClass::of(&e), tally);
-                }
-            }
-            Err(f) => {
-                let class = tally.tls_failure(f);
-                self.fail(i, now, class, tally);
-            }
+        match self
+            .core
+            .handshake(i, c.fd, t, since, connect_ns, now, tally)
+        {
+            Ok(true) => self.up(i, now, tally),
+            Ok(false) => {}
+            Err(class) => self.fail(i, now, class, tally),
         }
     }
 
@@ -475,18 +454,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         if c.out_off >= c.out.len() && !c.writing {
             return;
         }
-        let wrote = match c.tls.as_mut() {
-            None => match socket::write_some(c.fd, &c.out[c.out_off..]) {
-                Ok(n) => {
-                    tally.bytes_sent += n as u64;
-                    Ok(n)
-                }
-                Err(e) => Err(ErrorClass::of(&e)),
-            },
-            Some(t) => t
-                .write(c.fd, &c.out[c.out_off..], &mut tally.bytes_sent)
-                .map_err(|f| tally.tls_failure(f)),
-        };
+        let wrote = driver::write_conn(c.fd, c.tls.as_mut(), &c.out[c.out_off..], tally);
         match wrote {
             Ok(n) => {
                 c.out_off += n;

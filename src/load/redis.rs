@@ -1,6 +1,8 @@
 //! `load redis`: commands from templates (`keyspace`) sent as RESP2
 //! arrays of bulk strings, answers read by RESP2's framing over persistent
-//! connections, `--pipeline` requests in flight on each.
+//! connections, `--pipeline` requests in flight on each. This file is the
+//! codec ([`Resp`]); the exchange around it is the key-value core's
+//! (`kv`), shared with memcached.
 //!
 //! The response parser ([`RespCursor`]) is a byte-level state machine that
 //! keeps no bytes, only where it is: it resumes across reads at any byte,
@@ -17,12 +19,10 @@
 //!   hit, the null bulk string `$-1` a miss.
 //! - anything else well-formed: a plain answer.
 
-use anyhow::Result;
-
 use super::KvArgs;
-use super::keyspace::{Block, KvSpec, Mix, RequestBuilder, Template};
-use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
-use crate::report::load::LoadConfig;
+use super::keyspace::{Block, KvSpec, RequestBuilder, Template};
+use super::kv::{self, KvExchange, KvProtocol};
+use super::workload::{ErrorClass, Outcome, Parsed, TcpWorkload};
 
 /// The commands when no --command is given (memtier_benchmark's mix: a
 /// SET per ten GETs, so GETs find keys once SETs have filled them).
@@ -45,39 +45,15 @@ pub const MAX_LINE: u32 = 64 * 1024;
 
 /// The redis workload of a command line.
 pub fn workload(a: &KvArgs) -> TcpWorkload<RedisExchange> {
-    let (exchange, options) = match KvSpec::from_args(a, &DEFAULT_COMMANDS, &DEFAULT_RATIO) {
-        Ok(spec) => {
-            let options = spec.options(a);
-            (Ok(RedisExchange::new(spec)), options)
-        }
-        Err(e) => (Err(e), Default::default()),
-    };
-    TcpWorkload {
-        name: "redis",
-        mode: ConnMode::Persistent {
-            pipeline: a.pipeline as usize,
-        },
-        addr: a.addr.clone(),
-        target: None,
-        tls: None,
-        config: LoadConfig {
-            workload_options: options,
-            ..Default::default()
-        },
-        exchange,
-    }
+    kv::workload(a, |spec| Ok(RedisExchange::new(spec)))
 }
 
+/// RESP2, the codec of the key-value core (`kv`): requests are arrays of
+/// bulk strings, replies are read by [`RespCursor`].
+pub struct Resp;
+
 /// The RESP2 exchange of a set of templates.
-pub struct RedisExchange {
-    mix: Mix,
-    /// Distinct command names (upper case), what `Outcome::op` indexes.
-    ops: Vec<String>,
-    /// Per template: its index into `ops`.
-    op_of: Vec<u16>,
-    /// Per template: a lookup (hit or miss counted).
-    lookup: Vec<bool>,
-}
+pub type RedisExchange = KvExchange<Resp>;
 
 /// The command name as redis counts it (`cmdstat_get` is `GET`): upper
 /// case.
@@ -101,56 +77,40 @@ impl RedisExchange {
                 b.build()
             })
             .collect();
-        let (ops, op_of) = spec.op_names(command_name);
+        // Per template: a lookup (hit or miss counted).
         let lookup = spec
             .templates
             .iter()
             .map(|t| LOOKUPS.contains(&command_name(t).as_str()))
             .collect();
-        Self {
-            mix: Mix {
-                requests,
-                schedule: spec.schedule,
-                space: spec.space,
-            },
-            ops,
-            op_of,
-            lookup,
-        }
+        Self::from_parts(spec, requests, lookup)
     }
 }
 
-impl Exchange for RedisExchange {
+impl KvProtocol for Resp {
+    const NAME: &'static str = "redis";
+    const DEFAULT_COMMANDS: &'static [&'static str] = &DEFAULT_COMMANDS;
+    const DEFAULT_RATIO: &'static [u32] = &DEFAULT_RATIO;
+
+    /// Whether the command is a lookup (hit or miss counted).
+    type Command = bool;
     type Cursor = RespCursor;
 
-    fn request_len(&self) -> Option<usize> {
-        self.mix.request_len()
-    }
-
-    fn response_len(&self) -> Option<usize> {
-        None
+    fn op_name(t: &Template) -> String {
+        command_name(t)
     }
 
     #[inline]
-    fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
-        self.mix.push(out, seq);
-    }
-
-    #[inline]
-    fn parse(&self, cursor: &mut RespCursor, data: &[u8], seq: u64) -> Parsed {
+    fn parse(cursor: &mut RespCursor, data: &[u8], lookup: bool) -> Parsed {
         match cursor.feed(data) {
             Feed::Partial => Parsed::Partial,
             Feed::Error(class) => Parsed::Error(class),
             Feed::Complete(n, reply) => {
-                let t = self.mix.schedule.op(seq);
-                let mut o = Outcome {
-                    op: self.op_of[t],
-                    ..Outcome::OK
-                };
+                let mut o = Outcome::OK;
                 match reply {
                     Reply::Error => o.error = Some(ErrorClass::ServerError),
-                    Reply::Bulk if self.lookup[t] => o.hit = Some(true),
-                    Reply::Null if self.lookup[t] => o.hit = Some(false),
+                    Reply::Bulk if lookup => o.hit = Some(true),
+                    Reply::Null if lookup => o.hit = Some(false),
                     _ => {}
                 }
                 Parsed::Complete(n, o)
@@ -158,20 +118,8 @@ impl Exchange for RedisExchange {
         }
     }
 
-    fn on_eof(&self, cursor: &RespCursor) -> ErrorClass {
-        if cursor.started() {
-            ErrorClass::ShortRead
-        } else {
-            ErrorClass::Closed
-        }
-    }
-
-    fn ops(&self) -> &[String] {
-        &self.ops
-    }
-
-    fn counts_responses(&self) -> bool {
-        true
+    fn started(cursor: &RespCursor) -> bool {
+        cursor.started()
     }
 }
 
@@ -417,6 +365,7 @@ impl RespCursor {
 mod tests {
     use super::*;
     use crate::cli::load::KeyDist;
+    use crate::load::workload::Exchange;
 
     /// Feeds `bytes` whole and split at every boundary (and byte by byte):
     /// each way must give the same answer.

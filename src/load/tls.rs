@@ -30,7 +30,7 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::RawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -44,23 +44,15 @@ use rustls::{
 };
 
 use super::socket::{self, ReadOutcome};
+// The spec is the workload's (what it asks for); how it becomes a client
+// is this module's.
 use super::workload::ErrorClass;
+pub use super::workload::TlsSpec;
 use crate::error;
 
 /// The longest TLS record on the wire: a 5-byte header and at most
 /// 2^14 + 2048 bytes of ciphertext (RFC 5246 6.2.3; TLS 1.3 allows less).
 pub const RECORD_MAX: usize = 5 + (1 << 14) + 2048;
-
-/// How a workload wants TLS spoken on each connection.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsSpec {
-    /// The name sent as SNI and checked against the certificate.
-    pub server_name: String,
-    /// Accept any certificate (self-signed test servers): --insecure.
-    pub insecure: bool,
-    /// Trust the certificates in this PEM file as well as the system's.
-    pub ca_file: Option<PathBuf>,
-}
 
 impl TlsSpec {
     /// Refuses what cannot run, before anything does: a server name that

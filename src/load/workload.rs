@@ -5,7 +5,9 @@
 //!   a whole response as bytes arrive, and what counts as an error;
 //! - its [`ConnMode`]: persistent connections (tcp-rr) or one connection
 //!   per transaction (tcp-crr);
-//! - its name, which is also the report's `workload`.
+//! - its name, which is also the report's `workload`;
+//! - whether it speaks TLS, and how ([`TlsSpec`]: a plain value; `tls`
+//!   turns it into the run's client).
 //!
 //! Everything else (threads, epoll, buffers, connects and reconnects,
 //! timeouts, open-loop pacing, tallies, intervals, the report) belongs to
@@ -15,6 +17,7 @@
 
 use std::borrow::Cow;
 use std::io;
+use std::path::PathBuf;
 
 /// Error classes reported by the load generator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -288,7 +291,7 @@ pub struct TcpWorkload<E> {
     /// The report's `target` when it is not `addr` (the URL for http).
     pub target: Option<String>,
     /// Speak TLS over each connection (https), and how.
-    pub tls: Option<super::tls::TlsSpec>,
+    pub tls: Option<TlsSpec>,
     /// What the workload records of its own options in the report's
     /// `config` (`request`, `expect`, `verify`, `workload_options`); the
     /// driver fills in the rest.
@@ -298,4 +301,17 @@ pub struct TcpWorkload<E> {
     /// Its exchange, or why the command line gives none (a usage error,
     /// reported after the target address is checked).
     pub exchange: anyhow::Result<E>,
+}
+
+/// How a workload wants TLS spoken on each connection (https). A plain
+/// value the workload fills in; `tls` checks it and builds the run's client
+/// from it (`TlsSpec::check`, `TlsSpec::client`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsSpec {
+    /// The name sent as SNI and checked against the certificate.
+    pub server_name: String,
+    /// Accept any certificate (self-signed test servers): --insecure.
+    pub insecure: bool,
+    /// Trust the certificates in this PEM file as well as the system's.
+    pub ca_file: Option<PathBuf>,
 }
