@@ -14,8 +14,11 @@
 //! - [`run`]: profile (launch, ready, trace under load, stop), the built-in
 //!   experiments and the demo;
 //! - [`output`]: writing the files users name (--json, -o) safely as root;
-//! - [`cli`]: every command's options (clap), the value parsers, and their
-//!   validation into plain specs; [`error`]: exit-status carrying errors.
+//! - [`cli`]: every command's options (clap) and their validation into
+//!   plain specs; only `cli` and the binary import it;
+//! - [`values`]: the value parsers and value types options share (seconds,
+//!   rates, instants, addresses, escapes); [`error`]: exit-status carrying
+//!   errors.
 
 pub mod cli;
 pub mod error;
@@ -34,3 +37,4 @@ pub mod signals;
 pub mod stats;
 pub mod trace;
 pub mod tune;
+pub mod values;

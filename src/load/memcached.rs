@@ -34,6 +34,8 @@ use anyhow::Result;
 
 use super::KvArgs;
 use super::keyspace::{Block, KvSpec, Mix, Part, RequestBuilder, Template, Word, literal};
+use super::kv::{KvOptions, KvProtocol};
+use super::spec::{Registered, TargetForm};
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
 use crate::error;
 use crate::report::load::LoadConfig;
@@ -529,10 +531,27 @@ impl McCursor {
     }
 }
 
+/// The registration of `load memcached`.
+pub static WORKLOAD: Registered<KvOptions<Memcached>> = Registered::new(
+    "memcached",
+    "Memcached (text protocol) commands built from templates over a key \
+     space",
+    TargetForm::Addr,
+);
+
+/// The memcached protocol of the key-value workloads.
+pub struct Memcached;
+
+impl KvProtocol for Memcached {
+    fn load(a: KvArgs) -> Result<super::Load> {
+        Ok(super::Load::tcp(workload(&a), a.tcp))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::load::KeyDist;
+    use crate::load::KeyDist;
 
     /// Feeds `bytes` whole, split at every boundary and byte by byte: each
     /// way must give the same answer.

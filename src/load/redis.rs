@@ -21,6 +21,8 @@ use anyhow::Result;
 
 use super::KvArgs;
 use super::keyspace::{Block, KvSpec, Mix, RequestBuilder, Template};
+use super::kv::{KvOptions, KvProtocol};
+use super::spec::{Registered, TargetForm};
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
 use crate::report::load::LoadConfig;
 
@@ -413,10 +415,26 @@ impl RespCursor {
     }
 }
 
+/// The registration of `load redis`.
+pub static WORKLOAD: Registered<KvOptions<Redis>> = Registered::new(
+    "redis",
+    "Redis (RESP2) commands built from templates over a key space",
+    TargetForm::Addr,
+);
+
+/// The redis protocol of the key-value workloads.
+pub struct Redis;
+
+impl KvProtocol for Redis {
+    fn load(a: KvArgs) -> Result<super::Load> {
+        Ok(super::Load::tcp(workload(&a), a.tcp))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::load::KeyDist;
+    use crate::load::KeyDist;
 
     /// Feeds `bytes` whole and split at every boundary (and byte by byte):
     /// each way must give the same answer.
@@ -582,7 +600,7 @@ mod tests {
         }
         let mut a = P::parse_from(["x", "127.0.0.1:1", "--keys", "1000"]).a;
         a.commands = cmds.iter().map(|s| s.to_string()).collect();
-        a.ratio = ratio.map(crate::cli::load::Ratio);
+        a.ratio = ratio.map(crate::load::Ratio);
         a.key_dist = KeyDist::Uniform;
         a.value_size = 4;
         RedisExchange::new(KvSpec::from_args(&a, &DEFAULT_COMMANDS, &DEFAULT_RATIO).unwrap())

@@ -21,7 +21,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 
 use super::exit::{self, fail};
-use super::loadline::{AddrSlot, LoadLine};
+use super::loadline::LoadLine;
 use super::machine;
 use super::ready::{self, OwnedSocket, Proto};
 use super::share;
@@ -276,10 +276,11 @@ fn wait_ready(
     } else {
         "a listening TCP socket"
     };
-    let explicit = match &spec.load.slot {
-        AddrSlot::Explicit(a) => Some(crate::cli::values::resolve(a)?),
-        _ => None,
-    };
+    let explicit = spec
+        .load
+        .explicit()
+        .map(crate::values::resolve)
+        .transpose()?;
     let t0 = Instant::now();
     let deadline = t0 + spec.ready_timeout;
     let mut pause = Duration::from_millis(5);
@@ -553,7 +554,7 @@ fn start_share_sampler(
     addr: std::net::SocketAddr,
     pid: i32,
 ) -> Result<Option<share::Sampler>> {
-    if shared_with.is_empty() || !spec.load.persistent {
+    if shared_with.is_empty() || !spec.load.persistent() {
         return Ok(None);
     }
     let others = shared_with.iter().map(|s| s.pid).collect();
@@ -788,7 +789,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let ready_after = t_launch.elapsed();
     let comm = crate::procfs::comm(subject.pid).unwrap_or_default();
     let load_argv = spec.load.with_addr(addr);
-    let cmd = spec.load.command(addr)?;
+    let cmd = spec.load.spec(addr);
     let mut shared_with = find_sharers(spec, subject.pid, addr);
 
     let tracer = start_tracer(spec, subject.pid, spec.count_only)?;
