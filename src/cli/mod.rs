@@ -70,10 +70,9 @@ pub enum Command {
     /// `crate::load::registry`, listed by [`load::about`]).
     #[command(about = load::about(), long_about = None)]
     Load {
-        /// Workload (boxed: the workloads' options are much larger than
-        /// any other command's).
+        /// Workload: one subcommand per registered workload.
         #[command(subcommand)]
-        cmd: Box<load::LoadCommand>,
+        cmd: load::LoadCommand,
         /// An emulated path and the server behind it.
         #[command(flatten)]
         path: load::PathArgs,

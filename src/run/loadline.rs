@@ -16,6 +16,11 @@
 //!
 //! Split like a shell would (quotes, backslashes), so `--request 'PING\r\n'`
 //! works inside the string.
+//!
+//! The line is parsed once, through the workload registry, into a
+//! [`LoadSpec`] whose target is a slot until [`LoadLine::spec`] fills it
+//! with the learned address; the tokens are kept only for the command
+//! line profile records.
 
 use std::net::SocketAddr;
 
