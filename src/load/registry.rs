@@ -8,18 +8,17 @@
 use anyhow::Result;
 
 use super::spec::{LoadSpec, Workload};
-use super::{http, memcached, redis, tcp_crr, tcp_rr, udp, udp_rr};
 use crate::error;
 
-/// Every workload, in the order `load --help` lists them.
+/// Every workload, in the order `load --help` lists them: one line each.
 pub static WORKLOADS: &[&dyn Workload] = &[
-    &tcp_rr::WORKLOAD,
-    &tcp_crr::WORKLOAD,
-    &http::WORKLOAD,
-    &redis::WORKLOAD,
-    &memcached::WORKLOAD,
-    &udp_rr::WORKLOAD,
-    &udp::WORKLOAD,
+    &super::tcp_rr::WORKLOAD,
+    &super::tcp_crr::WORKLOAD,
+    &super::http::WORKLOAD,
+    &super::redis::WORKLOAD,
+    &super::memcached::WORKLOAD,
+    &super::udp_rr::WORKLOAD,
+    &super::udp::WORKLOAD,
 ];
 
 /// The workload named `name`.
