@@ -4,8 +4,8 @@
 //! The binary (src/main.rs) is a thin dispatcher over these modules
 //! (dependencies point down the list, roughly: a module imports only the
 //! ones below it and the crate-wide utilities):
-//! - [`cli`]: every command's options (clap), the value parsers, and their
-//!   validation into plain specs;
+//! - [`cli`]: every command's options (clap) and their validation into
+//!   plain specs; only `cli` and the binary import it;
 //! - [`run`]: the commands (profile, trace, bench, demo, report, compare,
 //!   merge, `load --path --serve`, the hidden helpers), each one place;
 //! - [`process`]: launch, make ready and stop the processes a command
@@ -26,7 +26,9 @@
 //!   plumbing event loops share), [`progress`] (the progress display on
 //!   stderr), [`output`] (writing the files users name, --json and -o,
 //!   safely as root), [`input`] (reading the files users name as inputs,
-//!   bounded), [`error`] (exit-status carrying errors).
+//!   bounded), [`values`] (the value parsers and value types options
+//!   share: seconds, rates, instants, addresses, escapes), [`error`]
+//!   (exit-status carrying errors).
 
 pub mod cli;
 pub mod error;
@@ -47,3 +49,4 @@ pub mod signals;
 pub mod stats;
 pub mod trace;
 pub mod tune;
+pub mod values;

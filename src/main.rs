@@ -33,15 +33,15 @@ fn dispatch(plan: Plan) -> Result<u8> {
     match plan {
         Plan::Trace(spec) => run::trace::run(&spec),
         Plan::Load {
-            cmd,
+            spec,
             quiet,
             served: None,
-        } => load::run(cmd, quiet),
+        } => load::run(spec, quiet),
         Plan::Load {
-            cmd,
+            spec,
             quiet,
             served: Some(sp),
-        } => run::pathload::run(cmd, quiet, &sp),
+        } => run::pathload::run(spec, quiet, &sp),
         Plan::Serve { spec, quiet } => serve::run(spec, quiet),
         Plan::Profile { spec, out } => run::profile::run(&spec, out.as_deref()),
         Plan::Bench {

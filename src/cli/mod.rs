@@ -8,9 +8,9 @@
 //! - [`trace`] -> [`crate::run::trace::TraceSpec`]; [`profile`] ->
 //!   [`crate::run::profile::ProfileSpec`]; [`serve`] ->
 //!   [`crate::serve::ServeSpec`];
-//! - [`load`]: the workloads' options and the load-line parser (profile's
-//!   `--load` and the experiments build load lines too); `crate::load`
-//!   still validates them when it runs;
+//! - [`load`] -> [`crate::load::LoadSpec`]: the workloads' subcommands,
+//!   built from `crate::load::registry` (profile's `--load` and the
+//!   experiments parse load lines through the same registry); `--path`;
 //! - [`bench`](mod@bench) (bench, demo), [`report`] (report, compare): plain fields;
 //! - [`tune`] -> [`crate::tune::command::TuneSpec`].
 
@@ -66,12 +66,13 @@ pub enum Command {
         after_help = TRACE_HELP
     )]
     Trace(TraceArgs),
-    /// Generate load against a server: tcp-rr, tcp-crr, udp.
+    /// Generate load against a server (the workloads of
+    /// `crate::load::registry`, listed by [`load::about`]).
+    #[command(about = load::about(), long_about = None)]
     Load {
-        /// Workload (boxed: the workloads' options are much larger than
-        /// any other command's).
+        /// Workload: one subcommand per registered workload.
         #[command(subcommand)]
-        cmd: Box<load::LoadCommand>,
+        cmd: load::LoadCommand,
         /// An emulated path and the server behind it.
         #[command(flatten)]
         path: load::PathArgs,
@@ -156,11 +157,11 @@ the result could not be written."
 pub enum Plan {
     /// `sockscope trace`.
     Trace(crate::run::trace::TraceSpec),
-    /// `sockscope load`: still the raw workload options, which
-    /// `crate::load` validates as it runs.
+    /// `sockscope load`: the workload's options are checked further when
+    /// it runs.
     Load {
-        /// The workload and its options.
-        cmd: load::LoadCommand,
+        /// The workload, its options and its target.
+        spec: crate::load::LoadSpec,
         /// --quiet.
         quiet: bool,
         /// `--path SPEC --serve ARGS`: over an emulated path, against a
@@ -258,7 +259,7 @@ impl Cli {
         Ok(match self.command {
             Command::Trace(args) => Plan::Trace(args.into_spec(quiet)?),
             Command::Load { cmd, path } => Plan::Load {
-                cmd: *cmd,
+                spec: cmd.0,
                 quiet,
                 served: path.into_served()?,
             },
@@ -323,4 +324,43 @@ pub fn print_completions(shell: clap_complete::Shell) -> Result<u8> {
 pub fn print_manpage() -> Result<u8> {
     clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Only `cli/` and the binary import `cli`: every other module takes
+    /// plain specs (docs/architecture.md, "Folders and what each may
+    /// import").
+    #[test]
+    fn only_cli_and_main_import_cli() {
+        fn walk(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, files);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    files.push(p);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        walk(&src, &mut files);
+        let mut offenders = Vec::new();
+        for f in &files {
+            let rel = f.strip_prefix(&src).unwrap();
+            if rel.starts_with("cli") || rel == std::path::Path::new("main.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if code.contains("crate::cli") || code.contains("super::cli") {
+                    offenders.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+                }
+            }
+        }
+        assert!(files.len() > 50, "walked {}", src.display());
+        assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+    }
 }

@@ -172,7 +172,7 @@ impl ProfileArgs {
                      path's namespace",
                 ));
             }
-            if let crate::run::profile::loadline::AddrSlot::Explicit(a) = &load.slot {
+            if let Some(a) = load.explicit() {
                 return Err(error::usage(format!(
                     "--path: leave the address ({a}) out of --load: the load is aimed at the \
                      target's address on the path"

@@ -33,9 +33,9 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
+use super::KeyDist;
 use super::KvArgs;
 use super::workload::ErrorClass;
-use crate::cli::load::KeyDist;
 use crate::error;
 
 /// Most commands one run may mix (`Outcome::op` is a u16, and a longer
@@ -662,7 +662,7 @@ mod tests {
     }
 
     fn args(cmds: &[&str], ratio: Option<Vec<u32>>) -> KvArgs {
-        use crate::cli::load::Ratio;
+        use crate::load::Ratio;
         use clap::Parser;
         #[derive(clap::Parser)]
         struct P {

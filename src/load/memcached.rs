@@ -37,6 +37,8 @@ use anyhow::Result;
 use super::KvArgs;
 use super::keyspace::{Block, KvSpec, Part, RequestBuilder, Template, Word, literal};
 use super::kv::{self, KvExchange, KvProtocol};
+use super::kv_options::{KvLoad, KvOptions};
+use super::spec::{Registered, TargetForm};
 use super::workload::{ErrorClass, Outcome, Parsed, TcpWorkload};
 use crate::error;
 
@@ -479,10 +481,27 @@ impl McCursor {
     }
 }
 
+/// The registration of `load memcached`.
+pub static WORKLOAD: Registered<KvOptions<Memcached>> = Registered::new(
+    "memcached",
+    "Memcached (text protocol) commands built from templates over a key \
+     space",
+    TargetForm::Addr,
+);
+
+/// The memcached protocol of the key-value workloads.
+pub struct Memcached;
+
+impl KvLoad for Memcached {
+    fn load(a: KvArgs) -> Result<super::Load> {
+        Ok(super::Load::tcp(workload(&a), a.tcp))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::load::KeyDist;
+    use crate::load::KeyDist;
     use crate::load::workload::Exchange;
 
     /// Feeds `bytes` whole, split at every boundary and byte by byte: each

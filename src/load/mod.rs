@@ -1,13 +1,21 @@
 //! `sockscope load`: a load generator meant never to be the bottleneck.
 //!
+//! A load is a [`LoadSpec`] (`spec`): a workload, its options and its
+//! target, which may still be a slot (`ADDR`) filled once the target
+//! listens. The CLI builds it once from `sockscope load`'s subcommands,
+//! and profile and the experiments from their load lines
+//! (`registry::parse_line`); both come from `registry`, one line per
+//! workload.
+//!
 //! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`; the
 //! key-value protocols `redis` and `memcached`, codecs of one exchange
-//! core, `kv`, over `keyspace`; `http` is a
-//! folder: its exchange frames real responses) that
-//! names itself, picks how it uses connections and supplies its exchange
-//! (`workload`: what to send, how to recognise a whole response, what counts
-//! as an error; `raw` is the exchange both share). `Load::of` is the
-//! registry: one line per workload. Everything else is the TCP driver's:
+//! core, `kv`, over `keyspace`, their options in `kv_options`; `http` is a
+//! folder: its exchange frames real responses) that declares its options
+//! (a `clap::Args` struct), registers itself (`static WORKLOAD`), picks how
+//! it uses connections and supplies its exchange (`workload`: what to
+//! send, how to recognise a whole response, what counts as an error; `raw`
+//! is the exchange both tcp workloads share). Everything else is the TCP
+//! driver's:
 //! one epoll loop per worker thread (`driver`) drives its share of the
 //! connections, persistent (`persistent`) or one per transaction
 //! (`per_txn`), over `socket`; workers keep their own counts and lossless
@@ -27,8 +35,9 @@
 //! Imports point one way: `workload` <- `raw`, `workload`/`socket` <-
 //! `tls` <- `tally` <- `plan` <- `driver` <- `persistent`/`per_txn`/
 //! `datagram` <- `engine` <- this module, and `watch` <- `tcp_report` <-
-//! `engine`; a workload file imports only `workload` (`TlsSpec`, also
-//! named `tls::TlsSpec`), `raw` or `kv`/`keyspace`, and its options.
+//! `engine`; a workload file imports only `spec`, `workload` (`TlsSpec`,
+//! also named `tls::TlsSpec`), `raw` or `kv`/`kv_options`/`keyspace`, and
+//! its options; `registry` imports the workload files.
 
 pub mod clock;
 pub mod datagram;
@@ -37,14 +46,17 @@ pub mod engine;
 pub mod http;
 pub mod keyspace;
 pub mod kv;
+pub mod kv_options;
 pub mod memcached;
 pub mod per_txn;
 pub mod persistent;
 pub mod plan;
 pub mod raw;
 pub mod redis;
+pub mod registry;
 pub mod schedule;
 pub mod socket;
+pub mod spec;
 pub mod tally;
 pub mod tcp_crr;
 pub mod tcp_report;
@@ -62,19 +74,18 @@ use std::time::Duration;
 use anyhow::Result;
 
 pub use self::driver::ConnTally;
+pub use self::kv_options::{KeyDist, KvArgs, Ratio};
 use self::plan::{Stop, TcpPlan};
+pub use self::raw::RawArgs;
+pub use self::spec::{LoadSpec, TcpArgs};
 use self::tls::TlsSpec;
+pub use self::udp::UdpArgs;
 use self::workload::{Exchange, TcpWorkload};
-// The clap option structs live in the CLI layer; the workloads still read
-// the raw options when they build their plans.
-pub use crate::cli::load::{
-    CloseMode, CrrArgs, HttpArgs, KvArgs, LoadCommand, RawArgs, RrArgs, TcpArgs, UdpArgs, UdpRrArgs,
-};
-use crate::cli::values::resolve;
 use crate::error;
 use crate::report::load::{LoadConfig, TlsConfig};
 use crate::report::{self, load_text};
 use crate::signals::StopFlag;
+use crate::values::resolve;
 
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -91,48 +102,33 @@ pub struct LoadOutcome {
     pub connections: Vec<ConnTally>,
 }
 
-/// A load command, by the engine that runs it.
-enum Load {
-    /// A request/response workload over TCP and the shared TCP options.
+/// A load, by the engine that runs it: what a workload's
+/// [`Options::into_load`](spec::Options::into_load) makes of its options.
+pub struct Load(Engine);
+
+enum Engine {
+    /// A request/response workload over the driver, and the shared TCP
+    /// options.
     Tcp(Box<dyn RunTcp>, TcpArgs),
     /// Sequenced UDP datagrams.
     Udp(UdpArgs),
 }
 
 impl Load {
-    /// The registry of workloads: which engine runs each subcommand, and
-    /// with what. A request/response workload is one line here (and its
-    /// file, and its subcommand in [`LoadCommand`]).
-    /// A workload whose options cannot make one (http: a bad URL, header
-    /// or --urls file) is a usage error here.
-    fn of(cmd: LoadCommand) -> Result<Self> {
-        Ok(match cmd {
-            LoadCommand::TcpRr(a) => Self::tcp(tcp_rr::workload(&a), a.tcp),
-            LoadCommand::TcpCrr(a) => Self::tcp(tcp_crr::workload(&a), a.tcp),
-            LoadCommand::Http(a) => Self::tcp(http::workload(&a)?, a.tcp),
-            LoadCommand::Redis(a) => Self::tcp(redis::workload(&a), a.tcp),
-            LoadCommand::Memcached(a) => Self::tcp(memcached::workload(&a), a.tcp),
-            LoadCommand::UdpRr(a) => Self::tcp(udp_rr::workload(&a), a.tcp),
-            LoadCommand::Udp(a) => Self::Udp(a),
-        })
+    /// A request/response workload `w` run by the driver with options `a`.
+    pub fn tcp<E: Exchange + 'static>(w: TcpWorkload<E>, a: TcpArgs) -> Self {
+        Self(Engine::Tcp(Box::new(w), a))
     }
 
-    fn tcp<E: Exchange + 'static>(w: TcpWorkload<E>, a: TcpArgs) -> Self {
-        Self::Tcp(Box::new(w), a)
-    }
-
-    /// Where --json goes, if anywhere.
-    fn json(&self) -> Option<&Path> {
-        match self {
-            Self::Tcp(_, a) => a.json.as_deref(),
-            Self::Udp(a) => a.json.as_deref(),
-        }
+    /// Sequenced UDP datagrams.
+    pub fn udp(a: UdpArgs) -> Self {
+        Self(Engine::Udp(a))
     }
 
     fn execute(self, quiet: bool, abort: Option<Arc<StopFlag>>) -> Result<LoadOutcome> {
-        match self {
-            Self::Tcp(w, a) => w.run(a, quiet, abort),
-            Self::Udp(a) => run_udp(a, quiet),
+        match self.0 {
+            Engine::Tcp(w, a) => w.run(a, quiet, abort),
+            Engine::Udp(a) => run_udp(a, quiet),
         }
     }
 }
@@ -160,11 +156,12 @@ impl<E: Exchange> RunTcp for TcpWorkload<E> {
     }
 }
 
-/// Runs a load subcommand; returns the exit status (the CLI path: prints
-/// the summary and writes --json).
-pub fn run(cmd: LoadCommand, quiet: bool) -> Result<u8> {
-    let load = Load::of(cmd)?;
-    let json = load.json().map(Path::to_path_buf);
+/// Runs a load; returns the exit status (the CLI path: prints the summary
+/// and writes --json). A workload whose options cannot make a run (http:
+/// a bad URL, header or --urls file) is a usage error.
+pub fn run(spec: LoadSpec, quiet: bool) -> Result<u8> {
+    let json = spec.json_path();
+    let load = spec.into_load()?;
     if let Some(path) = &json {
         crate::output::check(path, "--json")?;
     }
@@ -172,25 +169,25 @@ pub fn run(cmd: LoadCommand, quiet: bool) -> Result<u8> {
     finish(&out.report, out.failure, json.as_deref(), quiet)
 }
 
-/// Runs a load subcommand and returns what it measured, printing nothing
+/// Runs a load and returns what it measured, printing nothing
 /// but the progress bar (unless `quiet`). Bad options are usage errors;
 /// a failed run comes back as `LoadOutcome::failure`, with its report.
 /// For callers that embed a load (profile, experiments). Blocks SIGINT,
 /// SIGTERM and SIGHUP on the calling thread while it runs (Ctrl-C stops
 /// the load and marks it incomplete).
-pub fn execute(cmd: LoadCommand, quiet: bool) -> Result<LoadOutcome> {
-    execute_until(cmd, quiet, None)
+pub fn execute(spec: LoadSpec, quiet: bool) -> Result<LoadOutcome> {
+    execute_until(spec, quiet, None)
 }
 
 /// [`execute`], and a TCP run also ends early (marked failed, end reason
 /// `aborted`) once `abort` is raised. A UDP run ignores `abort`: it is
 /// bounded by its own --fin-timeout.
 pub fn execute_until(
-    cmd: LoadCommand,
+    spec: LoadSpec,
     quiet: bool,
     abort: Option<Arc<StopFlag>>,
 ) -> Result<LoadOutcome> {
-    Load::of(cmd)?.execute(quiet, abort)
+    spec.into_load()?.execute(quiet, abort)
 }
 
 /// Validates the shared TCP options of workload `w` into a plan, runs it

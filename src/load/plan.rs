@@ -57,7 +57,7 @@ pub struct TcpPlan {
     pub abort: Option<Arc<crate::signals::StopFlag>>,
     /// `--start-at`: the run (warm-up included) starts at this wall-clock
     /// instant.
-    pub start_at: Option<crate::cli::values::StartAt>,
+    pub start_at: Option<crate::values::StartAt>,
     /// `--full-log`: keep each measured transaction's send time and latency,
     /// at most this many over the run (None: keep none).
     pub full_log: Option<usize>,

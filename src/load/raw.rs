@@ -5,12 +5,35 @@
 //! `--expect`ed answer (a byte count, or the exact bytes).
 
 use anyhow::Result;
+use clap::Args;
 
-use super::RawArgs;
 use super::workload::{ErrorClass, Exchange, Outcome, Parsed};
-use crate::cli::values::unescape;
 use crate::error;
 use crate::proto::rr;
+use crate::values::unescape;
+
+/// The raw exchange's options (tcp-rr, tcp-crr): pattern bytes of a
+/// size, or a fixed request and its expected answer.
+#[derive(Clone, Debug, Args)]
+pub struct RawArgs {
+    /// Request size in bytes.
+    #[arg(long = "req", value_name = "BYTES", default_value_t = 1, conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub req: u32,
+    /// Response size in bytes (default: the request size).
+    #[arg(long = "resp", value_name = "BYTES", conflicts_with = "request", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub resp: Option<u32>,
+    /// Send this string as the request instead (escapes: \r \n \t \\ \xHH),
+    /// e.g. 'PING\r\n' for redis.
+    #[arg(long, value_name = "STRING", requires = "expect")]
+    pub request: Option<String>,
+    /// With --request: the response, as a byte count or as the exact
+    /// string (escapes as in --request), e.g. '+PONG\r\n'.
+    #[arg(long, value_name = "BYTES|STRING", requires = "request")]
+    pub expect: Option<String>,
+    /// Check every response byte against the request it answers.
+    #[arg(long)]
+    pub verify: bool,
+}
 
 /// What a transaction sends and expects back.
 #[derive(Clone, Debug)]

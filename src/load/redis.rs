@@ -19,9 +19,13 @@
 //!   hit, the null bulk string `$-1` a miss.
 //! - anything else well-formed: a plain answer.
 
+use anyhow::Result;
+
 use super::KvArgs;
 use super::keyspace::{Block, KvSpec, RequestBuilder, Template};
 use super::kv::{self, KvExchange, KvProtocol};
+use super::kv_options::{KvLoad, KvOptions};
+use super::spec::{Registered, TargetForm};
 use super::workload::{ErrorClass, Outcome, Parsed, TcpWorkload};
 
 /// The commands when no --command is given (memtier_benchmark's mix: a
@@ -361,10 +365,26 @@ impl RespCursor {
     }
 }
 
+/// The registration of `load redis`.
+pub static WORKLOAD: Registered<KvOptions<Redis>> = Registered::new(
+    "redis",
+    "Redis (RESP2) commands built from templates over a key space",
+    TargetForm::Addr,
+);
+
+/// The redis protocol of the key-value workloads.
+pub struct Redis;
+
+impl KvLoad for Redis {
+    fn load(a: KvArgs) -> Result<super::Load> {
+        Ok(super::Load::tcp(workload(&a), a.tcp))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::load::KeyDist;
+    use crate::load::KeyDist;
     use crate::load::workload::Exchange;
 
     /// Feeds `bytes` whole and split at every boundary (and byte by byte):
@@ -531,7 +551,7 @@ mod tests {
         }
         let mut a = P::parse_from(["x", "127.0.0.1:1", "--keys", "1000"]).a;
         a.commands = cmds.iter().map(|s| s.to_string()).collect();
-        a.ratio = ratio.map(crate::cli::load::Ratio);
+        a.ratio = ratio.map(crate::load::Ratio);
         a.key_dist = KeyDist::Uniform;
         a.value_size = 4;
         RedisExchange::new(KvSpec::from_args(&a, &DEFAULT_COMMANDS, &DEFAULT_RATIO).unwrap())

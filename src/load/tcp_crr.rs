@@ -3,9 +3,73 @@
 //! `--close rst`). The connections are the driver's (`per_txn`); this file
 //! only says what the workload is.
 
-use super::raw::RawExchange;
+use std::path::Path;
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+
+use super::Load;
+use super::raw::{RawArgs, RawExchange};
+use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
 use super::workload::{ConnMode, TcpWorkload};
-use super::{CloseMode, CrrArgs};
+
+/// The registration of `load tcp-crr`.
+pub static WORKLOAD: Registered<CrrArgs> = Registered::new(
+    "tcp-crr",
+    "TCP connect, request, response, close, in a loop per slot",
+    TargetForm::Addr,
+);
+
+/// How tcp-crr closes each connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CloseMode {
+    /// Orderly close (FIN); the client keeps the TIME_WAIT.
+    Fin,
+    /// Abortive close (SO_LINGER 0, RST): no TIME_WAIT.
+    Rst,
+}
+
+/// `load tcp-crr` options.
+#[derive(Clone, Debug, Args)]
+pub struct CrrArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// What each transaction sends and expects.
+    #[command(flatten)]
+    pub raw: RawArgs,
+    /// How to close each connection.
+    #[arg(long, value_enum, default_value_t = CloseMode::Fin)]
+    pub close: CloseMode,
+}
+
+impl Options for CrrArgs {
+    fn take_target(&mut self) -> Option<String> {
+        Some(std::mem::take(&mut self.addr))
+    }
+
+    fn set_target(&mut self, target: String) {
+        self.addr = target;
+    }
+
+    fn conn(&self) -> ConnModel {
+        ConnModel::PerTransaction
+    }
+
+    fn json(&self) -> Option<&Path> {
+        self.tcp.json.as_deref()
+    }
+
+    fn warmup(&self) -> f64 {
+        self.tcp.warmup
+    }
+
+    fn into_load(self: Box<Self>) -> Result<Load> {
+        Ok(Load::tcp(workload(&self), self.tcp))
+    }
+}
 
 /// The tcp-crr workload of a command line.
 pub fn workload(a: &CrrArgs) -> TcpWorkload<RawExchange> {

@@ -3,9 +3,64 @@
 //! intended times (open loop, --rate). The connections are the driver's
 //! (`persistent`); this file only says what the workload is.
 
-use super::RrArgs;
-use super::raw::RawExchange;
+use std::path::Path;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::Load;
+use super::raw::{RawArgs, RawExchange};
+use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
 use super::workload::{ConnMode, TcpWorkload};
+
+/// The registration of `load tcp-rr`.
+pub static WORKLOAD: Registered<RrArgs> = Registered::new(
+    "tcp-rr",
+    "TCP request/response over persistent connections (closed loop, or open loop with --rate)",
+    TargetForm::Addr,
+);
+
+/// `load tcp-rr` options.
+#[derive(Clone, Debug, Args)]
+pub struct RrArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// What each transaction sends and expects.
+    #[command(flatten)]
+    pub raw: RawArgs,
+    /// Requests in flight per connection.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+}
+
+impl Options for RrArgs {
+    fn take_target(&mut self) -> Option<String> {
+        Some(std::mem::take(&mut self.addr))
+    }
+
+    fn set_target(&mut self, target: String) {
+        self.addr = target;
+    }
+
+    fn conn(&self) -> ConnModel {
+        ConnModel::Persistent
+    }
+
+    fn json(&self) -> Option<&Path> {
+        self.tcp.json.as_deref()
+    }
+
+    fn warmup(&self) -> f64 {
+        self.tcp.warmup
+    }
+
+    fn into_load(self: Box<Self>) -> Result<Load> {
+        Ok(Load::tcp(workload(&self), self.tcp))
+    }
+}
 
 /// The tcp-rr workload of a command line.
 pub fn workload(a: &RrArgs) -> TcpWorkload<RawExchange> {

@@ -1,18 +1,23 @@
 //! load udp: sequenced datagrams, back to back (--burst) or paced
 //! (--rate), then the FIN/REPORT exchange with `serve udp-sink` so loss is
-//! published - received, tail drops included.
+//! published - received, tail drops included. Its own engine, not the
+//! driver's; its options and registration are here.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
+use clap::Args;
 use indicatif::ProgressBar;
 use nix::sys::signal::Signal;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::Load;
 use super::clock::rusage_ns;
+use super::spec::{ConnModel, Options, Registered, TargetForm};
 use crate::procfs::snmp;
 use crate::proto::udp::{
     Header, Kind, MAX_DATAGRAM, SinkReport, fin_datagram, monotonic_ns, parse_report,
@@ -23,6 +28,70 @@ use crate::report::load::{
 };
 use crate::signals::{Signals, signal_name};
 use crate::stats::LatencyHist;
+use crate::values;
+
+/// The registration of `load udp`.
+pub static WORKLOAD: Registered<UdpArgs> = Registered::new(
+    "udp",
+    "Sequenced UDP datagrams, with loss accounted by `serve udp-sink`",
+    TargetForm::Addr,
+);
+
+/// `load udp` options.
+#[derive(Clone, Debug, Args)]
+pub struct UdpArgs {
+    /// The sink: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Send this many datagrams back to back.
+    #[arg(long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..))]
+    pub burst: Option<u64>,
+    /// Send this many datagrams per second.
+    #[arg(long, value_name = "PPS", value_parser = values::rate)]
+    pub rate: Option<f64>,
+    /// With --rate: send for this long (default 10 s unless -n).
+    #[arg(short = 'd', long, value_name = "SECS", value_parser = values::positive_secs, conflicts_with_all = ["count", "burst"])]
+    pub duration: Option<f64>,
+    /// With --rate: send this many.
+    #[arg(short = 'n', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "burst")]
+    pub count: Option<u64>,
+    /// Datagram size in bytes (the 32-byte header included).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, value_parser = clap::value_parser!(u32).range(32..=65507))]
+    pub size: u32,
+    /// SO_SNDBUF to request (the granted size is reported).
+    #[arg(long, value_name = "BYTES")]
+    pub sndbuf: Option<usize>,
+    /// How long to wait for the sink's report after the last datagram.
+    #[arg(long, value_name = "SECS", default_value = "2", value_parser = values::positive_secs)]
+    pub fin_timeout: f64,
+    /// Send errors tolerated before the run counts as failed.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_errors: u64,
+    /// Write the full result as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+impl Options for UdpArgs {
+    fn take_target(&mut self) -> Option<String> {
+        Some(std::mem::take(&mut self.addr))
+    }
+
+    fn set_target(&mut self, target: String) {
+        self.addr = target;
+    }
+
+    fn conn(&self) -> ConnModel {
+        ConnModel::UdpStream
+    }
+
+    fn json(&self) -> Option<&Path> {
+        self.json.as_deref()
+    }
+
+    fn into_load(self: Box<Self>) -> Result<Load> {
+        Ok(Load::udp(*self))
+    }
+}
 
 /// How datagrams are sent.
 #[derive(Clone, Copy, Debug)]

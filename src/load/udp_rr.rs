@@ -26,15 +26,18 @@
 //!   --timeout well above the latency's tail).
 
 use std::borrow::Cow;
+use std::path::Path;
 
 use anyhow::Result;
+use clap::{Args, ValueEnum};
 
+use super::Load;
 use super::memcached::{Answer, Feed, Kind, McCursor};
+use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, ReplyId, TcpWorkload};
-use crate::cli::load::{UdpId, UdpRrArgs};
-use crate::cli::values::unescape;
 use crate::error;
 use crate::report::load::LoadConfig;
+use crate::values::unescape;
 
 /// The largest UDP payload over IPv4.
 pub const MAX_DATAGRAM: usize = 65_507;
@@ -45,6 +48,100 @@ pub const MC_HEADER: usize = 8;
 pub const MC_MAX_DATAGRAMS: u16 = 1024;
 /// A DNS message header.
 pub const DNS_HEADER: usize = 12;
+
+/// The registration of `load udp-rr`.
+pub static WORKLOAD: Registered<UdpRrArgs> = Registered::new(
+    "udp-rr",
+    "UDP request/response against a real server (DNS, memcached's UDP port, any datagram \
+     service): connected sockets, per-request timeouts, lost requests counted",
+    TargetForm::Addr,
+);
+
+/// How udp-rr tells which request a reply answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum UdpId {
+    /// No id: one request in flight per socket, a reply answers it.
+    None,
+    /// The request is a DNS message: its 16-bit id is rewritten per
+    /// request and the reply's id says which request it answers.
+    Dns,
+    /// The request is a memcached text command: each goes out behind
+    /// memcached's 8-byte UDP frame header (request id, sequence 0, total
+    /// 1), and a reply is whole once every datagram its header announces
+    /// has come.
+    Memcached,
+}
+
+impl UdpId {
+    /// Its name on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Dns => "dns",
+            Self::Memcached => "memcached",
+        }
+    }
+}
+
+/// `load udp-rr` options.
+#[derive(Clone, Debug, Args)]
+pub struct UdpRrArgs {
+    /// Target: IP:PORT, [IPv6]:PORT or HOST:PORT.
+    pub addr: String,
+    /// Shared driver options (-c is the number of UDP sockets).
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// The request datagram: a string (escapes: \r \n \t \0 \\ \xHH), or
+    /// @FILE for its bytes as they are in FILE.
+    #[arg(long, value_name = "STRING|@FILE")]
+    pub request: String,
+    /// How a reply is matched to its request: none (one request in flight
+    /// per socket), dns or memcached (never guessed from the port).
+    #[arg(long, value_enum, default_value_t = UdpId::None)]
+    pub id: UdpId,
+    /// A reply must contain these bytes (escapes as in --request; for
+    /// memcached, in the reply's text without the frame headers); one that
+    /// does not is a response_mismatch error.
+    #[arg(long, value_name = "STRING")]
+    pub expect: Option<String>,
+    /// --id dns: a reply must be NOERROR with at least one answer record,
+    /// else it is a response_mismatch error.
+    #[arg(long)]
+    pub expect_answer: bool,
+    /// Requests in flight per socket (needs --id dns or memcached).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+}
+
+impl Options for UdpRrArgs {
+    fn take_target(&mut self) -> Option<String> {
+        Some(std::mem::take(&mut self.addr))
+    }
+
+    fn set_target(&mut self, target: String) {
+        self.addr = target;
+    }
+
+    fn conn(&self) -> ConnModel {
+        ConnModel::Datagram
+    }
+
+    fn json(&self) -> Option<&Path> {
+        self.tcp.json.as_deref()
+    }
+
+    fn warmup(&self) -> f64 {
+        self.tcp.warmup
+    }
+
+    fn check(&self) -> Result<()> {
+        DgramExchange::from_args(self).map(drop)
+    }
+
+    fn into_load(self: Box<Self>) -> Result<Load> {
+        Ok(Load::tcp(workload(&self), self.tcp))
+    }
+}
 
 /// The udp-rr workload of a command line.
 pub fn workload(a: &UdpRrArgs) -> TcpWorkload<DgramExchange> {

@@ -35,12 +35,12 @@ pub(super) struct Watched {
 /// a millisecond before the instant, then reads the clock in a loop, so
 /// the start is late by microseconds, not by a timer's slack.
 pub(super) fn wait_for_start(
-    at: &crate::cli::values::StartAt,
+    at: &crate::values::StartAt,
     signals: &mut Signals,
     abort: Option<&StopFlag>,
     quiet: bool,
 ) -> Result<()> {
-    use crate::cli::values::unix_now_ns;
+    use crate::values::unix_now_ns;
     let ahead = at.unix_ns.saturating_sub(unix_now_ns());
     if !quiet && ahead > 1_000_000_000 {
         eprintln!(

@@ -6,12 +6,12 @@
 
 use std::ffi::OsString;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::load::LoadCommand;
+use crate::load::LoadSpec;
+use crate::load::spec::{PLACEHOLDER, Target};
 use crate::netpath::{BackendChoice, EmulatedPath, NetPath, PathSpec};
 use crate::process::ready::{self, Proto};
 use crate::process::target::{Launched, STOP_GRACE, quote_block};
@@ -28,18 +28,6 @@ pub struct ServedPath {
     pub backend: BackendChoice,
     /// `serve` arguments (`echo --transport epoll`).
     pub serve: Vec<String>,
-}
-
-/// The address the workload was given, and where it is replaced.
-fn addr_slot(cmd: &mut LoadCommand) -> (&mut String, Option<&PathBuf>) {
-    match cmd {
-        LoadCommand::TcpRr(a) => (&mut a.addr, a.tcp.json.as_ref()),
-        LoadCommand::TcpCrr(a) => (&mut a.addr, a.tcp.json.as_ref()),
-        LoadCommand::Redis(a) | LoadCommand::Memcached(a) => (&mut a.addr, a.tcp.json.as_ref()),
-        LoadCommand::UdpRr(a) => (&mut a.addr, a.tcp.json.as_ref()),
-        LoadCommand::Udp(a) => (&mut a.addr, a.json.as_ref()),
-        LoadCommand::Http(a) => (a.url.get_or_insert_with(String::new), a.tcp.json.as_ref()),
-    }
 }
 
 /// Blocks the stop signals on the calling thread (threads started later
@@ -90,11 +78,13 @@ fn wait_listening(t: &mut Launched, proto: Proto, ip: IpAddr) -> Result<SocketAd
 }
 
 /// Runs the load over the path; returns the exit status as `load` does.
-pub fn run(mut cmd: LoadCommand, quiet: bool, sp: &ServedPath) -> Result<u8> {
-    let udp = matches!(cmd, LoadCommand::Udp(_) | LoadCommand::UdpRr(_));
-    let (slot, json) = addr_slot(&mut cmd);
-    let json = json.cloned();
-    if !slot.contains("ADDR") {
+pub fn run(mut spec: LoadSpec, quiet: bool, sp: &ServedPath) -> Result<u8> {
+    let udp = spec.is_udp();
+    let json = spec.json_path();
+    // The workload's address must be a slot that names ADDR (a bare http
+    // path names none).
+    let slot = spec.target().text().unwrap_or_default();
+    if !matches!(spec.target(), Target::Slot(t) if t.contains(PLACEHOLDER)) {
         return Err(crate::error::usage(format!(
             "--serve: give the word ADDR where the address goes (e.g. `load tcp-rr ADDR -c 4 \
              --path rtt=10ms --serve 'echo --transport epoll'`, or http://ADDR/ for http), \
@@ -121,12 +111,11 @@ pub fn run(mut cmd: LoadCommand, quiet: bool, sp: &ServedPath) -> Result<u8> {
         .context("starting the served target")?;
     let proto = if udp { Proto::Udp } else { Proto::TcpListen };
     let addr = wait_listening(&mut target, proto, IpAddr::V4(path.target_ip))?;
-    let (slot, _) = addr_slot(&mut cmd);
-    *slot = slot.replace("ADDR", &addr.to_string());
+    spec.fill(addr);
     let outcome = std::thread::scope(|s| {
         s.spawn(|| {
             path.enter_generator()?;
-            crate::load::execute(cmd, quiet)
+            crate::load::execute(spec, quiet)
         })
         .join()
         .unwrap_or_else(|_| Err(anyhow::anyhow!("the load thread panicked")))

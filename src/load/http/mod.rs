@@ -20,17 +20,130 @@ pub mod parse;
 pub mod request;
 pub mod status;
 
+use std::path::{Path, PathBuf};
+
 use anyhow::Result;
+use clap::Args;
 use serde_json::json;
 
 use self::parse::{Cursor, Step};
 use self::request::{Extras, Target};
 use self::status::OkStatus;
+use super::Load;
+use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
 use super::tls::TlsSpec;
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
-use crate::cli::load::HttpArgs;
 use crate::error;
 use crate::report::load::LoadConfig;
+
+/// The registration of `load http`.
+pub static WORKLOAD: Registered<HttpArgs> = Registered::new(
+    "http",
+    "HTTP/1.1 requests over keep-alive connections (or one connection per request with \
+     --new-connection)",
+    TargetForm::Url,
+);
+
+/// `load http` options.
+#[derive(Clone, Debug, Args)]
+pub struct HttpArgs {
+    /// The URL to request: http://HOST[:PORT]/PATH[?QUERY] (https:// speaks
+    /// TLS).
+    #[arg(
+        value_name = "URL",
+        required_unless_present = "urls",
+        conflicts_with = "urls"
+    )]
+    pub url: Option<String>,
+    /// Shared TCP options.
+    #[command(flatten)]
+    pub tcp: TcpArgs,
+    /// Request method (the default for --urls lines that name none).
+    #[arg(long, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+    /// Add this request header ('Name: value'; repeatable). A Host header
+    /// replaces the automatic one.
+    #[arg(short = 'H', long = "header", value_name = "'NAME: VALUE'")]
+    pub headers: Vec<String>,
+    /// Request body: @FILE reads it from FILE, anything else is the body
+    /// itself (sent with a Content-Length).
+    #[arg(long, value_name = "@FILE|STRING")]
+    pub body: Option<String>,
+    /// Request the URLs of FILE in turn, one a line: [WEIGHT] [METHOD] URL
+    /// (all with the same scheme, host and port).
+    #[arg(long, value_name = "FILE")]
+    pub urls: Option<PathBuf>,
+    /// Status codes that count as success; any other is an error of class
+    /// status_<code>: codes, ranges and classes, e.g. 2xx, 200-399,
+    /// 200,404.
+    #[arg(long, value_name = "CODES", default_value = "2xx")]
+    pub ok_status: String,
+    /// Requests in flight per connection (HTTP/1.1 pipelining).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+    /// One request per connection (connect, request, response, close: the
+    /// HTTP analogue of tcp-crr); the request says Connection: close.
+    #[arg(long, conflicts_with = "pipeline")]
+    pub new_connection: bool,
+    /// https: accept any server certificate (self-signed test servers).
+    #[arg(long)]
+    pub insecure: bool,
+    /// https: also trust the certificates in this PEM file.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+}
+
+impl Options for HttpArgs {
+    fn take_target(&mut self) -> Option<String> {
+        self.url.take()
+    }
+
+    fn set_target(&mut self, target: String) {
+        self.url = Some(target);
+    }
+
+    fn conn(&self) -> ConnModel {
+        if self.new_connection {
+            ConnModel::PerTransaction
+        } else {
+            ConnModel::Persistent
+        }
+    }
+
+    fn json(&self) -> Option<&Path> {
+        self.tcp.json.as_deref()
+    }
+
+    fn warmup(&self) -> f64 {
+        self.tcp.warmup
+    }
+
+    /// The host and port of the URL (of the first line of --urls).
+    fn endpoint(&self, target: Option<&str>) -> Result<String> {
+        let url = match (target, &self.urls) {
+            (Some(u), _) => u.to_string(),
+            (None, Some(file)) => request::read_urls(file, &self.method)?
+                .first()
+                .map(|t| t.url.to_string())
+                .ok_or_else(|| error::usage(format!("--urls {}: no URL", file.display())))?,
+            (None, None) => unreachable!("clap requires a URL or --urls"),
+        };
+        let u = request::parse_url(&url)?;
+        let host = u.host_str().unwrap_or_default();
+        Ok(format!(
+            "{host}:{}",
+            u.port_or_known_default().unwrap_or(80)
+        ))
+    }
+
+    fn check(&self) -> Result<()> {
+        workload(self).map(drop)
+    }
+
+    fn into_load(self: Box<Self>) -> Result<Load> {
+        Ok(Load::tcp(workload(&self)?, self.tcp))
+    }
+}
 
 /// The HTTP exchange: precomputed requests, a weighted schedule over
 /// them, and the status codes that count as success.
@@ -216,17 +329,17 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::load::{LoadCommand, parse as parse_line};
 
     fn args(line: &[&str]) -> HttpArgs {
-        let v: Vec<String> = std::iter::once("http")
-            .chain(line.iter().copied())
-            .map(String::from)
-            .collect();
-        match parse_line(&v).unwrap() {
-            LoadCommand::Http(a) => a,
-            other => panic!("{other:?}"),
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(flatten)]
+            a: HttpArgs,
         }
+        use clap::Parser;
+        Line::try_parse_from(std::iter::once("http").chain(line.iter().copied()))
+            .unwrap()
+            .a
     }
 
     fn code(e: &anyhow::Error) -> Option<u8> {
@@ -367,7 +480,8 @@ mod tests {
             ],
         ] {
             let v: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
-            assert_eq!(code(&parse_line(&v).unwrap_err()), Some(2), "{bad:?}");
+            let e = crate::load::registry::parse_line(&v).unwrap_err();
+            assert_eq!(code(&e), Some(2), "{bad:?}");
         }
     }
 }

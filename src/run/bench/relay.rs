@@ -284,7 +284,7 @@ fn measure(
     .collect();
     let relay_pid = s.proc_.as_ref().map(|l| l.pid);
     let before = Cpu::read(relay_pid, upstream.pid);
-    let outcome = load::execute(crate::cli::load::parse(&line)?, true)?;
+    let outcome = load::execute(load::registry::parse_line(&line)?, true)?;
     let after = Cpu::read(relay_pid, upstream.pid);
     let what = format!("{} at {conns} x {bytes} B", p.name());
     let when = format!("during {what}");

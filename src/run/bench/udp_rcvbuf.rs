@@ -97,7 +97,7 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(UdpRcvbufResult, V
                 "--size".into(),
                 DATAGRAM.to_string(),
             ];
-            let outcome = load::execute(crate::cli::load::parse(&line)?, true)?;
+            let outcome = load::execute(load::registry::parse_line(&line)?, true)?;
             ctx.check_load(
                 &outcome.report,
                 &format!("during udp-rcvbuf trial {name} {n}"),

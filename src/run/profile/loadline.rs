@@ -16,50 +16,50 @@
 //!
 //! Split like a shell would (quotes, backslashes), so `--request 'PING\r\n'`
 //! works inside the string.
+//!
+//! The line is parsed once, through the workload registry, into a
+//! [`LoadSpec`] whose target is a slot until [`LoadLine::spec`] fills it
+//! with the learned address; the tokens are kept only for the command
+//! line profile records.
 
 use std::net::SocketAddr;
 
 use anyhow::Result;
 
-use crate::cli::load::{self, LoadCommand};
 use crate::error;
+use crate::load::spec::{PLACEHOLDER, Target, TargetForm};
+use crate::load::{LoadSpec, registry};
 
-/// The placeholder replaced by the learned address.
-pub const PLACEHOLDER: &str = "ADDR";
-/// Stands in for the address while the line is only being validated.
-const PROBE: &str = "127.0.0.1:9";
-
-/// Where the address goes.
+/// Where the address goes in the line's tokens (the command line profile
+/// records); the spec itself holds its target as a [`Target`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AddrSlot {
     /// Inserted after the workload name.
     Insert,
     /// Replaces every `ADDR` token.
     Placeholder,
-    /// Given by the user (kept as is).
+    /// Given by the user (kept as is): the HOST:PORT it names.
     Explicit(String),
     /// http: the token at this index is a path (`/index.html`), completed
     /// into `http://ADDR/index.html`.
     UrlPath(usize),
 }
 
-/// A validated load line.
+/// A validated load line, parsed once: its spec, target still a slot
+/// unless the line names one.
 #[derive(Clone, Debug)]
 pub struct LoadLine {
     tokens: Vec<String>,
     /// Where the address goes.
     pub slot: AddrSlot,
-    /// The load keeps its connections (tcp-rr, http without
-    /// --new-connection, redis, memcached): the tree's share of it can be
-    /// sampled per connection.
-    pub persistent: bool,
+    spec: LoadSpec,
 }
 
 impl LoadLine {
-    /// Splits and validates `line` (usage errors exit 2). Rejects what
-    /// profile must own itself: `--json` (the load's report goes into
-    /// run.json) and `--warmup` (the trace window covers the whole load, so
-    /// per-transaction figures need every transaction counted).
+    /// Splits, parses and validates `line` (usage errors exit 2). Rejects
+    /// what profile must own itself: `--json` (the load's report goes into
+    /// run.json) and `--warmup` (the trace window covers the whole load,
+    /// so per-transaction figures need every transaction counted).
     pub fn parse(line: &str) -> Result<Self> {
         let tokens =
             shell_words::split(line).map_err(|e| error::usage(format!("--load {line:?}: {e}")))?;
@@ -68,62 +68,65 @@ impl LoadLine {
                 "--load is empty: give a load line such as 'tcp-rr -c 64 -d 10'",
             ));
         }
-        let http = tokens[0] == "http";
-        let is_placeholder = |t: &str| t == PLACEHOLDER || (http && t.contains(URL_PLACEHOLDER));
-        let has_placeholder = tokens.iter().any(|t| is_placeholder(t));
-        let probe: SocketAddr = PROBE.parse().expect("a valid probe address");
-        let substituted: Vec<String> = tokens.iter().map(|t| fill(t, probe, http)).collect();
-        let (slot, cmd) = match load::parse(&substituted) {
-            Ok(cmd) if has_placeholder => (AddrSlot::Placeholder, cmd),
-            Ok(cmd) => match url_path(&tokens, &cmd) {
-                Some(i) => {
-                    let mut filled = tokens.clone();
-                    filled[i] = format!("http://{probe}{}", tokens[i]);
-                    (AddrSlot::UrlPath(i), load::parse(&filled)?)
+        let form = registry::find(&tokens[0]).map(|w| w.form());
+        let url = form == Some(TargetForm::Url);
+        let has_placeholder = tokens
+            .iter()
+            .any(|t| t == PLACEHOLDER || (url && t.contains(URL_PLACEHOLDER)));
+        let (slot, spec) = match registry::parse_line(&tokens) {
+            Ok(spec) if has_placeholder => (AddrSlot::Placeholder, spec),
+            Ok(spec) => match spec.target() {
+                // A bare path (http): a URL on the address.
+                Target::Slot(path) => {
+                    let i = tokens.iter().position(|t| t == path).unwrap_or(1);
+                    (AddrSlot::UrlPath(i), spec)
                 }
-                None => (AddrSlot::Explicit(explicit_addr(&cmd)?), cmd),
+                _ => {
+                    let endpoint = spec.endpoint()?.unwrap_or_default();
+                    (AddrSlot::Explicit(endpoint), spec)
+                }
             },
-            Err(_) if !has_placeholder => {
+            // No address: the workload's placeholder goes after its name.
+            Err(_) if !has_placeholder && form.is_some() => {
                 let mut inserted = tokens.clone();
-                inserted.insert(1.min(inserted.len()), insert_token(probe, http));
-                (AddrSlot::Insert, load::parse(&inserted)?)
+                inserted.insert(1, insert_token(PLACEHOLDER, url));
+                (AddrSlot::Insert, registry::parse_line(&inserted)?)
             }
             Err(e) => return Err(e),
         };
         // What only the workload checks (headers, --ok-status, the body
         // file) is checked now, before any target starts.
-        match &cmd {
-            LoadCommand::Http(a) => {
-                crate::load::http::workload(a)?;
-            }
-            LoadCommand::UdpRr(a) => {
-                crate::load::udp_rr::DgramExchange::from_args(a)?;
-            }
-            _ => {}
-        }
-        let persistent = match &cmd {
-            LoadCommand::TcpRr(_) | LoadCommand::Redis(_) | LoadCommand::Memcached(_) => true,
-            LoadCommand::Http(a) => !a.new_connection,
-            LoadCommand::TcpCrr(_) | LoadCommand::Udp(_) | LoadCommand::UdpRr(_) => false,
-        };
-        reject_owned_options(&cmd)?;
-        Ok(Self {
-            tokens,
-            slot,
-            persistent,
-        })
+        spec.check()?;
+        reject_owned_options(&spec)?;
+        Ok(Self { tokens, slot, spec })
     }
 
     /// The workload name (`tcp-rr`, `tcp-crr`, `http`, `redis`,
     /// `memcached`, `udp-rr`, `udp`).
     pub fn workload(&self) -> &str {
-        &self.tokens[0]
+        self.spec.workload()
     }
 
     /// True for the UDP workloads, udp and udp-rr (the target then needs a
     /// bound UDP socket, not a TCP listener).
     pub fn is_udp(&self) -> bool {
-        matches!(self.workload(), "udp" | "udp-rr")
+        self.spec.is_udp()
+    }
+
+    /// The load keeps its connections (tcp-rr, http without
+    /// --new-connection, redis, memcached): the tree's share of it can be
+    /// sampled per connection.
+    pub fn persistent(&self) -> bool {
+        self.spec.conn() == crate::load::spec::ConnModel::Persistent
+    }
+
+    /// The HOST:PORT the line names itself (None: profile fills in the
+    /// target's own).
+    pub fn explicit(&self) -> Option<&str> {
+        match &self.slot {
+            AddrSlot::Explicit(a) => Some(a),
+            _ => None,
+        }
     }
 
     /// The line as given (tokens).
@@ -132,15 +135,16 @@ impl LoadLine {
     }
 
     /// The full argument list with `addr` in place (explicit addresses are
-    /// kept).
+    /// kept): the load's command line as profile records it.
     pub fn with_addr(&self, addr: SocketAddr) -> Vec<String> {
-        let http = self.workload() == "http";
+        let url = self.spec.form() == TargetForm::Url;
+        let addr = addr.to_string();
         match &self.slot {
             AddrSlot::Explicit(_) => self.tokens.clone(),
-            AddrSlot::Placeholder => self.tokens.iter().map(|t| fill(t, addr, http)).collect(),
+            AddrSlot::Placeholder => self.tokens.iter().map(|t| fill(t, &addr, url)).collect(),
             AddrSlot::Insert => {
                 let mut t = self.tokens.clone();
-                t.insert(1, insert_token(addr, http));
+                t.insert(1, insert_token(&addr, url));
                 t
             }
             AddrSlot::UrlPath(i) => {
@@ -151,9 +155,12 @@ impl LoadLine {
         }
     }
 
-    /// Parses the line with `addr` in place.
-    pub fn command(&self, addr: SocketAddr) -> Result<LoadCommand> {
-        load::parse(&self.with_addr(addr))
+    /// The spec with `addr` in place of its slot (a given target is
+    /// kept): the line is not parsed again.
+    pub fn spec(&self, addr: SocketAddr) -> LoadSpec {
+        let mut spec = self.spec.clone();
+        spec.fill(addr);
+        spec
     }
 }
 
@@ -162,10 +169,10 @@ const URL_PLACEHOLDER: &str = "://ADDR";
 
 /// Token `t` with the address in place of a placeholder: a whole `ADDR`
 /// token (for http, a URL to `/`), or `://ADDR` inside an http URL.
-fn fill(t: &str, addr: SocketAddr, http: bool) -> String {
+fn fill(t: &str, addr: &str, url: bool) -> String {
     if t == PLACEHOLDER {
-        insert_token(addr, http)
-    } else if http && t.contains(URL_PLACEHOLDER) {
+        insert_token(addr, url)
+    } else if url && t.contains(URL_PLACEHOLDER) {
         t.replacen(URL_PLACEHOLDER, &format!("://{addr}"), 1)
     } else {
         t.to_string()
@@ -174,63 +181,21 @@ fn fill(t: &str, addr: SocketAddr, http: bool) -> String {
 
 /// What goes in when the line names no target: the address, or for http
 /// a URL to `/` there.
-fn insert_token(addr: SocketAddr, http: bool) -> String {
-    if http {
+fn insert_token(addr: &str, url: bool) -> String {
+    if url {
         format!("http://{addr}/")
     } else {
         addr.to_string()
     }
 }
 
-/// http: the index of the URL token when it is a bare path (`/x`).
-fn url_path(tokens: &[String], cmd: &LoadCommand) -> Option<usize> {
-    let LoadCommand::Http(a) = cmd else {
-        return None;
-    };
-    let url = a.url.as_deref().filter(|u| u.starts_with('/'))?;
-    tokens.iter().position(|t| t == url)
-}
-
-/// The address an explicit target names: HOST:PORT, or for http the
-/// host and port of the URL (of the first line of --urls).
-fn explicit_addr(cmd: &LoadCommand) -> Result<String> {
-    Ok(match cmd {
-        LoadCommand::TcpRr(a) => a.addr.clone(),
-        LoadCommand::TcpCrr(a) => a.addr.clone(),
-        LoadCommand::Udp(a) => a.addr.clone(),
-        LoadCommand::UdpRr(a) => a.addr.clone(),
-        LoadCommand::Redis(a) | LoadCommand::Memcached(a) => a.addr.clone(),
-        LoadCommand::Http(a) => {
-            let url = match (&a.url, &a.urls) {
-                (Some(u), _) => u.clone(),
-                (None, Some(file)) => crate::load::http::request::read_urls(file, &a.method)?
-                    .first()
-                    .map(|t| t.url.to_string())
-                    .ok_or_else(|| error::usage(format!("--urls {}: no URL", file.display())))?,
-                (None, None) => unreachable!("clap requires a URL or --urls"),
-            };
-            let u = crate::load::http::request::parse_url(&url)?;
-            let host = u.host_str().unwrap_or_default();
-            format!("{host}:{}", u.port_or_known_default().unwrap_or(80))
-        }
-    })
-}
-
-fn reject_owned_options(cmd: &LoadCommand) -> Result<()> {
-    let (json, warmup) = match cmd {
-        LoadCommand::TcpRr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
-        LoadCommand::TcpCrr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
-        LoadCommand::Http(a) => (a.tcp.json.is_some(), a.tcp.warmup),
-        LoadCommand::Redis(a) | LoadCommand::Memcached(a) => (a.tcp.json.is_some(), a.tcp.warmup),
-        LoadCommand::UdpRr(a) => (a.tcp.json.is_some(), a.tcp.warmup),
-        LoadCommand::Udp(a) => (a.json.is_some(), 0.0),
-    };
-    if json {
+fn reject_owned_options(spec: &LoadSpec) -> Result<()> {
+    if spec.json().is_some() {
         return Err(error::usage(
             "--load: leave out --json; the load's full report is part of run.json",
         ));
     }
-    if warmup > 0.0 {
+    if spec.warmup() > 0.0 {
         return Err(error::usage(
             "--load: --warmup is not supported by profile: the trace covers the whole load, \
              so per-transaction figures must count every transaction",
@@ -242,6 +207,10 @@ fn reject_owned_options(cmd: &LoadCommand) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn given(t: &str) -> Target {
+        Target::Given(t.to_string())
+    }
 
     fn code(e: anyhow::Error) -> Option<u8> {
         e.downcast_ref::<error::Exit>().map(|x| x.code)
@@ -264,19 +233,19 @@ mod tests {
         assert_eq!(l.with_addr(a)[1], "127.0.0.1:6379");
         let l = LoadLine::parse(r"tcp-rr --request 'PING\r\n' --expect '+PONG\r\n'").unwrap();
         assert_eq!(l.tokens()[2], r"PING\r\n");
-        assert!(l.command(a).is_ok());
+        assert_eq!(l.spec(a).target(), &given("127.0.0.1:4000"));
         let l = LoadLine::parse("redis -c 4 -d 5 --command 'GET k:{key}' --ratio 1").unwrap();
         assert_eq!(l.slot, AddrSlot::Insert);
         assert_eq!(l.tokens()[6], "GET k:{key}");
         assert_eq!(l.with_addr(a)[1], "127.0.0.1:4000");
-        assert!(l.command(a).is_ok());
+        assert_eq!(l.spec(a).target(), &given("127.0.0.1:4000"));
         let l = LoadLine::parse("memcached ADDR --pipeline 8").unwrap();
         assert_eq!(l.slot, AddrSlot::Placeholder);
         let l = LoadLine::parse("udp --burst 100").unwrap();
         assert!(l.is_udp());
         let l = LoadLine::parse(r"udp-rr -c 4 -d 5 --id memcached --request 'get k\r\n'").unwrap();
         assert_eq!(l.slot, AddrSlot::Insert);
-        assert!(l.is_udp() && !l.persistent);
+        assert!(l.is_udp() && !l.persistent());
         assert_eq!(l.with_addr(a)[1], "127.0.0.1:4000");
         assert!(LoadLine::parse("udp-rr ADDR --request x --warmup 1").is_err());
         assert!(LoadLine::parse("udp-rr --id dns --request short").is_err());
@@ -288,17 +257,23 @@ mod tests {
         let l = LoadLine::parse("http -c 64 -d 10 /index.html").unwrap();
         assert_eq!(l.slot, AddrSlot::UrlPath(5));
         assert_eq!(l.with_addr(a)[5], "http://127.0.0.1:4000/index.html");
-        assert!(l.command(a).is_ok());
-        assert!(l.persistent);
+        assert_eq!(
+            l.spec(a).target(),
+            &given("http://127.0.0.1:4000/index.html")
+        );
+        assert!(l.persistent());
         let l = LoadLine::parse("http -c 2 --new-connection").unwrap();
         assert_eq!(l.slot, AddrSlot::Insert);
         assert_eq!(l.with_addr(a)[1], "http://127.0.0.1:4000/");
-        assert!(!l.persistent);
+        assert!(!l.persistent());
         let l = LoadLine::parse("http https://ADDR/x?y=1 --insecure").unwrap();
         assert_eq!(l.slot, AddrSlot::Placeholder);
         assert_eq!(l.with_addr(a)[1], "https://127.0.0.1:4000/x?y=1");
         let v6: SocketAddr = "[::1]:4000".parse().unwrap();
         assert_eq!(l.with_addr(v6)[1], "https://[::1]:4000/x?y=1");
+        assert_eq!(l.spec(v6).target(), &given("https://[::1]:4000/x?y=1"));
+        let l = LoadLine::parse("http -c 2 --new-connection").unwrap();
+        assert_eq!(l.spec(a).target(), &given("http://127.0.0.1:4000/"));
         let l = LoadLine::parse("http http://localhost:8080/ -c 2").unwrap();
         assert_eq!(l.slot, AddrSlot::Explicit("localhost:8080".into()));
         let l = LoadLine::parse("http http://127.0.0.1/").unwrap();
@@ -309,6 +284,28 @@ mod tests {
             "http -H nocolon /",
         ] {
             let e = LoadLine::parse(bad).unwrap_err();
+            assert_eq!(code(e), Some(2), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_line_is_parsed_once_and_errors_show_no_stand_in_address() {
+        // The spec keeps its slot until filled; filling never parses again.
+        let l = LoadLine::parse("tcp-rr -c 2").unwrap();
+        assert_eq!(l.spec.target(), &Target::Slot("ADDR".into()));
+        let l = LoadLine::parse("tcp-rr 127.0.0.1:6379").unwrap();
+        assert_eq!(l.explicit(), Some("127.0.0.1:6379"));
+        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        assert_eq!(l.spec(a).target(), &given("127.0.0.1:6379"));
+        for (bad, says) in [
+            ("tcp-rr -c x", "load tcp-rr ADDR -c x: "),
+            ("nonsense", "load nonsense: "),
+            ("http https://ADDR:80/", "leave the port out"),
+        ] {
+            let e = LoadLine::parse(bad).unwrap_err();
+            let text = format!("{e:#}");
+            assert!(text.contains(says), "{bad}: {text}");
+            assert!(!text.contains("127.0.0.1:9"), "{bad}: {text}");
             assert_eq!(code(e), Some(2), "{bad}");
         }
     }

@@ -34,7 +34,7 @@ use super::subject::{self, Subject};
 use super::tracer::{self, FINISH_TIMEOUT, TracerThread};
 use super::verdict;
 use super::watch::{check_signals, start_watcher};
-use crate::cli::load::LoadCommand;
+use crate::load::LoadSpec;
 use crate::load::{self, LoadOutcome};
 use crate::netpath::EmulatedPath;
 use crate::process::ready::{OwnedSocket, Proto};
@@ -73,7 +73,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let mut subject = subject::start(spec, path.as_ref())?;
     let ready = ready(spec, &mut subject, &mut signals, path.as_ref(), t_launch)?;
     let load_argv = spec.load.with_addr(ready.addr);
-    let cmd = spec.load.command(ready.addr)?;
+    let cmd = spec.load.spec(ready.addr);
     let mut shared_with = find_sharers(spec, subject.pid, ready.addr);
 
     let mut attached = attach(spec, &mut subject, &mut signals, &shared_with, ready.addr)?;
@@ -174,7 +174,7 @@ fn start_share_sampler(
     addr: SocketAddr,
     pid: i32,
 ) -> Result<Option<share::Sampler>> {
-    if shared_with.is_empty() || !spec.load.persistent {
+    if shared_with.is_empty() || !spec.load.persistent() {
         return Ok(None);
     }
     let others = shared_with.iter().map(|s| s.pid).collect();
@@ -240,7 +240,7 @@ struct Window {
 fn load(
     spec: &ProfileSpec,
     path: Option<&EmulatedPath>,
-    cmd: LoadCommand,
+    cmd: LoadSpec,
     subject: &Subject,
     attached: &Attached,
 ) -> Result<Window> {

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::loadline::AddrSlot;
 use super::spec::{ProfileSpec, ProfileTarget};
 use super::subject::{Subject, cgroup_pids};
 use super::watch::check_signals;
@@ -37,10 +36,11 @@ pub(super) fn wait_ready(
     } else {
         "a listening TCP socket"
     };
-    let explicit = match &spec.load.slot {
-        AddrSlot::Explicit(a) => Some(crate::cli::values::resolve(a)?),
-        _ => None,
-    };
+    let explicit = spec
+        .load
+        .explicit()
+        .map(crate::values::resolve)
+        .transpose()?;
     let t0 = Instant::now();
     let deadline = t0 + spec.ready_timeout;
     let mut pause = Duration::from_millis(5);

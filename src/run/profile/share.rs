@@ -372,10 +372,10 @@ pub fn attribute(
     trace: &TraceReport,
 ) -> Attribution {
     let by_conns = owners.and_then(|o| connection_share(o, conns, tree_accepts(trace)));
-    // Over TCP a connection per transaction records its close style
-    // (`config.close`); persistent connections (tcp-rr, http, redis,
-    // memcached) do not.
-    let tcp = !matches!(load.workload.as_str(), "udp" | "udp-rr");
+    // A UDP load says so in its report (`udp`, `udp_rr`). Over TCP a
+    // connection per transaction records its close style (`config.close`);
+    // persistent connections (tcp-rr, http, redis, memcached) do not.
+    let tcp = load.udp.is_none() && load.udp_rr.is_none();
     let (share, method, connections) = match (tcp, per_transaction(load)) {
         (true, false) => match by_conns {
             Some((share, method, c)) => (share, method, Some(c)),
