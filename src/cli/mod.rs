@@ -326,41 +326,5 @@ pub fn print_manpage() -> Result<u8> {
     Ok(0)
 }
 
-#[cfg(test)]
-mod tests {
-    /// Only `cli/` and the binary import `cli`: every other module takes
-    /// plain specs (docs/architecture.md, "Folders and what each may
-    /// import").
-    #[test]
-    fn only_cli_and_main_import_cli() {
-        fn walk(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    walk(&p, files);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    files.push(p);
-                }
-            }
-        }
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = Vec::new();
-        walk(&src, &mut files);
-        let mut offenders = Vec::new();
-        for f in &files {
-            let rel = f.strip_prefix(&src).unwrap();
-            if rel.starts_with("cli") || rel == std::path::Path::new("main.rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(f).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or_default();
-                if code.contains("crate::cli") || code.contains("super::cli") {
-                    offenders.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
-                }
-            }
-        }
-        assert!(files.len() > 50, "walked {}", src.display());
-        assert!(offenders.is_empty(), "{}", offenders.join("\n"));
-    }
-}
+// The import rules (nothing outside cli/ and main.rs imports cli, report/
+// is a leaf, no circles) are checked by tests/layering.rs.
