@@ -1127,7 +1127,11 @@ fn a_sustained_flood_of_run_ids_cannot_evict_a_sending_run() {
         .iter()
         .find(|r| u(&r["published"]) == published)
         .expect("the real run's record");
-    assert_eq!(real["evicted"], false);
+    // Tracked from its first datagram to its FIN (once ended it may be
+    // evicted like any ended run: its record keeps the figures).
+    assert_eq!(u(&real["report"]["after_eviction"]), 0, "{real}");
+    assert_eq!(real["report"]["forgotten"], false, "{real}");
+    assert_eq!(u(&real["report"]["received"]), published - lost, "{real}");
 }
 
 #[test]
@@ -1159,4 +1163,59 @@ fn udp_without_a_sink_fails_and_says_so() {
     if lj.exists() {
         assert_eq!(read_json(&lj)["complete"], false);
     }
+}
+
+/// Issue 22: a --full-log that cannot be written (here /dev/full: ENOSPC)
+/// discarded the whole run, summary and --json included. Now every other
+/// output is written, then the run fails naming the log; and `--full-log -`
+/// with `--json -` (both on stdout) is refused before anything runs.
+#[test]
+fn a_full_log_that_cannot_be_written_loses_nothing_else() {
+    let dir = scratch("full-log-enospc");
+    let srv = TestServer::start(Behaviour::Echo);
+    let addr = srv.addr.to_string();
+    let json = dir.join("run.json");
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-n",
+        "300",
+        "--full-log",
+        "/dev/full",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--full-log /dev/full"), "{err}");
+    assert!(err.contains("ENOSPC"), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("transactions"),
+        "the summary"
+    );
+    let j = read_json(&json);
+    assert_eq!(u(&j["transactions"]), 300);
+    assert_eq!(j["complete"], false);
+    assert!(j["full_log"].is_null());
+    assert!(
+        j["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("the full log was not written")),
+        "{j}"
+    );
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-n",
+        "10",
+        "--full-log",
+        "-",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("both write to stdout"));
+    drop(srv);
 }

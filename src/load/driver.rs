@@ -163,8 +163,13 @@ impl<'a> WorkerCore<'a> {
         );
         match step {
             Ok(Handshake::Done) => {
+                // A fresh reading, not the batch's `now`: a handshake that
+                // began in this same batch (a reconnect's connect completing
+                // just before) would otherwise last 0 ns (issue 22: 1 ns
+                // minimums whenever connections were reopened).
+                let end = self.ctx.clock.now().max(since + 1);
                 tally.connected(now, connect_ns);
-                tally.tls_handshake(now, now - since, tls.negotiated());
+                tally.tls_handshake(end, end - since, tls.negotiated());
                 Ok(true)
             }
             Ok(Handshake::Pending { write }) => {

@@ -212,6 +212,13 @@ fn run_tcp<E: Exchange>(
     }
     let exchange = w.exchange?;
     if let Some(path) = &a.full_log {
+        if a.json.as_deref().is_some_and(crate::output::is_stdout) && crate::output::is_stdout(path)
+        {
+            return Err(error::usage(
+                "--full-log - and --json - would both write to stdout, CSV and JSON mixed: \
+                 send one of them to a file",
+            ));
+        }
         crate::output::check(path, "--full-log")?;
     }
     // One client (configuration, roots) for every connection of the run;
@@ -290,7 +297,24 @@ fn run_tcp<E: Exchange>(
     };
     let mut out = engine::run_tcp(&plan, &exchange, config, a.max_errors, quiet)?;
     if let (Some(path), Some(mut log)) = (&a.full_log, out.full_log.take()) {
-        write_full_log(path, &mut log)?;
+        // A log that cannot be written loses nothing else: the summary and
+        // --json are still written, then the run fails naming the log.
+        if let Err(e) = write_full_log(path, &mut log) {
+            let why = format!("{e:#}");
+            out.report.notes.push(format!(
+                "{why}: the full log was not written (the rest of this report was)"
+            ));
+            out.report.complete = false;
+            out.failure = Some(match out.failure.take() {
+                Some(f) => format!("{f}; and {why}"),
+                None => why,
+            });
+            return Ok(LoadOutcome {
+                report: out.report,
+                failure: out.failure,
+                connections: out.connections,
+            });
+        }
         if log.not_logged > 0 {
             out.report.notes.push(format!(
                 "--full-log is partial: {} of {} measured transactions were logged (at most \
