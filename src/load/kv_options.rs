@@ -7,7 +7,6 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::path::Path;
 
 use anyhow::Result;
 use clap::Args;
@@ -47,24 +46,16 @@ impl<P: KvLoad> fmt::Debug for KvOptions<P> {
 }
 
 impl<P: KvLoad> Options for KvOptions<P> {
-    fn take_target(&mut self) -> Option<String> {
-        Some(std::mem::take(&mut self.kv.addr))
-    }
-
-    fn set_target(&mut self, target: String) {
-        self.kv.addr = target;
+    fn address(&mut self) -> Option<&mut String> {
+        Some(&mut self.kv.addr)
     }
 
     fn conn(&self) -> ConnModel {
         ConnModel::Persistent
     }
 
-    fn json(&self) -> Option<&Path> {
-        self.kv.tcp.json.as_deref()
-    }
-
-    fn warmup(&self) -> f64 {
-        self.kv.tcp.warmup
+    fn driver(&self) -> Option<&TcpArgs> {
+        Some(&self.kv.tcp)
     }
 
     fn into_load(self: Box<Self>) -> Result<Load> {

@@ -99,23 +99,43 @@ const URL_PLACEHOLDER: &str = "://ADDR";
 /// A workload's own options, as its subcommand parsed them: everything
 /// the rest of sockscope asks of a load, whichever workload it is.
 pub trait Options: fmt::Debug + Send + Sync + OptionsClone {
+    /// The positional `ADDR` of a workload whose target is one: with it,
+    /// the target's defaults below need nothing else.
+    fn address(&mut self) -> Option<&mut String> {
+        None
+    }
+
+    /// The driver's options of a TCP-driver workload: with them, the
+    /// defaults of `json` and `warmup` need nothing else.
+    fn driver(&self) -> Option<&TcpArgs> {
+        None
+    }
+
     /// Takes the target as written out of the options (`ADDR`,
     /// `127.0.0.1:6379`, an http URL); None when other options name it
     /// (http `--urls`).
-    fn take_target(&mut self) -> Option<String>;
+    fn take_target(&mut self) -> Option<String> {
+        self.address().map(std::mem::take)
+    }
 
     /// Puts the target back, as the run will use it.
-    fn set_target(&mut self, target: String);
+    fn set_target(&mut self, target: String) {
+        if let Some(a) = self.address() {
+            *a = target;
+        }
+    }
 
     /// How the load uses the network.
     fn conn(&self) -> ConnModel;
 
     /// Where `--json` goes, if anywhere.
-    fn json(&self) -> Option<&Path>;
+    fn json(&self) -> Option<&Path> {
+        self.driver().and_then(|t| t.json.as_deref())
+    }
 
     /// `--warmup`, in seconds (0 for a workload without one).
     fn warmup(&self) -> f64 {
-        0.0
+        self.driver().map_or(0.0, |t| t.warmup)
     }
 
     /// The HOST:PORT an explicit target connects to: `target` itself by

@@ -3,8 +3,6 @@
 //! `--close rst`). The connections are the driver's (`per_txn`); this file
 //! only says what the workload is.
 
-use std::path::Path;
-
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
@@ -46,24 +44,16 @@ pub struct CrrArgs {
 }
 
 impl Options for CrrArgs {
-    fn take_target(&mut self) -> Option<String> {
-        Some(std::mem::take(&mut self.addr))
-    }
-
-    fn set_target(&mut self, target: String) {
-        self.addr = target;
+    fn address(&mut self) -> Option<&mut String> {
+        Some(&mut self.addr)
     }
 
     fn conn(&self) -> ConnModel {
         ConnModel::PerTransaction
     }
 
-    fn json(&self) -> Option<&Path> {
-        self.tcp.json.as_deref()
-    }
-
-    fn warmup(&self) -> f64 {
-        self.tcp.warmup
+    fn driver(&self) -> Option<&TcpArgs> {
+        Some(&self.tcp)
     }
 
     fn into_load(self: Box<Self>) -> Result<Load> {

@@ -3,8 +3,6 @@
 //! intended times (open loop, --rate). The connections are the driver's
 //! (`persistent`); this file only says what the workload is.
 
-use std::path::Path;
-
 use anyhow::Result;
 use clap::Args;
 
@@ -37,24 +35,16 @@ pub struct RrArgs {
 }
 
 impl Options for RrArgs {
-    fn take_target(&mut self) -> Option<String> {
-        Some(std::mem::take(&mut self.addr))
-    }
-
-    fn set_target(&mut self, target: String) {
-        self.addr = target;
+    fn address(&mut self) -> Option<&mut String> {
+        Some(&mut self.addr)
     }
 
     fn conn(&self) -> ConnModel {
         ConnModel::Persistent
     }
 
-    fn json(&self) -> Option<&Path> {
-        self.tcp.json.as_deref()
-    }
-
-    fn warmup(&self) -> f64 {
-        self.tcp.warmup
+    fn driver(&self) -> Option<&TcpArgs> {
+        Some(&self.tcp)
     }
 
     fn into_load(self: Box<Self>) -> Result<Load> {

@@ -72,12 +72,8 @@ pub struct UdpArgs {
 }
 
 impl Options for UdpArgs {
-    fn take_target(&mut self) -> Option<String> {
-        Some(std::mem::take(&mut self.addr))
-    }
-
-    fn set_target(&mut self, target: String) {
-        self.addr = target;
+    fn address(&mut self) -> Option<&mut String> {
+        Some(&mut self.addr)
     }
 
     fn conn(&self) -> ConnModel {

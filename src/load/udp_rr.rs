@@ -26,7 +26,6 @@
 //!   --timeout well above the latency's tail).
 
 use std::borrow::Cow;
-use std::path::Path;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -114,24 +113,16 @@ pub struct UdpRrArgs {
 }
 
 impl Options for UdpRrArgs {
-    fn take_target(&mut self) -> Option<String> {
-        Some(std::mem::take(&mut self.addr))
-    }
-
-    fn set_target(&mut self, target: String) {
-        self.addr = target;
+    fn address(&mut self) -> Option<&mut String> {
+        Some(&mut self.addr)
     }
 
     fn conn(&self) -> ConnModel {
         ConnModel::Datagram
     }
 
-    fn json(&self) -> Option<&Path> {
-        self.tcp.json.as_deref()
-    }
-
-    fn warmup(&self) -> f64 {
-        self.tcp.warmup
+    fn driver(&self) -> Option<&TcpArgs> {
+        Some(&self.tcp)
     }
 
     fn check(&self) -> Result<()> {

@@ -20,7 +20,7 @@ pub mod parse;
 pub mod request;
 pub mod status;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
@@ -110,12 +110,8 @@ impl Options for HttpArgs {
         }
     }
 
-    fn json(&self) -> Option<&Path> {
-        self.tcp.json.as_deref()
-    }
-
-    fn warmup(&self) -> f64 {
-        self.tcp.warmup
+    fn driver(&self) -> Option<&TcpArgs> {
+        Some(&self.tcp)
     }
 
     /// The host and port of the URL (of the first line of --urls).
