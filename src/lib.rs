@@ -26,11 +26,13 @@
 //!   plumbing event loops share), [`progress`] (the progress display on
 //!   stderr), [`output`] (writing the files users name, --json and -o,
 //!   safely as root), [`input`] (reading the files users name as inputs,
-//!   bounded), [`values`] (the value parsers and value types options
+//!   bounded), [`cmdline`] (the command line as artifacts record it:
+//!   header values redacted), [`values`] (the value parsers and value types options
 //!   share: seconds, rates, instants, addresses, escapes), [`error`]
 //!   (exit-status carrying errors).
 
 pub mod cli;
+pub mod cmdline;
 pub mod error;
 pub mod input;
 pub mod load;

@@ -396,6 +396,24 @@ fn headers_method_and_body_are_sent() {
     );
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(rep["config"]["workload_options"]["headers"][0], "X-Token");
+    // Issue 22: the value was stored verbatim in the recorded command
+    // line; the artifact keeps the name only, unless asked.
+    let text = rep.to_string();
+    assert!(!text.contains("secret"), "{text}");
+    assert!(text.contains("X-Token: <redacted>"), "{text}");
+    let (code, err, rep) = http(
+        &dir,
+        &[
+            &srv.url("/token"),
+            "-n",
+            "5",
+            "-H",
+            "X-Token: secret",
+            "--record-header-values",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(rep.to_string().contains("X-Token: secret"));
     // A body from a file, echoed back: every byte sent and received.
     let body = dir.join("body");
     std::fs::write(&body, vec![b'x'; 3000]).unwrap();

@@ -51,6 +51,13 @@ pub struct Cli {
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
+    /// Keep HTTP header values (-H 'Name: value') in the command lines
+    /// that artifacts record; by default only the names are kept, so a
+    /// token in an Authorization header does not end up in a shared
+    /// run.json, summary.txt or report.html.
+    #[arg(long, global = true)]
+    pub record_header_values: bool,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -256,6 +263,7 @@ impl Cli {
     /// check is a usage error here (exit 2), before anything runs.
     pub fn into_plan(self) -> Result<Plan> {
         let quiet = self.quiet;
+        crate::cmdline::keep_header_values(self.record_header_values);
         Ok(match self.command {
             Command::Trace(args) => Plan::Trace(args.into_spec(quiet)?),
             Command::Load { cmd, path } => Plan::Load {

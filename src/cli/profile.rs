@@ -189,7 +189,7 @@ impl ProfileArgs {
             evidence: !self.no_evidence,
             run_as,
             quiet,
-            command_line: std::env::args().collect(),
+            command_line: crate::cmdline::recorded(),
         };
         Ok((spec, self.out))
     }

@@ -292,7 +292,7 @@ fn run_tcp<E: Exchange>(
             protocol_version: None,
             cipher_suite: None,
         }),
-        command_line: std::env::args().collect(),
+        command_line: crate::cmdline::recorded(),
         ..w.config
     };
     let mut out = engine::run_tcp(&plan, &exchange, config, a.max_errors, quiet)?;
@@ -398,7 +398,7 @@ fn run_udp(a: UdpArgs, quiet: bool) -> Result<LoadOutcome> {
         sndbuf_requested: a.sndbuf,
         timeout_s: a.fin_timeout,
         max_errors: a.max_errors,
-        command_line: std::env::args().collect(),
+        command_line: crate::cmdline::recorded(),
         ..Default::default()
     };
     let (report, failure) = udp::run(&plan, config, a.max_errors, quiet)?;

@@ -24,7 +24,7 @@ pub fn run(out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("demo-{}", super::timestamp())));
     let staging = Staging::new(&dest)?;
-    let mut ctx = BenchContext::new(&staging, std::env::args().collect(), quiet)?;
+    let mut ctx = BenchContext::new(&staging, crate::cmdline::recorded(), quiet)?;
     let started_at = SystemTime::now();
     let t0 = Instant::now();
     let mut experiments = Vec::new();

@@ -115,7 +115,7 @@ pub fn run(files: &[PathBuf], out: &Path, force: bool, quiet: bool) -> Result<u8
         });
     }
     let merged =
-        merge::merge(&inputs, force, std::env::args().collect()).map_err(|r| error::usage(r.0))?;
+        merge::merge(&inputs, force, crate::cmdline::recorded()).map_err(|r| error::usage(r.0))?;
     if !quiet {
         let text = load_text::render(&merged);
         if crate::output::is_stdout(out) {

@@ -266,7 +266,7 @@ pub fn run_cli(
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("bench-{}-{}", exp.name(), super::timestamp())));
     let staging = Staging::new(&dest)?;
-    let mut ctx = BenchContext::new(&staging, std::env::args().collect(), quiet)?;
+    let mut ctx = BenchContext::new(&staging, crate::cmdline::recorded(), quiet)?;
     ctx.path = path;
     let rep = run(exp, Size { quick, demo: false }, &mut ctx)?;
     ctx.check_signals()?;

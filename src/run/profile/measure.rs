@@ -72,7 +72,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let t_launch = Instant::now();
     let mut subject = subject::start(spec, path.as_ref())?;
     let ready = ready(spec, &mut subject, &mut signals, path.as_ref(), t_launch)?;
-    let load_argv = spec.load.with_addr(ready.addr);
+    let load_argv = crate::cmdline::record(spec.load.with_addr(ready.addr));
     let cmd = spec.load.spec(ready.addr);
     let mut shared_with = find_sharers(spec, subject.pid, ready.addr);
 
