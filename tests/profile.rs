@@ -1197,3 +1197,54 @@ fn profile_of_one_reuseport_listener_counts_its_share() {
         a["transactions"]
     );
 }
+
+/// Issue 22: `profile -p PID` of a process listening on several ports
+/// loaded one of them silently; the docs promise exactly one address
+/// unless --load names it. Now it is refused with the list.
+#[test]
+fn profile_pid_with_several_listeners_is_refused_with_the_list() {
+    let test = "profile_pid_with_several_listeners_is_refused_with_the_list";
+    if !require_bpf(test) || !common::require_program("python3", test) {
+        return;
+    }
+    let dir = scratch("profile-pid-two-ports");
+    let mut py = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import socket,sys,time\n\
+             ls=[socket.create_server(('127.0.0.1',0)) for _ in range(2)]\n\
+             print(' '.join(str(l.getsockname()[1]) for l in ls),flush=True)\n\
+             time.sleep(60)",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(py.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ports: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(ports.len(), 2, "{line}");
+    let out = dir.join("art");
+    let res = profile(&[
+        "--pid",
+        &py.id().to_string(),
+        "--load",
+        "tcp-rr -c 1 -n 10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let _ = py.kill();
+    let _ = py.wait();
+    assert_failed(res.clone(), 2, "listens on several ports", &out);
+    for p in ports {
+        assert!(res.2.contains(&format!("127.0.0.1:{p}")), "{}", res.2);
+    }
+    assert!(
+        res.2.contains("name the one to load in --load"),
+        "{}",
+        res.2
+    );
+}

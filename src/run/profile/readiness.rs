@@ -80,6 +80,30 @@ pub(super) fn wait_ready(
         }
         let socks = ready_sockets(spec, subject.pid);
         match explicit {
+            // A running service (-p, --cgroup) is ready already: with
+            // listeners on several ports, which one the load is for is the
+            // user's to say, never ours to guess.
+            None if subject.launched.is_none() => {
+                if let Some(list) = several_ports(&socks, proto, subject.pid) {
+                    return Err(crate::error::usage(format!(
+                        "the target listens on several ports ({list}): name the one to load in \
+                         --load, e.g. '{} {} ...'",
+                        spec.load.workload(),
+                        socks.iter().find(|s| s.proto == proto).map_or_else(
+                            || "ADDR".to_string(),
+                            |s| ready::choose(std::slice::from_ref(s), proto)
+                                .map_or("ADDR".to_string(), |a| a.to_string())
+                        )
+                    )));
+                }
+                let chosen = match path_ip {
+                    Some(ip) => choose_on_path(subject, &socks, proto, ip)?,
+                    None => ready::choose(&socks, proto),
+                };
+                if let Some(addr) = chosen {
+                    return Ok((addr, socks));
+                }
+            }
             None => {
                 let chosen = match path_ip {
                     Some(ip) => choose_on_path(subject, &socks, proto, ip)?,
@@ -201,6 +225,19 @@ pub(super) fn fmt_socket(s: &OwnedSocket, root: i32) -> String {
             format!(" (pid {})", s.pid)
         }
     )
+}
+
+/// The sockets of `proto`, listed, when they are on more than one port
+/// (the same port on 0.0.0.0 and [::] is one service).
+fn several_ports(socks: &[OwnedSocket], proto: Proto, root: i32) -> Option<String> {
+    let mine: Vec<&OwnedSocket> = socks.iter().filter(|s| s.proto == proto).collect();
+    let ports: std::collections::BTreeSet<u16> = mine.iter().map(|s| s.local.port()).collect();
+    (ports.len() > 1).then(|| {
+        mine.iter()
+            .map(|s| fmt_socket(s, root))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
 fn fmt_sockets(socks: &[OwnedSocket], root: i32) -> String {
