@@ -297,24 +297,37 @@ fn memcached_udp_replies_reassemble_and_match_its_stats() {
         return;
     }
     let dir = scratch("udp-rr-memcached");
-    let (udp, tcp) = (free_udp_port(), free_udp_port());
     // UDP is off by default in memcached 1.6: -U turns it on; the TCP port
-    // is for the cross-check. -u applies only when run as root.
-    let args: Vec<String> = [
-        "-U",
-        &udp.to_string(),
-        "-p",
-        &tcp.to_string(),
-        "-l",
-        "127.0.0.1",
-        "-u",
-        "nobody",
-    ]
-    .map(String::from)
-    .to_vec();
-    let mut d = Daemon::spawn("memcached", &args);
+    // is for the cross-check. -u applies only when run as root. A port found
+    // free can be taken by a test beside this one before memcached binds it
+    // (seen in CI: exit 71): then another pair of ports.
     let probe = b"\x00\x01\x00\x00\x00\x01\x00\x00version\r\n";
-    d.await_udp(udp, probe);
+    let (_d, udp, tcp) = (1..=5)
+        .find_map(|attempt| {
+            let (udp, tcp) = (free_udp_port(), free_udp_port());
+            let args: Vec<String> = [
+                "-U",
+                &udp.to_string(),
+                "-p",
+                &tcp.to_string(),
+                "-l",
+                "127.0.0.1",
+                "-u",
+                "nobody",
+            ]
+            .map(String::from)
+            .to_vec();
+            let mut d = Daemon::spawn("memcached", &args);
+            match d.try_await_udp(udp, probe) {
+                Ok(_) => Some((d, udp, tcp)),
+                Err(st) if attempt < 5 => {
+                    eprintln!("memcached on {udp}/{tcp} exited ({st}); other ports");
+                    None
+                }
+                Err(st) => panic!("memcached exited ({st}) on 5 port pairs in a row"),
+            }
+        })
+        .expect("the loop returns or panics");
     // A value of 3000 bytes: its reply spans three datagrams (1400 each).
     let big = "v".repeat(3000);
     ask(
