@@ -37,39 +37,47 @@ pub fn record(args: Vec<String>) -> Vec<String> {
     }
 }
 
+/// What the argument after an option is.
+#[derive(Clone, Copy)]
+enum Operand {
+    Header,
+    LoadLine,
+}
+
 /// `args` with every header value replaced by [`REDACTED`].
 pub fn redact(args: Vec<String>) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
-    let mut next_is = None::<&str>;
+    let mut operand = None;
     for a in args {
-        match next_is.take() {
-            Some("header") => {
-                out.push(redact_header(&a));
-                continue;
+        match operand.take() {
+            Some(Operand::Header) => out.push(redact_header(&a)),
+            Some(Operand::LoadLine) => out.push(redact_line(&a)),
+            None if a == "-H" || a == "--header" => {
+                operand = Some(Operand::Header);
+                out.push(a);
             }
-            Some("load") => {
-                out.push(redact_line(&a));
-                continue;
+            None if a == "--load" => {
+                operand = Some(Operand::LoadLine);
+                out.push(a);
             }
-            _ => {}
-        }
-        if a == "-H" || a == "--header" {
-            next_is = Some("header");
-            out.push(a);
-        } else if a == "--load" {
-            next_is = Some("load");
-            out.push(a);
-        } else if let Some(h) = a.strip_prefix("--header=") {
-            out.push(format!("--header={}", redact_header(h)));
-        } else if let Some(l) = a.strip_prefix("--load=") {
-            out.push(format!("--load={}", redact_line(l)));
-        } else if let Some(h) = a.strip_prefix("-H").filter(|h| !h.is_empty()) {
-            out.push(format!("-H{}", redact_header(h)));
-        } else {
-            out.push(a);
+            None => out.push(redact_inline(a)),
         }
     }
     out
+}
+
+/// One argument that carries its own header or load line (`--header=`,
+/// `-HName: v`, `--load=`), redacted; any other as it is.
+fn redact_inline(a: String) -> String {
+    if let Some(h) = a.strip_prefix("--header=") {
+        format!("--header={}", redact_header(h))
+    } else if let Some(l) = a.strip_prefix("--load=") {
+        format!("--load={}", redact_line(l))
+    } else if let Some(h) = a.strip_prefix("-H").filter(|h| !h.is_empty()) {
+        format!("-H{}", redact_header(h))
+    } else {
+        a
+    }
 }
 
 /// `Name: value` -> `Name: <redacted>` (a header without a colon is kept:

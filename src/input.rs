@@ -16,6 +16,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::error;
+use crate::output::errno_text;
 
 /// Reads at most `limit` bytes of `path`; a longer file is a usage error
 /// naming `what` (the option as the user wrote it) and the limit, read no
@@ -58,12 +59,6 @@ fn clear_nonblock(file: &File) {
             libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
         }
     }
-}
-
-/// An I/O error as its message and errno name, e.g. `No such file or
-/// directory (ENOENT)`.
-fn errno_text(e: &std::io::Error) -> String {
-    crate::output::errno_text(e)
 }
 
 #[cfg(test)]

@@ -309,34 +309,35 @@ fn run_tcp<E: Exchange>(
                 Some(f) => format!("{f}; and {why}"),
                 None => why,
             });
-            return Ok(LoadOutcome {
-                report: out.report,
-                failure: out.failure,
-                connections: out.connections,
-            });
+        } else {
+            record_full_log(&mut out.report, path, &log);
         }
-        if log.not_logged > 0 {
-            out.report.notes.push(format!(
-                "--full-log is partial: {} of {} measured transactions were logged (at most \
-                 {FULL_LOG_LIMIT} per run, split over the worker threads); the file's first \
-                 line says so",
-                log.entries.len(),
-                log.entries.len() as u64 + log.not_logged
-            ));
-        }
-        out.report.full_log = Some(report::load::FullLogRecord {
-            file: path.display().to_string(),
-            logged: log.entries.len() as u64,
-            limit: log.limit,
-            not_logged: log.not_logged,
-            partial: log.not_logged > 0,
-        });
     }
     Ok(LoadOutcome {
         report: out.report,
         failure: out.failure,
         connections: out.connections,
     })
+}
+
+/// Notes and records a written full log in the report.
+fn record_full_log(report: &mut report::load::LoadReport, path: &Path, log: &engine::FullLogData) {
+    if log.not_logged > 0 {
+        report.notes.push(format!(
+            "--full-log is partial: {} of {} measured transactions were logged (at most \
+             {FULL_LOG_LIMIT} per run, split over the worker threads); the file's first \
+             line says so",
+            log.entries.len(),
+            log.entries.len() as u64 + log.not_logged
+        ));
+    }
+    report.full_log = Some(report::load::FullLogRecord {
+        file: path.display().to_string(),
+        logged: log.entries.len() as u64,
+        limit: log.limit,
+        not_logged: log.not_logged,
+        partial: log.not_logged > 0,
+    });
 }
 
 /// Most transactions `--full-log` keeps per run: 16 bytes each, so at most

@@ -89,11 +89,7 @@ pub(super) fn wait_ready(
                         "the target listens on several ports ({list}): name the one to load in \
                          --load, e.g. '{} {} ...'",
                         spec.load.workload(),
-                        socks.iter().find(|s| s.proto == proto).map_or_else(
-                            || "ADDR".to_string(),
-                            |s| ready::choose(std::slice::from_ref(s), proto)
-                                .map_or("ADDR".to_string(), |a| a.to_string())
-                        )
+                        ready::choose(&socks, proto).map_or("ADDR".into(), |a| a.to_string())
                     )));
                 }
                 let chosen = match path_ip {
