@@ -104,11 +104,14 @@ struct {
 	__type(value, struct ss_sc_stats);
 } sc_stats SEC(".maps");
 
+/* One entry per syscall, its errno slots in the value: a per-CPU array
+ * allocates every entry apart, and 512 x 160 one-counter entries took the
+ * kernel tens of ms to create and free (most of a short trace's start-up). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, SS_MAX_SYSCALLS * SS_ERRNO_SLOTS);
+	__uint(max_entries, SS_MAX_SYSCALLS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct ss_errno_counts);
 } sc_errnos SEC(".maps");
 
 /* Per-group, per-syscall aggregates (--by); max_entries is the series
@@ -485,12 +488,12 @@ static __always_inline bool exit_work(long ret)
 	count_event();
 
 	if (ret < 0 && ret >= -4095) {
-		__u32 key = nr * SS_ERRNO_SLOTS + errno_slot(ret);
-		__u64 *e = bpf_map_lookup_elem(&sc_errnos, &key);
+		struct ss_errno_counts *e = bpf_map_lookup_elem(&sc_errnos, &nr);
+		__u32 slot = errno_slot(ret);
 
 		t->sc.errors++;
-		if (e)
-			(*e)++;
+		if (e && slot < SS_ERRNO_SLOTS)
+			e->n[slot]++;
 	}
 
 	if (per_thread) {

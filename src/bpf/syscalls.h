@@ -90,6 +90,11 @@ enum ss_event_type {
 };
 
 /* Per-syscall aggregate, one per CPU (per-CPU array indexed by number). */
+/* Errors of one syscall by errno slot (see SS_ERRNO_SLOTS). */
+struct ss_errno_counts {
+	__u64 n[SS_ERRNO_SLOTS];
+};
+
 struct ss_sc_stats {
 	__u64 calls;
 	__u64 errors;

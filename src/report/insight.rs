@@ -597,18 +597,29 @@ fn tracer_sentence(d: &Derived, trace: &TraceReport) -> String {
         let of = |v: Option<f64>, what: &str| {
             v.map_or_else(String::new, |v| format!(" ({:.1}% of {what})", v * 100.0))
         };
+        let slow = if sp.within_noise {
+            format!(
+                "the kernel's syscall-hook slow path, which the calibration could not tell apart \
+                 from the machine's noise ({} over {} rounds) and charges as 0",
+                super::trace_text::rounds_range(sp),
+                sp.rounds
+            )
+        } else {
+            format!(
+                "{:.0} ns of the kernel's syscall-hook slow path (calibrated after the run, {} \
+                 over {} rounds)",
+                sp.ns_per_syscall,
+                super::trace_text::rounds_range(sp),
+                sp.rounds
+            )
+        };
         let mut out = format!(
-            "The tracer cost the target {}{}: {:.0} ns of BPF per traced syscall plus {:.0} ns \
-             of the kernel's syscall-hook slow path (calibrated at start, {:.0}..{:.0} ns over \
-             {} rounds). It cost the rest of the machine {}{}: {} other syscalls, each filtered \
-             out in {:.0} ns of BPF and paying the same slow path.",
+            "The tracer cost the target {}{}: {:.0} ns of BPF per traced syscall plus {slow}. It \
+             cost the rest of the machine {}{}: {} other syscalls, each filtered out in {:.0} ns \
+             of BPF and paying the same slow path.",
             human_ns(a.target_ns),
             of(d.tracer_target_share, "its CPU time"),
             b.traced.ns_per_syscall,
-            sp.ns_per_syscall.max(0.0),
-            sp.min_ns,
-            sp.max_ns,
-            sp.rounds,
             human_ns(a.collateral_ns),
             of(a.collateral_machine_share, "the machine's busy CPU"),
             b.filtered.syscalls,
@@ -835,7 +846,7 @@ mod tests {
         for part in [
             "The tracer cost the target 34.0ms (12.5% of its CPU time)",
             "250 ns of BPF per traced syscall plus 90 ns",
-            "80..120 ns over 4 rounds",
+            "80 to 120 ns over 4 rounds",
             "rest of the machine 72.0ms (3.6% of the machine's busy CPU)",
             "300000 other syscalls, each filtered out in 150 ns",
             "--count-only (no latency, no errors) would save at most 14.0ms",
@@ -856,6 +867,25 @@ mod tests {
         let back: super::super::trace::TracerCost = serde_json::from_str(&json).unwrap();
         assert_eq!(back.attributed, r.trace.tracer.attributed);
         assert_eq!(back.bpf_split, r.trace.tracer.bpf_split);
+
+        // A calibration lost in noise is said, never printed as a range of
+        // negative figures read as a cost.
+        if let Some(sp) = r.trace.tracer.slow_path.as_mut() {
+            sp.ns_per_syscall = -20.0;
+            sp.min_ns = -46.0;
+            sp.max_ns = 87.0;
+            sp.within_noise = true;
+        }
+        let s = tracer_sentence(&d, &r.trace);
+        assert!(
+            s.contains(
+                "could not tell apart from the machine's noise (-46 to 87 ns over 4 rounds)"
+            ),
+            "{s}"
+        );
+        assert!(!s.contains("-46.."), "{s}");
+        let text = super::super::trace_text::tracer_parts(&r.trace.tracer).join("\n");
+        assert!(text.contains("not told apart from noise"), "{text}");
     }
 
     #[test]

@@ -348,10 +348,15 @@ pub struct TracerCost {
     /// it, and when not measured).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bpf_split: Option<BpfSplit>,
-    /// The kernel's syscall-tracepoint slow path, calibrated before the
-    /// tracer attached (absent in older files and when not measured).
+    /// The kernel's syscall-tracepoint slow path, calibrated after the
+    /// window closed (absent in older files, and when the run saw too few
+    /// events for a per-event cost).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub slow_path: Option<SlowPath>,
+    /// What the tracer cost before its window opened (absent in older
+    /// files).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub startup: Option<StartupCost>,
     /// What the tracer cost the traced processes and the rest of the
     /// machine, and what `--count-only` would save (absent in older files
     /// and when a part was not measured).
@@ -422,15 +427,49 @@ pub struct SplitCheck {
     pub residual_ns: i64,
 }
 
+/// The tracer's start-up, apart from its per-event cost: from the start
+/// of the trace to its window opening (the launched command is held until
+/// then).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StartupCost {
+    /// Wall time from the start of the trace to the window opening, ms.
+    pub before_window_ms: f64,
+    /// sockscope's own CPU time (user + system) when the window opened, ms.
+    pub cpu_ms: f64,
+    /// Of it, what was spent before the trace began (the process's start,
+    /// argument parsing), ms.
+    pub cpu_before_ms: f64,
+    /// The phases in order.
+    pub phases: Vec<StartupPhase>,
+}
+
+/// One start-up phase.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StartupPhase {
+    /// `preflight`, `bpf_load` (open, load and verify the programs),
+    /// `ring_buffer`, `attach`, `register` (finding and registering the
+    /// target's tasks; launching, also spawning the held command).
+    pub name: String,
+    /// Wall time, ms.
+    pub ms: f64,
+    /// sockscope's CPU time, ms.
+    pub cpu_ms: f64,
+}
+
 /// The kernel's syscall-tracepoint slow path: what every syscall on the
 /// machine pays while a program is attached to sys_enter/sys_exit, beyond
 /// the programs' own run time (the tracepoint flag forces the slow syscall
 /// entry and exit, and each tracepoint's dispatch to BPF).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SlowPath {
-    /// Per syscall, ns: the median over the rounds of attached - untraced
-    /// - the programs' measured filter runs.
+    /// Per syscall, ns: attached - untraced - the programs' measured filter
+    /// runs, each phase its least disturbed batch over all rounds.
     pub ns_per_syscall: f64,
+    /// True when the machine's noise during the calibration was larger than
+    /// the path itself (ns_per_syscall at or below zero): it is charged as
+    /// zero and printed as not told apart from noise.
+    #[serde(default)]
+    pub within_noise: bool,
     /// Smallest round's figure, ns.
     pub min_ns: f64,
     /// Largest round's figure, ns.
@@ -439,9 +478,10 @@ pub struct SlowPath {
     /// pay), ns; absent in count-only mode.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub exit_ns_per_syscall: Option<f64>,
-    /// Median getppid cost with no program attached, ns.
+    /// getppid cost with no program attached (least disturbed batch), ns.
     pub untraced_ns_per_call: f64,
-    /// Median getppid cost with the programs attached (filtering it), ns.
+    /// getppid cost with the programs attached, filtering it (least
+    /// disturbed batch), ns.
     pub attached_ns_per_call: f64,
     /// The programs' measured run time per filtered getppid (enter + exit),
     /// ns; 0 when it could not be measured (then the slow path includes it).

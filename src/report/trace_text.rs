@@ -2,7 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::trace::{GroupRow, Resources, SyscallRow, ThreadRow, Totals, TraceReport, TracerCost};
+use super::trace::{
+    CostAttribution, GroupRow, Resources, SlowPath, StartupCost, StartupPhase, SyscallRow,
+    ThreadRow, Totals, TraceReport, TracerCost,
+};
 use super::units::human_ns;
 
 /// Row order of the syscall table.
@@ -425,6 +428,9 @@ fn tracer(s: &mut String, t: &TracerCost) {
     for line in tracer_parts(t) {
         let _ = writeln!(s, "  {line}");
     }
+    if let Some(st) = &t.startup {
+        let _ = writeln!(s, "  {}", startup_line(st));
+    }
     if !t.programs.is_empty() {
         let _ = writeln!(
             s,
@@ -480,22 +486,7 @@ pub fn tracer_parts(t: &TracerCost) -> Vec<String> {
         ));
     }
     if let Some(sp) = &t.slow_path {
-        let mut line = format!(
-            "{:<26} {:.0} ns per syscall (rounds {:.0}..{:.0} ns",
-            "syscall hook slow path", sp.ns_per_syscall, sp.min_ns, sp.max_ns
-        );
-        if let Some(x) = sp.exit_ns_per_syscall {
-            line.push_str(&format!("; sys_exit's part {x:.0} ns"));
-        }
-        line.push(')');
-        if let Some(a) = &t.attributed {
-            line.push_str(&format!(
-                ": {} on the traced syscalls, {} on the rest",
-                human_ns(a.slow_path_target_ns),
-                human_ns(a.slow_path_others_ns)
-            ));
-        }
-        out.push(line);
+        out.push(slow_path_line(sp, t.attributed.as_ref()));
     }
     if let Some(a) = &t.attributed {
         out.push(format!(
@@ -520,6 +511,64 @@ pub fn tracer_parts(t: &TracerCost) -> Vec<String> {
         }
     }
     out
+}
+
+/// The slow path's line: its figure with the rounds' spread, or, when the
+/// calibration could not tell it from the machine's noise, that.
+fn slow_path_line(sp: &SlowPath, attributed: Option<&CostAttribution>) -> String {
+    let label = "syscall hook slow path";
+    if sp.within_noise {
+        return format!(
+            "{label:<26} not told apart from noise on this machine (rounds {}): charged as 0",
+            rounds_range(sp)
+        );
+    }
+    let mut line = format!(
+        "{label:<26} {:.0} ns per syscall (rounds {}",
+        sp.ns_per_syscall,
+        rounds_range(sp)
+    );
+    if let Some(x) = sp.exit_ns_per_syscall {
+        line.push_str(&format!("; sys_exit's part {:.0} ns", x.max(0.0)));
+    }
+    line.push(')');
+    if let Some(a) = attributed {
+        line.push_str(&format!(
+            ": {} on the traced syscalls, {} on the rest",
+            human_ns(a.slow_path_target_ns),
+            human_ns(a.slow_path_others_ns)
+        ));
+    }
+    line
+}
+
+/// The calibration rounds' spread, as "80 to 92 ns" (a range of signed
+/// figures written with a dash reads as a subtraction).
+pub fn rounds_range(sp: &SlowPath) -> String {
+    format!("{:.0} to {:.0} ns", sp.min_ns, sp.max_ns)
+}
+
+/// The start-up line: time before the window opened and sockscope's CPU,
+/// the largest phases named.
+pub fn startup_line(st: &StartupCost) -> String {
+    let mut phases: Vec<&StartupPhase> = st.phases.iter().filter(|p| p.ms >= 0.5).collect();
+    phases.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    let parts: Vec<String> = phases
+        .iter()
+        .take(3)
+        .map(|p| format!("{} {:.0} ms", p.name.replace('_', " "), p.ms))
+        .collect();
+    format!(
+        "{:<26} {:.0} ms before the window opened ({}), {:.0} ms of sockscope's CPU",
+        "start-up",
+        st.before_window_ms,
+        if parts.is_empty() {
+            "no phase over 0.5 ms".to_string()
+        } else {
+            parts.join(", ")
+        },
+        st.cpu_ms
+    )
 }
 
 /// Processes the text table shows (a system-wide trace can see thousands).

@@ -1,20 +1,20 @@
-//! The syscall tracepoint's slow path, calibrated before the tracer
-//! attaches.
+//! The syscall tracepoint's slow path, calibrated once the trace's window
+//! has closed (so the traced command never waits for it).
 //!
 //! While any program is attached to raw_syscalls:sys_enter or sys_exit,
 //! the kernel sends every syscall of every task on the machine through its
 //! slow entry and exit path (the tracepoint work flag) and dispatches each
 //! tracepoint to BPF; that costs more than the programs themselves on a VM,
 //! and the kernel's BPF accounting sees none of it. So sockscope measures
-//! it on itself before it traces anything: a tight loop of getppid calls on
-//! the calling thread (not traced: nothing is registered yet) with no
-//! program attached, with sys_enter's, with both; and once with the
+//! it on itself after the trace's programs are detached: a tight loop of
+//! getppid calls on the calling thread (sockscope never traces itself) with
+//! no program attached, with sys_enter's, with both; and once with the
 //! programs timing themselves, which gives what their filter runs cost in
 //! that loop. Slow path per syscall = attached - untraced - filter runs.
-//! Four rounds, each phase the best of four short batches (a batch a
-//! preemption hit is not the path's cost), the median round reported with
-//! the spread of all of them; 50-100 ms in all on a VM, most of it the
-//! kernel attaching and detaching the programs.
+//! Four rounds of four short batches per phase; each phase's least disturbed
+//! batch gives the figure, the rounds the spread; 50-100 ms in all on a VM,
+//! most of it the kernel attaching and detaching the programs. A run too
+//! short for a per-event cost skips it (see `trace::finish`).
 
 use std::time::{Duration, Instant};
 
@@ -40,22 +40,18 @@ fn batch(n: u64) -> f64 {
     t0.elapsed().as_nanos() as f64 / n.max(1) as f64
 }
 
+/// After a detach: the kernel's deferred work (RCU callbacks freeing the
+/// old tracepoint arrays, text patching) runs on this CPU first, outside
+/// the timed batches, and the loop is warm again.
+fn settle(n: u64) {
+    std::thread::sleep(Duration::from_millis(1));
+    batch(n);
+}
+
 /// The best of a few batches: a batch that was preempted or interrupted
 /// measures the machine, not the path.
 fn phase(n: u64) -> f64 {
     (0..BATCHES).map(|_| batch(n)).fold(f64::INFINITY, f64::min)
-}
-
-/// The median of `v` (not empty).
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
 }
 
 /// One round's figures, ns per getppid.
@@ -85,34 +81,49 @@ impl Round {
     }
 }
 
-/// The report's figures from the rounds (not empty).
+/// The smallest of `v` (not empty).
+fn least(v: impl Iterator<Item = f64>) -> f64 {
+    v.fold(f64::INFINITY, f64::min)
+}
+
+/// The report's figures from the rounds (not empty). Each phase's cost is
+/// its least disturbed batch over all the rounds: noise (a preemption, an
+/// interrupt, deferred work after a detach) only ever adds time, so the
+/// smallest batch is the closest to the path's own cost, and taking it per
+/// phase rather than per round keeps one disturbed phase from turning a
+/// round's difference upside down. The per-round differences give the
+/// spread, which always brackets the figure.
 pub fn summarize(rounds: &[Round], has_exit: bool, calls: u64, took: Duration) -> SlowPath {
     let slow: Vec<f64> = rounds.iter().map(Round::slow).collect();
     let measured_filter = rounds.iter().all(|r| r.filter.is_some());
-    let filter: Vec<f64> = rounds
-        .iter()
-        .map(|r| r.filter.map_or(0.0, |(e, x)| e + x))
-        .collect();
+    let best = Round {
+        untraced: least(rounds.iter().map(|r| r.untraced)),
+        enter_only: least(rounds.iter().map(|r| r.enter_only)),
+        attached: least(rounds.iter().map(|r| r.attached)),
+        filter: rounds[0].filter,
+    };
+    let filter = best.filter.map_or(0.0, |(e, x)| e + x);
     let hooks = if has_exit {
         "sys_enter and sys_exit"
     } else {
         "sys_enter"
     };
+    let ns_per_syscall = best.slow();
     SlowPath {
-        ns_per_syscall: median(&slow),
-        min_ns: slow.iter().copied().fold(f64::INFINITY, f64::min),
+        ns_per_syscall,
+        within_noise: ns_per_syscall <= 0.0,
+        min_ns: least(slow.iter().copied()),
         max_ns: slow.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        exit_ns_per_syscall: has_exit
-            .then(|| median(&rounds.iter().map(Round::slow_exit).collect::<Vec<_>>())),
-        untraced_ns_per_call: median(&rounds.iter().map(|r| r.untraced).collect::<Vec<_>>()),
-        attached_ns_per_call: median(&rounds.iter().map(|r| r.attached).collect::<Vec<_>>()),
-        filter_ns_per_call: median(&filter),
+        exit_ns_per_syscall: has_exit.then(|| best.slow_exit()),
+        untraced_ns_per_call: best.untraced,
+        attached_ns_per_call: best.attached,
+        filter_ns_per_call: filter,
         rounds: rounds.len() as u32,
         calls_per_batch: calls,
         took_ms: took.as_secs_f64() * 1e3,
         method: format!(
-            "getppid loop in sockscope itself (untraced) before the trace: with no program, \
-             with {hooks} attached{}; median of {} rounds, each phase the best of {BATCHES} \
+            "getppid loop in sockscope itself (untraced) after the trace: with no program, \
+             with {hooks} attached{}; each phase the least disturbed of {} rounds x {BATCHES} \
              batches of {calls} calls",
             if measured_filter {
                 ", less the programs' own filter runs measured in the same loop"
@@ -220,9 +231,10 @@ impl Drop for Pinned {
     }
 }
 
-/// Measures the slow path. Must run before any task is registered and
-/// before [`Tracer::attach`]: it attaches and detaches the syscall
-/// programs itself. Returns why when it could not.
+/// Measures the slow path. Must run while the trace's own syscall
+/// programs are detached (before [`Tracer::attach`] or after
+/// [`Tracer::detach`]): it attaches and detaches them itself. Returns why
+/// when it could not.
 ///
 /// Attaching and detaching are the slow part (each changes the kernel's
 /// code and walks every thread), so the rounds zig-zag: an even round goes
@@ -248,6 +260,7 @@ pub fn slow_path(tracer: &mut Tracer<'_>) -> Result<SlowPath, String> {
     for r in 0..ROUNDS {
         let mut round = Round::default();
         if r % 2 == 0 {
+            settle(n);
             round.untraced = phase(n);
             enter = Some(attach(tracer, SyscallHook::Enter)?);
             round.enter_only = phase(n);
@@ -264,11 +277,13 @@ pub fn slow_path(tracer: &mut Tracer<'_>) -> Result<SlowPath, String> {
             round.attached = phase(n);
             if has_exit {
                 drop(exit.take());
+                settle(n);
                 round.enter_only = phase(n);
             } else {
                 round.enter_only = round.attached;
             }
             drop(enter.take());
+            settle(n);
             round.untraced = phase(n);
         }
         rounds.push(round);
@@ -305,18 +320,20 @@ mod tests {
     }
 
     #[test]
-    fn summary_takes_the_median_round_and_reports_the_spread() {
+    fn summary_takes_each_phase_at_its_least_disturbed_and_reports_the_spread() {
         let rounds = [
             round(100.0, 220.0, 300.0, Some((20.0, 15.0))), // 165
             round(110.0, 230.0, 330.0, Some((20.0, 15.0))), // 185
             round(100.0, 200.0, 280.0, Some((20.0, 15.0))), // 145
         ];
         let s = summarize(&rounds, true, 1000, Duration::from_millis(90));
-        assert_eq!(s.ns_per_syscall, 165.0);
+        // 280 - 100 - 35; sys_exit's part 280 - 200 - 15.
+        assert_eq!(s.ns_per_syscall, 145.0);
+        assert!(!s.within_noise);
         assert_eq!((s.min_ns, s.max_ns), (145.0, 185.0));
         assert_eq!(s.exit_ns_per_syscall, Some(65.0));
         assert_eq!(s.untraced_ns_per_call, 100.0);
-        assert_eq!(s.attached_ns_per_call, 300.0);
+        assert_eq!(s.attached_ns_per_call, 280.0);
         assert_eq!(s.filter_ns_per_call, 35.0);
         assert_eq!(s.rounds, 3);
         assert!(
@@ -325,14 +342,31 @@ mod tests {
             s.method
         );
         let s = summarize(&rounds[..2], false, 1000, Duration::ZERO);
-        assert_eq!(s.ns_per_syscall, 175.0);
+        assert_eq!(s.ns_per_syscall, 165.0);
         assert_eq!(s.exit_ns_per_syscall, None);
         assert!(s.method.contains("with sys_enter attached"), "{}", s.method);
     }
 
     #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    fn a_disturbed_phase_does_not_turn_the_figure_upside_down() {
+        // Two rounds whose untraced batches were all disturbed (deferred
+        // work after a detach): per round the path would cost less than
+        // nothing, but the clean rounds' phases give its cost.
+        let f = Some((25.0, 0.0));
+        let rounds = [
+            round(380.0, 250.0, 275.0, f), // -130
+            round(120.0, 240.0, 270.0, f), // 125
+            round(390.0, 250.0, 280.0, f), // -135
+            round(125.0, 245.0, 272.0, f), // 122
+        ];
+        let s = summarize(&rounds, false, 1000, Duration::ZERO);
+        assert_eq!(s.ns_per_syscall, 270.0 - 120.0 - 25.0);
+        assert!(!s.within_noise);
+        assert!(s.min_ns <= s.ns_per_syscall && s.ns_per_syscall <= s.max_ns);
+        // Noise everywhere: said, not charged as a negative cost.
+        let rounds = [round(300.0, 280.0, 290.0, f), round(310.0, 285.0, 295.0, f)];
+        let s = summarize(&rounds, false, 1000, Duration::ZERO);
+        assert!(s.within_noise, "{s:?}");
+        assert!(s.ns_per_syscall <= 0.0);
     }
 }

@@ -25,6 +25,7 @@ mod schedule;
 pub mod scope;
 pub mod selfcost;
 pub mod snapshot;
+pub mod startup;
 pub mod stat;
 pub mod syscall_names;
 pub mod wait;
@@ -182,8 +183,8 @@ pub(crate) struct Session<'obj, 'rb> {
     sampler: Option<selfcost::Sampler>,
     progress: Option<(indicatif::ProgressBar, Instant)>,
     notes: Vec<String>,
-    /// The syscall hook's slow path, calibrated before attaching (or why not).
-    slow_path: std::result::Result<crate::report::trace::SlowPath, String>,
+    /// The start-up phases, until the window opens.
+    startup: startup::Timeline,
     /// The machine's busy CPU ticks when the window opened.
     machine_ticks0: Option<u64>,
     /// Names and keeps the --by groups.
@@ -193,6 +194,7 @@ pub(crate) struct Session<'obj, 'rb> {
 impl Session<'_, '_> {
     /// Opens the window: from here on the traced tasks' syscalls count.
     fn open_window(&mut self) -> Instant {
+        self.startup.mark("register");
         self.machine_ticks0 = procfs::machine_busy_ticks();
         self.sampler = Some(selfcost::Sampler::start(&mut self.tracer));
         Instant::now()
@@ -261,9 +263,11 @@ impl Session<'_, '_> {
 
 /// Runs a whole trace: preflight, load, attach, window, report.
 pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
+    let mut startup = startup::Timeline::begin();
     preflight::check()?;
+    startup.mark("preflight");
     let mut storage = MaybeUninit::uninit();
-    let mut tracer = Tracer::load(
+    let tracer = Tracer::load(
         &mut storage,
         TracerConfig {
             count_only: opts.count_only,
@@ -280,9 +284,7 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
         },
     )?;
 
-    // Before anything is attached or registered: the calibration attaches
-    // and detaches the syscall programs on its own.
-    let slow_path = calibrate::slow_path(&mut tracer);
+    startup.mark("bpf_load");
 
     let log = Rc::new(RefCell::new(EventLog::default()));
     let events_map = tracer.events_map()?;
@@ -316,6 +318,7 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
         (false, TargetSpec::Attach { .. } | TargetSpec::Scope { .. }) => &[],
     };
     let signals = Signals::block(watched)?;
+    startup.mark("ring_buffer");
     let mut s = Session {
         tracer,
         rb,
@@ -324,11 +327,12 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
         sampler: None,
         progress: None,
         notes: Vec::new(),
-        slow_path,
+        startup,
         machine_ticks0: None,
         groups: groups::GroupReader::default(),
     };
     s.tracer.attach()?;
+    s.startup.mark("attach");
 
     match &opts.target {
         TargetSpec::Launch { argv, run_as } => run_launch(&mut s, opts, argv, run_as.as_ref()),
@@ -632,12 +636,19 @@ pub(crate) fn finish(
 
     let syscalls = syscall_rows(&stats, opts.count_only);
     let totals = totals_of(&syscalls, opts.count_only);
-    let slow_path = match &s.slow_path {
-        Ok(sp) => Some(sp.clone()),
-        Err(why) => {
-            notes.push(format!("syscall hook slow path not calibrated: {why}"));
-            None
-        }
+    // Now that every figure of the window is read: the calibration attaches
+    // and detaches the syscall programs on its own, and serves only the
+    // per-event cost, so a run too short for one skips it.
+    let stopped = sampler.map(|sm| sm.stop(&mut s.tracer));
+    let slow_path = match stopped.as_ref() {
+        Some(st) if st.per_event_measurable() => match calibrate::slow_path(&mut s.tracer) {
+            Ok(sp) => Some(sp),
+            Err(why) => {
+                notes.push(format!("syscall hook slow path not calibrated: {why}"));
+                None
+            }
+        },
+        _ => None,
     };
     let facts = selfcost::WindowFacts {
         events: totals.calls,
@@ -647,10 +658,11 @@ pub(crate) fn finish(
         machine_cpu_s,
         slow_path,
     };
-    let (tracer_cost, cost_note) = match sampler {
-        Some(sm) => sm.finish(&mut s.tracer, &facts),
+    let (mut tracer_cost, cost_note) = match stopped {
+        Some(st) => st.finish(&facts),
         None => (Default::default(), Some("window never opened".into())),
     };
+    tracer_cost.startup = Some(s.startup.finish());
     if let Some(why) = cost_note {
         notes.push(format!("tracer self-cost not measured: {why}"));
     }

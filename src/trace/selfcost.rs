@@ -168,38 +168,61 @@ impl Sampler {
         (event, filtered)
     }
 
-    /// Ends sampling and builds the cost figures for the window. Also
-    /// returns why a figure is missing.
-    pub fn finish(
-        mut self,
-        tracer: &mut Tracer<'_>,
-        facts: &WindowFacts,
-    ) -> (TracerCost, Option<String>) {
+    /// Ends sampling and reads the sums the figures are built from, so that
+    /// whatever runs the programs afterwards (the slow-path calibration)
+    /// is not counted in them.
+    pub fn stop(mut self, tracer: &mut Tracer<'_>) -> Stopped {
         self.end_slice(tracer, Instant::now());
+        let split = tracer.split_sums().since(self.base);
+        Stopped {
+            sampler: self,
+            split,
+        }
+    }
+}
+
+/// A sampler whose window is over, with its sums read.
+pub struct Stopped {
+    sampler: Sampler,
+    split: SplitSums,
+}
+
+impl Stopped {
+    /// True when the slices saw enough traced events for a per-event cost
+    /// (the only figure the slow-path calibration serves).
+    pub fn per_event_measurable(&self) -> bool {
+        self.sampler.unavailable.is_none()
+            && self.sampler.kernel.is_some()
+            && self.sampler.sampled_events >= MIN_EVENTS
+    }
+
+    /// Builds the cost figures for the window. Also returns why a figure
+    /// is missing.
+    pub fn finish(self, facts: &WindowFacts) -> (TracerCost, Option<String>) {
+        let Self { sampler, split } = self;
         let base = TracerCost {
             events: facts.events,
             ringbuf_drops: facts.drops,
             slow_path: facts.slow_path.clone(),
             ..Default::default()
         };
-        if let Some(why) = self.unavailable {
+        if let Some(why) = sampler.unavailable {
             return (base, Some(why));
         }
-        let Some(costs) = self.kernel else {
+        let Some(costs) = sampler.kernel else {
             return (base, Some("could not read BPF program statistics".into()));
         };
-        let split = tracer.split_sums().since(self.base);
         let sample = Sample {
-            duration: self.sampled,
-            events: self.sampled_events,
+            duration: sampler.sampled,
+            events: sampler.sampled_events,
         };
         let cost = cost_figures(&costs, &split, sample, facts);
         let why = cost.ns_per_event.is_none().then(|| {
             format!(
                 "the sampled slices ({:.0} ms) saw only {} traced syscalls, too few for a \
                  per-event figure",
-                self.sampled.as_secs_f64() * 1e3,
-                self.sampled_events
+                sampler.sampled.as_secs_f64() * 1e3,
+                sampler.sampled_events
             )
         });
         (cost, why)

@@ -214,25 +214,24 @@ impl Tracer<'_> {
     }
 
     fn errnos_of(&self, nr: u32) -> Result<BTreeMap<u32, u64>> {
-        let mut out = BTreeMap::new();
-        for slot in 0..ERRNO_SLOTS {
-            let key = nr * ERRNO_SLOTS + slot;
-            let per_cpu = self
-                .skel
-                .maps
-                .sc_errnos
-                .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
-                .context("reading errno counts")?
-                .unwrap_or_default();
-            let n: u64 = per_cpu
-                .iter()
-                .take(self.ncpus)
-                .filter_map(|v| pod::read::<u64>(v))
-                .sum();
-            if n > 0 {
-                out.insert(errno_of_slot(slot), n);
+        let per_cpu = self
+            .skel
+            .maps
+            .sc_errnos
+            .lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)
+            .context("reading errno counts")?
+            .unwrap_or_default();
+        let mut sums = vec![0u64; ERRNO_SLOTS as usize];
+        for v in per_cpu.iter().take(self.ncpus) {
+            for (sum, c) in sums.iter_mut().zip(v.chunks_exact(8)) {
+                *sum += pod::read::<u64>(c).unwrap_or(0);
             }
         }
-        Ok(out)
+        Ok(sums
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(slot, n)| (errno_of_slot(slot as u32), *n))
+            .collect())
     }
 }

@@ -105,9 +105,28 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
     if let Some(sl) = &tracer.slow_path {
         trows.push(vec![
             "syscall hook slow path".into(),
+            if sl.within_noise {
+                format!(
+                    "not told apart from noise ({} over {} calibration rounds): charged as 0",
+                    crate::report::trace_text::rounds_range(sl),
+                    sl.rounds
+                )
+            } else {
+                format!(
+                    "{:.0} ns per syscall ({} over {} calibration rounds)",
+                    sl.ns_per_syscall,
+                    crate::report::trace_text::rounds_range(sl),
+                    sl.rounds
+                )
+            },
+        ]);
+    }
+    if let Some(st) = &tracer.startup {
+        trows.push(vec![
+            "start-up".into(),
             format!(
-                "{:.0} ns per syscall ({:.0}..{:.0} ns over {} calibration rounds)",
-                sl.ns_per_syscall, sl.min_ns, sl.max_ns, sl.rounds
+                "{:.0} ms before the window opened, {:.0} ms of sockscope's CPU",
+                st.before_window_ms, st.cpu_ms
             ),
         ]);
     }
@@ -146,7 +165,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
         &format!("{p}tracer"),
         "The tracer's own cost",
         "BPF time from the kernel's run-time accounting and the programs' own timing in sampled \
-         slices; the syscall hook's slow path calibrated at start (docs/trace.md).",
+         slices; the syscall hook's slow path calibrated after the run (docs/trace.md).",
         &table(&["figure", "value"], &trows, &[1]),
     ));
     let mut extra = vec![
