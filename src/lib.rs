@@ -29,7 +29,8 @@
 //!   bounded), [`cmdline`] (the command line as artifacts record it:
 //!   header values redacted), [`values`] (the value parsers and value types options
 //!   share: seconds, rates, instants, addresses, escapes), [`error`]
-//!   (exit-status carrying errors).
+//!   (exit-status carrying errors), [`text`] (untrusted text made safe to
+//!   print: control characters written out visibly).
 
 pub mod cli;
 pub mod cmdline;
@@ -49,6 +50,7 @@ pub mod run;
 pub mod serve;
 pub mod signals;
 pub mod stats;
+pub mod text;
 pub mod trace;
 pub mod tune;
 pub mod values;

@@ -22,7 +22,9 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             let code = e.downcast_ref::<error::Exit>().map_or(1, |x| x.code);
-            eprintln!("sockscope: {e:#}");
+            // Errors quote targets' output, peers' bytes and artifacts' strings.
+            let message = format!("{e:#}");
+            eprintln!("sockscope: {}", sockscope::text::escape_block(&message));
             ExitCode::from(code)
         }
     }

@@ -7,6 +7,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+
+use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -272,12 +274,181 @@ fn version_1_artifacts_still_render_and_compare() {
     .unwrap();
     let (st, _, se) = run_bounded(&["report", v9.to_str().unwrap()], LIMIT);
     assert_eq!(st.code(), Some(2), "{se}");
-    assert!(se.contains("version 9") && se.contains("(1 or 2)"), "{se}");
+    assert!(
+        se.contains(
+            "schema_version 9 is not a supported version; this sockscope reads version 1 or 2"
+        ),
+        "{se}"
+    );
     let v9 = v9.to_str().unwrap();
     let (st, _, se) = run_bounded(&["compare", p, v9], LIMIT);
     assert_eq!(st.code(), Some(2), "{se}");
     assert!(
-        se.contains("version 9; this sockscope reads version 1 or 2"),
+        se.contains(
+            "is sockscope.profile, but its schema_version 9 is not a supported version; this \
+             sockscope reads version 1 or 2"
+        ),
         "{se}"
     );
+}
+
+/// A schema_version that is not a version is named as found, by report,
+/// compare and merge alike (it was "version 0" for "2", -1 and 2.5).
+#[test]
+fn a_bad_schema_version_is_named_as_found() {
+    let dir = scratch("artifacts-bad-version");
+    let text = std::fs::read_to_string(v1_fixture("profile.json")).unwrap();
+    let good = v1_fixture("profile.json");
+    let good = good.to_str().unwrap();
+    for (version, said) in [
+        ("\"2\"", "schema_version \"2\" is not a number"),
+        ("-1", "schema_version -1 is not a supported version"),
+        ("2.5", "schema_version 2.5 is not a supported version"),
+    ] {
+        let file = dir.join("bad.json");
+        std::fs::write(
+            &file,
+            text.replacen(
+                "\"schema_version\": 1,",
+                &format!("\"schema_version\": {version},"),
+                1,
+            ),
+        )
+        .unwrap();
+        let f = file.to_str().unwrap();
+        for args in [
+            vec!["report", f],
+            vec!["compare", good, f],
+            vec!["merge", "--out", "-", good, f],
+        ] {
+            let (st, _, se) = run_bounded(&args, LIMIT);
+            assert_eq!(st.code(), Some(2), "{args:?}: {se}");
+            assert!(se.contains(said), "{args:?}: {se}");
+            assert!(!se.contains("version 0"), "{args:?}: {se}");
+        }
+    }
+}
+
+/// `report FILE` writes beside FILE: a refusal there names that, not an
+/// --out the user did not give; with --out it names --out.
+#[test]
+fn a_refused_report_names_out_only_when_given() {
+    let dir = scratch("artifacts-report-beside");
+    let file = dir.join("profile.json");
+    std::fs::copy(v1_fixture("profile.json"), &file).unwrap();
+    std::fs::create_dir(dir.join("summary.txt")).unwrap();
+    let f = file.to_str().unwrap();
+    let (st, _, se) = run_bounded(&["report", "-q", f], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(!se.contains("--out"), "{se}");
+    assert!(
+        se.contains(&format!("writing beside {f}:")) && se.contains("summary.txt is a directory"),
+        "{se}"
+    );
+    let d = dir.to_str().unwrap();
+    let (st, _, se) = run_bounded(&["report", "-q", f, "--out", d], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(
+        se.contains("--out") && se.contains("summary.txt is a directory"),
+        "{se}"
+    );
+}
+
+/// What `poisoned` appends to an artifact's strings: an OSC that retitles
+/// the terminal, BEL, and CSI as one C1 character (then "2J": clear).
+const POISON: &str = "\x1b]0;pwn\x07\u{9b}2J";
+/// The same, as sockscope writes it out.
+const POISON_SHOWN: &str = r"\x1b]0;pwn\x07\u{9b}2J";
+
+/// Fixture `name` written into `dir` (as `file`) with [`POISON`] after
+/// every string, but those in `kept` and the fields that must stay
+/// readable for the artifact to parse at all.
+fn poisoned(name: &str, dir: &Path, file: &str, kept: &[&str]) -> PathBuf {
+    fn walk(v: &mut Value, kept: &[&str]) {
+        let poison = |x: &mut Value| match x {
+            Value::String(s) => s.push_str(POISON),
+            other => walk(other, kept),
+        };
+        match v {
+            Value::Object(o) => o
+                .iter_mut()
+                .filter(|(k, _)| !kept.contains(&k.as_str()))
+                .for_each(|(_, x)| poison(x)),
+            Value::Array(a) => a.iter_mut().for_each(poison),
+            _ => {}
+        }
+    }
+    let mut v = read_json(&v1_fixture(name));
+    let mut kept = kept.to_vec();
+    kept.extend([
+        "schema",
+        "hdr_histogram",
+        "started_at",
+        "sockscope_version",
+        "version",
+        "git_commit",
+        "git_dirty",
+    ]);
+    walk(&mut v, &kept);
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(file);
+    std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+    path
+}
+
+/// A control character other than a newline: what must not be printed.
+fn raw(s: &str) -> bool {
+    s.chars().any(|c| c.is_control() && c != '\n')
+}
+
+/// Crafted artifacts carry escape sequences in every string (names,
+/// commands, hosts, notes, errors...): report, compare and merge write
+/// them out, on stdout, stderr and in summary.txt alike.
+#[test]
+fn escape_sequences_in_a_crafted_artifact_are_written_out() {
+    let dir = scratch("artifacts-escapes");
+    for name in ["profile.json", "bench-relay.json", "load.json"] {
+        let sub = dir.join(name.trim_end_matches(".json"));
+        let file = poisoned(name, &sub, name, &["class"]);
+        let (st, so, se) = run_bounded(&["report", file.to_str().unwrap()], LIMIT);
+        assert!(st.success(), "{name}: {se}");
+        let summary = std::fs::read_to_string(sub.join("summary.txt")).unwrap();
+        assert!(!raw(&so) && !raw(&se), "{name}: {so:?} {se:?}");
+        assert!(!raw(&summary), "{name}: {summary:?}");
+        assert!(summary.contains(POISON_SHOWN), "{name}: {summary}");
+    }
+
+    let p = poisoned("profile.json", &dir.join("compare"), "a.json", &["class"]);
+    let p = p.to_str().unwrap();
+    let (st, so, se) = run_bounded(&["compare", p, p], LIMIT);
+    assert!(st.success(), "{se}");
+    assert!(!raw(&so) && !raw(&se), "{so:?} {se:?}");
+    assert!(so.contains(POISON_SHOWN), "{so}");
+
+    // Two runs (two starts) to merge.
+    let a = poisoned("load.json", &dir.join("merge"), "a.json", &[]);
+    let b = dir.join("merge/b.json");
+    let mut v = read_json(&a);
+    v["started_at"] = "2026-11-23T13:39:27.632Z".into();
+    std::fs::write(&b, v.to_string()).unwrap();
+    let m = dir.join("merge/m.json");
+    let (st, so, se) = run_bounded(
+        &[
+            "merge",
+            "--out",
+            m.to_str().unwrap(),
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "{se}");
+    assert!(!raw(&so) && !raw(&se), "{so:?} {se:?}");
+    assert!(so.contains(POISON_SHOWN), "{so}");
+
+    // A field the parse refuses is quoted in the error, written out.
+    let bad = poisoned("profile.json", &dir.join("bad"), "run.json", &[]);
+    let (st, _, se) = run_bounded(&["report", bad.to_str().unwrap()], LIMIT);
+    assert_eq!(st.code(), Some(2), "{se}");
+    assert!(se.contains("unknown variant") && !raw(&se), "{se:?}");
 }

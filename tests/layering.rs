@@ -1,7 +1,8 @@
 //! The layering rules of docs/architecture.md, checked on the source so
 //! they cannot drift again silently:
 //!
-//! - `report/` is a leaf: it imports only `stats`, `proto` and `output`
+//! - `report/` is a leaf: it imports only `stats`, `proto`, `output` and
+//!   `text`
 //!   (never `run`, `serve`, `load`, `trace`, ...);
 //! - nothing outside `cli/` and `main.rs` imports `cli`;
 //! - no import circle between top-level modules, nor between the files
@@ -23,7 +24,7 @@ const MAX_LINES: usize = 800;
 /// Generated files, exempt from the size rule.
 const GENERATED: &[&str] = &["trace/syscall_names.rs"];
 /// What `report/` may import besides itself.
-const REPORT_MAY_IMPORT: &[&str] = &["stats", "proto", "output"];
+const REPORT_MAY_IMPORT: &[&str] = &["stats", "proto", "output", "text"];
 
 type Module = Vec<String>;
 

@@ -246,6 +246,41 @@ fn target_exiting_before_ready_exits_3() {
     );
 }
 
+/// A target's output quoted in profile's error reaches root's terminal:
+/// its escape sequences (and bytes that are not UTF-8) are written out, so
+/// none reaches stderr as such.
+#[test]
+fn a_failing_target_s_escape_sequences_are_written_out_in_the_error() {
+    if !require_bpf("a_failing_target_s_escape_sequences_are_written_out_in_the_error") {
+        return;
+    }
+    let dir = scratch("profile-escapes");
+    let out = dir.join("art");
+    let res = profile(&[
+        "--load",
+        "tcp-rr -c 1 -d 1",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        r"printf 'boom\033]0;pwn\007\033[2J\377\302\233tail\n' >&2; exit 3",
+    ]);
+    assert_failed(res.clone(), 3, "before it was ready", &out);
+    let err = res.2;
+    assert!(
+        err.contains(r"boom\x1b]0;pwn\x07\x1b[2J\xff\u{9b}tail"),
+        "the output is quoted, escaped: {err}"
+    );
+    // (A raw 0xff would make stderr unreadable as UTF-8: read as nothing,
+    // failing the assertion above.)
+    assert!(
+        !err.chars()
+            .any(|c| matches!(c, '\u{1b}' | '\u{7}' | '\u{9b}' | '\u{fffd}')),
+        "a raw control byte reached stderr: {err:?}"
+    );
+}
+
 #[test]
 fn port_taken_exits_5() {
     if !require_bpf("port_taken_exits_5") {

@@ -349,7 +349,12 @@ fn attach_counts_equal_ground_truth() {
         json.to_str().unwrap(),
     ]);
     bg.attached();
-    assert!(bg.seen.contains("5 threads in 1 processes"), "{}", bg.seen);
+    // One process, in the singular.
+    assert!(
+        bg.seen.contains("5 threads in 1 process") && !bg.seen.contains("processes"),
+        "{}",
+        bg.seen
+    );
     wl.go();
     assert!(wl.wait(LIMIT).success());
     let (st, err) = bg.finish(LIMIT);
@@ -1029,4 +1034,44 @@ fn tracer_cost_parts_add_up_to_the_kernel_figure() {
         kernel / runs as f64,
         f(&sp["took_ms"]),
     );
+}
+
+/// A process names itself (prctl PR_SET_NAME), escape sequences included;
+/// trace's table shows the name written out and never the bytes: on
+/// stderr, in -o's file, per thread and `--by process`.
+#[test]
+fn a_process_name_with_escapes_is_written_out_not_sent_to_the_terminal() {
+    if !require_bpf("a_process_name_with_escapes_is_written_out_not_sent_to_the_terminal") {
+        return;
+    }
+    let dir = scratch("trace-escapes");
+    let file = dir.join("table.txt");
+    let wl = workload().to_str().unwrap().to_string();
+    let name = "\x1b]0;pwn\x07x";
+    let shown = r"\x1b]0;pwn\x07x";
+    let wargs = [
+        "--", &wl, "-n", name, "-g", "100", "-t", "2", "-G", "10", "-c", "10",
+    ];
+    let raw = |s: &str| s.contains(['\x1b', '\x07']);
+
+    // The table on stderr.
+    let mut args = vec!["trace", "--per-thread"];
+    args.extend(wargs);
+    let (st, so, se) = run_bounded(&args, LIMIT);
+    assert!(st.success(), "{se}");
+    assert!(!raw(&so) && !raw(&se), "{so:?} {se:?}");
+    assert!(se.contains(shown), "{se}");
+
+    // By process, into a file.
+    let mut args = vec!["trace", "--by", "process", "-o", file.to_str().unwrap()];
+    args.extend(wargs);
+    let (st, so, se) = run_bounded(&args, LIMIT);
+    assert!(st.success(), "{se}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!raw(&so) && !raw(&se) && !raw(&text), "{text:?}");
+    let by = text
+        .split("by process:")
+        .nth(1)
+        .expect("a --by process table");
+    assert!(by.contains(shown), "{text}");
 }

@@ -19,7 +19,13 @@ pub enum Dest {
     /// An existing directory (`sockscope report`): the summary and page
     /// are replaced there one by one; the JSON is the file they were
     /// rendered from, left as it is.
-    Existing(PathBuf),
+    Existing {
+        /// The directory.
+        dir: PathBuf,
+        /// How a refusal names it: `--out` when the user gave one, else
+        /// where it came from (the artifact's own directory).
+        named: String,
+    },
 }
 
 /// What to print on stdout once the artifact is in place.
@@ -45,7 +51,9 @@ impl Show {
 /// Writes `art` into `dest`, puts it in place and prints what `show` asks
 /// for. Returns the artifact directory.
 pub fn publish(art: &dyn Artifact, dest: Dest, show: Show) -> Result<PathBuf> {
-    let summary = art.summary();
+    // An artifact given to `report` may carry escape sequences in any
+    // string: summary.txt and the terminal get them written out.
+    let summary = crate::text::escape_block(&art.summary()).into_owned();
     let dir = match dest {
         Dest::Staged(staging) => {
             staging.write(art.json_name(), &art.json()?)?;
@@ -53,11 +61,11 @@ pub fn publish(art: &dyn Artifact, dest: Dest, show: Show) -> Result<PathBuf> {
             staging.write(PAGE_FILE, art.page().as_bytes())?;
             staging.commit()?
         }
-        Dest::Existing(dir) => {
+        Dest::Existing { dir, named } => {
             let (summary_path, page_path) = (dir.join(SUMMARY_FILE), dir.join(PAGE_FILE));
             // Both refused before either is written.
-            crate::output::check(&summary_path, "--out")?;
-            crate::output::check(&page_path, "--out")?;
+            crate::output::check(&summary_path, &named)?;
+            crate::output::check(&page_path, &named)?;
             crate::report::write_atomic(&summary_path, summary.as_bytes())?;
             crate::report::write_atomic(&page_path, art.page().as_bytes())?;
             dir

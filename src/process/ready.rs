@@ -199,7 +199,8 @@ pub fn serves(sockets: &[OwnedSocket], proto: Proto, addr: SocketAddr) -> bool {
 }
 
 /// Processes (pid, comm) outside `except` whose sockets include a TCP
-/// listener on `port`: who else is listening there.
+/// listener on `port`: who else is listening there. The names are for
+/// messages, so written out as one line ([`crate::text::escape`]).
 pub fn listeners_on_port(port: u16, proto: Proto, except: &[i32]) -> Vec<(i32, String)> {
     let mut out = Vec::new();
     let Ok(dir) = fs::read_dir("/proc") else {
@@ -216,7 +217,8 @@ pub fn listeners_on_port(port: u16, proto: Proto, except: &[i32]) -> Vec<(i32, S
             .iter()
             .any(|s| s.proto == proto && s.local.port() == port)
         {
-            out.push((pid, crate::procfs::comm(pid).unwrap_or_default()));
+            let comm = crate::procfs::comm(pid).unwrap_or_default();
+            out.push((pid, crate::text::escape(&comm).into_owned()));
         }
     }
     out

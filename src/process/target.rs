@@ -130,10 +130,11 @@ fn start_reader(pipe: OwnedFd, tail: Arc<Tail>) -> Result<()> {
     Ok(())
 }
 
-/// An output tail for people: lossy UTF-8, from a line start when earlier
+/// An output tail for people: control characters and bytes that are not
+/// UTF-8 written out (see [`crate::text`]), from a line start when earlier
 /// output is missing, trailing blanks trimmed.
 fn tail_text(bytes: &[u8], cut: bool) -> String {
-    let text = String::from_utf8_lossy(bytes).into_owned();
+    let text = crate::text::escape_block_bytes(bytes);
     let text = if cut {
         text.split_once('\n')
             .map_or(text.clone(), |(_, rest)| rest.to_string())

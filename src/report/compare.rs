@@ -499,7 +499,8 @@ fn warnings(a: &ProfileReport, b: &ProfileReport) -> Vec<String> {
     out
 }
 
-/// Renders the comparison table (B relative to A).
+/// Renders the comparison table (B relative to A), its control characters
+/// written out: both artifacts' strings are untrusted (see [`crate::text`]).
 pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) -> String {
     let mut s = String::new();
     for (label, name, r) in [("A", a_name, a), ("B", b_name, b)] {
@@ -552,7 +553,7 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
          otherwise within uncertainty; n/m: not meaningful, too few samples beyond it \
          (docs/tail-percentiles.md)"
     );
-    s
+    crate::text::escape_block(&s).into_owned()
 }
 
 #[cfg(test)]

@@ -51,18 +51,60 @@ impl ArtifactHeader {
     }
 }
 
+/// Why an artifact's `schema_version` is not one this sockscope reads,
+/// with the value as found (its JSON text, shortened): a message says
+/// `schema_version "2" is not a number`, not "version 0".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadVersion {
+    /// No `schema_version` field.
+    Missing,
+    /// A string, a boolean, an object...: not a number.
+    NotANumber(String),
+    /// A number that is no version this sockscope reads (-1, 2.5, 9).
+    Unsupported(String),
+}
+
+impl std::fmt::Display for BadVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing => write!(f, "schema_version is missing"),
+            Self::NotANumber(v) => write!(f, "schema_version {v} is not a number"),
+            Self::Unsupported(v) => write!(f, "schema_version {v} is not a supported version"),
+        }
+    }
+}
+
+/// The most characters of a bad `schema_version` a message quotes.
+const QUOTED: usize = 40;
+
 /// Brings an artifact's JSON to the current header: a version-1 document
-/// is converted in place (see [`upgrade_v1`]); Err carries the version
-/// found (None: no `schema_version`) when it is neither 1 nor
-/// [`CURRENT`], so the caller can say what it reads ([`READABLE`]).
-pub fn upgrade(v: &mut Value) -> Result<(), Option<u64>> {
-    match v.get("schema_version").and_then(Value::as_u64) {
+/// is converted in place (see [`upgrade_v1`]); Err says what was found
+/// when it is neither 1 nor [`CURRENT`], so the caller can say what it
+/// reads ([`READABLE`]).
+pub fn upgrade(v: &mut Value) -> Result<(), BadVersion> {
+    let found = match v.get("schema_version") {
+        None => return Err(BadVersion::Missing),
+        Some(found) => found,
+    };
+    match found.as_u64() {
         Some(1) => {
             upgrade_v1(v);
             Ok(())
         }
         Some(x) if x == u64::from(CURRENT) => Ok(()),
-        other => Err(other),
+        _ => {
+            // JSON text: a string stays quoted, and escaped.
+            let mut text = found.to_string();
+            if let Some((cut, _)) = text.char_indices().nth(QUOTED) {
+                text.truncate(cut);
+                text.push_str("...");
+            }
+            Err(if found.is_number() {
+                BadVersion::Unsupported(text)
+            } else {
+                BadVersion::NotANumber(text)
+            })
+        }
     }
 }
 
@@ -199,8 +241,32 @@ mod tests {
         upgrade(&mut v2).unwrap();
         assert_eq!(v2, before);
         let mut v3 = json!({"schema": "sockscope.load", "schema_version": 3});
-        assert_eq!(upgrade(&mut v3), Err(Some(3)));
-        assert_eq!(upgrade(&mut json!({"schema": "sockscope.load"})), Err(None));
+        assert_eq!(upgrade(&mut v3), Err(BadVersion::Unsupported("3".into())));
+        assert_eq!(
+            upgrade(&mut json!({"schema": "sockscope.load"})),
+            Err(BadVersion::Missing)
+        );
+        // Named as found, not as "version 0".
+        let why = |version: Value| {
+            upgrade(&mut json!({"schema": "sockscope.load", "schema_version": version}))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(why(json!("2")), r#"schema_version "2" is not a number"#);
+        assert_eq!(
+            why(json!(-1)),
+            "schema_version -1 is not a supported version"
+        );
+        assert_eq!(
+            why(json!(2.5)),
+            "schema_version 2.5 is not a supported version"
+        );
+        assert_eq!(why(json!(null)), "schema_version null is not a number");
+        // A long value is shortened; JSON escapes what it quotes.
+        let long = why(json!("\u{1b}x".repeat(30)));
+        assert!(long.ends_with("... is not a number"), "{long}");
+        assert!(long.starts_with(r#"schema_version "\u001bx"#), "{long}");
+        assert!(!long.contains('\u{1b}') && long.len() < 80, "{long}");
         // Not sockscope's: left alone.
         let mut other = json!({"schema": "x", "schema_version": 1, "sockscope_version": "1"});
         upgrade(&mut other).unwrap();

@@ -8,7 +8,7 @@ use super::load::LoadReport;
 use super::profile::{Attribution, ClassShare, Derived, SyscallShare};
 use super::syscall_class::{EXECS, SyscallClass, TASK_CREATING};
 use super::trace::TraceReport;
-use super::units::{fmt_us, human_ns};
+use super::units::{counted, fmt_us, human_ns};
 
 /// How many syscalls `top_syscalls` keeps.
 pub const TOP: usize = 8;
@@ -436,7 +436,7 @@ fn faults_and_creation(d: &Derived, unit: &str) -> Vec<String> {
         let kind = created_kind(d);
         out.push(format!(
             "{} creation stands out: {:.2} new processes or threads per {unit} (fork, vfork, \
-             clone, clone3){}, and {} thread(s) in {} process(es) were seen over the window: a \
+             clone, clone3){}, and {} in {} were seen over the window: a \
              {kind} per connection or per request.",
             if kind == "process" {
                 "Process"
@@ -449,8 +449,8 @@ fn faults_and_creation(d: &Derived, unit: &str) -> Vec<String> {
             } else {
                 String::new()
             },
-            d.threads_seen,
-            d.processes_seen
+            counted(d.threads_seen, "thread", "threads"),
+            counted(d.processes_seen, "process", "processes")
         ));
     }
     out

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use super::load::{LatencyRecord, LoadReport, UdpResult};
 use super::tails;
-use super::units::human_ns;
+use super::units::{counted, human_ns};
 use crate::stats::LatencySummary;
 
 /// A latency summary: one line of figures, then (where the summary has
@@ -34,7 +34,8 @@ fn record_line(label: &str, r: &Option<LatencyRecord>) -> Option<String> {
     r.as_ref().map(|r| latency_line(label, &r.summary))
 }
 
-/// Renders the summary.
+/// Renders the summary, its control characters written out (a merged or
+/// re-read artifact's strings are untrusted; see [`crate::text`]).
 pub fn render(rep: &LoadReport) -> String {
     let mut s = String::new();
     title(&mut s, rep);
@@ -47,7 +48,7 @@ pub fn render(rep: &LoadReport) -> String {
     for n in &rep.notes {
         let _ = writeln!(s, "note: {n}");
     }
-    s
+    crate::text::escape_block(&s).into_owned()
 }
 
 /// A merged artifact: its sources, one line each, and how their seconds
@@ -97,23 +98,42 @@ fn title(s: &mut String, rep: &LoadReport) {
     } else {
         // A connection per transaction (tcp-crr, http --new-connection)
         // records how it closes.
+        let threads = counted(c.threads as u64, "thread", "threads");
         if rep.udp_rr.is_some() {
             let _ = write!(
                 s,
-                "{} UDP sockets ({} answered) on {} threads",
-                rep.connections.requested, rep.connections.established, c.threads
+                "{} ({} answered) on {}",
+                counted(
+                    rep.connections.requested as u64,
+                    "UDP socket",
+                    "UDP sockets"
+                ),
+                rep.connections.established,
+                threads
             );
         } else if rep.workload == "tcp-crr" || c.close.is_some() {
             let _ = write!(
                 s,
-                "{} connect loops ({} connects) on {} threads",
-                rep.connections.requested, rep.connections.connects, c.threads
+                "{} ({}) on {}",
+                counted(
+                    rep.connections.requested as u64,
+                    "connect loop",
+                    "connect loops"
+                ),
+                counted(rep.connections.connects, "connect", "connects"),
+                threads
             );
         } else {
             let _ = write!(
                 s,
-                "{} connections ({} established) on {} threads",
-                rep.connections.requested, rep.connections.established, c.threads
+                "{} ({} established) on {}",
+                counted(
+                    rep.connections.requested as u64,
+                    "connection",
+                    "connections"
+                ),
+                rep.connections.established,
+                threads
             );
         }
         if let Some(p) = c.pipeline.filter(|p| *p > 1) {

@@ -392,10 +392,9 @@ fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
     if schema != SCHEMA {
         return Err(format!("is a {schema} artifact"));
     }
-    header::upgrade(&mut v).map_err(|version| {
+    header::upgrade(&mut v).map_err(|why| {
         format!(
-            "is {SCHEMA} version {}; this sockscope reads version {}",
-            version.map_or("(none)".into(), |x| x.to_string()),
+            "is {SCHEMA}, but its {why}; this sockscope reads version {}",
             header::READABLE
         )
     })?;
@@ -424,7 +423,8 @@ mod tests {
         assert!(what("[1, 2]").contains("without a `schema` field"));
         assert_eq!(
             what(r#"{"schema":"sockscope.profile","schema_version":3}"#),
-            "is sockscope.profile version 3; this sockscope reads version 1 or 2"
+            "is sockscope.profile, but its schema_version 3 is not a supported version; this \
+             sockscope reads version 1 or 2"
         );
         for version in [1, 2] {
             let t = format!(r#"{{"schema":"sockscope.profile","schema_version":{version}}}"#);

@@ -6,7 +6,8 @@ use super::trace::{
     CostAttribution, GroupRow, Resources, SlowPath, StartupCost, StartupPhase, SyscallRow,
     ThreadRow, Totals, TraceReport, TracerCost,
 };
-use super::units::human_ns;
+use super::units::{counted, human_ns};
+use crate::text::{escape, escape_block};
 
 /// Row order of the syscall table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -74,7 +75,9 @@ pub fn errno_summary(r: &SyscallRow) -> String {
         .join(", ")
 }
 
-/// Renders the whole human-readable report.
+/// Renders the whole human-readable report, its control characters written
+/// out: process, cgroup and unit names are anyone's to choose (see
+/// [`crate::text`]).
 pub fn render(rep: &TraceReport, view: &TableView) -> String {
     let mut s = String::new();
     title(&mut s, rep);
@@ -98,7 +101,7 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
     for n in &rep.notes {
         let _ = writeln!(s, "note: {n}");
     }
-    s
+    escape_block(&s).into_owned()
 }
 
 /// The syscall table (count-only or with latency), with its totals row.
@@ -141,10 +144,11 @@ pub fn group_table(
         if g.other {
             "(other)".to_string()
         } else {
+            // A name is one line whatever it holds.
             match (g.pid, &g.comm, &g.cgroup) {
-                (Some(p), Some(c), _) => format!("{p} {c}"),
-                (_, Some(c), _) => c.clone(),
-                (_, _, Some(cg)) => cg.clone(),
+                (Some(p), Some(c), _) => format!("{p} {}", escape(c)),
+                (_, Some(c), _) => escape(c).into_owned(),
+                (_, _, Some(cg)) => escape(cg).into_owned(),
                 _ => "?".into(),
             }
         }
@@ -227,8 +231,8 @@ by {by}:"
 fn title(s: &mut String, rep: &TraceReport) {
     let what = match (&rep.target.command, &rep.target.scope) {
         (Some(cmd), _) => shell_words::join(cmd),
-        (None, Some(_)) => rep.target.comm.clone(),
-        (None, None) => format!("pid {} ({})", rep.target.pid, rep.target.comm),
+        (None, Some(_)) => escape(&rep.target.comm).into_owned(),
+        (None, None) => format!("pid {} ({})", rep.target.pid, escape(&rep.target.comm)),
     };
     let _ = writeln!(
         s,
@@ -339,7 +343,7 @@ fn thread_table(s: &mut String, threads: &[ThreadRow], count_only: bool) {
             "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  {}{}",
             tid,
             t.pid,
-            t.comm,
+            escape(&t.comm),
             t.calls,
             t.errors,
             if count_only {
@@ -399,9 +403,9 @@ fn resources(s: &mut String, r: &Resources) {
     }
     let _ = writeln!(
         s,
-        "  seen     {} threads in {} processes{}",
-        r.threads_seen,
-        r.processes_seen,
+        "  seen     {} in {}{}",
+        counted(r.threads_seen, "thread", "threads"),
+        counted(r.processes_seen, "process", "processes"),
         if r.tasks_excluded > 0 {
             format!(" ({} left out of the usage totals)", r.tasks_excluded)
         } else {
@@ -600,7 +604,7 @@ pub fn process_table(rep: &TraceReport) -> Option<String> {
             s,
             "{:>8} {:<16} {:>7} {:>9.3} {:>9.3} {:>10} {:>8} {:>10} {:>9} {:>9}{}",
             p.pid,
-            p.comm,
+            escape(&p.comm),
             p.threads,
             p.user_cpu_s,
             p.system_cpu_s,

@@ -109,6 +109,11 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// A count and its noun, singular for one: `1 process`, `2 processes`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A count with thousands separators: `0`, `999`, `1,204`, `12,345,678`
 /// (the evidence's counter increases, which people compare digit by digit).
 pub fn fmt_count(n: u64) -> String {

@@ -28,11 +28,10 @@ pub fn read(path: &Path) -> Result<LoadReport> {
     let mut v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| error::usage(format!("{}: not JSON: {e}", path.display())))?;
     let schema = v["schema"].as_str().unwrap_or("").to_string();
-    if let Err(version) = header::upgrade(&mut v) {
+    if let Err(why) = header::upgrade(&mut v) {
         return Err(error::usage(format!(
-            "{}: schema {schema:?} version {} is not one this sockscope reads ({})",
+            "{}: schema {schema:?}: {why}; this sockscope reads version {}",
             path.display(),
-            version.unwrap_or(0),
             header::READABLE
         )));
     }

@@ -36,11 +36,10 @@ pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
         ))
     };
     // Version 1 artifacts are converted to the current header first.
-    if let Err(version) = report::header::upgrade(&mut v) {
+    if let Err(why) = report::header::upgrade(&mut v) {
         return Err(error::usage(format!(
-            "{}: schema {schema:?} version {} is not one this sockscope reads ({})",
+            "{}: schema {schema:?}: {why}; this sockscope reads version {}",
             file.display(),
-            version.unwrap_or(0),
             report::header::READABLE
         )));
     }
@@ -54,10 +53,18 @@ pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
             )));
         }
     };
-    if out.is_some() {
+    // A refusal names --out only when it was given.
+    let named = if out.is_some() {
         ensure_out_dir(&dir)?;
-    }
-    publish(art.as_ref(), Dest::Existing(dir), Show::unless_quiet(quiet))?;
+        "--out".to_string()
+    } else {
+        format!("writing beside {}:", file.display())
+    };
+    publish(
+        art.as_ref(),
+        Dest::Existing { dir, named },
+        Show::unless_quiet(quiet),
+    )?;
     Ok(0)
 }
 

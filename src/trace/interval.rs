@@ -230,7 +230,7 @@ pub fn render(rec: &IntervalRecord, count_only: bool, view: &TableView, by: &str
     );
     if rec.totals.calls == 0 {
         s.push('\n');
-        return s;
+        return crate::text::escape_block(&s).into_owned();
     }
     s.push_str(&trace_text::syscall_table(
         &rec.syscalls,
@@ -248,7 +248,8 @@ pub fn render(rec: &IntervalRecord, count_only: bool, view: &TableView, by: &str
         ));
     }
     s.push('\n');
-    s
+    // The scope and group names are anyone's to choose.
+    crate::text::escape_block(&s).into_owned()
 }
 
 impl State {

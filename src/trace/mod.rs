@@ -481,9 +481,10 @@ fn run_attach(
     let started = s.open_window();
     if opts.verbose {
         eprintln!(
-            "sockscope: attached to pid {pid} ({comm}): {} threads in {} processes",
-            reg.tids.len(),
-            reg.tgids.len()
+            "sockscope: attached to pid {pid} ({}): {} in {}",
+            crate::text::escape(&comm),
+            crate::report::units::counted(reg.tids.len() as u64, "thread", "threads"),
+            crate::report::units::counted(reg.tgids.len() as u64, "process", "processes")
         );
     }
     if opts.verbose && opts.sinks.0.is_empty() {

@@ -97,13 +97,14 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
                 .into(),
         );
         header.extend(notes.iter().map(|n| format!("Note: {n}.")));
-        print!("{}", super::sysctl_snippet(&rows, &header));
+        // The --from path and the notes are a user's or an artifact's text.
+        let snippet = super::sysctl_snippet(&rows, &header);
+        print!("{}", crate::text::escape_block(&snippet));
         return Ok(0);
     }
-    print!(
-        "{}",
-        text(spec, &netns, run.as_ref(), &rows, evidence_rows, &notes)
-    );
+    // An artifact's strings (--from) may carry escape sequences.
+    let table = text(spec, &netns, run.as_ref(), &rows, evidence_rows, &notes);
+    print!("{}", crate::text::escape_block(&table));
     Ok(0)
 }
 

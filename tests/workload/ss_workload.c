@@ -20,6 +20,8 @@
  *          result, 4 on an unexpected signal or EINTR
  *   -r F   write this process's own getrusage(RUSAGE_SELF) to file F at the
  *          end: "utime_us stime_us nvcsw nivcsw minflt majflt"
+ *   -n S   name the process S first (prctl PR_SET_NAME, one more syscall;
+ *          threads and the -c child inherit it): any bytes, escapes too
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -96,10 +99,10 @@ int main(int argc, char **argv)
 {
 	long getppid_n = 0, writes = 0, enoent = 0, threads = 0, child_n = -1, busy_ms = -1;
 	int wait_go = 0;
-	const char *rusage_file = NULL;
+	const char *rusage_file = NULL, *name = NULL;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "g:W:e:t:G:Pc:wb:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "g:W:e:t:G:Pc:wb:r:n:")) != -1) {
 		switch (opt) {
 		case 'g': getppid_n = atol(optarg); break;
 		case 'W': writes = atol(optarg); break;
@@ -111,6 +114,7 @@ int main(int argc, char **argv)
 		case 'w': wait_go = 1; break;
 		case 'b': busy_ms = atol(optarg); break;
 		case 'r': rusage_file = optarg; break;
+		case 'n': name = optarg; break;
 		default:
 			fprintf(stderr, "ss_workload: bad option\n");
 			return 2;
@@ -118,6 +122,10 @@ int main(int argc, char **argv)
 	}
 	if (threads < 0 || threads > 256) {
 		fprintf(stderr, "ss_workload: -t must be 0..256\n");
+		return 2;
+	}
+	if (name && prctl(PR_SET_NAME, name, 0, 0, 0) != 0) {
+		perror("ss_workload: prctl");
 		return 2;
 	}
 

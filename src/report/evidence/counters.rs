@@ -241,6 +241,11 @@ impl CounterDeltas {
         out.extend(self.retransmit_sentence(transactions));
         out.extend(self.udp_sentences(load));
         let n = |k: &str| fmt_count(self.get(k));
+        // `1 connection was`, `2 connections were`.
+        let were = |k: &str, one: &str, many: &str| {
+            let v = self.get(k);
+            format!("{} {}", fmt_count(v), if v == 1 { one } else { many })
+        };
         if self.get("TcpExt.TCPTimeWaitOverflow") > 0 {
             out.push(format!(
                 "{} closing connections skipped TIME_WAIT because the namespace already held \
@@ -264,16 +269,34 @@ impl CounterDeltas {
         }
         if self.get("TcpExt.TCPAbortOnClose") > 0 {
             out.push(format!(
-                "{} connections were reset because they were closed with unread data in their \
+                "{} reset because {} closed with unread data in {} \
                  receive queue (TcpExt.TCPAbortOnClose).",
-                n("TcpExt.TCPAbortOnClose")
+                were(
+                    "TcpExt.TCPAbortOnClose",
+                    "connection was",
+                    "connections were"
+                ),
+                if self.get("TcpExt.TCPAbortOnClose") == 1 {
+                    "it was"
+                } else {
+                    "they were"
+                },
+                if self.get("TcpExt.TCPAbortOnClose") == 1 {
+                    "its"
+                } else {
+                    "their"
+                }
             ));
         }
         if self.get("TcpExt.TCPAbortOnData") > 0 {
             out.push(format!(
-                "{} connections were reset by a close with SO_LINGER 0 or by data arriving after \
+                "{} reset by a close with SO_LINGER 0 or by data arriving after \
                  close (TcpExt.TCPAbortOnData){}.",
-                n("TcpExt.TCPAbortOnData"),
+                were(
+                    "TcpExt.TCPAbortOnData",
+                    "connection was",
+                    "connections were"
+                ),
                 if load.config.close.as_deref() == Some("rst") {
                     "; the load closes its connections that way (--close rst)"
                 } else {
@@ -314,9 +337,13 @@ impl CounterDeltas {
         }
         if over == 0 {
             return Some(format!(
-                "{} connection attempts were dropped at a listener without its accept queue \
+                "{} dropped at a listener without its accept queue \
                  overflowing (TcpExt.ListenDrops; TcpExt.ListenOverflows did not move).",
-                fmt_count(drops)
+                if drops == 1 {
+                    "1 connection attempt was".to_string()
+                } else {
+                    format!("{} connection attempts were", fmt_count(drops))
+                }
             ));
         }
         let listeners = sockets.map_or(&[][..], |s| s.listeners.as_slice());

@@ -73,7 +73,7 @@ pub struct ThreadSched {
 
 /// `1 thread`, `3 threads`.
 fn threads(n: u64) -> String {
-    format!("{n} thread{}", if n == 1 { "" } else { "s" })
+    crate::report::units::counted(n, "thread", "threads")
 }
 
 impl SchedEvidence {

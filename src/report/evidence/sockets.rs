@@ -221,8 +221,10 @@ impl SocketEvidence {
         }
         if let Some(r) = &self.retransmits {
             out.push(format!(
-                "  retransmitted segments (tcp_info): {} on {} connections ({:.3} per connection)",
-                r.total, r.connections, r.per_connection
+                "  retransmitted segments (tcp_info): {} on {} ({:.3} per connection)",
+                r.total,
+                crate::report::units::counted(r.connections, "connection", "connections"),
+                r.per_connection
             ));
         }
         if let Some(t) = &self.time_wait {

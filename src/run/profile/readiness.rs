@@ -306,7 +306,7 @@ fn not_ready(
             (!s.is_empty()).then(|| {
                 format!(
                     "pid {p} ({}) owns {}",
-                    crate::procfs::comm(p).unwrap_or_default(),
+                    crate::text::escape(&crate::procfs::comm(p).unwrap_or_default()),
                     fmt_sockets(&s, p)
                 )
             })

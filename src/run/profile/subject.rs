@@ -47,7 +47,7 @@ impl Subject {
         format!(
             "the target (pid {}, {})",
             self.pid,
-            crate::procfs::comm(self.pid).unwrap_or_else(|| "gone".into())
+            crate::text::escape(&crate::procfs::comm(self.pid).unwrap_or_else(|| "gone".into()))
         )
     }
 }

@@ -35,8 +35,8 @@ pub fn render(r: &EchoReport) -> String {
     if c.drain_timeouts > 0 {
         let _ = writeln!(
             s,
-            "  drain        {} connections still owed response bytes when the drain time ran out",
-            c.drain_timeouts
+            "  drain        {} still owed response bytes when the drain time ran out",
+            crate::report::units::counted(c.drain_timeouts, "connection", "connections")
         );
     }
     let errs = c.accept_errors.nonzero();

@@ -128,7 +128,17 @@ impl ThreadedAcceptor {
         result?;
         if stuck > 0 {
             return Err(anyhow!(
-                "{stuck} connection threads did not exit after their sockets were shut down"
+                "{} did not exit after {} shut down",
+                crate::report::units::counted(
+                    stuck as u64,
+                    "connection thread",
+                    "connection threads"
+                ),
+                if stuck == 1 {
+                    "its socket was"
+                } else {
+                    "their sockets were"
+                }
             ));
         }
         let done = std::mem::take(&mut self.reg.lock().done);

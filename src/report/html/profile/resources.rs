@@ -63,8 +63,9 @@ pub fn resources_section(p: &str, r: &ProfileReport) -> String {
     if res.tasks_excluded > 0 {
         let _ = write!(
             lead,
-            " {} threads could not be windowed and are left out of the usage totals.",
-            res.tasks_excluded
+            " {} could not be windowed and {} left out of the usage totals.",
+            crate::report::units::counted(res.tasks_excluded, "thread", "threads"),
+            if res.tasks_excluded == 1 { "is" } else { "are" }
         );
     }
     card(
