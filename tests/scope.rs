@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::cgroup::{TestCgroup, move_to, v2_mount};
 use common::{Background, Waiting, calls};
 
 /// A copy of the workload under a name no other process has (<= 15 bytes).
@@ -30,66 +31,6 @@ fn stop(bg: Background) -> String {
     let (st, err) = bg.finish(Duration::from_secs(30));
     assert!(st.success(), "sockscope exit {st}: {err}");
     err
-}
-
-fn v2_mount() -> PathBuf {
-    let m = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    m.lines()
-        .map(|l| l.split(' ').collect::<Vec<_>>())
-        .find(|f| f.len() > 2 && f[2] == "cgroup2")
-        .map(|f| PathBuf::from(f[1]))
-        .expect("a cgroup v2 mount")
-}
-
-/// A cgroup v2 directory removed (with its children) on drop, after its
-/// processes were moved back to the root.
-struct TestCgroup {
-    path: PathBuf,
-    rel: String,
-}
-
-impl TestCgroup {
-    fn new(tag: &str) -> Self {
-        let rel = format!("sockscope-test-{tag}-{}", std::process::id());
-        let path = v2_mount().join(&rel);
-        let _ = std::fs::create_dir(&path);
-        Self {
-            path,
-            rel: format!("/{rel}"),
-        }
-    }
-
-    fn child(&self, name: &str) -> PathBuf {
-        let p = self.path.join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
-
-    fn remove(dir: &Path) {
-        if let Ok(rd) = std::fs::read_dir(dir) {
-            for e in rd.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    Self::remove(&e.path());
-                }
-            }
-        }
-        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-            for pid in procs.lines() {
-                let _ = std::fs::write(v2_mount().join("cgroup.procs"), pid);
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        Self::remove(&self.path);
-    }
-}
-
-fn move_to(dir: &Path, pid: i32) {
-    std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
 }
 
 fn trace_json(args: &[&str], tag: &str) -> (Background, PathBuf) {

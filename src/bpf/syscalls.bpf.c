@@ -536,10 +536,11 @@ static __always_inline void read_res(struct task_struct *task, struct ss_res *r)
 	r->maj_flt = BPF_CORE_READ(task, maj_flt);
 }
 
-static __always_inline void window_res(struct task_struct *task, struct ss_task *t,
-				       struct ss_res *r)
+/* `now` less the task's baseline, into r. */
+static __always_inline void res_since(const struct ss_res *now, const struct ss_task *t,
+				      struct ss_res *r)
 {
-	read_res(task, r);
+	*r = *now;
 	if (t->flags & SS_NEED_BASELINE)
 		return; /* userspace discards it: no baseline to subtract */
 	r->utime_ns -= t->base.utime_ns;
@@ -549,6 +550,15 @@ static __always_inline void window_res(struct task_struct *task, struct ss_task 
 	r->nivcsw -= t->base.nivcsw;
 	r->min_flt -= t->base.min_flt;
 	r->maj_flt -= t->base.maj_flt;
+}
+
+static __always_inline void window_res(struct task_struct *task, struct ss_task *t,
+				       struct ss_res *r)
+{
+	struct ss_res now;
+
+	read_res(task, &now);
+	res_since(&now, t, r);
 }
 
 static __always_inline __u32 alloc_slot(void)
@@ -653,6 +663,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(ss_exit, struct task_struct *task)
 {
 	struct ss_thread_stats *ts;
+	struct ss_res now;
 	struct ss_ev_task *e;
 	struct ss_task *t;
 
@@ -678,17 +689,65 @@ int BPF_PROG(ss_exit, struct task_struct *task)
 	e->group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
 	e->maxrss_pages = mm_peak_pages(task);
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
-	window_res(task, t, &e->res);
+	read_res(task, &now);
+	res_since(&now, t, &e->res);
 	e->sc = t->sc;
 	bpf_ringbuf_submit(e, rb_flags());
-	/* A zombie is still listed by the task iterator: don't count it twice. */
+	/* A zombie is still listed by the task iterator: don't count it twice.
+	 * The counters just reported become the baseline of its exit tail. */
 	t->flags |= SS_EXITED;
+	t->base = now;
 
 	if (per_thread) {
 		ts = bpf_task_storage_get(&thread_stats, task, 0, 0);
 		if (ts && bpf_ringbuf_output(&events, ts, sizeof(*ts), rb_flags()))
 			__sync_fetch_and_add(&counters.ringbuf_drops, 1);
 	}
+	return 0;
+}
+
+/* TASK_DEAD (include/linux/sched.h, a #define, so not in BTF): the state
+ * do_task_dead() sets before a task's last __schedule(). */
+#define SS_TASK_DEAD 0x00000080
+
+/*
+ * A traced task's last context switch: its CPU time is final here. The
+ * exit record above undercounts it, twice over: the scheduler adds a
+ * running task's time to se.sum_exec_runtime only at a tick, a context
+ * switch or a wakeup on its CPU (update_curr), so a thread that lives less
+ * than a tick can reach the exit tracepoint with almost nothing added; and
+ * the rest of do_exit (exit_mm, exit_files, exit_notify, release_task)
+ * runs after it. By this tracepoint __schedule() has dequeued the task,
+ * which ran update_curr, so the difference is sent as a tail record.
+ * Runs on every context switch of the machine: the state test comes first
+ * and costs one load and a compare.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ss_exit_tail, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct ss_ev_task *e;
+	struct ss_task *t;
+
+	if (prev->__state != SS_TASK_DEAD)
+		return 0;
+	t = bpf_task_storage_get(&tasks, prev, 0, 0);
+	/* Only after an exit record that had a baseline (SS_EXITED is set once
+	 * it is out, inside the window). */
+	if (!t || (t->flags & (SS_EXITED | SS_NEED_BASELINE)) != SS_EXITED)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&counters.ringbuf_drops, 1);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = SS_EV_EXIT_TAIL;
+	e->tid = prev->pid;
+	e->tgid = prev->tgid;
+	e->slot = t->slot;
+	e->flags = t->flags;
+	window_res(prev, t, &e->res);
+	bpf_ringbuf_submit(e, rb_flags());
 	return 0;
 }
 

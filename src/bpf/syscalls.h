@@ -87,6 +87,7 @@ enum ss_event_type {
 	SS_EV_LIVE = 4,
 	SS_EV_EXEC = 5,
 	SS_EV_REGISTERED = 6,  /* iterator: a registered task got its slot */
+	SS_EV_EXIT_TAIL = 7,   /* usage between a task's exit record and its end */
 };
 
 /* Per-syscall aggregate, one per CPU (per-CPU array indexed by number). */
@@ -188,7 +189,12 @@ struct ss_ev_exec {
 
 /* A traced task exited (ring buffer, SS_EV_EXIT) or is alive at the end
  * of the window (iterator, SS_EV_LIVE). `res` is the usage inside the
- * window: counters now minus the task's baseline. */
+ * window: counters now minus the task's baseline.
+ * SS_EV_EXIT_TAIL (ring buffer) follows an exit record of the same tid:
+ * `res` is what the task used from that record to its last context switch
+ * (the rest of do_exit, and run time the scheduler had not yet added to
+ * sum_exec_runtime when the exit record read it); comm, sc, group_dead
+ * and maxrss_pages are zero. */
 struct ss_ev_task {
 	enum ss_event_type type;
 	__u32 tid;

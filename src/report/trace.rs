@@ -276,6 +276,13 @@ pub struct Resources {
     pub processes_seen: u64,
     /// Threads whose usage could not be windowed and was left out.
     pub tasks_excluded: u64,
+    /// Threads that exited in the window but whose last context switch the
+    /// trace did not see: their CPU in the per-process rows (and, outside
+    /// launch mode, in the figures above) stops at their exit tracepoint,
+    /// short of the rest of their exit and of run time the scheduler had
+    /// not added up yet. 0 in files written before it.
+    #[serde(default)]
+    pub exit_tails_missing: u64,
 }
 
 /// One process of the traced tree over the window: the sum of its

@@ -1,10 +1,10 @@
 //! Turns the tracer's lifecycle records into the report's resource figures
 //! and per-thread rows.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::abi::MAX_SYSCALLS;
-use super::bpf::{Event, ExecRecord, ForkRecord, TaskRecord, TaskUsage, ThreadSyscall};
+use super::bpf::{Event, ExecRecord, ExitTail, ForkRecord, TaskRecord, TaskUsage, ThreadSyscall};
 use super::launch::RusageSum;
 use super::syscall_names;
 use crate::report::trace::{ProcessRow, Resources, ThreadRow, ThreadSyscallRow};
@@ -35,10 +35,28 @@ pub struct EventLog {
     pub leaders_folded: u64,
     /// While a snapshot is being read: the tids whose exit record arrived.
     pub exits_watch: Option<Vec<i32>>,
+    /// Exit records (with a baseline) whose tail has not arrived yet, oldest
+    /// first: a task's tail follows its exit record within microseconds.
+    awaiting_tail: VecDeque<(i32, Awaiting)>,
+    /// Exit tails that found no exit record (lost to a full ring buffer, or
+    /// evicted from `awaiting_tail`); their usage is in the totals only.
+    pub unmatched_tails: u64,
 }
 
 /// Task and fork records kept one by one; further ones are summed.
 pub const KEPT_TASKS: usize = 65_536;
+
+/// Exit records held for their tail at most; older ones are given up on.
+const AWAITING_TAILS: usize = 4_096;
+
+/// Where an exit record waiting for its tail is.
+#[derive(Debug)]
+enum Awaiting {
+    /// In `tasks`, at this index.
+    Kept(usize),
+    /// Beyond [`KEPT_TASKS`]: its usage, folded once the tail is added.
+    Folded(TaskUsage),
+}
 
 impl EventLog {
     /// Files one event.
@@ -56,15 +74,19 @@ impl EventLog {
                 }
                 if t.exited && self.tasks.len() >= KEPT_TASKS {
                     if t.has_baseline {
-                        self.folded.add(&t.usage);
+                        self.await_tail(t.tid, Awaiting::Folded(t.usage));
                     } else {
                         self.folded_excluded += 1;
                     }
                     self.folded_tasks += 1;
                 } else {
+                    if t.exited && t.has_baseline {
+                        self.await_tail(t.tid, Awaiting::Kept(self.tasks.len()));
+                    }
                     self.tasks.push(t);
                 }
             }
+            Event::ExitTail(tail) => self.add_tail(tail),
             Event::ThreadStats(slot, table) => match self.thread_tables.get_mut(&slot) {
                 // Only the pooled slot 0 is shared by several tasks.
                 Some(acc) => {
@@ -81,10 +103,52 @@ impl EventLog {
         }
     }
 
+    fn await_tail(&mut self, tid: i32, at: Awaiting) {
+        self.awaiting_tail.push_back((tid, at));
+        if self.awaiting_tail.len() > AWAITING_TAILS {
+            if let Some((_, Awaiting::Folded(u))) = self.awaiting_tail.pop_front() {
+                self.folded.add(&u);
+            }
+        }
+    }
+
+    /// Adds a task's exit tail to its exit record: the usage is split into
+    /// user and system time with the record's, as one task's.
+    fn add_tail(&mut self, tail: ExitTail) {
+        let found = self
+            .awaiting_tail
+            .iter()
+            .rposition(|(tid, _)| *tid == tail.tid)
+            .and_then(|i| self.awaiting_tail.remove(i));
+        match found {
+            Some((_, Awaiting::Kept(i))) => self.tasks[i].usage.add(&tail.usage),
+            Some((_, Awaiting::Folded(mut u))) => {
+                u.add(&tail.usage);
+                self.folded.add(&u);
+            }
+            None => {
+                self.unmatched_tails += 1;
+                self.folded.add(&tail.usage);
+            }
+        }
+    }
+
+    /// The summed usage of the folded exit records, those still waiting for
+    /// their tail included.
+    fn folded_split(&self) -> Split {
+        let mut split = self.folded;
+        for (_, at) in &self.awaiting_tail {
+            if let Awaiting::Folded(u) = at {
+                split.add(u);
+            }
+        }
+        split
+    }
+
     /// Sum of in-window usage over tasks that have a baseline, and the
     /// number of tasks left out for lack of one.
     fn usage_totals(&self) -> (Split, u64) {
-        let mut split = self.folded;
+        let mut split = self.folded_split();
         let mut excluded = self.folded_excluded;
         for t in &self.tasks {
             if !t.has_baseline {
@@ -94,6 +158,11 @@ impl EventLog {
             split.add(&t.usage);
         }
         (split, excluded)
+    }
+
+    /// Exit records whose tail has not arrived (see [`ExitTail`]).
+    pub fn tails_missing(&self) -> u64 {
+        self.awaiting_tail.len() as u64
     }
 
     /// Largest peak RSS reported by a task exiting inside the window (kB).
@@ -111,7 +180,7 @@ impl EventLog {
 /// without closing the window). Tasks without a baseline are left out, as
 /// in the final totals.
 pub fn usage_now(log: &EventLog, live: &[TaskRecord]) -> super::snapshot::Usage {
-    let mut split = log.folded;
+    let mut split = log.folded_split();
     for t in log.tasks.iter().filter(|t| t.exited).chain(live) {
         if t.has_baseline {
             split.add(&t.usage);
@@ -158,6 +227,18 @@ impl Split {
     }
 }
 
+/// The warning for exited threads whose CPU stops at their exit record.
+pub fn exit_tail_note(log: &EventLog) -> Option<String> {
+    let n = log.tails_missing();
+    (n > 0).then(|| {
+        format!(
+            "CPU undercounted: {n} exited thread(s) were not seen at their last context switch \
+             (ring buffer full, or the trace ended first); their CPU is counted up to their \
+             exit tracepoint only, which can miss most of a short thread's run time"
+        )
+    })
+}
+
 const PEAK_RSS_METHOD: &str = "largest high-water mark of a process of the tree since its \
     exec: hiwater_rss or current RSS read by BPF at exit, VmHWM for processes still running";
 
@@ -195,6 +276,7 @@ pub fn launch_resources(
         threads_seen: threads,
         processes_seen: processes,
         tasks_excluded: 0,
+        exit_tails_missing: log.tails_missing(),
     }
 }
 
@@ -212,8 +294,8 @@ pub fn attach_resources(
         .max();
     Resources {
         method: "per-thread kernel counters (sum_exec_runtime, utime/stime ratio, nvcsw, \
-                 nivcsw, min_flt, maj_flt) read by BPF at attach, at each thread's exit and \
-                 at the end of the window"
+                 nivcsw, min_flt, maj_flt) read by BPF at attach, at each thread's last \
+                 context switch and at the end of the window"
             .into(),
         user_cpu_s: s.user_ns / 1e9,
         system_cpu_s: s.system_ns / 1e9,
@@ -226,6 +308,7 @@ pub fn attach_resources(
         threads_seen: threads,
         processes_seen: processes,
         tasks_excluded: excluded,
+        exit_tails_missing: log.tails_missing(),
     }
 }
 
@@ -386,6 +469,96 @@ mod tests {
         });
         assert!((s.user_ns - 350.0).abs() < 1e-9);
         assert!((s.system_ns - 100.0).abs() < 1e-9);
+    }
+
+    fn exit_record(tid: i32, usage: TaskUsage) -> Event {
+        Event::Task(TaskRecord {
+            tid,
+            tgid: 1,
+            slot: 0,
+            comm: "w".into(),
+            exited: true,
+            group_dead: false,
+            maxrss_kb: 0,
+            has_baseline: true,
+            usage,
+            syscalls: Default::default(),
+        })
+    }
+
+    fn tail(tid: i32, runtime_ns: u64) -> Event {
+        Event::ExitTail(ExitTail {
+            tid,
+            usage: TaskUsage {
+                runtime_ns,
+                nvcsw: 1,
+                ..Default::default()
+            },
+        })
+    }
+
+    fn cpu_ns(r: &ProcessRow) -> f64 {
+        (r.user_cpu_s + r.system_cpu_s) * 1e9
+    }
+
+    #[test]
+    fn exit_tail_completes_its_own_exit_record_before_the_split() {
+        let mut log = EventLog::default();
+        let ticks = TaskUsage {
+            utime_ns: 3,
+            stime_ns: 1,
+            runtime_ns: 100,
+            ..Default::default()
+        };
+        log.push(exit_record(7, ticks));
+        log.push(exit_record(8, TaskUsage::default()));
+        log.push(tail(7, 300));
+        assert_eq!(log.tails_missing(), 1, "8's tail has not come");
+        assert!(exit_tail_note(&log).unwrap().contains("1 exited thread(s)"));
+        log.push(tail(8, 50));
+        assert_eq!(log.tails_missing(), 0);
+        assert_eq!(exit_tail_note(&log), None);
+        let rows = process_rows(&log, false);
+        assert!((cpu_ns(&rows[0]) - 450.0).abs() < 1e-6, "{rows:?}");
+        // 7's 400 ns split 3:1 by its own ticks; 8 had none: all user.
+        assert!((rows[0].system_cpu_s * 1e9 - 100.0).abs() < 1e-6);
+        assert_eq!(rows[0].voluntary_ctxt_switches, 2);
+        let res = attach_resources(&log, None, 2, 1);
+        assert!(((res.user_cpu_s + res.system_cpu_s) * 1e9 - 450.0).abs() < 1e-6);
+        assert_eq!(res.exit_tails_missing, 0);
+    }
+
+    #[test]
+    fn a_reused_tid_gets_the_tail_of_its_latest_exit() {
+        let mut log = EventLog::default();
+        log.push(exit_record(7, TaskUsage::default()));
+        log.push(exit_record(7, TaskUsage::default()));
+        log.push(tail(7, 300));
+        assert_eq!(log.tasks[0].usage.runtime_ns, 0);
+        assert_eq!(log.tasks[1].usage.runtime_ns, 300);
+        assert_eq!(log.tails_missing(), 1, "the first one's tail was lost");
+    }
+
+    #[test]
+    fn tails_of_folded_and_of_lost_exit_records_still_reach_the_totals() {
+        let mut log = EventLog::default();
+        for tid in 0..KEPT_TASKS as i32 {
+            log.push(exit_record(tid, TaskUsage::default()));
+            log.push(tail(tid, 1));
+        }
+        log.push(exit_record(-1, TaskUsage::default()));
+        assert_eq!(log.folded_tasks, 1);
+        log.push(tail(-1, 1000));
+        // No exit record for -2 (lost to a full ring buffer).
+        log.push(tail(-2, 10_000));
+        assert_eq!(log.unmatched_tails, 1);
+        assert_eq!(log.tails_missing(), 0);
+        let res = attach_resources(&log, None, 0, 0);
+        let total = (res.user_cpu_s + res.system_cpu_s) * 1e9;
+        assert!(
+            (total - (KEPT_TASKS as f64 + 11_000.0)).abs() < 1e-3,
+            "{total}"
+        );
     }
 
     #[test]

@@ -173,6 +173,9 @@ pub(crate) struct WindowEnd {
 /// them (the BPF side commits them without waking us).
 const DRAIN_EVERY: Duration = Duration::from_millis(100);
 
+/// How long the end of a trace waits for exit tails still on their way.
+const EXIT_TAIL_GRACE: Duration = Duration::from_millis(50);
+
 /// The moving parts of one trace: the loaded tracer, its event stream, the
 /// signals routed to us, the self-cost sampler.
 pub(crate) struct Session<'obj, 'rb> {
@@ -586,6 +589,10 @@ pub(crate) fn finish(
         .filter(|t| !t.exited)
         .filter_map(|t| procfs::vm_hwm_kb(t.tgid))
         .max();
+    // A task's exit tail comes from its last context switch, microseconds
+    // after its exit record: wait for those on their way before detaching.
+    let log = Rc::clone(&s.log);
+    wait::drain_until(&s.rb, || log.borrow().tails_missing() == 0, EXIT_TAIL_GRACE)?;
     let sampler = s.sampler.take();
     s.tracer.detach();
     s.rb.consume().context("draining the event ring buffer")?;
@@ -613,6 +620,7 @@ pub(crate) fn finish(
             counters.ringbuf_drops
         ));
     }
+    notes.extend(account::exit_tail_note(&log));
     if log.malformed > 0 {
         notes.push(format!(
             "{} malformed tracer records ignored",

@@ -3,7 +3,7 @@
 //! optional deadline.
 
 use std::os::fd::BorrowedFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use libbpf_rs::RingBuffer;
@@ -67,5 +67,18 @@ pub fn wait(
         if let Some(i) = pfds[2..].iter().position(ready) {
             return Ok(Wake::Ready(i));
         }
+    }
+}
+
+/// Drains the ring buffer until `done` says so or `limit` has passed,
+/// looking every millisecond (for records due within microseconds).
+pub fn drain_until(rb: &RingBuffer<'_>, done: impl Fn() -> bool, limit: Duration) -> Result<()> {
+    let end = Instant::now() + limit;
+    loop {
+        rb.consume().context("reading the event ring buffer")?;
+        if done() || Instant::now() >= end {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }

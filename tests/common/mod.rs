@@ -2,6 +2,7 @@
 //! ground-truth workload, and the root/BPF gate.
 #![allow(dead_code)]
 
+pub mod cgroup;
 pub mod netns;
 pub mod procs;
 pub mod prometheus;

@@ -22,6 +22,11 @@
  *          end: "utime_us stime_us nvcsw nivcsw minflt majflt"
  *   -n S   name the process S first (prctl PR_SET_NAME, one more syscall;
  *          threads and the -c child inherit it): any bytes, escapes too
+ *   -s N   N short-lived threads, started in batches of four and joined
+ *          batch by batch (after -t's threads): each spins -u microseconds
+ *          on the vDSO clock around three getppid calls, then exits; most
+ *          live less than a scheduler tick
+ *   -u US  spin time of each -s thread (default 100)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,6 +48,7 @@ static long thread_getppid;
 static pthread_barrier_t start_barrier;
 static int prestart;
 static volatile sig_atomic_t got_signal;
+static long short_spin_us = 100;
 
 static void on_signal(int sig)
 {
@@ -65,6 +71,44 @@ static long now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static long now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
+	return ts.tv_sec * 1000000L + ts.tv_nsec / 1000L;
+}
+
+static void *short_lived(void *arg)
+{
+	(void)arg;
+	long start = now_us(), end = start + short_spin_us;
+	syscall(SYS_getppid);
+	while (now_us() < start + short_spin_us / 2)
+		;
+	syscall(SYS_getppid);
+	while (now_us() < end)
+		;
+	syscall(SYS_getppid);
+	return NULL;
+}
+
+/* -s: n threads, four at a time, so several are alive at once and each
+ * lives a fraction of a tick. */
+static int short_threads(long n)
+{
+	pthread_t batch[4];
+	while (n > 0) {
+		int k = n < 4 ? (int)n : 4;
+		for (int i = 0; i < k; i++)
+			if (pthread_create(&batch[i], NULL, short_lived, NULL) != 0)
+				return 10;
+		for (int i = 0; i < k; i++)
+			pthread_join(batch[i], NULL);
+		n -= k;
+	}
+	return 0;
 }
 
 static int busy(long ms)
@@ -98,11 +142,12 @@ static int busy(long ms)
 int main(int argc, char **argv)
 {
 	long getppid_n = 0, writes = 0, enoent = 0, threads = 0, child_n = -1, busy_ms = -1;
+	long short_n = 0;
 	int wait_go = 0;
 	const char *rusage_file = NULL, *name = NULL;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "g:W:e:t:G:Pc:wb:r:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "g:W:e:t:G:Pc:wb:r:n:s:u:")) != -1) {
 		switch (opt) {
 		case 'g': getppid_n = atol(optarg); break;
 		case 'W': writes = atol(optarg); break;
@@ -115,6 +160,8 @@ int main(int argc, char **argv)
 		case 'b': busy_ms = atol(optarg); break;
 		case 'r': rusage_file = optarg; break;
 		case 'n': name = optarg; break;
+		case 's': short_n = atol(optarg); break;
+		case 'u': short_spin_us = atol(optarg); break;
 		default:
 			fprintf(stderr, "ss_workload: bad option\n");
 			return 2;
@@ -177,6 +224,8 @@ int main(int argc, char **argv)
 	}
 	for (long i = 0; i < threads; i++)
 		pthread_join(tids[i], NULL);
+	if (short_n > 0 && short_threads(short_n) != 0)
+		return 10;
 	if (child_n >= 0) {
 		pid_t c = fork();
 		if (c < 0)

@@ -110,6 +110,15 @@ impl Tracer<'_> {
                 .attach()
                 .map_err(|e| attach_error("sched_process_exit", e))?,
         ));
+        // An exiting task's final CPU time (see ss_exit_tail): after the
+        // exit hook, so no tail is seen without its exit record.
+        links.push((
+            "ss_exit_tail",
+            progs
+                .ss_exit_tail
+                .attach()
+                .map_err(|e| attach_error("sched_switch", e))?,
+        ));
         links.push((
             "ss_sys_enter",
             progs

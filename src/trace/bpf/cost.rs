@@ -153,11 +153,12 @@ impl Tracer<'_> {
     pub fn prog_costs(&self) -> Option<Vec<ProgCost>> {
         let progs = &self.skel.progs;
         let mut out = Vec::new();
-        let named: [(&'static str, &libbpf_rs::ProgramMut<'_>, bool); 6] = [
+        let named: [(&'static str, &libbpf_rs::ProgramMut<'_>, bool); 7] = [
             ("ss_sys_enter", &progs.ss_sys_enter, true),
             ("ss_sys_exit", &progs.ss_sys_exit, !self.cfg.count_only),
             ("ss_fork", &progs.ss_fork, true),
             ("ss_exit", &progs.ss_exit, true),
+            ("ss_exit_tail", &progs.ss_exit_tail, true),
             ("ss_exec", &progs.ss_exec, self.cfg.per_thread),
             (
                 "ss_cgroup_attach",
@@ -194,6 +195,7 @@ impl Tracer<'_> {
             "ss_sys_exit",
             "ss_fork",
             "ss_exit",
+            "ss_exit_tail",
             "ss_exec",
             "ss_cgroup_attach",
             "ss_iter_task",

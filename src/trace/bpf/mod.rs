@@ -29,7 +29,7 @@ use super::snapshot::Breakdown;
 pub use self::attach::{Registered, SyscallHook};
 pub use self::cost::{ProgCost, ProgSplit, SplitSums};
 pub use self::records::{
-    Event, ExecRecord, ForkRecord, HookCounters, TaskRecord, TaskSyscalls, TaskUsage,
+    Event, ExecRecord, ExitTail, ForkRecord, HookCounters, TaskRecord, TaskSyscalls, TaskUsage,
     ThreadSyscall, parse_record,
 };
 

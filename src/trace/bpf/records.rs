@@ -40,6 +40,19 @@ pub struct TaskUsage {
     pub maj_flt: u64,
 }
 
+impl TaskUsage {
+    /// Adds `other`'s counters (a task's exit tail to its exit record).
+    pub fn add(&mut self, other: &TaskUsage) {
+        self.utime_ns = self.utime_ns.saturating_add(other.utime_ns);
+        self.stime_ns = self.stime_ns.saturating_add(other.stime_ns);
+        self.runtime_ns = self.runtime_ns.saturating_add(other.runtime_ns);
+        self.nvcsw = self.nvcsw.saturating_add(other.nvcsw);
+        self.nivcsw = self.nivcsw.saturating_add(other.nivcsw);
+        self.min_flt = self.min_flt.saturating_add(other.min_flt);
+        self.maj_flt = self.maj_flt.saturating_add(other.maj_flt);
+    }
+}
+
 /// A task's usage record: from the exit hook or the end-of-window pass.
 #[derive(Clone, Debug)]
 pub struct TaskRecord {
@@ -94,6 +107,17 @@ pub struct ForkRecord {
     pub comm: String,
 }
 
+/// What a task used after its exit record, up to its last context switch
+/// (the rest of do_exit, and run time the scheduler had not yet added up
+/// when the exit record read it): to be added to that record.
+#[derive(Clone, Copy, Debug)]
+pub struct ExitTail {
+    /// Thread id of the exit record it completes.
+    pub tid: i32,
+    /// The usage to add.
+    pub usage: TaskUsage,
+}
+
 /// Everything the programs emit besides the per-syscall aggregates.
 #[derive(Debug)]
 pub enum Event {
@@ -101,6 +125,8 @@ pub enum Event {
     Fork(ForkRecord),
     /// A traced task exited (or is alive at the end, from the iterator).
     Task(TaskRecord),
+    /// The rest of an exited task's usage, from its last context switch.
+    ExitTail(ExitTail),
     /// Per-thread syscall table of the slot, at exec, exit or end of window.
     ThreadStats(u32, Box<[ThreadSyscall; MAX_SYSCALLS]>),
     /// A traced task called execve and continues under a new slot.
@@ -210,6 +236,17 @@ pub fn parse_record(data: &[u8]) -> Result<(Event, usize)> {
                         errors: e.sc.errors,
                         time_ns: e.sc.time_ns,
                     },
+                }),
+                size_of::<types::ss_ev_task>(),
+            ))
+        }
+        EvType::SS_EV_EXIT_TAIL => {
+            let e: types::ss_ev_task =
+                pod::read(data).ok_or_else(|| anyhow!("truncated exit tail record"))?;
+            Ok((
+                Event::ExitTail(ExitTail {
+                    tid: e.tid as i32,
+                    usage: usage_of(&e.res),
                 }),
                 size_of::<types::ss_ev_task>(),
             ))
