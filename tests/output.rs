@@ -3,7 +3,10 @@
 //! measured; streams and devices are written through, never replaced; a
 //! full device is a failed write naming ENOSPC; a link another user could
 //! have planted is never followed; files are replaced through an
-//! exclusively created temporary file with an unpredictable name.
+//! exclusively created temporary file with an unpredictable name, relative
+//! to a descriptor of the directory resolved once (a directory swapped for
+//! a link meanwhile redirects nothing); a FIFO another user planted in a
+//! sticky directory is refused; `report --out` writes its files as a set.
 
 mod common;
 
@@ -343,18 +346,18 @@ fn traced_temp_file(out: &Path, addr: &str) -> (String, bool, bool) {
         .expect("running strace (installed by `make deps`)");
     assert!(st.success(), "load under strace: {st}");
     let text = std::fs::read_to_string(&log).unwrap();
-    let dir = out.parent().unwrap().to_str().unwrap();
+    // Relative to the directory's descriptor: `openat(3, ".out.json.X.tmp"`.
     let name = out.file_name().unwrap().to_str().unwrap();
     let open = text
         .lines()
-        .find(|l| l.contains("openat(") && l.contains(&format!("{dir}/.{name}.")))
+        .find(|l| l.contains("openat(") && l.contains(&format!("\".{name}.")))
         .unwrap_or_else(|| panic!("no temporary file opened beside {name}:\n{text}"));
     let tmp = open.split('"').nth(1).unwrap().to_string();
     let excl = open.contains("O_CREAT") && open.contains("O_EXCL");
     let renamed = text.lines().any(|l| {
         l.contains("rename")
             && l.contains(&format!("\"{tmp}\""))
-            && l.contains(&format!("\"{}\"", out.display()))
+            && l.contains(&format!("\"{name}\""))
     });
     (tmp, excl, renamed)
 }
@@ -396,4 +399,285 @@ fn files_are_replaced_through_an_exclusive_temporary_file_with_an_unpredictable_
         .filter(|n| n.ends_with(".tmp"))
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+/// Swaps `a` and `b` (renameat2 RENAME_EXCHANGE) until `stop` is set: a
+/// local user's race against a path root is about to write.
+fn exchange_loop(
+    a: std::path::PathBuf,
+    b: std::path::PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    std::thread::spawn(move || {
+        let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        let (a, b) = (c(&a), c(&b));
+        let mut swaps = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: two valid NUL-terminated paths.
+            let r = unsafe {
+                libc::renameat2(
+                    libc::AT_FDCWD,
+                    a.as_ptr(),
+                    libc::AT_FDCWD,
+                    b.as_ptr(),
+                    libc::RENAME_EXCHANGE,
+                )
+            };
+            assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+            swaps += 1;
+        }
+        swaps
+    })
+}
+
+/// A user's directory `u` holding a real directory `sub` and, at `swap`,
+/// a link owned by nobody to `secret`, a root-only directory beside `u`.
+/// Returns (u, secret).
+fn racing_tree(test: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let base = scratch(test);
+    let (u, secret) = (base.join("u"), base.join("secret"));
+    std::fs::create_dir_all(u.join("sub")).unwrap();
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let swap = u.join("swap");
+    std::os::unix::fs::symlink(&secret, &swap).unwrap();
+    let st = Command::new("chown")
+        .args(["-h", "nobody"])
+        .arg(&swap)
+        .status()
+        .unwrap();
+    assert!(st.success(), "chown -h nobody");
+    (u, secret)
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Whichever of `u/sub` and `u/swap` is the real directory now.
+fn real_dir(u: &Path) -> std::path::PathBuf {
+    ["sub", "swap"]
+        .map(|n| u.join(n))
+        .into_iter()
+        .find(|p| std::fs::symlink_metadata(p).unwrap().is_dir())
+        .unwrap()
+}
+
+/// How many times a race runs: bounded in count and in time.
+const RACE_ROUNDS: usize = 2000;
+const RACE_TIME: Duration = Duration::from_secs(5);
+
+#[test]
+fn a_directory_swapped_for_a_link_during_writes_never_redirects_them() {
+    if !require_root("a_directory_swapped_for_a_link_during_writes_never_redirects_them") {
+        return;
+    }
+    let (u, secret) = racing_tree("output-race-write");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let racer = exchange_loop(u.join("sub"), u.join("swap"), stop.clone());
+    let dest = u.join("sub/x.json");
+    let (mut written, mut refused) = (0, 0);
+    let t0 = Instant::now();
+    for i in 0..RACE_ROUNDS {
+        if t0.elapsed() > RACE_TIME {
+            break;
+        }
+        match sockscope::output::write(&dest, format!("{{\"round\": {i}}}\n").as_bytes()) {
+            Ok(()) => written += 1,
+            Err(e) => {
+                // The only failure allowed: the link seen, and refused.
+                let code = e.downcast_ref::<sockscope::error::Exit>().map(|x| x.code);
+                assert_eq!(code, Some(2), "{e:#}");
+                assert!(format!("{e:#}").contains("owned by nobody"), "{e:#}");
+                refused += 1;
+            }
+        }
+        assert!(
+            names(&secret).is_empty(),
+            "round {i}: written into the root-only directory: {:?}",
+            names(&secret)
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = racer.join().unwrap();
+    eprintln!("{written} written, {refused} refused, {swaps} swaps");
+    assert!(names(&secret).is_empty(), "{:?}", names(&secret));
+    // Only the file itself: no temporary file left behind.
+    assert_eq!(names(&real_dir(&u)), ["x.json"]);
+}
+
+#[test]
+fn an_artifact_staging_directory_never_lands_in_a_swapped_in_directory() {
+    if !require_root("an_artifact_staging_directory_never_lands_in_a_swapped_in_directory") {
+        return;
+    }
+    use sockscope::process::staging::Staging;
+    let (u, secret) = racing_tree("output-race-staging");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let racer = exchange_loop(u.join("sub"), u.join("swap"), stop.clone());
+    let dest = u.join("sub/art");
+    let (mut committed, mut refused) = (0, 0);
+    let t0 = Instant::now();
+    for i in 0..RACE_ROUNDS {
+        if t0.elapsed() > RACE_TIME {
+            break;
+        }
+        match Staging::new(&dest) {
+            Ok(s) => {
+                s.write("run.json", b"{}\n").unwrap();
+                assert!(
+                    names(&secret).is_empty(),
+                    "round {i}: staged in the root-only directory: {:?}",
+                    names(&secret)
+                );
+                // Every other run fails (dropped): its staging directory
+                // must go wherever the directory has moved.
+                if i % 2 == 0 {
+                    s.commit().unwrap();
+                    committed += 1;
+                }
+            }
+            Err(e) => {
+                assert!(format!("{e:#}").contains("owned by nobody"), "{e:#}");
+                refused += 1;
+            }
+        }
+        assert!(names(&secret).is_empty(), "round {i}: {:?}", names(&secret));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = racer.join().unwrap();
+    eprintln!("{committed} committed, {refused} refused, {swaps} swaps");
+    assert!(names(&secret).is_empty(), "{:?}", names(&secret));
+    let real = real_dir(&u);
+    assert!(no_staging_left(&real, "art"), "{:?}", names(&real));
+    assert!(names(&real).len() <= 1, "{:?}", names(&real));
+}
+
+#[test]
+fn a_fifo_another_user_planted_in_a_sticky_directory_is_refused_before_measuring() {
+    if !require_root(
+        "a_fifo_another_user_planted_in_a_sticky_directory_is_refused_before_measuring",
+    ) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("output-sticky-fifo");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let fifo = dir.join("planted");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let st = Command::new("chown")
+        .arg("nobody")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(st.success(), "chown nobody");
+    let f = fifo.to_str().unwrap();
+    let needle = "owned by nobody (uid 65534) in a sticky directory";
+    assert_refused_fast(
+        &["load", "tcp-rr", "127.0.0.1:1", "-d", "5", "--json", f],
+        needle,
+    );
+    assert_refused_fast(&["trace", "--json", f, "--", "sleep", "5"], needle);
+    // Root's own FIFO there, reached through root's own link: refused too,
+    // since only a FIFO named directly is written into.
+    let own = dir.join("own");
+    assert!(Command::new("mkfifo").arg(&own).status().unwrap().success());
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&own, &link).unwrap();
+    assert_refused_fast(
+        &[
+            "load",
+            "tcp-rr",
+            "127.0.0.1:1",
+            "-d",
+            "5",
+            "--json",
+            link.to_str().unwrap(),
+        ],
+        "only when it is named directly",
+    );
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
+/// A tmpfs mounted for one test, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: std::path::PathBuf, size: &str) -> Self {
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0755")])
+            .arg("tmpfs")
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount tmpfs on {}", dir.display());
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn report_out_on_a_full_filesystem_leaves_no_partial_set() {
+    if !require_root("report_out_on_a_full_filesystem_leaves_no_partial_set") {
+        return;
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1/profile.json");
+    let fs = Tmpfs::mount(scratch("output-report-full").join("mnt"), "64k");
+    // 16 pages; 14 taken: room for summary.txt (about 6 kB), not for
+    // report.html (over 20 kB).
+    std::fs::write(fs.0.join("filler"), vec![0u8; 14 * 4096]).unwrap();
+    let out = fs.0.join("out");
+    let (st, _, err) = run_bounded(
+        &[
+            "report",
+            fixture.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("ENOSPC"), "{err}");
+    // Neither file (nor a temporary one): the set is all or nothing.
+    assert_eq!(names(&out), Vec::<String>::new());
+    // With room, both arrive.
+    std::fs::remove_file(fs.0.join("filler")).unwrap();
+    let (st, _, err) = run_bounded(
+        &[
+            "report",
+            "-q",
+            fixture.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "{err}");
+    assert_eq!(names(&out), ["report.html", "summary.txt"]);
 }

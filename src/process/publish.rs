@@ -17,8 +17,8 @@ pub enum Dest {
     /// takes the destination's place once all are written.
     Staged(Staging),
     /// An existing directory (`sockscope report`): the summary and page
-    /// are replaced there one by one; the JSON is the file they were
-    /// rendered from, left as it is.
+    /// are replaced there as a set (both written, then both renamed); the
+    /// JSON is the file they were rendered from, left as it is.
     Existing {
         /// The directory.
         dir: PathBuf,
@@ -63,11 +63,16 @@ pub fn publish(art: &dyn Artifact, dest: Dest, show: Show) -> Result<PathBuf> {
         }
         Dest::Existing { dir, named } => {
             let (summary_path, page_path) = (dir.join(SUMMARY_FILE), dir.join(PAGE_FILE));
-            // Both refused before either is written.
+            let page = art.page();
+            // Both refused before either is written, both written before
+            // either is renamed into place: a failure (a full disk) leaves
+            // the old pair, never a new summary beside an old page.
             crate::output::check(&summary_path, &named)?;
             crate::output::check(&page_path, &named)?;
-            crate::report::write_atomic(&summary_path, summary.as_bytes())?;
-            crate::report::write_atomic(&page_path, art.page().as_bytes())?;
+            crate::output::write_set(&[
+                (&summary_path, summary.as_bytes()),
+                (&page_path, page.as_bytes()),
+            ])?;
             dir
         }
     };

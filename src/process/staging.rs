@@ -5,30 +5,41 @@
 //! success-looking directory is ever left at the destination.
 //!
 //! sockscope runs as root, often in a directory other users can write, so
-//! nothing here uses a name another user could predict and plant:
+//! nothing here uses a name another user could predict and plant, nor a
+//! path they could redirect:
 //!
+//! - `--out` is resolved once ([`crate::output::locate`]: trusted links
+//!   only, every directory opened with O_NOFOLLOW) into a descriptor of
+//!   its directory and a name. The staging directory is made there with
+//!   mkdirat, its files with openat, and it is put in place and removed
+//!   relative to that descriptor: a directory on the way swapped for a
+//!   link during the run redirects nothing.
 //! - The staging directory is `.NAME.sockscope-staging-XXXXXXXXXX` (random,
-//!   created exclusively with mode 0700 by tempfile) beside `--out NAME`.
+//!   created exclusively with mode 0700) beside `--out NAME`.
 //! - It takes the destination's place with one renameat2: RENAME_EXCHANGE
 //!   when an earlier artifact is there (the old one ends up under the
 //!   staging name and is removed), RENAME_NOREPLACE when nothing is. No
 //!   moment exists where the destination is missing or half-written.
+//! - Removal walks the tree by descriptors, never following a link.
 //! - Each live run holds an flock on its staging directory. A run killed
 //!   outright (SIGKILL, power loss) leaves its staging directory behind;
 //!   the next run into the same `--out` removes those whose lock is free,
 //!   and only real directories (not links) owned by its own user.
 
-use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use nix::fcntl::{AT_FDCWD, AtFlags, OFlag, RenameFlags, openat, renameat, renameat2};
+use nix::sys::stat::{Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
 
 use crate::error;
-use crate::output::{self, Followed, errno_text};
+use crate::output::{self, Located, errno_text, file::random_name};
 
 /// Files whose presence marks a directory as a sockscope artifact, which a
 /// new run may replace. Anything else at the destination is refused.
@@ -46,6 +57,8 @@ pub struct Staging {
     /// The staging directory, locked while the run lives, removed (with
     /// what it holds) when dropped.
     dir: LockedDir,
+    /// The destination's name in the staging directory's parent.
+    name: OsString,
     dest: PathBuf,
 }
 
@@ -55,40 +68,56 @@ pub fn check_destination(dest: &Path) -> Result<()> {
     destination(dest).map(|_| ())
 }
 
+/// The destination resolved: its directory (O_PATH), its name there and
+/// its path for messages.
+struct Dest {
+    parent: OwnedFd,
+    name: OsString,
+    path: PathBuf,
+}
+
 /// [`check_destination`], returning where the artifact will go: `dest`,
 /// or the directory a symbolic link there points to when root, sockscope's
 /// user or the sudo user owns the link (any other link is refused).
-fn destination(dest: &Path) -> Result<PathBuf> {
+fn destination(dest: &Path) -> Result<Dest> {
     let usage = |e: anyhow::Error| error::usage(format!("--out {e:#}"));
-    let (path, meta) = match output::follow(dest).map_err(usage)? {
-        Followed::Alias(_) => {
+    let e = match output::locate(dest).map_err(usage)? {
+        Located::Alias(_) => {
             return Err(error::usage(format!(
                 "--out {}: names a descriptor, not a directory",
                 dest.display()
             )));
         }
-        Followed::Path(p, m) => (p, m),
+        Located::Entry(e) => e,
     };
-    let Some(meta) = meta else {
-        return Ok(path);
+    let d = Dest {
+        parent: e.dir,
+        name: e.name,
+        path: e.path,
     };
-    if !meta.is_dir() {
-        return Err(error::usage(format!(
+    if e.stat.is_some() {
+        check_existing(&d, dest)?;
+    }
+    Ok(d)
+}
+
+/// An existing destination must be a directory that is empty or holds a
+/// sockscope artifact.
+fn check_existing(d: &Dest, dest: &Path) -> Result<()> {
+    let not_dir = || {
+        error::usage(format!(
             "--out {}: exists and is not a directory",
             dest.display()
-        )));
-    }
-    if path.file_name().is_none() {
-        return Err(error::usage(format!(
-            "--out {}: give the directory by name (not . or ..)",
-            dest.display()
-        )));
-    }
-    let empty = fs::read_dir(&path)
-        .map(|mut d| d.next().is_none())
-        .unwrap_or(false);
-    if empty || MARKERS.iter().any(|m| path.join(m).is_file()) {
-        return Ok(path);
+        ))
+    };
+    let fd = open_dir_at(&d.parent, &d.name).map_err(|_| not_dir())?;
+    let marked = MARKERS.iter().any(|m| {
+        fstatat(&fd, *m, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFREG.bits())
+    });
+    let empty = names_in(&fd).is_ok_and(|n| n.is_empty());
+    if empty || marked {
+        return Ok(());
     }
     Err(error::usage(format!(
         "--out {}: exists and is not a sockscope artifact directory; \
@@ -97,23 +126,13 @@ fn destination(dest: &Path) -> Result<PathBuf> {
     )))
 }
 
-fn parent_of(p: &Path) -> PathBuf {
-    match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// `.NAME.sockscope-staging-`: the start of `dest`'s staging names.
-fn staging_prefix(dest: &Path) -> Result<Vec<u8>> {
-    let name = dest
-        .file_name()
-        .with_context(|| format!("{} is not a directory path", dest.display()))?;
+/// `.NAME.sockscope-staging-`: the start of `name`'s staging names.
+fn staging_prefix(name: &OsStr) -> Vec<u8> {
     let mut p = b".".to_vec();
     p.extend_from_slice(name.as_bytes());
     p.push(b'.');
     p.extend_from_slice(TAG.as_bytes());
-    Ok(p)
+    p
 }
 
 /// True when `name` is one of the staging names `prefix` starts.
@@ -123,12 +142,53 @@ fn is_staging_name(name: &OsStr, prefix: &[u8]) -> bool {
         .is_some_and(|r| r.len() == RAND_LEN && r.iter().all(u8::is_ascii_alphanumeric))
 }
 
-/// Opens a directory itself, never through a symbolic link.
-fn open_dir(p: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(p)
+/// Opens directory `name` in `dir` for reading, never through a link.
+fn open_dir_at(dir: impl AsFd, name: &OsStr) -> nix::Result<File> {
+    openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map(File::from)
+}
+
+/// Opens the directory at `p` (as the kernel resolves it: for $TMPDIR,
+/// which the administrator sets) as an O_PATH descriptor.
+fn open_parent(p: &Path) -> io::Result<OwnedFd> {
+    Ok(openat(
+        AT_FDCWD,
+        p,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// The names in an open directory (not `.` nor `..`).
+fn names_in(dir: &impl AsFd) -> nix::Result<Vec<OsString>> {
+    let fd = open_dir_at(dir, OsStr::new("."))?;
+    let d = nix::dir::Dir::from_fd(fd.into())?;
+    Ok(d.into_iter()
+        .flatten()
+        .map(|e| OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
+        .filter(|n| n != "." && n != "..")
+        .collect())
+}
+
+/// Removes `name` in `dir` and, when it is a directory, what it holds,
+/// through descriptors: a link is removed, never followed.
+fn remove_tree_at(dir: &impl AsFd, name: &OsStr) -> io::Result<()> {
+    let st = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+    if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFDIR.bits() {
+        unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
+        return Ok(());
+    }
+    let sub = open_dir_at(dir, name)?;
+    for n in names_in(&sub)? {
+        remove_tree_at(&sub, &n)?;
+    }
+    unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
+    Ok(())
 }
 
 /// flock(LOCK_EX | LOCK_NB): false when another process holds it.
@@ -142,20 +202,26 @@ fn try_lock(f: &File) -> bool {
     }
 }
 
-/// True when `p` still names the directory open as `f` (not removed, not
-/// replaced).
-fn still_at(f: &File, p: &Path) -> bool {
-    match (f.metadata(), fs::symlink_metadata(p)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+/// True when `name` in `dir` still is the directory open as `f` (not
+/// removed, not replaced).
+fn still_at(f: &File, dir: &impl AsFd, name: &OsStr) -> bool {
+    match (fstat(f), fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)) {
+        (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
         _ => false,
     }
 }
 
 /// Removes the staging directories of `dest` that runs killed before they
-/// could clean up left behind: those whose lock is free, that are real
-/// directories owned by our effective user. Returns what it removed.
-pub fn remove_stale(dest: &Path) -> Result<Vec<PathBuf>> {
-    Ok(remove_stale_in(&parent_of(dest), &staging_prefix(dest)?))
+/// could clean up left behind (see [`remove_stale_in`]).
+fn remove_stale(d: &Dest) -> Vec<PathBuf> {
+    remove_stale_at(&d.parent, parent_of(&d.path), &staging_prefix(&d.name))
+}
+
+fn parent_of(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
 }
 
 /// Removes the entries of `parent` named `prefix` + [`RAND_LEN`] random
@@ -163,53 +229,79 @@ pub fn remove_stale(dest: &Path) -> Result<Vec<PathBuf>> {
 /// such a name is left alone) owned by our effective user and not locked
 /// by a live [`LockedDir`]. Returns what it removed.
 pub fn remove_stale_in(parent: &Path, prefix: &[u8]) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(parent) else {
+    match open_parent(parent) {
+        Ok(fd) => remove_stale_at(&fd, parent, prefix),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn remove_stale_at(parent: &OwnedFd, shown: &Path, prefix: &[u8]) -> Vec<PathBuf> {
+    let Ok(names) = names_in(parent) else {
         return Vec::new();
     };
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     let mut removed = Vec::new();
-    for e in entries.flatten() {
-        if !is_staging_name(&e.file_name(), prefix) {
+    for n in names {
+        if !is_staging_name(&n, prefix) {
             continue;
         }
-        let p = e.path();
         // O_NOFOLLOW | O_DIRECTORY: a link or a file fails to open.
-        let Ok(f) = open_dir(&p) else { continue };
-        let owned = f.metadata().is_ok_and(|m| m.uid() == euid);
-        if owned && try_lock(&f) && still_at(&f, &p) && fs::remove_dir_all(&p).is_ok() {
-            removed.push(p);
+        let Ok(f) = open_dir_at(parent, &n) else {
+            continue;
+        };
+        let owned = fstat(&f).is_ok_and(|m| m.st_uid == euid);
+        if owned && try_lock(&f) && still_at(&f, parent, &n) && remove_tree_at(parent, &n).is_ok() {
+            removed.push(shown.join(&n));
         }
     }
     removed
 }
 
 /// A directory with an unpredictable name (`prefix` + [`RAND_LEN`] random
-/// characters), created exclusively with mode 0700 and flock'ed for as
-/// long as this lives, so [`remove_stale_in`] leaves it alone; removed
-/// with what it holds when dropped.
+/// characters), created exclusively with mode 0700 in a directory held
+/// open, and flock'ed for as long as this lives, so [`remove_stale_in`]
+/// leaves it alone; removed with what it holds when dropped.
 pub struct LockedDir {
-    dir: tempfile::TempDir,
-    _lock: File,
+    parent: OwnedFd,
+    name: OsString,
+    path: PathBuf,
+    /// The directory itself, open for reading and locked.
+    fd: File,
+    keep: bool,
 }
 
 impl LockedDir {
     /// Creates and locks it in `parent`.
     pub fn create(parent: &Path, prefix: &[u8]) -> io::Result<Self> {
+        Self::create_at(open_parent(parent)?, parent, prefix)
+    }
+
+    /// Creates and locks it in the directory open as `parent` (shown as
+    /// `shown` in paths and messages).
+    fn create_at(parent: OwnedFd, shown: &Path, prefix: &[u8]) -> io::Result<Self> {
         for _ in 0..CREATE_TRIES {
-            let dir = tempfile::Builder::new()
-                .prefix(OsStr::from_bytes(prefix))
-                .rand_bytes(RAND_LEN)
-                .permissions(fs::Permissions::from_mode(0o700))
-                .tempdir_in(parent)?;
-            let lock = open_dir(dir.path())?;
+            let mut name = OsStr::from_bytes(prefix).to_os_string();
+            name.push(random_name(RAND_LEN)?);
+            match mkdirat(&parent, name.as_os_str(), Mode::from_bits_truncate(0o700)) {
+                Ok(()) => {}
+                Err(nix::Error::EEXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            let fd = open_dir_at(&parent, &name)?;
             // Between mkdir and flock a concurrent run may have taken the
             // unlocked directory for a dead run's.
-            if try_lock(&lock) && still_at(&lock, dir.path()) {
-                return Ok(Self { dir, _lock: lock });
+            if try_lock(&fd) && still_at(&fd, &parent, &name) {
+                let path = shown.join(&name);
+                return Ok(Self {
+                    parent,
+                    name,
+                    path,
+                    fd,
+                    keep: false,
+                });
             }
             // Not ours any more: whoever took it removes it.
-            let _ = dir.keep();
         }
         Err(io::Error::new(
             io::ErrorKind::WouldBlock,
@@ -219,14 +311,23 @@ impl LockedDir {
 
     /// Its path.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
+    }
+}
+
+impl Drop for LockedDir {
+    fn drop(&mut self) {
+        // Only the directory created, if it is still under its name.
+        if !self.keep && still_at(&self.fd, &self.parent, &self.name) {
+            let _ = remove_tree_at(&self.parent, &self.name);
+        }
     }
 }
 
 /// The process's umask, read without changing it (umask(2) would, for
 /// every thread at once).
 fn umask() -> u32 {
-    fs::read_to_string("/proc/self/status")
+    std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -236,40 +337,16 @@ fn umask() -> u32 {
         .unwrap_or(0o022)
 }
 
-/// renameat2(2) relative to the current directory.
-fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<()> {
-    let c = |p: &Path| {
-        std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-    };
-    let (f, t) = (c(from)?, c(to)?);
-    // SAFETY: two valid NUL-terminated paths; renameat2 only reads them.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            flags,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 impl Staging {
     /// Checks the destination, removes staging directories dead runs left
     /// for it, and creates this run's (locked) beside it: same filesystem,
     /// so the final rename is atomic.
     pub fn new(dest: &Path) -> Result<Self> {
-        let dest = destination(dest)?;
-        let prefix = staging_prefix(&dest)?;
-        remove_stale(&dest)?;
-        let parent = parent_of(&dest);
-        let dir = LockedDir::create(&parent, &prefix).map_err(|e| {
+        let d = destination(dest)?;
+        remove_stale(&d);
+        let prefix = staging_prefix(&d.name);
+        let parent = parent_of(&d.path).to_path_buf();
+        let dir = LockedDir::create_at(d.parent, &parent, &prefix).map_err(|e| {
             error::with_code(
                 1,
                 format!(
@@ -279,7 +356,11 @@ impl Staging {
                 ),
             )
         })?;
-        Ok(Self { dir, dest })
+        Ok(Self {
+            dir,
+            name: d.name,
+            dest: d.path,
+        })
     }
 
     /// The staging directory (files written here appear at the
@@ -293,21 +374,35 @@ impl Staging {
         &self.dest
     }
 
-    /// Writes one file of the set (`name` may contain subdirectories). A
-    /// failed write (a full filesystem) is exit 1 naming the errno.
+    /// Writes one file of the set (`name` may contain subdirectories),
+    /// relative to the staging directory's descriptor. A failed write (a
+    /// full filesystem) is exit 1 naming the errno.
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         let p = self.path().join(name);
         let fail = |doing: &str, e: io::Error| {
             error::with_code(1, format!("{doing} {}: {}", p.display(), errno_text(&e)))
         };
-        if let Some(d) = p.parent() {
-            fs::create_dir_all(d).map_err(|e| fail("creating", e))?;
+        let mut parts: Vec<&str> = name.split('/').filter(|s| !s.is_empty()).collect();
+        let file = parts
+            .pop()
+            .filter(|f| *f != "." && *f != "..")
+            .with_context(|| format!("{name}: not a file name"))?;
+        let mut dir = self.dir.fd.try_clone().map_err(|e| fail("opening", e))?;
+        for d in parts {
+            match mkdirat(&dir, d, Mode::from_bits_truncate(0o777)) {
+                Ok(()) | Err(nix::Error::EEXIST) => {}
+                Err(e) => return Err(fail("creating", e.into())),
+            }
+            dir = open_dir_at(&dir, OsStr::new(d)).map_err(|e| fail("opening", e.into()))?;
         }
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&p)
-            .map_err(|e| fail("creating", e))?;
+        let fd = openat(
+            &dir,
+            file,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o666),
+        )
+        .map_err(|e| fail("creating", e.into()))?;
+        let mut f = File::from(fd);
         f.write_all(bytes).map_err(|e| fail("writing", e))?;
         f.sync_all().map_err(|e| fail("syncing", e))
     }
@@ -321,38 +416,31 @@ impl Staging {
 
     /// Puts the set in the destination's place with one atomic rename (see
     /// the module documentation); an earlier artifact there is removed.
-    pub fn commit(self) -> Result<PathBuf> {
-        let tmp = self.path().to_path_buf();
+    pub fn commit(mut self) -> Result<PathBuf> {
         // Readable like any directory the user makes, now that it is whole.
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o777 & !umask()))
-            .with_context(|| format!("setting the mode of {}", tmp.display()))?;
-        if let Ok(d) = File::open(&tmp) {
+        fchmod(&self.dir.fd, Mode::from_bits_truncate(0o777 & !umask()))
+            .with_context(|| format!("setting the mode of {}", self.path().display()))?;
+        let _ = self.dir.fd.sync_all();
+        let replaced = self.swap_into_place()?;
+        if let Ok(d) = open_dir_at(&self.dir.parent, OsStr::new(".")) {
             let _ = d.sync_all();
         }
-        let replaced = self.swap_into_place(&tmp)?;
-        if let Ok(d) = File::open(parent_of(&self.dest)) {
-            let _ = d.sync_all();
-        }
-        let Staging {
-            dir: LockedDir { dir, .. },
-            dest,
-        } = self;
         if replaced {
             // The old artifact, now under the staging name. A failure
             // leaves an unlocked staging directory the next run removes.
-            let _ = dir.close();
-        } else {
-            // The name is free now: nothing of ours is left there.
-            let _ = dir.keep();
+            let _ = remove_tree_at(&self.dir.parent, &self.dir.name);
         }
-        Ok(dest)
+        // The set is at the destination: nothing of ours to remove.
+        self.dir.keep = true;
+        Ok(std::mem::take(&mut self.dest))
     }
 
     /// RENAME_EXCHANGE with an earlier artifact, RENAME_NOREPLACE when
     /// there is none (one retry if the destination appears or vanishes in
     /// between). The destination is checked again: it may have changed
-    /// during the run. True when an old artifact is now at `tmp`.
-    fn swap_into_place(&self, tmp: &Path) -> Result<bool> {
+    /// during the run. True when an old artifact is now at the staging
+    /// name.
+    fn swap_into_place(&self) -> Result<bool> {
         let fail = |e: io::Error| {
             error::with_code(
                 1,
@@ -363,31 +451,36 @@ impl Staging {
                 ),
             )
         };
+        let (parent, tmp) = (&self.dir.parent, self.dir.name.as_os_str());
+        let name = self.name.as_os_str();
         let mut last = None;
         for _ in 0..2 {
-            let exists = fs::symlink_metadata(&self.dest).is_ok();
+            let exists = fstatat(parent, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok();
             let r = if exists {
-                destination(&self.dest).map_err(|e| {
+                let d = Dest {
+                    parent: parent.try_clone().map_err(fail)?,
+                    name: self.name.clone(),
+                    path: self.dest.clone(),
+                };
+                check_existing(&d, &self.dest).map_err(|e| {
                     error::with_code(1, format!("{e:#} (it changed during the run)"))
                 })?;
-                renameat2(tmp, &self.dest, libc::RENAME_EXCHANGE)
+                renameat2(parent, tmp, parent, name, RenameFlags::RENAME_EXCHANGE)
             } else {
-                renameat2(tmp, &self.dest, libc::RENAME_NOREPLACE)
+                renameat2(parent, tmp, parent, name, RenameFlags::RENAME_NOREPLACE)
             };
             match r {
                 Ok(()) => return Ok(exists),
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                Err(nix::Error::EINVAL) => {
                     // A filesystem without renameat2 flags (NFS, old FUSE).
                     return self
-                        .replace_without_flags(tmp, exists)
+                        .replace_without_flags(exists)
                         .map(|()| false)
                         .map_err(fail);
                 }
                 // The destination appeared (EEXIST) or vanished (ENOENT).
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EEXIST | libc::ENOENT)) => {
-                    last = Some(e);
-                }
-                Err(e) => return Err(fail(e)),
+                Err(e @ (nix::Error::EEXIST | nix::Error::ENOENT)) => last = Some(e.into()),
+                Err(e) => return Err(fail(e.into())),
             }
         }
         Err(fail(last.expect("a failed attempt")))
@@ -397,24 +490,26 @@ impl Staging {
     /// renamed onto a fresh empty directory with an unpredictable name (a
     /// directory may replace an empty one), then the set onto the
     /// destination; on failure the old one is put back.
-    fn replace_without_flags(&self, tmp: &Path, exists: bool) -> io::Result<()> {
+    fn replace_without_flags(&self, exists: bool) -> io::Result<()> {
+        let (parent, tmp) = (&self.dir.parent, self.dir.name.as_os_str());
+        let name = self.name.as_os_str();
         if !exists {
-            return fs::rename(tmp, &self.dest);
+            return Ok(renameat(parent, tmp, parent, name)?);
         }
-        let aside = tempfile::Builder::new()
-            .prefix(OsStr::from_bytes(
-                &staging_prefix(&self.dest).unwrap_or_default(),
-            ))
-            .rand_bytes(RAND_LEN)
-            .permissions(fs::Permissions::from_mode(0o700))
-            .tempdir_in(parent_of(&self.dest))?;
-        fs::rename(&self.dest, aside.path())?;
-        if let Err(e) = fs::rename(tmp, &self.dest) {
-            let _ = fs::rename(aside.path(), &self.dest);
-            let _ = aside.keep();
-            return Err(e);
+        let aside = LockedDir::create_at(
+            parent.try_clone()?,
+            parent_of(&self.dest),
+            &staging_prefix(name),
+        )?;
+        renameat(parent, name, parent, aside.name.as_os_str())?;
+        if let Err(e) = renameat(parent, tmp, parent, name) {
+            // `aside` is gone (the old artifact took its place and is back).
+            let _ = renameat(parent, aside.name.as_os_str(), parent, name);
+            return Err(e.into());
         }
-        // `aside` (the old artifact) is removed as it drops.
+        // The old artifact, now at `aside`'s name (which the guard no
+        // longer recognises as its own directory).
+        let _ = remove_tree_at(parent, aside.name.as_os_str());
         Ok(())
     }
 }
@@ -422,6 +517,8 @@ impl Staging {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
 
     fn base(name: &str) -> PathBuf {
         let b =
@@ -478,15 +575,17 @@ mod tests {
         let a = Staging::new(&dest).unwrap();
         let b = Staging::new(&dest).unwrap();
         assert_ne!(a.path(), b.path());
-        let prefix = staging_prefix(&dest).unwrap();
+        let prefix = staging_prefix(dest.file_name().unwrap());
         for s in [&a, &b] {
             assert!(is_staging_name(s.path().file_name().unwrap(), &prefix));
             let m = fs::symlink_metadata(s.path()).unwrap();
             assert_eq!(m.permissions().mode() & 0o777, 0o700);
             // Locked: a third run does not take a live run's directory.
-            assert!(!try_lock(&open_dir(s.path()).unwrap()));
+            assert!(!try_lock(
+                &open_dir_at(AT_FDCWD, s.path().as_os_str()).unwrap()
+            ));
         }
-        assert!(remove_stale(&dest).unwrap().is_empty());
+        assert!(remove_stale(&destination(&dest).unwrap()).is_empty());
         assert!(a.path().is_dir() && b.path().is_dir());
         assert!(!is_staging_name(
             OsStr::new(".art.sockscope-staging-x"),
@@ -515,7 +614,7 @@ mod tests {
         // Another destination's staging directory is not ours to remove.
         let other = base.join(".other.sockscope-staging-CCCCCCCCCC");
         fs::create_dir(&other).unwrap();
-        let removed = remove_stale(&dest).unwrap();
+        let removed = remove_stale(&destination(&dest).unwrap());
         assert_eq!(removed, std::slice::from_ref(&dead));
         assert!(!dead.exists());
         assert!(

@@ -69,22 +69,34 @@ pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
 }
 
 /// `report --out DIR`: creates DIR when it does not exist yet (its parent
-/// must); an existing DIR must be a directory. Refusals are usage errors.
+/// must; made relative to the parent's descriptor, see `crate::output`);
+/// an existing DIR must be a directory. Refusals are usage errors.
 fn ensure_out_dir(dir: &Path) -> Result<()> {
-    use crate::output::{Followed, errno_text, follow};
+    use crate::output::{Located, errno_text, locate};
+    use nix::sys::stat::{Mode, SFlag};
     let usage = |e: anyhow::Error| error::usage(format!("--out {e:#}"));
-    match follow(dir).map_err(usage)? {
-        Followed::Path(_, Some(m)) if m.is_dir() => Ok(()),
-        Followed::Path(p, None) => std::fs::create_dir(&p).map_err(|e| {
-            error::usage(format!(
-                "--out {}: creating it: {}",
-                dir.display(),
-                errno_text(&e)
-            ))
-        }),
-        _ => Err(error::usage(format!(
+    let not_dir = || {
+        error::usage(format!(
             "--out {}: exists and is not a directory",
             dir.display()
-        ))),
+        ))
+    };
+    let e = match locate(dir).map_err(usage)? {
+        Located::Entry(e) => e,
+        Located::Alias(_) => return Err(not_dir()),
+    };
+    match e.stat {
+        Some(st) if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFDIR.bits() => Ok(()),
+        Some(_) => Err(not_dir()),
+        None => {
+            nix::sys::stat::mkdirat(&e.dir, e.name.as_os_str(), Mode::from_bits_truncate(0o777))
+                .map_err(|err| {
+                    error::usage(format!(
+                        "--out {}: creating it: {}",
+                        dir.display(),
+                        errno_text(&err.into())
+                    ))
+                })
+        }
     }
 }

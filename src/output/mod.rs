@@ -5,40 +5,58 @@
 //! - `-`, `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`: the
 //!   bytes go to that open descriptor as is (a stream, like a shell
 //!   redirection); it is never reopened by path.
-//! - A character device or a FIFO: opened (never through a link planted
-//!   since the check) and written through, never replaced. A FIFO nobody
-//!   opens, or whose reader stops reading, fails after a bounded wait.
+//! - The path is resolved once ([`walk::locate`]): each directory on the
+//!   way is opened with O_PATH | O_NOFOLLOW from the one before, and every
+//!   later step (stat, open, create, rename, unlink) is relative to the
+//!   final directory's descriptor. A directory another user swaps for a
+//!   symbolic link after the check (a rename-exchange race) cannot
+//!   redirect the write: the descriptor still names the directory checked.
+//! - A symbolic link (a directory on the way or the last name) is followed
+//!   only when root, sockscope's own user or the user who ran sudo owns
+//!   that very link (read through its own descriptor, after the owner is
+//!   checked); a link another user could have planted is refused.
+//! - A character device or a FIFO: opened with O_NOFOLLOW relative to its
+//!   directory, checked to be the one resolved, and written through, never
+//!   replaced. Only when the user named it directly: one reached through a
+//!   symbolic link is refused, and so is one in a sticky directory others
+//!   can write (like /tmp) owned by someone other than root, sockscope's
+//!   user or the sudo user (another user may have planted it to read what
+//!   root writes). A FIFO nobody opens fails after [`FIFO_WAIT`] saying
+//!   so; one whose reader stops reading fails after [`STALL_LIMIT`].
 //! - A regular file, or a name that does not exist yet: the bytes go to a
-//!   temporary file with an unpredictable name, created with O_EXCL in the
-//!   same directory, fsync'ed, and renamed over the name. A reader or a
-//!   crash never sees half a file, and a name planted beforehand (a
-//!   symlink at a guessed temporary name) is never followed. A replaced
+//!   temporary file `.NAME.XXXXXXXXXX.tmp` (random), created with O_EXCL
+//!   and O_NOFOLLOW in the same directory, fsync'ed, and renamed over the
+//!   name; removed on any failure. A reader or a crash never sees half a
+//!   file, and a name planted beforehand is never followed. A replaced
 //!   file keeps its mode, owner and group.
-//! - A symbolic link is followed only when root, sockscope's own user or
-//!   the user who ran sudo owns it (the link and every link on the way to
-//!   its directory); a link another user could have planted is refused.
+//! - Several files written as a set ([`write_set`], `report --out`): every
+//!   temporary file is written before any is renamed, so a failure (a full
+//!   disk) leaves the old set, never a new file beside an old one.
 //! - Anything else (a directory, a socket, a block device) is refused.
 //!
 //! Refusals are usage errors (exit 2) and [`check`] finds them before any
 //! measurement starts; a write that fails (ENOSPC on /dev/full, a full
 //! disk) is exit 1 and names the errno.
 
-use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
+pub mod file;
+pub mod walk;
+
+use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use nix::fcntl::{AtFlags, OFlag, openat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 
 use crate::error;
+pub use walk::{Entry, Located, errno_text, locate, owner_name, trusted_owner};
+use walk::{fd_alias, kind};
 
 /// Longest wait for a reader to open a FIFO we are asked to write to.
 pub const FIFO_WAIT: Duration = Duration::from_secs(10);
-/// Most symbolic links followed for one destination (the kernel's limit).
-const MAX_LINKS: usize = 40;
 
 /// Where a destination's bytes go.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,161 +70,16 @@ pub enum WriteTarget {
     File(PathBuf),
 }
 
-/// `io::Error` for people: `No space left on device (ENOSPC)`.
-pub fn errno_text(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(n) => {
-            let errno = nix::errno::Errno::from_raw(n);
-            format!("{} ({errno:?})", errno.desc())
-        }
-        None => e.to_string(),
-    }
-}
-
-/// The descriptor a path names without being a file: `-` (stdout),
-/// /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N.
-fn fd_alias(path: &Path) -> Option<i32> {
-    let s = path.to_str()?;
-    match s {
-        "-" | "/dev/stdout" => return Some(1),
-        "/dev/stderr" => return Some(2),
-        _ => {}
-    }
-    let n = s
-        .strip_prefix("/dev/fd/")
-        .or_else(|| s.strip_prefix("/proc/self/fd/"))?;
-    n.parse::<i32>().ok().filter(|n| *n >= 0)
-}
-
-/// Owners whose symbolic links are followed: root, the effective user and,
-/// under sudo, the user who ran it (who could do anything as root anyway).
-fn trusted_owner(uid: u32) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    let sudo = std::env::var("SUDO_UID")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok());
-    uid == 0 || uid == euid || (euid == 0 && sudo == Some(uid))
-}
-
-fn refuse_link(link: &Path, uid: u32, given: &Path) -> anyhow::Error {
-    let owner = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map_or_else(
-            || format!("uid {uid}"),
-            |u| format!("{} (uid {uid})", u.name),
-        );
-    error::usage(format!(
-        "{}: {} is a symbolic link owned by {owner}; sockscope runs as root and does not \
-         follow links another user could have planted: give the path it points to",
-        given.display(),
-        link.display()
-    ))
-}
-
-/// Checks every symbolic link among the ancestors of `dir` (the kernel
-/// follows those itself when the file is created).
-fn check_ancestors(dir: &Path, given: &Path) -> Result<()> {
-    let mut cur = PathBuf::new();
-    for c in dir.components() {
-        cur.push(c);
-        if matches!(c, Component::Normal(_))
-            && let Ok(m) = fs::symlink_metadata(&cur)
-            && m.file_type().is_symlink()
-            && !trusted_owner(m.uid())
-        {
-            return Err(refuse_link(&cur, m.uid(), given));
-        }
-    }
-    Ok(())
-}
-
-fn parent_of(p: &Path) -> PathBuf {
-    match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Where a user-named path leads once trusted symbolic links are followed.
-#[derive(Debug)]
-pub enum Followed {
-    /// A descriptor alias (`-`, /dev/stdout, /dev/fd/N, or a trusted link
-    /// to one): the path as given or as the link named it.
-    Alias(PathBuf),
-    /// The final path, which is not a symbolic link, with its metadata
-    /// (None: it does not exist yet, and its directory does).
-    Path(PathBuf, Option<fs::Metadata>),
-}
-
-/// Follows `path` through symbolic links owned by trusted users (refusing
-/// any other, and any untrusted link among the directories on the way),
-/// up to the kernel's limit. A name that does not exist must have an
-/// existing directory. Refusals are usage errors naming `path`.
-pub fn follow(path: &Path) -> Result<Followed> {
-    if fd_alias(path).is_some() {
-        return Ok(Followed::Alias(path.to_path_buf()));
-    }
-    if path.as_os_str().is_empty() {
-        return Err(error::usage("an empty file name"));
-    }
-    let mut p = path.to_path_buf();
-    for _ in 0..MAX_LINKS {
-        check_ancestors(&parent_of(&p), path)?;
-        let meta = match fs::symlink_metadata(&p) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let dir = parent_of(&p);
-                return match fs::metadata(&dir) {
-                    Ok(m) if m.is_dir() => Ok(Followed::Path(p, None)),
-                    Ok(_) => Err(error::usage(format!(
-                        "{}: {} is not a directory",
-                        path.display(),
-                        dir.display()
-                    ))),
-                    Err(e) => Err(error::usage(format!(
-                        "{}: directory {}: {}",
-                        path.display(),
-                        dir.display(),
-                        errno_text(&e)
-                    ))),
-                };
-            }
-            Err(e) => {
-                return Err(error::usage(format!(
-                    "{}: {}",
-                    path.display(),
-                    errno_text(&e)
-                )));
-            }
-        };
-        if !meta.file_type().is_symlink() {
-            return Ok(Followed::Path(p, Some(meta)));
-        }
-        if !trusted_owner(meta.uid()) {
-            return Err(refuse_link(&p, meta.uid(), path));
-        }
-        let to = fs::read_link(&p)
-            .map_err(|e| error::usage(format!("{}: {}", path.display(), errno_text(&e))))?;
-        p = if to.is_absolute() {
-            to
-        } else {
-            parent_of(&p).join(to)
-        };
-        if fd_alias(&p).is_some() {
-            // A trusted link to /dev/stdout and the like.
-            return Ok(Followed::Alias(p));
-        }
-    }
-    Err(error::usage(format!(
-        "{}: more than {MAX_LINKS} symbolic links",
-        path.display()
-    )))
+/// A destination resolved for writing: the descriptor, or the directory
+/// descriptor and name every later step uses.
+enum Plan {
+    Fd(i32),
+    Device(Entry),
+    File(Entry),
 }
 
 /// The open descriptor an alias names, if it is open for writing.
-fn alias_target(given: &Path, alias: &Path) -> Result<WriteTarget> {
+fn alias_fd(given: &Path, alias: &Path) -> Result<i32> {
     let fd = fd_alias(alias).expect("an alias");
     // SAFETY: F_GETFL only reads the descriptor's flags.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
@@ -222,45 +95,96 @@ fn alias_target(given: &Path, alias: &Path) -> Result<WriteTarget> {
             given.display()
         )));
     }
-    Ok(WriteTarget::Fd(fd))
+    Ok(fd)
+}
+
+/// "a FIFO", "a character device": what a written-through node is.
+fn node_kind(st: &FileStat) -> &'static str {
+    if kind(st) == SFlag::S_IFIFO {
+        "a FIFO"
+    } else {
+        "a character device"
+    }
+}
+
+/// Refuses a FIFO or device root did not name itself: one reached through
+/// a symbolic link, or one in a sticky directory others can write that an
+/// untrusted user owns (`st` is the node's stat).
+fn check_node(given: &Path, e: &Entry, st: &FileStat) -> Result<()> {
+    if e.via_link {
+        return Err(error::usage(format!(
+            "{}: leads through a symbolic link to {}, {}; sockscope writes into a FIFO \
+             or device only when it is named directly",
+            given.display(),
+            e.path.display(),
+            node_kind(st)
+        )));
+    }
+    let dir = fstat(&e.dir).map_err(|err| {
+        error::usage(format!(
+            "{}: its directory: {}",
+            given.display(),
+            errno_text(&err.into())
+        ))
+    })?;
+    let sticky = dir.st_mode & libc::S_ISVTX != 0;
+    let others_write = dir.st_mode & (libc::S_IWOTH | libc::S_IWGRP) != 0;
+    if sticky && others_write && !trusted_owner(st.st_uid) {
+        return Err(error::usage(format!(
+            "{}: {} owned by {} in a sticky directory other users can write; another \
+             user may have planted it to read what sockscope writes as root: remove it or \
+             give another path",
+            given.display(),
+            node_kind(st),
+            owner_name(st.st_uid)
+        )));
+    }
+    Ok(())
+}
+
+/// Resolves `given` once and decides how it is written; refusals are
+/// usage errors naming it.
+fn plan(given: &Path) -> Result<Plan> {
+    let e = match locate(given)? {
+        Located::Alias(a) => return alias_fd(given, &a).map(Plan::Fd),
+        Located::Entry(e) => e,
+    };
+    let Some(st) = e.stat else {
+        return Ok(Plan::File(e));
+    };
+    let k = kind(&st);
+    if k == SFlag::S_IFREG {
+        return Ok(Plan::File(e));
+    }
+    if k == SFlag::S_IFCHR || k == SFlag::S_IFIFO {
+        check_node(given, &e, &st)?;
+        return Ok(Plan::Device(e));
+    }
+    Err(error::usage(format!(
+        "{}: {} is {}; give a file name (or - for standard output)",
+        given.display(),
+        e.path.display(),
+        kind_of(k)
+    )))
 }
 
 /// Decides where `path`'s bytes would go; refusals are usage errors.
 pub fn resolve(path: &Path) -> Result<WriteTarget> {
-    let (p, meta) = match follow(path)? {
-        Followed::Alias(a) => return alias_target(path, &a),
-        Followed::Path(p, meta) => (p, meta),
-    };
-    let Some(meta) = meta else {
-        return Ok(WriteTarget::File(p));
-    };
-    let ft = meta.file_type();
-    if ft.is_file() {
-        return Ok(WriteTarget::File(p));
-    }
-    if ft.is_char_device() || ft.is_fifo() {
-        return Ok(WriteTarget::Device(p));
-    }
-    Err(error::usage(format!(
-        "{}: {} is {}; give a file name (or - for standard output)",
-        path.display(),
-        p.display(),
-        kind_of(ft)
-    )))
+    Ok(match plan(path)? {
+        Plan::Fd(fd) => WriteTarget::Fd(fd),
+        Plan::Device(e) => WriteTarget::Device(e.path),
+        Plan::File(e) => WriteTarget::File(e.path),
+    })
 }
 
 /// "a directory", "a socket"...: what a refused destination is.
-fn kind_of(ft: fs::FileType) -> &'static str {
-    if ft.is_dir() {
-        "a directory"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else if ft.is_socket() {
-        "a socket"
-    } else if ft.is_symlink() {
-        "a symbolic link"
-    } else {
-        "not a regular file"
+fn kind_of(k: SFlag) -> &'static str {
+    match k {
+        SFlag::S_IFDIR => "a directory",
+        SFlag::S_IFBLK => "a block device",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFLNK => "a symbolic link",
+        _ => "not a regular file",
     }
 }
 
@@ -294,59 +218,103 @@ fn same_file(a: i32, b: i32) -> bool {
 /// writable (a read-only filesystem is found here, not after the run).
 pub fn check(path: &Path, what: &str) -> Result<()> {
     let usage = |e: anyhow::Error| error::usage(format!("{what} {e:#}"));
-    if let WriteTarget::File(p) = resolve(path).map_err(usage)? {
-        let dir = parent_of(&p);
-        if let Err(e) = writable(&dir) {
-            return Err(usage(error::usage(format!(
-                "{}: directory {}: {}",
-                path.display(),
-                dir.display(),
-                errno_text(&e)
-            ))));
-        }
+    if let Plan::File(e) = plan(path).map_err(usage)? {
+        writable(&e).map_err(usage)?;
     }
     Ok(())
 }
 
-/// access(2) for writing with the effective ids (EROFS, EACCES).
-fn writable(dir: &Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: a valid NUL-terminated path; faccessat only reads it.
-    let r = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+/// access(2) for writing, with the effective ids, on an entry's directory
+/// (EROFS, EACCES); a usage error naming the path.
+fn writable(e: &Entry) -> Result<()> {
+    nix::unistd::faccessat(
+        &e.dir,
+        ".",
+        nix::unistd::AccessFlags::W_OK,
+        AtFlags::AT_EACCESS,
+    )
+    .map_err(|err| {
+        let dir = e.path.parent().unwrap_or(Path::new("."));
+        error::usage(format!(
+            "{}: directory {}: {}",
+            e.path.display(),
+            dir.display(),
+            errno_text(&err.into())
+        ))
+    })
+}
+
+fn failure(path: &Path, doing: &str, e: &io::Error) -> anyhow::Error {
+    error::with_code(1, format!("{doing} {}: {}", path.display(), errno_text(e)))
+}
+
+/// Writes all of `bytes` to an open descriptor of this process, through a
+/// duplicate of it.
+fn write_fd(path: &Path, fd: i32, bytes: &[u8]) -> Result<()> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we own.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if dup < 0 {
+        return Err(failure(
+            path,
+            "duplicating the descriptor of",
+            &io::Error::last_os_error(),
+        ));
     }
+    // SAFETY: `dup` is a fresh descriptor owned by nobody else.
+    let f = File::from(unsafe { OwnedFd::from_raw_fd(dup) });
+    write_stream(&f, bytes, STALL_LIMIT).map_err(|e| failure(path, "writing", &e))
+}
+
+/// Opens and writes a FIFO or device entry.
+fn write_node(path: &Path, e: &Entry, bytes: &[u8]) -> Result<()> {
+    let f = open_device(e, FIFO_WAIT).map_err(|err| failure(path, "opening", &err))?;
+    write_stream(&f, bytes, STALL_LIMIT).map_err(|err| failure(path, "writing", &err))
 }
 
 /// Writes `bytes` to `path` as the module documentation says.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let fail = |doing: &str, e: io::Error| {
-        error::with_code(1, format!("{doing} {}: {}", path.display(), errno_text(&e)))
-    };
-    match resolve(path)? {
-        WriteTarget::Fd(fd) => {
-            // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we own.
-            let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-            if dup < 0 {
-                return Err(fail(
-                    "duplicating the descriptor of",
-                    io::Error::last_os_error(),
-                ));
-            }
-            // SAFETY: `dup` is a fresh descriptor owned by nobody else.
-            let f = File::from(unsafe { OwnedFd::from_raw_fd(dup) });
-            write_stream(&f, bytes, STALL_LIMIT).map_err(|e| fail("writing", e))
-        }
-        WriteTarget::Device(p) => {
-            let f = open_device(&p).map_err(|e| fail("opening", e))?;
-            write_stream(&f, bytes, STALL_LIMIT).map_err(|e| fail("writing", e))
-        }
-        WriteTarget::File(p) => replace_file(&p, bytes).map_err(|(doing, e)| fail(doing, e)),
+    match plan(path)? {
+        Plan::Fd(fd) => write_fd(path, fd, bytes),
+        Plan::Device(e) => write_node(path, &e, bytes),
+        Plan::File(e) => file::prepare(e.dir, &e.name, bytes)
+            .and_then(file::Pending::commit)
+            .map_err(|(doing, err)| failure(path, doing, &err)),
     }
+}
+
+/// Writes several files as a set: every destination is resolved (and
+/// refused) first, every file's temporary copy written and synced, then
+/// the streams written, and only then the files renamed into place. A
+/// failure before the renames leaves every destination as it was.
+pub fn write_set(files: &[(&Path, &[u8])]) -> Result<()> {
+    let plans = files
+        .iter()
+        .map(|(p, _)| plan(p))
+        .collect::<Result<Vec<_>>>()?;
+    let mut pending = Vec::new();
+    let mut streams = Vec::new();
+    for (plan, (path, bytes)) in plans.into_iter().zip(files) {
+        match plan {
+            Plan::File(e) => pending.push((
+                file::prepare(e.dir, &e.name, bytes)
+                    .map_err(|(doing, err)| failure(path, doing, &err))?,
+                *path,
+            )),
+            other => streams.push((other, *path, *bytes)),
+        }
+    }
+    for (plan, path, bytes) in streams {
+        match plan {
+            Plan::Fd(fd) => write_fd(path, fd, bytes)?,
+            Plan::Device(e) => write_node(path, &e, bytes)?,
+            Plan::File(_) => unreachable!("files are pending"),
+        }
+    }
+    for (p, path) in pending {
+        p.commit()
+            .map_err(|(doing, err)| failure(path, doing, &err))?;
+    }
+    Ok(())
 }
 
 /// Serialises `value` as pretty JSON and writes it with [`write`].
@@ -394,35 +362,58 @@ fn write_stream(mut f: &File, bytes: &[u8], stall: Duration) -> io::Result<()> {
     Ok(())
 }
 
-/// Opens a character device or a FIFO for writing, never through a
-/// symbolic link (one planted since [`resolve`] looked is refused), and
-/// checks what it opened is still a device or a FIFO. A FIFO is opened
-/// non-blocking (a blocking open waits forever for a reader), retried for
-/// up to FIFO_WAIT, and stays non-blocking so a stalled reader is bounded;
-/// a character device is made blocking.
-fn open_device(p: &Path) -> io::Result<File> {
-    let deadline = Instant::now() + FIFO_WAIT;
+/// Opens a resolved character device or FIFO for writing, relative to its
+/// directory and never through a symbolic link, and checks that what it
+/// opened is the node resolved (a name swapped since is refused). A FIFO
+/// is opened non-blocking (a blocking open waits forever for a reader),
+/// retried for up to `wait`, and stays non-blocking so a stalled reader is
+/// bounded; a character device is made blocking.
+fn open_device(e: &Entry, wait: Duration) -> io::Result<File> {
+    let deadline = Instant::now() + wait;
     loop {
-        let r = OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(p);
+        let r = openat(
+            &e.dir,
+            e.name.as_os_str(),
+            OFlag::O_WRONLY
+                | OFlag::O_NOCTTY
+                | OFlag::O_NONBLOCK
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        );
         match r {
-            Ok(f) => {
-                let ft = f.metadata()?.file_type();
-                if ft.is_char_device() {
+            Ok(fd) => {
+                let f = File::from(fd);
+                let st = fstat(&f)?;
+                let same = e
+                    .stat
+                    .is_some_and(|was| (was.st_dev, was.st_ino) == (st.st_dev, st.st_ino));
+                let k = kind(&st);
+                if !same || !(k == SFlag::S_IFCHR || k == SFlag::S_IFIFO) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "it was replaced since it was checked (EINVAL)",
+                    ));
+                }
+                if k == SFlag::S_IFCHR {
                     set_blocking(&f)?;
-                } else if !ft.is_fifo() {
-                    // Swapped for something else since resolve() looked.
-                    return Err(io::Error::from_raw_os_error(libc::EINVAL));
                 }
                 return Ok(f);
             }
             // ENXIO: a FIFO with no reader yet.
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+            Err(nix::Error::ENXIO) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => return Err(e),
+            Err(nix::Error::ENXIO) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no reader opened the FIFO within {} s (ENXIO)",
+                        wait.as_secs_f64()
+                    ),
+                ));
+            }
+            Err(err) => return Err(err.into()),
         }
     }
 }
@@ -438,47 +429,11 @@ fn set_blocking(f: &File) -> io::Result<()> {
     Ok(())
 }
 
-/// Temporary file, fsync, rename over `p`; the directory is synced too.
-/// An existing file keeps its permission bits (not set-id ones), owner and
-/// group; a hard link to it is left alone (the name gets a new file).
-fn replace_file(p: &Path, bytes: &[u8]) -> Result<(), (&'static str, io::Error)> {
-    let dir = parent_of(p);
-    let name: OsString = p.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    let old = fs::symlink_metadata(p).ok().filter(|m| m.is_file());
-    let mode = old
-        .as_ref()
-        .map_or(0o666, |m| m.permissions().mode() & 0o777);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{}.", name.to_string_lossy()))
-        .suffix(".tmp")
-        .permissions(fs::Permissions::from_mode(mode))
-        .tempfile_in(&dir)
-        .map_err(|e| ("creating a temporary file beside", e))?;
-    if let Some(m) = &old {
-        // Only root can give a file away; anyone else keeps their own.
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            std::os::unix::fs::fchown(tmp.as_file(), Some(m.uid()), Some(m.gid()))
-                .map_err(|e| ("keeping the owner of", e))?;
-            // chown may clear mode bits; put them back.
-            tmp.as_file()
-                .set_permissions(fs::Permissions::from_mode(mode))
-                .map_err(|e| ("keeping the mode of", e))?;
-        }
-    }
-    tmp.write_all(bytes).map_err(|e| ("writing", e))?;
-    tmp.as_file().sync_all().map_err(|e| ("syncing", e))?;
-    tmp.persist(p)
-        .map_err(|e| ("renaming a temporary file onto", e.error))?;
-    if let Ok(d) = File::open(&dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::{self, OpenOptions};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 
     fn tmpdir(name: &str) -> PathBuf {
         let d =
@@ -581,16 +536,47 @@ mod tests {
         fs::remove_dir_all(&d).unwrap();
     }
 
+    fn entry(p: &Path) -> Entry {
+        match locate(p).unwrap() {
+            Located::Entry(e) => e,
+            Located::Alias(a) => panic!("{} is an alias for {}", p.display(), a.display()),
+        }
+    }
+
     #[test]
-    fn devices_are_opened_never_through_a_link_nor_as_a_file() {
+    fn devices_are_written_only_when_named_directly_and_never_as_a_file() {
         let d = tmpdir("device");
         std::os::unix::fs::symlink("/dev/null", d.join("link")).unwrap();
-        let e = open_device(&d.join("link")).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        let e = resolve(&d.join("link")).unwrap_err();
+        assert!(format!("{e:#}").contains("symbolic link"), "{e:#}");
+        assert_eq!(code(e), Some(2));
         fs::write(d.join("file"), b"keep").unwrap();
-        assert!(open_device(&d.join("file")).is_err());
+        assert!(open_device(&entry(&d.join("file")), FIFO_WAIT).is_err());
         assert_eq!(fs::read(d.join("file")).unwrap(), b"keep");
-        assert!(open_device(Path::new("/dev/null")).is_ok());
+        write(Path::new("/dev/null"), b"x").unwrap();
+        // Resolved as a FIFO, then swapped for a file: not opened as one.
+        let fifo = d.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = entry(&fifo);
+        fs::remove_file(&fifo).unwrap();
+        fs::write(&fifo, b"planted").unwrap();
+        let err = open_device(&e, FIFO_WAIT).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        assert_eq!(fs::read(&fifo).unwrap(), b"planted");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_nobody_opens_fails_saying_so() {
+        let d = tmpdir("noreader");
+        let fifo = d.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = open_device(&entry(&fifo), Duration::from_millis(200)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no reader opened the FIFO within 0.2 s (ENXIO)"),
+            "{err}"
+        );
         fs::remove_dir_all(&d).unwrap();
     }
 
@@ -605,7 +591,7 @@ mod tests {
             .custom_flags(libc::O_NONBLOCK)
             .open(&fifo)
             .unwrap();
-        let f = open_device(&fifo).unwrap();
+        let f = open_device(&entry(&fifo), FIFO_WAIT).unwrap();
         let t0 = Instant::now();
         let e = write_stream(&f, &vec![b'x'; 4 << 20], Duration::from_millis(200)).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
