@@ -511,6 +511,7 @@ mod tests {
                 local_max: 0,
                 remote_max: 101,
                 namespace_max: Some(90),
+                ..Default::default()
             }),
             ..Default::default()
         });
