@@ -174,6 +174,13 @@ fn a_ten_port_range_runs_out_and_time_wait_is_counted() {
     // count).
     assert!(held >= 5, "the range's ports wait in TIME_WAIT: {tw}");
     assert!(tw["namespace_max"].as_u64().unwrap() >= held, "{tw}");
+    // A fresh namespace: every one of them is this run's, from its one
+    // source address.
+    assert_eq!(tw["before"]["remote"], 0, "{tw}");
+    assert!(
+        tw["remote_new_per_source_max"].as_u64().unwrap() >= 5,
+        "{tw}"
+    );
     // The report ends with the settings this evidence points at.
     let advice: Vec<&str> = rep["advice"]
         .as_array()

@@ -13,7 +13,10 @@ use crate::report::evidence::sockets::Listener;
 use crate::report::load::LoadReport;
 use crate::report::tune::AuditRow;
 
-use super::rules::{BIG_BUFFER, SOMAXCONN_DEFAULT, WIDE_PORT_RANGE, WIDE_PORTS};
+use super::rules::{
+    BIG_BUFFER, SOMAXCONN_DEFAULT, WIDE_PORT_RANGE, WIDE_PORTS, reserved_ports, syn_backlog,
+    syncookies_on,
+};
 use super::settings::Settings;
 
 /// A run-queue wait share from which the CPU row is shown.
@@ -159,14 +162,26 @@ fn syn_queue(s: &Settings, ev: &KernelEvidence, elsewhere: &str, out: &mut Vec<A
         return;
     }
     let evidence = quote("TcpExt.TCPReqQFullDrop", full);
-    out.push(raise(
-        s,
-        "net.ipv4.tcp_max_syn_backlog",
-        doubled(s.num("net.ipv4.tcp_max_syn_backlog"), 4096),
-        "SYNs were dropped because the SYN queue was full",
-        evidence.clone(),
-        elsewhere,
-    ));
+    let key = "net.ipv4.tcp_max_syn_backlog";
+    out.push(match syncookies_on(s) {
+        // TCPReqQFullDrop counts only with cookies off: they are on now
+        // (in the namespace read), so the backlog bounds nothing.
+        Some(c) => AuditRow {
+            evidence: Some(evidence.clone()),
+            why: format!(
+                "not needed while tcp_syncookies={c} (as read now): TCPReqQFullDrop counts SYNs dropped while cookies were off{elsewhere}"
+            ),
+            ..syn_backlog(s, None, "")
+        },
+        None => raise(
+            s,
+            key,
+            doubled(s.num(key), 4096),
+            "SYNs were dropped because the SYN queue was full",
+            evidence.clone(),
+            elsewhere,
+        ),
+    });
     let cur = s.value("net.ipv4.tcp_syncookies");
     let ok = cur.as_deref() == Some("1");
     out.push(AuditRow {
@@ -278,9 +293,11 @@ fn ports(s: &Settings, ev: &KernelEvidence, load: &LoadReport, out: &mut Vec<Aud
         _ => None,
     };
     let errors = connect_errors(load, "EADDRNOTAVAIL");
-    let tw = time_wait_max(ev);
-    // TIME_WAIT alone counts when it holds at least half the port range.
-    let tw_near = matches!((tw, width), (Some(t), Some(w)) if t > 0 && t.saturating_mul(2) >= w);
+    // The clients' own TIME_WAIT towards the target, begun in this run, per
+    // source address: what holds that address's ports. The target's
+    // TIME_WAIT (it closed first) and other processes' hold none of them.
+    let tw = client_time_wait(ev).filter(|&t| t > 0);
+    let tw_near = matches!((tw, width), (Some(t), Some(w)) if t.saturating_mul(2) >= w);
     if errors == 0 && !tw_near {
         return;
     }
@@ -291,25 +308,41 @@ fn ports(s: &Settings, ev: &KernelEvidence, load: &LoadReport, out: &mut Vec<Aud
             grouped(errors)
         ));
     }
-    if let Some(t) = tw.filter(|&t| t > 0) {
-        parts.push(format!("TIME_WAIT up to {} sockets", grouped(t)));
+    if let Some(t) = tw {
+        parts.push(format!(
+            "{} client sockets from one address entered TIME_WAIT towards the target during the run (most in one count)",
+            grouped(t)
+        ));
     }
     let evidence = parts.join("; ");
     let (lo, hi) = WIDE_PORT_RANGE;
     let wide = width.is_some_and(|w| w >= WIDE_PORTS);
+    let held = format!(
+        "{} in range, each held 60 s in TIME_WAIT after an active close",
+        width.map_or("?".into(), grouped)
+    );
+    let why = match (wide, errors > 0) {
+        (true, _) => "already wide: new connections per second outrun 60 s of TIME_WAIT; reuse TIME_WAIT ports (below), spread connects over more source addresses, or keep connections open".into(),
+        (false, true) => format!(
+            "the connecting side ran out of ephemeral ports ({held}); applies where the connections are made"
+        ),
+        (false, false) => format!(
+            "the connecting side's TIME_WAIT sockets towards the target held at least half of one source address's ephemeral ports ({held}); applies where the connections are made"
+        ),
+    };
+    let reserved = reserved_ports(s, true);
+    if !reserved.ok {
+        out.push(AuditRow {
+            evidence: Some(evidence.clone()),
+            ..reserved
+        });
+    }
     out.push(AuditRow {
         setting: key.into(),
         current: s.shown(key),
         advised: format!("{lo} {hi}"),
         ok: wide,
-        why: if wide {
-            "already wide: new connections per second outrun 60 s of TIME_WAIT; reuse TIME_WAIT ports (below), spread connects over more source addresses, or keep connections open".into()
-        } else {
-            format!(
-                "the connecting side ran out of ephemeral ports ({} in range, each held 60 s in TIME_WAIT after an active close); applies where the connections are made",
-                width.map_or("?".into(), grouped)
-            )
-        },
+        why,
         evidence: Some(evidence.clone()),
         sysctl: (!wide && width.is_some()).then(|| format!("{key} = {lo} {hi}")),
     });
@@ -385,16 +418,16 @@ fn listeners(ev: &KernelEvidence) -> &[Listener] {
     ev.sockets.as_ref().map_or(&[], |s| s.listeners.as_slice())
 }
 
-/// Most TIME_WAIT sockets seen at once, when counted: on or towards the
-/// target's address, or in its whole namespace (a port range is the
-/// namespace's, so every TIME_WAIT in it holds one of its ports).
-fn time_wait_max(ev: &KernelEvidence) -> Option<u64> {
-    let t = ev.sockets.as_ref()?.time_wait.as_ref()?;
-    Some(
-        t.local_max
-            .max(t.remote_max)
-            .max(t.namespace_max.unwrap_or(0)),
-    )
+/// Most client sockets from one source address that entered TIME_WAIT
+/// towards the target during the window, in one count; None when not
+/// counted (an artifact from before the count at the start: its TIME_WAIT
+/// figures may be earlier runs' and support no port advice).
+fn client_time_wait(ev: &KernelEvidence) -> Option<u64> {
+    ev.sockets
+        .as_ref()?
+        .time_wait
+        .as_ref()?
+        .remote_new_per_source_max
 }
 
 /// Run-queue wait: (share of runnable time, seconds waiting, seconds on a
@@ -500,37 +533,154 @@ mod tests {
         assert!(rows[0].why.contains("did not sample"));
     }
 
+    fn with_time_wait(t: TimeWait) -> KernelEvidence {
+        let mut ev = with_counters(&[]);
+        ev.sockets = Some(SocketEvidence {
+            time_wait: Some(t),
+            ..Default::default()
+        });
+        ev
+    }
+
+    fn keys(rows: &[AuditRow]) -> Vec<&str> {
+        rows.iter().map(|r| r.setting.as_str()).collect()
+    }
+
     #[test]
     fn eaddrnotavail_names_the_port_range_and_tw_reuse() {
         let mut l = load();
         l.errors.by_class.insert("EADDRNOTAVAIL".into(), 1500);
-        let mut ev = with_counters(&[]);
-        ev.sockets = Some(SocketEvidence {
-            time_wait: Some(TimeWait {
-                samples: 3,
-                local_max: 0,
-                remote_max: 101,
-                namespace_max: Some(90),
-            }),
+        let ev = with_time_wait(TimeWait {
+            samples: 3,
+            remote_max: 101,
+            namespace_max: Some(101),
+            local_new_max: Some(0),
+            remote_new_max: Some(101),
+            remote_new_per_source_max: Some(101),
             ..Default::default()
         });
         let rows = rows(&settings(), &ev, &l);
-        let keys: Vec<_> = rows.iter().map(|r| r.setting.as_str()).collect();
         assert_eq!(
-            keys,
+            keys(&rows),
             ["net.ipv4.ip_local_port_range", "net.ipv4.tcp_tw_reuse"]
         );
         assert_eq!(
             rows[0].evidence.as_deref(),
-            Some("load: EADDRNOTAVAIL x1,500 connect errors; TIME_WAIT up to 101 sockets")
+            Some(
+                "load: EADDRNOTAVAIL x1,500 connect errors; 101 client sockets from one address \
+                 entered TIME_WAIT towards the target during the run (most in one count)"
+            )
+        );
+        assert!(
+            rows[0]
+                .why
+                .starts_with("the connecting side ran out of ephemeral ports")
         );
         assert_eq!(
             rows[0].sysctl.as_deref(),
             Some("net.ipv4.ip_local_port_range = 1024 65535")
         );
         assert_eq!(rows[1].sysctl.as_deref(), Some("net.ipv4.tcp_tw_reuse = 1"));
-        // TIME_WAIT filling the range counts even without errors.
-        assert_eq!(super::rows(&settings(), &ev, &load()).len(), 2);
+        // The clients' TIME_WAIT filling half the range counts without
+        // errors, and then does not say the ports ran out.
+        let rows = super::rows(&settings(), &ev, &load());
+        assert_eq!(rows.len(), 2);
+        assert!(
+            rows[0]
+                .why
+                .contains("held at least half of one source address's"),
+            "{}",
+            rows[0].why
+        );
+        assert!(!rows[0].why.contains("ran out"));
+    }
+
+    /// Issue 22: no EADDRNOTAVAIL, and the TIME_WAIT sockets were the
+    /// server's own (it closed first), earlier runs' or other processes':
+    /// none of them holds a port of this run's connecting side.
+    #[test]
+    fn time_wait_that_is_not_this_runs_clients_advises_no_ports() {
+        let servers = TimeWait {
+            samples: 3,
+            local_max: 5000,
+            namespace_max: Some(9000),
+            local_new_max: Some(5000),
+            remote_new_max: Some(0),
+            remote_new_per_source_max: Some(0),
+            ..Default::default()
+        };
+        assert!(rows(&settings(), &with_time_wait(servers.clone()), &load()).is_empty());
+        // Towards the target, but left before the run.
+        let earlier = TimeWait {
+            remote_max: 100,
+            remote_new_max: Some(3),
+            remote_new_per_source_max: Some(3),
+            ..servers
+        };
+        assert!(rows(&settings(), &with_time_wait(earlier), &load()).is_empty());
+        // Spread over source addresses: 40 from each of three is not half
+        // of one address's 101 ports.
+        let spread = TimeWait {
+            samples: 3,
+            remote_max: 120,
+            remote_new_max: Some(120),
+            remote_new_per_source_max: Some(40),
+            ..Default::default()
+        };
+        assert!(rows(&settings(), &with_time_wait(spread), &load()).is_empty());
+        // An artifact without the start count: its counts may be earlier
+        // runs', so they support nothing.
+        let legacy = TimeWait {
+            samples: 3,
+            remote_max: 101,
+            namespace_max: Some(101),
+            ..Default::default()
+        };
+        assert!(rows(&settings(), &with_time_wait(legacy), &load()).is_empty());
+    }
+
+    #[test]
+    fn widening_the_range_reserves_the_listening_ports_it_takes_in() {
+        let mut s = settings();
+        s.values.insert(
+            "net.ipv4.ip_local_reserved_ports".into(),
+            super::super::settings::Reading::Value("8080".into()),
+        );
+        // 8080 reserved already, 40050 inside the current range, 80 below
+        // the new one: only 5432 is newly handed out.
+        s.listening = vec![80, 5432, 8080, 40050];
+        let mut l = load();
+        l.errors.by_class.insert("EADDRNOTAVAIL".into(), 3);
+        let rows = rows(&s, &with_counters(&[]), &l);
+        assert_eq!(
+            keys(&rows),
+            [
+                "net.ipv4.ip_local_reserved_ports",
+                "net.ipv4.ip_local_port_range",
+                "net.ipv4.tcp_tw_reuse"
+            ]
+        );
+        assert_eq!(
+            rows[0].sysctl.as_deref(),
+            Some("net.ipv4.ip_local_reserved_ports = 8080,5432")
+        );
+        assert!(!rows[0].ok && rows[0].evidence.is_some());
+    }
+
+    #[test]
+    fn a_full_syn_queue_with_cookies_on_now_needs_no_larger_backlog() {
+        let ev = with_counters(&[("TcpExt.TCPReqQFullDrop", 2)]);
+        let mut s = settings();
+        s.values.insert(
+            "net.ipv4.tcp_syncookies".into(),
+            super::super::settings::Reading::Value("1".into()),
+        );
+        let rows = rows(&s, &ev, &load());
+        let r = &rows[0];
+        assert_eq!(r.setting, "net.ipv4.tcp_max_syn_backlog");
+        assert!(r.ok && r.sysctl.is_none(), "{r:?}");
+        assert!(r.why.contains("not needed while tcp_syncookies=1"), "{r:?}");
+        assert!(rows[1].ok, "{:?}", rows[1]);
     }
 
     #[test]

@@ -32,6 +32,8 @@ struct TuneJson<'a> {
     goal: &'a str,
     /// `net:[INODE]` the network sysctls were read in.
     netns: String,
+    /// Whether that is a child namespace (not the host's).
+    child_netns: bool,
     /// The profile artifact that ranked the audit.
     from: Option<String>,
     /// How many leading rows the run's evidence supports.
@@ -75,6 +77,7 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
         let j = TuneJson {
             goal: spec.goal.name(),
             netns,
+            child_netns: settings.child_netns,
             from: spec.from.as_ref().map(|p| p.display().to_string()),
             evidence_rows,
             notes: &notes,
@@ -103,7 +106,15 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
         return Ok(0);
     }
     // An artifact's strings (--from) may carry escape sequences.
-    let table = text(spec, &netns, run.as_ref(), &rows, evidence_rows, &notes);
+    let table = text(
+        spec,
+        &settings,
+        &netns,
+        run.as_ref(),
+        &rows,
+        evidence_rows,
+        &notes,
+    );
     print!("{}", crate::text::escape_block(&table));
     Ok(0)
 }
@@ -125,6 +136,7 @@ fn read_run(p: &Path) -> Result<ProfileReport> {
 /// The text output: header, table, a count of the changes advised.
 fn text(
     spec: &TuneSpec,
+    settings: &Settings,
     netns: &str,
     run: Option<&ProfileReport>,
     rows: &[AuditRow],
@@ -138,6 +150,12 @@ fn text(
     out.push_str(&format!(
         "Read now: sysctls under /proc/sys (network namespace {netns}), this shell's RLIMIT_NOFILE, THP, cpufreq, RPS/XPS, conntrack. sockscope changes nothing.\n"
     ));
+    if settings.child_netns {
+        out.push_str(&format!(
+            "{netns} is not the host's network namespace: its own interfaces are listed, and sysctls only the host's namespace has say \"{}\".\n",
+            super::settings::HOST_NAMESPACE_ONLY
+        ));
+    }
     if let (Some(p), Some(r)) = (&spec.from, run.filter(|r| r.evidence.is_some())) {
         out.push_str(&format!(
             "Ranked by the evidence of {} (profile of {} started {}): {} row{} it supports first.\n",

@@ -61,9 +61,8 @@ pub fn audit(s: &Settings, goal: Goal) -> Vec<AuditRow> {
                 }
             },
         ),
-        at_least(
+        syn_backlog(
             s,
-            "net.ipv4.tcp_max_syn_backlog",
             (goal == Connections).then_some(4096),
             "SYN_RECV requests kept per listener; with tcp_syncookies=0, SYNs beyond 3/4 of it are dropped",
         ),
@@ -147,6 +146,7 @@ pub fn audit(s: &Settings, goal: Goal) -> Vec<AuditRow> {
             None,
             "pages all UDP sockets may hold (min pressure max), sized from memory at boot; drops at max count as Udp.RcvbufErrors too",
         ),
+        reserved_ports(s, goal == Connections),
         port_range(s, goal),
         equal(
             s,
@@ -289,6 +289,108 @@ pub(crate) fn triple_max(s: &Settings, key: &str, min_max: Option<u64>, why: &st
     }
 }
 
+/// Whether SYN cookies are on (1: when the SYN queue is full, 2:
+/// always): a full SYN queue then answers instead of dropping, and
+/// tcp_max_syn_backlog no longer bounds anything.
+pub(crate) fn syncookies_on(s: &Settings) -> Option<String> {
+    s.value("net.ipv4.tcp_syncookies")
+        .filter(|v| v == "1" || v == "2")
+}
+
+/// `net.ipv4.tcp_max_syn_backlog` >= `min`, unless SYN cookies are on:
+/// then it is not needed, whatever it is.
+pub(crate) fn syn_backlog(s: &Settings, min: Option<u64>, why: &str) -> AuditRow {
+    let key = "net.ipv4.tcp_max_syn_backlog";
+    match (syncookies_on(s), min) {
+        (Some(c), Some(_)) => row(
+            key,
+            s.shown(key),
+            "-".into(),
+            true,
+            &format!(
+                "not needed while tcp_syncookies={c}: a full SYN queue answers with cookies instead of dropping; it matters only with cookies off ({why})"
+            ),
+            None,
+        ),
+        _ => at_least(s, key, min, why),
+    }
+}
+
+/// The ports a widening of the ephemeral range to `WIDE_PORT_RANGE`
+/// would newly hand out to connect() although a service listens on them:
+/// the listening ports outside the current range and inside the new one,
+/// not already reserved. Empty when the range is not read.
+pub(crate) fn exposed_ports(s: &Settings) -> Vec<u16> {
+    let key = "net.ipv4.ip_local_port_range";
+    let (Some(a), Some(b)) = (s.num_at(key, 0), s.num_at(key, 1)) else {
+        return Vec::new();
+    };
+    let (lo, hi) = WIDE_PORT_RANGE;
+    let reserved = s
+        .value("net.ipv4.ip_local_reserved_ports")
+        .unwrap_or_default();
+    s.listening
+        .iter()
+        .copied()
+        .filter(|&p| {
+            let p64 = u64::from(p);
+            (lo..=hi).contains(&p64) && !(a..=b).contains(&p64) && !reserved_has(&reserved, p)
+        })
+        .collect()
+}
+
+/// Whether `list` (ip_local_reserved_ports: "8080,9000-9010") holds
+/// `port`.
+fn reserved_has(list: &str, port: u16) -> bool {
+    list.split(',').map(str::trim).any(|item| {
+        let (a, b) = item.split_once('-').unwrap_or((item, item));
+        matches!((a.trim().parse::<u16>(), b.trim().parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&port))
+    })
+}
+
+/// `net.ipv4.ip_local_reserved_ports`: when the range is to be widened
+/// (`widening`, and the range is narrower than [`WIDE_PORTS`]), the
+/// listening ports the wider range would newly hand out, added to what is
+/// reserved already; otherwise no preference. A port connect() took
+/// first makes the service's bind() fail with EADDRINUSE when it restarts.
+pub(crate) fn reserved_ports(s: &Settings, widening: bool) -> AuditRow {
+    let key = "net.ipv4.ip_local_reserved_ports";
+    let current = match s.reading(key) {
+        Reading::Value(v) if v.is_empty() => "none".to_string(),
+        Reading::Value(v) => v,
+        Reading::Absent(w) => w,
+    };
+    let range = "net.ipv4.ip_local_port_range";
+    let narrow = match (s.num_at(range, 0), s.num_at(range, 1)) {
+        (Some(a), Some(b)) => b.saturating_sub(a) + 1 < WIDE_PORTS,
+        _ => false,
+    };
+    let exposed = exposed_ports(s);
+    let why = "ports connect() never picks from the ephemeral range: a service's port inside the range may be taken by an outgoing connection before the service binds it";
+    if !widening || !narrow || exposed.is_empty() || s.value(key).is_none() {
+        return row(key, current, "-".into(), true, why, None);
+    }
+    let added: Vec<String> = exposed.iter().map(u16::to_string).collect();
+    let old = s.value(key).unwrap_or_default();
+    let value = if old.is_empty() {
+        added.join(",")
+    } else {
+        format!("{old},{}", added.join(","))
+    };
+    let (lo, hi) = WIDE_PORT_RANGE;
+    row(
+        key,
+        current,
+        value.clone(),
+        false,
+        &format!(
+            "the port range advised below ({lo} {hi}) takes in ports services listen on here ({}): reserve them first, or an outgoing connection may hold one when its service restarts",
+            added.join(", ")
+        ),
+        Some(value),
+    )
+}
+
 fn port_range(s: &Settings, goal: Goal) -> AuditRow {
     let key = "net.ipv4.ip_local_port_range";
     let why = "ephemeral ports for outgoing connections (the CONNECTING side): each lasts 60 s in TIME_WAIT after an active close, so the width bounds new connections per second per destination";
@@ -301,8 +403,8 @@ fn port_range(s: &Settings, goal: Goal) -> AuditRow {
         (Some(v), Some(a), Some(b)) => {
             let ok = b.saturating_sub(a) + 1 >= WIDE_PORTS;
             let why = format!(
-                "{why}; {WIDE_PORTS}+ ports count as wide; list local services' ports in \
-                 net.ipv4.ip_local_reserved_ports first, or an outgoing connection may hold one"
+                "{why}; {WIDE_PORTS}+ ports count as wide; the services' ports the wider range \
+                 takes in are reserved by net.ipv4.ip_local_reserved_ports (its own row)"
             );
             row(key, v, advised.clone(), ok, &why, Some(advised))
         }
@@ -634,13 +736,95 @@ mod tests {
         assert_eq!(r.sysctl.as_deref(), Some("net.ipv4.tcp_tw_reuse = 1"));
         assert!(r.why.contains("CONNECTING"));
         assert!(find(&rows, "net.core.somaxconn").ok);
-        assert!(!find(&rows, "net.ipv4.tcp_max_syn_backlog").ok);
+        // SYN cookies are on: the SYN backlog is not needed (issue 22).
+        let r = find(&rows, "net.ipv4.tcp_max_syn_backlog");
+        assert!(r.ok && r.sysctl.is_none() && r.advised == "-", "{r:?}");
+        assert!(
+            r.why.starts_with("not needed while tcp_syncookies=1"),
+            "{r:?}"
+        );
         let r = find(&rows, settings::NOFILE_SOFT);
         assert!(!r.ok && r.sysctl.is_none(), "{r:?}");
         assert!(find(&rows, settings::NOFILE_HARD).ok);
         // Not a latency goal: busy polling off is right, THP no matter.
         assert!(find(&rows, "net.core.busy_poll").ok);
         assert!(find(&rows, settings::THP_ENABLED).ok);
+    }
+
+    #[test]
+    fn the_syn_backlog_matters_only_with_cookies_off() {
+        let mut s = host();
+        for (cookies, ok) in [("0", false), ("1", true), ("2", true)] {
+            s.values.insert(
+                "net.ipv4.tcp_syncookies".into(),
+                Reading::Value(cookies.into()),
+            );
+            let r = find(
+                &audit(&s, Goal::Connections),
+                "net.ipv4.tcp_max_syn_backlog",
+            );
+            assert_eq!(r.ok, ok, "syncookies {cookies}: {r:?}");
+            if !ok {
+                assert_eq!(
+                    r.sysctl.as_deref(),
+                    Some("net.ipv4.tcp_max_syn_backlog = 4096")
+                );
+            }
+        }
+    }
+
+    /// Issue 22: "1024 65535" hands out the ports services listen on below
+    /// 32768; they are reserved in the same snippet, before the range.
+    #[test]
+    fn widening_the_port_range_reserves_the_services_ports_it_takes_in() {
+        let mut s = host();
+        s.values.insert(
+            "net.ipv4.ip_local_reserved_ports".into(),
+            Reading::Value(String::new()),
+        );
+        s.listening = vec![22, 2024, 5432, 40000];
+        let rows = audit(&s, Goal::Connections);
+        let at = |k: &str| rows.iter().position(|r| r.setting == k).unwrap();
+        let r = find(&rows, "net.ipv4.ip_local_reserved_ports");
+        assert!(!r.ok && r.current == "none", "{r:?}");
+        assert_eq!(
+            r.sysctl.as_deref(),
+            Some("net.ipv4.ip_local_reserved_ports = 2024,5432")
+        );
+        assert!(r.why.contains("2024, 5432"), "{r:?}");
+        assert!(at("net.ipv4.ip_local_reserved_ports") < at("net.ipv4.ip_local_port_range"));
+        // Nothing to reserve when the range is not widened: another goal,
+        // a range already wide, or every such port reserved.
+        assert!(
+            find(
+                &audit(&s, Goal::Latency),
+                "net.ipv4.ip_local_reserved_ports"
+            )
+            .ok
+        );
+        let mut wide = s.clone();
+        wide.values.insert(
+            "net.ipv4.ip_local_port_range".into(),
+            Reading::Value("1024 65535".into()),
+        );
+        assert!(
+            find(
+                &audit(&wide, Goal::Connections),
+                "net.ipv4.ip_local_reserved_ports"
+            )
+            .ok
+        );
+        s.values.insert(
+            "net.ipv4.ip_local_reserved_ports".into(),
+            Reading::Value("2000-3000,5432".into()),
+        );
+        assert!(
+            find(
+                &audit(&s, Goal::Connections),
+                "net.ipv4.ip_local_reserved_ports"
+            )
+            .ok
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! Only reads; nothing here writes anywhere.
 //!
 //! Network sysctls are per network namespace: they are read in the
-//! namespace sockscope itself runs in.
+//! namespace sockscope itself runs in, and so are the interfaces and the
+//! listening ports. In a child namespace some sysctls exist only in the
+//! host's: they read as [`HOST_NAMESPACE_ONLY`], not as missing.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,6 +25,7 @@ pub const SYSCTLS: &[&str] = &[
     "net.ipv4.tcp_wmem",
     "net.ipv4.udp_mem",
     "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_local_reserved_ports",
     "net.ipv4.tcp_tw_reuse",
     "net.ipv4.tcp_fin_timeout",
     "net.ipv4.tcp_max_tw_buckets",
@@ -79,7 +82,19 @@ pub struct Settings {
     pub steering: Vec<Steering>,
     /// CPUs online (for RPS: fewer receive queues than CPUs).
     pub cpus: usize,
+    /// Ports TCP sockets listen on in this network namespace (from
+    /// /proc/self/net/tcp and tcp6), sorted, without repeats: services a
+    /// wider ephemeral port range must not hand out.
+    pub listening: Vec<u16>,
+    /// Whether this is a child network namespace (not init's): sysctls
+    /// only the host's namespace has are then absent here, not missing.
+    pub child_netns: bool,
 }
+
+/// What an absent network sysctl says in a child network namespace: the
+/// kernel registers some (netdev_max_backlog, busy_poll, udp_mem) only in
+/// the host's (initial) namespace.
+pub const HOST_NAMESPACE_ONLY: &str = "set in the host's namespace (not visible in this one)";
 
 impl Settings {
     /// Reads this machine's current settings. Never fails: what cannot be
@@ -90,9 +105,10 @@ impl Settings {
 
     /// [`Settings::read`] with other roots for /proc/sys and /sys.
     pub fn read_from(proc_sys: &Path, sys: &Path) -> Settings {
+        let child_netns = child_netns();
         let mut values = BTreeMap::new();
         for name in SYSCTLS {
-            values.insert(name.to_string(), read_sysctl(proc_sys, name));
+            values.insert(name.to_string(), read_sysctl(proc_sys, name, child_netns));
         }
         let (soft, hard) = nofile();
         values.insert(NOFILE_SOFT.into(), soft);
@@ -103,8 +119,10 @@ impl Settings {
         values.insert(GOVERNOR.into(), governors(&sys.join("devices/system/cpu")));
         Settings {
             values,
-            steering: steering(&sys.join("class/net")),
+            steering: steering(&sys.join("class/net"), &namespace_interfaces()),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            listening: listening_ports(),
+            child_netns,
         }
     }
 
@@ -153,8 +171,79 @@ impl Settings {
                 .collect(),
             steering: Vec::new(),
             cpus: 1,
+            listening: Vec::new(),
+            child_netns: false,
         }
     }
+}
+
+/// Whether this process runs in a network namespace other than init's:
+/// /proc/self/ns/net against pid 1's. Where pid 1's cannot be read (a
+/// sandbox may refuse it from inside another namespace), the kernel's
+/// own mark: net.core.netdev_max_backlog is registered in the initial
+/// namespace only, somaxconn in every one.
+fn child_netns() -> bool {
+    let id = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+    match (id("self"), id("1")) {
+        (Some(a), Some(b)) => a != b,
+        _ => {
+            let has = |k: &str| sysctl_path(Path::new("/proc/sys"), k).exists();
+            has("net.core.somaxconn") && !has("net.core.netdev_max_backlog")
+        }
+    }
+}
+
+/// Interfaces of this process's network namespace, with their index:
+/// /proc/self/net/dev is per namespace, while /sys/class/net is the one
+/// of whoever mounted /sys (`nsenter -n` keeps the host's).
+fn namespace_interfaces() -> Vec<(String, u32)> {
+    let text = std::fs::read_to_string("/proc/self/net/dev").unwrap_or_default();
+    parse_net_dev(&text)
+        .into_iter()
+        .filter_map(|name| {
+            let c = std::ffi::CString::new(name.clone()).ok()?;
+            // SAFETY: a NUL-terminated name; the call only reads it.
+            let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+            (index != 0).then_some((name, index))
+        })
+        .collect()
+}
+
+/// The interface names of /proc/net/dev (after its two header lines).
+fn parse_net_dev(text: &str) -> Vec<String> {
+    text.lines()
+        .skip(2)
+        .filter_map(|l| Some(l.split_once(':')?.0.trim().to_string()))
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// TCP ports listened on in this network namespace.
+fn listening_ports() -> Vec<u16> {
+    let mut ports: Vec<u16> = ["/proc/self/net/tcp", "/proc/self/net/tcp6"]
+        .iter()
+        .flat_map(|p| parse_listening(&std::fs::read_to_string(p).unwrap_or_default()))
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// The local ports of /proc/net/tcp{,6} rows in state 0A (LISTEN):
+/// `sl local_address rem_address st ...`, the address `HEX:PORT`.
+fn parse_listening(text: &str) -> Vec<u16> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let local = f.nth(1)?;
+            let state = f.nth(1)?;
+            if state != "0A" {
+                return None;
+            }
+            u16::from_str_radix(local.rsplit_once(':')?.1, 16).ok()
+        })
+        .collect()
 }
 
 /// `net.core.somaxconn` -> /proc/sys/net/core/somaxconn.
@@ -162,13 +251,15 @@ pub fn sysctl_path(proc_sys: &Path, name: &str) -> std::path::PathBuf {
     proc_sys.join(name.replace('.', "/"))
 }
 
-fn read_sysctl(proc_sys: &Path, name: &str) -> Reading {
+fn read_sysctl(proc_sys: &Path, name: &str, child_netns: bool) -> Reading {
     let path = sysctl_path(proc_sys, name);
     match std::fs::read_to_string(&path) {
         Ok(s) => Reading::Value(s.split_whitespace().collect::<Vec<_>>().join(" ")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Reading::Absent(if name.starts_with("net.netfilter.nf_conntrack") {
                 "not loaded".into()
+            } else if child_netns && name.starts_with("net.") {
+                HOST_NAMESPACE_ONLY.into()
             } else {
                 "not in this kernel".into()
             })
@@ -248,8 +339,11 @@ fn governors(cpu_dir: &Path) -> Reading {
     }
 }
 
-/// The RPS/XPS masks of every non-loopback interface that is not down.
-fn steering(class_net: &Path) -> Vec<Steering> {
+/// The RPS/XPS masks of every non-loopback interface of this network
+/// namespace (`ours`: name and index) that is not down. An interface of
+/// /sys/class/net whose name or index is not one of ours belongs to the
+/// namespace /sys was mounted in, not this one: left out.
+fn steering(class_net: &Path, ours: &[(String, u32)]) -> Vec<Steering> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(class_net) else {
         return out;
@@ -258,6 +352,12 @@ fn steering(class_net: &Path) -> Vec<Steering> {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|d| d != "lo")
+        .filter(|d| {
+            let index = std::fs::read_to_string(class_net.join(d).join("ifindex"))
+                .ok()
+                .and_then(|i| i.trim().parse::<u32>().ok());
+            ours.iter().any(|(n, i)| n == d && Some(*i) == index)
+        })
         .collect();
     devs.sort();
     for dev in devs {
@@ -323,6 +423,42 @@ mod tests {
     }
 
     #[test]
+    fn listening_ports_and_interface_names_are_parsed() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 00000000:07E8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n\
+   1: 0100007F:C350 0100007F:07E8 01 00000000:00000000 00:00000000 00000000     0        0 2 1\n";
+        assert_eq!(parse_listening(tcp), vec![2024]);
+        let tcp6 = "  sl  local_address remote_address st\n\
+   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 0\n";
+        assert_eq!(parse_listening(tcp6), vec![8080]);
+        assert!(parse_listening("garbage\n0: x y\n").is_empty());
+        let dev = "Inter-|   Receive\n face |bytes\n    lo: 1 2 3\n  eth0: 4 5 6\n";
+        assert_eq!(parse_net_dev(dev), ["lo", "eth0"]);
+    }
+
+    #[test]
+    fn in_a_child_namespace_a_missing_net_sysctl_is_the_hosts() {
+        let root = tempfile::tempdir().unwrap();
+        let p = root.path();
+        assert_eq!(
+            read_sysctl(p, "net.core.busy_poll", true),
+            Reading::Absent(HOST_NAMESPACE_ONLY.into())
+        );
+        assert_eq!(
+            read_sysctl(p, "net.core.busy_poll", false),
+            Reading::Absent("not in this kernel".into())
+        );
+        assert_eq!(
+            read_sysctl(p, "fs.nr_open", true),
+            Reading::Absent("not in this kernel".into())
+        );
+        assert_eq!(
+            read_sysctl(p, "net.netfilter.nf_conntrack_max", true),
+            Reading::Absent("not loaded".into())
+        );
+    }
+
+    #[test]
     fn governors_and_queues_are_read_per_cpu_and_per_interface() {
         let root = tempfile::tempdir().unwrap();
         let cpu = root.path().join("devices/system/cpu");
@@ -353,11 +489,19 @@ mod tests {
             }
             std::fs::write(net.join(dev).join("operstate"), state).unwrap();
         }
-        let st = steering(&net);
+        for (dev, index) in [("eth0", "2"), ("lo", "1"), ("ifb0", "3"), ("veth9", "9")] {
+            std::fs::create_dir_all(net.join(dev)).unwrap();
+            std::fs::write(net.join(dev).join("ifindex"), format!("{index}\n")).unwrap();
+        }
+        let ours = [("eth0".to_string(), 2), ("ifb0".to_string(), 3)];
+        let st = steering(&net, &ours);
         assert_eq!(st.len(), 1, "{st:?}");
         assert_eq!(st[0].dev, "eth0");
         assert_eq!(st[0].rps, vec!["0", "3"]);
         assert_eq!(st[0].xps, vec!["0"]);
+        // /sys mounted in another namespace: its eth0 (index 2) is not
+        // this namespace's eth0 (index 5), and veth9 is not ours at all.
+        assert!(steering(&net, &[("eth0".to_string(), 5)]).is_empty());
         assert!(mask_is_empty("00000000,00000000"));
         assert!(!mask_is_empty("3"));
     }

@@ -140,6 +140,52 @@ pub struct TimeWait {
     /// Most TIME_WAIT sockets of the whole namespace in one count
     /// (/proc/PID/net/sockstat `tw`).
     pub namespace_max: Option<u64>,
+    /// TIME_WAIT sockets on and towards the target's address when the
+    /// window began: left by earlier runs or other clients, not this run's.
+    /// None: not counted (an artifact written before sockscope took this
+    /// count; its `*_max` figures may then include such sockets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<TimeWaitEnds>,
+    /// Most in one count that entered TIME_WAIT on the target's address
+    /// during the window (absent from `before`): the target closed first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_new_max: Option<u64>,
+    /// Most in one count that entered TIME_WAIT towards the target's
+    /// address during the window: a client in this namespace closed first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_new_max: Option<u64>,
+    /// `remote_new_max` per client address: the most, from one local
+    /// address, in one count. Each holds one of that address's ephemeral
+    /// ports towards the target for 60 s (the port range is per source
+    /// address and destination), so this is what exhausts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_new_per_source_max: Option<u64>,
+    /// The last count, at the end of the window: a snapshot, with how many
+    /// of its sockets were already there when the window began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_end: Option<TimeWaitEnd>,
+}
+
+/// TIME_WAIT sockets on and towards the target's address at one instant.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TimeWaitEnds {
+    /// With the target's address as local end.
+    pub local: u64,
+    /// With the target's address as remote end.
+    pub remote: u64,
+}
+
+/// The end-of-window TIME_WAIT snapshot.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TimeWaitEnd {
+    /// On the target's address at the end.
+    pub local: u64,
+    /// Of `local`, those already there when the window began.
+    pub local_before: u64,
+    /// Towards the target's address at the end.
+    pub remote: u64,
+    /// Of `remote`, those already there when the window began.
+    pub remote_before: u64,
 }
 
 /// One UDP socket of the target.
@@ -152,6 +198,90 @@ pub struct UdpSocket {
     /// Datagrams the socket dropped over the window (`SK_MEMINFO_DROPS`,
     /// last sample minus first), when the kernel reports it.
     pub drops: Option<u64>,
+}
+
+impl TimeWait {
+    /// What the window did, and the end snapshot labelled as one. Only
+    /// sockets that entered TIME_WAIT inside the window say who closed
+    /// first: those already there were left by earlier runs or other
+    /// clients. A count without `before` (an older artifact) is shown as a
+    /// count, with no cause.
+    pub fn sentences(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match (self.local_new_max, self.remote_new_max) {
+            (Some(local), Some(remote)) => {
+                if local > 0 {
+                    out.push(format!(
+                        "{local} sockets entered TIME_WAIT on the target's port during the run \
+                         (most in one count): the target closed those connections first."
+                    ));
+                }
+                if remote > 0 {
+                    out.push(format!(
+                        "{remote} sockets entered TIME_WAIT towards the target's port during the \
+                         run (most in one count): clients in its namespace closed first, each \
+                         holding a local port for 60 s."
+                    ));
+                }
+            }
+            _ => {
+                if self.local_max + self.remote_max > 0 {
+                    out.push(format!(
+                        "Most in one count: {} in TIME_WAIT on the target's port, {} towards it \
+                         (counts of the namespace's table: they may include sockets left by \
+                         earlier runs).",
+                        self.local_max, self.remote_max
+                    ));
+                }
+            }
+        }
+        if let Some(e) = &self.at_end {
+            let mut parts = Vec::new();
+            if e.local_before > 0 {
+                parts.push(format!(
+                    "{} in TIME_WAIT on the target's port, {} of them from before this run",
+                    e.local, e.local_before
+                ));
+            }
+            if e.remote_before > 0 {
+                parts.push(format!(
+                    "{} in TIME_WAIT towards it, {} of them from before this run",
+                    e.remote, e.remote_before
+                ));
+            }
+            if !parts.is_empty() {
+                out.push(format!("At the end: {}.", parts.join("; ")));
+            }
+        }
+        out
+    }
+
+    /// The text line's figures.
+    fn text(&self) -> String {
+        let mut s = format!(
+            "TIME_WAIT, most in one count: {} on the target's address, {} towards it{}",
+            self.local_max,
+            self.remote_max,
+            self.namespace_max
+                .map_or(String::new(), |n| format!(", {n} in the namespace"))
+        );
+        if let (Some(l), Some(r)) = (self.local_new_max, self.remote_new_max) {
+            s.push_str(&format!("; entered during the run: {l} on, {r} towards"));
+        }
+        if let Some(b) = &self.before {
+            s.push_str(&format!(
+                "; before the run: {} on, {} towards",
+                b.local, b.remote
+            ));
+        }
+        if let Some(e) = &self.at_end {
+            s.push_str(&format!(
+                "; at the end: {} on ({} from before), {} towards ({} from before)",
+                e.local, e.local_before, e.remote, e.remote_before
+            ));
+        }
+        s
+    }
 }
 
 impl Quantiles {
@@ -228,13 +358,7 @@ impl SocketEvidence {
             ));
         }
         if let Some(t) = &self.time_wait {
-            out.push(format!(
-                "  TIME_WAIT, most in one count: {} on the target's address, {} towards it{}",
-                t.local_max,
-                t.remote_max,
-                t.namespace_max
-                    .map_or(String::new(), |n| format!(", {n} in the namespace"))
-            ));
+            out.push(format!("  {}", t.text()));
         }
         for u in &self.udp {
             out.push(format!(
@@ -302,6 +426,23 @@ impl SocketEvidence {
                 rows.push(vec![
                     "TIME_WAIT in the namespace".into(),
                     n.to_string(),
+                    String::new(),
+                ]);
+            }
+            if let (Some(l), Some(r)) = (t.local_new_max, t.remote_new_max) {
+                rows.push(vec![
+                    "entered TIME_WAIT during the run, on / towards".into(),
+                    format!("{l} / {r}"),
+                    String::new(),
+                ]);
+            }
+            if let Some(e) = &t.at_end {
+                rows.push(vec![
+                    "TIME_WAIT at the end, on / towards (from before the run)".into(),
+                    format!(
+                        "{} ({}) / {} ({})",
+                        e.local, e.local_before, e.remote, e.remote_before
+                    ),
                     String::new(),
                 ]);
             }
@@ -387,20 +528,7 @@ impl SocketEvidence {
             ));
         }
         if let Some(t) = &self.time_wait {
-            if t.local_max > 0 {
-                out.push(format!(
-                    "{} sockets in TIME_WAIT on the target's port: the target closed its \
-                     connections first.",
-                    t.local_max
-                ));
-            }
-            if t.remote_max > 0 {
-                out.push(format!(
-                    "{} sockets in TIME_WAIT towards the target's port in its namespace: the \
-                     clients closed first, each holding a local port for 60 s.",
-                    t.remote_max
-                ));
-            }
+            out.extend(t.sentences());
         }
         if let Some(c) = self.states.get("CLOSE_WAIT")
             && c.max > 0
@@ -458,6 +586,14 @@ mod tests {
                 local_max: 0,
                 remote_max: 9,
                 namespace_max: Some(9),
+                before: Some(TimeWaitEnds::default()),
+                local_new_max: Some(0),
+                remote_new_max: Some(9),
+                remote_new_per_source_max: Some(9),
+                at_end: Some(TimeWaitEnd {
+                    remote: 9,
+                    ..Default::default()
+                }),
             }),
             ..Default::default()
         }
@@ -478,7 +614,7 @@ mod tests {
         )));
         assert!(
             s.iter()
-                .any(|l| l.starts_with("9 sockets in TIME_WAIT towards"))
+                .any(|l| l.starts_with("9 sockets entered TIME_WAIT towards"))
         );
         // Nothing about what was zero or not measured.
         assert!(
@@ -495,6 +631,70 @@ mod tests {
             ..Default::default()
         };
         assert!(quiet.sentences(0, &load()).is_empty());
+    }
+
+    /// Issue 22: 183 sockets in TIME_WAIT on the target's port at the end,
+    /// 82 of them there before the run: the causal sentence counts only
+    /// the window's, and the end count is labelled as a snapshot.
+    #[test]
+    fn time_wait_left_by_earlier_runs_is_not_this_runs() {
+        let t = TimeWait {
+            samples: 5,
+            local_max: 183,
+            remote_max: 0,
+            namespace_max: Some(183),
+            before: Some(TimeWaitEnds {
+                local: 82,
+                remote: 0,
+            }),
+            local_new_max: Some(101),
+            remote_new_max: Some(0),
+            remote_new_per_source_max: Some(0),
+            at_end: Some(TimeWaitEnd {
+                local: 183,
+                local_before: 82,
+                remote: 0,
+                remote_before: 0,
+            }),
+        };
+        let s = t.sentences();
+        assert_eq!(
+            s,
+            [
+                "101 sockets entered TIME_WAIT on the target's port during the run (most in one \
+                 count): the target closed those connections first.",
+                "At the end: 183 in TIME_WAIT on the target's port, 82 of them from before this \
+                 run."
+            ],
+            "{s:?}"
+        );
+        assert!(!s.iter().any(|l| l.contains("183 sockets")));
+        // All of them from before: no sentence says the target closed.
+        let old = TimeWait {
+            local_new_max: Some(0),
+            at_end: Some(TimeWaitEnd {
+                local: 82,
+                local_before: 82,
+                ..Default::default()
+            }),
+            ..t.clone()
+        };
+        let s = old.sentences();
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(s[0].starts_with("At the end: 82 in TIME_WAIT"), "{s:?}");
+        // An artifact without the count at the start: a count, no cause.
+        let legacy = TimeWait {
+            samples: 5,
+            local_max: 183,
+            ..Default::default()
+        };
+        let s = legacy.sentences();
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(
+            s[0].contains("may include sockets left by earlier runs"),
+            "{s:?}"
+        );
+        assert!(!s[0].contains("closed"), "{s:?}");
     }
 
     #[test]

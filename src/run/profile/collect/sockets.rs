@@ -12,7 +12,9 @@
 //! descriptors. TIME_WAIT sockets belong to no process and can be tens of
 //! thousands after a connect-heavy load: they are counted about once a
 //! second ([`TIME_WAIT_EVERY`]), by dumps the kernel filters on the
-//! target's port, and at the end.
+//! target's port, and at the end. A count as the window begins tells the
+//! sockets this run put in TIME_WAIT from those earlier runs left (by
+//! cookie and both ends): only the former say who closed first.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -25,7 +27,7 @@ use crate::procfs::sock_diag::{
 };
 use crate::report::evidence::SocketEvidence;
 use crate::report::evidence::sockets::{
-    Listener, Quantiles, Retransmits, StateCount, TimeWait, UdpSocket,
+    Listener, Quantiles, Retransmits, StateCount, TimeWait, TimeWaitEnd, TimeWaitEnds, UdpSocket,
 };
 
 /// How often the tree's descriptors are walked for socket inodes.
@@ -60,6 +62,8 @@ pub struct Sampler {
     tcp_info_seen: bool,
     time_wait: Option<TimeWait>,
     time_wait_at: Option<Instant>,
+    /// The TIME_WAIT count as the window began, and the sockets it saw.
+    tw_before: Option<(TimeWaitEnds, HashSet<TwKey>)>,
     udp: BTreeMap<u64, UdpAcc>,
     errors: Vec<String>,
 }
@@ -78,6 +82,52 @@ struct UdpAcc {
     local: SocketAddr,
     recv_q_max: u32,
     drops: Option<(u32, u32)>,
+}
+
+/// A TIME_WAIT socket's identity: its cookie (unique while it lives)
+/// and both ends.
+type TwKey = (u64, SocketAddr, SocketAddr);
+
+/// One TIME_WAIT socket on (`on_target`) or towards the target's address.
+struct TwSocket {
+    on_target: bool,
+    key: TwKey,
+}
+
+/// One TIME_WAIT count, split by what was there before the window.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct TwTally {
+    local: u64,
+    local_before: u64,
+    remote: u64,
+    remote_before: u64,
+    /// Most new ones towards the target from one client address.
+    remote_new_per_source: u64,
+}
+
+/// Counts `found`, those in `before` apart (none when not known).
+fn tally(found: &[TwSocket], before: Option<&HashSet<TwKey>>) -> TwTally {
+    let mut c = TwTally::default();
+    let mut per_source: HashMap<IpAddr, u64> = HashMap::new();
+    for t in found {
+        let old = before.is_some_and(|b| b.contains(&t.key));
+        match (t.on_target, old) {
+            (true, _) => {
+                c.local += 1;
+                c.local_before += u64::from(old);
+            }
+            (false, true) => {
+                c.remote += 1;
+                c.remote_before += 1;
+            }
+            (false, false) => {
+                c.remote += 1;
+                *per_source.entry(canon(t.key.1.ip())).or_default() += 1;
+            }
+        }
+    }
+    c.remote_new_per_source = per_source.into_values().max().unwrap_or(0);
+    c
 }
 
 fn histogram() -> Histogram<u64> {
@@ -104,7 +154,7 @@ impl Sampler {
         // every sample failing.
         diag.dump(&Query::tcp(libc::AF_INET as u8, 1 << LISTEN), |_| {})
             .map_err(|e| format!("sock_diag refused a dump: {e}"))?;
-        Ok(Sampler {
+        let mut s = Sampler {
             diag,
             pid,
             addr,
@@ -125,9 +175,12 @@ impl Sampler {
             tcp_info_seen: false,
             time_wait: None,
             time_wait_at: None,
+            tw_before: None,
             udp: BTreeMap::new(),
             errors: Vec::new(),
-        })
+        };
+        s.time_wait_before();
+        Ok(s)
     }
 
     fn error(&mut self, what: &str, e: impl std::fmt::Display) {
@@ -208,7 +261,7 @@ impl Sampler {
             .time_wait_at
             .is_none_or(|t| t.elapsed() >= TIME_WAIT_EVERY)
         {
-            self.count_time_wait();
+            let _ = self.count_time_wait();
         }
     }
 
@@ -317,50 +370,99 @@ impl Sampler {
         }
     }
 
-    /// Counts the TIME_WAIT sockets on and towards the target's port (two
-    /// kernel-filtered dumps per family) and the namespace's total.
-    fn count_time_wait(&mut self) {
-        self.time_wait_at = Some(Instant::now());
+    /// The TIME_WAIT sockets on and towards the target's port now (two
+    /// kernel-filtered dumps per family), and the namespace's total; None
+    /// when a dump failed (the error is kept).
+    fn time_wait_now(&mut self) -> Option<(Vec<TwSocket>, Option<u64>)> {
         let addr = self.addr;
-        let (mut local, mut remote) = (0u64, 0u64);
+        let mut found = Vec::new();
         let ns = sockstat(self.pid, "sockstat", "TCP:", "tw");
         // None in the namespace (both families count there): no dump.
         let families: &[u8] = if ns == Some(0) { &[] } else { &FAMILIES };
         for &family in families {
-            for by_local in [true, false] {
+            for on_target in [true, false] {
                 let mut q = Query::tcp(family, 1 << TIME_WAIT);
-                if by_local {
+                if on_target {
                     q.sport = addr.port();
                 } else {
                     q.dport = addr.port();
                 }
                 let r = self.diag.dump(&q, |e| {
-                    if by_local && serves(addr, e.local) {
-                        local += 1;
-                    } else if !by_local && serves(addr, e.remote) {
-                        remote += 1;
+                    let end = if on_target { e.local } else { e.remote };
+                    if serves(addr, end) {
+                        found.push(TwSocket {
+                            on_target,
+                            key: (e.cookie, e.local, e.remote),
+                        });
                     }
                 });
                 if let Err(e) = r {
                     self.error("TIME_WAIT sockets", e);
-                    return;
+                    return None;
                 }
             }
         }
+        Some((found, ns))
+    }
+
+    /// Remembers the TIME_WAIT sockets present as the window begins, so
+    /// that later counts tell this run's from those left before it.
+    fn time_wait_before(&mut self) {
+        let Some((found, _)) = self.time_wait_now() else {
+            return;
+        };
+        let ends = TimeWaitEnds {
+            local: found.iter().filter(|t| t.on_target).count() as u64,
+            remote: found.iter().filter(|t| !t.on_target).count() as u64,
+        };
+        // Past MAX_TRACKED the rest count as new: a bound on memory, with
+        // a namespace that large far beyond any port range anyway.
+        let keys = found.into_iter().take(MAX_TRACKED).map(|t| t.key).collect();
+        self.tw_before = Some((ends, keys));
+    }
+
+    /// Counts the TIME_WAIT sockets on and towards the target's port and
+    /// the namespace's total, telling those that entered TIME_WAIT during
+    /// the window from those already there; returns the count (None when
+    /// it failed).
+    fn count_time_wait(&mut self) -> Option<TwTally> {
+        self.time_wait_at = Some(Instant::now());
+        let (found, ns) = self.time_wait_now()?;
+        let c = tally(&found, self.tw_before.as_ref().map(|b| &b.1));
+        let known = self.tw_before.is_some();
         let t = self.time_wait.get_or_insert_with(TimeWait::default);
         t.samples += 1;
-        t.local_max = t.local_max.max(local);
-        t.remote_max = t.remote_max.max(remote);
+        t.local_max = t.local_max.max(c.local);
+        t.remote_max = t.remote_max.max(c.remote);
         if let Some(n) = ns {
             t.namespace_max = Some(t.namespace_max.unwrap_or(0).max(n));
         }
+        if known {
+            let new_max = |m: Option<u64>, v: u64| Some(m.unwrap_or(0).max(v));
+            t.local_new_max = new_max(t.local_new_max, c.local - c.local_before);
+            t.remote_new_max = new_max(t.remote_new_max, c.remote - c.remote_before);
+            t.remote_new_per_source_max =
+                new_max(t.remote_new_per_source_max, c.remote_new_per_source);
+        }
+        Some(c)
     }
 
     /// The evidence, after a last TIME_WAIT count (they pile up until the
     /// end of a connect-heavy load).
     pub fn finish(mut self) -> SocketEvidence {
-        if self.samples > 0 {
-            self.count_time_wait();
+        let end = if self.samples > 0 {
+            self.count_time_wait()
+        } else {
+            None
+        };
+        if let (Some(t), Some((before, _))) = (self.time_wait.as_mut(), &self.tw_before) {
+            t.before = Some(*before);
+            t.at_end = end.map(|c| TimeWaitEnd {
+                local: c.local,
+                local_before: c.local_before,
+                remote: c.remote,
+                remote_before: c.remote_before,
+            });
         }
         let rounds = self.samples.saturating_sub(self.failed_samples).max(1) as f64;
         let quantiles = |h: &Histogram<u64>| {
@@ -548,6 +650,109 @@ mod tests {
         assert!(e.errors.is_empty(), "{:?}", e.errors);
     }
 
+    /// Waits (up to 5 s) until `n` TIME_WAIT sockets have `port` at one
+    /// end, so the counts below do not race the closing handshakes.
+    fn wait_time_wait(port: u16, n: usize) {
+        let mut diag = Diag::open().unwrap();
+        for _ in 0..500 {
+            let mut seen = 0;
+            for by_local in [true, false] {
+                let mut q = Query::tcp(libc::AF_INET as u8, 1 << TIME_WAIT);
+                if by_local {
+                    q.sport = port;
+                } else {
+                    q.dport = port;
+                }
+                diag.dump(&q, |_| seen += 1).unwrap();
+            }
+            if seen >= n {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("{n} TIME_WAIT sockets on port {port} never appeared");
+    }
+
+    /// A TIME_WAIT socket left on the target's port before the window is
+    /// told from those the window made: only the latter are this run's,
+    /// and the end snapshot says how many were there before.
+    #[test]
+    fn time_wait_from_before_the_window_is_not_counted_as_this_runs() {
+        let _alone = alone();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        // Before: the target closes first, then the client.
+        let c0 = TcpStream::connect(addr).unwrap();
+        let (a0, _) = l.accept().unwrap();
+        drop(a0);
+        drop(c0);
+        wait_time_wait(addr.port(), 1);
+        let pid = std::process::id() as i32;
+        let mut s = Sampler::new(pid, addr).unwrap();
+        // During: once more the target closing first, and a client that
+        // closes first.
+        let c1 = TcpStream::connect(addr).unwrap();
+        let (a1, _) = l.accept().unwrap();
+        drop(a1);
+        drop(c1);
+        let c2 = TcpStream::connect(addr).unwrap();
+        let (a2, _) = l.accept().unwrap();
+        drop(c2);
+        drop(a2);
+        wait_time_wait(addr.port(), 3);
+        s.sample(&[pid]);
+        let tw = s.finish().time_wait.unwrap();
+        assert_eq!((tw.local_max, tw.remote_max), (2, 1), "{tw:?}");
+        assert_eq!(
+            tw.before,
+            Some(TimeWaitEnds {
+                local: 1,
+                remote: 0
+            })
+        );
+        assert_eq!((tw.local_new_max, tw.remote_new_max), (Some(1), Some(1)));
+        assert_eq!(tw.remote_new_per_source_max, Some(1));
+        assert_eq!(
+            tw.at_end,
+            Some(TimeWaitEnd {
+                local: 2,
+                local_before: 1,
+                remote: 1,
+                remote_before: 0
+            })
+        );
+    }
+
+    #[test]
+    fn a_tally_counts_new_ones_per_client_address() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let tw = |on_target, cookie, local: &str, remote: &str| TwSocket {
+            on_target,
+            key: (cookie, a(local), a(remote)),
+        };
+        let found = [
+            tw(false, 1, "127.0.0.2:40000", "127.0.0.1:80"),
+            tw(false, 2, "127.0.0.2:40001", "127.0.0.1:80"),
+            tw(false, 3, "127.0.0.3:40000", "127.0.0.1:80"),
+            tw(false, 4, "127.0.0.3:40001", "127.0.0.1:80"),
+            tw(true, 5, "127.0.0.1:80", "127.0.0.9:5000"),
+        ];
+        let before: HashSet<TwKey> = [found[2].key, found[3].key, found[4].key].into();
+        let c = tally(&found, Some(&before));
+        assert_eq!(
+            c,
+            TwTally {
+                local: 1,
+                local_before: 1,
+                remote: 4,
+                remote_before: 2,
+                remote_new_per_source: 2,
+            }
+        );
+        // Nothing known before: everything counts as new.
+        assert_eq!(tally(&found, None).remote_new_per_source, 2);
+    }
+
     /// With 300 connections (600 sockets in the namespace, 300 of them
     /// the target's) every round sees all of the target's; the CPU time of
     /// a round and of a TIME_WAIT count is printed (`-- --nocapture`) for
@@ -592,7 +797,7 @@ mod tests {
         let walk = (cpu() - t0) / 20.0;
         let t0 = cpu();
         for _ in 0..n {
-            s.count_time_wait();
+            let _ = s.count_time_wait();
         }
         let tw = (cpu() - t0) / n as f64;
         eprintln!(
