@@ -158,7 +158,7 @@ impl Tracer<'_> {
             ("ss_sys_exit", &progs.ss_sys_exit, !self.cfg.count_only),
             ("ss_fork", &progs.ss_fork, true),
             ("ss_exit", &progs.ss_exit, true),
-            ("ss_exec", &progs.ss_exec, self.cfg.per_thread),
+            ("ss_exec", &progs.ss_exec, true),
             (
                 "ss_cgroup_attach",
                 &progs.ss_cgroup_attach,
