@@ -33,6 +33,25 @@ fn stop(bg: Background) -> String {
     err
 }
 
+/// A `sleep` put in a cgroup, killed on drop.
+struct Sleeper(std::process::Child);
+
+impl Sleeper {
+    fn in_cgroup(dir: &Path) -> Self {
+        let child = Command::new("sleep").arg("60").spawn().unwrap();
+        let s = Self(child);
+        move_to(dir, s.0.id() as i32);
+        s
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn trace_json(args: &[&str], tag: &str) -> (Background, PathBuf) {
     let json = common::scratch(&format!("scope-json-{tag}")).join("t.json");
     let mut full: Vec<&str> = vec!["trace"];
@@ -399,11 +418,11 @@ fn profile_cgroup_and_unit_trace_a_running_service_and_leave_it_running() {
         return;
     }
     let cg = TestCgroup::new("prof");
-    let unit_dir = cg.child(&format!("sockscope-test-{}.service", std::process::id()));
-    let mut server = serve_in(&unit_dir);
+    let unit = TestCgroup::system_unit(&format!("sockscope-test-{}.service", std::process::id()));
+    let mut server = serve_in(&unit.path);
     std::thread::sleep(Duration::from_millis(500));
     for (flag, value) in [
-        ("--cgroup", cg.rel.clone()),
+        ("--cgroup", unit.rel.clone()),
         ("--unit", format!("sockscope-test-{}", std::process::id())),
     ] {
         let out_dir = common::scratch(&format!("scope-prof{flag}")).join("p");
@@ -420,12 +439,10 @@ fn profile_cgroup_and_unit_trace_a_running_service_and_leave_it_running() {
         assert!(out.status.success(), "{flag}: {err}");
         let run = common::read_json(&out_dir.join("run.json"));
         assert_eq!(run["target"]["mode"], "cgroup");
-        assert!(
-            run["target"]["cgroup"]
-                .as_str()
-                .unwrap()
-                .starts_with(&cg.rel)
-        );
+        assert_eq!(run["target"]["cgroup"], unit.rel.as_str());
+        if flag == "--unit" && !Path::new("/run/systemd/system").is_dir() {
+            assert_eq!(run["target"]["unit_found_by"], "path");
+        }
         let txns = run["load"]["transactions"].as_u64().unwrap_or(0);
         let recv = calls(&run["trace"], "recvfrom") + calls(&run["trace"], "read");
         assert!(
@@ -462,4 +479,70 @@ fn profile_cgroup_and_unit_trace_a_running_service_and_leave_it_running() {
     );
     assert!(!out_dir.join("run.json").exists());
     let _ = empty;
+}
+
+#[test]
+fn unit_without_systemd_skips_impostors_and_says_where_it_found_it() {
+    let test = "unit_without_systemd_skips_impostors_and_says_where_it_found_it";
+    if !common::require_bpf(test) {
+        return;
+    }
+    if Path::new("/run/systemd/system").is_dir() {
+        eprintln!("SKIP {test}: systemd runs here, and --unit asks it");
+        return;
+    }
+    let name = format!("sockscope-imp-{}", std::process::id());
+    let unit = format!("{name}.service");
+    // A user's subtree (owned by nobody) with a directory named like the
+    // unit and a process in it.
+    let user = TestCgroup::new("someuser.slice");
+    let impostor = user.child(&format!("x/{unit}"));
+    for d in [user.path.clone(), user.path.join("x"), impostor.clone()] {
+        std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+    }
+    let _in_impostor = Sleeper::in_cgroup(&impostor);
+    let trace = |tag: &str| {
+        let json = common::scratch(&format!("scope-unit-{tag}")).join("t.json");
+        let out = common::run(&[
+            "trace",
+            "--unit",
+            &name,
+            "--duration",
+            "0.5",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        (out, json)
+    };
+
+    // Only the impostor: refused, saying why it was not taken.
+    let (out, json) = trace("impostor");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("no cgroup named {unit}")), "{err}");
+    assert!(
+        err.contains(&format!("{} (under {}", impostor.display(), user.rel)),
+        "{err}"
+    );
+    assert!(!json.exists());
+
+    // The real one in system.slice: taken, and the choice said.
+    let real = TestCgroup::system_unit(&unit);
+    let _in_real = Sleeper::in_cgroup(&real.path);
+    let (out, json) = trace("real");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--unit {unit}: cgroup {} (no systemd running: found by path)",
+            real.path.display()
+        )),
+        "{err}"
+    );
+    let rep = common::read_json(&json);
+    let scope = &rep["target"]["scope"];
+    assert_eq!(scope["cgroup"], real.rel.as_str());
+    assert_eq!(scope["unit"], unit.as_str());
+    assert_eq!(scope["unit_found_by"], "path");
+    assert_eq!(scope["cgroup_path"], real.path.to_str().unwrap());
 }

@@ -1075,3 +1075,122 @@ fn a_process_name_with_escapes_is_written_out_not_sent_to_the_terminal() {
         .expect("a --by process table");
     assert!(by.contains(shown), "{text}");
 }
+
+/// The name the kernel gives a process running `bin` (its file name, cut
+/// to 15 bytes).
+fn comm_of(bin: &std::path::Path) -> String {
+    let name = bin.file_name().unwrap().to_str().unwrap();
+    name[..name.len().min(15)].to_string()
+}
+
+/// The `--by process` groups of a report: (pid, comm, getppid calls).
+fn process_groups(rep: &serde_json::Value) -> Vec<(i64, String, u64)> {
+    let mut out: Vec<(i64, String, u64)> = rep["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["pid"].is_number())
+        .map(|g| {
+            let getppid = g["syscalls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == "getppid")
+                .map_or(0, |s| s["calls"].as_u64().unwrap());
+            (
+                g["pid"].as_i64().unwrap(),
+                g["comm"].as_str().unwrap().to_string(),
+                getppid,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn by_process_names_a_launched_process_after_its_exec() {
+    if !require_bpf("by_process_names_a_launched_process_after_its_exec") {
+        return;
+    }
+    let wl = workload();
+    let json = scratch("by-process-exec").join("t.json");
+    let script = format!("exec {} -g 777", wl.display());
+    let out = run(&[
+        "trace",
+        "--by",
+        "process",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let rep = read_json(&json);
+    let name = comm_of(wl);
+    // One process, which ran sh and then the workload: named after the
+    // workload, with the calls of both (sh may read $PPID with getppid).
+    let groups = process_groups(&rep);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(groups[0].1, name, "{groups:?}");
+    assert!(groups[0].2 >= 777, "{groups:?}");
+    // The table's row too: "PID NAME".
+    assert!(text.contains(&format!("{} {name}", groups[0].0)), "{text}");
+}
+
+#[test]
+fn by_process_follows_execs_after_the_attach() {
+    if !require_bpf("by_process_follows_execs_after_the_attach") {
+        return;
+    }
+    let wl = workload();
+    let json = scratch("by-process-exec-attach").join("t.json");
+    // Waits for a line, then forks a child that execs the workload, then
+    // execs the workload itself: both exec after the trace attached.
+    let script = format!("read x; {wl} -g 333; exec {wl} -g 444", wl = wl.display());
+    let mut sh = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = sh.id().to_string();
+    let mut bg = Background::start(&[
+        "trace",
+        "-p",
+        &pid,
+        "--by",
+        "process",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    bg.attached();
+    {
+        use std::io::Write;
+        let mut stdin = sh.stdin.take().unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    assert!(wait_bounded(&mut sh, LIMIT).success());
+    let (st, err) = bg.finish(LIMIT);
+    assert!(st.success(), "{err}");
+    let rep = read_json(&json);
+    let name = comm_of(wl);
+    let groups = process_groups(&rep);
+    // The forked child and the target, each named after what it ran last.
+    let mut named: Vec<(String, u64)> = groups
+        .iter()
+        .filter(|g| g.2 > 0)
+        .map(|g| (g.1.clone(), g.2))
+        .collect();
+    named.sort_by_key(|g| g.1);
+    assert_eq!(
+        named,
+        [(name.clone(), 333), (name.clone(), 444)],
+        "{groups:?}"
+    );
+    // The target itself kept its pid across the exec.
+    let target = groups.iter().find(|g| g.0 == sh.id() as i64).unwrap();
+    assert_eq!((target.1.as_str(), target.2), (name.as_str(), 444));
+}

@@ -774,22 +774,25 @@ int BPF_PROG(ss_exec, struct task_struct *task)
 	struct zero_ctx zc;
 	struct ss_ev_exec *e;
 	struct ss_task *t;
-	__u32 old;
+	__u32 old_slot = 0, new_slot = 0;
 
-	if (!per_thread)
-		return 0;
 	t = bpf_task_storage_get(&tasks, task, 0, 0);
-	ts = bpf_task_storage_get(&thread_stats, task, 0, 0);
-	if (!t || !ts)
+	/* Scope modes give every task they look at storage; only those that
+	 * joined are traced. */
+	if (!t || (scope_mode != SS_SCOPE_TREE && !(t->flags & SS_JOINED)))
 		return 0;
-	old = t->slot;
-	if (bpf_ringbuf_output(&events, ts, sizeof(*ts), rb_flags()))
-		__sync_fetch_and_add(&counters.ringbuf_drops, 1);
-	/* bpf_loop: clang would turn a plain loop into a memset BPF lacks */
-	zc.ts = ts;
-	bpf_loop(SS_MAX_SYSCALLS, zero_thread_sc, &zc, 0);
-	t->slot = alloc_slot();
-	ts->slot = t->slot;
+	ts = per_thread ? bpf_task_storage_get(&thread_stats, task, 0, 0) : 0;
+	if (ts) {
+		old_slot = t->slot;
+		if (bpf_ringbuf_output(&events, ts, sizeof(*ts), rb_flags()))
+			__sync_fetch_and_add(&counters.ringbuf_drops, 1);
+		/* bpf_loop: clang would turn a plain loop into a memset BPF lacks */
+		zc.ts = ts;
+		bpf_loop(SS_MAX_SYSCALLS, zero_thread_sc, &zc, 0);
+		t->slot = alloc_slot();
+		ts->slot = t->slot;
+		new_slot = t->slot;
+	}
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -799,9 +802,9 @@ int BPF_PROG(ss_exec, struct task_struct *task)
 	e->type = SS_EV_EXEC;
 	e->tid = BPF_CORE_READ(task, pid);
 	e->tgid = BPF_CORE_READ(task, tgid);
-	e->old_slot = old;
-	e->new_slot = t->slot;
-	e->pad = 0;
+	e->old_slot = old_slot;
+	e->new_slot = new_slot;
+	e->split = ts != 0;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
 	bpf_ringbuf_submit(e, rb_flags());
 	return 0;

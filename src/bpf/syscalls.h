@@ -173,9 +173,10 @@ struct ss_ev_fork {
 	char comm[SS_COMM_LEN];
 };
 
-/* A traced task called execve (--per-thread only): its table so far was
- * emitted under old_slot, and it continues under new_slot with its new name.
- * Splitting the row at exec keeps a shell's own calls apart from the
+/* A traced task called execve: its new name, which names its process from
+ * then on (--by process). With --per-thread its table so far was emitted
+ * under old_slot, and it continues under new_slot (both 0 otherwise):
+ * splitting the row at exec keeps a shell's own calls apart from the
  * program it runs. */
 struct ss_ev_exec {
 	enum ss_event_type type; /* SS_EV_EXEC */
@@ -183,7 +184,7 @@ struct ss_ev_exec {
 	__u32 tgid;
 	__u32 old_slot;
 	__u32 new_slot;
-	__u32 pad;
+	__u32 split;   /* 1: --per-thread ended the row at old_slot here */
 	char comm[SS_COMM_LEN];
 };
 

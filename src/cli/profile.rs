@@ -123,7 +123,13 @@ impl ProfileArgs {
     pub fn into_spec(self, quiet: bool) -> Result<(ProfileSpec, Option<PathBuf>)> {
         let scope = match (&self.cgroup, &self.unit) {
             (Some(c), _) => Some(trace::scope::resolve_cgroup(c)?),
-            (None, Some(u)) => Some(trace::scope::resolve_unit(u)?),
+            (None, Some(u)) => {
+                let target = trace::scope::resolve_unit(u)?;
+                if let Some(note) = target.unit_note().filter(|_| !quiet) {
+                    eprintln!("{note}");
+                }
+                Some(target)
+            }
             (None, None) => None,
         };
         let target = match (self.target, self.pid, self.command.is_empty()) {

@@ -168,7 +168,11 @@ impl TraceArgs {
             let scope = if let Some(path) = &self.cgroup {
                 ScopeTarget::Cgroup(trace::scope::resolve_cgroup(path)?)
             } else if let Some(unit) = &self.unit {
-                ScopeTarget::Cgroup(trace::scope::resolve_unit(unit)?)
+                let target = trace::scope::resolve_unit(unit)?;
+                if let Some(note) = target.unit_note().filter(|_| !quiet) {
+                    eprintln!("{note}");
+                }
+                ScopeTarget::Cgroup(target)
             } else if let Some(name) = &self.comm {
                 trace::scope::comm_name(name)?;
                 ScopeTarget::Comm(name.clone())

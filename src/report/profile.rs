@@ -93,6 +93,10 @@ pub struct TargetRecord {
     /// `--unit`: the systemd unit the cgroup was found from.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub unit: Option<String>,
+    /// `--unit`: how its cgroup was found, `systemd` or `path` (see the
+    /// trace's `ScopeRecord::unit_found_by`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unit_found_by: Option<String>,
 }
 
 /// How a launched target ended.

@@ -80,6 +80,14 @@ pub struct ScopeRecord {
     /// The systemd unit the cgroup was found from.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub unit: Option<String>,
+    /// `--unit`: how its cgroup was found, `systemd` (its ControlGroup) or
+    /// `path` (no systemd running: the one directory named like the unit
+    /// where systemd puts a system unit).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unit_found_by: Option<String>,
+    /// `--cgroup`/`--unit`: the cgroup's absolute path as opened.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cgroup_path: Option<String>,
     /// The process name matched.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub comm: Option<String>,

@@ -14,8 +14,12 @@ use crate::report::trace::{ProcessRow, Resources, ThreadRow, ThreadSyscallRow};
 pub struct EventLog {
     /// Tasks created by traced tasks, and tasks registered by sockscope.
     pub forks: Vec<ForkRecord>,
-    /// execve calls of traced tasks (per-thread mode).
+    /// execve calls of traced tasks that split a per-thread row.
     pub execs: Vec<ExecRecord>,
+    /// Per process: its name after its latest execve in the window (at
+    /// most [`KEPT_TASKS`] processes; those beyond are named from /proc or
+    /// their fork record).
+    pub exec_names: HashMap<i32, String>,
     /// Exit records (ring buffer) and live records (end-of-window pass).
     pub tasks: Vec<TaskRecord>,
     /// Per-thread tables by slot; slot 0 pools every task without a slot.
@@ -67,7 +71,14 @@ impl EventLog {
                 self.leaders_folded += u64::from(f.tid == f.tgid);
             }
             Event::Fork(f) => self.forks.push(f),
-            Event::Exec(e) => self.execs.push(e),
+            Event::Exec(e) => {
+                if self.exec_names.len() < KEPT_TASKS || self.exec_names.contains_key(&e.tgid) {
+                    self.exec_names.insert(e.tgid, e.comm.clone());
+                }
+                if e.split {
+                    self.execs.push(e);
+                }
+            }
             Event::Task(t) => {
                 if let Some(w) = self.exits_watch.as_mut() {
                     w.push(t.tid);

@@ -38,7 +38,15 @@ pub struct GroupReader {
 }
 
 impl GroupReader {
+    /// The name of process `tgid`: the one it took at its latest exec in
+    /// the window, else its name now (or at its fork, once it is gone).
+    /// The exec is looked up every time, since a name remembered before
+    /// an exec would name the process after the shell or tool that
+    /// launched it.
     fn process_name(&mut self, tgid: i32, log: &account::EventLog) -> String {
+        if let Some(n) = log.exec_names.get(&tgid) {
+            return n.clone();
+        }
         if let Some(n) = self.comms.get(&tgid) {
             return n.clone();
         }
@@ -126,10 +134,12 @@ impl GroupReader {
             };
             add_into(groups.entry(key).or_default(), &stat);
         }
+        drop(log);
         for (tgid, nrs) in &gone_now {
             if self.gone_before.contains_key(tgid) {
                 s.tracer.forget_process(*tgid, nrs);
                 self.comms.remove(tgid);
+                s.log.borrow_mut().exec_names.remove(tgid);
             }
         }
         self.gone_before = gone_now

@@ -21,6 +21,8 @@ pub struct TestCgroup {
     pub path: PathBuf,
     /// Its path below the v2 mount, with a leading slash (as --cgroup takes it).
     pub rel: String,
+    /// A parent made for it, removed on drop too when nothing else is in it.
+    parent_made: Option<PathBuf>,
 }
 
 impl TestCgroup {
@@ -32,6 +34,33 @@ impl TestCgroup {
         Self {
             path,
             rel: format!("/{rel}"),
+            parent_made: None,
+        }
+    }
+
+    /// `<v2>/system.slice/UNIT`, where systemd puts a system unit (what
+    /// `--unit` without systemd accepts). system.slice is made if missing
+    /// and, if this test process made it, removed with the last test unit.
+    pub fn system_unit(unit: &str) -> Self {
+        static SLICE_WAS_THERE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let slice = v2_mount().join("system.slice");
+        let was_there = *SLICE_WAS_THERE.get_or_init(|| slice.is_dir());
+        let path = slice.join(unit);
+        // Another test's drop may remove an empty system.slice between our
+        // mkdirs: retry.
+        let mut made = std::fs::create_dir_all(&path);
+        for _ in 0..20 {
+            if made.is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            made = std::fs::create_dir_all(&path);
+        }
+        made.unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+        Self {
+            path,
+            rel: format!("/system.slice/{unit}"),
+            parent_made: (!was_there).then_some(slice),
         }
     }
 
@@ -62,6 +91,10 @@ impl TestCgroup {
 impl Drop for TestCgroup {
     fn drop(&mut self) {
         Self::remove(&self.path);
+        if let Some(p) = &self.parent_made {
+            // Fails while another test's unit is in it; its drop retries.
+            let _ = std::fs::remove_dir(p);
+        }
     }
 }
 

@@ -347,5 +347,9 @@ fn target_record(
             ProfileTarget::Cgroup(cg) => cg.unit.clone(),
             _ => None,
         },
+        unit_found_by: match &spec.target {
+            ProfileTarget::Cgroup(cg) => cg.found_by.map(|f| f.as_str().to_owned()),
+            _ => None,
+        },
     }
 }

@@ -126,15 +126,15 @@ impl Tracer<'_> {
                 .attach()
                 .map_err(|e| attach_error("sys_enter", e))?,
         ));
-        if self.cfg.per_thread {
-            links.push((
-                "ss_exec",
-                progs
-                    .ss_exec
-                    .attach()
-                    .map_err(|e| attach_error("sched_process_exec", e))?,
-            ));
-        }
+        // Every mode: an exec renames the process (--by process, the
+        // per-process table), and with --per-thread starts a new row.
+        links.push((
+            "ss_exec",
+            progs
+                .ss_exec
+                .attach()
+                .map_err(|e| attach_error("sched_process_exec", e))?,
+        ));
         if !self.cfg.count_only {
             links.push((
                 "ss_sys_exit",

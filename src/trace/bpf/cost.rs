@@ -159,7 +159,7 @@ impl Tracer<'_> {
             ("ss_fork", &progs.ss_fork, true),
             ("ss_exit", &progs.ss_exit, true),
             ("ss_exit_tail", &progs.ss_exit_tail, true),
-            ("ss_exec", &progs.ss_exec, self.cfg.per_thread),
+            ("ss_exec", &progs.ss_exec, true),
             (
                 "ss_cgroup_attach",
                 &progs.ss_cgroup_attach,

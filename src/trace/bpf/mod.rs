@@ -190,9 +190,6 @@ impl<'obj> Tracer<'obj> {
         if cfg.count_only {
             open.progs.ss_sys_exit.set_autoload(false);
         }
-        if !cfg.per_thread {
-            open.progs.ss_exec.set_autoload(false);
-        }
         if !matches!(cfg.scope, ScopeFilter::Cgroup { .. }) {
             open.progs.ss_cgroup_attach.set_autoload(false);
         }

@@ -129,13 +129,17 @@ pub enum Event {
     ExitTail(ExitTail),
     /// Per-thread syscall table of the slot, at exec, exit or end of window.
     ThreadStats(u32, Box<[ThreadSyscall; MAX_SYSCALLS]>),
-    /// A traced task called execve and continues under a new slot.
+    /// A traced task called execve (and, with `--per-thread`, continues
+    /// under a new slot).
     Exec(ExecRecord),
 }
 
-/// A traced task's execve (per-thread mode).
+/// A traced task's execve.
 #[derive(Clone, Debug)]
 pub struct ExecRecord {
+    /// `--per-thread` ended the task's row here (the slots below mean
+    /// something).
+    pub split: bool,
     /// Thread id after the exec.
     pub tid: i32,
     /// Process id.
@@ -208,6 +212,7 @@ pub fn parse_record(data: &[u8]) -> Result<(Event, usize)> {
                 pod::read(data).ok_or_else(|| anyhow!("truncated exec record"))?;
             Ok((
                 Event::Exec(ExecRecord {
+                    split: e.split != 0,
                     tid: e.tid as i32,
                     tgid: e.tgid as i32,
                     old_slot: e.old_slot,

@@ -176,6 +176,7 @@ pub(super) fn open_cgroup(
             id,
             level,
             unit: None,
+            found_by: None,
         });
     }
     let v2 = pick_v2(mounts);

@@ -20,6 +20,7 @@ mod comm;
 mod mounts;
 mod names;
 mod open;
+mod place;
 mod run;
 mod unit;
 mod walk;
@@ -55,4 +56,43 @@ pub struct CgroupTarget {
     pub level: u32,
     /// The systemd unit it came from (`--unit`).
     pub unit: Option<String>,
+    /// `--unit`: how its cgroup was found.
+    pub found_by: Option<UnitFound>,
+}
+
+/// How `--unit` found the unit's cgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitFound {
+    /// systemd runs and named it (`ControlGroup=`).
+    Systemd,
+    /// No systemd runs: the one directory named like the unit where systemd
+    /// would have put a system unit.
+    Path,
+}
+
+impl UnitFound {
+    /// `systemd` or `path`, as the JSON records it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Systemd => "systemd",
+            Self::Path => "path",
+        }
+    }
+}
+
+impl CgroupTarget {
+    /// For `--unit`: the line saying which cgroup it resolved to and how
+    /// (`--unit nginx.service: cgroup /sys/fs/cgroup/system.slice/nginx.service
+    /// (no systemd running: found by path)`), so a wrong pick is visible.
+    pub fn unit_note(&self) -> Option<String> {
+        let unit = self.unit.as_ref()?;
+        let how = match self.found_by? {
+            UnitFound::Systemd => "systemd's ControlGroup",
+            UnitFound::Path => "no systemd running: found by path",
+        };
+        Some(format!(
+            "--unit {unit}: cgroup {} ({how})",
+            self.path.display()
+        ))
+    }
 }

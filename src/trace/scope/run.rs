@@ -102,16 +102,14 @@ pub(in crate::trace) fn run(
             target.describe()
         ));
     }
-    let (kind, cgroup, cgroup_id, unit, comm) = match target {
-        ScopeTarget::Cgroup(c) => (
-            "cgroup",
-            Some(c.rel.clone()),
-            Some(c.id),
-            c.unit.clone(),
-            None,
-        ),
-        ScopeTarget::Comm(n) => ("comm", None, None, None, Some(n.clone())),
-        ScopeTarget::System => ("system", None, None, None, None),
+    let (kind, comm) = match target {
+        ScopeTarget::Cgroup(_) => ("cgroup", None),
+        ScopeTarget::Comm(n) => ("comm", Some(n.clone())),
+        ScopeTarget::System => ("system", None),
+    };
+    let cg = match target {
+        ScopeTarget::Cgroup(c) => Some(c),
+        _ => None,
     };
     let end = WindowEnd {
         reason,
@@ -127,9 +125,11 @@ pub(in crate::trace) fn run(
         comm: target.describe(),
         scope: Some(ScopeRecord {
             kind: kind.into(),
-            cgroup,
-            cgroup_id,
-            unit,
+            cgroup: cg.map(|c| c.rel.clone()),
+            cgroup_id: cg.map(|c| c.id),
+            unit: cg.and_then(|c| c.unit.clone()),
+            unit_found_by: cg.and_then(|c| c.found_by).map(|f| f.as_str().to_owned()),
+            cgroup_path: cg.map(|c| c.path.display().to_string()),
             comm,
             tasks_joined: counters.joined,
         }),

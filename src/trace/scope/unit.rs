@@ -14,11 +14,12 @@ use anyhow::Result;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 
-use super::CgroupTarget;
 use super::cgroup::open_cgroup;
 use super::mounts::{MountEntry, below, pick_v2, read_mountinfo, v2_missing};
 use super::open::open_dir;
+use super::place::{self, WHERE};
 use super::walk::{MAX_DEPTH, WalkEntry, walk, walk_fd};
+use super::{CgroupTarget, UnitFound};
 use crate::error::{usage, with_code};
 
 /// How long `systemctl show` may take to answer before sockscope gives up.
@@ -49,10 +50,12 @@ const UNIT_SUFFIXES: [&str; 11] = [
 /// Where systemd runs (`/run/systemd/system` exists) it is asked with
 /// `systemctl show`; elsewhere the v2 hierarchy is searched (8 levels deep,
 /// 100,000 cgroups at most, no symbolic links) for a directory named
-/// exactly like the unit, which also finds container runtimes' scopes.
-/// Errors (exit 1): the unit is unknown, not active, has no cgroup, has a
-/// cgroup without a process in it or below it, or several cgroups carry
-/// its name.
+/// exactly like the unit where systemd would put a system unit
+/// (`system.slice`, or a `system-*.slice` nested in it), owned by root from
+/// the v2 root down. [`CgroupTarget::unit_note`] says which was taken and
+/// how. Errors (exit 1): the unit is unknown, not active, has no cgroup,
+/// has a cgroup without a process in it or below it, or several cgroups
+/// carry its name where a system unit may be.
 pub fn resolve_unit(name: &str) -> Result<CgroupTarget> {
     let unit = unit_name(name)?;
     let mounts = read_mountinfo()?;
@@ -64,7 +67,10 @@ pub fn resolve_unit(name: &str) -> Result<CgroupTarget> {
         let rel = control_group(&unit, &show)?;
         let path = below(&v2.mount_point, &rel);
         match open_cgroup(&path, &mounts) {
-            Ok(t) => t,
+            Ok(t) => CgroupTarget {
+                found_by: Some(UnitFound::Systemd),
+                ..t
+            },
             Err(e) => {
                 return Err(with_code(
                     1,
@@ -278,15 +284,36 @@ fn control_group(unit: &str, show: &UnitShow) -> Result<String> {
     Ok(show.control_group.clone())
 }
 
-/// Without systemd: the one cgroup named exactly `unit` below `mount`.
-fn search_unit(unit: &str, mount: &Path, mounts: &[MountEntry]) -> Result<CgroupTarget> {
-    let mut found: Vec<(String, bool)> = Vec::new();
-    let summary = walk(mount, &mut |e: &WalkEntry<'_>| {
+/// A directory named like the unit, met by the search.
+struct Candidate {
+    rel: String,
+    running: bool,
+    /// Why it is not taken for the unit (misplaced, or not root's).
+    refused: Option<String>,
+}
+
+/// Without systemd: the one cgroup named exactly `unit` below `root` (the
+/// v2 mount; a test's own cgroup in tests) at a place systemd itself would
+/// put a system unit ([`place::misplaced`]), owned by root all the way
+/// down from `root` ([`place::not_roots`]). Directories named like the unit
+/// anywhere else are not taken, and are listed when nothing is.
+fn search_unit(unit: &str, root: &Path, mounts: &[MountEntry]) -> Result<CgroupTarget> {
+    let mut found: Vec<Candidate> = Vec::new();
+    let summary = walk(root, &mut |e: &WalkEntry<'_>| {
         if e.name.as_bytes() == unit.as_bytes() {
-            found.push((e.rel.to_owned(), populated(e.fd, e.rel).unwrap_or(false)));
+            found.push(Candidate {
+                rel: e.rel.to_owned(),
+                running: populated(e.fd, e.rel).unwrap_or(false),
+                refused: place::misplaced(unit, e.rel),
+            });
         }
     })?;
-    match found.as_slice() {
+    for c in found.iter_mut().filter(|c| c.refused.is_none()) {
+        c.refused = place::not_roots(root, &c.rel);
+    }
+    let (taken, refused): (Vec<&Candidate>, Vec<&Candidate>) =
+        found.iter().partition(|c| c.refused.is_none());
+    match taken.as_slice() {
         [] => {
             let limits = if summary.truncated {
                 format!(
@@ -296,28 +323,51 @@ fn search_unit(unit: &str, mount: &Path, mounts: &[MountEntry]) -> Result<Cgroup
             } else {
                 String::new()
             };
+            let not_taken = if refused.is_empty() {
+                String::new()
+            } else {
+                let list = refused
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{} ({})",
+                            below(root, &c.rel).display(),
+                            c.refused.as_deref().unwrap_or_default()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!(
+                    "; not taken for it, since anyone owning their parent could have made \
+                     them: {list}"
+                )
+            };
             Err(with_code(
                 1,
                 format!(
                     "unit {unit} is not running: no systemd here and no cgroup named {unit} \
-                     under {}{limits}",
-                    mount.display()
+                     under {} where systemd puts a system unit ({WHERE}){limits}{not_taken}",
+                    root.display()
                 ),
             ))
         }
-        [(rel, _)] => {
-            let path = below(mount, rel);
+        [c] => {
+            let path = below(root, &c.rel);
             open_cgroup(&path, mounts)
+                .map(|t| CgroupTarget {
+                    found_by: Some(UnitFound::Path),
+                    ..t
+                })
                 .map_err(|e| with_code(1, format!("unit {unit}: its cgroup went away: {e}")))
         }
         several => {
             let list = several
                 .iter()
-                .map(|(rel, running)| {
+                .map(|c| {
                     format!(
                         "{}{}",
-                        below(mount, rel).display(),
-                        if *running {
+                        below(root, &c.rel).display(),
+                        if c.running {
                             " (running)"
                         } else {
                             " (no processes)"
@@ -413,21 +463,62 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unit_search_finds_a_running_unit_and_refuses_empty_or_duplicated_ones() {
-        let Some(mount) =
-            cgroup_env("unit_search_finds_a_running_unit_and_refuses_empty_or_duplicated_ones")
+    fn unit_search_takes_only_root_owned_system_slice_places() {
+        let Some(mount) = cgroup_env("unit_search_takes_only_root_owned_system_slice_places")
         else {
             return;
         };
         let mounts = read_mountinfo().unwrap();
         let mut g = Groups::new(&mount);
         let top = unique("units");
+        // The test's own cgroup stands for the hierarchy's root.
+        let root = g.mkdir(&top);
         let unit = format!("sockscope-test-{}.service", std::process::id());
-        let dir = g.mkdir(&format!("{top}/system.slice/{unit}"));
 
-        // Empty: found, but not running.
-        let found = search_unit(&unit, &mount, &mounts).unwrap();
+        // Impostors: one in a user's subtree, with a process in it; one in
+        // a well-named slice that a user owns.
+        let impostor = g.mkdir(&format!("{top}/someuser.slice/x/{unit}"));
+        let owned_slice = g.mkdir(&format!("{top}/system.slice/system-own.slice"));
+        let in_owned = g.mkdir(&format!("{top}/system.slice/system-own.slice/{unit}"));
+        for d in [
+            root.join("someuser.slice"),
+            root.join("someuser.slice/x"),
+            impostor.clone(),
+            owned_slice.clone(),
+        ] {
+            std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+        }
+        g.spawn_in(&impostor);
+        let msg = message(&search_unit(&unit, &root, &mounts).unwrap_err()).1;
+        assert!(
+            msg.starts_with(&format!(
+                "unit {unit} is not running: no systemd here and no cgroup named {unit} under \
+                 {} where systemd puts a system unit",
+                root.display()
+            )),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!(
+                "{} (under /someuser.slice, not in system.slice)",
+                impostor.display()
+            )),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!(
+                "{} ({} is owned by uid 65534, not root)",
+                in_owned.display(),
+                owned_slice.display()
+            )),
+            "{msg}"
+        );
+
+        // The real one: taken, though empty, while the impostors stay.
+        let dir = g.mkdir(&format!("{top}/system.slice/{unit}"));
+        let found = search_unit(&unit, &root, &mounts).unwrap();
         assert_eq!(found.path, dir);
+        assert_eq!(found.found_by, Some(UnitFound::Path));
         let msg = message(&ensure_running(&unit, found).unwrap_err()).1;
         assert_eq!(
             msg,
@@ -440,20 +531,22 @@ mod tests {
         // A process in it (a child group counts too): running.
         let child = g.mkdir(&format!("{top}/system.slice/{unit}/worker"));
         g.spawn_in(&child);
-        let found = search_unit(&unit, &mount, &mounts).unwrap();
+        let found = search_unit(&unit, &root, &mounts).unwrap();
         let t = ensure_running(&unit, found).unwrap();
         assert_eq!(t.rel, format!("/{top}/system.slice/{unit}"));
         assert_eq!(t.level, 3);
         assert_eq!(t.unit.as_deref(), Some(unit.as_str()));
-        if !Path::new(SYSTEMD_RUNNING).is_dir() {
-            // The public entry point, the name completed with .service.
-            let short = unit.trim_end_matches(".service");
-            assert_eq!(resolve_unit(short).unwrap(), t);
-        }
+        assert_eq!(
+            t.unit_note().unwrap(),
+            format!(
+                "--unit {unit}: cgroup {} (no systemd running: found by path)",
+                dir.display()
+            )
+        );
 
-        // Twice: refused, listing both.
-        let other = g.mkdir(&format!("{top}/other.slice/{unit}"));
-        let msg = message(&search_unit(&unit, &mount, &mounts).unwrap_err()).1;
+        // Twice where a system unit may be: refused, listing both.
+        let other = g.mkdir(&format!("{top}/system.slice/system-a.slice/{unit}"));
+        let msg = message(&search_unit(&unit, &root, &mounts).unwrap_err()).1;
         assert!(msg.contains("2 cgroups carry that name"), "{msg}");
         assert!(
             msg.contains(&format!("{} (running)", dir.display())),
@@ -467,13 +560,13 @@ mod tests {
 
         // Nowhere.
         let missing = format!("{}-missing.service", unique("u"));
-        let msg = message(&search_unit(&missing, &mount, &mounts).unwrap_err()).1;
+        let msg = message(&search_unit(&missing, &root, &mounts).unwrap_err()).1;
         assert_eq!(
             msg,
             format!(
                 "unit {missing} is not running: no systemd here and no cgroup named {missing} \
-                 under {}",
-                mount.display()
+                 under {} where systemd puts a system unit ({WHERE})",
+                root.display()
             )
         );
     }
