@@ -41,6 +41,7 @@
 
 pub mod clock;
 pub mod datagram;
+pub mod dns;
 pub mod driver;
 pub mod engine;
 pub mod http;

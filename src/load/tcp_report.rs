@@ -90,11 +90,7 @@ fn verdict(
         .as_ref()
         .map_or_else(String::new, |e| format!("; first TLS error: {e}"));
     let failure = if established == 0 && plan.mode.datagram() {
-        Some(format!(
-            "no reply from {} on any socket ({})",
-            plan.addr,
-            error_classes(&t.errors).unwrap_or_else(|| "no error reported".into())
-        ))
+        Some(no_valid_reply(plan, m))
     } else if established == 0 {
         Some(format!(
             "no connection to {} could be established ({}){tls_why}",
@@ -130,6 +126,41 @@ fn verdict(
         None
     };
     (end_reason, failure)
+}
+
+/// Why a datagram run with no answered socket failed: replies that came
+/// but were not valid (mismatched, malformed, late, naming no request)
+/// say so, apart from requests that got no reply at all.
+fn no_valid_reply(plan: &TcpPlan, m: &Merged) -> String {
+    let mut c = super::driver::DatagramCounts::default();
+    for e in &m.ends {
+        c.add(&e.datagrams);
+    }
+    let (replies, others): (BTreeMap<_, _>, BTreeMap<_, _>) = m
+        .tally
+        .errors
+        .iter()
+        .map(|(k, v)| (*k, *v))
+        .partition(|(k, _)| k.judges_a_reply());
+    let mut invalid: Vec<String> = error_classes(&replies).into_iter().collect();
+    for (n, what) in [(c.late, "late"), (c.garbage, "garbage")] {
+        if n > 0 {
+            invalid.push(format!("{what} x{n}"));
+        }
+    }
+    if invalid.is_empty() {
+        return format!(
+            "no reply from {} on any socket ({})",
+            plan.addr,
+            error_classes(&others).unwrap_or_else(|| "no error reported".into())
+        );
+    }
+    let also = error_classes(&others).map_or(String::new(), |o| format!("; also {o}"));
+    format!(
+        "replies came from {} but none was valid: {}{also}",
+        plan.addr,
+        invalid.join(", ")
+    )
 }
 
 /// The caveats of a run: a target behind --rate, a saturated generator,
@@ -274,8 +305,12 @@ pub(super) fn report(
 }
 
 /// The report's `responses` from the merged tally; `ops` names the
-/// operations `Outcome::op` indexes.
-pub(super) fn responses(r: &tally::ResponseTally, ops: &[String]) -> Responses {
+/// operations `Outcome::op` indexes, `status_name` the statuses.
+pub(super) fn responses(
+    r: &tally::ResponseTally,
+    ops: &[String],
+    status_name: impl Fn(u16) -> std::borrow::Cow<'static, str>,
+) -> Responses {
     let by_command = r
         .by_op
         .iter()
@@ -303,7 +338,7 @@ pub(super) fn responses(r: &tally::ResponseTally, ops: &[String]) -> Responses {
         by_status: r
             .by_status
             .iter()
-            .map(|(c, n)| (c.to_string(), *n))
+            .map(|(c, n)| (status_name(*c).into_owned(), *n))
             .collect(),
         by_command,
         hits: lookups.then_some(hits),
