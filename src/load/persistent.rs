@@ -340,6 +340,16 @@ impl<E: Exchange> PersistentWorker<'_, E> {
             self.fail(i, now, ErrorClass::of(&e), tally);
             return;
         }
+        // Bytes already waiting before any request (a server that greets,
+        // or answers ahead of its request) would otherwise be read as the
+        // first request's answer. TLS is read through its session (a
+        // session ticket may lawfully be waiting): its read path checks.
+        if let Some(class) = self.exchange.unsolicited() {
+            if c.tls.is_none() && bytes_waiting(c.fd) {
+                self.fail(i, now, class, tally);
+                return;
+            }
+        }
         if !c.resend.is_empty() {
             let resend = std::mem::take(&mut c.resend);
             for p in resend {
@@ -514,7 +524,8 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         while p < n {
             let c = &mut self.conns[i];
             let Some(front) = c.inflight.front().copied() else {
-                self.fail(i, now, ErrorClass::Unexpected, tally);
+                let class = self.exchange.unsolicited();
+                self.fail(i, now, class.unwrap_or(ErrorClass::Unexpected), tally);
                 return;
             };
             match self
@@ -624,4 +635,19 @@ impl<E: Exchange> PersistentWorker<'_, E> {
             None => ctx.may_issue(self.core.issued_measured, now),
         }
     }
+}
+/// True when bytes from the peer wait unread on `fd` (a peek that takes
+/// nothing).
+fn bytes_waiting(fd: RawFd) -> bool {
+    let mut b = 0u8;
+    // SAFETY: valid fd and a one-byte buffer.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut b as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
 }

@@ -234,6 +234,17 @@ pub trait Exchange: Sync {
         false
     }
 
+    /// The class of bytes that come while no request is outstanding on a
+    /// persistent connection (they answer nothing, and the connection is
+    /// closed so they never answer a later request): `unexpected_bytes`
+    /// unless the protocol calls them a protocol error (HTTP: a response
+    /// cannot come before its request). A protocol that names a class
+    /// here (Some) also has each connection checked for such bytes once
+    /// it is up, before its first request goes out.
+    fn unsolicited(&self) -> Option<ErrorClass> {
+        None
+    }
+
     /// How the report names a response status (`Outcome::status`): the
     /// number (HTTP) unless the protocol has names for its codes (DNS
     /// RCODEs: `NOERROR`, `NXDOMAIN`).
