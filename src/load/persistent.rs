@@ -105,6 +105,8 @@ struct PersistentWorker<'a, E: Exchange> {
     conns: Vec<PersistentConn<E::Cursor>>,
     /// Connects started, for --connect-rate.
     connects_started: u64,
+    /// Connections closed at the end of the run in their TLS handshake.
+    handshaking_at_close: usize,
     started_at: u64,
     /// Sockets closed so far, with what they completed.
     closed: Vec<ConnTally>,
@@ -124,6 +126,7 @@ pub fn run<E: Exchange>(
         pipeline: plan.mode.pipeline().unwrap_or(1),
         conns: (0..ctx.conns).map(|_| PersistentConn::new()).collect(),
         connects_started: 0,
+        handshaking_at_close: 0,
         started_at: ctx.clock.now(),
         closed: Vec::new(),
     };
@@ -149,6 +152,9 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
     fn close_idle(&mut self, tally: &mut WorkerTally) {
         for i in 0..self.conns.len() {
             if self.conns[i].sock.is_some() && self.conns[i].inflight.is_empty() {
+                if matches!(self.conns[i].state, ConnState::Handshaking { .. }) {
+                    self.handshaking_at_close += 1;
+                }
                 self.retire(i);
                 let c = &mut self.conns[i];
                 if let Some(t) = c.tls.as_mut() {
@@ -167,12 +173,19 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
     }
 
     fn finish(&mut self) -> WorkerEnd {
+        let handshaking = self
+            .conns
+            .iter()
+            .filter(|c| matches!(c.state, ConnState::Handshaking { .. }))
+            .count()
+            + self.handshaking_at_close;
         for i in 0..self.conns.len() {
             self.retire(i);
         }
         WorkerEnd {
             established: self.conns.iter().filter(|c| c.ever_up).count(),
             connections: std::mem::take(&mut self.closed),
+            handshaking,
             ..Default::default()
         }
     }
