@@ -525,6 +525,12 @@ fn bad_input_is_a_usage_error() {
     for (args, says) in [
         (vec!["ftp://127.0.0.1/x"], "not ftp://"),
         (vec!["127.0.0.1:80"], "URL"),
+        // An unresolvable host names the URL given, not only the
+        // authority taken from it.
+        (
+            vec!["http://nosuch.invalid:8080/x"],
+            "http://nosuch.invalid:8080/x: `nosuch.invalid:8080` is not an address",
+        ),
         (vec![&url, "-H", "NoColon"], "Name: value"),
         (vec![&url, "-H", "Content-Length: 3"], "Content-Length"),
         (vec![&url, "--ok-status", "9xx"], "--ok-status"),
