@@ -612,7 +612,7 @@ fn a_dns_server_answering_with_its_own_ids_answers_nothing() {
     // Sequential ids (0, 1, 2...) once made a server that numbers its
     // replies itself look like it answered every query.
     let dir = scratch("udp-rr-counter-ids");
-    let (code, rep, err) = against_fake_dns(&dir, |q, n| answered(q, n), &["--max-errors", "100"]);
+    let (code, rep, err) = against_fake_dns(&dir, answered, &["--max-errors", "100"]);
     assert_eq!(code, Some(1), "{err}");
     let r = &rep["udp_rr"];
     // A reply names its query n by chance with odds 1 in 65536: at most
