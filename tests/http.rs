@@ -330,6 +330,72 @@ fn garbage_is_a_protocol_error_a_cut_response_a_short_read_and_neither_hangs() {
     assert_eq!(by_class(&rep, "protocol_error"), 3, "{}", rep["errors"]);
 }
 
+/// A server whose first connection gets a whole response right after
+/// accept, before any request; then every connection is answered normally
+/// (`ok`, 2 bytes), one request at a time. Stops after 20 s at most.
+fn answers_before_asked() -> (SocketAddr, thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = thread::spawn(move || {
+        l.set_nonblocking(true).unwrap();
+        let end = Instant::now() + Duration::from_secs(20);
+        let mut first = true;
+        let mut workers = Vec::new();
+        while Instant::now() < end {
+            let Ok((mut s, _)) = l.accept() else {
+                thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
+            let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+            if std::mem::take(&mut first) {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly");
+            }
+            workers.push(thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = s.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(k) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..k + 4);
+                        let _ = s.write_all(ok);
+                    }
+                }
+            }));
+            // The load's connections: the first, and the one after it.
+            if workers.len() >= 2 {
+                break;
+            }
+        }
+        for w in workers {
+            let _ = w.join();
+        }
+    });
+    (addr, h)
+}
+
+#[test]
+fn a_response_before_its_request_is_a_protocol_error_and_answers_nothing() {
+    let dir = scratch("http-early-response");
+    let (addr, h) = answers_before_asked();
+    // Open loop at 4/s: whether the early response lands before the first
+    // request goes out (caught before it is sent) or just after (the real
+    // answer then comes with nothing outstanding), it is a protocol error
+    // and closes the connection; the next connection is answered.
+    let url = format!("http://{addr}/");
+    let (code, err, rep) = http(&dir, &[&url, "-n", "3", "--rate", "4", "--max-errors", "1"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(by_class(&rep, "protocol_error"), 1, "{}", rep["errors"]);
+    assert_eq!(by_class(&rep, "unexpected_bytes"), 0, "{}", rep["errors"]);
+    assert_eq!(rep["transactions"], 3, "{rep}");
+    drop(rep);
+    h.join().unwrap();
+}
+
 #[test]
 fn a_body_delimited_by_the_close_completes_and_reopens() {
     let srv = HttpServer::start(0);
@@ -459,6 +525,12 @@ fn bad_input_is_a_usage_error() {
     for (args, says) in [
         (vec!["ftp://127.0.0.1/x"], "not ftp://"),
         (vec!["127.0.0.1:80"], "URL"),
+        // An unresolvable host names the URL given, not only the
+        // authority taken from it.
+        (
+            vec!["http://nosuch.invalid:8080/x"],
+            "http://nosuch.invalid:8080/x: `nosuch.invalid:8080` is not an address",
+        ),
         (vec![&url, "-H", "NoColon"], "Name: value"),
         (vec![&url, "-H", "Content-Length: 3"], "Content-Length"),
         (vec![&url, "--ok-status", "9xx"], "--ok-status"),

@@ -25,6 +25,9 @@ enum Behaviour {
     CloseAfter { bytes: usize },
     /// Accept and never read.
     Stall,
+    /// Echo for 127.0.0.1; close at once a connection from any other
+    /// source (PostgreSQL's stock pg_hba.conf, seen from the client).
+    LocalhostOnly,
 }
 
 /// A thread-per-connection test server; counts echoed bytes.
@@ -54,6 +57,12 @@ impl TestServer {
                         s.set_nonblocking(false).unwrap();
                         if let Behaviour::Stall = b {
                             held.push(s); // keep it open, never read
+                            continue;
+                        }
+                        if matches!(b, Behaviour::LocalhostOnly)
+                            && from.ip() != std::net::Ipv4Addr::LOCALHOST
+                        {
+                            drop(s);
                             continue;
                         }
                         let (st, ec) = (Arc::clone(&st), Arc::clone(&ec));
@@ -317,10 +326,72 @@ fn verify_catches_a_corrupting_server() {
             > 0,
         "{rep}"
     );
+    // The summary's first line says why the run is incomplete: the errors,
+    // not the end of its duration.
+    let out_text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out_text.contains("[INCOMPLETE: errors over --max-errors 0]"),
+        "{out_text}"
+    );
     // Without --verify the corruption goes unnoticed: this is what the
     // option is for.
     let out = load(&["tcp-rr", &addr, "-c", "2", "-d", "0.5", "--req", "32"]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn no_transaction_names_the_errors_seen_and_a_tls_stall_is_named() {
+    // Every connection closed after 10 bytes of a 100-byte response:
+    // errors within --max-errors, and no transaction.
+    let srv = TestServer::start(Behaviour::CloseAfter { bytes: 10 });
+    let addr = srv.addr.to_string();
+    let out = load(&[
+        "tcp-rr",
+        &addr,
+        "-d",
+        "0.5",
+        "--req",
+        "100",
+        "--max-errors",
+        "1000000",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no transaction completed in the measured window (short_read x"),
+        "{}",
+        stderr(&out)
+    );
+    // A server that accepts and never speaks TLS: no error is counted
+    // before --timeout, and the failure names the stalled handshake.
+    let stall = TestServer::start(Behaviour::Stall);
+    let url = format!("https://{}/", stall.addr);
+    let out = load(&["http", &url, "--insecure", "-d", "5", "--timeout", "30"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the TLS handshake did not complete within")
+            && !err.contains("no error reported"),
+        "{err}"
+    );
+}
+
+#[test]
+fn refused_source_addresses_are_named_with_the_way_out() {
+    let srv = TestServer::start(Behaviour::LocalhostOnly);
+    let addr = srv.addr.to_string();
+    // The default 16 source addresses: 15 of 16 connections dropped.
+    let out = load(&["tcp-crr", &addr, "-d", "0.5", "--max-errors", "1000000"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(
+        text.contains(
+            "the server may refuse source addresses other than 127.0.0.1: try --source-ips 1"
+        ),
+        "{text}"
+    );
+    // With one source address the same server answers, and nothing is said.
+    let out = load(&["tcp-crr", &addr, "-n", "50", "--source-ips", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("--source-ips 1"));
 }
 
 #[test]

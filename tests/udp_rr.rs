@@ -214,7 +214,7 @@ fn dnsmasq_answers_every_query_by_id_and_its_log_counts_the_same() {
     assert_eq!(u(&rep["errors"]["total"]), 0, "{}", rep["errors"]);
     // Every reply NOERROR, each counted for the query it answered.
     let resp = &rep["responses"];
-    assert_eq!(u(&resp["by_status"]["0"]), 2000, "{resp}");
+    assert_eq!(u(&resp["by_status"]["NOERROR"]), 2000, "{resp}");
     assert_eq!(u(&resp["by_command"]["A bench.test"]["answered"]), 2000);
     assert_eq!(u(&rep["connections"]["established"]), 4);
     assert!(u(&rep["latency"]["p50_ns"]) > 0, "{}", rep["latency"]);
@@ -537,4 +537,158 @@ fn bad_options_are_usage_errors_that_say_why() {
         assert!(err.contains(why), "{args:?}: {err}");
     }
     let _ = dir;
+}
+
+/// A fake DNS server on a loopback port: every datagram it receives is
+/// answered with `reply(query, n)` (n counts the queries from 0), until
+/// `stop` or 30 s. Returns its address and its thread.
+fn fake_dns(
+    reply: fn(&[u8], u16) -> Vec<u8>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (String, thread::JoinHandle<()>) {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let addr = s.local_addr().unwrap().to_string();
+    let h = thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(30);
+        let mut buf = [0u8; 2048];
+        let mut n = 0u16;
+        while Instant::now() < end && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok((len, from)) = s.recv_from(&mut buf) else {
+                continue;
+            };
+            let _ = s.send_to(&reply(&buf[..len], n), from);
+            n = n.wrapping_add(1);
+        }
+    });
+    (addr, h)
+}
+
+/// `q` as a NOERROR reply with one A record and the id `id`.
+fn answered(q: &[u8], id: u16) -> Vec<u8> {
+    let mut r = q.to_vec();
+    r[0..2].copy_from_slice(&id.to_be_bytes());
+    r[2] |= 0x80;
+    r[3] = 0x80;
+    r[6..8].copy_from_slice(&1u16.to_be_bytes());
+    r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1]);
+    r
+}
+
+/// Runs udp-rr --id dns against a fake server answering with `reply`.
+fn against_fake_dns(
+    dir: &Path,
+    reply: fn(&[u8], u16) -> Vec<u8>,
+    more: &[&str],
+) -> (Option<i32>, Value, String) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (addr, h) = fake_dns(reply, stop.clone());
+    let q = dir.join("q.bin");
+    std::fs::write(&q, dns_query("bench.test")).unwrap();
+    let request = format!("@{}", q.display());
+    let mut args = vec![
+        addr.as_str(),
+        "--id",
+        "dns",
+        "--request",
+        &request,
+        "--expect-answer",
+        "-c",
+        "1",
+        "-n",
+        "10",
+        "--timeout",
+        "0.1",
+    ];
+    args.extend_from_slice(more);
+    let out = udp_rr(dir, &args);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.join().unwrap();
+    out
+}
+
+#[test]
+fn a_dns_server_answering_with_its_own_ids_answers_nothing() {
+    // Sequential ids (0, 1, 2...) once made a server that numbers its
+    // replies itself look like it answered every query.
+    let dir = scratch("udp-rr-counter-ids");
+    let (code, rep, err) = against_fake_dns(&dir, answered, &["--max-errors", "100"]);
+    assert_eq!(code, Some(1), "{err}");
+    let r = &rep["udp_rr"];
+    // A reply names its query n by chance with odds 1 in 65536: at most
+    // one could (and practically none does). With no socket answered, the
+    // run stops once a request is lost.
+    assert!(u(&r["answered"]) <= 1, "{r}");
+    assert!(u(&r["late_replies"]) >= 1 && u(&r["lost"]) >= 1, "{r}");
+    if u(&r["answered"]) == 0 {
+        assert!(
+            err.contains("replies came from 127.0.0.1:") && err.contains("but none was valid"),
+            "{err}"
+        );
+        assert!(err.contains("late"), "{err}");
+    }
+}
+
+#[test]
+fn a_dns_reply_to_another_question_is_a_mismatch_and_rcodes_have_names() {
+    let dir = scratch("udp-rr-other-question");
+    // Our id, another name.
+    let (code, rep, err) = against_fake_dns(
+        &dir,
+        |q, _| {
+            let mut r = answered(q, u16::from_be_bytes([q[0], q[1]]));
+            r[13] = b'X';
+            r
+        },
+        &[],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(u(&rep["udp_rr"]["answered"]), 0, "{rep}");
+    assert_eq!(
+        u(&rep["errors"]["by_class"]["response_mismatch"]),
+        10,
+        "{rep}"
+    );
+    assert!(
+        err.contains("but none was valid: response_mismatch x10"),
+        "{err}"
+    );
+    // The echo in another case, NXDOMAIN: answered, shown by name.
+    let (code, rep, err) = against_fake_dns(
+        &dir,
+        |q, _| {
+            let mut r = answered(q, u16::from_be_bytes([q[0], q[1]]));
+            r[13] = r[13].to_ascii_uppercase();
+            r[3] = 0x83;
+            r[6..8].copy_from_slice(&[0, 0]);
+            r.truncate(q.len());
+            r
+        },
+        &[],
+    );
+    assert_eq!(code, Some(1), "--expect-answer fails NXDOMAIN: {err}");
+    assert_eq!(u(&rep["responses"]["by_status"]["NXDOMAIN"]), 10, "{rep}");
+    let (code, _, _) = against_fake_dns(
+        &dir,
+        |q, _| {
+            let mut r = answered(q, u16::from_be_bytes([q[0], q[1]]));
+            // ANCOUNT 65535, one record: the count is a lie, but a record is
+            // there, so the reply answers.
+            r[6..8].copy_from_slice(&65_535u16.to_be_bytes());
+            r
+        },
+        &[],
+    );
+    assert_eq!(code, Some(0));
+    let (code, rep, err) = against_fake_dns(
+        &dir,
+        |q, _| {
+            let mut r = answered(q, u16::from_be_bytes([q[0], q[1]]));
+            r.truncate(q.len());
+            r
+        },
+        &[],
+    );
+    assert_eq!(code, Some(1), "ANCOUNT 1 without a record: {err}");
+    assert_eq!(u(&rep["errors"]["by_class"]["protocol_error"]), 10, "{rep}");
 }

@@ -464,6 +464,8 @@ pub struct WorkerEnd {
     pub backlog_at_end: u64,
     /// True when count mode gave up for lack of progress.
     pub stalled: bool,
+    /// Connections still in their TLS handshake when the run ended.
+    pub handshaking: usize,
     /// Persistent connections: every socket that was connected, with the
     /// responses it completed (profile uses them to tell which process
     /// served what).

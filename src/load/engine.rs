@@ -138,7 +138,9 @@ pub fn run_tcp<E: Exchange>(
         late_ns: crate::report::load::unix_ns(started_at) as i64 - at.unix_ns as i64,
     });
     if exchange.counts_responses() {
-        report.responses = Some(responses(&merged.tally.responses, exchange.ops()));
+        report.responses = Some(responses(&merged.tally.responses, exchange.ops(), |c| {
+            exchange.status_name(c)
+        }));
     }
     if plan.mode.datagram() {
         report.udp_rr = Some(udp_rr(&merged, &report));

@@ -41,6 +41,7 @@
 
 pub mod clock;
 pub mod datagram;
+pub mod dns;
 pub mod driver;
 pub mod engine;
 pub mod http;
@@ -198,7 +199,11 @@ fn run_tcp<E: Exchange>(
     quiet: bool,
     abort: Option<Arc<StopFlag>>,
 ) -> Result<LoadOutcome> {
-    let addr = resolve(&w.addr)?;
+    // A URL target names the URL as typed, not the authority taken from it.
+    let addr = match &w.target {
+        Some(url) => resolve(&w.addr).map_err(|e| error::usage(format!("{url}: {e}")))?,
+        None => resolve(&w.addr)?,
+    };
     if w.mode.per_transaction() && a.connect_rate.is_some() {
         return Err(error::usage(format!(
             "--connect-rate applies to tcp-rr; {} paces its connects with --rate",

@@ -125,6 +125,11 @@ impl<'a, E: Exchange> WorkerConns<'a> for PerTxnWorker<'a, E> {
     fn finish(&mut self) -> WorkerEnd {
         WorkerEnd {
             established: self.established,
+            handshaking: self
+                .slots
+                .iter()
+                .filter(|s| matches!(s.state, SlotState::Handshaking { .. }))
+                .count(),
             ..Default::default()
         }
     }

@@ -105,6 +105,8 @@ struct PersistentWorker<'a, E: Exchange> {
     conns: Vec<PersistentConn<E::Cursor>>,
     /// Connects started, for --connect-rate.
     connects_started: u64,
+    /// Connections closed at the end of the run in their TLS handshake.
+    handshaking_at_close: usize,
     started_at: u64,
     /// Sockets closed so far, with what they completed.
     closed: Vec<ConnTally>,
@@ -124,6 +126,7 @@ pub fn run<E: Exchange>(
         pipeline: plan.mode.pipeline().unwrap_or(1),
         conns: (0..ctx.conns).map(|_| PersistentConn::new()).collect(),
         connects_started: 0,
+        handshaking_at_close: 0,
         started_at: ctx.clock.now(),
         closed: Vec::new(),
     };
@@ -149,6 +152,9 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
     fn close_idle(&mut self, tally: &mut WorkerTally) {
         for i in 0..self.conns.len() {
             if self.conns[i].sock.is_some() && self.conns[i].inflight.is_empty() {
+                if matches!(self.conns[i].state, ConnState::Handshaking { .. }) {
+                    self.handshaking_at_close += 1;
+                }
                 self.retire(i);
                 let c = &mut self.conns[i];
                 if let Some(t) = c.tls.as_mut() {
@@ -167,12 +173,19 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
     }
 
     fn finish(&mut self) -> WorkerEnd {
+        let handshaking = self
+            .conns
+            .iter()
+            .filter(|c| matches!(c.state, ConnState::Handshaking { .. }))
+            .count()
+            + self.handshaking_at_close;
         for i in 0..self.conns.len() {
             self.retire(i);
         }
         WorkerEnd {
             established: self.conns.iter().filter(|c| c.ever_up).count(),
             connections: std::mem::take(&mut self.closed),
+            handshaking,
             ..Default::default()
         }
     }
@@ -339,6 +352,16 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         if let Err(e) = self.core.poller.modify(c.fd, i as u64, poller::IN) {
             self.fail(i, now, ErrorClass::of(&e), tally);
             return;
+        }
+        // Bytes already waiting before any request (a server that greets,
+        // or answers ahead of its request) would otherwise be read as the
+        // first request's answer. TLS is read through its session (a
+        // session ticket may lawfully be waiting): its read path checks.
+        if let Some(class) = self.exchange.unsolicited() {
+            if c.tls.is_none() && bytes_waiting(c.fd) {
+                self.fail(i, now, class, tally);
+                return;
+            }
         }
         if !c.resend.is_empty() {
             let resend = std::mem::take(&mut c.resend);
@@ -514,7 +537,8 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         while p < n {
             let c = &mut self.conns[i];
             let Some(front) = c.inflight.front().copied() else {
-                self.fail(i, now, ErrorClass::Unexpected, tally);
+                let class = self.exchange.unsolicited();
+                self.fail(i, now, class.unwrap_or(ErrorClass::Unexpected), tally);
                 return;
             };
             match self
@@ -624,4 +648,19 @@ impl<E: Exchange> PersistentWorker<'_, E> {
             None => ctx.may_issue(self.core.issued_measured, now),
         }
     }
+}
+/// True when bytes from the peer wait unread on `fd` (a peek that takes
+/// nothing).
+fn bytes_waiting(fd: RawFd) -> bool {
+    let mut b = 0u8;
+    // SAFETY: valid fd and a one-byte buffer.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut b as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
 }

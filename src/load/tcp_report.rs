@@ -22,6 +22,10 @@ use crate::report::load::{
 };
 use crate::stats::LatencyHist;
 
+/// What a failure says when no error was counted and nothing else
+/// explains it; callers that know more (an emulated path) replace it.
+pub const NOTHING_REPORTED: &str = "no error reported";
+
 /// The measured window on the run clock.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Window {
@@ -90,16 +94,23 @@ fn verdict(
         .as_ref()
         .map_or_else(String::new, |e| format!("; first TLS error: {e}"));
     let failure = if established == 0 && plan.mode.datagram() {
-        Some(format!(
-            "no reply from {} on any socket ({})",
-            plan.addr,
-            error_classes(&t.errors).unwrap_or_else(|| "no error reported".into())
-        ))
+        Some(no_valid_reply(plan, m))
     } else if established == 0 {
+        let handshaking: usize = m.ends.iter().map(|e| e.handshaking).sum();
+        let why = error_classes(&t.errors).unwrap_or_else(|| {
+            if handshaking > 0 {
+                // Connected, and the server never finished its side.
+                format!(
+                    "the TLS handshake did not complete within {:.1} s",
+                    m.stopped_at as f64 / 1e9
+                )
+            } else {
+                NOTHING_REPORTED.into()
+            }
+        });
         Some(format!(
-            "no connection to {} could be established ({}){tls_why}",
+            "no connection to {} could be established ({why}){tls_why}",
             plan.addr,
-            error_classes(&t.errors).unwrap_or_else(|| "no error reported".into())
         ))
     } else if let Some(sig) = &watched.interrupted {
         Some(format!(
@@ -124,12 +135,76 @@ fn verdict(
     } else if t.transactions == 0 && t.failed_answers == 0 {
         // Whole responses in the window that were failed requests (HTTP
         // 404s within --max-errors) show the target answering: not a run
-        // that did nothing.
-        Some("no transaction completed in the measured window".into())
+        // that did nothing. Errors within --max-errors say why.
+        let classes = error_classes(&t.errors).map_or(String::new(), |c| format!(" ({c})"));
+        Some(format!(
+            "no transaction completed in the measured window{classes}"
+        ))
     } else {
         None
     };
     (end_reason, failure)
+}
+
+/// Why a datagram run with no answered socket failed: replies that came
+/// but were not valid (mismatched, malformed, late, naming no request)
+/// say so, apart from requests that got no reply at all.
+fn no_valid_reply(plan: &TcpPlan, m: &Merged) -> String {
+    let mut c = super::driver::DatagramCounts::default();
+    for e in &m.ends {
+        c.add(&e.datagrams);
+    }
+    let (replies, others): (BTreeMap<_, _>, BTreeMap<_, _>) = m
+        .tally
+        .errors
+        .iter()
+        .map(|(k, v)| (*k, *v))
+        .partition(|(k, _)| k.judges_a_reply());
+    let mut invalid: Vec<String> = error_classes(&replies).into_iter().collect();
+    for (n, what) in [(c.late, "late"), (c.garbage, "garbage")] {
+        if n > 0 {
+            invalid.push(format!("{what} x{n}"));
+        }
+    }
+    if invalid.is_empty() {
+        return format!(
+            "no reply from {} on any socket ({})",
+            plan.addr,
+            error_classes(&others).unwrap_or_else(|| NOTHING_REPORTED.into())
+        );
+    }
+    let also = error_classes(&others).map_or(String::new(), |o| format!("; also {o}"));
+    format!(
+        "replies came from {} but none was valid: {}{also}",
+        plan.addr,
+        invalid.join(", ")
+    )
+}
+
+/// True when a worker thread was busy enough to be the bottleneck.
+fn saturated_any(m: &Merged) -> bool {
+    m.shares.iter().any(|s| *s >= 0.9)
+}
+
+/// Connections spread over several 127.x source addresses that mostly
+/// failed right after connect (short reads, resets, closes): servers that
+/// admit 127.0.0.1 only (PostgreSQL's stock pg_hba.conf) look like that,
+/// so the run says so instead of leaving a bare `short_read`.
+fn source_hint(plan: &TcpPlan, t: &WorkerTally) -> Option<String> {
+    if plan.sources.len() < 2 {
+        return None;
+    }
+    let class = |k: ErrorClass| t.errors.get(&k).copied().unwrap_or(0);
+    let dropped =
+        class(ErrorClass::ShortRead) + class(ErrorClass::Reset) + class(ErrorClass::Closed);
+    // Most: more dropped connections than completed transactions.
+    (dropped > 0 && dropped > t.transactions).then(|| {
+        format!(
+            "{dropped} connections were dropped right after connect, from {} source addresses: \
+             the server may refuse source addresses other than 127.0.0.1: try --source-ips 1",
+            plan.sources.len()
+        )
+    })
 }
 
 /// The caveats of a run: a target behind --rate, a saturated generator,
@@ -172,8 +247,13 @@ pub(super) fn report(
     watched: Watched,
     max_errors: u64,
 ) -> Result<(LoadReport, Option<String>)> {
-    let (end_reason, failure) = verdict(plan, m, &watched, max_errors);
+    let (end_reason, mut failure) = verdict(plan, m, &watched, max_errors);
     let t = &m.tally;
+    let mut notes = notes(m, saturated_any(m));
+    if let Some(hint) = source_hint(plan, t) {
+        failure = failure.map(|f| format!("{f}; {hint}"));
+        notes.insert(0, hint);
+    }
     let mut config = config;
     if let (Some(c), Some(n)) = (config.tls.as_mut(), t.tls_negotiated) {
         c.protocol_version = Some(n.version.into());
@@ -192,7 +272,7 @@ pub(super) fn report(
     let duration_s = measured_ns as f64 / 1e9;
     let (user, system) = m.cpu_s;
     let all_tx = t.transactions + t.warmup_transactions;
-    let saturated = m.shares.iter().any(|s| *s >= 0.9);
+    let saturated = saturated_any(m);
     let report = LoadReport {
         header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         workload: plan.workload.into(),
@@ -267,15 +347,19 @@ pub(super) fn report(
         responses: None,
         udp: None,
         udp_rr: None,
-        notes: notes(m, saturated),
+        notes,
         path: None,
     };
     Ok((report, failure))
 }
 
 /// The report's `responses` from the merged tally; `ops` names the
-/// operations `Outcome::op` indexes.
-pub(super) fn responses(r: &tally::ResponseTally, ops: &[String]) -> Responses {
+/// operations `Outcome::op` indexes, `status_name` the statuses.
+pub(super) fn responses(
+    r: &tally::ResponseTally,
+    ops: &[String],
+    status_name: impl Fn(u16) -> std::borrow::Cow<'static, str>,
+) -> Responses {
     let by_command = r
         .by_op
         .iter()
@@ -303,7 +387,7 @@ pub(super) fn responses(r: &tally::ResponseTally, ops: &[String]) -> Responses {
         by_status: r
             .by_status
             .iter()
-            .map(|(c, n)| (c.to_string(), *n))
+            .map(|(c, n)| (status_name(*c).into_owned(), *n))
             .collect(),
         by_command,
         hits: lookups.then_some(hits),

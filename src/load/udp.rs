@@ -316,6 +316,8 @@ struct Sent {
     interrupted: Option<String>,
     /// How long it took.
     send_time: Duration,
+    /// True when it stopped on send errors over --max-errors.
+    over_max_errors: bool,
 }
 
 /// What a UDP run saw, for its report.
@@ -345,6 +347,7 @@ fn send(
     let t0 = Instant::now();
     let mut per_second: Vec<(u64, u64)> = Vec::new();
     let mut interrupted = None;
+    let mut over_max_errors = false;
     match plan.pace {
         Pace::Burst(n) => {
             while tx.published < n && tx.first_error.is_none() {
@@ -374,6 +377,7 @@ fn send(
                     break;
                 }
                 if tx.send_errors > max_errors {
+                    over_max_errors = true;
                     break;
                 }
                 // Everything due by now goes out in batches; then sleep
@@ -401,6 +405,7 @@ fn send(
     Sent {
         per_second,
         interrupted,
+        over_max_errors,
         send_time: t0.elapsed(),
     }
 }
@@ -486,6 +491,7 @@ fn report(
         complete: failure.is_none(),
         end_reason: match (&f.sent.interrupted, plan.pace) {
             (Some(s), _) => format!("signal:{s}"),
+            (None, _) if f.sent.over_max_errors => "max_errors".into(),
             (None, Pace::Burst(_)) => "burst_sent".into(),
             (
                 None,

@@ -9,10 +9,16 @@
 //! requests in flight and tell a late reply from an answer:
 //!
 //! - `--id dns`: the request is a DNS message; its 16-bit id is rewritten
-//!   per request (`seq as u16`) and a reply (at least a 12-byte header with
-//!   QR set) names its request by the same id. The reply's RCODE is counted
-//!   per status; NOERROR and NXDOMAIN are answers, any other RCODE
-//!   (SERVFAIL, REFUSED...) a `server_error`.
+//!   per request to an unpredictable one (`dns::IdCipher`: never two in
+//!   flight alike on a socket) and a reply (at least a 12-byte header with
+//!   QR set) names its request by the same id. It answers only when it
+//!   also echoes the request's question section (QNAME in any case, QTYPE,
+//!   QCLASS); one that does not is a `response_mismatch`. The reply's RCODE
+//!   is counted per status by name (NOERROR, NXDOMAIN...); NOERROR and
+//!   NXDOMAIN are answers, any other RCODE (SERVFAIL, REFUSED...) a
+//!   `server_error`. `--expect-answer` takes only a NOERROR reply that
+//!   holds an answer record (the records are read, not only ANCOUNT: a
+//!   count without its records is a `protocol_error`).
 //! - `--id memcached`: the request is a memcached text command; each goes
 //!   out behind memcached's 8-byte UDP frame header (request id, sequence 0,
 //!   total 1, reserved 0). A reply's datagrams carry the same request id,
@@ -31,6 +37,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 
 use super::Load;
+use super::dns::{self, IdCipher};
 use super::memcached::{Answer, Feed, Kind, McCursor};
 use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, ReplyId, TcpWorkload};
@@ -46,7 +53,7 @@ pub const MC_HEADER: usize = 8;
 /// memcached's default 1 MiB item limit fits).
 pub const MC_MAX_DATAGRAMS: u16 = 1024;
 /// A DNS message header.
-pub const DNS_HEADER: usize = 12;
+pub const DNS_HEADER: usize = dns::HEADER;
 
 /// The registration of `load udp-rr`.
 pub static WORKLOAD: Registered<UdpRrArgs> = Registered::new(
@@ -240,6 +247,8 @@ pub struct DgramExchange {
     mc_kind: Option<Kind>,
     /// The one operation's name (`A bench.test`, `get`, `request`).
     ops: Vec<String>,
+    /// dns: the run's secret permutation of request ids.
+    ids: IdCipher,
 }
 
 impl DgramExchange {
@@ -307,6 +316,7 @@ impl DgramExchange {
             expect_answer,
             mc_kind,
             ops: vec![op],
+            ids: IdCipher::random(),
         })
     }
 
@@ -330,14 +340,20 @@ impl DgramExchange {
         if let Some(n) = &self.expect {
             cursor.found = n.feed(&mut cursor.matched, data);
         }
+        // A reply with our id that asks another question is not ours (a
+        // forged or confused reply): no answer.
+        if !dns::echoes_question(&self.request, data) {
+            return Parsed::Error(ErrorClass::Mismatch);
+        }
         let rcode = u16::from(data[3] & 0x0f);
         let answers = u16::from_be_bytes([data[6], data[7]]);
         let error = match rcode {
             // NOERROR and NXDOMAIN answer the question; SERVFAIL, REFUSED,
             // FORMERR, NOTIMP... are the server failing it.
-            0 | 3 => {
-                (self.expect_answer && (rcode != 0 || answers == 0)).then_some(ErrorClass::Mismatch)
-            }
+            0 | 3 if !self.expect_answer => None,
+            0 if answers > 0 && !dns::has_answer(data) => Some(ErrorClass::Protocol),
+            0 if answers > 0 => None,
+            0 | 3 => Some(ErrorClass::Mismatch),
             _ => Some(ErrorClass::ServerError),
         };
         Parsed::Complete(data.len(), self.outcome(cursor, Some(rcode), error))
@@ -452,7 +468,7 @@ impl Exchange for DgramExchange {
             UdpId::Dns => {
                 let start = out.len();
                 out.extend_from_slice(&self.request);
-                out[start..start + 2].copy_from_slice(&id);
+                out[start..start + 2].copy_from_slice(&self.ids.encrypt(seq as u16).to_be_bytes());
             }
             UdpId::Memcached => {
                 out.extend_from_slice(&[id[0], id[1], 0, 0, 0, 1, 0, 0]);
@@ -467,7 +483,7 @@ impl Exchange for DgramExchange {
             UdpId::None => ReplyId::Any,
             // A reply: a whole header with QR set.
             UdpId::Dns if d.len() >= DNS_HEADER && d[2] & 0x80 != 0 => {
-                ReplyId::Id(u16::from_be_bytes([d[0], d[1]]))
+                ReplyId::Id(self.ids.decrypt(u16::from_be_bytes([d[0], d[1]])))
             }
             UdpId::Memcached if d.len() >= MC_HEADER && d[6] == 0 && d[7] == 0 => {
                 ReplyId::Id(u16::from_be_bytes([d[0], d[1]]))
@@ -502,6 +518,13 @@ impl Exchange for DgramExchange {
     fn counts_responses(&self) -> bool {
         true
     }
+
+    fn status_name(&self, status: u16) -> Cow<'static, str> {
+        match self.id {
+            UdpId::Dns => dns::rcode_name(status),
+            _ => Cow::Owned(status.to_string()),
+        }
+    }
 }
 
 /// A DNS query's question as the report names it (`A bench.test`); the
@@ -518,54 +541,7 @@ fn dns_query_name(q: &[u8]) -> Result<String> {
             "--id dns: the request has the QR bit set: it is a response, not a query",
         ));
     }
-    Ok(question(q).unwrap_or_else(|| "query".into()))
-}
-
-/// The first question of a DNS message: its type and name, when the
-/// message has one that can be read (no compression in a query).
-fn question(q: &[u8]) -> Option<String> {
-    if u16::from_be_bytes([q[4], q[5]]) == 0 {
-        return None;
-    }
-    let mut i = DNS_HEADER;
-    let mut labels: Vec<Cow<'_, str>> = Vec::new();
-    loop {
-        let len = usize::from(*q.get(i)?);
-        i += 1;
-        if len == 0 {
-            break;
-        }
-        if len > 63 {
-            return None;
-        }
-        labels.push(String::from_utf8_lossy(q.get(i..i + len)?));
-        i += len;
-    }
-    let qtype = u16::from_be_bytes([*q.get(i)?, *q.get(i + 1)?]);
-    let name = if labels.is_empty() {
-        ".".to_string()
-    } else {
-        labels.join(".")
-    };
-    Some(format!("{} {name}", qtype_name(qtype)))
-}
-
-/// A DNS record type's mnemonic.
-fn qtype_name(t: u16) -> Cow<'static, str> {
-    Cow::Borrowed(match t {
-        1 => "A",
-        2 => "NS",
-        5 => "CNAME",
-        6 => "SOA",
-        12 => "PTR",
-        15 => "MX",
-        16 => "TXT",
-        28 => "AAAA",
-        33 => "SRV",
-        65 => "HTTPS",
-        255 => "ANY",
-        _ => return Cow::Owned(format!("TYPE{t}")),
-    })
+    Ok(dns::question(q).unwrap_or_else(|| "query".into()))
 }
 
 /// A memcached command's name and, when the text parser knows it, what it
@@ -658,10 +634,21 @@ mod tests {
         assert_eq!(ex.ops(), ["A bench.test"]);
         let mut out = Vec::new();
         ex.push_request(&mut out, 0x1_0005);
-        assert_eq!(&out[..2], &[0, 5]);
         assert_eq!(&out[2..], &q[2..]);
-        let ok = dns_reply(&q, 5, 0, 1);
+        // The id on the wire is the run's secret one, and names seq 5.
+        let wire = u16::from_be_bytes([out[0], out[1]]);
+        assert_eq!(wire, ex.ids.encrypt(5));
+        let ok = dns_reply(&q, wire, 0, 1);
         assert_eq!(ex.reply_id(&ok), ReplyId::Id(5));
+        // Sequential ids are not what goes out: a server answering with a
+        // counter of its own names no request (the odds that the cipher
+        // maps all of 0..8 to themselves are nil).
+        let counters = (0..8u16).filter(|&s| {
+            let mut o = Vec::new();
+            ex.push_request(&mut o, u64::from(s));
+            u16::from_be_bytes([o[0], o[1]]) == s
+        });
+        assert!(counters.count() < 8);
         // A query (QR clear) and a short datagram are not replies.
         assert_eq!(ex.reply_id(&q), ReplyId::Garbage);
         assert_eq!(ex.reply_id(&ok[..11]), ReplyId::Garbage);
@@ -690,6 +677,35 @@ mod tests {
             Parsed::Complete(_, o) => assert_eq!((o.status, o.error), (Some(3), None)),
             p => panic!("{p:?}"),
         }
+    }
+
+    #[test]
+    fn a_dns_reply_must_echo_the_question_and_hold_its_answers() {
+        let q = dns_query("bench.test");
+        let ex = DgramExchange::new(UdpId::Dns, q.clone(), None, true).unwrap();
+        // Our id, another question: a mismatch, not an answer.
+        let other = dns_reply(&dns_query("evil.test"), 5, 0, 1);
+        assert_eq!(
+            ex.parse(&mut DgramCursor::default(), &other, 5),
+            Parsed::Error(ErrorClass::Mismatch)
+        );
+        // The same question in another case answers.
+        let upper = dns_reply(&dns_query("BENCH.test"), 5, 0, 1);
+        assert!(matches!(
+            ex.parse(&mut DgramCursor::default(), &upper, 5),
+            Parsed::Complete(_, Outcome { error: None, .. })
+        ));
+        // ANCOUNT 65535 and no record: malformed, not an answer.
+        let mut lying = dns_reply(&q, 5, 0, 0);
+        lying[6..8].copy_from_slice(&65_535u16.to_be_bytes());
+        match ex.parse(&mut DgramCursor::default(), &lying, 5) {
+            Parsed::Complete(_, o) => assert_eq!(o.error, Some(ErrorClass::Protocol)),
+            p => panic!("{p:?}"),
+        }
+        assert_eq!(ex.status_name(0), "NOERROR");
+        assert_eq!(ex.status_name(2), "SERVFAIL");
+        let plain = DgramExchange::new(UdpId::None, q, None, false).unwrap();
+        assert_eq!(plain.status_name(0), "0");
     }
 
     #[test]

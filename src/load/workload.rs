@@ -82,6 +82,21 @@ impl ErrorClass {
         })
     }
 
+    /// True for the classes that judge a reply that came (it mismatched,
+    /// was malformed, said the request failed), as against the classes of
+    /// a reply that never came or a socket that failed.
+    pub fn judges_a_reply(self) -> bool {
+        matches!(
+            self,
+            Self::Mismatch
+                | Self::Unexpected
+                | Self::Status(_)
+                | Self::ServerError
+                | Self::ClientError
+                | Self::Protocol
+        )
+    }
+
     /// Classifies a socket error.
     pub fn of(err: &io::Error) -> Self {
         match err.raw_os_error() {
@@ -134,8 +149,9 @@ pub enum ReplyId {
     /// The protocol carries no id: the reply answers the one request in
     /// flight on its socket.
     Any,
-    /// The reply names the request whose id is `seq as u16` (DNS id,
-    /// memcached's UDP request id).
+    /// The reply names the request whose id is `seq as u16` (memcached's
+    /// UDP request id; a DNS id as the exchange maps it back from the
+    /// unpredictable one it sent).
     Id(u16),
     /// Too short or malformed to carry an id: not a reply to anything.
     Garbage,
@@ -202,8 +218,8 @@ pub trait Exchange: Sync {
     }
 
     /// Datagram workloads (udp-rr): which request the reply `datagram`
-    /// answers. A request's id is `seq as u16`, written by
-    /// [`push_request`](Exchange::push_request); [`parse`](Exchange::parse)
+    /// answers, as `seq as u16` of that request (whatever id
+    /// [`push_request`](Exchange::push_request) wrote for it); [`parse`](Exchange::parse)
     /// is then called with each whole datagram of the reply (several when
     /// the protocol splits a reply, as memcached does) and the matched
     /// request's `seq`, with a cursor of that request's own.
@@ -216,6 +232,24 @@ pub trait Exchange: Sync {
     /// workloads.
     fn counts_responses(&self) -> bool {
         false
+    }
+
+    /// The class of bytes that come while no request is outstanding on a
+    /// persistent connection (they answer nothing, and the connection is
+    /// closed so they never answer a later request): `unexpected_bytes`
+    /// unless the protocol calls them a protocol error (HTTP: a response
+    /// cannot come before its request). A protocol that names a class
+    /// here (Some) also has each connection checked for such bytes once
+    /// it is up, before its first request goes out.
+    fn unsolicited(&self) -> Option<ErrorClass> {
+        None
+    }
+
+    /// How the report names a response status (`Outcome::status`): the
+    /// number (HTTP) unless the protocol has names for its codes (DNS
+    /// RCODEs: `NOERROR`, `NXDOMAIN`).
+    fn status_name(&self, status: u16) -> Cow<'static, str> {
+        Cow::Owned(status.to_string())
     }
 }
 

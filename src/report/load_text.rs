@@ -155,9 +155,23 @@ fn title(s: &mut String, rep: &LoadReport) {
         if rep.complete {
             String::new()
         } else {
-            format!(" [INCOMPLETE: {}]", rep.end_reason)
+            format!(" [INCOMPLETE: {}]", incomplete_why(rep))
         }
     );
+}
+
+/// Why an incomplete run is incomplete, for its first line: errors over
+/// --max-errors name it (the run stopped on them, or went its whole
+/// duration and failed on them), not the end reason `duration`.
+fn incomplete_why(rep: &LoadReport) -> String {
+    let max = rep.config.max_errors;
+    match rep.end_reason.as_str() {
+        "max_errors" => format!("stopped at errors over --max-errors {max}"),
+        "duration" | "count" if rep.errors.total > max => {
+            format!("errors over --max-errors {max}")
+        }
+        r => r.to_string(),
+    }
 }
 
 /// A UDP run: published, received and lost, the sink's and the kernel's

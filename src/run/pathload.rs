@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::load::LoadSpec;
 use crate::load::spec::{PLACEHOLDER, Target};
+use crate::load::tcp_report::NOTHING_REPORTED;
 use crate::netpath::{BackendChoice, EmulatedPath, NetPath, PathSpec};
 use crate::process::ready::{self, Proto};
 use crate::process::target::{Launched, STOP_GRACE, quote_block};
@@ -123,6 +124,7 @@ pub fn run(mut spec: LoadSpec, quiet: bool, sp: &ServedPath) -> Result<u8> {
     let stop = target.stop(STOP_GRACE);
     let record = path.finish();
     let mut out = outcome?;
+    out.failure = out.failure.map(|f| explain_silence(f, &sp.spec));
     out.report.notes.push(record.caveat());
     if stop.signal != "SIGTERM" {
         out.report.notes.push(format!(
@@ -132,4 +134,58 @@ pub fn run(mut spec: LoadSpec, quiet: bool, sp: &ServedPath) -> Result<u8> {
     }
     out.report.path = Some(NetPath::Emulated(Box::new(record)));
     crate::load::finish(&out.report, out.failure, json.as_deref(), quiet)
+}
+
+/// A failure with no error to show ("no error reported": nothing came
+/// back and nothing timed out yet) on a path that explains it: one that
+/// drops every packet, or whose rate let nothing through in time.
+fn explain_silence(failure: String, path: &PathSpec) -> String {
+    let silent = format!("({NOTHING_REPORTED})");
+    if !failure.contains(&silent) {
+        return failure;
+    }
+    let why = if path.loss >= 1.0 {
+        "every packet was dropped by the path (--path loss=100%)".to_string()
+    } else if let Some(bps) = path.rate_bps {
+        format!(
+            "the path's rate ({}) let nothing through in time",
+            crate::netpath::spec::fmt_rate(bps)
+        )
+    } else {
+        return failure;
+    };
+    failure.replace(&silent, &format!("({why})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(spec: &str) -> PathSpec {
+        PathSpec::parse(spec).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_silent_failure_names_the_path_that_explains_it() {
+        let f =
+            || format!("no connection to 10.0.0.2:80 could be established ({NOTHING_REPORTED})");
+        let lossy = explain_silence(f(), &path("rtt=2ms loss=100%"));
+        assert!(!lossy.contains(NOTHING_REPORTED), "{lossy}");
+        assert!(
+            lossy.contains("every packet was dropped by the path"),
+            "{lossy}"
+        );
+        let slow = explain_silence(f(), &path("rtt=2ms rate=1bit"));
+        assert!(
+            slow.contains("the path's rate (1bit) let nothing through in time"),
+            "{slow}"
+        );
+        // A path that does not explain it, and a failure with errors, stay.
+        assert_eq!(explain_silence(f(), &path("rtt=10ms")), f());
+        let counted = "no reply (lost x3)".to_string();
+        assert_eq!(
+            explain_silence(counted.clone(), &path("rtt=2ms loss=100%")),
+            counted
+        );
+    }
 }

@@ -221,6 +221,12 @@ impl Exchange for HttpExchange {
     fn counts_responses(&self) -> bool {
         true
     }
+
+    fn unsolicited(&self) -> Option<ErrorClass> {
+        // A response cannot come before its request: bytes then are not
+        // HTTP as a client speaks it.
+        Some(ErrorClass::Protocol)
+    }
 }
 
 /// The http workload of a command line: its URLs, requests and options
