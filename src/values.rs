@@ -216,9 +216,10 @@ pub fn resolve(addr: &str) -> Result<SocketAddr> {
     }
 }
 
-/// Decodes \r \n \t \\ \0 and \xHH escapes (load `--request`, `--expect`);
-/// a bad escape is a usage error.
-pub fn unescape(s: &str) -> Result<Vec<u8>> {
+/// Decodes \r \n \t \\ \0 and \xHH escapes of option `what` (load
+/// `--request`, `--expect`); a bad escape is a usage error naming the
+/// option.
+pub fn unescape(what: &str, s: &str) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let b = s.as_bytes();
     let mut i = 0;
@@ -229,7 +230,7 @@ pub fn unescape(s: &str) -> Result<Vec<u8>> {
             continue;
         }
         let Some(&c) = b.get(i + 1) else {
-            return Err(error::usage(format!("`{s}`: trailing backslash")));
+            return Err(error::usage(format!("{what} `{s}`: trailing backslash")));
         };
         i += 2;
         out.push(match c {
@@ -239,16 +240,17 @@ pub fn unescape(s: &str) -> Result<Vec<u8>> {
             b'0' => 0,
             b'\\' => b'\\',
             b'x' => {
-                let hex = s
-                    .get(i..i + 2)
-                    .ok_or_else(|| error::usage(format!("`{s}`: \\x needs two hex digits")))?;
+                let hex = s.get(i..i + 2).ok_or_else(|| {
+                    error::usage(format!("{what} `{s}`: \\x needs two hex digits"))
+                })?;
                 i += 2;
-                u8::from_str_radix(hex, 16)
-                    .map_err(|_| error::usage(format!("`{s}`: bad \\x{hex}")))?
+                u8::from_str_radix(hex, 16).map_err(|_| {
+                    error::usage(format!("{what} `{s}`: \\x{hex} is not two hex digits"))
+                })?
             }
             other => {
                 return Err(error::usage(format!(
-                    "`{s}`: unknown escape \\{}",
+                    "{what} `{s}`: unknown escape \\{}",
                     other as char
                 )));
             }
@@ -307,11 +309,18 @@ mod tests {
 
     #[test]
     fn unescape_decodes_escapes() {
-        assert_eq!(unescape("PING\\r\\n").unwrap(), b"PING\r\n");
-        assert_eq!(unescape("\\x00\\x41\\\\").unwrap(), b"\x00A\\");
-        assert!(unescape("bad\\q").is_err());
-        assert!(unescape("trailing\\").is_err());
-        assert!(unescape("\\x4").is_err());
+        assert_eq!(unescape("--request", "PING\\r\\n").unwrap(), b"PING\r\n");
+        assert_eq!(unescape("--request", "\\x00\\x41\\\\").unwrap(), b"\x00A\\");
+        assert!(unescape("--request", "bad\\q").is_err());
+        assert!(unescape("--request", "trailing\\").is_err());
+        assert!(unescape("--request", "\\x4").is_err());
+        // Every refusal names the option it came from.
+        for bad in ["\\xZZ", "bad\\q", "trailing\\", "\\x4"] {
+            let e = format!("{:#}", unescape("--expect", bad).unwrap_err());
+            assert!(e.starts_with("--expect `"), "{e}");
+        }
+        let e = format!("{:#}", unescape("--expect", "\\xZZ").unwrap_err());
+        assert!(e.contains("\\xZZ is not two hex digits"), "{e}");
     }
 
     #[test]

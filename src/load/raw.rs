@@ -188,7 +188,7 @@ impl RawExchange {
     pub fn from_args(a: &RawArgs) -> Result<Self> {
         Ok(match (&a.request, &a.expect) {
             (Some(req), Some(exp)) => {
-                let request = unescape(req)?;
+                let request = unescape("--request", req)?;
                 if request.is_empty() {
                     return Err(error::usage("--request must not be empty"));
                 }
@@ -226,7 +226,7 @@ fn parse_expect(exp: &str, verify: bool) -> Result<Expect> {
         }
         Ok(n) => Expect::Bytes(n),
         Err(_) => {
-            let bytes = unescape(exp)?;
+            let bytes = unescape("--expect", exp)?;
             if bytes.is_empty() {
                 return Err(error::usage(
                     "--expect '': an empty response cannot be waited for (give the \

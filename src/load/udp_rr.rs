@@ -175,7 +175,7 @@ pub fn request_bytes(arg: &str) -> Result<Vec<u8>> {
             MAX_DATAGRAM,
             &format!("--request @{path}"),
         )?,
-        None => unescape(arg)?,
+        None => unescape("--request", arg)?,
     };
     if bytes.is_empty() {
         return Err(error::usage(
@@ -259,7 +259,7 @@ impl DgramExchange {
         let expect = match a.expect.as_deref() {
             None => None,
             Some(e) => {
-                let bytes = unescape(e)?;
+                let bytes = unescape("--expect", e)?;
                 if bytes.is_empty() {
                     return Err(error::usage(
                         "--expect '': give the bytes a reply must contain",
