@@ -681,3 +681,29 @@ fn report_out_on_a_full_filesystem_leaves_no_partial_set() {
     assert!(st.success(), "{err}");
     assert_eq!(names(&out), ["report.html", "summary.txt"]);
 }
+
+/// A profile/bench --out set that fills the disk names the file's final
+/// path and the errno, never the hidden staging directory's name, and
+/// leaves nothing behind.
+#[test]
+fn a_full_disk_under_a_staged_set_names_the_final_path() {
+    if !require_root("a_full_disk_under_a_staged_set_names_the_final_path") {
+        return;
+    }
+    use sockscope::process::staging::Staging;
+    let fs = Tmpfs::mount(scratch("output-staging-full").join("mnt"), "64k");
+    let dest = fs.0.join("p");
+    let staging = Staging::new(&dest).unwrap();
+    let err = staging
+        .write("run.json", &vec![b'x'; 128 * 1024])
+        .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains(&format!("{}: ", dest.join("run.json").display())),
+        "{msg}"
+    );
+    assert!(msg.contains("(ENOSPC)"), "{msg}");
+    assert!(!msg.contains(".p."), "the staging name leaked: {msg}");
+    drop(staging);
+    assert_eq!(names(&fs.0), Vec::<String>::new());
+}

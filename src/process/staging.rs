@@ -376,9 +376,10 @@ impl Staging {
 
     /// Writes one file of the set (`name` may contain subdirectories),
     /// relative to the staging directory's descriptor. A failed write (a
-    /// full filesystem) is exit 1 naming the errno.
+    /// full filesystem) is exit 1 naming the errno and the file's final
+    /// path (the staging directory's name means nothing to the user).
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        let p = self.path().join(name);
+        let p = self.dest.join(name);
         let fail = |doing: &str, e: io::Error| {
             error::with_code(1, format!("{doing} {}: {}", p.display(), errno_text(&e)))
         };
