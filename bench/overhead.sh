@@ -35,6 +35,16 @@ ns() { # run a command that ends with the loop; print its ns_per_call
 
 have_perf=0
 if perf trace -s -o /dev/null -- true >/dev/null 2>&1; then have_perf=1; fi
+# Context switches: `perf bench sched pipe` (two tasks ping-ponging over a
+# pipe, two switches and four syscalls per round trip), untraced and while
+# sockscope traces another process. Every context switch on the machine
+# runs the exit-tail program (sched_switch) while sockscope is attached.
+PIPE_LOOPS=${PIPE_LOOPS:-50000}
+have_pipe=0
+if perf bench sched pipe -l 10 >/dev/null 2>&1; then have_pipe=1; fi
+pipe_ns() { # ns per pipe round trip
+  perf bench sched pipe -l "$PIPE_LOOPS" 2>/dev/null | awk '/usecs\/op/ {printf "%.1f", $1 * 1000}'
+}
 
 declare -A R
 configs=(untraced count_only latency strace collateral)
@@ -61,7 +71,9 @@ for r in $(seq "$ROUNDS"); do
   done
   sleep 0.2
   R[collateral]+=" $(ns "$LOOP" "$CALLS")"
+  [ "$have_pipe" -eq 1 ] && R[pipe_collateral]+=" $(pipe_ns)"
   kill -INT "$TR"; wait "$TR" || true
+  [ "$have_pipe" -eq 1 ] && R[pipe_untraced]+=" $(pipe_ns)"
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -91,3 +103,18 @@ done
 lat=$(echo "${R[latency]}" | median); st=$(echo "${R[strace]}" | median)
 awk -v l="$lat" -v s="$st" -v b="$base" \
   'BEGIN { printf "\nadded cost per call: strace / sockscope latency mode = %.0fx\n", (s-b)/(l-b) }'
+
+if [ "$have_pipe" -eq 1 ]; then
+  pb=$(echo "${R[pipe_untraced]}" | median)
+  echo
+  echo "perf bench sched pipe -l $PIPE_LOOPS (ns per round trip: 2 context switches, 4 syscalls)"
+  echo
+  echo "| configuration | ns/round trip (median) | ratio to untraced | added ns | all rounds |"
+  echo "|---|---:|---:|---:|---|"
+  for c in pipe_untraced pipe_collateral; do
+    m=$(echo "${R[$c]}" | median)
+    d="untraced"; [ "$c" = pipe_collateral ] && d="untraced, while sockscope traces another process"
+    awk -v d="$d" -v m="$m" -v b="$pb" -v all="${R[$c]}" \
+      'BEGIN { printf "| %s | %.1f | %.2fx | %.1f | %s |\n", d, m, m/b, m-b, all }'
+  done
+fi
