@@ -420,6 +420,12 @@ static __always_inline bool enter_work(long id)
 		if (!t)
 			return false;
 	}
+	/* After the window (the slow-path calibration re-attaches this
+	 * program): a traced task still running pays a lookup, not the
+	 * traced path. Untraced tasks never get here, so the filter runs the
+	 * calibration times are the window's own. */
+	if (window_closed)
+		return false;
 	if (t->flags & SS_PENDING_EXEC) {
 		/* The launched child is registered while it waits on a pipe;
 		 * its own life starts with execve. */
