@@ -47,18 +47,10 @@ impl RunClock {
     }
 }
 
+pub use crate::procfs::rusage_ns;
+
 /// CPU time of the calling thread, ns.
 pub fn thread_cpu_ns() -> u64 {
     let (u, s) = rusage_ns(libc::RUSAGE_THREAD);
     u + s
-}
-
-/// (user, system) CPU of `who`, ns.
-pub fn rusage_ns(who: libc::c_int) -> (u64, u64) {
-    // SAFETY: rusage is plain data filled by the kernel.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer.
-    unsafe { libc::getrusage(who, &mut ru) };
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    (ns(ru.ru_utime), ns(ru.ru_stime))
 }

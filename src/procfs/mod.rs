@@ -84,6 +84,17 @@ pub fn comm(pid: i32) -> Option<String> {
         .map(|s| s.trim_end().to_owned())
 }
 
+/// (user, system) CPU time of `who` (RUSAGE_SELF: this process, reaped
+/// threads included; RUSAGE_THREAD: the calling thread), ns.
+pub fn rusage_ns(who: libc::c_int) -> (u64, u64) {
+    // SAFETY: rusage is plain data filled by the kernel.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer.
+    unsafe { libc::getrusage(who, &mut ru) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
+}
+
 /// Clock ticks per second of the CPU times in /proc (USER_HZ).
 pub fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no preconditions.

@@ -194,12 +194,6 @@ pub(crate) fn finish<R: serde::Serialize>(
 
 /// Process CPU time so far (getrusage RUSAGE_SELF): (user, system) seconds.
 pub(crate) fn cpu_times() -> (f64, f64) {
-    use nix::sys::resource::{UsageWho, getrusage};
-    match getrusage(UsageWho::RUSAGE_SELF) {
-        Ok(u) => {
-            let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-            (s(u.user_time()), s(u.system_time()))
-        }
-        Err(_) => (0.0, 0.0),
-    }
+    let (user, system) = crate::procfs::rusage_ns(libc::RUSAGE_SELF);
+    (user as f64 / 1e9, system as f64 / 1e9)
 }

@@ -51,7 +51,7 @@ fn settle(n: u64) {
 /// The best of a few batches: a batch that was preempted or interrupted
 /// measures the machine, not the path.
 fn phase(n: u64) -> f64 {
-    (0..BATCHES).map(|_| batch(n)).fold(f64::INFINITY, f64::min)
+    least((0..BATCHES).map(|_| batch(n)))
 }
 
 /// One round's figures, ns per getppid.

@@ -9,16 +9,9 @@ use std::time::Instant;
 use crate::report::trace::{StartupCost, StartupPhase};
 
 /// This process's CPU time so far (user + system, every thread), ms.
-pub fn process_cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+fn process_cpu_ms() -> f64 {
+    let (user, system) = crate::procfs::rusage_ns(libc::RUSAGE_SELF);
+    (user + system) as f64 / 1e6
 }
 
 /// Start-up phases as they pass.
