@@ -1,7 +1,7 @@
 //! Small /proc readers: the threads and descendants of a process, its
-//! memory high-water mark, capabilities; and getrusage for this process. Every reader tolerates a process
-//! that disappears while it is being read (the caller decides what a
-//! vanished task means).
+//! memory high-water mark, capabilities; and getrusage for this process.
+//! Every reader tolerates a process that disappears while it is being read
+//! (the caller decides what a vanished task means).
 
 pub mod snmp;
 pub mod sock_diag;
