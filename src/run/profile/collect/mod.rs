@@ -48,16 +48,21 @@ struct Rounds {
 }
 
 impl Collector {
-    /// Takes the "before" counter snapshot and starts sampling the tree of
-    /// `pid`, whose service listens on `addr`.
+    /// Takes the "before" counter snapshot and TIME_WAIT count, and starts
+    /// sampling the tree of `pid`, whose service listens on `addr`.
     pub fn start(pid: i32, addr: SocketAddr) -> Result<Self> {
         let netns = netns_of(pid);
         let before = counters::snapshot(pid);
+        // Here, not in the thread: the TIME_WAIT count it starts with is
+        // what was there before the run, so it must be taken before this
+        // returns and the load starts (in the thread it raced the load's
+        // first connections and counted them as earlier runs').
+        let sockets = sockets::Sampler::new(pid, addr);
         let stop = Arc::new(StopFlag::new()?);
         let flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name("sockscope-evidence".into())
-            .spawn(move || sample_until(&flag, pid, addr))
+            .spawn(move || sample_until(&flag, pid, sockets))
             .context("starting the evidence sampler thread")?;
         Ok(Collector {
             stop,
@@ -137,9 +142,12 @@ impl Drop for Collector {
 
 /// The sampler thread: one round at once (so a short run is seen), then
 /// one every [`INTERVAL`] until stopped, and a last round at the stop.
-fn sample_until(stop: &StopFlag, pid: i32, addr: SocketAddr) -> Rounds {
+fn sample_until(
+    stop: &StopFlag,
+    pid: i32,
+    mut sockets: std::result::Result<sockets::Sampler, String>,
+) -> Rounds {
     let cpu0 = thread_cpu_s();
-    let mut sockets = sockets::Sampler::new(pid, addr);
     let mut sched = sched::Sampler::new();
     let mut tree = super::share::tree_of(pid);
     let mut walked = Instant::now();
