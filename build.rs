@@ -8,7 +8,7 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGS: &[&str] = &["syscalls", "relay"];
+const PROGS: &[&str] = &["syscalls", "relay", "anatomy"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
@@ -34,6 +34,8 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=src/bpf/syscalls.h");
     println!("cargo:rerun-if-changed=src/bpf/relay.h");
+    println!("cargo:rerun-if-changed=src/bpf/anatomy.h");
+    println!("cargo:rerun-if-changed=src/bpf/hist.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");
     embed_git_state();
     generate_prometheus_model(&out);

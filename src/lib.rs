@@ -32,6 +32,7 @@
 //!   (exit-status carrying errors), [`text`] (untrusted text made safe to
 //!   print: control characters written out visibly).
 
+pub mod anatomy;
 pub mod cli;
 pub mod cmdline;
 pub mod error;

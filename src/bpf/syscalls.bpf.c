@@ -21,6 +21,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "syscalls.h"
+#include "hist.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -148,32 +149,6 @@ static __always_inline __u64 rb_flags(void)
 {
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ringbuf_wake_bytes ?
 		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
-
-static __always_inline __u32 log2_u64(__u64 v)
-{
-	__u32 r = 0;
-
-	if (v >> 32) { v >>= 32; r += 32; }
-	if (v >> 16) { v >>= 16; r += 16; }
-	if (v >> 8) { v >>= 8; r += 8; }
-	if (v >> 4) { v >>= 4; r += 4; }
-	if (v >> 2) { v >>= 2; r += 2; }
-	if (v >> 1) { r += 1; }
-	return r;
-}
-
-/* Must match hist::bucket_of in src/trace/hist.rs. */
-static __always_inline __u32 hist_bucket(__u64 v)
-{
-	__u32 e, idx;
-
-	if (v < SS_HIST_SUB)
-		return v;
-	e = log2_u64(v);
-	idx = (e - SS_HIST_SUB_BITS + 1) * SS_HIST_SUB +
-	      ((v >> (e - SS_HIST_SUB_BITS)) & (SS_HIST_SUB - 1));
-	return idx < SS_HIST_BUCKETS ? idx : SS_HIST_BUCKETS - 1;
 }
 
 static __always_inline __u32 errno_slot(long ret)

@@ -69,6 +69,13 @@ pub struct TraceArgs {
     #[arg(long, requires = "metrics")]
     pub metrics_public: bool,
 
+    /// Also time each request at the server from the socket layer, per
+    /// served port: queue wait, CPU wait, service and send (the request
+    /// anatomy, docs/anatomy.md). Hooks only socket and scheduler
+    /// tracepoints.
+    #[arg(long)]
+    pub requests: bool,
+
     /// Print one table (and with --json one JSON line) per interval, e.g.
     /// 10s or 500ms, until the end of the trace.
     #[arg(long, value_name = "SPAN", value_parser = values::interval)]
@@ -211,6 +218,7 @@ impl TraceArgs {
             quiet,
             interval: self.interval,
             metrics: self.metrics.map(|a| (a, self.metrics_public)),
+            requests: self.requests,
         })
     }
 

@@ -5,6 +5,7 @@
 //! table rendered to text and to HTML; [`bench`] each experiment's
 //! results, table, text and page section.
 
+pub mod anatomy;
 pub mod artifact;
 pub mod bench;
 pub mod compare;

@@ -47,6 +47,9 @@ pub struct TraceReport {
     pub groups: Option<Vec<GroupRow>>,
     /// Caveats a reader needs to interpret the figures.
     pub notes: Vec<String>,
+    /// `--requests`: the request anatomy over the same window.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub anatomy: Option<super::anatomy::AnatomyReport>,
 }
 
 /// The traced process tree.

@@ -98,6 +98,10 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
 
     resources(&mut s, &rep.resources);
     tracer(&mut s, &rep.tracer);
+    if let Some(a) = &rep.anatomy {
+        s.push('\n');
+        s.push_str(&super::anatomy::render(a));
+    }
     for n in &rep.notes {
         let _ = writeln!(s, "note: {n}");
     }

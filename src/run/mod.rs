@@ -28,6 +28,7 @@ pub mod merge;
 pub mod pathload;
 pub mod profile;
 pub mod report;
+pub mod requests;
 pub mod trace;
 
 use anyhow::Result;

@@ -37,6 +37,8 @@ pub struct TraceSpec {
     /// `--metrics ADDR` and whether `--metrics-public` allows it off
     /// loopback.
     pub metrics: Option<(std::net::SocketAddr, bool)>,
+    /// `--requests`: the request anatomy over the same window.
+    pub requests: bool,
 }
 
 /// Traces, writes the outputs and returns the exit status: the launched
@@ -92,11 +94,30 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         }
         None => None,
     };
+    let beside = if spec.requests {
+        let (tx, rx) = std::sync::mpsc::channel();
+        options.window_opened = Some(tx);
+        Some(super::requests::Beside::when_open(rx, &options.target)?)
+    } else {
+        None
+    };
     let outcome = crate::trace::run(&options);
     // The sinks' copies go with `options`; the last one stops the server.
+    // The anatomy's opener goes too, so its thread never waits in vain.
     drop(options);
     drop(exporter);
-    let outcome = outcome?;
+    let anatomy = beside.map(super::requests::Beside::finish);
+    let mut outcome = outcome?;
+    let mut anatomy_failed = None;
+    match anatomy {
+        Some(Ok(Some(rec))) => {
+            let r = &outcome.report.resources;
+            let cpu_ns = ((r.user_cpu_s + r.system_cpu_s) * 1e9) as u64;
+            outcome.report.anatomy = Some(crate::anatomy::report(&rec, Some(cpu_ns)));
+        }
+        Some(Ok(None)) | None => {}
+        Some(Err(e)) => anatomy_failed = Some(e),
+    }
     let rep = &outcome.report;
     let written = match &intervals {
         Some(w) => w.finish(rep, &spec.view).and_then(|()| match w.failure() {
@@ -110,6 +131,14 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             "sockscope: the window ended early ({}); the data covers only the part traced",
             rep.window.end_reason.replace('_', " ")
         );
+    }
+    if let Some(e) = anatomy_failed {
+        // The syscall trace is written; the missing part fails the run.
+        written?;
+        return Err(crate::error::with_code(
+            1,
+            format!("--requests: the request anatomy failed: {e:#}"),
+        ));
     }
     written.map(|()| outcome.exit_code)
 }

@@ -143,8 +143,9 @@ pub struct TraceOptions {
     /// Attach mode: ends the window when raised (end reason `stopped`).
     pub stop: Option<Arc<StopFlag>>,
     /// Told once the window is open (every thread registered, baselines
-    /// taken), so a caller can start its workload then.
-    pub window_opened: Option<mpsc::Sender<()>>,
+    /// taken), so a caller can start its workload then: the target's root
+    /// pid (the launched command's, or -p's), 0 in a scope mode.
+    pub window_opened: Option<mpsc::Sender<i32>>,
     /// Per-group breakdown (scope modes and attach mode alike).
     pub by: snapshot::Breakdown,
     /// Series (group x syscall) kept apart before the rest is pooled.
@@ -368,6 +369,9 @@ fn run_launch(
         }
     }
     let started = s.open_window();
+    if let Some(tx) = &opts.window_opened {
+        let _ = tx.send(pid);
+    }
     held.release(&program)?;
 
     let mut reaper = launch::Reaper::default();
@@ -495,7 +499,7 @@ fn run_attach(
         s.show_progress(pid, duration, started);
     }
     if let Some(tx) = &opts.window_opened {
-        let _ = tx.send(());
+        let _ = tx.send(pid);
     }
     let deadline = duration.map(|d| started + d);
     let stop_fd = opts.stop.as_ref().map(|f| f.fd());
@@ -710,6 +714,7 @@ pub(crate) fn finish(
         }),
         groups,
         notes,
+        anatomy: None,
     };
     Ok(TraceOutcome {
         report,

@@ -46,7 +46,7 @@ pub(super) fn cpu_clock_of<T>(h: &JoinHandle<T>) -> Option<libc::clockid_t> {
 pub(super) struct TracerThread {
     pub(super) stop: Arc<StopFlag>,
     pub(super) handle: Option<JoinHandle<()>>,
-    opened: mpsc::Receiver<()>,
+    opened: mpsc::Receiver<i32>,
     pub(super) done: mpsc::Receiver<Result<TraceOutcome>>,
 }
 
@@ -106,7 +106,7 @@ pub(super) fn wait_window(
     let deadline = Instant::now() + ATTACH_TIMEOUT;
     loop {
         match tracer.opened.recv_timeout(Duration::from_millis(50)) {
-            Ok(()) => return Ok(()),
+            Ok(_) => return Ok(()),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let why = match tracer.done.recv_timeout(FINISH_TIMEOUT) {
                     Ok(Err(e)) => format!("{e:#}"),

@@ -113,6 +113,14 @@ fn libbpf_print(level: PrintLevel, msg: String) {
     }
 }
 
+/// Sends libbpf's messages (the verifier's log among them) to the buffer
+/// [`load_error`] quotes from, and empties it: call before opening an
+/// object.
+pub fn capture_libbpf_log() {
+    libbpf_rs::set_print(Some((PrintLevel::Info, libbpf_print)));
+    take_libbpf_log();
+}
+
 fn take_libbpf_log() -> String {
     LIBBPF_LOG
         .lock()
@@ -215,7 +223,9 @@ impl<'obj> Tracer<'obj> {
     }
 }
 
-fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
+/// A load failure with the verifier's last lines (see
+/// [`capture_libbpf_log`]).
+pub fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
     let log = take_libbpf_log();
     let tail: Vec<&str> = log.lines().rev().take(25).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();

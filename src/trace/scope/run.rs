@@ -19,7 +19,7 @@ use crate::trace::wait::{self, Wake};
 use crate::trace::{ScopeTarget, Session, TraceOptions, TraceOutcome, WindowEnd, account};
 
 /// The BPF filter for a scope.
-pub(in crate::trace) fn filter_of(scope: &ScopeTarget) -> Result<ScopeFilter> {
+pub fn filter_of(scope: &ScopeTarget) -> Result<ScopeFilter> {
     Ok(match scope {
         ScopeTarget::Cgroup(c) => ScopeFilter::Cgroup {
             id: c.id,
@@ -55,7 +55,7 @@ pub(in crate::trace) fn run(
         );
     }
     if let Some(tx) = &opts.window_opened {
-        let _ = tx.send(());
+        let _ = tx.send(0);
     }
     let end_at = duration.map(|d| started + d);
     let mut schedule = Schedule::new(opts, started);

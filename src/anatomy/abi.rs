@@ -1,0 +1,73 @@
+//! The request-anatomy BPF object as libbpf-rs generated it from
+//! src/bpf/anatomy.bpf.c (the skeleton and its `types`), and the limits its
+//! header src/bpf/anatomy.h shares with Rust. The only module that includes
+//! this skeleton.
+
+use crate::trace::pod::Plain;
+
+mod skel {
+    #![allow(clippy::all, clippy::pedantic, unused_imports)]
+    include!(concat!(env!("OUT_DIR"), "/anatomy.skel.rs"));
+}
+pub(super) use skel::{AnatomySkel, AnatomySkelBuilder, types};
+
+/// The parts of a turn, in the order of the kernel's arrays
+/// (`enum ss_anat_part`): queue wait, CPU wait, service, send, server time.
+pub const PARTS: usize = types::ss_anat_part::SS_PARTS.0 as usize;
+/// Counters the programs keep (`enum ss_anat_count`).
+pub const COUNTS: usize = types::ss_anat_count::SS_COUNTS.0 as usize;
+/// Programs that count and time their runs (`enum ss_anat_prog`).
+pub const PROGS: usize = types::ss_anat_limits::SS_ANAT_PROGS.0 as usize;
+
+/// The counters' indices (see src/bpf/anatomy.h for what each counts).
+pub mod count {
+    use super::types::ss_anat_count as C;
+    /// Turns timed into the histograms.
+    pub const TURNS: usize = C::SS_CNT_TURNS.0 as usize;
+    /// Turns on multiplexed connections.
+    pub const MUX_TURNS: usize = C::SS_CNT_MUX_TURNS.0 as usize;
+    /// Connections found multiplexed.
+    pub const MUX_CONNS: usize = C::SS_CNT_MUX_CONNS.0 as usize;
+    /// Turns whose data was queued before the window.
+    pub const BEFORE_WINDOW: usize = C::SS_CNT_BEFORE_WINDOW.0 as usize;
+    /// Writes with no request before them.
+    pub const UNSOLICITED: usize = C::SS_CNT_UNSOLICITED.0 as usize;
+    /// UDP datagrams read whose arrival time was not kept.
+    pub const UDP_UNSEEN: usize = C::SS_CNT_UDP_UNSEEN.0 as usize;
+    /// Connections and UDP sockets followed.
+    pub const CONNS: usize = C::SS_CNT_CONNS.0 as usize;
+    /// Socket or task storage the kernel could not allocate.
+    pub const STORAGE_FULL: usize = C::SS_CNT_STORAGE_FULL.0 as usize;
+    /// Sockets read by a task outside the scope.
+    pub const FOREIGN: usize = C::SS_CNT_FOREIGN.0 as usize;
+    /// Serving threads followed.
+    pub const THREADS: usize = C::SS_CNT_THREADS.0 as usize;
+    /// Turns added to the overflow port.
+    pub const SERIES_FULL: usize = C::SS_CNT_SERIES_FULL.0 as usize;
+    /// Turns still waiting for their response when the window closed.
+    pub const IN_FLIGHT: usize = C::SS_CNT_IN_FLIGHT.0 as usize;
+    /// UDP datagrams read and not answered before the next read.
+    pub const UNANSWERED: usize = C::SS_CNT_UNANSWERED.0 as usize;
+}
+
+/// The programs' names, in the order of `enum ss_anat_prog`.
+pub const PROG_NAMES: [&str; PROGS] = [
+    "sk_data_ready",
+    "sock_recv_length",
+    "sock_send_length",
+    "sched_wakeup",
+    "sched_switch",
+    "inet_sock_set_state",
+    "sched_process_fork",
+    "tcp_sendmsg_locked",
+];
+
+// SAFETY (all): skeleton structs generated from src/bpf/anatomy.h:
+// repr(C), integers and explicit padding only (see trace/pod.rs).
+unsafe impl Plain for types::ss_anat_stats {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_anat_stats_key {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_anat_port_key {}
+
+const _: () = assert!(PROG_NAMES.len() == PROGS);

@@ -1,0 +1,282 @@
+//! Loading, attaching and reading the anatomy programs
+//! (src/bpf/anatomy.bpf.c). Everything libbpf-specific for the anatomy
+//! stays here; the rest of the module sees [`Counts`].
+//!
+//! Programs are attached through links this process owns and nothing is
+//! pinned: however sockscope ends (even SIGKILL), the kernel detaches them
+//! when the last descriptor closes.
+
+use std::io::Read;
+use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
+
+use anyhow::{Context, Result, anyhow, bail};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
+
+use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, PARTS, PROGS, types};
+use super::counts::{Counts, PortTurns, ProgRuns, Transport};
+use super::ports::ServedPort;
+use crate::trace::bpf::ScopeFilter;
+use crate::trace::hist;
+use crate::trace::pod::{self, as_bytes};
+
+/// The loaded programs. They run only while this holds their links.
+pub struct Programs<'obj> {
+    skel: AnatomySkel<'obj>,
+    links: Vec<Link>,
+    ncpus: usize,
+}
+
+/// What a failed step was doing, with libbpf's reason.
+fn failed(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
+    let mut msg = format!("{what} failed: {e}");
+    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        msg.push_str(
+            "\n  the kernel refused: the request anatomy needs CAP_BPF and CAP_PERFMON \
+             (or CAP_SYS_ADMIN); run it as root",
+        );
+    }
+    anyhow!(msg)
+}
+
+/// CLOCK_MONOTONIC in ns: bpf_ktime_get_ns()'s clock.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl<'obj> Programs<'obj> {
+    /// Opens, configures and loads the programs (nothing attached yet).
+    /// `max_ports` is how many served ports keep their own statistics.
+    pub fn load(
+        storage: &'obj mut MaybeUninit<OpenObject>,
+        scope: &ScopeFilter,
+        max_ports: u32,
+    ) -> Result<Self> {
+        crate::trace::bpf::capture_libbpf_log();
+        let mut open = AnatomySkelBuilder::default()
+            .open(storage)
+            .map_err(|e| failed("opening the anatomy BPF object", e))?;
+        {
+            let ro = open
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .ok_or_else(|| anyhow!("the anatomy BPF object has no .rodata"))?;
+            ro.self_tgid = std::process::id();
+            ro.scope_mode = match *scope {
+                ScopeFilter::Tree => types::ss_scope_mode::SS_SCOPE_TREE,
+                ScopeFilter::Cgroup { id, level } => {
+                    ro.scope_cgroup_id = id;
+                    ro.scope_cgroup_level = level;
+                    types::ss_scope_mode::SS_SCOPE_CGROUP
+                }
+                ScopeFilter::Comm(name) => {
+                    ro.scope_comm_lo = u64::from_ne_bytes(name[..8].try_into().expect("8 bytes"));
+                    ro.scope_comm_hi = u64::from_ne_bytes(name[8..].try_into().expect("8 bytes"));
+                    types::ss_scope_mode::SS_SCOPE_COMM
+                }
+                ScopeFilter::System => types::ss_scope_mode::SS_SCOPE_SYSTEM,
+            };
+        }
+        open.maps
+            .stats
+            .set_max_entries(max_ports.max(1))
+            .context("sizing the per-port statistics")?;
+        let skel = open
+            .load()
+            .map_err(|e| crate::trace::bpf::load_error("loading the anatomy BPF programs", e))?;
+        let ncpus = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
+        Ok(Self {
+            skel,
+            links: Vec::new(),
+            ncpus,
+        })
+    }
+
+    /// Tree scope: these processes are the target's (their children join
+    /// through the fork hook).
+    pub fn add_tree(&self, tgids: &[i32]) -> Result<()> {
+        for &tgid in tgids {
+            self.skel
+                .maps
+                .tree
+                .update(&(tgid as u32).to_ne_bytes(), &[1], MapFlags::ANY)
+                .with_context(|| format!("registering process {tgid}"))?;
+        }
+        Ok(())
+    }
+
+    /// The ports whose connections are followed.
+    pub fn add_ports(&self, ports: &[ServedPort]) -> Result<()> {
+        for p in ports {
+            let key = types::ss_anat_port_key {
+                netns: p.netns,
+                port: p.port,
+                proto: p.transport.number(),
+            };
+            self.skel
+                .maps
+                .ports
+                .update(as_bytes(&key), &[1], MapFlags::ANY)
+                .with_context(|| format!("registering port {}/{}", p.port, p.transport.name()))?;
+        }
+        Ok(())
+    }
+
+    /// Attaches every tracepoint program. Until the window opens they keep
+    /// no turn.
+    pub fn attach(&mut self) -> Result<()> {
+        let p = &self.skel.progs;
+        let progs = [
+            (&p.ss_fork, "sched_process_fork"),
+            (&p.ss_sock_state, "inet_sock_set_state"),
+            (&p.ss_wakeup, "sched_wakeup"),
+            (&p.ss_switch, "sched_switch"),
+            (&p.ss_data_ready, "sk_data_ready"),
+            (&p.ss_recv, "sock_recv_length"),
+            (&p.ss_send, "sock_send_length"),
+            (&p.ss_send_start, "tcp_sendmsg_locked"),
+        ];
+        for (prog, name) in progs {
+            let link = prog
+                .attach()
+                .map_err(|e| failed(&format!("attaching to {name}"), e))?;
+            self.links.push(link);
+        }
+        Ok(())
+    }
+
+    fn bss(&mut self) -> Result<&mut types::bss> {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref_mut()
+            .ok_or_else(|| anyhow!("the anatomy BPF object has no .bss"))
+    }
+
+    /// Opens the window: turns are kept from now on. Returns its start
+    /// (CLOCK_MONOTONIC ns).
+    pub fn open_window(&mut self) -> Result<u64> {
+        let now = monotonic_ns();
+        let bss = self.bss()?;
+        bss.window_start = now;
+        bss.window_open = 1;
+        Ok(now)
+    }
+
+    /// Switches the programs' own timing on or off (cost slices).
+    pub fn set_cost(&mut self, on: bool) -> Result<()> {
+        self.bss()?.cost_on = u32::from(on);
+        Ok(())
+    }
+
+    /// Closes the window: no turn is kept after this; the programs are
+    /// detached, then every answered turn still open is closed and the
+    /// unanswered ones counted in flight.
+    pub fn close_window(&mut self) -> Result<()> {
+        {
+            let bss = self.bss()?;
+            bss.window_open = 0;
+            bss.cost_on = 0;
+        }
+        self.links.clear();
+        let link = self
+            .skel
+            .progs
+            .ss_close_turns
+            .attach_iter(self.skel.maps.conns.as_fd())
+            .map_err(|e| failed("attaching the end-of-window iterator", e))?;
+        let mut it = Iter::new(&link).context("creating the end-of-window iterator")?;
+        let mut sink = Vec::new();
+        it.read_to_end(&mut sink)
+            .context("running the end-of-window iterator")?;
+        Ok(())
+    }
+
+    /// Everything the programs hold now.
+    pub fn read(&mut self) -> Result<Counts> {
+        let mut out = Counts::empty();
+        let keys: Vec<Vec<u8>> = self.skel.maps.stats.keys().collect();
+        for key in keys {
+            let Some(k) = pod::read::<types::ss_anat_stats_key>(&key) else {
+                bail!("short key in the per-port statistics");
+            };
+            let Some(transport) = Transport::from_number(k.proto) else {
+                continue;
+            };
+            let per_cpu = self
+                .skel
+                .maps
+                .stats
+                .lookup_percpu(&key, MapFlags::ANY)
+                .context("reading the per-port statistics")?
+                .unwrap_or_default();
+            out.ports
+                .push(self.sum_cpus(&per_cpu, PortTurns::empty(k.port, transport))?);
+        }
+        out.ports.sort_by_key(|p| (p.transport, p.port));
+        let per_cpu = self
+            .skel
+            .maps
+            .stats_other
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .context("reading the overflow statistics")?
+            .unwrap_or_default();
+        out.other = self.sum_cpus(&per_cpu, PortTurns::empty(0, Transport::Tcp))?;
+        let ncpus = self.ncpus;
+        let bss = self.bss()?;
+        for cpu in bss.cpus.iter().take(ncpus.max(1)) {
+            for (sum, c) in out.count.iter_mut().zip(cpu.count.iter()).take(COUNTS) {
+                *sum += c;
+            }
+            for (sum, p) in out.progs.iter_mut().zip(cpu.prog.iter()).take(PROGS) {
+                add_runs(sum, p);
+            }
+        }
+        Ok(out)
+    }
+
+    fn sum_cpus(&self, per_cpu: &[Vec<u8>], mut acc: PortTurns) -> Result<PortTurns> {
+        for bytes in per_cpu.iter().take(self.ncpus) {
+            let Some(s) = pod::read_boxed::<types::ss_anat_stats>(bytes) else {
+                bail!("short per-CPU value in the per-port statistics");
+            };
+            if s.turns == 0 {
+                continue;
+            }
+            acc.turns += s.turns;
+            for p in 0..PARTS {
+                acc.sum_ns[p] += s.sum_ns[p];
+                acc.max_ns[p] = acc.max_ns[p].max(s.max_ns[p]);
+                let row = &s.hist[p * hist::BUCKETS..(p + 1) * hist::BUCKETS];
+                for (a, b) in acc.hist[p].iter_mut().zip(row) {
+                    *a += b;
+                }
+            }
+            for p in 0..4 {
+                let row = &s.by_server[p * hist::BUCKETS..(p + 1) * hist::BUCKETS];
+                for (a, b) in acc.by_server[p].iter_mut().zip(row) {
+                    *a += b;
+                }
+            }
+        }
+        Ok(acc)
+    }
+}
+
+fn add_runs(sum: &mut ProgRuns, p: &types::ss_anat_prog_cost) {
+    sum.matched += p.matched;
+    sum.filtered += p.filtered;
+    sum.timed_matched += p.timed_matched;
+    sum.timed_filtered += p.timed_filtered;
+    sum.matched_ns += p.matched_ns;
+    sum.filtered_ns += p.filtered_ns;
+    sum.clock_ns += p.clock_ns;
+}

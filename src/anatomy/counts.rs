@@ -1,0 +1,320 @@
+//! What the anatomy programs hold, as plain Rust values: each port's turns
+//! (histograms of every part, their exact sums, and the parts' sums per
+//! server-time bucket), the counters, and the programs' runs. Values are
+//! cumulative since the programs were loaded; [`Counts::since`] gives a
+//! window or an interval.
+
+use super::abi::{COUNTS, PARTS, PROGS};
+use crate::trace::hist::{self, Histogram};
+
+/// The parts of a turn, in the kernel's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// Arrival to the read that takes it, less CPU wait.
+    Queue = 0,
+    /// Runnable, not running, inside the turn.
+    Cpu = 1,
+    /// First read to first write, less CPU wait.
+    Service = 2,
+    /// First to last write, less CPU wait.
+    Send = 3,
+    /// Arrival to last write: the sum of the four above.
+    Server = 4,
+}
+
+impl Part {
+    /// The four parts that add up to the server time.
+    pub const ADDENDS: [Part; 4] = [Part::Queue, Part::Cpu, Part::Service, Part::Send];
+    /// All five, in order.
+    pub const ALL: [Part; PARTS] = [
+        Part::Queue,
+        Part::Cpu,
+        Part::Service,
+        Part::Send,
+        Part::Server,
+    ];
+}
+
+/// Transport of a served port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Transport {
+    /// TCP (IPPROTO_TCP).
+    Tcp,
+    /// UDP (IPPROTO_UDP).
+    Udp,
+}
+
+impl Transport {
+    /// The IP protocol number the kernel keys it by.
+    pub fn number(self) -> u16 {
+        match self {
+            Transport::Tcp => 6,
+            Transport::Udp => 17,
+        }
+    }
+
+    /// From the IP protocol number; None for anything else.
+    pub fn from_number(n: u16) -> Option<Self> {
+        match n {
+            6 => Some(Transport::Tcp),
+            17 => Some(Transport::Udp),
+            _ => None,
+        }
+    }
+
+    /// "tcp" or "udp".
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+        }
+    }
+}
+
+/// The turns of one served port (or of the overflow), summed over CPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortTurns {
+    /// Local port (0 for the overflow).
+    pub port: u16,
+    /// Its transport.
+    pub transport: Transport,
+    /// Turns timed.
+    pub turns: u64,
+    /// Exact sum of each part over the turns.
+    pub sum_ns: [u64; PARTS],
+    /// Largest value of each part (cumulative: a window's is an upper bound).
+    pub max_ns: [u64; PARTS],
+    /// Each part's histogram (trace/hist.rs buckets).
+    pub hist: [Vec<u64>; PARTS],
+    /// Sum of each addend (queue, CPU, service, send) over the turns whose
+    /// server time fell in each server-time bucket.
+    pub by_server: [Vec<u64>; 4],
+}
+
+impl PortTurns {
+    /// No turns yet.
+    pub fn empty(port: u16, transport: Transport) -> Self {
+        Self {
+            port,
+            transport,
+            turns: 0,
+            sum_ns: [0; PARTS],
+            max_ns: [0; PARTS],
+            hist: std::array::from_fn(|_| vec![0; hist::BUCKETS]),
+            by_server: std::array::from_fn(|_| vec![0; hist::BUCKETS]),
+        }
+    }
+
+    /// Adds another CPU's (or port's) figures.
+    pub fn add(&mut self, o: &PortTurns) {
+        self.turns += o.turns;
+        for p in 0..PARTS {
+            self.sum_ns[p] += o.sum_ns[p];
+            self.max_ns[p] = self.max_ns[p].max(o.max_ns[p]);
+            add_into(&mut self.hist[p], &o.hist[p]);
+        }
+        for p in 0..4 {
+            add_into(&mut self.by_server[p], &o.by_server[p]);
+        }
+    }
+
+    /// What accumulated since `earlier` (the same port, read before).
+    pub fn since(&self, earlier: &PortTurns) -> PortTurns {
+        let mut out = self.clone();
+        out.turns = self.turns.saturating_sub(earlier.turns);
+        for p in 0..PARTS {
+            out.sum_ns[p] = self.sum_ns[p].saturating_sub(earlier.sum_ns[p]);
+            sub_from(&mut out.hist[p], &earlier.hist[p]);
+        }
+        for p in 0..4 {
+            sub_from(&mut out.by_server[p], &earlier.by_server[p]);
+        }
+        out
+    }
+
+    /// One part's histogram, for percentiles.
+    pub fn histogram(&self, part: Part) -> Histogram {
+        let counts = self.hist[part as usize].clone();
+        let min = counts
+            .iter()
+            .position(|c| *c > 0)
+            .map(hist::lower_bound)
+            .unwrap_or(0);
+        Histogram {
+            counts,
+            min,
+            max: self.max_ns[part as usize],
+        }
+    }
+}
+
+fn add_into(a: &mut [u64], b: &[u64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+fn sub_from(a: &mut [u64], b: &[u64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = x.saturating_sub(*y);
+    }
+}
+
+/// One program's runs, summed over CPUs (`ss_anat_prog_cost`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgRuns {
+    /// Runs on the target's sockets or threads.
+    pub matched: u64,
+    /// Runs that only found someone else's event.
+    pub filtered: u64,
+    /// Of them, timed during the cost slices.
+    pub timed_matched: u64,
+    /// Filtered runs timed.
+    pub timed_filtered: u64,
+    /// Time of the timed matched runs (one clock read included each).
+    pub matched_ns: u64,
+    /// Time of the timed filtered runs.
+    pub filtered_ns: u64,
+    /// What the timing's own clock reads cost (one per timed run).
+    pub clock_ns: u64,
+}
+
+impl ProgRuns {
+    fn since(self, e: ProgRuns) -> ProgRuns {
+        ProgRuns {
+            matched: self.matched.saturating_sub(e.matched),
+            filtered: self.filtered.saturating_sub(e.filtered),
+            timed_matched: self.timed_matched.saturating_sub(e.timed_matched),
+            timed_filtered: self.timed_filtered.saturating_sub(e.timed_filtered),
+            matched_ns: self.matched_ns.saturating_sub(e.matched_ns),
+            filtered_ns: self.filtered_ns.saturating_sub(e.filtered_ns),
+            clock_ns: self.clock_ns.saturating_sub(e.clock_ns),
+        }
+    }
+}
+
+/// Everything the programs hold at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counts {
+    /// Per served port, sorted by transport and port.
+    pub ports: Vec<PortTurns>,
+    /// Turns of ports beyond the series limit.
+    pub other: PortTurns,
+    /// The counters (`abi::count`).
+    pub count: [u64; COUNTS],
+    /// Each program's runs (`abi::PROG_NAMES` order).
+    pub progs: [ProgRuns; PROGS],
+}
+
+impl Counts {
+    /// Nothing counted.
+    pub fn empty() -> Self {
+        Self {
+            ports: Vec::new(),
+            other: PortTurns::empty(0, Transport::Tcp),
+            count: [0; COUNTS],
+            progs: [ProgRuns::default(); PROGS],
+        }
+    }
+
+    /// What accumulated since `earlier` (ports new since then kept whole).
+    pub fn since(&self, earlier: &Counts) -> Counts {
+        let ports = self
+            .ports
+            .iter()
+            .map(|p| {
+                match earlier
+                    .ports
+                    .iter()
+                    .find(|e| e.port == p.port && e.transport == p.transport)
+                {
+                    Some(e) => p.since(e),
+                    None => p.clone(),
+                }
+            })
+            .collect();
+        let mut count = self.count;
+        for (c, e) in count.iter_mut().zip(earlier.count) {
+            *c = c.saturating_sub(e);
+        }
+        let mut progs = self.progs;
+        for (p, e) in progs.iter_mut().zip(earlier.progs) {
+            *p = p.since(e);
+        }
+        Counts {
+            ports,
+            other: self.other.since(&earlier.other),
+            count,
+            progs,
+        }
+    }
+
+    /// Every port's turns (and the overflow's) in one.
+    pub fn total(&self) -> PortTurns {
+        let mut t = PortTurns::empty(0, Transport::Tcp);
+        for p in &self.ports {
+            t.add(p);
+        }
+        t.add(&self.other);
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turns(port: u16, values: &[[u64; 4]]) -> PortTurns {
+        let mut t = PortTurns::empty(port, Transport::Tcp);
+        for v in values {
+            let server: u64 = v.iter().sum();
+            let sb = hist::bucket_of(server);
+            t.turns += 1;
+            for (i, x) in v.iter().chain(std::iter::once(&server)).enumerate() {
+                t.sum_ns[i] += x;
+                t.max_ns[i] = t.max_ns[i].max(*x);
+                t.hist[i][hist::bucket_of(*x)] += 1;
+            }
+            for (i, x) in v.iter().enumerate() {
+                t.by_server[i][sb] += x;
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn since_takes_away_what_was_there_and_keeps_new_ports_whole() {
+        let mut before = Counts::empty();
+        before.ports.push(turns(80, &[[10, 0, 100, 5]]));
+        before.count[0] = 1;
+        let mut now = Counts::empty();
+        now.ports
+            .push(turns(80, &[[10, 0, 100, 5], [20, 3, 200, 7]]));
+        now.ports.push(turns(443, &[[1, 1, 1, 1]]));
+        now.count[0] = 3;
+        let d = now.since(&before);
+        assert_eq!(d.count[0], 2);
+        assert_eq!(d.ports[0].turns, 1);
+        assert_eq!(d.ports[0].sum_ns[Part::Service as usize], 200);
+        assert_eq!(d.ports[1].turns, 1);
+        let total = d.total();
+        assert_eq!(total.turns, 2);
+        // The addends' sums equal the server time's, in the window too.
+        let addends: u64 = Part::ADDENDS
+            .iter()
+            .map(|p| total.sum_ns[*p as usize])
+            .sum();
+        assert_eq!(addends, total.sum_ns[Part::Server as usize]);
+    }
+
+    #[test]
+    fn a_part_histogram_has_the_observed_bounds() {
+        let t = turns(80, &[[1000, 0, 300_000, 0], [2000, 0, 310_000, 0]]);
+        let h = t.histogram(Part::Service);
+        assert_eq!(h.total(), 2);
+        assert_eq!(h.max, 310_000);
+        assert!(h.min <= 300_000);
+        let p50 = h.quantile(0.5).unwrap();
+        assert!((280_000..=330_000).contains(&p50), "{p50}");
+    }
+}

@@ -1,0 +1,232 @@
+//! Request anatomy: each request's time at the server, seen from the
+//! socket layer and split into queue wait, CPU wait, service and send
+//! (src/bpf/anatomy.bpf.c says how turns are delimited; docs/anatomy.md
+//! says what the parts mean and where the picture stops).
+//!
+//! It hooks no syscall: only the socket tracepoints (sk_data_ready,
+//! sock_recv_length, sock_send_length, inet_sock_set_state) and the
+//! scheduler's (sched_wakeup, sched_switch, sched_process_fork), so neither
+//! the target nor any other process pays the syscall hooks' slow path. It
+//! runs with the syscall tracer or alone.
+//!
+//! [`Session::start`] loads and attaches the programs on a thread of their
+//! own, registers the target's processes and served ports, and opens the
+//! window; [`Session::finish`] closes it and returns what was [`Recorded`];
+//! [`report`] turns that into the artifact's section.
+//!
+//! Layout: `abi` (the skeleton), `bpf` (load, attach, read), `counts` (the
+//! kernel's figures as Rust values), `ports` (the ports a process serves),
+//! `summary` (percentiles, compositions, cost: pure).
+
+mod abi;
+pub mod bpf;
+pub mod counts;
+pub mod ports;
+pub mod summary;
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+
+pub use self::counts::{Counts, Part, PortTurns, Transport};
+pub use self::ports::{ServedPort, served_ports};
+use crate::report::anatomy::{AnatomyInterval, AnatomyReport};
+use crate::trace::bpf::ScopeFilter;
+
+/// Ports that keep their own statistics; turns on further ones are added
+/// to the totals only.
+pub const DEFAULT_MAX_PORTS: u32 = 64;
+
+/// What to follow.
+#[derive(Clone, Debug)]
+pub struct AnatomyConfig {
+    /// Which tasks are the target's.
+    pub scope: ScopeFilter,
+    /// Tree scope: the processes at the roots of the target's trees (their
+    /// descendants now and later are the target's too).
+    pub roots: Vec<i32>,
+    /// Other scopes: the processes in it now, whose served ports are
+    /// followed (a port bound later is learned when it starts listening or,
+    /// for UDP, at its first read).
+    pub members: Vec<i32>,
+    /// Ports with statistics of their own.
+    pub max_ports: u32,
+    /// Length of the intervals the window is cut into.
+    pub interval: Duration,
+}
+
+/// What a window recorded.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// Everything that accumulated in the window.
+    pub window: Counts,
+    /// The window in intervals.
+    pub intervals: Vec<AnatomyInterval>,
+    /// Its length, ns.
+    pub window_ns: u64,
+    /// The served ports known when it opened.
+    pub ports: Vec<ServedPort>,
+}
+
+/// The report's section of a recorded window; `target_cpu_ns` (the
+/// target's CPU time over the window, when known) gives the cost's share.
+pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
+    let ncpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cost = summary::cost(&rec.window.progs, rec.window_ns, ncpus, target_cpu_ns);
+    summary::report(&rec.window, rec.intervals.clone(), cost)
+}
+
+/// A running anatomy window, on its own thread (it owns the BPF object;
+/// the links close with it, and with the process however it ends).
+pub struct Session {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Result<Recorded>>>,
+}
+
+/// The programs time themselves this long in every [`COST_PERIOD`].
+const COST_SLICE: Duration = Duration::from_millis(50);
+const COST_PERIOD: Duration = Duration::from_millis(500);
+const TICK: Duration = Duration::from_millis(10);
+
+impl Session {
+    /// Loads and attaches the programs, registers the target, and opens
+    /// the window; returns once it is open (or with why it could not).
+    pub fn start(cfg: AnatomyConfig) -> Result<Session> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel::<Result<()>>();
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("ss-anatomy".into())
+            .spawn(move || run(cfg, flag, tx))
+            .context("starting the anatomy thread")?;
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(())) => Ok(Session {
+                stop,
+                handle: Some(handle),
+            }),
+            Ok(Err(e)) => {
+                let _ = handle.join();
+                Err(e)
+            }
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                match handle.join() {
+                    Ok(Err(e)) => Err(e),
+                    _ => Err(anyhow!("the request anatomy did not start within 30 s")),
+                }
+            }
+        }
+    }
+
+    /// Closes the window and returns what it recorded.
+    pub fn finish(mut self) -> Result<Recorded> {
+        self.stop.store(true, Ordering::Relaxed);
+        let h = self.handle.take().expect("finish is called once");
+        h.join()
+            .map_err(|_| anyhow!("the anatomy thread panicked"))?
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The processes of a tree scope now: each root and its descendants.
+fn tree_pids(roots: &[i32]) -> Vec<i32> {
+    let mut out: Vec<i32> = roots.to_vec();
+    for &r in roots {
+        out.extend(crate::procfs::descendants(r));
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Loads, registers, attaches, reads the baseline and opens the window.
+fn open<'obj>(
+    storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    cfg: &AnatomyConfig,
+) -> Result<(bpf::Programs<'obj>, Vec<ServedPort>, Counts, u64)> {
+    let mut progs = bpf::Programs::load(storage, &cfg.scope, cfg.max_ports)?;
+    let pids = match cfg.scope {
+        ScopeFilter::Tree => {
+            let pids = tree_pids(&cfg.roots);
+            progs.add_tree(&pids)?;
+            pids
+        }
+        _ => cfg.members.clone(),
+    };
+    // Attached before the ports are read: a listener opened between the
+    // two is registered by the LISTEN hook.
+    progs.attach()?;
+    let ports = served_ports(&pids);
+    progs.add_ports(&ports)?;
+    let before = progs.read()?;
+    let start = progs.open_window()?;
+    Ok((progs, ports, before, start))
+}
+
+fn run(
+    cfg: AnatomyConfig,
+    stop: Arc<AtomicBool>,
+    ready: mpsc::Sender<Result<()>>,
+) -> Result<Recorded> {
+    let mut storage = MaybeUninit::uninit();
+    let (mut progs, ports, before, start) = match open(&mut storage, &cfg) {
+        Ok(v) => {
+            let _ = ready.send(Ok(()));
+            v
+        }
+        Err(e) => {
+            let msg = format!("{e:#}");
+            let _ = ready.send(Err(e));
+            return Err(anyhow!(msg));
+        }
+    };
+    let t0 = Instant::now();
+    let mut intervals = Vec::new();
+    let mut last = before.clone();
+    let mut next_interval = cfg.interval;
+    let mut cost_on = false;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(TICK);
+        let el = t0.elapsed();
+        let in_slice = el.as_nanos() % COST_PERIOD.as_nanos() < COST_SLICE.as_nanos();
+        if in_slice != cost_on {
+            cost_on = in_slice;
+            progs.set_cost(cost_on)?;
+        }
+        if !cfg.interval.is_zero() && el >= next_interval {
+            next_interval += cfg.interval;
+            let now = progs.read()?;
+            intervals.push(summary::interval_row(el.as_secs_f64(), &now.since(&last)));
+            last = now;
+        }
+    }
+    let window_ns = bpf::monotonic_ns().saturating_sub(start);
+    progs.close_window()?;
+    let end = progs.read()?;
+    if !cfg.interval.is_zero() {
+        let tail = end.since(&last);
+        if tail.total().turns > 0 {
+            intervals.push(summary::interval_row(t0.elapsed().as_secs_f64(), &tail));
+        }
+    }
+    Ok(Recorded {
+        window: end.since(&before),
+        intervals,
+        window_ns,
+        ports,
+    })
+}

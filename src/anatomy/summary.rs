@@ -1,0 +1,382 @@
+//! From what the programs counted to the report's `anatomy` section:
+//! percentiles with their intervals from the kernel's log-linear
+//! histograms, what the turns at each server-time percentile were made of,
+//! the per-port rows, the intervals, and the cost. Pure functions.
+
+use super::abi::{PROG_NAMES, count};
+use super::counts::{Counts, Part, PortTurns, ProgRuns};
+use crate::report::anatomy::{
+    AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
+    PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
+};
+use crate::stats::{LatencySummary, TailInterval, tail};
+use crate::trace::hist::{self, Histogram};
+
+/// The quantile of a named percentile.
+fn quantile_of(name: &str) -> f64 {
+    match name {
+        "p50" => 0.5,
+        "p90" => 0.9,
+        "p99" => 0.99,
+        _ => 0.999,
+    }
+}
+
+/// The bucket that holds the sample of rank `rank` (1-based).
+fn bucket_at_rank(counts: &[u64], rank: u64) -> usize {
+    let mut seen = 0;
+    for (b, c) in counts.iter().enumerate() {
+        seen += c;
+        if seen >= rank {
+            return b;
+        }
+    }
+    counts.len().saturating_sub(1)
+}
+
+/// The 95 % interval of the q-quantile, bucket edge to bucket edge.
+fn interval(h: &Histogram, q: f64) -> Option<TailInterval> {
+    let n = h.total();
+    if n == 0 {
+        return None;
+    }
+    let (l, u, method) = tail::rank_interval(n, q);
+    let low_ns = if l == 0 {
+        h.min
+    } else {
+        hist::lower_bound(bucket_at_rank(&h.counts, l)).max(h.min)
+    };
+    let high_ns = if u > n {
+        h.max
+    } else {
+        let b = bucket_at_rank(&h.counts, u);
+        (hist::lower_bound(b) + hist::width(b) - 1).min(h.max)
+    };
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let at = bucket_at_rank(&h.counts, rank);
+    let beyond: u64 = h.counts[at + 1..].iter().sum();
+    let expected_beyond = n as f64 * (1.0 - q);
+    Some(TailInterval {
+        low_ns,
+        high_ns,
+        low_rank: l,
+        high_rank: u,
+        beyond,
+        expected_beyond,
+        meaningful: u <= n && expected_beyond >= 10.0,
+        method,
+    })
+}
+
+/// One part's percentiles from its histogram and exact sum.
+pub fn part_summary(h: &Histogram, sum_ns: u64) -> PartSummary {
+    let n = h.total();
+    if n == 0 {
+        return PartSummary::default();
+    }
+    let at = |q: f64| h.quantile(q).unwrap_or(0);
+    PartSummary {
+        count: n,
+        mean_ns: sum_ns as f64 / n as f64,
+        max_ns: h.max,
+        p50_ns: at(0.5),
+        p90_ns: at(0.9),
+        p99_ns: at(0.99),
+        p999_ns: at(0.999),
+        p50_ci: interval(h, 0.5),
+        p90_ci: interval(h, 0.9),
+        p99_ci: interval(h, 0.99),
+        p999_ci: interval(h, 0.999),
+    }
+}
+
+/// Every part of a set of turns.
+pub fn parts_of(t: &PortTurns) -> Parts {
+    let s = |p: Part| part_summary(&t.histogram(p), t.sum_ns[p as usize]);
+    Parts {
+        queue_wait: s(Part::Queue),
+        cpu_wait: s(Part::Cpu),
+        service: s(Part::Service),
+        send: s(Part::Send),
+        server_time: s(Part::Server),
+    }
+}
+
+/// What the turns at each server-time percentile were made of: the
+/// turns in the bucket that holds it, their parts' means. The server
+/// time shown is the sum of the rounded parts, so the row adds up.
+pub fn compositions(t: &PortTurns) -> Vec<Composition> {
+    let server = &t.hist[Part::Server as usize];
+    let n: u64 = server.iter().sum();
+    if n == 0 {
+        return Vec::new();
+    }
+    PERCENTILES
+        .iter()
+        .map(|name| {
+            let q = quantile_of(name);
+            let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+            let b = bucket_at_rank(server, rank);
+            let turns = server[b].max(1);
+            let mean = |p: Part| {
+                let sum = t.by_server[p as usize][b];
+                (sum as f64 / turns as f64).round() as u64
+            };
+            let (queue, cpu, service, send) = (
+                mean(Part::Queue),
+                mean(Part::Cpu),
+                mean(Part::Service),
+                mean(Part::Send),
+            );
+            Composition {
+                percentile: name.to_string(),
+                turns: server[b],
+                server_ns: queue + cpu + service + send,
+                queue_wait_ns: queue,
+                cpu_wait_ns: cpu,
+                service_ns: service,
+                send_ns: send,
+            }
+        })
+        .collect()
+}
+
+/// One interval's row from what accumulated in it.
+pub fn interval_row(t_s: f64, d: &Counts) -> AnatomyInterval {
+    let t = d.total();
+    let mean = |p: Part| {
+        if t.turns == 0 {
+            0.0
+        } else {
+            t.sum_ns[p as usize] as f64 / t.turns as f64
+        }
+    };
+    let server = t.histogram(Part::Server);
+    AnatomyInterval {
+        t_s,
+        turns: t.turns,
+        queue_wait_mean_ns: mean(Part::Queue),
+        cpu_wait_mean_ns: mean(Part::Cpu),
+        service_mean_ns: mean(Part::Service),
+        send_mean_ns: mean(Part::Send),
+        server_p50_ns: server.quantile(0.5).unwrap_or(0),
+        server_p99_ns: server.quantile(0.99).unwrap_or(0),
+    }
+}
+
+/// Time per run, from the timed runs, less the clock read each timed
+/// run's figure includes.
+fn per_run(ns: u64, timed: u64, clock_per_run: f64) -> Option<f64> {
+    (timed > 0).then(|| (ns as f64 / timed as f64 - clock_per_run).max(0.0))
+}
+
+/// The programs' cost over a window of `window_ns` on `ncpus` CPUs; the
+/// share of the target's CPU when its CPU time is known.
+pub fn cost(
+    progs: &[ProgRuns],
+    window_ns: u64,
+    ncpus: usize,
+    target_cpu_ns: Option<u64>,
+) -> AnatomyCost {
+    let mut out = AnatomyCost::default();
+    let (mut runs, mut timed) = (0u64, 0u64);
+    for (p, name) in progs.iter().zip(PROG_NAMES) {
+        let timed_runs = p.timed_matched + p.timed_filtered;
+        let clock = if timed_runs > 0 {
+            p.clock_ns as f64 / timed_runs as f64
+        } else {
+            0.0
+        };
+        let m = per_run(p.matched_ns, p.timed_matched, clock);
+        let f = per_run(p.filtered_ns, p.timed_filtered, clock);
+        let target = p.matched as f64 * m.unwrap_or(0.0);
+        let others = p.filtered as f64 * f.unwrap_or(0.0);
+        out.target_ns += target;
+        out.others_ns += others;
+        runs += p.matched + p.filtered;
+        timed += timed_runs;
+        out.programs.push(ProgramCost {
+            name: name.to_string(),
+            matched_runs: p.matched,
+            filtered_runs: p.filtered,
+            matched_ns_per_run: m,
+            filtered_ns_per_run: f,
+            total_ns: target + others,
+        });
+    }
+    let total = out.target_ns + out.others_ns;
+    out.of_machine = if window_ns > 0 && ncpus > 0 {
+        total / (window_ns as f64 * ncpus as f64)
+    } else {
+        0.0
+    };
+    out.of_target_cpu = target_cpu_ns.filter(|c| *c > 0).map(|c| total / c as f64);
+    out.timed_fraction = if runs > 0 {
+        timed as f64 / runs as f64
+    } else {
+        0.0
+    };
+    out
+}
+
+/// The report of a window: what accumulated in it (`window`), its
+/// intervals, and its length.
+pub fn report(
+    window: &Counts,
+    intervals: Vec<AnatomyInterval>,
+    cost: AnatomyCost,
+) -> AnatomyReport {
+    let total = window.total();
+    let c = &window.count;
+    AnatomyReport {
+        turns: c[count::TURNS],
+        connections: c[count::CONNS],
+        threads: c[count::THREADS],
+        multiplexed: Multiplexed {
+            connections: c[count::MUX_CONNS],
+            turns: c[count::MUX_TURNS],
+        },
+        before_window: c[count::BEFORE_WINDOW],
+        in_flight_at_end: c[count::IN_FLIGHT],
+        unsolicited_writes: c[count::UNSOLICITED],
+        udp_arrival_unseen: c[count::UDP_UNSEEN],
+        udp_unanswered: c[count::UNANSWERED],
+        foreign_connections: c[count::FOREIGN],
+        storage_failures: c[count::STORAGE_FULL],
+        overflow_turns: c[count::SERIES_FULL],
+        parts: parts_of(&total),
+        sums_ns: PartSums {
+            queue_wait: total.sum_ns[Part::Queue as usize],
+            cpu_wait: total.sum_ns[Part::Cpu as usize],
+            service: total.sum_ns[Part::Service as usize],
+            send: total.sum_ns[Part::Send as usize],
+            server_time: total.sum_ns[Part::Server as usize],
+        },
+        at_percentile: compositions(&total),
+        ports: window
+            .ports
+            .iter()
+            .filter(|p| p.turns > 0)
+            .map(|p| PortAnatomy {
+                port: p.port,
+                transport: p.transport.name().to_string(),
+                turns: p.turns,
+                parts: parts_of(p),
+            })
+            .collect(),
+        client: None,
+        intervals,
+        cost,
+    }
+}
+
+/// Puts the client's latency of the same run beside the server time.
+pub fn with_client(a: &mut AnatomyReport, client: &LatencySummary, source: &str) {
+    let s = &a.parts.server_time;
+    let diff = |c: u64, s: u64| c as i64 - s as i64;
+    a.client = Some(ClientSide {
+        source: source.to_string(),
+        count: client.count,
+        p50_ns: client.p50_ns,
+        p90_ns: client.p90_ns,
+        p99_ns: client.p99_ns,
+        p999_ns: client.p999_ns,
+        difference_ns: [
+            diff(client.p50_ns, s.p50_ns),
+            diff(client.p90_ns, s.p90_ns),
+            diff(client.p99_ns, s.p99_ns),
+            diff(client.p999_ns, s.p999_ns),
+        ],
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::anatomy::counts::Transport;
+
+    /// Turns made of (queue, cpu, service, send).
+    fn turns(values: &[[u64; 4]]) -> PortTurns {
+        let mut t = PortTurns::empty(80, Transport::Tcp);
+        for v in values {
+            let server: u64 = v.iter().sum();
+            let sb = hist::bucket_of(server);
+            t.turns += 1;
+            for (i, x) in v.iter().chain(std::iter::once(&server)).enumerate() {
+                t.sum_ns[i] += x;
+                t.max_ns[i] = t.max_ns[i].max(*x);
+                t.hist[i][hist::bucket_of(*x)] += 1;
+            }
+            for (i, x) in v.iter().enumerate() {
+                t.by_server[i][sb] += x;
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn the_tail_composition_names_the_part_that_made_it() {
+        // 990 fast turns of service only, 10 slow ones that waited for a CPU.
+        let mut v = vec![[1_000, 0, 50_000, 1_000]; 990];
+        v.extend(vec![[1_000, 2_900_000, 50_000, 1_000]; 10]);
+        let t = turns(&v);
+        let c = compositions(&t);
+        let p50 = c.iter().find(|c| c.percentile == "p50").unwrap();
+        assert_eq!(p50.cpu_wait_ns, 0);
+        assert_eq!(p50.server_ns, 52_000);
+        let p999 = c.iter().find(|c| c.percentile == "p99.9").unwrap();
+        assert_eq!(p999.cpu_wait_ns, 2_900_000);
+        assert_eq!(
+            p999.server_ns,
+            p999.queue_wait_ns + p999.cpu_wait_ns + p999.service_ns + p999.send_ns
+        );
+        let mut counts = Counts::empty();
+        counts.ports.push(t);
+        counts.count[count::TURNS] = 1000;
+        let r = report(&counts, Vec::new(), AnatomyCost::default());
+        assert_eq!(r.dominant("p99.9").unwrap().0, "CPU wait");
+        assert_eq!(r.dominant("p50").unwrap().0, "service");
+        assert_eq!(
+            r.sums_ns.queue_wait + r.sums_ns.cpu_wait + r.sums_ns.service + r.sums_ns.send,
+            r.sums_ns.server_time
+        );
+        let text = crate::report::anatomy::render(&r);
+        assert!(text.contains("at p50"), "{text}");
+    }
+
+    #[test]
+    fn percentile_intervals_bracket_the_value() {
+        let v: Vec<[u64; 4]> = (1..=2000).map(|i| [0, 0, i * 1000, 0]).collect();
+        let t = turns(&v);
+        let s = part_summary(
+            &t.histogram(Part::Service),
+            t.sum_ns[Part::Service as usize],
+        );
+        for (value, ci) in [(s.p50_ns, s.p50_ci), (s.p99_ns, s.p99_ci)] {
+            let ci = ci.unwrap();
+            assert!(ci.low_ns <= value && value <= ci.high_ns, "{value} {ci:?}");
+        }
+        assert!((s.mean_ns - 1_000_500.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn cost_extrapolates_the_timed_runs_and_takes_the_clock_out() {
+        let mut p = [ProgRuns::default(); crate::anatomy::abi::PROGS];
+        p[0] = ProgRuns {
+            matched: 1000,
+            filtered: 9000,
+            timed_matched: 100,
+            timed_filtered: 100,
+            matched_ns: 100 * 120,
+            filtered_ns: 100 * 40,
+            clock_ns: 200 * 20,
+        };
+        let c = cost(&p, 1_000_000_000, 2, Some(500_000_000));
+        assert_eq!(c.programs[0].matched_ns_per_run, Some(100.0));
+        assert_eq!(c.programs[0].filtered_ns_per_run, Some(20.0));
+        assert_eq!(c.target_ns, 100_000.0);
+        assert_eq!(c.others_ns, 180_000.0);
+        assert!((c.of_target_cpu.unwrap() - 280_000.0 / 5e8).abs() < 1e-12);
+        assert!((c.timed_fraction - 0.02).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,796 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * sockscope request anatomy: each request's time at the server, split into
+ * queue wait, CPU wait, service and send, from the socket and scheduler
+ * tracepoints only (no syscall hook, no kprobe, no fentry).
+ *
+ * A turn is one request and its response on one connection: it begins when
+ * request data is queued on an idle connection (sock:sk_data_ready, in the
+ * softirq that queues it), its first read (sock:sock_recv_length, in the
+ * serving thread) takes it, its first write starts the response and its
+ * last write before the next request's data ends it
+ * (sock:sock_send_length). The serving thread's run-queue waits come from
+ * sched_wakeup and sched_switch. A UDP turn is a datagram read followed by
+ * a send on the same socket; arrival times of queued datagrams are kept in
+ * a small ring per socket.
+ *
+ * Which sockets: those on a port the target serves (a TCP listener or a
+ * bound UDP socket; the `ports` map, filled by the loader from the
+ * target's sockets and by the LISTEN transition of an in-scope task) in
+ * the target's network namespace. A socket gets its state (socket local
+ * storage) at its first event; every other socket on the machine costs a
+ * storage lookup and, for data_ready, one hash lookup.
+ *
+ * Connections that carry several requests at a time (pipelining, HTTP/2)
+ * show it: a read of data that was queued before the response ended, or a
+ * write before the turn's data was read. They are counted apart from then
+ * on, never timed as single requests.
+ *
+ * Aggregates are per-CPU (plain stores; tracepoint programs run with
+ * migration disabled). Nothing goes through a ring buffer.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "anatomy.h"
+#include "hist.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define MSG_PEEK 2
+#define TCP_ESTABLISHED 1
+#define TCP_LISTEN 10
+#define PROTO_TCP 6
+#define PROTO_UDP 17
+#define TASK_RUNNING 0
+
+/* Set by the loader before load (see syscalls.bpf.c for their meaning). */
+const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
+const volatile __u64 scope_cgroup_id = 0;
+const volatile __u32 scope_cgroup_level = 0;
+const volatile __u64 scope_comm_lo = 0;
+const volatile __u64 scope_comm_hi = 0;
+const volatile __u32 self_tgid = 0;
+
+/* Written by the loader (mmapped .bss). */
+__u32 window_open = 0;
+__u64 window_start = 0;   /* bpf_ktime_get_ns() when the window opened */
+__u32 cost_on = 0;
+struct ss_anat_cpu cpus[SS_MAX_CPUS] = {};
+
+/* Keeps the enums no field uses in BTF, for the skeleton's types. */
+enum ss_anat_part layout_part __attribute__((unused));
+enum ss_anat_state layout_state __attribute__((unused));
+enum ss_anat_conn_flags layout_conn_flags __attribute__((unused));
+enum ss_anat_limits layout_anat_limits __attribute__((unused));
+enum ss_anat_prog layout_prog __attribute__((unused));
+enum ss_anat_count layout_count __attribute__((unused));
+struct ss_anat_conn layout_conn __attribute__((unused));
+struct ss_anat_thread layout_thread __attribute__((unused));
+
+const struct ss_anat_stats zero_stats = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ss_anat_conn);
+} conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ss_anat_thread);
+} threads SEC(".maps");
+
+/* Ports the target serves on (value unused). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct ss_anat_port_key);
+	__type(value, __u8);
+} ports SEC(".maps");
+
+/* Tree scope: the processes (tgids) of the target's tree. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} tree SEC(".maps");
+
+/* Per-port statistics; max_entries (the series limit) set by the loader.
+ * Preallocated, for the reason given at syscalls.bpf.c's group_stats. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct ss_anat_stats_key);
+	__type(value, struct ss_anat_stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ss_anat_stats);
+} stats_other SEC(".maps");
+
+static __always_inline struct ss_anat_cpu *cpu_here(void)
+{
+	return &cpus[bpf_get_smp_processor_id() & (SS_MAX_CPUS - 1)];
+}
+
+static __always_inline void count(enum ss_anat_count c)
+{
+	if (c < SS_COUNTS)
+		cpu_here()->count[c]++;
+}
+
+/* Is the current task one of the target's? */
+static __always_inline bool current_in_scope(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
+
+	if (tgid == self_tgid)
+		return false;
+	if (scope_mode == SS_SCOPE_TREE)
+		return bpf_map_lookup_elem(&tree, &tgid) != 0;
+	if (scope_mode == SS_SCOPE_CGROUP)
+		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
+	if (scope_mode == SS_SCOPE_COMM) {
+		const __u64 *c = (const __u64 *)task->group_leader->comm;
+
+		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
+	}
+	return true;
+}
+
+static __always_inline void port_key_of(const struct sock *sk, struct ss_anat_port_key *k)
+{
+	k->netns = sk->__sk_common.skc_net.net->ns.inum;
+	k->port = sk->__sk_common.skc_num;
+	k->proto = sk->sk_protocol;
+}
+
+static __always_inline bool is_target_port(const struct sock *sk)
+{
+	struct ss_anat_port_key k;
+
+	port_key_of(sk, &k);
+	return bpf_map_lookup_elem(&ports, &k) != 0;
+}
+
+/* A fresh connection's state (storage comes zeroed). */
+static __always_inline void conn_init(struct ss_anat_conn *c, const struct sock *sk)
+{
+	c->sk = (__u64)sk;
+	c->port = sk->__sk_common.skc_num;
+	c->proto = sk->sk_protocol;
+	c->flags = SS_CONN_INIT | (c->proto == PROTO_UDP ? SS_CONN_UDP : 0);
+	count(SS_CNT_CONNS);
+}
+
+/* The socket's state, made when `create` (a socket on a target port). */
+static __always_inline struct ss_anat_conn *conn_of(const struct sock *sk, bool create)
+{
+	struct ss_anat_conn *c;
+
+	c = bpf_sk_storage_get(&conns, (void *)sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	if (!c) {
+		if (create)
+			count(SS_CNT_STORAGE_FULL);
+		return 0;
+	}
+	if (!(c->flags & SS_CONN_INIT))
+		conn_init(c, sk);
+	return c;
+}
+
+/* The current task's run-queue record, made on its first turn. */
+static __always_inline struct ss_anat_thread *thread_here(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_anat_thread *t;
+
+	t = bpf_task_storage_get(&threads, task, 0, 0);
+	if (t)
+		return t;
+	t = bpf_task_storage_get(&threads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (t)
+		count(SS_CNT_THREADS);
+	else
+		count(SS_CNT_STORAGE_FULL);
+	return t;
+}
+
+static __always_inline struct ss_anat_stats *stats_of(struct ss_anat_conn *c)
+{
+	struct ss_anat_stats_key k = { .port = c->port, .proto = c->proto };
+	struct ss_anat_stats *s;
+	__u32 zero = 0;
+
+	s = bpf_map_lookup_elem(&stats, &k);
+	if (s)
+		return s;
+	bpf_map_update_elem(&stats, &k, &zero_stats, BPF_NOEXIST);
+	s = bpf_map_lookup_elem(&stats, &k);
+	if (s)
+		return s;
+	count(SS_CNT_SERIES_FULL);
+	return bpf_map_lookup_elem(&stats_other, &zero);
+}
+
+/* The bucket function as a global (separately verified) function: a turn
+ * adds six values, and the inlined branches of each multiplied the paths
+ * the verifier walks past its limit. */
+__noinline __u32 anat_bucket(__u64 v)
+{
+	return hist_bucket(v);
+}
+
+/* Index of part p's bucket b in the flat arrays, bounds-checked in a way
+ * the verifier sees (the barrier keeps clang from re-deriving the index
+ * from the unchecked bucket after the test). */
+static __always_inline __u32 flat_index(__u32 part, __u32 b, __u32 limit)
+{
+	__u32 i = part * SS_HIST_BUCKETS + b;
+
+	barrier_var(i);
+	return i < limit ? i : limit;
+}
+
+static __always_inline void add_part(struct ss_anat_stats *s, __u32 part, __u64 v)
+{
+	__u32 i;
+
+	if (part >= SS_PARTS)
+		return;
+	s->sum_ns[part] += v;
+	if (v > s->max_ns[part])
+		s->max_ns[part] = v;
+	i = flat_index(part, anat_bucket(v), SS_PARTS * SS_HIST_BUCKETS);
+	if (i < SS_PARTS * SS_HIST_BUCKETS)
+		s->hist[i]++;
+}
+
+/* Adds an addend's value to its sum in the server-time bucket b. */
+static __always_inline void add_by_server(struct ss_anat_stats *s, __u32 part, __u32 b, __u64 v)
+{
+	__u32 i = flat_index(part, b, SS_PART_SERVER * SS_HIST_BUCKETS);
+
+	if (i < SS_PART_SERVER * SS_HIST_BUCKETS)
+		s->by_server[i] += v;
+}
+
+static __always_inline void turn_reset(struct ss_anat_conn *c)
+{
+	c->state = SS_TURN_IDLE;
+	c->flags &= ~SS_CONN_ARRIVAL_UNSEEN;
+	c->arrival = 0;
+	c->cpu_queue = 0;
+	c->cpu_service = 0;
+	c->cpu_send = 0;
+}
+
+/* Ends the turn in progress: a responded one is timed (or counted as
+ * multiplexed), one with no response yet is dropped. */
+static __always_inline void turn_close(struct ss_anat_conn *c)
+{
+	struct ss_anat_stats *s;
+	__u64 server, queue, service, send, cpu;
+
+	if (c->state != SS_TURN_RESPONDING) {
+		turn_reset(c);
+		return;
+	}
+	if (c->flags & SS_CONN_MULTIPLEXED) {
+		count(SS_CNT_MUX_TURNS);
+		turn_reset(c);
+		return;
+	}
+	if (c->flags & SS_CONN_ARRIVAL_UNSEEN)
+		count(SS_CNT_BEFORE_WINDOW);
+	/* Each CPU wait was bounded by its phase when taken, so every part
+	 * is >= 0 and the four add up to the server time exactly. */
+	server = c->last_write - c->arrival;
+	queue = c->first_read - c->arrival - c->cpu_queue;
+	service = c->first_write - c->first_read - c->cpu_service;
+	send = c->last_write - c->first_write - c->cpu_send;
+	cpu = c->cpu_queue + c->cpu_service + c->cpu_send;
+	s = stats_of(c);
+	if (s) {
+		__u32 b = anat_bucket(server);
+
+		s->turns++;
+		add_part(s, SS_PART_QUEUE, queue);
+		add_part(s, SS_PART_CPU, cpu);
+		add_part(s, SS_PART_SERVICE, service);
+		add_part(s, SS_PART_SEND, send);
+		add_part(s, SS_PART_SERVER, server);
+		if (b < SS_HIST_BUCKETS) {
+			add_by_server(s, SS_PART_QUEUE, b, queue);
+			add_by_server(s, SS_PART_CPU, b, cpu);
+			add_by_server(s, SS_PART_SERVICE, b, service);
+			add_by_server(s, SS_PART_SEND, b, send);
+		}
+	}
+	count(SS_CNT_TURNS);
+	turn_reset(c);
+}
+
+static __always_inline void mark_multiplexed(struct ss_anat_conn *c)
+{
+	if (!(c->flags & SS_CONN_MULTIPLEXED)) {
+		c->flags |= SS_CONN_MULTIPLEXED;
+		count(SS_CNT_MUX_CONNS);
+	}
+}
+
+/* Overlap of [from, to] with the thread's last run-queue wait. */
+static __always_inline __u64 wait_within(struct ss_anat_thread *t, __u64 from, __u64 to)
+{
+	__u64 lo, hi;
+
+	if (!t)
+		return 0;
+	lo = t->wait_start > from ? t->wait_start : from;
+	hi = t->wait_end < to ? t->wait_end : to;
+	return hi > lo ? hi - lo : 0;
+}
+
+static __always_inline __u64 bounded(__u64 v, __u64 limit)
+{
+	return v < limit ? v : limit;
+}
+
+/* UDP: the arrival time of the datagram being read, 0 when not kept. */
+static __always_inline __u64 udp_arrival(struct ss_anat_conn *c)
+{
+	__u32 seq = c->reads++;
+	__u32 i, k;
+
+	/* Entries are in datagram order; those older than this read belong
+	 * to datagrams read where the tracepoint does not see it. */
+	for (k = 0; k < SS_UDP_RING; k++) {
+		if (c->ring_head == c->ring_tail)
+			break;
+		i = c->ring_head & (SS_UDP_RING - 1);
+		if ((__s32)(c->ring_seq[i] - seq) > 0)
+			break;           /* this read's datagram was not kept */
+		c->ring_head++;
+		if (c->ring_seq[i] == seq)
+			return c->ring[i];
+	}
+	return 0;
+}
+
+/* Later write activity of the response: the send part grows. */
+static __always_inline void write_continues(struct ss_anat_conn *c, __u64 now)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_anat_thread *t = thread_here();
+
+	if (now > c->last_write)
+		c->last_write = now;
+	c->cpu_send = (t && c->writer == (__u64)task) ?
+		bounded(t->rq_sum - c->rq_write, c->last_write - c->first_write) : 0;
+}
+
+/* --- the timed wrappers ------------------------------------------------ */
+
+static __always_inline void prog_end(enum ss_anat_prog p, bool matched, __u64 t0, __u64 t1)
+{
+	struct ss_anat_prog_cost *c;
+
+	if (p >= SS_ANAT_PROGS)
+		return;
+	c = &cpu_here()->prog[p];
+	if (matched)
+		c->matched++;
+	else
+		c->filtered++;
+	if (!t0)
+		return;
+	__u64 t2 = bpf_ktime_get_ns();
+
+	if (matched) {
+		c->timed_matched++;
+		c->matched_ns += t2 - t1;
+	} else {
+		c->timed_filtered++;
+		c->filtered_ns += t2 - t1;
+	}
+	c->clock_ns += t1 - t0;
+}
+
+#define TIMED(prog, work)                                       \
+	do {                                                     \
+		__u64 t0 = 0, t1 = 0;                            \
+		bool matched;                                    \
+		if (cost_on) {                                   \
+			t0 = bpf_ktime_get_ns();                 \
+			t1 = bpf_ktime_get_ns();                 \
+		}                                                \
+		matched = (work);                                \
+		prog_end(prog, matched, t0, t1);                 \
+	} while (0)
+
+/* --- data queued ------------------------------------------------------- */
+
+static __always_inline bool ready_work(const struct sock *sk)
+{
+	struct ss_anat_conn *c;
+	__u64 now;
+	__u32 i;
+
+	c = conn_of(sk, false);
+	if (!c) {
+		if (!window_open)
+			return false;
+		/* A listener's data_ready is a connection for accept(). */
+		if (sk->__sk_common.skc_state == TCP_LISTEN || !is_target_port(sk))
+			return false;
+		c = conn_of(sk, true);
+		if (!c)
+			return false;
+	}
+	if (!window_open || (c->flags & SS_CONN_FOREIGN))
+		return true;
+	now = bpf_ktime_get_ns();
+	if (c->flags & SS_CONN_UDP) {
+		__u32 seq = c->arrivals++;
+
+		if (c->ring_tail - c->ring_head >= SS_UDP_RING)
+			return true;   /* its read will find no arrival: counted then */
+		i = c->ring_tail & (SS_UDP_RING - 1);
+		c->ring[i] = now;
+		c->ring_seq[i] = seq;
+		c->ring_tail++;
+		return true;
+	}
+	if (c->state == SS_TURN_RESPONDING)
+		turn_close(c);
+	if (c->state == SS_TURN_IDLE) {
+		c->arrival = now;
+		c->state = SS_TURN_ARRIVED;
+	}
+	/* ARRIVED or SERVING: more of the request, or the next one
+	 * pipelined behind it; the read after the response tells. */
+	return true;
+}
+
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(ss_data_ready, const struct sock *sk)
+{
+	TIMED(SS_PROG_DATA_READY, ready_work(sk));
+	return 0;
+}
+
+/* --- a read returns ----------------------------------------------------- */
+
+/* First read of a turn: the queue wait ends, the CPU wait before it is the
+ * part of the thread's last run-queue wait inside [arrival, now]. */
+static __always_inline void first_read(struct ss_anat_conn *c, __u64 now)
+{
+	struct ss_anat_thread *t = thread_here();
+
+	c->first_read = now;
+	c->cpu_queue = wait_within(t, c->arrival, now);
+	c->rq_read = t ? t->rq_sum : 0;
+	c->reader = (__u64)bpf_get_current_task_btf();
+	c->state = SS_TURN_SERVING;
+}
+
+static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
+{
+	struct ss_anat_conn *c;
+	__u64 now, arrival;
+
+	if (ret <= 0 || (flags & MSG_PEEK))
+		return false;
+	c = conn_of(sk, false);
+	if (!c) {
+		if (!window_open)
+			return false;
+		if (!is_target_port(sk)) {
+			/* A UDP server socket bound during the window: its
+			 * first read by the target makes its port known. */
+			struct ss_anat_port_key k;
+			__u8 one = 1;
+
+			if (sk->sk_protocol != PROTO_UDP ||
+			    sk->__sk_common.skc_state == TCP_ESTABLISHED || !current_in_scope())
+				return false;
+			port_key_of(sk, &k);
+			bpf_map_update_elem(&ports, &k, &one, BPF_ANY);
+		}
+		c = conn_of(sk, true);
+		if (!c)
+			return false;
+	}
+	if (!window_open || (c->flags & SS_CONN_FOREIGN))
+		return true;
+	if (!c->reader && !current_in_scope()) {
+		/* Read by a task outside the scope (a sharer of the port). */
+		c->flags |= SS_CONN_FOREIGN;
+		count(SS_CNT_FOREIGN);
+		return true;
+	}
+	now = bpf_ktime_get_ns();
+	if (c->flags & SS_CONN_UDP) {
+		if (c->state == SS_TURN_SERVING)
+			count(SS_CNT_UNANSWERED);
+		turn_reset(c);
+		arrival = udp_arrival(c);
+		if (!arrival) {
+			count(SS_CNT_UDP_UNSEEN);
+			c->reader = (__u64)bpf_get_current_task_btf();
+			return true;
+		}
+		c->arrival = arrival;
+		first_read(c, now);
+		return true;
+	}
+	switch (c->state) {
+	case SS_TURN_IDLE:
+		/* Data queued before the window (or before the socket was
+		 * followed): counted from the window's start, and said so. */
+		c->arrival = window_start;
+		c->flags |= SS_CONN_ARRIVAL_UNSEEN;
+		first_read(c, now);
+		break;
+	case SS_TURN_ARRIVED:
+		first_read(c, now);
+		break;
+	case SS_TURN_RESPONDING:
+		/* This data was queued before the response ended: the
+		 * connection carries the next request behind this one. */
+		mark_multiplexed(c);
+		break;
+	default:
+		break;
+	}
+	return true;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(ss_recv, struct sock *sk, int ret, int flags)
+{
+	TIMED(SS_PROG_RECV, recv_work(sk, ret, flags));
+	return 0;
+}
+
+/* --- a write starts (TCP) and returns ----------------------------------- */
+
+/* A write of the response begins: the first one ends the service part.
+ * TCP reports it from inside tcp_sendmsg_locked, before any byte reaches
+ * the peer, so the peer's next request can never come before it. */
+static __always_inline void write_begins(struct ss_anat_conn *c, __u64 now)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_anat_thread *t;
+
+	switch (c->state) {
+	case SS_TURN_IDLE:
+		count(SS_CNT_UNSOLICITED);
+		break;
+	case SS_TURN_ARRIVED:
+		/* A response while this turn's request is still unread: it
+		 * answers an earlier one. */
+		mark_multiplexed(c);
+		break;
+	case SS_TURN_SERVING:
+		t = thread_here();
+		c->first_write = now;
+		c->last_write = now;
+		c->writer = (__u64)task;
+		c->rq_write = t ? t->rq_sum : 0;
+		c->cpu_service = (t && c->reader == (__u64)task) ?
+			bounded(t->rq_sum - c->rq_read, now - c->first_read) : 0;
+		c->state = SS_TURN_RESPONDING;
+		break;
+	case SS_TURN_RESPONDING:
+		write_continues(c, now);
+		break;
+	default:
+		break;
+	}
+}
+
+static __always_inline bool send_start_work(struct sock *sk)
+{
+	struct ss_anat_conn *c = conn_of(sk, false);
+
+	if (!c)
+		return false;
+	if (!window_open || (c->flags & SS_CONN_FOREIGN))
+		return true;
+	/* One call per buffer filled: only a write's first one counts. */
+	if (c->flags & SS_CONN_WRITING)
+		return true;
+	c->flags |= SS_CONN_WRITING;
+	write_begins(c, bpf_ktime_get_ns());
+	return true;
+}
+
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(ss_send_start, const struct sock *sk, const struct msghdr *msg,
+	     const struct sk_buff *skb, int size_goal)
+{
+	TIMED(SS_PROG_SEND_START, send_start_work((struct sock *)sk));
+	return 0;
+}
+
+static __always_inline bool send_work(struct sock *sk, int ret)
+{
+	struct ss_anat_conn *c;
+	bool started;
+	__u64 now;
+
+	c = conn_of(sk, false);
+	if (!c)
+		return false;  /* the target's client sockets get no state */
+	started = c->flags & SS_CONN_WRITING;
+	c->flags &= ~SS_CONN_WRITING;
+	if (ret <= 0 || !window_open || (c->flags & SS_CONN_FOREIGN))
+		return true;
+	now = bpf_ktime_get_ns();
+	if (!started) {
+		/* UDP, or a write TCP did not report starting: its end
+		 * stands for both. */
+		write_begins(c, now);
+		if ((c->flags & SS_CONN_UDP) && c->state == SS_TURN_RESPONDING)
+			turn_close(c);
+		return true;
+	}
+	/* The end of a write whose start was seen: it extends the response
+	 * still in progress; if the next request has come meanwhile (the
+	 * peer answered the bytes already out), that turn is over. */
+	if (c->state == SS_TURN_RESPONDING)
+		write_continues(c, now);
+	return true;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(ss_send, struct sock *sk, int ret, int flags)
+{
+	TIMED(SS_PROG_SEND, send_work(sk, ret));
+	return 0;
+}
+
+/* --- connection life ---------------------------------------------------- */
+
+static __always_inline bool state_work(const struct sock *sk, int oldstate, int newstate)
+{
+	struct ss_anat_conn *c;
+
+	if (sk->sk_protocol != PROTO_TCP)
+		return false;
+	if (newstate == TCP_LISTEN) {
+		struct ss_anat_port_key k;
+		__u8 one = 1;
+
+		if (!current_in_scope())
+			return false;
+		port_key_of(sk, &k);
+		bpf_map_update_elem(&ports, &k, &one, BPF_ANY);
+		return true;
+	}
+	if (oldstate != TCP_ESTABLISHED)
+		return false;
+	/* The connection is closing: a turn answered is over. */
+	c = conn_of(sk, false);
+	if (!c)
+		return false;
+	if (window_open)
+		turn_close(c);
+	return true;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(ss_sock_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	TIMED(SS_PROG_STATE, state_work(sk, oldstate, newstate));
+	return 0;
+}
+
+/* --- run-queue waits ---------------------------------------------------- */
+
+static __always_inline bool wakeup_work(struct task_struct *p)
+{
+	struct ss_anat_thread *t = bpf_task_storage_get(&threads, p, 0, 0);
+
+	if (!t)
+		return false;
+	if (!t->runnable_since)
+		t->runnable_since = bpf_ktime_get_ns();
+	return true;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(ss_wakeup, struct task_struct *p)
+{
+	TIMED(SS_PROG_WAKEUP, wakeup_work(p));
+	return 0;
+}
+
+static __always_inline bool switch_work(struct task_struct *prev, struct task_struct *next,
+					unsigned int prev_state)
+{
+	struct ss_anat_thread *t;
+	bool matched = false;
+	__u64 now = 0;
+
+	t = bpf_task_storage_get(&threads, prev, 0, 0);
+	if (t) {
+		/* Preempted (still runnable): its wait starts now. */
+		now = bpf_ktime_get_ns();
+		t->runnable_since = prev_state == TASK_RUNNING ? now : 0;
+		matched = true;
+	}
+	t = bpf_task_storage_get(&threads, next, 0, 0);
+	if (t) {
+		if (!now)
+			now = bpf_ktime_get_ns();
+		if (t->runnable_since && t->runnable_since < now) {
+			t->wait_start = t->runnable_since;
+			t->wait_end = now;
+			t->rq_sum += now - t->runnable_since;
+		}
+		t->runnable_since = 0;
+		matched = true;
+	}
+	return matched;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ss_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	TIMED(SS_PROG_SWITCH, switch_work(prev, next, prev_state));
+	return 0;
+}
+
+/* Tree scope: a process forked by one of the tree's joins it. */
+static __always_inline bool fork_work(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u8 one = 1;
+
+	if (scope_mode != SS_SCOPE_TREE || ptgid == ctgid)
+		return false;
+	if (!bpf_map_lookup_elem(&tree, &ptgid))
+		return false;
+	bpf_map_update_elem(&tree, &ctgid, &one, BPF_ANY);
+	return true;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(ss_fork, struct task_struct *parent, struct task_struct *child)
+{
+	TIMED(SS_PROG_FORK, fork_work(parent, child));
+	return 0;
+}
+
+/* --- the end of the window ---------------------------------------------- */
+
+/* Run by the loader once the socket programs are detached: every turn
+ * answered is closed (its last write so far ends it); turns still waiting
+ * for their response are counted as in flight. */
+SEC("iter/bpf_sk_storage_map")
+int ss_close_turns(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	struct ss_anat_conn *c = ctx->value;
+
+	if (!c)
+		return 0;
+	if (c->state == SS_TURN_RESPONDING)
+		turn_close(c);
+	else if (c->state != SS_TURN_IDLE && !(c->flags & SS_CONN_FOREIGN))
+		count(SS_CNT_IN_FLIGHT);
+	turn_reset(c);
+	return 0;
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * Layouts and constants shared by anatomy.bpf.c (request anatomy: each
+ * request's time at the server, from the socket and scheduler tracepoints
+ * only) and its Rust loader (src/anatomy/). As in syscalls.h, constants
+ * are enums so they reach BTF and the skeleton's `types`.
+ */
+#ifndef SOCKSCOPE_ANATOMY_H
+#define SOCKSCOPE_ANATOMY_H
+
+#include "syscalls.h"
+
+/* The parts of a turn, in the order of ss_anat_stats' arrays. Queue wait,
+ * CPU wait, service and send add up to the server time, turn by turn. */
+enum ss_anat_part {
+	SS_PART_QUEUE = 0,   /* arrival to the read that takes it, less CPU wait */
+	SS_PART_CPU = 1,     /* the serving thread runnable, not running */
+	SS_PART_SERVICE = 2, /* first read to first write, less CPU wait */
+	SS_PART_SEND = 3,    /* first to last write, less CPU wait */
+	SS_PART_SERVER = 4,  /* arrival to last write */
+	SS_PARTS = 5,
+};
+
+/* Where a connection's current turn is (ss_anat_conn.state). */
+enum ss_anat_state {
+	SS_TURN_IDLE = 0,       /* no request seen since the last turn closed */
+	SS_TURN_ARRIVED = 1,    /* request data queued, not read yet */
+	SS_TURN_SERVING = 2,    /* read, no response written yet */
+	SS_TURN_RESPONDING = 3, /* response written; ends at the next arrival */
+};
+
+/* ss_anat_conn.flags (bits) */
+enum ss_anat_conn_flags {
+	SS_CONN_INIT = 1,        /* set up for this very socket (not a clone) */
+	SS_CONN_LISTENER = 2,    /* a listening socket: its children are turns */
+	SS_CONN_MULTIPLEXED = 4, /* carries more than one request at a time */
+	SS_CONN_UDP = 16,        /* datagram turns: a receive, then a send */
+	SS_CONN_FOREIGN = 32,    /* served by a task outside the scope */
+	SS_CONN_ARRIVAL_UNSEEN = 64, /* this turn's data came before the window */
+	SS_CONN_WRITING = 128,   /* TCP: a write started, its end not seen yet */
+};
+
+enum ss_anat_limits {
+	/* UDP: arrival times of datagrams queued and not read yet. */
+	SS_UDP_RING = 16,
+	/* Programs that time themselves (enum ss_anat_prog). */
+	SS_ANAT_PROGS = 8,
+};
+
+/* The programs, in the order of ss_anat_cpu.prog. */
+enum ss_anat_prog {
+	SS_PROG_DATA_READY = 0,
+	SS_PROG_RECV = 1,
+	SS_PROG_SEND = 2,
+	SS_PROG_WAKEUP = 3,
+	SS_PROG_SWITCH = 4,
+	SS_PROG_STATE = 5,
+	SS_PROG_FORK = 6,
+	SS_PROG_SEND_START = 7,
+};
+
+/* Counters of what the programs saw (ss_anat_cpu.count). */
+enum ss_anat_count {
+	SS_CNT_TURNS = 0,          /* turns timed into the histograms */
+	SS_CNT_MUX_TURNS = 1,      /* turns on multiplexed connections */
+	SS_CNT_MUX_CONNS = 2,      /* connections found multiplexed */
+	SS_CNT_BEFORE_WINDOW = 3,  /* turns whose data arrived before the window */
+	SS_CNT_UNSOLICITED = 4,    /* writes with no request (a greeting) */
+	SS_CNT_UDP_UNSEEN = 5,     /* datagrams read whose arrival was not kept */
+	SS_CNT_CONNS = 6,          /* connections (and UDP sockets) followed */
+	SS_CNT_STORAGE_FULL = 7,   /* socket or task storage could not be made */
+	SS_CNT_FOREIGN = 8,        /* sockets read by tasks outside the scope */
+	SS_CNT_THREADS = 9,        /* serving threads followed */
+	SS_CNT_SERIES_FULL = 10,   /* turns added to the overflow port */
+	SS_CNT_IN_FLIGHT = 11,     /* turns not answered when the window closed */
+	SS_CNT_UNANSWERED = 12,    /* UDP: a datagram read, none sent before the next */
+	SS_COUNTS = 13,
+};
+
+/* One program's runs on one CPU: every run is counted as matched (on the
+ * target's socket or thread) or filtered (someone else's); during the
+ * loader's cost slices (cost_on) the runs also time themselves. */
+struct ss_anat_prog_cost {
+	__u64 matched;
+	__u64 filtered;
+	__u64 timed_matched;
+	__u64 timed_filtered;
+	__u64 matched_ns;
+	__u64 filtered_ns;
+	__u64 clock_ns;    /* the cost of the clock reads themselves */
+	__u64 pad;
+};
+
+/* Everything the programs count on one CPU (plain stores). */
+struct ss_anat_cpu {
+	struct ss_anat_prog_cost prog[SS_ANAT_PROGS];
+	__u64 count[SS_COUNTS];
+	__u64 pad[3];
+};
+
+/* The turns of one listening port (or of the overflow), per CPU. The sums
+ * of the four parts equal the server time's sum exactly, and so do they
+ * within each server-time bucket (by_server): what the turns at a given
+ * server-time percentile were made of. */
+struct ss_anat_stats {
+	__u64 turns;
+	__u64 sum_ns[SS_PARTS];
+	__u64 max_ns[SS_PARTS];
+	/* part p's bucket b at [p * SS_HIST_BUCKETS + b] (flat: the skeleton
+	 * generator derives Default, which nested arrays lack) */
+	__u64 hist[SS_PARTS * SS_HIST_BUCKETS];
+	__u64 by_server[SS_PART_SERVER * SS_HIST_BUCKETS];
+};
+
+/* A port the target serves on: a TCP listener or a bound UDP socket, in
+ * one network namespace (the inode number of /proc/PID/ns/net). */
+struct ss_anat_port_key {
+	__u32 netns;
+	__u16 port;
+	__u16 proto;   /* IPPROTO_TCP or IPPROTO_UDP */
+};
+
+/* Key of the per-port statistics. */
+struct ss_anat_stats_key {
+	__u16 port;
+	__u16 proto;
+	__u32 pad;
+};
+
+/* One connection (or UDP socket), in socket local storage. */
+struct ss_anat_conn {
+	__u64 sk;           /* the socket this was set up for */
+	__u64 arrival;      /* first data of the turn queued */
+	__u64 first_read;
+	__u64 first_write;
+	__u64 last_write;
+	__u64 cpu_queue;    /* CPU wait before the first read */
+	__u64 rq_read;      /* the reader's run-queue sum at the first read */
+	__u64 rq_write;     /* the writer's at the first write */
+	__u64 cpu_service;
+	__u64 cpu_send;
+	__u64 reader;       /* task that read first (task_struct address) */
+	__u64 writer;       /* task that wrote first */
+	__u32 state;
+	__u32 flags;
+	__u16 port;
+	__u16 proto;
+	__u32 ring_head;    /* UDP: next arrival to read */
+	__u32 ring_tail;    /* UDP: next free slot */
+	__u32 arrivals;     /* UDP: datagrams queued so far (their numbers) */
+	__u32 reads;        /* UDP: datagrams read so far */
+	__u32 pad;
+	__u64 ring[SS_UDP_RING];     /* arrival times ... */
+	__u32 ring_seq[SS_UDP_RING]; /* ... of these datagram numbers */
+};
+
+/* One serving thread, in task local storage: its run-queue waits. */
+struct ss_anat_thread {
+	__u64 runnable_since; /* woken or preempted, not running yet (0: no) */
+	__u64 rq_sum;         /* run-queue wait so far */
+	__u64 wait_start;     /* its last wait: from */
+	__u64 wait_end;       /* to */
+};
+
+#endif /* SOCKSCOPE_ANATOMY_H */

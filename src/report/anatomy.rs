@@ -1,0 +1,480 @@
+//! The request anatomy's schema (run.json's and trace's `anatomy`
+//! section) and its text: where each request's time at the server went,
+//! split into queue wait, CPU wait, service and send, seen from the socket
+//! layer (see docs/anatomy.md for how turns are delimited and what each
+//! part means).
+
+use serde::{Deserialize, Serialize};
+
+use super::units::{fmt_ns, fmt_pct};
+use crate::stats::TailInterval;
+
+/// Percentiles of one part of a turn (or of the server time), with the
+/// 95 % confidence interval of each: the histogram is the kernel's
+/// log-linear one, so a value is the middle of its bucket (within 6.25 %)
+/// and an interval runs from bucket edge to bucket edge.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartSummary {
+    /// Turns.
+    pub count: u64,
+    /// Exact mean (the kernel's sum over the count).
+    pub mean_ns: f64,
+    /// Largest value seen.
+    pub max_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// The median's interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ci: Option<TailInterval>,
+    /// The p90's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_ci: Option<TailInterval>,
+    /// The p99's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ci: Option<TailInterval>,
+    /// The p99.9's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p999_ci: Option<TailInterval>,
+}
+
+impl PartSummary {
+    /// The value at one of the named percentiles ("p50", "p90", "p99",
+    /// "p99.9").
+    pub fn at(&self, name: &str) -> Option<u64> {
+        match name {
+            "p50" => Some(self.p50_ns),
+            "p90" => Some(self.p90_ns),
+            "p99" => Some(self.p99_ns),
+            "p99.9" => Some(self.p999_ns),
+            _ => None,
+        }
+    }
+}
+
+/// The four parts and the server time, each summarized apart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Parts {
+    /// Request queued, not read yet (less the reader's CPU wait).
+    pub queue_wait: PartSummary,
+    /// The serving thread runnable but not running, inside the turn.
+    pub cpu_wait: PartSummary,
+    /// First read to first write of the response, less CPU wait.
+    pub service: PartSummary,
+    /// First to last write of the response, less CPU wait.
+    pub send: PartSummary,
+    /// Arrival to last write: the four above, turn by turn.
+    pub server_time: PartSummary,
+}
+
+/// The kernel's exact sums of each part over every timed turn:
+/// `queue_wait + cpu_wait + service + send == server_time`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartSums {
+    /// Queue wait, ns.
+    pub queue_wait: u64,
+    /// CPU wait, ns.
+    pub cpu_wait: u64,
+    /// Service, ns.
+    pub service: u64,
+    /// Send, ns.
+    pub send: u64,
+    /// Server time, ns.
+    pub server_time: u64,
+}
+
+/// What the turns at one server-time percentile were made of: the turns
+/// whose server time fell in the histogram bucket that holds the
+/// percentile, their parts' means (which add up to their server time's
+/// mean exactly).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Composition {
+    /// "p50", "p90", "p99" or "p99.9".
+    pub percentile: String,
+    /// Turns in that bucket.
+    pub turns: u64,
+    /// Their mean server time.
+    pub server_ns: u64,
+    /// Their mean queue wait.
+    pub queue_wait_ns: u64,
+    /// Their mean CPU wait.
+    pub cpu_wait_ns: u64,
+    /// Their mean service.
+    pub service_ns: u64,
+    /// Their mean send.
+    pub send_ns: u64,
+}
+
+impl Composition {
+    /// The parts with their names, in order.
+    pub fn parts(&self) -> [(&'static str, u64); 4] {
+        [
+            ("queue wait", self.queue_wait_ns),
+            ("CPU wait", self.cpu_wait_ns),
+            ("service", self.service_ns),
+            ("send", self.send_ns),
+        ]
+    }
+}
+
+/// Connections that carried more than one request at a time (pipelining,
+/// HTTP/2): their turns are counted here, never timed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Multiplexed {
+    /// Connections found multiplexed.
+    pub connections: u64,
+    /// Turns on them after they were (each may hold several requests).
+    pub turns: u64,
+}
+
+/// One served port's turns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortAnatomy {
+    /// Local port.
+    pub port: u16,
+    /// "tcp" or "udp".
+    pub transport: String,
+    /// Turns timed.
+    pub turns: u64,
+    /// Its parts.
+    pub parts: Parts,
+}
+
+/// The client's latency in the same run, beside the server time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientSide {
+    /// Where it was measured ("load": sockscope's own generator).
+    pub source: String,
+    /// Transactions the client completed.
+    pub count: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Client minus server time at p50, p90, p99, p99.9: the network, the
+    /// path and the client's own time (negative only within the two
+    /// histograms' precision).
+    pub difference_ns: [i64; 4],
+}
+
+/// One interval of the window: how many turns ended in it, and their
+/// parts' means (exact, additive) and server-time percentiles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnatomyInterval {
+    /// Seconds from the window's start to the interval's end.
+    pub t_s: f64,
+    /// Turns that ended in it.
+    pub turns: u64,
+    /// Mean queue wait.
+    pub queue_wait_mean_ns: f64,
+    /// Mean CPU wait.
+    pub cpu_wait_mean_ns: f64,
+    /// Mean service.
+    pub service_mean_ns: f64,
+    /// Mean send.
+    pub send_mean_ns: f64,
+    /// Server time's median.
+    pub server_p50_ns: u64,
+    /// Server time's p99.
+    pub server_p99_ns: u64,
+}
+
+/// One program's share of the cost.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramCost {
+    /// Its tracepoint.
+    pub name: String,
+    /// Runs on the target's sockets and threads.
+    pub matched_runs: u64,
+    /// Runs that only filtered someone else's event out.
+    pub filtered_runs: u64,
+    /// Time per matched run, from the timed slices (None: none timed).
+    pub matched_ns_per_run: Option<f64>,
+    /// Time per filtered run.
+    pub filtered_ns_per_run: Option<f64>,
+    /// Estimated time over the window: runs times time per run.
+    pub total_ns: f64,
+}
+
+/// What the anatomy programs cost over the window (the kernel time they
+/// ran; nothing else is hooked).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnatomyCost {
+    /// Per program.
+    pub programs: Vec<ProgramCost>,
+    /// Time on the target's events, ns.
+    pub target_ns: f64,
+    /// Time filtering everyone else's, ns.
+    pub others_ns: f64,
+    /// As a fraction of the target's CPU time over the window (None when
+    /// it is not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of_target_cpu: Option<f64>,
+    /// As a fraction of the machine's CPU time over the window.
+    pub of_machine: f64,
+    /// Share of the runs timed (the programs time themselves only in
+    /// slices; the rest is extrapolated from them).
+    pub timed_fraction: f64,
+}
+
+/// The request anatomy of a window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnatomyReport {
+    /// Turns timed (requests answered on connections that carried one at
+    /// a time).
+    pub turns: u64,
+    /// Connections and UDP sockets followed.
+    pub connections: u64,
+    /// Serving threads followed.
+    pub threads: u64,
+    /// Connections that carried several requests at a time.
+    pub multiplexed: Multiplexed,
+    /// Timed turns whose data was queued before the window: counted from
+    /// the window's start.
+    pub before_window: u64,
+    /// Turns still waiting for their response when the window closed.
+    pub in_flight_at_end: u64,
+    /// Writes with no request before them (a greeting).
+    pub unsolicited_writes: u64,
+    /// UDP datagrams read whose arrival time was not kept (more than 16
+    /// queued on one socket).
+    pub udp_arrival_unseen: u64,
+    /// UDP datagrams read and not answered before the next read.
+    pub udp_unanswered: u64,
+    /// Connections read by a process outside the scope.
+    pub foreign_connections: u64,
+    /// Socket or thread state the kernel could not allocate.
+    pub storage_failures: u64,
+    /// Turns of ports beyond the per-port limit (in the totals, in no
+    /// port's row).
+    pub overflow_turns: u64,
+    /// Every timed turn's parts.
+    pub parts: Parts,
+    /// Their exact sums.
+    pub sums_ns: PartSums,
+    /// What the turns at p50, p90, p99 and p99.9 of server time were made
+    /// of.
+    pub at_percentile: Vec<Composition>,
+    /// Per served port.
+    pub ports: Vec<PortAnatomy>,
+    /// The client's latency in the same run (profile with a load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientSide>,
+    /// The window in intervals.
+    #[serde(default)]
+    pub intervals: Vec<AnatomyInterval>,
+    /// What it cost.
+    pub cost: AnatomyCost,
+}
+
+/// Percentiles every anatomy table shows.
+pub const PERCENTILES: [&str; 4] = ["p50", "p90", "p99", "p99.9"];
+
+impl AnatomyReport {
+    /// The composition at a named percentile.
+    pub fn composition(&self, name: &str) -> Option<&Composition> {
+        self.at_percentile.iter().find(|c| c.percentile == name)
+    }
+
+    /// The part that dominates the turns at `name`, with its share of
+    /// their server time.
+    pub fn dominant(&self, name: &str) -> Option<(&'static str, u64, u64)> {
+        let c = self.composition(name)?;
+        let (part, ns) = c.parts().into_iter().max_by_key(|(_, ns)| *ns)?;
+        Some((part, ns, c.server_ns))
+    }
+
+    /// Sentences that say which part dominates the tail, quoted.
+    pub fn sentences(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.turns == 0 {
+            if self.multiplexed.turns > 0 {
+                out.push(format!(
+                    "every turn was on a multiplexed connection ({} connections, {} turns): \
+                     they carry several requests at a time and are not timed",
+                    self.multiplexed.connections, self.multiplexed.turns
+                ));
+            }
+            return out;
+        }
+        for p in ["p50", "p99"] {
+            let Some((part, ns, server)) = self.dominant(p) else {
+                continue;
+            };
+            if server == 0 {
+                continue;
+            }
+            let why = match part {
+                "queue wait" => "requests waited in the socket before the target read them",
+                "CPU wait" => "the target's threads were runnable but not running",
+                "service" => "the target's own work between reading a request and answering",
+                _ => "writing the response took that long",
+            };
+            out.push(format!(
+                "at {p}, {} of {} at the server was {part}: {why}",
+                fmt_ns(ns as f64),
+                fmt_ns(server as f64),
+            ));
+        }
+        if let Some(c) = &self.client {
+            let server = self.parts.server_time.p50_ns;
+            if c.p50_ns > 0 {
+                out.push(format!(
+                    "the client saw p50 {}; {} of it was at the server, {} outside it \
+                     (network, path and the client itself)",
+                    fmt_ns(c.p50_ns as f64),
+                    fmt_ns(server as f64),
+                    fmt_ns(c.difference_ns[0].max(0) as f64),
+                ));
+            }
+        }
+        if self.multiplexed.connections > 0 {
+            out.push(format!(
+                "{} connection{} carried several requests at a time ({} turns): counted \
+                 apart, not timed",
+                self.multiplexed.connections,
+                if self.multiplexed.connections == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                self.multiplexed.turns
+            ));
+        }
+        out
+    }
+}
+
+/// The "Anatomy of a request" table and its notes, as text.
+pub fn render(a: &AnatomyReport) -> String {
+    let mut out = String::from("Anatomy of a request (at the server, from the socket layer)\n");
+    if a.turns == 0 {
+        out.push_str(&format!(
+            "  no turn timed ({} connections followed, {} multiplexed turns)\n",
+            a.connections, a.multiplexed.turns
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        "part", "p50", "p90", "p99", "p99.9", "mean"
+    ));
+    let rows = [
+        ("queue wait", &a.parts.queue_wait),
+        ("CPU wait", &a.parts.cpu_wait),
+        ("service", &a.parts.service),
+        ("send", &a.parts.send),
+        ("server time", &a.parts.server_time),
+    ];
+    for (name, s) in rows {
+        out.push_str(&format!(
+            "  {:<12} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+            name,
+            fmt_ns(s.p50_ns as f64),
+            fmt_ns(s.p90_ns as f64),
+            fmt_ns(s.p99_ns as f64),
+            fmt_ns(s.p999_ns as f64),
+            fmt_ns(s.mean_ns),
+        ));
+    }
+    if let Some(c) = &a.client {
+        out.push_str(&format!(
+            "  {:<12} {:>10} {:>10} {:>10} {:>10}\n",
+            "client",
+            fmt_ns(c.p50_ns as f64),
+            fmt_ns(c.p90_ns as f64),
+            fmt_ns(c.p99_ns as f64),
+            fmt_ns(c.p999_ns as f64),
+        ));
+        let d: Vec<String> = c
+            .difference_ns
+            .iter()
+            .map(|d| {
+                if *d < 0 {
+                    format!("-{}", fmt_ns(d.unsigned_abs() as f64))
+                } else {
+                    fmt_ns(*d as f64)
+                }
+            })
+            .collect();
+        out.push_str(&format!(
+            "  {:<12} {:>10} {:>10} {:>10} {:>10}\n",
+            "outside", d[0], d[1], d[2], d[3]
+        ));
+    }
+    out.push_str("  what the turns at each server-time percentile were made of:\n");
+    for c in &a.at_percentile {
+        let parts: Vec<String> = c
+            .parts()
+            .iter()
+            .map(|(n, ns)| {
+                let share = if c.server_ns > 0 {
+                    *ns as f64 / c.server_ns as f64
+                } else {
+                    0.0
+                };
+                format!("{n} {} ({})", fmt_ns(*ns as f64), fmt_pct(share * 100.0))
+            })
+            .collect();
+        out.push_str(&format!(
+            "  {:<6} {:>10} = {}\n",
+            c.percentile,
+            fmt_ns(c.server_ns as f64),
+            parts.join(" + ")
+        ));
+    }
+    out.push_str(&format!(
+        "  {} turns on {} connections, {} threads",
+        a.turns, a.connections, a.threads
+    ));
+    if a.multiplexed.connections > 0 {
+        out.push_str(&format!(
+            "; {} multiplexed connections ({} turns, not timed)",
+            a.multiplexed.connections, a.multiplexed.turns
+        ));
+    }
+    if a.before_window > 0 {
+        out.push_str(&format!(
+            "; {} turns began before the window (counted from its start)",
+            a.before_window
+        ));
+    }
+    if a.in_flight_at_end > 0 {
+        out.push_str(&format!("; {} unanswered at the end", a.in_flight_at_end));
+    }
+    out.push('\n');
+    if a.ports.len() > 1 {
+        for p in &a.ports {
+            out.push_str(&format!(
+                "  port {}/{}: {} turns, server time p50 {} p99 {}\n",
+                p.port,
+                p.transport,
+                p.turns,
+                fmt_ns(p.parts.server_time.p50_ns as f64),
+                fmt_ns(p.parts.server_time.p99_ns as f64)
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "  cost: {} of BPF time on the target's events, {} filtering others'{}\n",
+        fmt_ns(a.cost.target_ns),
+        fmt_ns(a.cost.others_ns),
+        match a.cost.of_target_cpu {
+            Some(s) => format!(" ({} of the target's CPU)", fmt_pct(s * 100.0)),
+            None => String::new(),
+        }
+    ));
+    for s in a.sentences() {
+        out.push_str(&format!("  {s}\n"));
+    }
+    out
+}

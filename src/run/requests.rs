@@ -1,0 +1,121 @@
+//! The request anatomy beside a trace (`trace --requests`, and profile):
+//! started when the tracer's window opens, from the target it names (the
+//! root pid of a tree, or a scope's members), and finished after the
+//! tracer's window closed. A failure to start is kept and reported at the
+//! end, so nothing the tracer measured is lost to it.
+
+use std::fs;
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+
+use crate::anatomy::{self, AnatomyConfig, Recorded, Session};
+use crate::trace::bpf::ScopeFilter;
+use crate::trace::{ScopeTarget, TargetSpec};
+
+/// An anatomy waiting for (or running in) the tracer's window.
+pub struct Beside {
+    handle: JoinHandle<Result<Option<Session>>>,
+}
+
+impl Beside {
+    /// Waits on `opened` (the tracer's `window_opened`) on a thread of its
+    /// own, then starts the anatomy for `target`.
+    pub fn when_open(opened: mpsc::Receiver<i32>, target: &TargetSpec) -> Result<Beside> {
+        let target = target.clone();
+        let handle = std::thread::Builder::new()
+            .name("ss-anatomy-wait".into())
+            .spawn(move || {
+                let Ok(root) = opened.recv() else {
+                    // The tracer ended before its window opened: it says why.
+                    return Ok(None);
+                };
+                let cfg = config_for(&target, root)?;
+                Session::start(cfg).map(Some)
+            })
+            .context("starting the anatomy's thread")?;
+        Ok(Beside { handle })
+    }
+
+    /// Closes the anatomy's window (after the tracer's) and returns what
+    /// it recorded; None when the tracer's window never opened.
+    pub fn finish(self) -> Result<Option<Recorded>> {
+        let session = self
+            .handle
+            .join()
+            .map_err(|_| anyhow!("the anatomy's thread panicked"))??;
+        session.map(Session::finish).transpose()
+    }
+}
+
+/// What the anatomy follows for a trace target whose root pid (tree
+/// modes) is `root`.
+pub fn config_for(target: &TargetSpec, root: i32) -> Result<AnatomyConfig> {
+    let (scope, roots, members) = match target {
+        TargetSpec::Attach { .. } | TargetSpec::Launch { .. } => {
+            (ScopeFilter::Tree, vec![root], Vec::new())
+        }
+        TargetSpec::Scope { scope, .. } => (
+            crate::trace::scope::filter_of(scope)?,
+            Vec::new(),
+            members_of(scope),
+        ),
+    };
+    Ok(AnatomyConfig {
+        scope,
+        roots,
+        members,
+        max_ports: anatomy::DEFAULT_MAX_PORTS,
+        interval: Duration::from_secs(1),
+    })
+}
+
+/// The processes in a scope now (their served ports are followed).
+pub fn members_of(scope: &ScopeTarget) -> Vec<i32> {
+    match scope {
+        ScopeTarget::Cgroup(c) => {
+            let mut out = Vec::new();
+            cgroup_procs(&c.path, 0, &mut out);
+            out
+        }
+        ScopeTarget::Comm(name) => all_pids()
+            .into_iter()
+            .filter(|p| crate::procfs::comm(*p).as_deref() == Some(name.as_str()))
+            .collect(),
+        ScopeTarget::System => {
+            let me = std::process::id() as i32;
+            all_pids().into_iter().filter(|p| *p != me).collect()
+        }
+    }
+}
+
+/// Every process listed in `dir`'s cgroup.procs and below (cgroupfs holds
+/// no symbolic links; depth bounded).
+fn cgroup_procs(dir: &Path, depth: usize, out: &mut Vec<i32>) {
+    if depth > 64 {
+        return;
+    }
+    if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
+        out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+    }
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            cgroup_procs(&e.path(), depth + 1, out);
+        }
+    }
+}
+
+fn all_pids() -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .collect()
+}
