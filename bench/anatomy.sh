@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# What the request anatomy costs nginx at its saturation rate
+# (docs/benchmarks.md, section A): wrk drives one nginx worker over loopback
+# at 32 connections, closed loop, while nothing traces it, while the
+# socket-only anatomy follows it (`trace --requests-only`), and while the
+# syscall tracer does (`trace`, latency mode). Rounds are interleaved. Each
+# row: requests/s, nginx's CPU per request (user+system of its processes,
+# from /proc/PID/stat, BPF time run in its context included), and the
+# machine's busy CPU per request (/proc/stat: BPF time run in softirq or in
+# wrk's context is there too).
+#
+#   bench/anatomy.sh [SECS_PER_RUN]      (default 5; ROUNDS=3)
+#
+# Only loopback is used. Every process started here is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-5}
+ROUNDS=${ROUNDS:-3}
+CONNS=${CONNS:-32}
+BIN=${SOCKSCOPE:-target/release/sockscope}
+OUT=target/bench/anatomy
+rm -rf "$OUT"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+[ -x "$BIN" ] || { echo "bench/anatomy.sh: build first ($BIN missing)" >&2; exit 1; }
+for t in nginx wrk python3; do
+  command -v "$t" >/dev/null || [ -x "/usr/sbin/$t" ] ||
+    { echo "bench/anatomy.sh: $t missing (make deps)" >&2; exit 1; }
+done
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 100); do
+    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on $1" >&2; exit 1
+}
+# CPU ticks (user+system) of a process and its children's threads.
+proc_ticks() {
+  local t=0 p
+  for p in "$@"; do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$t"
+}
+busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
+
+NGX=$OUT/nginx
+mkdir -p "$NGX/html" "$NGX/logs"
+cp /usr/share/nginx/html/index.html "$NGX/html/" 2>/dev/null ||
+  printf '<!DOCTYPE html><html><body>%0600d</body></html>\n' 0 >"$NGX/html/index.html"
+PORT=$(free_port)
+cat >"$NGX/nginx.conf" <<EOF
+worker_processes 1;
+pid $NGX/nginx.pid;
+error_log $NGX/logs/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$PORT;
+    root $NGX/html;
+  }
+}
+EOF
+/usr/sbin/nginx -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' &
+MASTER=$!
+PIDS+=("$MASTER")
+wait_port "$PORT"
+NGINX_PIDS=("$MASTER" $(pgrep -P "$MASTER"))
+URL="http://127.0.0.1:$PORT/index.html"
+HZ=$(getconf CLK_TCK)
+
+echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds, $CONNS connections"
+echo
+echo "| round | mode | req/s | nginx CPU us/req | machine CPU us/req | turns / requests |"
+echo "|---:|---|---:|---:|---:|---:|"
+
+# run MODE ROUND: one wrk run under MODE; prints the row and appends
+# "mode rps nginx_us machine_us" to $OUT/rows.
+run() {
+  local mode=$1 round=$2 tracer="" json=$OUT/$mode-$round.json
+  case $mode in
+    base) ;;
+    sockets) "$BIN" trace --requests-only -q -p "$MASTER" --duration $((SECS + 3)) \
+               --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
+    syscalls) "$BIN" trace -q -p "$MASTER" --duration $((SECS + 3)) \
+               --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
+  esac
+  [ -n "$tracer" ] && { PIDS+=("$tracer"); sleep 1.5; }
+  local n0 b0 n1 b1
+  n0=$(proc_ticks "${NGINX_PIDS[@]}"); b0=$(busy_ticks)
+  wrk -t1 -c"$CONNS" -d"${SECS}s" "$URL" >"$OUT/wrk-$mode-$round.txt"
+  n1=$(proc_ticks "${NGINX_PIDS[@]}"); b1=$(busy_ticks)
+  local turns="-"
+  if [ -n "$tracer" ]; then
+    wait "$tracer" || { echo "bench/anatomy.sh: the $mode tracer failed: $(cat "$OUT/$mode-$round.err")" >&2; exit 1; }
+    [ "$mode" = sockets ] && turns=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['anatomy']['turns'])" "$json")
+  fi
+  python3 - "$OUT/wrk-$mode-$round.txt" "$mode" "$round" "$((n1 - n0))" "$((b1 - b0))" "$HZ" "$turns" "$OUT/rows" <<'PY'
+import re, sys
+wrk, mode, rnd, nt, bt, hz, turns, rows = sys.argv[1:]
+text = open(wrk).read()
+reqs = int(re.search(r"(\d+) requests in", text).group(1))
+secs = float(re.search(r"requests in ([\d.]+)s", text).group(1))
+rps = reqs / secs
+nginx_us = 1e6 * int(nt) / int(hz) / reqs
+machine_us = 1e6 * int(bt) / int(hz) / reqs
+tr = "-" if turns == "-" else f"{int(turns)} / {reqs}"
+print(f"| {rnd} | {mode} | {rps:,.0f} | {nginx_us:.2f} | {machine_us:.2f} | {tr} |")
+open(rows, "a").write(f"{mode} {rps} {nginx_us} {machine_us}\n")
+PY
+}
+
+for r in $(seq "$ROUNDS"); do
+  for m in base sockets syscalls; do run "$m" "$r"; done
+done
+
+echo
+python3 - "$OUT/rows" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m, *v = line.split()
+    rows.setdefault(m, []).append([float(x) for x in v])
+med = {m: [statistics.median(c) for c in zip(*v)] for m, v in rows.items()}
+b, s, t = med["base"], med["sockets"], med["syscalls"]
+print("| medians | req/s | nginx CPU us/req | machine CPU us/req |")
+print("|---|---:|---:|---:|")
+for m in ("base", "sockets", "syscalls"):
+    print(f"| {m} | {med[m][0]:,.0f} | {med[m][1]:.2f} | {med[m][2]:.2f} |")
+print()
+def added(x, i): return x[i] - b[i]
+print(f"socket-only vs untraced: throughput {s[0]/b[0]:.3f}x, nginx CPU/request {s[1]/b[1]:.3f}x "
+      f"(+{100*(s[1]/b[1]-1):.1f} %), machine CPU/request {s[2]/b[2]:.3f}x")
+print(f"syscall tracer vs untraced: throughput {t[0]/b[0]:.3f}x, nginx CPU/request {t[1]/b[1]:.3f}x, "
+      f"machine CPU/request {t[2]/b[2]:.3f}x")
+for i, name in ((1, "nginx"), (2, "machine")):
+    at, as_ = added(t, i), added(s, i)
+    share = f"{as_/at:.2f}" if at > 0 else "n/a"
+    print(f"added {name} CPU per request: socket-only {as_:.2f} us, syscall tracer {at:.2f} us: ratio {share}")
+PY
