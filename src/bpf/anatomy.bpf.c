@@ -451,6 +451,14 @@ static __always_inline bool ready_work(const struct sock *sk)
 		c->ring_tail++;
 		return true;
 	}
+	if (sk->__sk_common.skc_state != TCP_ESTABLISHED) {
+		/* The peer closed: TCP calls data_ready for its FIN too. Only
+		 * bytes beyond the FIN's one sequence number are a request. */
+		struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
+
+		if (!tp || tp->rcv_nxt - tp->copied_seq <= 1)
+			return true;
+	}
 	if (c->state == SS_TURN_RESPONDING)
 		turn_close(c);
 	if (c->state == SS_TURN_IDLE) {
