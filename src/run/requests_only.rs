@@ -3,8 +3,8 @@
 //! hooked, so no process pays the syscall hooks' slow path). It follows a
 //! running process tree (-p, whose exit ends the window through a pidfd)
 //! or a scope, until --duration, SIGINT, SIGTERM or SIGHUP; it writes the
-//! "Anatomy of a request" table, and a `sockscope.requests` artifact with
-//! --json.
+//! "Anatomy of a request" table, a `sockscope.requests` artifact with
+//! --json, and serves the per-port request metrics with --metrics.
 //!
 //! The cost is put against the target's CPU over the window: a cgroup's
 //! `cpu.stat` (usage_usec, exited tasks included) for --cgroup/--unit, the
@@ -42,9 +42,30 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             ));
         }
     };
-    if spec.metrics.is_some() {
-        return Err(error::usage("--metrics with --requests-only is not supported yet"));
-    }
+    // Bound before the BPF programs load: an address in use costs nothing.
+    let latest = anatomy::latest();
+    let exporter = match spec.metrics {
+        Some((addr, public)) => {
+            let e = crate::metrics::Exporter::bind(
+                addr,
+                public,
+                crate::metrics::ExporterOptions {
+                    max_series: spec.options.max_series as usize,
+                    scope: super::trace::scope_name(target),
+                    by: spec.options.by,
+                },
+            )?;
+            e.serve_requests(latest.clone());
+            if !spec.quiet {
+                eprintln!(
+                    "sockscope: serving metrics at http://{}/metrics",
+                    e.local_addr()
+                );
+            }
+            Some(e)
+        }
+        None => None,
+    };
     crate::trace::preflight::check()?;
     // Blocked before the anatomy's thread starts, which inherits the mask:
     // the signals reach the signalfd only.
@@ -53,7 +74,8 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         TargetSpec::Attach { pid, .. } => (*pid, Some(open_pidfd(*pid)?)),
         _ => (0, None),
     };
-    let cfg = super::requests::config_for(target, root)?;
+    let mut cfg = super::requests::config_for(target, root)?;
+    cfg.latest = Some(latest);
     let probe = CpuProbe::new(target, root);
     let before = probe.read();
     let started_at = SystemTime::now();
@@ -65,6 +87,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     let reason = wait_end(&mut signals, pidfd.as_ref(), duration.map(|d| started + d))?;
     let rec = session.finish()?;
     let after = probe.read();
+    drop(exporter);
     let mut notes = Vec::new();
     let cpu_s = probe.cpu_s(&before, &after, &mut notes);
     let complete = !(reason == "target_exited" && duration.is_some());

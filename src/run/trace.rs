@@ -103,7 +103,17 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     let beside = if spec.requests {
         let (tx, rx) = std::sync::mpsc::channel();
         options.window_opened = Some(tx);
-        Some(super::requests::Beside::when_open(rx, &options.target)?)
+        // The exporter serves the anatomy's counts beside the trace's.
+        let latest = exporter.as_ref().map(|e| {
+            let l = crate::anatomy::latest();
+            e.serve_requests(l.clone());
+            l
+        });
+        Some(super::requests::Beside::when_open(
+            rx,
+            &options.target,
+            latest,
+        )?)
     } else {
         None
     };
