@@ -26,7 +26,7 @@ pub mod summary;
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -57,6 +57,27 @@ pub struct AnatomyConfig {
     pub max_ports: u32,
     /// Length of the intervals the window is cut into.
     pub interval: Duration,
+    /// Where the window's counts so far are published, at every interval
+    /// and at the end (for `--metrics`).
+    pub latest: Option<Latest>,
+}
+
+/// The window's counts so far (everything since it opened, so every
+/// figure only grows): None until the window is open. An exporter reads
+/// it; the session replaces it at every interval and when it closes.
+pub type Latest = Arc<Mutex<Option<Counts>>>;
+
+/// A fresh, empty [`Latest`].
+pub fn latest() -> Latest {
+    Arc::new(Mutex::new(None))
+}
+
+fn publish(to: Option<&Latest>, counts: Counts) {
+    if let Some(l) = to
+        && let Ok(mut g) = l.lock()
+    {
+        *g = Some(counts);
+    }
 }
 
 /// What a window recorded.
@@ -194,6 +215,7 @@ fn run(
             return Err(anyhow!(msg));
         }
     };
+    publish(cfg.latest.as_ref(), Counts::empty());
     let t0 = Instant::now();
     let mut intervals = Vec::new();
     let mut last = before.clone();
@@ -211,6 +233,7 @@ fn run(
             next_interval += cfg.interval;
             let now = progs.read()?;
             intervals.push(summary::interval_row(el.as_secs_f64(), &now.since(&last)));
+            publish(cfg.latest.as_ref(), now.since(&before));
             last = now;
         }
     }
@@ -223,8 +246,10 @@ fn run(
             intervals.push(summary::interval_row(t0.elapsed().as_secs_f64(), &tail));
         }
     }
+    let window = end.since(&before);
+    publish(cfg.latest.as_ref(), window.clone());
     Ok(Recorded {
-        window: end.since(&before),
+        window,
         intervals,
         window_ns,
         ports,

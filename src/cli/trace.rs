@@ -76,6 +76,12 @@ pub struct TraceArgs {
     #[arg(long)]
     pub requests: bool,
 
+    /// Only the request anatomy, with no syscall tracer at all: hooks the
+    /// socket and scheduler tracepoints alone, so neither the target nor
+    /// any other process pays the syscall hooks. With -p PID or a scope.
+    #[arg(long, conflicts_with = "requests")]
+    pub requests_only: bool,
+
     /// Print one table (and with --json one JSON line) per interval, e.g.
     /// 10s or 500ms, until the end of the trace.
     #[arg(long, value_name = "SPAN", value_parser = values::interval)]
@@ -151,6 +157,9 @@ impl TraceArgs {
         if self.by == Breakdown::None && self.max_series != 1024 {
             return Err(error::usage("--max-series applies to a --by breakdown"));
         }
+        if self.requests_only {
+            self.check_requests_only()?;
+        }
         check_outputs(self.json.as_ref(), self.output.as_ref())?;
         if let Some(a) = self.metrics
             && !self.metrics_public
@@ -219,7 +228,39 @@ impl TraceArgs {
             interval: self.interval,
             metrics: self.metrics.map(|a| (a, self.metrics_public)),
             requests: self.requests,
+            requests_only: self.requests_only,
         })
+    }
+
+    /// Refuses what --requests-only cannot do: the syscall tracer's
+    /// options, and a launched command (usage errors, exit 2).
+    fn check_requests_only(&self) -> Result<()> {
+        let tracer_only = [
+            (self.count_only, "--count-only"),
+            (self.per_thread, "--per-thread"),
+            (self.by != Breakdown::None, "--by"),
+            (self.interval.is_some(), "--interval"),
+            (self.no_follow, "--no-follow"),
+            (self.errors_only, "--errors-only"),
+            (self.top.is_some(), "--top"),
+            (self.sort != SortKey::Time, "--sort"),
+            (self.max_threads != 4096, "--max-threads"),
+        ];
+        if let Some((_, name)) = tracer_only.iter().find(|(set, _)| *set) {
+            return Err(error::usage(format!(
+                "{name} is an option of the syscall tracer, and --requests-only runs none;                  use --requests to have both"
+            )));
+        }
+        if !self.command.is_empty() {
+            // Launching needs the tracer's launch path (held before exec,
+            // reaped, signals passed on, its status returned); --requests
+            // has it.
+            return Err(error::usage(
+                "--requests-only follows a running process or a scope (-p PID, --cgroup, \
+                 --unit, --comm, --system); to launch a command, use --requests -- CMD",
+            ));
+        }
+        Ok(())
     }
 
     /// The target of a tree mode: a pid, or a command after `--`.
@@ -276,6 +317,7 @@ Examples:
   sockscope trace --comm redis-server --metrics 127.0.0.1:9469
   sockscope trace --system --by comm --duration 30
   sockscope trace -p 1234 --duration 10 --json out.json
+  sockscope trace --requests-only -p 1234 --duration 10 --metrics 127.0.0.1:9469
   sockscope trace --count-only --per-thread -p $(pidof nginx)
 
 Signals, launch mode (-- CMD): sockscope does not stop before the command

@@ -2,6 +2,10 @@
 //! `/metrics` for Prometheus, in the text format or, for a scraper that
 //! asks for it, the protobuf format with native histograms.
 //!
+//! With `--requests` or `--requests-only` it also serves the request
+//! anatomy's per-port counts (`requests`), read from the session's
+//! [`crate::anatomy::Latest`]; with `--requests-only` those alone.
+//!
 //! The trace loop publishes a fresh [`Snapshot`] every second; scrapes are
 //! answered from the latest one by one server thread (`server`: a poll
 //! loop with a whole-request deadline and slots per peer, so slow clients
@@ -9,6 +13,7 @@
 //! slow scraper never delays the tracer.
 
 pub mod model;
+pub mod requests;
 mod server;
 pub mod text;
 
@@ -39,6 +44,8 @@ pub struct ExporterOptions {
 
 struct State {
     snap: Option<Arc<Snapshot>>,
+    /// The request anatomy's counts (`--requests`, `--requests-only`).
+    requests: Option<crate::anatomy::Latest>,
     detaching: bool,
     admission: model::Admission,
     scope: String,
@@ -93,6 +100,7 @@ impl Exporter {
         let (stop_rx, stop_tx) = nix::unistd::pipe()?;
         let state = Arc::new(Mutex::new(State {
             snap: None,
+            requests: None,
             detaching: false,
             admission: model::Admission::new(opts.max_series),
             scope: opts.scope,
@@ -109,6 +117,14 @@ impl Exporter {
             stop: Some(stop_tx),
             thread: Some(thread),
         })
+    }
+
+    /// Serves the request anatomy's counts from `latest` too (or alone,
+    /// when no trace publishes snapshots: `--requests-only`).
+    pub fn serve_requests(&self, latest: crate::anatomy::Latest) {
+        if let Ok(mut st) = self.state.lock() {
+            st.requests = Some(latest);
+        }
     }
 
     /// The address actually bound (port 0 resolved).

@@ -67,7 +67,7 @@ impl Admission {
     }
 }
 
-fn label(name: &str, value: impl Into<String>) -> pb::LabelPair {
+pub(super) fn label(name: &str, value: impl Into<String>) -> pb::LabelPair {
     pb::LabelPair {
         name: Some(name.into()),
         value: Some(value.into()),
@@ -202,12 +202,18 @@ pub fn spans_and_deltas(b: &BTreeMap<i32, u64>) -> (Vec<pb::BucketSpan>, Vec<i64
 }
 
 fn histogram(st: &SyscallStat) -> pb::Histogram {
-    let (zero, native) = native_buckets(&st.hist);
+    histogram_of(&st.hist, st.total_ns)
+}
+
+/// A histogram of the tracer's buckets (`sum_ns` their exact sum) with
+/// both its classic and its native buckets.
+pub fn histogram_of(h: &hist::Histogram, sum_ns: u64) -> pb::Histogram {
+    let (zero, native) = native_buckets(h);
     let (positive_span, positive_delta) = spans_and_deltas(&native);
     pb::Histogram {
-        sample_count: Some(st.hist.total()),
-        sample_sum: Some(st.total_ns as f64 / 1e9),
-        bucket: classic_buckets(&st.hist)
+        sample_count: Some(h.total()),
+        sample_sum: Some(sum_ns as f64 / 1e9),
+        bucket: classic_buckets(h)
             .into_iter()
             .map(|(ub, c)| pb::Bucket {
                 cumulative_count: Some(c),
@@ -224,7 +230,12 @@ fn histogram(st: &SyscallStat) -> pb::Histogram {
     }
 }
 
-fn family(name: &str, help: &str, ty: pb::MetricType, metric: Vec<pb::Metric>) -> pb::MetricFamily {
+pub(super) fn family(
+    name: &str,
+    help: &str,
+    ty: pb::MetricType,
+    metric: Vec<pb::Metric>,
+) -> pb::MetricFamily {
     pb::MetricFamily {
         name: Some(name.into()),
         help: Some(help.into()),
@@ -234,7 +245,7 @@ fn family(name: &str, help: &str, ty: pb::MetricType, metric: Vec<pb::Metric>) -
     }
 }
 
-fn counter(labels: Vec<pb::LabelPair>, v: f64) -> pb::Metric {
+pub(super) fn counter(labels: Vec<pb::LabelPair>, v: f64) -> pb::Metric {
     pb::Metric {
         label: labels,
         counter: Some(pb::Counter {

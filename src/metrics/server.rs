@@ -306,16 +306,27 @@ fn answer(head: &[u8], state: &Mutex<State>) -> Vec<u8> {
             head_only,
         );
     }
-    let Some(snap) = st.snap.clone() else {
+    let requests = st
+        .requests
+        .as_ref()
+        .and_then(|l| l.lock().ok().and_then(|c| c.clone()));
+    let snap = st.snap.clone();
+    if snap.is_none() && requests.is_none() {
         return response(
             503,
             "text/plain",
             b"no data yet: the tracer publishes its first reading within a second\n",
             head_only,
         );
-    };
+    }
     let st = &mut *st;
-    let fams = model::families(&snap, &st.scope, &mut st.admission);
+    let mut fams = match &snap {
+        Some(snap) => model::families(snap, &st.scope, &mut st.admission),
+        None => Vec::new(),
+    };
+    if let Some(c) = &requests {
+        fams.extend(super::requests::families(c));
+    }
     if protobuf {
         let mut out = Vec::new();
         for f in &fams {
@@ -346,6 +357,7 @@ mod tests {
     fn state() -> Mutex<State> {
         Mutex::new(State {
             snap: None,
+            requests: None,
             detaching: false,
             admission: model::Admission::new(4),
             scope: "system".into(),
@@ -370,6 +382,29 @@ mod tests {
         let r = answer(b"HEAD /metrics HTTP/1.1\r\n\r\n", &st);
         assert_eq!(status_of(&r), "503");
         assert!(r.ends_with(b"\r\n\r\n"));
+    }
+
+    #[test]
+    fn request_counts_alone_are_served_without_a_trace_snapshot() {
+        let st = state();
+        let latest = crate::anatomy::latest();
+        st.lock().unwrap().requests = Some(latest.clone());
+        // The anatomy's window is not open yet: nothing to serve.
+        let get = b"GET /metrics HTTP/1.1\r\n\r\n";
+        assert_eq!(status_of(&answer(get, &st)), "503");
+        let mut c = crate::anatomy::Counts::empty();
+        let mut p = crate::anatomy::PortTurns::empty(7001, crate::anatomy::Transport::Tcp);
+        p.turns = 5;
+        c.ports.push(p);
+        *latest.lock().unwrap() = Some(c);
+        let r = answer(get, &st);
+        assert_eq!(status_of(&r), "200");
+        let body = String::from_utf8_lossy(&r);
+        assert!(
+            body.contains("sockscope_requests_total{port=\"7001\",transport=\"tcp\"} 5\n"),
+            "{body}"
+        );
+        assert!(!body.contains("sockscope_syscalls_total"), "{body}");
     }
 
     fn conn_from(l: &TcpListener, peer: IpAddr, since: Instant, done: bool) -> (Conn, TcpStream) {

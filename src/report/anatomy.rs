@@ -465,13 +465,14 @@ pub fn render(a: &AnatomyReport) -> String {
         }
     }
     out.push_str(&format!(
-        "  cost: {} of BPF time on the target's events, {} filtering others'{}\n",
+        "  cost: {} of BPF time on the target's events, {} filtering others' ({}{} of the machine)\n",
         fmt_ns(a.cost.target_ns),
         fmt_ns(a.cost.others_ns),
         match a.cost.of_target_cpu {
-            Some(s) => format!(" ({} of the target's CPU)", fmt_pct(s * 100.0)),
+            Some(s) => format!("{} of the target's CPU, ", fmt_pct(s * 100.0)),
             None => String::new(),
-        }
+        },
+        fmt_pct(a.cost.of_machine * 100.0)
     ));
     for s in a.sentences() {
         out.push_str(&format!("  {s}\n"));

@@ -22,6 +22,7 @@ pub mod merge;
 pub mod path;
 pub mod profile;
 pub mod profile_text;
+pub mod requests;
 pub mod serve;
 pub mod svg;
 pub mod syscall_class;

@@ -29,6 +29,7 @@ pub mod pathload;
 pub mod profile;
 pub mod report;
 pub mod requests;
+pub mod requests_only;
 pub mod trace;
 
 use anyhow::Result;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 
-use crate::anatomy::{self, AnatomyConfig, Recorded, Session};
+use crate::anatomy::{self, AnatomyConfig, Latest, Recorded, Session};
 use crate::trace::bpf::ScopeFilter;
 use crate::trace::{ScopeTarget, TargetSpec};
 
@@ -23,8 +23,13 @@ pub struct Beside {
 
 impl Beside {
     /// Waits on `opened` (the tracer's `window_opened`) on a thread of its
-    /// own, then starts the anatomy for `target`.
-    pub fn when_open(opened: mpsc::Receiver<i32>, target: &TargetSpec) -> Result<Beside> {
+    /// own, then starts the anatomy for `target`, publishing its counts to
+    /// `latest` (for `--metrics`) when given.
+    pub fn when_open(
+        opened: mpsc::Receiver<i32>,
+        target: &TargetSpec,
+        latest: Option<Latest>,
+    ) -> Result<Beside> {
         let target = target.clone();
         let handle = std::thread::Builder::new()
             .name("ss-anatomy-wait".into())
@@ -33,7 +38,8 @@ impl Beside {
                     // The tracer ended before its window opened: it says why.
                     return Ok(None);
                 };
-                let cfg = config_for(&target, root)?;
+                let mut cfg = config_for(&target, root)?;
+                cfg.latest = latest;
                 Session::start(cfg).map(Some)
             })
             .context("starting the anatomy's thread")?;
@@ -70,6 +76,7 @@ pub fn config_for(target: &TargetSpec, root: i32) -> Result<AnatomyConfig> {
         members,
         max_ports: anatomy::DEFAULT_MAX_PORTS,
         interval: Duration::from_secs(1),
+        latest: None,
     })
 }
 

@@ -39,11 +39,17 @@ pub struct TraceSpec {
     pub metrics: Option<(std::net::SocketAddr, bool)>,
     /// `--requests`: the request anatomy over the same window.
     pub requests: bool,
+    /// `--requests-only`: the request anatomy alone, no syscall tracer
+    /// (`super::requests_only`).
+    pub requests_only: bool,
 }
 
 /// Traces, writes the outputs and returns the exit status: the launched
 /// command's own, or 0/1 in attach mode.
 pub fn run(spec: &TraceSpec) -> Result<u8> {
+    if spec.requests_only {
+        return super::requests_only::run(spec);
+    }
     let mut options = spec.options.clone();
     let intervals = spec.interval.map(|every| {
         let w = Arc::new(IntervalWriter::new(
@@ -97,7 +103,17 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     let beside = if spec.requests {
         let (tx, rx) = std::sync::mpsc::channel();
         options.window_opened = Some(tx);
-        Some(super::requests::Beside::when_open(rx, &options.target)?)
+        // The exporter serves the anatomy's counts beside the trace's.
+        let latest = exporter.as_ref().map(|e| {
+            let l = crate::anatomy::latest();
+            e.serve_requests(l.clone());
+            l
+        });
+        Some(super::requests::Beside::when_open(
+            rx,
+            &options.target,
+            latest,
+        )?)
     } else {
         None
     };
@@ -170,8 +186,8 @@ fn write_outputs(spec: &TraceSpec, rep: &TraceReport) -> Result<()> {
 /// How often the exporter gets a fresh reading.
 const METRICS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How an interval line names what was traced.
-fn scope_name(t: &TargetSpec) -> String {
+/// How an interval line (and the exporter's info) names what was traced.
+pub(super) fn scope_name(t: &TargetSpec) -> String {
     match t {
         TargetSpec::Scope { scope, .. } => scope.describe(),
         TargetSpec::Attach { pid, .. } => format!("pid:{pid}"),

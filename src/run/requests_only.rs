@@ -1,0 +1,395 @@
+//! `sockscope trace --requests-only`: the request anatomy alone, with no
+//! syscall tracer at all (only socket and scheduler tracepoints are
+//! hooked, so no process pays the syscall hooks' slow path). It follows a
+//! running process tree (-p, whose exit ends the window through a pidfd)
+//! or a scope, until --duration, SIGINT, SIGTERM or SIGHUP; it writes the
+//! "Anatomy of a request" table, a `sockscope.requests` artifact with
+//! --json, and serves the per-port request metrics with --metrics.
+//!
+//! The cost is put against the target's CPU over the window: a cgroup's
+//! `cpu.stat` (usage_usec, exited tasks included) for --cgroup/--unit, the
+//! processes' /proc/PID/stat (user + system) for -p (the tree), --comm and
+//! --system.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Result, anyhow};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::Signal;
+
+use super::trace::TraceSpec;
+use crate::anatomy::{self, Session};
+use crate::error;
+use crate::report::requests::{self, RequestsReport, TargetCpu};
+use crate::report::trace::{ScopeRecord, Target, Window};
+use crate::signals::{Signals, signal_name};
+use crate::trace::{ScopeTarget, TargetSpec};
+
+/// Runs `trace --requests-only` and returns the exit status: 0, or 1 when
+/// the target exited before --duration (the window is incomplete).
+pub fn run(spec: &TraceSpec) -> Result<u8> {
+    let target = &spec.options.target;
+    let duration = match target {
+        TargetSpec::Attach { duration, .. } | TargetSpec::Scope { duration, .. } => *duration,
+        TargetSpec::Launch { .. } => {
+            return Err(error::usage(
+                "--requests-only follows a running process or a scope (-p PID, --cgroup, \
+                 --unit, --comm, --system); to launch a command, use --requests -- CMD",
+            ));
+        }
+    };
+    // Bound before the BPF programs load: an address in use costs nothing.
+    let latest = anatomy::latest();
+    let exporter = match spec.metrics {
+        Some((addr, public)) => {
+            let e = crate::metrics::Exporter::bind(
+                addr,
+                public,
+                crate::metrics::ExporterOptions {
+                    max_series: spec.options.max_series as usize,
+                    scope: super::trace::scope_name(target),
+                    by: spec.options.by,
+                },
+            )?;
+            e.serve_requests(latest.clone());
+            if !spec.quiet {
+                eprintln!(
+                    "sockscope: serving metrics at http://{}/metrics",
+                    e.local_addr()
+                );
+            }
+            Some(e)
+        }
+        None => None,
+    };
+    crate::trace::preflight::check()?;
+    // Blocked before the anatomy's thread starts, which inherits the mask:
+    // the signals reach the signalfd only.
+    let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
+    let (root, pidfd) = match target {
+        TargetSpec::Attach { pid, .. } => (*pid, Some(open_pidfd(*pid)?)),
+        _ => (0, None),
+    };
+    let mut cfg = super::requests::config_for(target, root)?;
+    cfg.latest = Some(latest);
+    let probe = CpuProbe::new(target, root);
+    let before = probe.read();
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    let session = Session::start(cfg)?;
+    if !spec.quiet {
+        eprintln!("sockscope: {}", opening_line(target, root, duration));
+    }
+    let reason = wait_end(&mut signals, pidfd.as_ref(), duration.map(|d| started + d))?;
+    let rec = session.finish()?;
+    let after = probe.read();
+    drop(exporter);
+    let mut notes = Vec::new();
+    let cpu_s = probe.cpu_s(&before, &after, &mut notes);
+    let complete = !(reason == "target_exited" && duration.is_some());
+    if reason == "target_exited" {
+        notes.push(format!(
+            "process {root} exited after {:.3} s; the data covers the window until then",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    let anatomy = anatomy::report(&rec, cpu_s.map(|s| (s * 1e9) as u64));
+    let rep = RequestsReport {
+        header: crate::report::header::ArtifactHeader::new(
+            requests::SCHEMA,
+            requests::SCHEMA_VERSION,
+        ),
+        target: target_record(target, root, anatomy.threads),
+        window: Window {
+            started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+            duration_s: rec.window_ns as f64 / 1e9,
+            end_reason: reason,
+            complete,
+            exit_code: None,
+            killed_by_signal: None,
+        },
+        target_cpu: TargetCpu {
+            source: probe.source().into(),
+            cpu_s,
+        },
+        notes,
+        anatomy,
+    };
+    write_outputs(spec, &rep)?;
+    if !complete {
+        eprintln!(
+            "sockscope: the window ended early (target exited); the data covers only the part \
+             followed"
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn open_pidfd(pid: i32) -> Result<OwnedFd> {
+    // SAFETY: plain syscall; a returned fd is ours.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(if err.raw_os_error() == Some(libc::ESRCH) {
+            error::with_code(1, format!("no process with pid {pid}"))
+        } else {
+            anyhow::Error::from(err).context(format!("opening process {pid}"))
+        });
+    }
+    // SAFETY: a fresh fd returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw as i32) })
+}
+
+fn opening_line(target: &TargetSpec, root: i32, duration: Option<Duration>) -> String {
+    let until = match duration {
+        Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
+        None => ", Ctrl-C to stop".into(),
+    };
+    match target {
+        TargetSpec::Scope { scope, .. } => format!(
+            "tracing {} (requests only, no syscall hooks){until}",
+            crate::text::escape(&scope.describe())
+        ),
+        _ => format!(
+            "attached to pid {root} ({}): requests only, no syscall hooks{until}",
+            crate::text::escape(&crate::procfs::comm(root).unwrap_or_default())
+        ),
+    }
+}
+
+/// Waits for the window's end: a signal, the target's exit, or the
+/// deadline; returns the end reason as trace names it.
+fn wait_end(
+    signals: &mut Signals,
+    pidfd: Option<&OwnedFd>,
+    deadline: Option<Instant>,
+) -> Result<String> {
+    loop {
+        if let Some(si) = signals.pending() {
+            return Ok(format!("signal:{}", signal_name(si.ssi_signo)));
+        }
+        let timeout = match deadline {
+            None => PollTimeout::NONE,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok("duration".into());
+                }
+                let ms = left.as_millis().saturating_add(1).min(i32::MAX as u128) as i32;
+                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+            }
+        };
+        let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+        if let Some(p) = pidfd {
+            fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(anyhow!(e).context("poll")),
+        }
+        if fds
+            .get(1)
+            .and_then(|f| f.revents())
+            .is_some_and(|r| !r.is_empty())
+        {
+            return Ok("target_exited".into());
+        }
+    }
+}
+
+fn target_record(target: &TargetSpec, root: i32, threads: u64) -> Target {
+    let TargetSpec::Scope { scope, .. } = target else {
+        return Target {
+            mode: "attach".into(),
+            command: None,
+            pid: root,
+            comm: crate::procfs::comm(root).unwrap_or_default(),
+            scope: None,
+        };
+    };
+    let kind = match scope {
+        ScopeTarget::Cgroup(_) => "cgroup",
+        ScopeTarget::Comm(_) => "comm",
+        ScopeTarget::System => "system",
+    };
+    let cg = match scope {
+        ScopeTarget::Cgroup(c) => Some(c),
+        _ => None,
+    };
+    Target {
+        mode: kind.into(),
+        command: None,
+        pid: 0,
+        comm: scope.describe(),
+        scope: Some(ScopeRecord {
+            kind: kind.into(),
+            cgroup: cg.map(|c| c.rel.clone()),
+            cgroup_id: cg.map(|c| c.id),
+            unit: cg.and_then(|c| c.unit.clone()),
+            unit_found_by: cg.and_then(|c| c.found_by).map(|f| f.as_str().to_owned()),
+            cgroup_path: cg.map(|c| c.path.display().to_string()),
+            comm: match scope {
+                ScopeTarget::Comm(n) => Some(n.clone()),
+                _ => None,
+            },
+            tasks_joined: threads,
+        }),
+    }
+}
+
+/// Writes --json, then the table to -o (or stderr); every output is
+/// attempted, a table -o could not take goes to stderr, and the first
+/// failure is returned (exit 1).
+fn write_outputs(spec: &TraceSpec, rep: &RequestsReport) -> Result<()> {
+    let json = match &spec.json {
+        Some(path) => crate::report::write_json(path, rep),
+        None => Ok(()),
+    };
+    let table = requests::render(rep);
+    let text = match &spec.output {
+        Some(path) => crate::report::write_atomic(path, table.as_bytes()).inspect_err(|_| {
+            let _ = std::io::stderr().write_all(table.as_bytes());
+        }),
+        None => {
+            if !spec.quiet {
+                let _ = std::io::stderr().write_all(table.as_bytes());
+            }
+            Ok(())
+        }
+    };
+    json.and(text)
+}
+
+/// Where the target's CPU time is read.
+enum CpuProbe {
+    /// A cgroup's cpu.stat.
+    Cgroup(PathBuf),
+    /// The root's process tree, now.
+    Tree(i32),
+    /// A comm or system scope's members, now.
+    Members(ScopeTarget),
+}
+
+/// One reading: a cgroup's usage in us, or each process's ticks.
+enum CpuReading {
+    Usec(Option<u64>),
+    Ticks(BTreeMap<i32, u64>),
+}
+
+impl CpuProbe {
+    fn new(target: &TargetSpec, root: i32) -> Self {
+        match target {
+            TargetSpec::Scope {
+                scope: ScopeTarget::Cgroup(c),
+                ..
+            } => CpuProbe::Cgroup(c.path.clone()),
+            TargetSpec::Scope { scope, .. } => CpuProbe::Members(scope.clone()),
+            _ => CpuProbe::Tree(root),
+        }
+    }
+
+    fn source(&self) -> &'static str {
+        match self {
+            CpuProbe::Cgroup(_) => "cgroup cpu.stat",
+            _ => "/proc stat",
+        }
+    }
+
+    fn read(&self) -> CpuReading {
+        let pids = match self {
+            CpuProbe::Cgroup(dir) => return CpuReading::Usec(cgroup_usage_usec(dir)),
+            CpuProbe::Tree(root) => {
+                let mut p = crate::procfs::descendants(*root);
+                p.push(*root);
+                p
+            }
+            CpuProbe::Members(scope) => super::requests::members_of(scope),
+        };
+        CpuReading::Ticks(
+            pids.into_iter()
+                .filter_map(|p| Some((p, crate::procfs::process_cpu_ticks(p)?)))
+                .collect(),
+        )
+    }
+
+    /// The CPU seconds between two readings; a process gone by the second
+    /// one is named in a note (its CPU in the window is missing).
+    fn cpu_s(&self, a: &CpuReading, b: &CpuReading, notes: &mut Vec<String>) -> Option<f64> {
+        match (a, b) {
+            (CpuReading::Usec(Some(x)), CpuReading::Usec(Some(y))) => {
+                Some(y.saturating_sub(*x) as f64 / 1e6)
+            }
+            (CpuReading::Ticks(x), CpuReading::Ticks(y)) => {
+                let gone = x.keys().filter(|p| !y.contains_key(p)).count();
+                if gone > 0 {
+                    notes.push(format!(
+                        "{gone} process(es) exited during the window: their CPU time is not \
+                         in the target's, so the cost's share of it is an upper bound"
+                    ));
+                }
+                let ticks: u64 = y
+                    .iter()
+                    .map(|(p, t)| t.saturating_sub(x.get(p).copied().unwrap_or(0)))
+                    .sum();
+                Some(ticks as f64 / crate::procfs::clock_ticks())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A cgroup's CPU time so far (cpu.stat's usage_usec; cgroupfs holds no
+/// links, and the file is small).
+fn cgroup_usage_usec(dir: &std::path::Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_cpu_counts_new_processes_whole_and_notes_the_gone() {
+        let probe = CpuProbe::Tree(1);
+        let a = CpuReading::Ticks([(1, 100), (2, 50)].into_iter().collect());
+        let b = CpuReading::Ticks([(1, 130), (3, 20)].into_iter().collect());
+        let mut notes = Vec::new();
+        let s = probe.cpu_s(&a, &b, &mut notes).unwrap();
+        let hz = crate::procfs::clock_ticks();
+        assert!((s - 50.0 / hz).abs() < 1e-9, "{s}");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+    }
+
+    #[test]
+    fn cgroup_cpu_is_the_usage_difference() {
+        let probe = CpuProbe::Cgroup(PathBuf::from("/nonexistent"));
+        let mut notes = Vec::new();
+        let s = probe
+            .cpu_s(
+                &CpuReading::Usec(Some(1_000_000)),
+                &CpuReading::Usec(Some(3_500_000)),
+                &mut notes,
+            )
+            .unwrap();
+        assert_eq!(s, 2.5);
+        assert!(
+            probe
+                .cpu_s(
+                    &CpuReading::Usec(None),
+                    &CpuReading::Usec(Some(1)),
+                    &mut notes
+                )
+                .is_none()
+        );
+    }
+}
