@@ -11,25 +11,47 @@
 #
 #   bench/anatomy.sh [SECS_PER_RUN]      (default 5; ROUNDS=3)
 #
+# WORKERS=N runs N nginx workers (default 1) and GEN=sockscope drives them
+# with `sockscope load http -t THREADS` instead of wrk -t THREADS (THREADS
+# default 1): the multi-core run on a machine without wrk.
+#
 # Only loopback is used. Every process started here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-5}
 ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-32}
+WORKERS=${WORKERS:-1}
+THREADS=${THREADS:-1}
+GEN=${GEN:-wrk}
+NGINX=${NGINX:-/usr/sbin/nginx}
 BIN=${SOCKSCOPE:-target/release/sockscope}
 OUT=target/bench/anatomy
 rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 [ -x "$BIN" ] || { echo "bench/anatomy.sh: build first ($BIN missing)" >&2; exit 1; }
-for t in nginx wrk python3; do
+[ -x "$NGINX" ] || { echo "bench/anatomy.sh: nginx missing at $NGINX (make deps, or NGINX=PATH)" >&2; exit 1; }
+for t in "$GEN" python3; do
+  [ "$t" = sockscope ] && continue
   command -v "$t" >/dev/null || [ -x "/usr/sbin/$t" ] ||
     { echo "bench/anatomy.sh: $t missing (make deps)" >&2; exit 1; }
 done
 
 PIDS=()
-cleanup() { for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; }
+MASTER=
+# nginx's workers outlive a SIGKILLed master: stop them by name of parent
+# first (SIGTERM is nginx's fast shutdown), then whatever is left.
+cleanup() {
+  if [ -n "$MASTER" ]; then
+    local kids
+    kids=$(pgrep -P "$MASTER" || true)
+    kill -TERM "$MASTER" 2>/dev/null || true
+    sleep 0.3
+    kill -9 $kids 2>/dev/null || true
+  fi
+  for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done
+}
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -51,12 +73,12 @@ proc_ticks() {
 busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 
 NGX=$OUT/nginx
-mkdir -p "$NGX/html" "$NGX/logs"
+mkdir -p "$NGX/html" "$NGX/logs" "$NGX/tmp"
 cp /usr/share/nginx/html/index.html "$NGX/html/" 2>/dev/null ||
   printf '<!DOCTYPE html><html><body>%0600d</body></html>\n' 0 >"$NGX/html/index.html"
 PORT=$(free_port)
 cat >"$NGX/nginx.conf" <<EOF
-worker_processes 1;
+worker_processes $WORKERS;
 pid $NGX/nginx.pid;
 error_log $NGX/logs/error.log;
 events { worker_connections 1024; }
@@ -64,21 +86,25 @@ http {
   access_log off;
   sendfile on;
   keepalive_requests 1000000;
+  client_body_temp_path $NGX/tmp;
+  proxy_temp_path $NGX/tmp;
+  fastcgi_temp_path $NGX/tmp;
   server {
     listen 127.0.0.1:$PORT;
     root $NGX/html;
   }
 }
 EOF
-/usr/sbin/nginx -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' &
+"$NGINX" -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' &
 MASTER=$!
 PIDS+=("$MASTER")
 wait_port "$PORT"
+sleep 0.5
 NGINX_PIDS=("$MASTER" $(pgrep -P "$MASTER"))
 URL="http://127.0.0.1:$PORT/index.html"
 HZ=$(getconf CLK_TCK)
 
-echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds, $CONNS connections"
+echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds, $CONNS connections, $WORKERS nginx worker(s), generator $GEN -t $THREADS"
 echo
 echo "| round | mode | req/s | nginx CPU us/req | machine CPU us/req | turns / requests |"
 echo "|---:|---|---:|---:|---:|---:|"
@@ -86,7 +112,8 @@ echo "|---:|---|---:|---:|---:|---:|"
 # run MODE ROUND: one wrk run under MODE; prints the row and appends
 # "mode rps nginx_us machine_us" to $OUT/rows.
 run() {
-  local mode=$1 round=$2 tracer="" json=$OUT/$mode-$round.json
+  local mode=$1 round=$2 tracer=""
+  local json=$OUT/$mode-$round.json
   case $mode in
     base) ;;
     sockets) "$BIN" trace --requests-only -q -p "$MASTER" --duration $((SECS + 3)) \
@@ -97,7 +124,13 @@ run() {
   [ -n "$tracer" ] && { PIDS+=("$tracer"); sleep 1.5; }
   local n0 b0 n1 b1
   n0=$(proc_ticks "${NGINX_PIDS[@]}"); b0=$(busy_ticks)
-  wrk -t1 -c"$CONNS" -d"${SECS}s" "$URL" >"$OUT/wrk-$mode-$round.txt"
+  if [ "$GEN" = wrk ]; then
+    wrk -t"$THREADS" -c"$CONNS" -d"${SECS}s" "$URL" >"$OUT/wrk-$mode-$round.txt"
+  else
+    "$BIN" load http "$URL" -q -t "$THREADS" -c "$CONNS" -d "$SECS" --json "$OUT/load-$mode-$round.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['transactions']} requests in {d['duration_s']}s\")" \
+      "$OUT/load-$mode-$round.json" >"$OUT/wrk-$mode-$round.txt"
+  fi
   n1=$(proc_ticks "${NGINX_PIDS[@]}"); b1=$(busy_ticks)
   local turns="-"
   if [ -n "$tracer" ]; then

@@ -113,8 +113,13 @@ impl<'obj> Programs<'obj> {
         Ok(())
     }
 
-    /// The ports whose connections are followed.
-    pub fn add_ports(&self, ports: &[ServedPort]) -> Result<()> {
+    /// The ports whose connections are followed: each registered in its
+    /// namespace, its bit set in the prefilter, and its statistics entry
+    /// created here (in process context, where the allocation cannot fail
+    /// the way it can in the programs).
+    pub fn add_ports(&mut self, ports: &[ServedPort]) -> Result<()> {
+        let zero = vec![0u8; std::mem::size_of::<types::ss_anat_stats>()];
+        let zeros: Vec<Vec<u8>> = (0..self.ncpus).map(|_| zero.clone()).collect();
         for p in ports {
             let key = types::ss_anat_port_key {
                 netns: p.netns,
@@ -126,6 +131,33 @@ impl<'obj> Programs<'obj> {
                 .ports
                 .update(as_bytes(&key), &[1], MapFlags::ANY)
                 .with_context(|| format!("registering port {}/{}", p.port, p.transport.name()))?;
+            let skey = types::ss_anat_stats_key {
+                port: p.port,
+                proto: p.transport.number(),
+                pad: 0,
+            };
+            // NOEXIST: the same port in two namespaces shares its entry.
+            match self
+                .skel
+                .maps
+                .stats
+                .update_percpu(as_bytes(&skey), &zeros, MapFlags::NO_EXIST)
+            {
+                Ok(()) => {}
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => {}
+                // Full (more ports than the series limit): the overflow.
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::TooBig => {}
+                Err(e) => {
+                    return Err(anyhow!(
+                        "creating the statistics of port {}/{}: {e}",
+                        p.port,
+                        p.transport.name()
+                    ));
+                }
+            }
+            let word = usize::from(p.port >> 6);
+            let bit = 1u64 << (p.port & 63);
+            self.bss()?.port_bits[word] |= bit;
         }
         Ok(())
     }
@@ -260,10 +292,10 @@ impl<'obj> Programs<'obj> {
                     *a += b;
                 }
             }
-            for p in 0..4 {
-                let row = &s.by_server[p * hist::BUCKETS..(p + 1) * hist::BUCKETS];
-                for (a, b) in acc.by_server[p].iter_mut().zip(row) {
-                    *a += b;
+            // Interleaved in the kernel: bucket b's four sums side by side.
+            for (b, four) in s.by_server.chunks_exact(4).enumerate() {
+                for (p, v) in four.iter().enumerate() {
+                    acc.by_server[p][b] += v;
                 }
             }
         }

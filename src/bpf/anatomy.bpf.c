@@ -58,6 +58,11 @@ __u32 window_open = 0;
 __u64 window_start = 0;   /* bpf_ktime_get_ns() when the window opened */
 __u32 cost_on = 0;
 struct ss_anat_cpu cpus[SS_MAX_CPUS] = {};
+/* One bit per local port that some followed namespace serves: the test
+ * every unfollowed socket's data_ready and read pays before the (costlier)
+ * hash lookup of the port in its namespace. Set by the loader and by
+ * register_port. */
+__u64 port_bits[65536 / 64] = {};
 
 /* Keeps the enums no field uses in BTF, for the skeleton's types. */
 enum ss_anat_part layout_part __attribute__((unused));
@@ -102,9 +107,14 @@ struct {
 } tree SEC(".maps");
 
 /* Per-port statistics; max_entries (the series limit) set by the loader.
- * Preallocated, for the reason given at syscalls.bpf.c's group_stats. */
+ * Not preallocated: a value is 23 KB per CPU, and preallocating the limit
+ * would cost that times ports times CPUs. The loader creates the entries
+ * of the ports known at the start (in process context, where allocation
+ * does not fail); a port learned later gets its entry here, or, when the
+ * allocation fails, its turns go to the overflow entry (counted). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 64);
 	__type(key, struct ss_anat_stats_key);
 	__type(value, struct ss_anat_stats);
@@ -158,9 +168,23 @@ static __always_inline void port_key_of(const struct sock *sk, struct ss_anat_po
 static __always_inline bool is_target_port(const struct sock *sk)
 {
 	struct ss_anat_port_key k;
+	__u16 port = sk->__sk_common.skc_num;
 
+	if (!(port_bits[(port >> 6) & 1023] & (1ull << (port & 63))))
+		return false;
 	port_key_of(sk, &k);
 	return bpf_map_lookup_elem(&ports, &k) != 0;
+}
+
+/* Makes a port the target serves known (a listener, a UDP socket). */
+static __always_inline void register_port(const struct sock *sk)
+{
+	struct ss_anat_port_key k;
+	__u8 one = 1;
+
+	port_key_of(sk, &k);
+	bpf_map_update_elem(&ports, &k, &one, BPF_ANY);
+	__sync_fetch_and_or(&port_bits[(k.port >> 6) & 1023], 1ull << (k.port & 63));
 }
 
 /* A fresh connection's state (storage comes zeroed). */
@@ -256,13 +280,25 @@ static __always_inline void add_part(struct ss_anat_stats *s, __u32 part, __u64 
 		s->hist[i]++;
 }
 
-/* Adds an addend's value to its sum in the server-time bucket b. */
-static __always_inline void add_by_server(struct ss_anat_stats *s, __u32 part, __u32 b, __u64 v)
+/* Adds a turn's four addends to their sums in its server-time bucket b
+ * (one cache line). */
+static __always_inline void add_by_server(struct ss_anat_stats *s, __u32 b, __u64 queue,
+					  __u64 cpu, __u64 service, __u64 send)
 {
-	__u32 i = flat_index(part, b, SS_PART_SERVER * SS_HIST_BUCKETS);
+	__u32 i = b * SS_PART_SERVER;
+	__u64 *row;
 
-	if (i < SS_PART_SERVER * SS_HIST_BUCKETS)
-		s->by_server[i] += v;
+	barrier_var(i);
+	if (i > (SS_HIST_BUCKETS - 1) * SS_PART_SERVER)
+		return;
+	/* One pointer from the checked index (clang would otherwise
+	 * re-derive each element's offset from the unchecked one). */
+	row = &s->by_server[i];
+	barrier_var(row);
+	row[SS_PART_QUEUE] += queue;
+	row[SS_PART_CPU] += cpu;
+	row[SS_PART_SERVICE] += service;
+	row[SS_PART_SEND] += send;
 }
 
 static __always_inline void turn_reset(struct ss_anat_conn *c)
@@ -310,12 +346,8 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 		add_part(s, SS_PART_SERVICE, service);
 		add_part(s, SS_PART_SEND, send);
 		add_part(s, SS_PART_SERVER, server);
-		if (b < SS_HIST_BUCKETS) {
-			add_by_server(s, SS_PART_QUEUE, b, queue);
-			add_by_server(s, SS_PART_CPU, b, cpu);
-			add_by_server(s, SS_PART_SERVICE, b, service);
-			add_by_server(s, SS_PART_SEND, b, send);
-		}
+		if (b < SS_HIST_BUCKETS)
+			add_by_server(s, b, queue, cpu, service, send);
 	}
 	count(SS_CNT_TURNS);
 	turn_reset(c);
@@ -371,12 +403,15 @@ static __always_inline __u64 udp_arrival(struct ss_anat_conn *c)
 static __always_inline void write_continues(struct ss_anat_conn *c, __u64 now)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct ss_anat_thread *t = thread_here();
+	struct ss_anat_thread *t;
 
 	if (now > c->last_write)
 		c->last_write = now;
-	c->cpu_send = (t && c->writer == (__u64)task) ?
-		bounded(t->rq_sum - c->rq_write, c->last_write - c->first_write) : 0;
+	if (c->writer != (__u64)task)
+		return;  /* another thread's waits are not this turn's */
+	t = bpf_task_storage_get(&threads, task, 0, 0);
+	if (t)
+		c->cpu_send = bounded(t->rq_sum - c->rq_write, c->last_write - c->first_write);
 }
 
 /* --- the timed wrappers ------------------------------------------------ */
@@ -506,14 +541,10 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		if (!is_target_port(sk)) {
 			/* A UDP server socket bound during the window: its
 			 * first read by the target makes its port known. */
-			struct ss_anat_port_key k;
-			__u8 one = 1;
-
 			if (sk->sk_protocol != PROTO_UDP ||
 			    sk->__sk_common.skc_state == TCP_ESTABLISHED || !current_in_scope())
 				return false;
-			port_key_of(sk, &k);
-			bpf_map_update_elem(&ports, &k, &one, BPF_ANY);
+			register_port(sk);
 		}
 		c = conn_of(sk, true);
 		if (!c)
@@ -678,13 +709,9 @@ static __always_inline bool state_work(const struct sock *sk, int oldstate, int 
 	if (sk->sk_protocol != PROTO_TCP)
 		return false;
 	if (newstate == TCP_LISTEN) {
-		struct ss_anat_port_key k;
-		__u8 one = 1;
-
 		if (!current_in_scope())
 			return false;
-		port_key_of(sk, &k);
-		bpf_map_update_elem(&ports, &k, &one, BPF_ANY);
+		register_port(sk);
 		return true;
 	}
 	if (oldstate != TCP_ESTABLISHED)

@@ -109,7 +109,9 @@ struct ss_anat_stats {
 	/* part p's bucket b at [p * SS_HIST_BUCKETS + b] (flat: the skeleton
 	 * generator derives Default, which nested arrays lack) */
 	__u64 hist[SS_PARTS * SS_HIST_BUCKETS];
-	__u64 by_server[SS_PART_SERVER * SS_HIST_BUCKETS];
+	/* server-time bucket b's addend p at [b * SS_PART_SERVER + p]: the
+	 * four sums a turn adds share one cache line */
+	__u64 by_server[SS_HIST_BUCKETS * SS_PART_SERVER];
 };
 
 /* A port the target serves on: a TCP listener or a bound UDP socket, in
