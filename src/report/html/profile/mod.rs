@@ -300,6 +300,8 @@ mod tests {
         // Four segments per bar, one colour per part.
         assert_eq!(bars.matches("<rect class=\"bar\"").count(), 16);
         assert!(bars.contains("p99 (client 3.70ms): CPU wait = 2.90ms"));
+        // The wide segments are labelled with their values.
+        assert!(bars.contains("class=\"seg-label\"") && bars.contains(">2.90ms</text>"));
         assert!(
             sec.contains("id=\"chart-anatomy-time\""),
             "the parts over time"
