@@ -90,6 +90,12 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub no_evidence: bool,
 
+    /// Do not record the request anatomy (where each request's time at
+    /// the server went: queue wait, CPU wait, service, send; see
+    /// docs/anatomy.md).
+    #[arg(long)]
+    pub no_requests: bool,
+
     /// Run a launched target as this user (name or uid).
     #[arg(short = 'u', long, value_name = "USER")]
     pub user: Option<String>,
@@ -193,6 +199,7 @@ impl ProfileArgs {
             ready_timeout: Duration::from_secs_f64(self.ready_timeout),
             count_only: self.count_only,
             evidence: !self.no_evidence,
+            requests: !self.no_requests,
             run_as,
             quiet,
             command_line: crate::cmdline::recorded(),

@@ -751,6 +751,20 @@ pub fn emulated_path_sentence(load: &LoadReport, path: &super::path::PathRecord)
     s
 }
 
+/// The request anatomy's sentences (which part dominates the median and
+/// the tail, quoted; how much of the client's latency was outside the
+/// server), as sentences of this list: capitalized, full stop.
+pub fn anatomy_sentences(a: &super::anatomy::AnatomyReport) -> Vec<String> {
+    a.sentences()
+        .into_iter()
+        .map(|s| {
+            let mut c = s.chars();
+            let first = c.next().map(|f| f.to_uppercase().collect::<String>());
+            format!("{}{}.", first.unwrap_or_default(), c.as_str())
+        })
+        .collect()
+}
+
 /// Milliseconds with three significant digits for these sentences.
 fn fmt_ms(v: f64) -> String {
     if v >= 100.0 {

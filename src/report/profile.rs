@@ -59,6 +59,16 @@ pub struct ProfileReport {
     /// artifact written before paths were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<super::path::NetPath>,
+    /// Where each request's time at the server went (queue wait, CPU
+    /// wait, service, send), beside the load's latency; absent with
+    /// `--no-requests`, when it failed, and in artifacts written before it
+    /// was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anatomy: Option<super::anatomy::AnatomyReport>,
+    /// Why the request anatomy is missing when it was asked for and
+    /// failed (the run then exits non-zero; the rest of it is complete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anatomy_failure: Option<String>,
 }
 
 /// The target process.

@@ -36,6 +36,12 @@ pub fn render(r: &ProfileReport) -> String {
     for l in load_text::render(&r.load).lines() {
         let _ = writeln!(s, "  {l}");
     }
+    if let Some(a) = &r.anatomy {
+        let _ = writeln!(s);
+        for l in super::anatomy::render(a).lines() {
+            let _ = writeln!(s, "{l}");
+        }
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "Target syscalls over the trace window (top 15):");
     let view = TableView {
@@ -100,6 +106,27 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::wrap;
+
+    #[test]
+    fn the_summary_has_the_anatomy_table_when_the_run_has_one() {
+        let mut r = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo());
+        assert!(!super::render(&r).contains("Anatomy of a request"));
+        r.anatomy = Some(crate::report::fixtures::anatomy());
+        let s = super::render(&r);
+        let table = &s[s.find("Anatomy of a request").expect("the table")..];
+        let row = table
+            .lines()
+            .find(|l| l.trim_start().starts_with("CPU wait"))
+            .unwrap();
+        assert!(row.contains("2.90ms"), "{row}");
+        assert!(
+            table.contains("at p99, 2.90ms of 3.60ms at the server was CPU wait"),
+            "{table}"
+        );
+        // Before the syscalls, after the load.
+        assert!(s.find("Anatomy of a request") > s.find("Load:"));
+        assert!(s.find("Anatomy of a request") < s.find("Target syscalls"));
+    }
 
     #[test]
     fn wraps_at_width() {

@@ -503,7 +503,11 @@ pub struct StackChart<'a> {
     pub fmt: Fmt,
 }
 
-/// Renders stacked horizontal bars with the row total at the end.
+/// Narrowest segment of a stacked bar that is labelled with its value.
+const SEG_LABEL_MIN_PX: f64 = 48.0;
+
+/// Renders stacked horizontal bars with the row total at the end, and
+/// each segment's value inside it where it fits.
 pub fn stack_chart(c: &StackChart<'_>) -> String {
     let row_h = 34.0;
     let label_w = 190.0;
@@ -554,6 +558,16 @@ pub fn stack_chart(c: &StackChart<'_>) -> String {
                 esc(c.parts.get(pi).map_or("", |s| s.as_str())),
                 esc(&(c.fmt)(*v))
             );
+            // A segment wide enough for its value shows it inside.
+            if b - a >= SEG_LABEL_MIN_PX {
+                let _ = write!(
+                    out,
+                    r#"<text class="seg-label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                    (a + b) / 2.0,
+                    y0 + 15.0,
+                    esc(&(c.fmt)(*v))
+                );
+            }
             acc += v;
         }
         let _ = write!(
@@ -605,6 +619,24 @@ mod tests {
         let t = whole_ticks(0.0, 59.0);
         assert!(t.iter().all(|(v, l)| v.fract() == 0.0 && !l.contains('.')));
         assert_eq!(t[1].0, 20.0);
+    }
+
+    #[test]
+    fn stacked_segments_wide_enough_show_their_value() {
+        let svg = stack_chart(&StackChart {
+            id: "s",
+            title: "t",
+            x_label: "x",
+            parts: vec!["wide".into(), "narrow".into()],
+            rows: vec![("row".into(), vec![1000.0, 1.0])],
+            fmt: fmt_si,
+        });
+        let labels: Vec<&str> = svg
+            .split("<text class=\"seg-label\"")
+            .skip(1)
+            .map(|t| &t[t.find('>').unwrap() + 1..t.find('<').unwrap()])
+            .collect();
+        assert_eq!(labels, ["1k"]);
     }
 
     #[test]

@@ -48,6 +48,7 @@ svg.chart .tick { font-size: 12px; fill: #47515c; }
 svg.chart .axis-label { font-size: 13px; fill: #1b1f24; }
 svg.chart .legend { font-size: 13px; }
 svg.chart .bar-label { font-size: 11.5px; fill: #1b1f24; }
+svg.chart .seg-label { font-size: 11px; fill: #fff; }
 svg.chart .row-label { font-size: 13px; }
 svg.chart .grid { stroke: #e3e7ec; stroke-width: 1; }
 svg.chart .axis, svg.chart .tickmark { stroke: #5b6570; stroke-width: 1; }

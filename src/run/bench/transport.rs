@@ -127,6 +127,7 @@ pub fn run(
                     ready_timeout: Duration::from_secs(10),
                     count_only: false,
                     evidence: true,
+                    requests: false,
                     run_as: None,
                     quiet: true,
                     command_line: ctx.command_line.clone(),

@@ -13,6 +13,7 @@ use super::spec::ProfileTarget;
 use crate::load::LoadOutcome;
 use crate::netpath::{NetPath, PathRecord};
 use crate::process::ready::is_loopback;
+use crate::report::anatomy::AnatomyReport;
 use crate::report::evidence::KernelEvidence;
 use crate::report::insight;
 use crate::report::load::LoadReport;
@@ -54,6 +55,8 @@ pub(super) struct Measured {
     pub path: Option<PathRecord>,
     /// The load and the target may share CPUs.
     pub shares_cpus: bool,
+    /// The request anatomy (None: not asked for), or why it failed.
+    pub anatomy: Option<Result<AnatomyReport, String>>,
 }
 
 /// The report of a run: `command_line` is profile's own; `advise` gives
@@ -79,6 +82,7 @@ pub(super) fn assemble(
         evidence,
         path,
         shares_cpus,
+        anatomy,
     } = m;
     let LoadOutcome {
         report: mut load_report,
@@ -116,7 +120,23 @@ pub(super) fn assemble(
         insights.extend(e.sentences(derived.transactions, &load_report));
         advise(e, &load_report)
     });
-    let caveats = caveats(&machine, addr, shares_cpus, path.as_ref(), &derived);
+    let (anatomy, anatomy_failure) = match anatomy {
+        None => (None, None),
+        Some(Ok(mut a)) => {
+            if let Some(l) = &load_report.latency {
+                crate::anatomy::summary::with_client(&mut a, &l.summary, "load");
+            }
+            insights.extend(insight::anatomy_sentences(&a));
+            (Some(a), None)
+        }
+        Some(Err(e)) => (None, Some(format!("the request anatomy failed: {e}"))),
+    };
+    let mut caveats = caveats(&machine, addr, shares_cpus, path.as_ref(), &derived);
+    if let Some(f) = &anatomy_failure {
+        caveats.push(format!(
+            "No request anatomy: {f}. Everything else in this run was measured."
+        ));
+    }
     let trace_s = trace_report.window.duration_s;
     let windows = windows(&load_report, load_wall, trace_s);
     ProfileReport {
@@ -139,6 +159,8 @@ pub(super) fn assemble(
             None if is_loopback(addr.ip()) => Some(NetPath::loopback()),
             None => None,
         },
+        anatomy,
+        anatomy_failure,
     }
 }
 
@@ -252,6 +274,7 @@ mod tests {
             evidence: None,
             path: None,
             shares_cpus: false,
+            anatomy: None,
         }
     }
 
@@ -390,6 +413,48 @@ mod tests {
         // Never a negative difference.
         let w = windows(&load, Duration::from_secs(3), 2.0);
         assert!(w.note.contains("it is 0.0 ms longer"), "{}", w.note);
+    }
+
+    #[test]
+    fn the_anatomy_gets_the_clients_latency_and_its_sentences() {
+        let mut m = measured();
+        m.anatomy = Some(Ok(fixtures::anatomy()));
+        let client = m.load.report.latency.as_ref().unwrap().summary;
+        let rep = assemble(Vec::new(), m, no_advice);
+        let a = rep.anatomy.as_ref().expect("the anatomy");
+        let c = a.client.as_ref().expect("the client's latency");
+        assert_eq!((c.source.as_str(), c.count), ("load", client.count));
+        assert_eq!(c.p99_ns, client.p99_ns);
+        assert_eq!(c.difference_ns[2], client.p99_ns as i64 - 3_600_000);
+        assert!(rep.anatomy_failure.is_none());
+        assert!(
+            rep.insights.iter().any(|s| s
+                == "At p99, 2.90ms of 3.60ms at the server was CPU wait: the \
+                               target's threads were runnable but not running."),
+            "{:?}",
+            rep.insights
+        );
+    }
+
+    #[test]
+    fn a_failed_anatomy_is_recorded_and_the_rest_kept() {
+        let mut m = measured();
+        m.anatomy = Some(Err("loading anatomy.bpf.o: no BTF".into()));
+        let rep = assemble(Vec::new(), m, no_advice);
+        assert!(rep.anatomy.is_none());
+        assert_eq!(
+            rep.anatomy_failure.as_deref(),
+            Some("the request anatomy failed: loading anatomy.bpf.o: no BTF")
+        );
+        let c = rep.caveats.last().unwrap();
+        assert!(
+            c.starts_with("No request anatomy: the request anatomy failed"),
+            "{c}"
+        );
+        assert!(!rep.insights.is_empty());
+        // Not asked for: neither.
+        let rep = assemble(Vec::new(), measured(), no_advice);
+        assert!(rep.anatomy.is_none() && rep.anatomy_failure.is_none());
     }
 
     #[test]

@@ -34,10 +34,12 @@ use super::subject::{self, Subject};
 use super::tracer::{self, FINISH_TIMEOUT, TracerThread};
 use super::verdict;
 use super::watch::{check_signals, start_watcher};
+use crate::anatomy::{self, Recorded, Session};
 use crate::load::LoadSpec;
 use crate::load::{self, LoadOutcome};
 use crate::netpath::EmulatedPath;
 use crate::process::ready::{OwnedSocket, Proto};
+use crate::report::anatomy::AnatomyReport;
 use crate::report::evidence::KernelEvidence;
 use crate::report::machine::Machine;
 use crate::report::profile::{ProfileReport, Sharer, StopRecord, TargetRecord};
@@ -90,6 +92,9 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let (load_outcome, trace_out) = verdict::judge(finished.loaded, finished.traced, || {
         (died || subject.exited()).then(|| subject::target_died(&mut subject))
     })?;
+    let anatomy = finished
+        .anatomy
+        .map(|r| r.map(|rec| anatomy_report(&rec, &trace_out.report)));
 
     // Stop what we started, and read the server's own account.
     let (stop, server_report) = subject::stop(&mut subject)?;
@@ -114,12 +119,21 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         evidence: finished.evidence,
         path: path_record,
         shares_cpus,
+        anatomy,
     };
     Ok(assemble::assemble(
         spec.command_line.clone(),
         measured,
         crate::tune::supported_by,
     ))
+}
+
+/// The anatomy's section of a recorded window, its cost's share taken from
+/// the target's CPU over the trace window (which holds the anatomy's).
+fn anatomy_report(rec: &Recorded, trace: &crate::report::trace::TraceReport) -> AnatomyReport {
+    let r = &trace.resources;
+    let cpu_ns = ((r.user_cpu_s + r.system_cpu_s) * 1e9) as u64;
+    anatomy::report(rec, Some(cpu_ns))
 }
 
 /// What the ready step learned about the target.
@@ -182,8 +196,11 @@ fn start_share_sampler(
 }
 
 /// The tracer and the collectors, attached before the load. Fields drop
-/// in declaration order: the collectors, then the tracer.
+/// in declaration order: the anatomy, the collectors, then the tracer.
 struct Attached {
+    /// The request anatomy (`--no-requests`: None), or why it could not
+    /// start: kept, so the rest of the run is measured and written.
+    anatomy: Option<std::result::Result<Session, String>>,
     collector: Option<collect::Collector>,
     sampler: Option<share::Sampler>,
     tracer: TracerThread,
@@ -203,7 +220,14 @@ fn attach(
 ) -> Result<Attached> {
     let tracer = tracer::start_tracer(spec, subject.pid, spec.count_only)?;
     let control_clock = tracer.handle.as_ref().and_then(tracer::cpu_clock_of);
-    tracer::wait_window(&tracer, subject, signals)?;
+    let root = tracer::wait_window(&tracer, subject, signals)?;
+    // In the tracer's window, before the load: every request is seen.
+    let anatomy = spec.requests.then(|| {
+        let target = tracer::trace_target(spec, subject.pid);
+        crate::run::requests::config_for(&target, root)
+            .and_then(Session::start)
+            .map_err(|e| format!("{e:#}"))
+    });
     let sampler = start_share_sampler(spec, shared_with, addr, subject.pid)?;
     let collector = if spec.evidence {
         Some(collect::Collector::start(subject.pid, addr)?)
@@ -211,6 +235,7 @@ fn attach(
         None
     };
     Ok(Attached {
+        anatomy,
         collector,
         sampler,
         tracer,
@@ -290,6 +315,8 @@ struct Finished {
     owners: Option<Owners>,
     evidence: Option<KernelEvidence>,
     traced: Result<Result<TraceOutcome>, mpsc::RecvTimeoutError>,
+    /// What the request anatomy recorded, or why it did not.
+    anatomy: Option<std::result::Result<Recorded, String>>,
     /// The watcher saw the target exit during the load.
     died: bool,
 }
@@ -305,6 +332,10 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
     let Watcher { done, died, handle } = window.watcher;
     done.raise();
     let traced = attached.tracer.done.recv_timeout(FINISH_TIMEOUT);
+    let anatomy = attached
+        .anatomy
+        .take()
+        .map(|a| a.and_then(|s| s.finish().map_err(|e| format!("{e:#}"))));
     let _ = handle.join();
     Finished {
         loaded: window.loaded,
@@ -313,6 +344,7 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
         owners,
         evidence,
         traced,
+        anatomy,
         died: died.load(Ordering::SeqCst),
     }
 }

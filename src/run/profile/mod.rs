@@ -46,5 +46,6 @@ pub fn run(spec: &ProfileSpec, out: Option<&Path>) -> Result<u8> {
     let staging = Staging::new(&dest)?;
     let rep = measure(spec)?;
     publish(&rep, Dest::Staged(staging), Show::unless_quiet(spec.quiet))?;
+    verdict::anatomy_verdict(&rep)?;
     Ok(0)
 }

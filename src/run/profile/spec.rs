@@ -34,6 +34,9 @@ pub struct ProfileSpec {
     pub ready_timeout: Duration,
     /// Trace with the entry hook only (no latency).
     pub count_only: bool,
+    /// Record the request anatomy beside the tracer (`--no-requests`
+    /// turns it off).
+    pub requests: bool,
     /// Collect kernel evidence (counters, sockets, run-queue delay).
     pub evidence: bool,
     /// Launched targets run as this user.

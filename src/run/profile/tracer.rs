@@ -56,21 +56,27 @@ impl Drop for TracerThread {
     }
 }
 
+/// What the tracer (and the request anatomy beside it) follows: the
+/// cgroup, or the target's tree.
+pub(super) fn trace_target(spec: &ProfileSpec, pid: i32) -> TargetSpec {
+    match &spec.target {
+        ProfileTarget::Cgroup(cg) => TargetSpec::Scope {
+            scope: trace::ScopeTarget::Cgroup(cg.clone()),
+            duration: None,
+        },
+        _ => TargetSpec::Attach {
+            pid,
+            duration: None,
+        },
+    }
+}
+
 pub(super) fn start_tracer(spec: &ProfileSpec, pid: i32, count_only: bool) -> Result<TracerThread> {
     let stop = Arc::new(StopFlag::new()?);
     let (open_tx, opened) = mpsc::channel();
     let (done_tx, done) = mpsc::channel();
     let opts = TraceOptions {
-        target: match &spec.target {
-            ProfileTarget::Cgroup(cg) => TargetSpec::Scope {
-                scope: trace::ScopeTarget::Cgroup(cg.clone()),
-                duration: None,
-            },
-            _ => TargetSpec::Attach {
-                pid,
-                duration: None,
-            },
-        },
+        target: trace_target(spec, pid),
         count_only,
         follow_forks: true,
         per_thread: false,
@@ -97,16 +103,17 @@ pub(super) fn start_tracer(spec: &ProfileSpec, pid: i32, count_only: bool) -> Re
     })
 }
 
-/// Waits for the tracer's window to open, watching the target and signals.
+/// Waits for the tracer's window to open, watching the target and signals;
+/// returns the root pid the tracer names (0 in a scope mode).
 pub(super) fn wait_window(
     tracer: &TracerThread,
     subject: &mut Subject,
     signals: &mut Signals,
-) -> Result<()> {
+) -> Result<i32> {
     let deadline = Instant::now() + ATTACH_TIMEOUT;
     loop {
         match tracer.opened.recv_timeout(Duration::from_millis(50)) {
-            Ok(_) => return Ok(()),
+            Ok(root) => return Ok(root),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let why = match tracer.done.recv_timeout(FINISH_TIMEOUT) {
                     Ok(Err(e)) => format!("{e:#}"),

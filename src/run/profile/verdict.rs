@@ -11,6 +11,7 @@ use anyhow::Result;
 
 use super::tracer::FINISH_TIMEOUT;
 use crate::load::LoadOutcome;
+use crate::report::profile::ProfileReport;
 use crate::run::exit::{self, fail};
 use crate::trace::TraceOutcome;
 
@@ -39,6 +40,19 @@ pub(super) fn judge(
         return Err(fail(exit::LOAD_FAILED, format!("the load failed: {why}")));
     }
     Ok((load, trace))
+}
+
+/// After the artifact is written: a request anatomy that was asked for and
+/// failed fails the run (the tracer's status), though the rest of it was
+/// measured and written.
+pub(super) fn anatomy_verdict(rep: &ProfileReport) -> Result<()> {
+    match &rep.anatomy_failure {
+        Some(why) => Err(fail(
+            exit::TRACER_FAILED,
+            format!("{why} (run.json has everything else; --no-requests leaves it out)"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The tracer's outcome, or the error that says why there is none.
@@ -99,6 +113,21 @@ mod tests {
 
     fn died() -> Option<anyhow::Error> {
         Some(fail(exit::TARGET_DIED, "the target exited during the run"))
+    }
+
+    #[test]
+    fn a_failed_anatomy_fails_the_written_run_with_the_tracer_status() {
+        let mut rep = fixtures::profile(&fixtures::epoll_echo());
+        assert!(anatomy_verdict(&rep).is_ok());
+        rep.anatomy_failure = Some("the request anatomy failed: no BTF".into());
+        let e = anatomy_verdict(&rep).unwrap_err();
+        let x = e.downcast_ref::<crate::error::Exit>().expect("a status");
+        assert_eq!(x.code, exit::TRACER_FAILED);
+        assert!(
+            x.message.starts_with("the request anatomy failed: no BTF"),
+            "{}",
+            x.message
+        );
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! load, the target's syscalls, CPU and other resources, who else served
 //! the address, and the per-process breakdown.
 //!
-//! One file per family of sections: `latency` (latency, throughput), `syscalls`,
+//! One file per family of sections: `latency` (latency, throughput), `anatomy`
+//! (the request anatomy), `syscalls`,
 //! `resources` (CPU, other resources), `processes` (attribution, the
 //! per-process breakdown); this file puts them together into the body and
 //! the page.
 
+mod anatomy;
 mod latency;
 mod processes;
 mod resources;
@@ -18,6 +20,7 @@ use super::{card, caveats_box, environment, list, page, table};
 use crate::report::profile::ProfileReport;
 use crate::report::units::human_ns;
 
+pub use self::anatomy::anatomy_section;
 pub use self::latency::{latency_section, throughput_section};
 pub use self::processes::{attribution_section, processes_section};
 pub use self::resources::{cpu_section, resources_section};
@@ -33,6 +36,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
     );
     b.push_str(&latency_section(p, &r.load));
     b.push_str(&throughput_section(p, &r.load));
+    b.push_str(&anatomy_section(p, r));
     b.push_str(&syscall_section(p, r));
     b.push_str(&cpu_section(p, r));
     b.push_str(&resources_section(p, r));
@@ -264,6 +268,57 @@ mod tests {
                 t[..t.find('<').unwrap()].to_string()
             })
             .collect()
+    }
+
+    #[test]
+    fn the_anatomy_section_stacks_the_parts_per_percentile_beside_the_client() {
+        let mut r = fixtures::profile(&fixtures::epoll_echo());
+        assert!(!profile_body("", &r).contains("id=\"anatomy\""));
+        let mut a = fixtures::anatomy();
+        a.client = Some(crate::report::anatomy::ClientSide {
+            source: "load".into(),
+            count: 999,
+            p50_ns: 350_000,
+            p90_ns: 400_000,
+            p99_ns: 3_700_000,
+            p999_ns: 4_500_000,
+            difference_ns: [30_000, 57_000, 100_000, 190_000],
+        });
+        r.anatomy = Some(a);
+        let html = profile_body("", &r);
+        let sec = &html[html.find("id=\"anatomy\"").expect("the section")..];
+        let bars = &sec[sec.find("id=\"chart-anatomy\"").expect("the bars")..];
+        let bars = &bars[..bars.find("</svg>").unwrap()];
+        for label in [
+            "p50 (client 350",
+            "p90 (client 400",
+            "p99 (client 3.7",
+            "p99.9 (client 4.5",
+        ] {
+            assert!(bars.contains(label), "{label}");
+        }
+        // Four segments per bar, one colour per part.
+        assert_eq!(bars.matches("<rect class=\"bar\"").count(), 16);
+        assert!(bars.contains("p99 (client 3.70ms): CPU wait = 2.90ms"));
+        // The wide segments are labelled with their values.
+        assert!(bars.contains("class=\"seg-label\"") && bars.contains(">2.90ms</text>"));
+        assert!(
+            sec.contains("id=\"chart-anatomy-time\""),
+            "the parts over time"
+        );
+        assert!(sec.contains("outside the server"));
+        assert!(
+            sec.contains("was CPU wait: the target&#39;s threads")
+                || sec.contains("was CPU wait: the target's threads")
+        );
+        // A failure says so where the section would be.
+        r.anatomy = None;
+        r.anatomy_failure = Some("the request anatomy failed: <no BTF>".into());
+        let html = profile_body("", &r);
+        assert!(
+            html.contains("Not recorded: the request anatomy failed: &lt;no BTF&gt;."),
+            "{html}"
+        );
     }
 
     #[test]

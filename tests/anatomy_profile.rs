@@ -1,0 +1,172 @@
+//! The request anatomy in `sockscope profile`: run.json's `anatomy`
+//! section against the load's own counts and latency, the parts adding up
+//! to the server time, the emulated path's RTT outside the server, the
+//! summary.txt table, report.html's section, and `--no-requests`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const PERCENTILES: [&str; 4] = ["p50", "p90", "p99", "p999"];
+/// The kernel's log-linear histogram gives a percentile as the middle of
+/// its bucket, up to 6.25 % above the value (its interval's lower edge is
+/// at most the value): a server time is compared with the client's
+/// latency through that lower edge.
+const BUCKET_HALF_WIDTH: f64 = 0.0625;
+
+/// Runs a profile into a scratch directory and returns it (exit 0
+/// asserted).
+fn profile(name: &str, extra: &[&str]) -> PathBuf {
+    let out = scratch(name).join("art");
+    let mut args = vec!["profile", "--out", out.to_str().unwrap(), "--quiet"];
+    args.extend_from_slice(extra);
+    let (st, so, se) = run_bounded(&args, LIMIT);
+    assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
+    out
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn i(v: &serde_json::Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+#[test]
+fn profile_records_the_anatomy_of_each_turn_beside_the_load() {
+    let name = "profile_records_the_anatomy_of_each_turn_beside_the_load";
+    if !require_bpf(name) {
+        return;
+    }
+    let out = profile(
+        "anatomy-threaded",
+        &[
+            "--target",
+            "serve echo --transport threaded --work-us 300",
+            "--load",
+            "tcp-rr -c 1 -d 2",
+        ],
+    );
+    let rep = read_json(&out.join("run.json"));
+    let a = &rep["anatomy"];
+    let load = &rep["load"];
+    // Every request the load sent and saw answered is one turn: those in
+    // its window and those answered in the drain after it.
+    let tx = u(&load["transactions"]);
+    let after = u(&load["errors"]["answered_after_end"]);
+    assert!(tx > 100, "{tx} transactions");
+    assert_eq!(u(&a["turns"]), tx + after, "turns vs {tx} + {after}");
+    assert_eq!(u(&a["multiplexed"]["connections"]), 0);
+    // The server's own work is the 300 us it was told to do.
+    let service = u(&a["parts"]["service"]["p50_ns"]);
+    assert!(
+        (300_000..380_000).contains(&service),
+        "service p50 {service} ns with --work-us 300"
+    );
+    // The four parts add up to the server time exactly.
+    let s = &a["sums_ns"];
+    assert_eq!(
+        u(&s["queue_wait"]) + u(&s["cpu_wait"]) + u(&s["service"]) + u(&s["send"]),
+        u(&s["server_time"]),
+        "{s}"
+    );
+    // Each request's server time is inside its client latency, so at
+    // every percentile too (within the kernel histogram's bucket).
+    let c = &a["client"];
+    assert_eq!(c["source"], "load");
+    assert_eq!(u(&c["count"]), tx);
+    for p in PERCENTILES {
+        let server = u(&a["parts"]["server_time"][format!("{p}_ns")]) as f64;
+        let client = u(&c[format!("{p}_ns")]) as f64;
+        assert!(
+            server / (1.0 + BUCKET_HALF_WIDTH) <= client,
+            "{p}: server {server} ns > client {client} ns"
+        );
+        assert_eq!(
+            i(&c["difference_ns"][PERCENTILES.iter().position(|x| *x == p).unwrap()]),
+            client as i64 - server as i64
+        );
+    }
+    assert_eq!(u(&load["latency"]["p50_ns"]), u(&c["p50_ns"]));
+    assert_eq!(a["at_percentile"].as_array().unwrap().len(), 4);
+    let insights = rep["insights"].to_string();
+    assert!(insights.contains("at the server was service"), "{insights}");
+
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("Anatomy of a request"), "{summary}");
+    for row in [
+        "queue wait",
+        "CPU wait",
+        "service",
+        "send",
+        "server time",
+        "client",
+        "outside",
+    ] {
+        assert!(
+            summary.lines().any(|l| l.trim_start().starts_with(row)),
+            "no {row} row:\n{summary}"
+        );
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("id=\"anatomy\""), "no anatomy section");
+    assert!(html.contains("id=\"chart-anatomy\""), "no stacked bars");
+    assert!(html.contains("p99.9 (client "), "no client beside the bars");
+}
+
+#[test]
+fn no_requests_leaves_the_anatomy_out() {
+    let name = "no_requests_leaves_the_anatomy_out";
+    if !require_bpf(name) {
+        return;
+    }
+    let out = profile(
+        "anatomy-off",
+        &[
+            "--target",
+            "serve echo --transport epoll",
+            "--load",
+            "tcp-rr -c 1 -d 1",
+            "--no-requests",
+        ],
+    );
+    let rep = read_json(&out.join("run.json"));
+    assert!(rep.get("anatomy").is_none(), "{}", rep["anatomy"]);
+    assert!(rep.get("anatomy_failure").is_none());
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(!summary.contains("Anatomy of a request"), "{summary}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!html.contains("id=\"anatomy\""));
+}
+
+#[test]
+fn over_an_emulated_path_the_rtt_is_outside_the_server() {
+    let name = "over_an_emulated_path_the_rtt_is_outside_the_server";
+    if !require_bpf(name) {
+        return;
+    }
+    let out = profile(
+        "anatomy-path",
+        &[
+            "--target",
+            "serve echo --transport epoll",
+            "--load",
+            "tcp-rr -c 1 -d 2",
+            "--path",
+            "rtt=20ms",
+        ],
+    );
+    let rep = read_json(&out.join("run.json"));
+    let a = &rep["anatomy"];
+    assert!(u(&a["turns"]) > 10, "{a}");
+    let outside_ms = i(&a["client"]["difference_ns"][0]) as f64 / 1e6;
+    assert!(
+        (20.0..21.0).contains(&outside_ms),
+        "client p50 - server p50 = {outside_ms} ms over rtt=20ms"
+    );
+}
