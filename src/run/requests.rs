@@ -23,8 +23,15 @@ pub struct Beside {
 
 impl Beside {
     /// Waits on `opened` (the tracer's `window_opened`) on a thread of its
-    /// own, then starts the anatomy for `target`.
-    pub fn when_open(opened: mpsc::Receiver<i32>, target: &TargetSpec) -> Result<Beside> {
+    /// own, then starts the anatomy for `target`; `verbose` says on stderr
+    /// when its window is open, which is later than the tracer's "attached"
+    /// (its programs load after that), so a caller that starts traffic on
+    /// the tracer's line alone would lose the first requests.
+    pub fn when_open(
+        opened: mpsc::Receiver<i32>,
+        target: &TargetSpec,
+        verbose: bool,
+    ) -> Result<Beside> {
         let target = target.clone();
         let handle = std::thread::Builder::new()
             .name("ss-anatomy-wait".into())
@@ -44,7 +51,11 @@ impl Beside {
                     return Ok(None);
                 };
                 let cfg = config_for(&target, root)?;
-                Session::start(cfg).map(Some)
+                let session = Session::start(cfg)?;
+                if verbose {
+                    eprintln!("sockscope: request anatomy attached: its window is open");
+                }
+                Ok(Some(session))
             })
             .context("starting the anatomy's thread")?;
         Ok(Beside { handle })

@@ -97,7 +97,11 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     let beside = if spec.requests {
         let (tx, rx) = std::sync::mpsc::channel();
         options.window_opened = Some(tx);
-        Some(super::requests::Beside::when_open(rx, &options.target)?)
+        Some(super::requests::Beside::when_open(
+            rx,
+            &options.target,
+            options.verbose,
+        )?)
     } else {
         None
     };
