@@ -24,23 +24,41 @@ pub struct Beside {
 impl Beside {
     /// Waits on `opened` (the tracer's `window_opened`) on a thread of its
     /// own, then starts the anatomy for `target`, publishing its counts to
-    /// `latest` (for `--metrics`) when given.
+    /// `latest` (for `--metrics`) when given; `verbose` says on stderr when
+    /// its window is open, which is later than the tracer's "attached" (its
+    /// programs load after that), so a caller that starts traffic on the
+    /// tracer's line alone would lose the first requests.
     pub fn when_open(
         opened: mpsc::Receiver<i32>,
         target: &TargetSpec,
         latest: Option<Latest>,
+        verbose: bool,
     ) -> Result<Beside> {
         let target = target.clone();
         let handle = std::thread::Builder::new()
             .name("ss-anatomy-wait".into())
             .spawn(move || {
+                // This thread (and the anatomy's, which it starts and which
+                // inherits its mask) exists before the tracer blocks its
+                // signals to read them from a signalfd; were they
+                // deliverable here, SIGTERM or Ctrl-C would kill the process
+                // instead of ending the window.
+                let _ = nix::sys::signal::pthread_sigmask(
+                    nix::sys::signal::SigmaskHow::SIG_BLOCK,
+                    Some(&nix::sys::signal::SigSet::all()),
+                    None,
+                );
                 let Ok(root) = opened.recv() else {
                     // The tracer ended before its window opened: it says why.
                     return Ok(None);
                 };
                 let mut cfg = config_for(&target, root)?;
                 cfg.latest = latest;
-                Session::start(cfg).map(Some)
+                let session = Session::start(cfg)?;
+                if verbose {
+                    eprintln!("sockscope: request anatomy attached: its window is open");
+                }
+                Ok(Some(session))
             })
             .context("starting the anatomy's thread")?;
         Ok(Beside { handle })

@@ -113,6 +113,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             rx,
             &options.target,
             latest,
+            options.verbose,
         )?)
     } else {
         None

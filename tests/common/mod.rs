@@ -207,6 +207,26 @@ impl Background {
         }
     }
 
+    /// Blocks until a line of stderr contains `needle`; panics with what
+    /// it printed if it exits first.
+    pub fn line_with(&mut self, needle: &str) {
+        loop {
+            let mut line = String::new();
+            let n = self.stderr.read_line(&mut line).unwrap();
+            self.seen.push_str(&line);
+            if n == 0 {
+                let st = self.child.wait().unwrap();
+                panic!(
+                    "sockscope exited ({st}) before saying {needle:?}: {}",
+                    self.seen
+                );
+            }
+            if line.contains(needle) {
+                return;
+            }
+        }
+    }
+
     /// Waits for exit (bounded) and returns (status, rest of stderr).
     pub fn finish(mut self, limit: Duration) -> (std::process::ExitStatus, String) {
         let st = wait_bounded(&mut self.child, limit);
