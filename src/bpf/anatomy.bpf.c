@@ -313,30 +313,14 @@ static __always_inline void turn_reset(struct ss_anat_conn *c)
 
 /* Ends the turn in progress: a responded one is timed (or counted as
  * multiplexed), one with no response yet is dropped. */
-static __always_inline void turn_close(struct ss_anat_conn *c)
+/* Adds one timed turn of the port `c` serves: its four parts and their
+ * sum, the server time. */
+static __always_inline void record_turn(struct ss_anat_conn *c, __u64 queue, __u64 cpu,
+					__u64 service, __u64 send)
 {
-	struct ss_anat_stats *s;
-	__u64 server, queue, service, send, cpu;
+	struct ss_anat_stats *s = stats_of(c);
+	__u64 server = queue + cpu + service + send;
 
-	if (c->state != SS_TURN_RESPONDING) {
-		turn_reset(c);
-		return;
-	}
-	if (c->flags & SS_CONN_MULTIPLEXED) {
-		count(SS_CNT_MUX_TURNS);
-		turn_reset(c);
-		return;
-	}
-	if (c->flags & SS_CONN_ARRIVAL_UNSEEN)
-		count(SS_CNT_BEFORE_WINDOW);
-	/* Each CPU wait was bounded by its phase when taken, so every part
-	 * is >= 0 and the four add up to the server time exactly. */
-	server = c->last_write - c->arrival;
-	queue = c->first_read - c->arrival - c->cpu_queue;
-	service = c->first_write - c->first_read - c->cpu_service;
-	send = c->last_write - c->first_write - c->cpu_send;
-	cpu = c->cpu_queue + c->cpu_service + c->cpu_send;
-	s = stats_of(c);
 	if (s) {
 		__u32 b = anat_bucket(server);
 
@@ -350,6 +334,29 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 			add_by_server(s, b, queue, cpu, service, send);
 	}
 	count(SS_CNT_TURNS);
+}
+
+/* Ends the turn in progress: a responded one is timed (or counted as
+ * multiplexed), one with no response yet is dropped. */
+static __always_inline void turn_close(struct ss_anat_conn *c)
+{
+	if (c->state != SS_TURN_RESPONDING) {
+		turn_reset(c);
+		return;
+	}
+	if (c->flags & SS_CONN_MULTIPLEXED) {
+		count(SS_CNT_MUX_TURNS);
+		turn_reset(c);
+		return;
+	}
+	if (c->flags & SS_CONN_ARRIVAL_UNSEEN)
+		count(SS_CNT_BEFORE_WINDOW);
+	/* Each CPU wait was bounded by its phase when taken, so every part
+	 * is >= 0 and the four add up to the server time exactly. */
+	record_turn(c, c->first_read - c->arrival - c->cpu_queue,
+		    c->cpu_queue + c->cpu_service + c->cpu_send,
+		    c->first_write - c->first_read - c->cpu_service,
+		    c->last_write - c->first_write - c->cpu_send);
 	turn_reset(c);
 }
 
@@ -560,17 +567,26 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	}
 	now = bpf_ktime_get_ns();
 	if (c->flags & SS_CONN_UDP) {
-		if (c->state == SS_TURN_SERVING)
+		struct ss_anat_thread *t = thread_here();
+
+		c->reader = (__u64)bpf_get_current_task_btf();
+		if (!t)
+			return true;
+		if (t->udp_sk)
 			count(SS_CNT_UNANSWERED);
-		turn_reset(c);
+		t->udp_sk = 0;
 		arrival = udp_arrival(c);
-		if (!arrival) {
+		/* Threads reading one socket at once can pop each other's
+		 * arrivals: one later than this read is not this datagram's. */
+		if (!arrival || arrival > now) {
 			count(SS_CNT_UDP_UNSEEN);
-			c->reader = (__u64)bpf_get_current_task_btf();
 			return true;
 		}
-		c->arrival = arrival;
-		first_read(c, now);
+		t->udp_sk = (__u64)sk;
+		t->udp_arrival = arrival;
+		t->udp_read = now;
+		t->udp_cpu_queue = wait_within(t, arrival, now);
+		t->udp_rq_read = t->rq_sum;
 		return true;
 	}
 	switch (c->state) {
@@ -663,6 +679,24 @@ int BPF_PROG(ss_send_start, const struct sock *sk, const struct msghdr *msg,
 	return 0;
 }
 
+/* UDP: a send on the socket this thread read a datagram from answers it:
+ * the turn is timed (service from the read to the send; no send part). */
+static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, __u64 now)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_anat_thread *t = bpf_task_storage_get(&threads, task, 0, 0);
+	__u64 cpu_service, queue;
+
+	if (!t || t->udp_sk != (__u64)sk || now < t->udp_read) {
+		count(SS_CNT_UNSOLICITED);
+		return;
+	}
+	t->udp_sk = 0;
+	cpu_service = bounded(t->rq_sum - t->udp_rq_read, now - t->udp_read);
+	queue = t->udp_read - t->udp_arrival - t->udp_cpu_queue;
+	record_turn(c, queue, t->udp_cpu_queue + cpu_service, now - t->udp_read - cpu_service, 0);
+}
+
 static __always_inline bool send_work(struct sock *sk, int ret)
 {
 	struct ss_anat_conn *c;
@@ -677,12 +711,14 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 	if (ret <= 0 || !window_open || (c->flags & SS_CONN_FOREIGN))
 		return true;
 	now = bpf_ktime_get_ns();
+	if (c->flags & SS_CONN_UDP) {
+		udp_answer(c, sk, now);
+		return true;
+	}
 	if (!started) {
-		/* UDP, or a write TCP did not report starting: its end
-		 * stands for both. */
+		/* A write TCP did not report starting: its end stands for
+		 * both. */
 		write_begins(c, now);
-		if ((c->flags & SS_CONN_UDP) && c->state == SS_TURN_RESPONDING)
-			turn_close(c);
 		return true;
 	}
 	/* The end of a write whose start was seen: it extends the response

@@ -156,12 +156,19 @@ struct ss_anat_conn {
 	__u32 ring_seq[SS_UDP_RING]; /* ... of these datagram numbers */
 };
 
-/* One serving thread, in task local storage: its run-queue waits. */
+/* One serving thread, in task local storage: its run-queue waits, and
+ * its UDP turn in progress (a datagram socket is read by several threads
+ * at once, so its turns are kept per thread, not per socket). */
 struct ss_anat_thread {
 	__u64 runnable_since; /* woken or preempted, not running yet (0: no) */
 	__u64 rq_sum;         /* run-queue wait so far */
 	__u64 wait_start;     /* its last wait: from */
 	__u64 wait_end;       /* to */
+	__u64 udp_sk;         /* the socket of the datagram it read (0: none) */
+	__u64 udp_arrival;    /* that datagram's arrival */
+	__u64 udp_read;       /* when it read it */
+	__u64 udp_cpu_queue;  /* CPU wait before the read */
+	__u64 udp_rq_read;    /* rq_sum at the read */
 };
 
 #endif /* SOCKSCOPE_ANATOMY_H */
