@@ -124,7 +124,10 @@ impl Session {
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
             .name("ss-anatomy".into())
-            .spawn(move || run(cfg, flag, tx))
+            .spawn(move || {
+                block_signals();
+                run(cfg, flag, tx)
+            })
             .context("starting the anatomy thread")?;
         match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(Ok(())) => Ok(Session {
@@ -161,6 +164,19 @@ impl Drop for Session {
             let _ = h.join();
         }
     }
+}
+
+/// Keeps every signal off the calling thread. The anatomy's threads may
+/// start before the command's loop blocks the signals it reads from a
+/// signalfd (trace's tracer does so only once loaded): a SIGINT delivered
+/// here would kill the process instead of ending the window, and a SIGCHLD
+/// would be lost to launch mode's reaper.
+pub fn block_signals() {
+    let _ = nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&nix::sys::signal::SigSet::all()),
+        None,
+    );
 }
 
 /// The processes of a tree scope now: each root and its descendants.

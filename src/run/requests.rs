@@ -34,6 +34,9 @@ impl Beside {
         let handle = std::thread::Builder::new()
             .name("ss-anatomy-wait".into())
             .spawn(move || {
+                // Started before the tracer blocks its signals; the
+                // anatomy's own thread inherits this mask.
+                anatomy::block_signals();
                 let Ok(root) = opened.recv() else {
                     // The tracer ended before its window opened: it says why.
                     return Ok(None);
