@@ -72,10 +72,29 @@ pub fn latest() -> Latest {
     Arc::new(Mutex::new(None))
 }
 
-fn publish(to: Option<&Latest>, counts: Counts) {
-    if let Some(l) = to
-        && let Ok(mut g) = l.lock()
-    {
+/// Publishes `counts`, with a row of no turns for each served port known
+/// when the window opened and not yet in them (the kernel keeps a port's
+/// figures from its first turn on), so an idle port reads 0 rather than
+/// nothing; at most `max_ports` rows, as the kernel keeps.
+fn publish(to: Option<&Latest>, mut counts: Counts, served: &[ServedPort], max_ports: u32) {
+    let Some(l) = to else {
+        return;
+    };
+    for p in served {
+        if counts.ports.len() >= max_ports as usize {
+            break;
+        }
+        if !counts
+            .ports
+            .iter()
+            .any(|c| c.port == p.port && c.transport == p.transport)
+        {
+            counts.ports.push(PortTurns::empty(p.port, p.transport));
+        }
+    }
+    counts.ports.sort_by_key(|p| (p.transport, p.port));
+    counts.ports.dedup_by_key(|p| (p.transport, p.port));
+    if let Ok(mut g) = l.lock() {
         *g = Some(counts);
     }
 }
@@ -124,7 +143,10 @@ impl Session {
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
             .name("ss-anatomy".into())
-            .spawn(move || run(cfg, flag, tx))
+            .spawn(move || {
+                block_signals();
+                run(cfg, flag, tx)
+            })
             .context("starting the anatomy thread")?;
         match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(Ok(())) => Ok(Session {
@@ -161,6 +183,19 @@ impl Drop for Session {
             let _ = h.join();
         }
     }
+}
+
+/// Keeps every signal off the calling thread. The anatomy's threads may
+/// start before the command's loop blocks the signals it reads from a
+/// signalfd (trace's tracer does so only once loaded): a SIGINT delivered
+/// here would kill the process instead of ending the window, and a SIGCHLD
+/// would be lost to launch mode's reaper.
+pub fn block_signals() {
+    let _ = nix::sys::signal::pthread_sigmask(
+        nix::sys::signal::SigmaskHow::SIG_BLOCK,
+        Some(&nix::sys::signal::SigSet::all()),
+        None,
+    );
 }
 
 /// The processes of a tree scope now: each root and its descendants.
@@ -215,7 +250,7 @@ fn run(
             return Err(anyhow!(msg));
         }
     };
-    publish(cfg.latest.as_ref(), Counts::empty());
+    publish(cfg.latest.as_ref(), Counts::empty(), &ports, cfg.max_ports);
     let t0 = Instant::now();
     let mut intervals = Vec::new();
     let mut last = before.clone();
@@ -233,7 +268,12 @@ fn run(
             next_interval += cfg.interval;
             let now = progs.read()?;
             intervals.push(summary::interval_row(el.as_secs_f64(), &now.since(&last)));
-            publish(cfg.latest.as_ref(), now.since(&before));
+            publish(
+                cfg.latest.as_ref(),
+                now.since(&before),
+                &ports,
+                cfg.max_ports,
+            );
             last = now;
         }
     }
@@ -247,11 +287,39 @@ fn run(
         }
     }
     let window = end.since(&before);
-    publish(cfg.latest.as_ref(), window.clone());
+    publish(cfg.latest.as_ref(), window.clone(), &ports, cfg.max_ports);
     Ok(Recorded {
         window,
         intervals,
         window_ns,
         ports,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn published_counts_list_idle_served_ports_within_the_port_limit() {
+        let l = latest();
+        let served = |port| ServedPort {
+            netns: 1,
+            port,
+            transport: Transport::Tcp,
+        };
+        let mut c = Counts::empty();
+        let mut busy = PortTurns::empty(80, Transport::Tcp);
+        busy.turns = 3;
+        c.ports.push(busy);
+        publish(
+            Some(&l),
+            c.clone(),
+            &[served(443), served(80), served(8080)],
+            2,
+        );
+        let got = l.lock().unwrap().clone().unwrap();
+        let rows: Vec<(u16, u64)> = got.ports.iter().map(|p| (p.port, p.turns)).collect();
+        assert_eq!(rows, vec![(80, 3), (443, 0)]);
+    }
 }

@@ -38,16 +38,9 @@ impl Beside {
         let handle = std::thread::Builder::new()
             .name("ss-anatomy-wait".into())
             .spawn(move || {
-                // This thread (and the anatomy's, which it starts and which
-                // inherits its mask) exists before the tracer blocks its
-                // signals to read them from a signalfd; were they
-                // deliverable here, SIGTERM or Ctrl-C would kill the process
-                // instead of ending the window.
-                let _ = nix::sys::signal::pthread_sigmask(
-                    nix::sys::signal::SigmaskHow::SIG_BLOCK,
-                    Some(&nix::sys::signal::SigSet::all()),
-                    None,
-                );
+                // Started before the tracer blocks its signals; the
+                // anatomy's own thread inherits this mask.
+                anatomy::block_signals();
                 let Ok(root) = opened.recv() else {
                     // The tracer ended before its window opened: it says why.
                     return Ok(None);

@@ -21,7 +21,6 @@ use anyhow::{Result, anyhow};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 
-use super::trace::TraceSpec;
 use crate::anatomy::{self, Session};
 use crate::error;
 use crate::report::requests::{self, RequestsReport, TargetCpu};
@@ -29,10 +28,28 @@ use crate::report::trace::{ScopeRecord, Target, Window};
 use crate::signals::{Signals, signal_name};
 use crate::trace::{ScopeTarget, TargetSpec};
 
+/// One `trace --requests-only` run, validated (`run::trace` builds it
+/// from the trace options, which it shares).
+#[derive(Clone, Debug)]
+pub struct RequestsOnlySpec {
+    /// A pid or a scope (a launched command is refused).
+    pub target: TargetSpec,
+    /// Write the `sockscope.requests` artifact here (`-` for stdout).
+    pub json: Option<PathBuf>,
+    /// Write the table here instead of stderr.
+    pub output: Option<PathBuf>,
+    /// Print no table (nor progress lines) on stderr.
+    pub quiet: bool,
+    /// `--metrics ADDR` and whether it may be off loopback.
+    pub metrics: Option<(std::net::SocketAddr, bool)>,
+    /// How the exporter names the target (`pid:N`, `comm:x`...).
+    pub scope_name: String,
+}
+
 /// Runs `trace --requests-only` and returns the exit status: 0, or 1 when
 /// the target exited before --duration (the window is incomplete).
-pub fn run(spec: &TraceSpec) -> Result<u8> {
-    let target = &spec.options.target;
+pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
+    let target = &spec.target;
     let duration = match target {
         TargetSpec::Attach { duration, .. } | TargetSpec::Scope { duration, .. } => *duration,
         TargetSpec::Launch { .. } => {
@@ -50,9 +67,9 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
                 addr,
                 public,
                 crate::metrics::ExporterOptions {
-                    max_series: spec.options.max_series as usize,
-                    scope: super::trace::scope_name(target),
-                    by: spec.options.by,
+                    max_series: 0,
+                    scope: spec.scope_name.clone(),
+                    by: crate::trace::snapshot::Breakdown::None,
                 },
             )?;
             e.serve_requests(latest.clone());
@@ -245,7 +262,7 @@ fn target_record(target: &TargetSpec, root: i32, threads: u64) -> Target {
 /// Writes --json, then the table to -o (or stderr); every output is
 /// attempted, a table -o could not take goes to stderr, and the first
 /// failure is returned (exit 1).
-fn write_outputs(spec: &TraceSpec, rep: &RequestsReport) -> Result<()> {
+fn write_outputs(spec: &RequestsOnlySpec, rep: &RequestsReport) -> Result<()> {
     let json = match &spec.json {
         Some(path) => crate::report::write_json(path, rep),
         None => Ok(()),

@@ -48,7 +48,14 @@ pub struct TraceSpec {
 /// command's own, or 0/1 in attach mode.
 pub fn run(spec: &TraceSpec) -> Result<u8> {
     if spec.requests_only {
-        return super::requests_only::run(spec);
+        return super::requests_only::run(&super::requests_only::RequestsOnlySpec {
+            target: spec.options.target.clone(),
+            json: spec.json.clone(),
+            output: spec.output.clone(),
+            quiet: spec.quiet,
+            metrics: spec.metrics,
+            scope_name: scope_name(&spec.options.target),
+        });
     }
     let mut options = spec.options.clone();
     let intervals = spec.interval.map(|every| {
@@ -188,7 +195,7 @@ fn write_outputs(spec: &TraceSpec, rep: &TraceReport) -> Result<()> {
 const METRICS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How an interval line (and the exporter's info) names what was traced.
-pub(super) fn scope_name(t: &TargetSpec) -> String {
+fn scope_name(t: &TargetSpec) -> String {
     match t {
         TargetSpec::Scope { scope, .. } => scope.describe(),
         TargetSpec::Attach { pid, .. } => format!("pid:{pid}"),

@@ -1,0 +1,290 @@
+//! `trace --requests-only`: the request anatomy alone times every
+//! transaction a load made (turns = transactions + those answered after
+//! the load's end) with no syscall program loaded, finds a cgroup scope's
+//! served port, serves the per-port request counter with --metrics, leaves
+//! no program behind when killed, and refuses the tracer's options; `trace
+//! --requests --metrics` serves both kinds of series and ends on SIGINT.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::Background;
+use common::cgroup::{TestCgroup, move_to};
+use common::prometheus::{free_port, http_get};
+use common::server::Server;
+use serde_json::Value;
+
+/// A one-thread echo server that works 100 us per request.
+fn echo_server() -> Server {
+    Server::start(&[
+        "serve",
+        "echo",
+        "--transport",
+        "epoll",
+        "--threads",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--work-us",
+        "100",
+    ])
+}
+
+/// Runs a short tcp-rr load; returns the requests the server answered
+/// (transactions, and those answered after the load's end).
+fn load(dir: &Path, addr: SocketAddr) -> u64 {
+    let (code, rep, err) = common::load_json(
+        dir,
+        &["tcp-rr", &addr.to_string(), "-c", "2", "-d", "1"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "load failed: {err}");
+    let n = rep["transactions"].as_u64().unwrap()
+        + rep["errors"]["answered_after_end"].as_u64().unwrap_or(0);
+    assert!(n > 0, "{rep}");
+    n
+}
+
+/// SIGINT ends the window: sockscope exits 0 (the signal is read from its
+/// signalfd by the main loop, never delivered to a helper thread, where it
+/// would kill the process).
+fn interrupt(bg: Background) -> String {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(bg.child.id() as i32, libc::SIGINT) };
+    let (st, err) = bg.finish(Duration::from_secs(30));
+    assert!(st.success(), "sockscope trace: {st}: {err}");
+    err
+}
+
+/// The BPF program ids whose fds process `pid` holds.
+fn prog_ids_of(pid: u32) -> Vec<u32> {
+    let rd = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap();
+    rd.flatten()
+        .filter_map(|e| {
+            let t = std::fs::read_to_string(e.path()).ok()?;
+            t.lines()
+                .find_map(|l| l.strip_prefix("prog_id:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .collect()
+}
+
+/// Every loaded program: (id, name).
+fn loaded_programs() -> Vec<(u32, String)> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .map(|p| (p.id, p.name.to_string_lossy().into_owned()))
+        .collect()
+}
+
+fn turns_of_port(rep: &Value, port: u16) -> u64 {
+    rep["anatomy"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == port && p["transport"] == "tcp")
+        .unwrap_or_else(|| panic!("port {port} not in {}", rep["anatomy"]["ports"]))["turns"]
+        .as_u64()
+        .unwrap()
+}
+
+/// The exporter's `sockscope_requests_total` for `port`, when served.
+fn scraped_requests(addr: SocketAddr, port: u16) -> Option<u64> {
+    let (status, _, body) = http_get(addr, "/metrics", None)?;
+    if status != 200 {
+        return None;
+    }
+    let want = format!("sockscope_requests_total{{port=\"{port}\",transport=\"tcp\"}} ");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix(want.as_str())?.trim().parse().ok())
+}
+
+#[test]
+fn requests_only_pid_times_every_transaction_with_no_syscall_program() {
+    if !common::require_bpf("requests_only_pid_times_every_transaction_with_no_syscall_program") {
+        return;
+    }
+    let dir = common::scratch("reqonly-pid");
+    let json = dir.join("r.json");
+    let srv = echo_server();
+    let maddr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut bg = Background::start(&[
+        "trace",
+        "--requests-only",
+        "-p",
+        &srv.pid.to_string(),
+        "--json",
+        json.to_str().unwrap(),
+        "--metrics",
+        &maddr.to_string(),
+    ]);
+    bg.attached();
+    let held = prog_ids_of(bg.child.id());
+    let names: Vec<String> = loaded_programs()
+        .into_iter()
+        .filter(|(id, _)| held.contains(id))
+        .map(|(_, n)| n)
+        .collect();
+    assert!(
+        names.iter().any(|n| n == "ss_data_ready"),
+        "the anatomy's programs are loaded: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("ss_sys_")),
+        "no syscall program: {names:?}"
+    );
+    let sent = load(&dir, srv.addr);
+    // The exporter catches up within its one-second publication.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut scraped = None;
+    while Instant::now() < deadline {
+        scraped = scraped_requests(maddr, srv.addr.port());
+        if scraped == Some(sent) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    interrupt(bg);
+    let rep = common::read_json(&json);
+    assert_eq!(rep["schema"], "sockscope.requests");
+    assert_eq!(rep["window"]["end_reason"], "signal:SIGINT");
+    assert_eq!(rep["window"]["complete"], true);
+    assert_eq!(rep["target"]["pid"], srv.pid);
+    assert_eq!(rep["anatomy"]["turns"], sent, "{}", rep["anatomy"]);
+    assert_eq!(turns_of_port(&rep, srv.addr.port()), sent);
+    assert_eq!(scraped, Some(sent), "the exporter's counter is the turns");
+    assert_eq!(rep["target_cpu"]["source"], "/proc stat");
+    assert!(rep["target_cpu"]["cpu_s"].as_f64().unwrap() > 0.0, "{rep}");
+    assert!(rep["anatomy"]["cost"]["of_target_cpu"].as_f64().is_some());
+}
+
+#[test]
+fn requests_beside_a_trace_ends_on_sigint_and_exports_both_series() {
+    if !common::require_bpf("requests_beside_a_trace_ends_on_sigint_and_exports_both_series") {
+        return;
+    }
+    let dir = common::scratch("req-beside-metrics");
+    let srv = echo_server();
+    let maddr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut bg = Background::start(&[
+        "trace",
+        "--requests",
+        "-p",
+        &srv.pid.to_string(),
+        "--metrics",
+        &maddr.to_string(),
+    ]);
+    bg.attached();
+    // The anatomy starts once the tracer's window is open and takes its
+    // own moment to load: its port's series says its window is open.
+    let ready = Instant::now() + Duration::from_secs(30);
+    while scraped_requests(maddr, srv.addr.port()).is_none() {
+        assert!(Instant::now() < ready, "the request series never came");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sent = load(&dir, srv.addr);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut scraped = None;
+    while Instant::now() < deadline {
+        scraped = scraped_requests(maddr, srv.addr.port());
+        if scraped == Some(sent) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (_, _, body) = http_get(maddr, "/metrics", None).expect("a scrape");
+    let body = String::from_utf8_lossy(&body).into_owned();
+    interrupt(bg);
+    assert_eq!(scraped, Some(sent), "{body}");
+    assert!(body.contains("sockscope_syscalls_total{"), "{body}");
+    assert!(
+        body.contains("sockscope_request_server_seconds_count{"),
+        "{body}"
+    );
+}
+
+#[test]
+fn requests_only_cgroup_scope_finds_the_served_port() {
+    if !common::require_bpf("requests_only_cgroup_scope_finds_the_served_port") {
+        return;
+    }
+    let dir = common::scratch("reqonly-cg");
+    let json = dir.join("r.json");
+    let out = dir.join("r.txt");
+    let cg = TestCgroup::new("reqonly");
+    let srv = echo_server();
+    move_to(&cg.path, srv.pid);
+    let mut bg = Background::start(&[
+        "trace",
+        "--requests-only",
+        "--cgroup",
+        &cg.rel,
+        "--json",
+        json.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    bg.attached();
+    let sent = load(&dir, srv.addr);
+    interrupt(bg);
+    let rep = common::read_json(&json);
+    assert_eq!(rep["target"]["scope"]["kind"], "cgroup");
+    assert_eq!(turns_of_port(&rep, srv.addr.port()), sent);
+    assert_eq!(rep["target_cpu"]["source"], "cgroup cpu.stat");
+    assert!(rep["target_cpu"]["cpu_s"].as_f64().unwrap() > 0.0, "{rep}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("Anatomy of a request"), "{text}");
+    assert!(text.contains("of the machine"), "{text}");
+    drop(srv);
+}
+
+#[test]
+fn requests_only_killed_leaves_no_program_loaded() {
+    if !common::require_bpf("requests_only_killed_leaves_no_program_loaded") {
+        return;
+    }
+    let srv = echo_server();
+    let mut bg = Background::start(&["trace", "--requests-only", "-p", &srv.pid.to_string()]);
+    bg.attached();
+    let held = prog_ids_of(bg.child.id());
+    assert!(!held.is_empty(), "it holds its programs");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(bg.child.id() as i32, libc::SIGKILL) };
+    let _ = bg.finish(Duration::from_secs(30));
+    // Programs are freed after an RCU grace period: wait for it, bounded.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut left: Vec<(u32, String)> = Vec::new();
+    while Instant::now() < deadline {
+        left = loaded_programs()
+            .into_iter()
+            .filter(|(id, _)| held.contains(id))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(left.is_empty(), "still loaded after SIGKILL: {left:?}");
+}
+
+#[test]
+fn requests_only_refuses_what_it_cannot_do() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-p", "1", "--count-only"], "--count-only"),
+        (&["-p", "1", "--per-thread"], "--per-thread"),
+        (&["--comm", "x", "--by", "process"], "--by"),
+        (&["-p", "1", "--interval", "1s"], "--interval"),
+        (&["-p", "1", "--requests"], "--requests"),
+        (&["--", "true"], "--requests -- CMD"),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["trace", "--requests-only"];
+        all.extend_from_slice(args);
+        let (st, _, err) = common::run_bounded(&all, Duration::from_secs(30));
+        assert_eq!(st.code(), Some(2), "{all:?}: {err}");
+        assert!(err.contains(says), "{all:?}: {err}");
+    }
+}
