@@ -11,7 +11,8 @@
 #
 #   bench/anatomy.sh [SECS_PER_RUN]      (default 5; ROUNDS=3)
 #
-# WORKERS=N runs N nginx workers (default 1) and GEN=sockscope drives them
+# WORKERS=N runs N nginx workers (default 1), NGINX_BIN another nginx (not
+# NGINX: nginx reads that variable itself), and GEN=sockscope drives them
 # with `sockscope load http -t THREADS` instead of wrk -t THREADS (THREADS
 # default 1): the multi-core run on a machine without wrk.
 #
@@ -24,14 +25,14 @@ CONNS=${CONNS:-32}
 WORKERS=${WORKERS:-1}
 THREADS=${THREADS:-1}
 GEN=${GEN:-wrk}
-NGINX=${NGINX:-/usr/sbin/nginx}
+NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 BIN=${SOCKSCOPE:-target/release/sockscope}
 OUT=target/bench/anatomy
 rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 [ -x "$BIN" ] || { echo "bench/anatomy.sh: build first ($BIN missing)" >&2; exit 1; }
-[ -x "$NGINX" ] || { echo "bench/anatomy.sh: nginx missing at $NGINX (make deps, or NGINX=PATH)" >&2; exit 1; }
+[ -x "$NGINX_BIN" ] || { echo "bench/anatomy.sh: nginx missing at $NGINX_BIN (make deps, or NGINX_BIN=PATH)" >&2; exit 1; }
 for t in "$GEN" python3; do
   [ "$t" = sockscope ] && continue
   command -v "$t" >/dev/null || [ -x "/usr/sbin/$t" ] ||
@@ -89,13 +90,15 @@ http {
   client_body_temp_path $NGX/tmp;
   proxy_temp_path $NGX/tmp;
   fastcgi_temp_path $NGX/tmp;
+  uwsgi_temp_path $NGX/tmp;
+  scgi_temp_path $NGX/tmp;
   server {
     listen 127.0.0.1:$PORT;
     root $NGX/html;
   }
 }
 EOF
-"$NGINX" -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' &
+"$NGINX_BIN" -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' &
 MASTER=$!
 PIDS+=("$MASTER")
 wait_port "$PORT"

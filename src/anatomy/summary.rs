@@ -265,6 +265,7 @@ pub fn report(
             })
             .collect(),
         client: None,
+        load_pipeline: None,
         intervals,
         cost,
     }

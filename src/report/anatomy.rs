@@ -269,6 +269,12 @@ pub struct AnatomyReport {
     /// The client's latency in the same run (profile with a load).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientSide>,
+    /// Requests the load kept in flight per connection, when more than
+    /// one (profile): a batch the client writes at once and the server
+    /// answers at once is one turn at the socket layer, so a turn is then
+    /// a batch of up to this many requests, timed as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_pipeline: Option<u32>,
     /// The window in intervals.
     #[serde(default)]
     pub intervals: Vec<AnatomyInterval>,
@@ -296,6 +302,13 @@ impl AnatomyReport {
     /// Sentences that say which part dominates the tail, quoted.
     pub fn sentences(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(k) = self.load_pipeline {
+            out.push(format!(
+                "the load kept {k} requests in flight per connection: the server took each \
+                 batch as one turn (the socket layer cannot split it), so these are the times \
+                 of batches of up to {k} requests, not of single requests"
+            ));
+        }
         if self.turns == 0 {
             if self.multiplexed.turns > 0 {
                 out.push(format!(
@@ -356,7 +369,13 @@ impl AnatomyReport {
 
 /// The "Anatomy of a request" table and its notes, as text.
 pub fn render(a: &AnatomyReport) -> String {
-    let mut out = String::from("Anatomy of a request (at the server, from the socket layer)\n");
+    let mut out = match a.load_pipeline {
+        Some(k) => format!(
+            "Anatomy of a request (at the server, from the socket layer; turns are batches of \
+             up to {k} pipelined requests)\n"
+        ),
+        None => String::from("Anatomy of a request (at the server, from the socket layer)\n"),
+    };
     if a.turns == 0 {
         out.push_str(&format!(
             "  no turn timed ({} connections followed, {} multiplexed turns)\n",

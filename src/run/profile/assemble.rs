@@ -126,6 +126,12 @@ pub(super) fn assemble(
             if let Some(l) = &load_report.latency {
                 crate::anatomy::summary::with_client(&mut a, &l.summary, "load");
             }
+            // Pipelined batches reach the server as one turn each.
+            a.load_pipeline = load_report
+                .config
+                .pipeline
+                .filter(|k| *k > 1)
+                .map(|k| k as u32);
             insights.extend(insight::anatomy_sentences(&a));
             (Some(a), None)
         }
@@ -413,6 +419,29 @@ mod tests {
         // Never a negative difference.
         let w = windows(&load, Duration::from_secs(3), 2.0);
         assert!(w.note.contains("it is 0.0 ms longer"), "{}", w.note);
+    }
+
+    #[test]
+    fn a_pipelining_load_makes_the_anatomy_say_its_turns_are_batches() {
+        let mut m = measured();
+        m.anatomy = Some(Ok(fixtures::anatomy()));
+        m.load.report.config.pipeline = Some(8);
+        let rep = assemble(Vec::new(), m, no_advice);
+        let a = rep.anatomy.as_ref().expect("the anatomy");
+        assert_eq!(a.load_pipeline, Some(8));
+        assert!(a.sentences()[0].contains("batches of up to 8 requests"));
+        let text = crate::report::anatomy::render(a);
+        assert!(text.starts_with("Anatomy of a request"), "{text}");
+        assert!(
+            text.contains("turns are batches of up to 8 pipelined requests"),
+            "{text}"
+        );
+        // One request in flight: single requests, nothing said.
+        let mut m = measured();
+        m.anatomy = Some(Ok(fixtures::anatomy()));
+        m.load.report.config.pipeline = Some(1);
+        let rep = assemble(Vec::new(), m, no_advice);
+        assert_eq!(rep.anatomy.as_ref().unwrap().load_pipeline, None);
     }
 
     #[test]
