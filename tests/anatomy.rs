@@ -438,7 +438,9 @@ fn redis_turns_equal_its_command_calls_and_a_pipelined_batch_is_one_turn() {
     let an = w.close();
     assert_eq!(u(&rep["transactions"]), 4000);
     let (_, mux_turns) = an.multiplexed();
-    assert_eq!(an.turns() + mux_turns, 4000 / 8, "{}", an.brief());
+    // Within 1 % of one turn per batch (see the tcp-rr case below).
+    let batches = an.turns() + mux_turns;
+    assert!((495..=505).contains(&batches), "{batches}: {}", an.brief());
     an.assert_sums_add_up();
 }
 
@@ -460,9 +462,13 @@ fn tcp_rr_pipelined_against_serve_echo_times_each_batch_as_one_turn() {
     let an = w.close();
     assert_eq!(u(&rep["transactions"]), 4000);
     // The load writes its 4 requests at once and the echo answers them
-    // with one write: one turn per batch, as for redis above.
+    // with one write: one turn per batch, as for redis above. The load
+    // refills as responses come, so now and then a batch goes out in two
+    // writes (two turns) or two half-batches meet in one: within 1 % of
+    // one turn per batch, and nowhere near one per request.
     let (_, mux_turns) = an.multiplexed();
-    assert_eq!(an.turns() + mux_turns, 4000 / 4, "{}", an.brief());
+    let batches = an.turns() + mux_turns;
+    assert!((990..=1010).contains(&batches), "{batches}: {}", an.brief());
 }
 
 /// memcached with its UDP port on and `threads` workers, and that port.
@@ -548,14 +554,20 @@ fn udp_turns_against_memcached_equal_the_answered_requests() {
     assert_eq!(code, Some(0), "{err}");
     let answered = u(&rep["udp_rr"]["answered"]);
     assert_eq!(answered, 1000, "{}", rep["udp_rr"]);
-    assert_eq!(an.turns(), answered, "{}", an.brief());
+    // Every answer is a turn: timed, or counted untimed when its arrival
+    // was not seen (the kernel signals only a datagram that finds the
+    // queue empty; docs/anatomy.md, UDP).
+    let untimed = u(&an.a["udp_arrival_unseen"]);
+    assert_eq!(an.turns() + untimed, answered, "{}", an.brief());
+    assert!(an.turns() > 0, "{}", an.brief());
     assert_eq!(u(&an.a["udp_unanswered"]), 0, "{}", an.brief());
+    assert_eq!(u(&an.a["unsolicited_writes"]), 0, "{}", an.brief());
     an.assert_sums_add_up();
     let ports = an.a["ports"].as_array().unwrap();
     assert!(
         ports
             .iter()
-            .any(|p| p["port"] == udp && p["transport"] == "udp" && u(&p["turns"]) == answered),
+            .any(|p| p["port"] == udp && p["transport"] == "udp" && u(&p["turns"]) == an.turns()),
         "{ports:?}"
     );
 }

@@ -32,7 +32,7 @@ pub mod count {
     pub const BEFORE_WINDOW: usize = C::SS_CNT_BEFORE_WINDOW.0 as usize;
     /// Writes with no request before them.
     pub const UNSOLICITED: usize = C::SS_CNT_UNSOLICITED.0 as usize;
-    /// UDP datagrams read whose arrival time was not kept.
+    /// UDP datagrams answered whose arrival was not seen (untimed).
     pub const UDP_UNSEEN: usize = C::SS_CNT_UDP_UNSEEN.0 as usize;
     /// Connections and UDP sockets followed.
     pub const CONNS: usize = C::SS_CNT_CONNS.0 as usize;

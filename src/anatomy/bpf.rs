@@ -137,22 +137,31 @@ impl<'obj> Programs<'obj> {
                 pad: 0,
             };
             // NOEXIST: the same port in two namespaces shares its entry.
-            match self
-                .skel
-                .maps
-                .stats
-                .update_percpu(as_bytes(&skey), &zeros, MapFlags::NO_EXIST)
-            {
-                Ok(()) => {}
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => {}
-                // Full (more ports than the series limit): the overflow.
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::TooBig => {}
-                Err(e) => {
-                    return Err(anyhow!(
-                        "creating the statistics of port {}/{}: {e}",
-                        p.port,
-                        p.transport.name()
-                    ));
+            // The kernel takes a no-prealloc per-CPU value from a cache it
+            // refills asynchronously: ENOMEM right after the previous port
+            // means "not refilled yet", so it is retried for a while; a
+            // port that still gets none has its turns in the overflow (the
+            // report's overflow_turns), as one beyond the limit does.
+            for attempt in 0..200 {
+                match self.skel.maps.stats.update_percpu(
+                    as_bytes(&skey),
+                    &zeros,
+                    MapFlags::NO_EXIST,
+                ) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => break,
+                    Err(e) if e.kind() == libbpf_rs::ErrorKind::TooBig => break,
+                    Err(e) if e.kind() == libbpf_rs::ErrorKind::OutOfMemory && attempt < 199 => {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    Err(e) if e.kind() == libbpf_rs::ErrorKind::OutOfMemory => break,
+                    Err(e) => {
+                        return Err(anyhow!(
+                            "creating the statistics of port {}/{}: {e}",
+                            p.port,
+                            p.transport.name()
+                        ));
+                    }
                 }
             }
             let word = usize::from(p.port >> 6);

@@ -385,25 +385,21 @@ static __always_inline __u64 bounded(__u64 v, __u64 limit)
 	return v < limit ? v : limit;
 }
 
-/* UDP: the arrival time of the datagram being read, 0 when not kept. */
+/* UDP: the arrival time of the datagram being read, 0 when not kept.
+ * This kernel calls data_ready for a datagram only when it finds the
+ * receive queue empty (older ones call it for every datagram): each kept
+ * arrival is then the first datagram of a burst, which the next read takes
+ * (the queue is FIFO); the reads of the rest of the burst find none. Both
+ * behaviours pop the oldest arrival kept. */
 static __always_inline __u64 udp_arrival(struct ss_anat_conn *c)
 {
-	__u32 seq = c->reads++;
-	__u32 i, k;
+	__u32 i;
 
-	/* Entries are in datagram order; those older than this read belong
-	 * to datagrams read where the tracepoint does not see it. */
-	for (k = 0; k < SS_UDP_RING; k++) {
-		if (c->ring_head == c->ring_tail)
-			break;
-		i = c->ring_head & (SS_UDP_RING - 1);
-		if ((__s32)(c->ring_seq[i] - seq) > 0)
-			break;           /* this read's datagram was not kept */
-		c->ring_head++;
-		if (c->ring_seq[i] == seq)
-			return c->ring[i];
-	}
-	return 0;
+	if (c->ring_head == c->ring_tail)
+		return 0;
+	i = c->ring_head & (SS_UDP_RING - 1);
+	c->ring_head++;
+	return c->ring[i];
 }
 
 /* Later write activity of the response: the send part grows. */
@@ -483,13 +479,15 @@ static __always_inline bool ready_work(const struct sock *sk)
 		return true;
 	now = bpf_ktime_get_ns();
 	if (c->flags & SS_CONN_UDP) {
-		__u32 seq = c->arrivals++;
-
-		if (c->ring_tail - c->ring_head >= SS_UDP_RING)
-			return true;   /* its read will find no arrival: counted then */
+		if (c->ring_tail - c->ring_head >= SS_UDP_RING) {
+			/* More bursts queued than kept: which arrival goes
+			 * with which read is lost; start again from empty
+			 * (the reads then find none: counted unseen). */
+			c->ring_head = c->ring_tail;
+			return true;
+		}
 		i = c->ring_tail & (SS_UDP_RING - 1);
 		c->ring[i] = now;
-		c->ring_seq[i] = seq;
 		c->ring_tail++;
 		return true;
 	}
@@ -574,14 +572,13 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 			return true;
 		if (t->udp_sk)
 			count(SS_CNT_UNANSWERED);
-		t->udp_sk = 0;
 		arrival = udp_arrival(c);
 		/* Threads reading one socket at once can pop each other's
-		 * arrivals: one later than this read is not this datagram's. */
-		if (!arrival || arrival > now) {
-			count(SS_CNT_UDP_UNSEEN);
-			return true;
-		}
+		 * arrivals: one later than this read is not this datagram's.
+		 * A datagram with no arrival is still a turn; its answer
+		 * counts it as untimed (arrival 0). */
+		if (arrival > now)
+			arrival = 0;
 		t->udp_sk = (__u64)sk;
 		t->udp_arrival = arrival;
 		t->udp_read = now;
@@ -692,6 +689,10 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 		return;
 	}
 	t->udp_sk = 0;
+	if (!t->udp_arrival) {
+		count(SS_CNT_UDP_UNSEEN);
+		return;
+	}
 	cpu_service = bounded(t->rq_sum - t->udp_rq_read, now - t->udp_read);
 	queue = t->udp_read - t->udp_arrival - t->udp_cpu_queue;
 	record_turn(c, queue, t->udp_cpu_queue + cpu_service, now - t->udp_read - cpu_service, 0);

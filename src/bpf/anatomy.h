@@ -41,7 +41,7 @@ enum ss_anat_conn_flags {
 };
 
 enum ss_anat_limits {
-	/* UDP: arrival times of datagrams queued and not read yet. */
+	/* UDP: arrival times of datagram bursts queued and not read yet. */
 	SS_UDP_RING = 16,
 	/* Programs that time themselves (enum ss_anat_prog). */
 	SS_ANAT_PROGS = 8,
@@ -66,7 +66,7 @@ enum ss_anat_count {
 	SS_CNT_MUX_CONNS = 2,      /* connections found multiplexed */
 	SS_CNT_BEFORE_WINDOW = 3,  /* turns whose data arrived before the window */
 	SS_CNT_UNSOLICITED = 4,    /* writes with no request (a greeting) */
-	SS_CNT_UDP_UNSEEN = 5,     /* datagrams read whose arrival was not kept */
+	SS_CNT_UDP_UNSEEN = 5,     /* datagrams answered, their arrival not seen: untimed */
 	SS_CNT_CONNS = 6,          /* connections (and UDP sockets) followed */
 	SS_CNT_STORAGE_FULL = 7,   /* socket or task storage could not be made */
 	SS_CNT_FOREIGN = 8,        /* sockets read by tasks outside the scope */
@@ -149,11 +149,7 @@ struct ss_anat_conn {
 	__u16 proto;
 	__u32 ring_head;    /* UDP: next arrival to read */
 	__u32 ring_tail;    /* UDP: next free slot */
-	__u32 arrivals;     /* UDP: datagrams queued so far (their numbers) */
-	__u32 reads;        /* UDP: datagrams read so far */
-	__u32 pad;
-	__u64 ring[SS_UDP_RING];     /* arrival times ... */
-	__u32 ring_seq[SS_UDP_RING]; /* ... of these datagram numbers */
+	__u64 ring[SS_UDP_RING];     /* UDP: arrival times, oldest first */
 };
 
 /* One serving thread, in task local storage: its run-queue waits, and

@@ -245,8 +245,9 @@ pub struct AnatomyReport {
     pub in_flight_at_end: u64,
     /// Writes with no request before them (a greeting).
     pub unsolicited_writes: u64,
-    /// UDP datagrams read whose arrival time was not kept (more than 16
-    /// queued on one socket).
+    /// UDP datagrams answered whose arrival was not seen: counted, not
+    /// timed (the kernel signals only a datagram that finds the receive
+    /// queue empty; those queued behind it have no arrival time).
     pub udp_arrival_unseen: u64,
     /// UDP datagrams read and not answered before the next read.
     pub udp_unanswered: u64,
@@ -465,6 +466,12 @@ pub fn render(a: &AnatomyReport) -> String {
         out.push_str(&format!(
             "; {} turns began before the window (counted from its start)",
             a.before_window
+        ));
+    }
+    if a.udp_arrival_unseen > 0 {
+        out.push_str(&format!(
+            "; {} UDP answers untimed (their arrival was not seen)",
+            a.udp_arrival_unseen
         ));
     }
     if a.in_flight_at_end > 0 {
