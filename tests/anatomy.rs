@@ -472,7 +472,18 @@ fn tcp_rr_pipelined_against_serve_echo_times_each_batch_as_one_turn() {
 }
 
 /// memcached with its UDP port on and `threads` workers, and that port.
-fn memcached_udp(test: &str, threads: &str) -> Option<(Child, u16)> {
+/// A memcached this test started, killed and reaped however the test ends
+/// (a failed assertion included).
+struct Memcached(Child);
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn memcached_udp(test: &str, threads: &str) -> Option<(Memcached, u16)> {
     if !require_program("memcached", test) {
         return None;
     }
@@ -486,14 +497,16 @@ fn memcached_udp(test: &str, threads: &str) -> Option<(Child, u16)> {
                 .port()
         };
         let (udp, tcp) = (free(), free());
-        let mut child = Command::new("memcached")
-            .args(["-U", &udp.to_string(), "-p", &tcp.to_string()])
-            .args(["-l", "127.0.0.1", "-u", "nobody", "-t", threads])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting memcached");
+        let mut child = Memcached(
+            Command::new("memcached")
+                .args(["-U", &udp.to_string(), "-p", &tcp.to_string()])
+                .args(["-l", "127.0.0.1", "-u", "nobody", "-t", threads])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("starting memcached"),
+        );
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect(("127.0.0.1", udp)).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(100)))
@@ -501,7 +514,7 @@ fn memcached_udp(test: &str, threads: &str) -> Option<(Child, u16)> {
         let end = Instant::now() + Duration::from_secs(10);
         let mut buf = [0u8; 2048];
         loop {
-            if child.try_wait().unwrap().is_some() {
+            if child.0.try_wait().unwrap().is_some() {
                 break; // a port taken meanwhile: another pair
             }
             assert!(Instant::now() < end, "memcached: no answer on {udp}");
@@ -524,12 +537,12 @@ fn udp_turns_against_memcached_equal_the_answered_requests() {
     // One worker thread: the anatomy's UDP turn is per socket, and
     // memcached's workers all read the one UDP socket: reads and answers
     // of several threads on it interleave and pair wrongly.
-    let Some((mut mc, udp)) = memcached_udp(test, "1") else {
+    let Some((mc, udp)) = memcached_udp(test, "1") else {
         return;
     };
     let dir = scratch("anatomy-udp");
     let addr = format!("127.0.0.1:{udp}");
-    let w = Window::open(&dir, mc.id() as i32);
+    let w = Window::open(&dir, mc.0.id() as i32);
     let (code, rep, err) = load_json(
         &dir,
         &[
@@ -549,8 +562,7 @@ fn udp_turns_against_memcached_equal_the_answered_requests() {
         LIMIT,
     );
     let an = w.close();
-    let _ = mc.kill();
-    let _ = mc.wait();
+    drop(mc);
     assert_eq!(code, Some(0), "{err}");
     let answered = u(&rep["udp_rr"]["answered"]);
     assert_eq!(answered, 1000, "{}", rep["udp_rr"]);
