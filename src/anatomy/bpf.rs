@@ -70,20 +70,12 @@ impl<'obj> Programs<'obj> {
                 .as_deref_mut()
                 .ok_or_else(|| anyhow!("the anatomy BPF object has no .rodata"))?;
             ro.self_tgid = std::process::id();
-            ro.scope_mode = match *scope {
-                ScopeFilter::Tree => types::ss_scope_mode::SS_SCOPE_TREE,
-                ScopeFilter::Cgroup { id, level } => {
-                    ro.scope_cgroup_id = id;
-                    ro.scope_cgroup_level = level;
-                    types::ss_scope_mode::SS_SCOPE_CGROUP
-                }
-                ScopeFilter::Comm(name) => {
-                    ro.scope_comm_lo = u64::from_ne_bytes(name[..8].try_into().expect("8 bytes"));
-                    ro.scope_comm_hi = u64::from_ne_bytes(name[8..].try_into().expect("8 bytes"));
-                    types::ss_scope_mode::SS_SCOPE_COMM
-                }
-                ScopeFilter::System => types::ss_scope_mode::SS_SCOPE_SYSTEM,
-            };
+            let w = scope.words();
+            ro.scope_mode = types::ss_scope_mode(w.mode);
+            ro.scope_cgroup_id = w.cgroup_id;
+            ro.scope_cgroup_level = w.cgroup_level;
+            ro.scope_comm_lo = w.comm_lo;
+            ro.scope_comm_hi = w.comm_hi;
         }
         open.maps
             .stats

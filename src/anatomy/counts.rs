@@ -261,10 +261,12 @@ impl Counts {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn turns(port: u16, values: &[[u64; 4]]) -> PortTurns {
+    /// Turns made of (queue, cpu, service, send), added as the kernel
+    /// adds them (the twin of turn_close's record_turn).
+    pub(crate) fn turns(port: u16, values: &[[u64; 4]]) -> PortTurns {
         let mut t = PortTurns::empty(port, Transport::Tcp);
         for v in values {
             let server: u64 = v.iter().sum();

@@ -294,25 +294,10 @@ pub fn with_client(a: &mut AnatomyReport, client: &LatencySummary, source: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::anatomy::counts::Transport;
 
-    /// Turns made of (queue, cpu, service, send).
+    /// Turns made of (queue, cpu, service, send), on port 80.
     fn turns(values: &[[u64; 4]]) -> PortTurns {
-        let mut t = PortTurns::empty(80, Transport::Tcp);
-        for v in values {
-            let server: u64 = v.iter().sum();
-            let sb = hist::bucket_of(server);
-            t.turns += 1;
-            for (i, x) in v.iter().chain(std::iter::once(&server)).enumerate() {
-                t.sum_ns[i] += x;
-                t.max_ns[i] = t.max_ns[i].max(*x);
-                t.hist[i][hist::bucket_of(*x)] += 1;
-            }
-            for (i, x) in v.iter().enumerate() {
-                t.by_server[i][sb] += x;
-            }
-        }
-        t
+        crate::anatomy::counts::tests::turns(80, values)
     }
 
     #[test]

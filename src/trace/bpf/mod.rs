@@ -75,6 +75,46 @@ pub enum ScopeFilter {
     System,
 }
 
+/// A [`ScopeFilter`] as the read-only globals every program that filters
+/// by scope takes (`scope_mode` and its operands, in syscalls.bpf.c and
+/// anatomy.bpf.c); each loader copies them into its own skeleton.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScopeWords {
+    /// `enum ss_scope_mode`'s value.
+    pub mode: u32,
+    /// Cgroup scope: the cgroup's id.
+    pub cgroup_id: u64,
+    /// Cgroup scope: its depth.
+    pub cgroup_level: u32,
+    /// Comm scope: the name's first 8 bytes, as a native-endian word.
+    pub comm_lo: u64,
+    /// Comm scope: its last 8 bytes.
+    pub comm_hi: u64,
+}
+
+impl ScopeFilter {
+    /// The globals that select this scope in the programs.
+    pub fn words(&self) -> ScopeWords {
+        use types::ss_scope_mode as M;
+        let mut w = ScopeWords::default();
+        w.mode = match *self {
+            ScopeFilter::Tree => M::SS_SCOPE_TREE.0,
+            ScopeFilter::Cgroup { id, level } => {
+                w.cgroup_id = id;
+                w.cgroup_level = level;
+                M::SS_SCOPE_CGROUP.0
+            }
+            ScopeFilter::Comm(name) => {
+                w.comm_lo = u64::from_ne_bytes(name[..8].try_into().expect("8 bytes"));
+                w.comm_hi = u64::from_ne_bytes(name[8..].try_into().expect("8 bytes"));
+                M::SS_SCOPE_COMM.0
+            }
+            ScopeFilter::System => M::SS_SCOPE_SYSTEM.0,
+        };
+        w
+    }
+}
+
 /// The group of a per-group aggregate, as the kernel keys it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RawGroup {
@@ -164,20 +204,12 @@ impl<'obj> Tracer<'obj> {
             };
             ro.ringbuf_wake_bytes = u64::from(cfg.ringbuf_bytes / 4);
             ro.self_tgid = std::process::id();
-            ro.scope_mode = match cfg.scope {
-                ScopeFilter::Tree => types::ss_scope_mode::SS_SCOPE_TREE,
-                ScopeFilter::Cgroup { id, level } => {
-                    ro.scope_cgroup_id = id;
-                    ro.scope_cgroup_level = level;
-                    types::ss_scope_mode::SS_SCOPE_CGROUP
-                }
-                ScopeFilter::Comm(name) => {
-                    ro.scope_comm_lo = u64::from_ne_bytes(name[..8].try_into().expect("8 bytes"));
-                    ro.scope_comm_hi = u64::from_ne_bytes(name[8..].try_into().expect("8 bytes"));
-                    types::ss_scope_mode::SS_SCOPE_COMM
-                }
-                ScopeFilter::System => types::ss_scope_mode::SS_SCOPE_SYSTEM,
-            };
+            let w = cfg.scope.words();
+            ro.scope_mode = types::ss_scope_mode(w.mode);
+            ro.scope_cgroup_id = w.cgroup_id;
+            ro.scope_cgroup_level = w.cgroup_level;
+            ro.scope_comm_lo = w.comm_lo;
+            ro.scope_comm_hi = w.comm_hi;
             ro.by_mode = match cfg.by {
                 Breakdown::None => types::ss_by_mode::SS_BY_NONE,
                 Breakdown::Process => types::ss_by_mode::SS_BY_PROCESS,
