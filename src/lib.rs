@@ -15,8 +15,8 @@
 //! - [`netpath`]: emulated network paths (namespaces, TUN, veth + netem);
 //! - [`tune`]: the kernel-settings audit and the advice a run's evidence
 //!   supports;
-//! - [`anatomy`]: each request's time at the server from the socket and
-//!   scheduler tracepoints (queue wait, CPU wait, service, send);
+//! - [`anatomy`]: each request's time at the server from the socket
+//!   tracepoints (queue wait, CPU wait, service, send);
 //! - [`trace`]: the eBPF syscall profiler for a process tree, a cgroup, a
 //!   unit or the machine;
 //! - [`load`]: the load generator; [`serve`]: the reference targets;

@@ -2,8 +2,10 @@
 //! peers and known causes: turns against the load's transactions (serve
 //! echo on each transport), nginx's access log, redis's INFO commandstats
 //! and memcached's UDP answers; pipelined connections reported as
-//! multiplexed; a server that works 300 us, one starved of CPU and one
-//! that reads slowly each give the part they should; and the edges (no
+//! multiplexed, and a request that arrives while the previous answer's
+//! write is still under way not; a server that works 300 us, one starved
+//! of CPU and one that reads slowly each give the part they should; and
+//! the edges (no
 //! sockets, a request queued before the window, SIGKILL of the tracer).
 //!
 //! Every window is opened on the anatomy's own "attached" line and closed
@@ -718,13 +720,14 @@ fn a_server_pinned_beside_busy_loops_spends_its_tail_waiting_for_the_cpu() {
     assert_eq!(part, "cpu_wait_ns", "at p99: {c}");
 }
 
-/// A python3 echo server, one thread per connection, that sleeps `delay`
-/// seconds before each read: the next request waits in the socket.
-struct SlowReader {
+/// A python3 server running `script` (which prints its port first).
+struct PyServer {
     child: Child,
     port: u16,
 }
 
+/// An echo server, one thread per connection, that sleeps argv[1]
+/// seconds before each read: the next request waits in the socket.
 const SLOW_READER: &str = r#"
 import socket, sys, threading, time
 delay = float(sys.argv[1])
@@ -745,13 +748,13 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
 
-impl SlowReader {
-    fn start(test: &str, delay: &str) -> Option<Self> {
+impl PyServer {
+    fn start(test: &str, script: &str, arg: &str) -> Option<Self> {
         if !require_program("python3", test) {
             return None;
         }
         let mut child = Command::new("python3")
-            .args(["-c", SLOW_READER, delay])
+            .args(["-c", script, arg])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -769,7 +772,7 @@ impl SlowReader {
     }
 }
 
-impl Drop for SlowReader {
+impl Drop for PyServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -783,7 +786,7 @@ fn a_server_that_reads_slowly_spends_its_time_in_the_queue() {
         return;
     }
     let _one = serial();
-    let Some(srv) = SlowReader::start(test, "0.002") else {
+    let Some(srv) = PyServer::start(test, SLOW_READER, "0.002") else {
         return;
     };
     let dir = scratch("anatomy-slow-reader");
@@ -803,6 +806,85 @@ fn a_server_that_reads_slowly_spends_its_time_in_the_queue() {
         (1_000_000..20_000_000).contains(&q),
         "queue wait p50 {q} ns"
     );
+}
+
+/// A server that answers each 4-byte request with one blocking send of
+/// argv[1] bytes through a 16 KiB send buffer: the send stays under way
+/// while the client reads.
+const BIG_ANSWER: &str = r#"
+import socket, sys, threading
+size = int(sys.argv[1])
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(64)
+print(ls.getsockname()[1], flush=True)
+answer = b"x" * size
+def serve(c):
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+    while True:
+        d = c.recv(4)
+        if not d:
+            break
+        c.sendall(answer)
+    c.close()
+while True:
+    c, _ = ls.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+#[test]
+fn a_request_that_arrives_while_the_last_answer_is_still_being_written_is_its_own_turn() {
+    let test = "a_request_that_arrives_while_the_last_answer";
+    if !require_bpf(test) {
+        return;
+    }
+    let _one = serial();
+    const SIZE: usize = 1 << 20;
+    const REQUESTS: u64 = 20;
+    let Some(srv) = PyServer::start(test, BIG_ANSWER, &SIZE.to_string()) else {
+        return;
+    };
+    let dir = scratch("anatomy-next-in-write");
+    let w = Window::open(&dir, srv.child.id() as i32);
+    // The client sends each next request as soon as the first bytes of
+    // the answer before it arrive: the server is then still inside the
+    // send of that answer (1 MiB through 16 KiB buffers), so the request
+    // arrives before the write that answered the previous one returns,
+    // in step with the answers (the server reads it only after).
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(16384).unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", srv.port).parse().unwrap();
+    sock.connect(&addr.into()).unwrap();
+    let mut c: TcpStream = sock.into();
+    c.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut buf = vec![0u8; 65536];
+    c.write_all(b"req\n").unwrap();
+    for i in 0..REQUESTS {
+        let (mut got, mut sent) = (0, false);
+        while got < SIZE {
+            // No further than this answer: the next one follows it in
+            // the stream.
+            let want = buf.len().min(SIZE - got);
+            let k = c.read(&mut buf[..want]).unwrap();
+            assert!(k > 0, "the server closed after {got} bytes of answer {i}");
+            got += k;
+            if !sent && i + 1 < REQUESTS {
+                c.write_all(b"req\n").unwrap();
+                sent = true;
+            }
+        }
+    }
+    drop(c);
+    let an = w.close();
+    assert_eq!(an.turns(), REQUESTS, "{}", an.brief());
+    assert_eq!(an.multiplexed(), (0, 0), "{}", an.brief());
+    assert_eq!(
+        u(&an.a["next_during_write"]),
+        REQUESTS - 1,
+        "{}",
+        an.brief()
+    );
+    an.assert_sums_add_up();
 }
 
 // ---------------------------------------------------------------------

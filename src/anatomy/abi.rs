@@ -48,6 +48,9 @@ pub mod count {
     pub const IN_FLIGHT: usize = C::SS_CNT_IN_FLIGHT.0 as usize;
     /// UDP datagrams read and not answered before the next read.
     pub const UNANSWERED: usize = C::SS_CNT_UNANSWERED.0 as usize;
+    /// TCP: next requests that arrived while a response's write had not
+    /// returned.
+    pub const NEXT_IN_WRITE: usize = C::SS_CNT_NEXT_IN_WRITE.0 as usize;
 }
 
 /// The programs' names, in the order of `enum ss_anat_prog`.
@@ -55,11 +58,8 @@ pub const PROG_NAMES: [&str; PROGS] = [
     "sk_data_ready",
     "sock_recv_length",
     "sock_send_length",
-    "sched_wakeup",
-    "sched_switch",
     "inet_sock_set_state",
     "sched_process_fork",
-    "tcp_sendmsg_locked",
 ];
 
 // SAFETY (all): skeleton structs generated from src/bpf/anatomy.h:

@@ -59,6 +59,15 @@ impl<'obj> Programs<'obj> {
         scope: &ScopeFilter,
         max_ports: u32,
     ) -> Result<Self> {
+        // CPU wait is the kernel's per-thread run-queue sum; without
+        // CONFIG_SCHED_INFO the field is absent and every turn would show
+        // none: refuse rather than report a wait of zero.
+        if !std::path::Path::new("/proc/self/schedstat").exists() {
+            return Err(anyhow!(
+                "the request anatomy needs the kernel's run-queue accounting per thread \
+                 (CONFIG_SCHED_INFO; /proc/self/schedstat is missing), which this kernel lacks"
+            ));
+        }
         crate::trace::bpf::capture_libbpf_log();
         let mut open = AnatomySkelBuilder::default()
             .open(storage)
@@ -170,12 +179,9 @@ impl<'obj> Programs<'obj> {
         let progs = [
             (&p.ss_fork, "sched_process_fork"),
             (&p.ss_sock_state, "inet_sock_set_state"),
-            (&p.ss_wakeup, "sched_wakeup"),
-            (&p.ss_switch, "sched_switch"),
             (&p.ss_data_ready, "sk_data_ready"),
             (&p.ss_recv, "sock_recv_length"),
             (&p.ss_send, "sock_send_length"),
-            (&p.ss_send_start, "tcp_sendmsg_locked"),
         ];
         for (prog, name) in progs {
             let link = prog

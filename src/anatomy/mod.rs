@@ -4,10 +4,12 @@
 //! says what the parts mean and where the picture stops).
 //!
 //! It hooks no syscall: only the socket tracepoints (sk_data_ready,
-//! sock_recv_length, sock_send_length, inet_sock_set_state) and the
-//! scheduler's (sched_wakeup, sched_switch, sched_process_fork), so neither
-//! the target nor any other process pays the syscall hooks' slow path. It
-//! runs with the syscall tracer or alone.
+//! sock_recv_length, sock_send_length, inet_sock_set_state) and, in tree
+//! scope, sched_process_fork, so neither the target nor any other process
+//! pays the syscall hooks' slow path. CPU wait is the kernel's per-thread
+//! run-queue sum (sched_info, CONFIG_SCHED_INFO), read at those hooks: no
+//! hook runs on the machine's context switches. It runs with the syscall
+//! tracer or alone.
 //!
 //! [`Session::start`] loads and attaches the programs on a thread of their
 //! own, registers the target's processes and served ports, and opens the

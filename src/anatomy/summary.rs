@@ -244,6 +244,7 @@ pub fn report(
         foreign_connections: c[count::FOREIGN],
         storage_failures: c[count::STORAGE_FULL],
         overflow_turns: c[count::SERIES_FULL],
+        next_during_write: c[count::NEXT_IN_WRITE],
         parts: parts_of(&total),
         sums_ns: PartSums {
             queue_wait: total.sum_ns[Part::Queue as usize],

@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR MIT)
 /*
  * sockscope request anatomy: each request's time at the server, split into
- * queue wait, CPU wait, service and send, from the socket and scheduler
- * tracepoints only (no syscall hook, no kprobe, no fentry).
+ * queue wait, CPU wait, service and send, from the socket tracepoints only
+ * (no syscall hook, no scheduler hook, no kprobe, no fentry).
  *
  * A turn is one request and its response on one connection: it begins when
  * request data is queued on an idle connection (sock:sk_data_ready, in the
  * softirq that queues it), its first read (sock:sock_recv_length, in the
- * serving thread) takes it, its first write starts the response and its
- * last write before the next request's data ends it
- * (sock:sock_send_length). The serving thread's run-queue waits come from
- * sched_wakeup and sched_switch. A UDP turn is a datagram read followed by
+ * serving thread) takes it, the end of its first write (sock_send_length)
+ * ends the service and the end of its last write before the next
+ * request's data ends the turn. The serving thread's run-queue waits are
+ * the kernel's own sum of them (task->sched_info.run_delay, kept whenever
+ * CONFIG_SCHED_INFO is set), read in the thread at each of those hooks: no
+ * hook on the scheduler, whose tracepoints fire on every context switch of
+ * the machine. A UDP turn is a datagram read followed by
  * a send on the same socket; arrival times of queued datagrams are kept in
  * a small ring per socket.
  *
@@ -43,7 +46,6 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define TCP_LISTEN 10
 #define PROTO_TCP 6
 #define PROTO_UDP 17
-#define TASK_RUNNING 0
 
 /* Set by the loader before load (see syscalls.bpf.c for their meaning). */
 const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
@@ -213,8 +215,16 @@ static __always_inline struct ss_anat_conn *conn_of(const struct sock *sk, bool 
 	return c;
 }
 
-/* The current task's run-queue record, made on its first turn. */
-static __always_inline struct ss_anat_thread *thread_here(void)
+/* The current task's run-queue wait so far (ns, the scheduler's clock:
+ * only its differences are used). */
+static __always_inline __u64 run_delay_now(void)
+{
+	return bpf_get_current_task_btf()->sched_info.run_delay;
+}
+
+/* The current task's record, made on its first turn (its run-queue wait
+ * so far taken as the mark: that turn's CPU wait starts from there). */
+static __always_inline struct ss_anat_thread *thread_here(__u64 rd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct ss_anat_thread *t;
@@ -223,11 +233,34 @@ static __always_inline struct ss_anat_thread *thread_here(void)
 	if (t)
 		return t;
 	t = bpf_task_storage_get(&threads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (t)
+	if (t) {
+		t->run_delay = rd;
 		count(SS_CNT_THREADS);
-	else
+	} else {
 		count(SS_CNT_STORAGE_FULL);
+	}
 	return t;
+}
+
+/* The thread's run-queue wait since its last read or write on a followed
+ * socket (rd: now); that becomes the new mark. */
+static __always_inline __u64 waited_since_mark(struct ss_anat_thread *t, __u64 rd)
+{
+	__u64 d;
+
+	if (!t)
+		return 0;
+	d = rd > t->run_delay ? rd - t->run_delay : 0;
+	t->run_delay = rd;
+	return d;
+}
+
+/* TCP: the socket's write sequence (bytes written so far, mod 2^32). */
+static __always_inline __u32 write_seq_of(const struct sock *sk)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
+
+	return tp ? tp->write_seq : 0;
 }
 
 static __always_inline struct ss_anat_stats *stats_of(struct ss_anat_conn *c)
@@ -304,7 +337,7 @@ static __always_inline void add_by_server(struct ss_anat_stats *s, __u32 b, __u6
 static __always_inline void turn_reset(struct ss_anat_conn *c)
 {
 	c->state = SS_TURN_IDLE;
-	c->flags &= ~SS_CONN_ARRIVAL_UNSEEN;
+	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT);
 	c->arrival = 0;
 	c->cpu_queue = 0;
 	c->cpu_service = 0;
@@ -368,18 +401,6 @@ static __always_inline void mark_multiplexed(struct ss_anat_conn *c)
 	}
 }
 
-/* Overlap of [from, to] with the thread's last run-queue wait. */
-static __always_inline __u64 wait_within(struct ss_anat_thread *t, __u64 from, __u64 to)
-{
-	__u64 lo, hi;
-
-	if (!t)
-		return 0;
-	lo = t->wait_start > from ? t->wait_start : from;
-	hi = t->wait_end < to ? t->wait_end : to;
-	return hi > lo ? hi - lo : 0;
-}
-
 static __always_inline __u64 bounded(__u64 v, __u64 limit)
 {
 	return v < limit ? v : limit;
@@ -402,19 +423,14 @@ static __always_inline __u64 udp_arrival(struct ss_anat_conn *c)
 	return c->ring[i];
 }
 
-/* Later write activity of the response: the send part grows. */
-static __always_inline void write_continues(struct ss_anat_conn *c, __u64 now)
+/* A later write of the response ends: the send part grows. */
+static __always_inline void write_continues(struct ss_anat_conn *c, __u64 now, __u64 rd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct ss_anat_thread *t;
-
 	if (now > c->last_write)
 		c->last_write = now;
-	if (c->writer != (__u64)task)
+	if (c->writer != (__u64)bpf_get_current_task_btf())
 		return;  /* another thread's waits are not this turn's */
-	t = bpf_task_storage_get(&threads, task, 0, 0);
-	if (t)
-		c->cpu_send = bounded(t->rq_sum - c->rq_write, c->last_write - c->first_write);
+	c->cpu_send = bounded(rd - c->rq_write, c->last_write - c->first_write);
 }
 
 /* --- the timed wrappers ------------------------------------------------ */
@@ -458,6 +474,15 @@ static __always_inline void prog_end(enum ss_anat_prog p, bool matched, __u64 t0
 
 /* --- data queued ------------------------------------------------------- */
 
+/* TCP: is a write of ours on this socket under way (bytes queued by a
+ * write whose end sock_send_length has not reported yet)? On loopback the
+ * peer gets the response inside that write and may send its next request
+ * before the write returns. */
+static __always_inline bool write_under_way(const struct sock *sk, struct ss_anat_conn *c)
+{
+	return write_seq_of(sk) != c->seq_mark;
+}
+
 static __always_inline bool ready_work(const struct sock *sk)
 {
 	struct ss_anat_conn *c;
@@ -499,6 +524,18 @@ static __always_inline bool ready_work(const struct sock *sk)
 		if (!tp || tp->rcv_nxt - tp->copied_seq <= 1)
 			return true;
 	}
+	if ((c->state == SS_TURN_SERVING || c->state == SS_TURN_RESPONDING) &&
+	    write_under_way(sk, c)) {
+		/* The peer answered bytes of a response whose write has not
+		 * returned: this is the next request; the write's end closes
+		 * this turn and opens that one. */
+		if (!(c->flags & SS_CONN_NEXT)) {
+			c->flags |= SS_CONN_NEXT;
+			c->next_arrival = now;
+			count(SS_CNT_NEXT_IN_WRITE);
+		}
+		return true;
+	}
 	if (c->state == SS_TURN_RESPONDING)
 		turn_close(c);
 	if (c->state == SS_TURN_IDLE) {
@@ -519,23 +556,27 @@ int BPF_PROG(ss_data_ready, const struct sock *sk)
 
 /* --- a read returns ----------------------------------------------------- */
 
-/* First read of a turn: the queue wait ends, the CPU wait before it is the
- * part of the thread's last run-queue wait inside [arrival, now]. */
-static __always_inline void first_read(struct ss_anat_conn *c, __u64 now)
+/* First read of a turn: the queue wait ends. The CPU wait before it is
+ * the thread's run-queue wait since its last read or write on a followed
+ * socket, at most the time since the arrival (the kernel keeps a sum, not
+ * when each wait was). */
+static __always_inline void first_read(struct ss_anat_conn *c, const struct sock *sk, __u64 now)
 {
-	struct ss_anat_thread *t = thread_here();
+	__u64 rd = run_delay_now();
+	struct ss_anat_thread *t = thread_here(rd);
 
 	c->first_read = now;
-	c->cpu_queue = wait_within(t, c->arrival, now);
-	c->rq_read = t ? t->rq_sum : 0;
+	c->cpu_queue = bounded(waited_since_mark(t, rd), now - c->arrival);
+	c->rq_read = rd;
 	c->reader = (__u64)bpf_get_current_task_btf();
+	c->seq_mark = write_seq_of(sk);
 	c->state = SS_TURN_SERVING;
 }
 
 static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 {
 	struct ss_anat_conn *c;
-	__u64 now, arrival;
+	__u64 now, arrival, rd;
 
 	if (ret <= 0 || (flags & MSG_PEEK))
 		return false;
@@ -565,8 +606,10 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	}
 	now = bpf_ktime_get_ns();
 	if (c->flags & SS_CONN_UDP) {
-		struct ss_anat_thread *t = thread_here();
+		struct ss_anat_thread *t;
 
+		rd = run_delay_now();
+		t = thread_here(rd);
 		c->reader = (__u64)bpf_get_current_task_btf();
 		if (!t)
 			return true;
@@ -582,8 +625,8 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		t->udp_sk = (__u64)sk;
 		t->udp_arrival = arrival;
 		t->udp_read = now;
-		t->udp_cpu_queue = wait_within(t, arrival, now);
-		t->udp_rq_read = t->rq_sum;
+		t->udp_cpu_queue = bounded(waited_since_mark(t, rd), arrival ? now - arrival : 0);
+		t->udp_rq_read = rd;
 		return true;
 	}
 	switch (c->state) {
@@ -592,10 +635,10 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		 * followed): counted from the window's start, and said so. */
 		c->arrival = window_start;
 		c->flags |= SS_CONN_ARRIVAL_UNSEEN;
-		first_read(c, now);
+		first_read(c, sk, now);
 		break;
 	case SS_TURN_ARRIVED:
-		first_read(c, now);
+		first_read(c, sk, now);
 		break;
 	case SS_TURN_RESPONDING:
 		/* This data was queued before the response ended: the
@@ -615,16 +658,20 @@ int BPF_PROG(ss_recv, struct sock *sk, int ret, int flags)
 	return 0;
 }
 
-/* --- a write starts (TCP) and returns ----------------------------------- */
+/* --- a write returns ---------------------------------------------------- */
 
-/* A write of the response begins: the first one ends the service part.
- * TCP reports it from inside tcp_sendmsg_locked, before any byte reaches
- * the peer, so the peer's next request can never come before it. */
-static __always_inline void write_begins(struct ss_anat_conn *c, __u64 now)
+/* A write of the response returns: the first one ends the service part
+ * (the service includes that write's own time: no hook reports a TCP
+ * write's start without costing a second run per write). */
+static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct ss_anat_thread *t;
+	__u64 rd = run_delay_now();
+	struct ss_anat_thread *t = bpf_task_storage_get(&threads, task, 0, 0);
 
+	/* Waits while writing belong to this turn's send, not to the
+	 * thread's next turn's queue. */
+	waited_since_mark(t, rd);
 	switch (c->state) {
 	case SS_TURN_IDLE:
 		count(SS_CNT_UNSOLICITED);
@@ -635,45 +682,20 @@ static __always_inline void write_begins(struct ss_anat_conn *c, __u64 now)
 		mark_multiplexed(c);
 		break;
 	case SS_TURN_SERVING:
-		t = thread_here();
 		c->first_write = now;
 		c->last_write = now;
 		c->writer = (__u64)task;
-		c->rq_write = t ? t->rq_sum : 0;
-		c->cpu_service = (t && c->reader == (__u64)task) ?
-			bounded(t->rq_sum - c->rq_read, now - c->first_read) : 0;
+		c->rq_write = rd;
+		c->cpu_service = c->reader == (__u64)task ?
+			bounded(rd - c->rq_read, now - c->first_read) : 0;
 		c->state = SS_TURN_RESPONDING;
 		break;
 	case SS_TURN_RESPONDING:
-		write_continues(c, now);
+		write_continues(c, now, rd);
 		break;
 	default:
 		break;
 	}
-}
-
-static __always_inline bool send_start_work(struct sock *sk)
-{
-	struct ss_anat_conn *c = conn_of(sk, false);
-
-	if (!c)
-		return false;
-	if (!window_open || (c->flags & SS_CONN_FOREIGN))
-		return true;
-	/* One call per buffer filled: only a write's first one counts. */
-	if (c->flags & SS_CONN_WRITING)
-		return true;
-	c->flags |= SS_CONN_WRITING;
-	write_begins(c, bpf_ktime_get_ns());
-	return true;
-}
-
-SEC("tp_btf/tcp_sendmsg_locked")
-int BPF_PROG(ss_send_start, const struct sock *sk, const struct msghdr *msg,
-	     const struct sk_buff *skb, int size_goal)
-{
-	TIMED(SS_PROG_SEND_START, send_start_work((struct sock *)sk));
-	return 0;
 }
 
 /* UDP: a send on the socket this thread read a datagram from answers it:
@@ -682,18 +704,20 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct ss_anat_thread *t = bpf_task_storage_get(&threads, task, 0, 0);
-	__u64 cpu_service, queue;
+	__u64 cpu_service, queue, rd;
 
 	if (!t || t->udp_sk != (__u64)sk || now < t->udp_read) {
 		count(SS_CNT_UNSOLICITED);
 		return;
 	}
 	t->udp_sk = 0;
+	rd = run_delay_now();
+	waited_since_mark(t, rd);
 	if (!t->udp_arrival) {
 		count(SS_CNT_UDP_UNSEEN);
 		return;
 	}
-	cpu_service = bounded(t->rq_sum - t->udp_rq_read, now - t->udp_read);
+	cpu_service = bounded(rd - t->udp_rq_read, now - t->udp_read);
 	queue = t->udp_read - t->udp_arrival - t->udp_cpu_queue;
 	record_turn(c, queue, t->udp_cpu_queue + cpu_service, now - t->udp_read - cpu_service, 0);
 }
@@ -701,14 +725,11 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 static __always_inline bool send_work(struct sock *sk, int ret)
 {
 	struct ss_anat_conn *c;
-	bool started;
-	__u64 now;
+	__u64 now, next;
 
 	c = conn_of(sk, false);
 	if (!c)
 		return false;  /* the target's client sockets get no state */
-	started = c->flags & SS_CONN_WRITING;
-	c->flags &= ~SS_CONN_WRITING;
 	if (ret <= 0 || !window_open || (c->flags & SS_CONN_FOREIGN))
 		return true;
 	now = bpf_ktime_get_ns();
@@ -716,17 +737,15 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 		udp_answer(c, sk, now);
 		return true;
 	}
-	if (!started) {
-		/* A write TCP did not report starting: its end stands for
-		 * both. */
-		write_begins(c, now);
-		return true;
+	c->seq_mark = write_seq_of(sk);
+	write_ends(c, now);
+	if ((c->flags & SS_CONN_NEXT) && c->state == SS_TURN_RESPONDING) {
+		/* The next request came while this write was under way. */
+		next = c->next_arrival;
+		turn_close(c);
+		c->arrival = next;
+		c->state = SS_TURN_ARRIVED;
 	}
-	/* The end of a write whose start was seen: it extends the response
-	 * still in progress; if the next request has come meanwhile (the
-	 * peer answered the bytes already out), that turn is over. */
-	if (c->state == SS_TURN_RESPONDING)
-		write_continues(c, now);
 	return true;
 }
 
@@ -769,62 +788,7 @@ int BPF_PROG(ss_sock_state, const struct sock *sk, const int oldstate, const int
 	return 0;
 }
 
-/* --- run-queue waits ---------------------------------------------------- */
-
-static __always_inline bool wakeup_work(struct task_struct *p)
-{
-	struct ss_anat_thread *t = bpf_task_storage_get(&threads, p, 0, 0);
-
-	if (!t)
-		return false;
-	if (!t->runnable_since)
-		t->runnable_since = bpf_ktime_get_ns();
-	return true;
-}
-
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(ss_wakeup, struct task_struct *p)
-{
-	TIMED(SS_PROG_WAKEUP, wakeup_work(p));
-	return 0;
-}
-
-static __always_inline bool switch_work(struct task_struct *prev, struct task_struct *next,
-					unsigned int prev_state)
-{
-	struct ss_anat_thread *t;
-	bool matched = false;
-	__u64 now = 0;
-
-	t = bpf_task_storage_get(&threads, prev, 0, 0);
-	if (t) {
-		/* Preempted (still runnable): its wait starts now. */
-		now = bpf_ktime_get_ns();
-		t->runnable_since = prev_state == TASK_RUNNING ? now : 0;
-		matched = true;
-	}
-	t = bpf_task_storage_get(&threads, next, 0, 0);
-	if (t) {
-		if (!now)
-			now = bpf_ktime_get_ns();
-		if (t->runnable_since && t->runnable_since < now) {
-			t->wait_start = t->runnable_since;
-			t->wait_end = now;
-			t->rq_sum += now - t->runnable_since;
-		}
-		t->runnable_since = 0;
-		matched = true;
-	}
-	return matched;
-}
-
-SEC("tp_btf/sched_switch")
-int BPF_PROG(ss_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
-{
-	TIMED(SS_PROG_SWITCH, switch_work(prev, next, prev_state));
-	return 0;
-}
+/* --- the tree ---------------------------------------------------------- */
 
 /* Tree scope: a process forked by one of the tree's joins it. */
 static __always_inline bool fork_work(struct task_struct *parent, struct task_struct *child)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
  * Layouts and constants shared by anatomy.bpf.c (request anatomy: each
- * request's time at the server, from the socket and scheduler tracepoints
- * only) and its Rust loader (src/anatomy/). As in syscalls.h, constants
+ * request's time at the server, from the socket tracepoints only) and its
+ * Rust loader (src/anatomy/). As in syscalls.h, constants
  * are enums so they reach BTF and the skeleton's `types`.
  */
 #ifndef SOCKSCOPE_ANATOMY_H
@@ -37,14 +37,14 @@ enum ss_anat_conn_flags {
 	SS_CONN_UDP = 16,        /* datagram turns: a receive, then a send */
 	SS_CONN_FOREIGN = 32,    /* served by a task outside the scope */
 	SS_CONN_ARRIVAL_UNSEEN = 64, /* this turn's data came before the window */
-	SS_CONN_WRITING = 128,   /* TCP: a write started, its end not seen yet */
+	SS_CONN_NEXT = 128,      /* TCP: the next request came during a write */
 };
 
 enum ss_anat_limits {
 	/* UDP: arrival times of datagram bursts queued and not read yet. */
 	SS_UDP_RING = 16,
 	/* Programs that time themselves (enum ss_anat_prog). */
-	SS_ANAT_PROGS = 8,
+	SS_ANAT_PROGS = 5,
 };
 
 /* The programs, in the order of ss_anat_cpu.prog. */
@@ -52,11 +52,8 @@ enum ss_anat_prog {
 	SS_PROG_DATA_READY = 0,
 	SS_PROG_RECV = 1,
 	SS_PROG_SEND = 2,
-	SS_PROG_WAKEUP = 3,
-	SS_PROG_SWITCH = 4,
-	SS_PROG_STATE = 5,
-	SS_PROG_FORK = 6,
-	SS_PROG_SEND_START = 7,
+	SS_PROG_STATE = 3,
+	SS_PROG_FORK = 4,
 };
 
 /* Counters of what the programs saw (ss_anat_cpu.count). */
@@ -74,7 +71,8 @@ enum ss_anat_count {
 	SS_CNT_SERIES_FULL = 10,   /* turns added to the overflow port */
 	SS_CNT_IN_FLIGHT = 11,     /* turns not answered when the window closed */
 	SS_CNT_UNANSWERED = 12,    /* UDP: a datagram read, none sent before the next */
-	SS_COUNTS = 13,
+	SS_CNT_NEXT_IN_WRITE = 13, /* TCP: the next request came during a write */
+	SS_COUNTS = 14,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
@@ -95,7 +93,7 @@ struct ss_anat_prog_cost {
 struct ss_anat_cpu {
 	struct ss_anat_prog_cost prog[SS_ANAT_PROGS];
 	__u64 count[SS_COUNTS];
-	__u64 pad[3];
+	__u64 pad[2];
 };
 
 /* The turns of one listening port (or of the overflow), per CPU. The sums
@@ -136,8 +134,9 @@ struct ss_anat_conn {
 	__u64 first_read;
 	__u64 first_write;
 	__u64 last_write;
+	__u64 next_arrival; /* TCP: the next request's, come during a write */
 	__u64 cpu_queue;    /* CPU wait before the first read */
-	__u64 rq_read;      /* the reader's run-queue sum at the first read */
+	__u64 rq_read;      /* the reader's run_delay at the first read */
 	__u64 rq_write;     /* the writer's at the first write */
 	__u64 cpu_service;
 	__u64 cpu_send;
@@ -147,24 +146,23 @@ struct ss_anat_conn {
 	__u32 flags;
 	__u16 port;
 	__u16 proto;
+	__u32 seq_mark;     /* TCP: write_seq when no write of ours was under way */
 	__u32 ring_head;    /* UDP: next arrival to read */
 	__u32 ring_tail;    /* UDP: next free slot */
 	__u64 ring[SS_UDP_RING];     /* UDP: arrival times, oldest first */
 };
 
-/* One serving thread, in task local storage: its run-queue waits, and
- * its UDP turn in progress (a datagram socket is read by several threads
- * at once, so its turns are kept per thread, not per socket). */
+/* One serving thread, in task local storage: its run-queue wait so far
+ * as of its last read or write on a followed socket, and its UDP turn in
+ * progress (a datagram socket is read by several threads at once, so its
+ * turns are kept per thread, not per socket). */
 struct ss_anat_thread {
-	__u64 runnable_since; /* woken or preempted, not running yet (0: no) */
-	__u64 rq_sum;         /* run-queue wait so far */
-	__u64 wait_start;     /* its last wait: from */
-	__u64 wait_end;       /* to */
+	__u64 run_delay;      /* task->sched_info.run_delay at its last hook */
 	__u64 udp_sk;         /* the socket of the datagram it read (0: none) */
 	__u64 udp_arrival;    /* that datagram's arrival */
 	__u64 udp_read;       /* when it read it */
 	__u64 udp_cpu_queue;  /* CPU wait before the read */
-	__u64 udp_rq_read;    /* rq_sum at the read */
+	__u64 udp_rq_read;    /* run_delay at the read */
 };
 
 #endif /* SOCKSCOPE_ANATOMY_H */

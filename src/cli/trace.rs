@@ -77,8 +77,8 @@ pub struct TraceArgs {
     pub requests: bool,
 
     /// Only the request anatomy, with no syscall tracer at all: hooks the
-    /// socket and scheduler tracepoints alone, so neither the target nor
-    /// any other process pays the syscall hooks. With -p PID or a scope.
+    /// socket tracepoints alone, so neither the target nor any other
+    /// process pays the syscall hooks. With -p PID or a scope.
     #[arg(long, conflicts_with = "requests")]
     pub requests_only: bool,
 

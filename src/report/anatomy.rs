@@ -258,6 +258,12 @@ pub struct AnatomyReport {
     /// Turns of ports beyond the per-port limit (in the totals, in no
     /// port's row).
     pub overflow_turns: u64,
+    /// TCP: requests that arrived while the previous response's write had
+    /// not returned yet (the peer answered the bytes already out, as on
+    /// loopback); each still opened its own turn, the previous one ending
+    /// at that write's end.
+    #[serde(default)]
+    pub next_during_write: u64,
     /// Every timed turn's parts.
     pub parts: Parts,
     /// Their exact sums.

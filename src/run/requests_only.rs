@@ -1,6 +1,6 @@
 //! `sockscope trace --requests-only`: the request anatomy alone, with no
-//! syscall tracer at all (only socket and scheduler tracepoints are
-//! hooked, so no process pays the syscall hooks' slow path). It follows a
+//! syscall tracer at all (only socket tracepoints are hooked, so no
+//! process pays the syscall hooks' slow path). It follows a
 //! running process tree (-p, whose exit ends the window through a pidfd)
 //! or a scope, until --duration, SIGINT, SIGTERM or SIGHUP; it writes the
 //! "Anatomy of a request" table, a `sockscope.requests` artifact with
