@@ -1,12 +1,14 @@
 //! The request anatomy in `sockscope profile`: run.json's `anatomy`
 //! section against the load's own counts and latency, the parts adding up
 //! to the server time, the emulated path's RTT outside the server, the
-//! summary.txt table, report.html's section, and `--no-requests`.
+//! summary.txt table, report.html's section, `--no-requests`, and
+//! `--requests-only` (the anatomy alone, no syscall tracer).
 
 mod common;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -142,6 +144,146 @@ fn no_requests_leaves_the_anatomy_out() {
     assert!(!summary.contains("Anatomy of a request"), "{summary}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(!html.contains("id=\"anatomy\""));
+}
+
+#[test]
+fn requests_only_records_the_anatomy_without_the_tracer() {
+    let name = "requests_only_records_the_anatomy_without_the_tracer";
+    if !require_bpf(name) {
+        return;
+    }
+    let out = scratch("anatomy-alone").join("art");
+    let mut child = Command::new(sockscope())
+        .args(["profile", "--out", out.to_str().unwrap(), "--quiet"])
+        .args(["--target", "serve echo --transport epoll"])
+        .args(["--load", "tcp-rr -c 1 -d 3", "--requests-only"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While its window is open (the whole 3 s load) it holds the
+    // anatomy's programs, and no syscall program: no tracer is attached.
+    let deadline = Instant::now() + LIMIT;
+    let mut names = Vec::new();
+    while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        names = common::progs::program_names_of(child.id());
+        if names.iter().any(|n| n == "ss_data_ready") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = wait_bounded(&mut child, LIMIT);
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(
+        names.iter().any(|n| n == "ss_data_ready"),
+        "the anatomy's programs were never seen: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("ss_sys_")),
+        "a syscall program: {names:?}"
+    );
+    let rep = read_json(&out.join("run.json"));
+    assert_eq!(rep["schema_version"], 3);
+    assert!(rep.get("trace").is_none(), "a trace without the tracer");
+    let a = &rep["anatomy"];
+    let load = &rep["load"];
+    // Every request the load saw answered is one turn, as beside the
+    // tracer: those in its window and those answered in the drain.
+    let tx = u(&load["transactions"]);
+    let after = u(&load["errors"]["answered_after_end"]);
+    assert!(tx > 100, "{tx} transactions");
+    assert_eq!(u(&a["turns"]), tx + after, "turns vs {tx} + {after}");
+    // The target's CPU, read from /proc over the anatomy's window, gives
+    // the per-transaction figure and the anatomy's cost its share.
+    let d = &rep["derived"];
+    assert_eq!(d["target_cpu_source"], "/proc stat");
+    let cpu_us = d["target_cpu_us_per_transaction"]
+        .as_f64()
+        .expect("CPU per tx");
+    assert!(cpu_us > 0.0, "{cpu_us}");
+    assert!(
+        a["cost"]["of_target_cpu"].as_f64().is_some(),
+        "{}",
+        a["cost"]
+    );
+    // What only the tracer measures is null, not zero.
+    assert!(d["syscalls_per_transaction"].is_null(), "{d}");
+    assert!(d.get("tracer_bpf_time_ns").is_none(), "{d}");
+    assert_eq!(d["top_syscalls"].as_array().map(Vec::len), Some(0));
+
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("Anatomy of a request"), "{summary}");
+    assert!(
+        summary.contains("Target syscalls: not recorded (--requests-only"),
+        "{summary}"
+    );
+    assert!(
+        !summary.contains("Target syscalls over the trace window"),
+        "{summary}"
+    );
+    assert!(!summary.contains("NaN"), "{summary}");
+
+    // `report` re-renders it from the JSON alone.
+    let again = scratch(name).join("again");
+    let run_json = out.join("run.json");
+    let (st, so, se) = run_bounded(
+        &[
+            "report",
+            run_json.to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
+    let html = std::fs::read_to_string(again.join("report.html")).unwrap();
+    assert!(html.contains("id=\"anatomy\""), "no anatomy section");
+    assert!(html.contains("Not recorded (--requests-only)"));
+    // `compare` against a traced profile: the syscall rows say so.
+    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1/profile.json");
+    let (st, so, se) = run_bounded(
+        &[
+            "compare",
+            full.to_str().unwrap(),
+            run_json.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
+    let row = so
+        .lines()
+        .find(|l| l.starts_with("syscalls per transaction"))
+        .unwrap_or_else(|| panic!("{so}"));
+    assert!(row.contains("not recorded"), "{row}");
+}
+
+#[test]
+fn requests_only_refuses_the_tracer_options() {
+    for (extra, says) in [
+        ("--no-requests", "cannot be used with"),
+        (
+            "--count-only",
+            "--count-only is an option of the syscall tracer",
+        ),
+    ] {
+        let (st, _, se) = run_bounded(
+            &[
+                "profile",
+                "--target",
+                "serve echo",
+                "--load",
+                "tcp-rr -c 1 -d 1",
+                "--requests-only",
+                extra,
+            ],
+            LIMIT,
+        );
+        assert_eq!(st.code(), Some(2), "{extra}: {se}");
+        assert!(se.contains(says), "{extra}: {se}");
+    }
 }
 
 #[test]

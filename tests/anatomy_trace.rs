@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::Background;
 use common::cgroup::{TestCgroup, move_to};
+use common::progs::{loaded_programs, prog_ids_of};
 use common::prometheus::{free_port, http_get};
 use common::server::Server;
 use serde_json::Value;
@@ -57,26 +58,6 @@ fn interrupt(bg: Background) -> String {
     let (st, err) = bg.finish(Duration::from_secs(30));
     assert!(st.success(), "sockscope trace: {st}: {err}");
     err
-}
-
-/// The BPF program ids whose fds process `pid` holds.
-fn prog_ids_of(pid: u32) -> Vec<u32> {
-    let rd = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap();
-    rd.flatten()
-        .filter_map(|e| {
-            let t = std::fs::read_to_string(e.path()).ok()?;
-            t.lines()
-                .find_map(|l| l.strip_prefix("prog_id:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .collect()
-}
-
-/// Every loaded program: (id, name).
-fn loaded_programs() -> Vec<(u32, String)> {
-    libbpf_rs::query::ProgInfoIter::default()
-        .map(|p| (p.id, p.name.to_string_lossy().into_owned()))
-        .collect()
 }
 
 fn turns_of_port(rep: &Value, port: u16) -> u64 {

@@ -11,7 +11,7 @@ use clap::Args;
 use super::values;
 use crate::error;
 use crate::run::profile::loadline::LoadLine;
-use crate::run::profile::{self, ProfileSpec, ProfileTarget};
+use crate::run::profile::{self, ProfileSpec, ProfileTarget, Recorders};
 use crate::trace;
 
 pub(super) const PROFILE_HELP: &str = "\
@@ -27,6 +27,8 @@ Examples:
       -- redis-server --port 16379 --save ''
   sockscope profile --pid $(pidof nginx) --load 'tcp-crr -c 16 -d 10'
   sockscope profile --unit nginx.service --load 'http -c 16 -d 10'
+  sockscope profile --unit nginx.service --load 'http -c 16 -d 10' --requests-only
+      (the request anatomy alone: no syscall hook, docs/anatomy.md)
   sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 8 -d 5' \\
       --path 'rtt=20ms jitter=1ms loss=0.1% rate=1gbit'   (docs/path.md)
 
@@ -96,6 +98,13 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub no_requests: bool,
 
+    /// Record the request anatomy alone, without the syscall tracer (no
+    /// syscall hook: the target pays only the anatomy's cost); run.json
+    /// then has no `trace` and the syscall figures are not recorded. See
+    /// docs/profile.md.
+    #[arg(long, conflicts_with = "no_requests")]
+    pub requests_only: bool,
+
     /// Run a launched target as this user (name or uid).
     #[arg(short = 'u', long, value_name = "USER")]
     pub user: Option<String>,
@@ -125,8 +134,15 @@ pub struct ProfileArgs {
 impl ProfileArgs {
     /// Validates the options into a [`ProfileSpec`] and the artifact
     /// directory: exactly one target, a `--target` line without a `--json`
-    /// of its own, a load line that parses (usage errors, exit 2).
+    /// of its own, a load line that parses, no tracer option with
+    /// `--requests-only` (usage errors, exit 2).
     pub fn into_spec(self, quiet: bool) -> Result<(ProfileSpec, Option<PathBuf>)> {
+        if self.requests_only && self.count_only {
+            return Err(error::usage(
+                "--count-only is an option of the syscall tracer, and --requests-only runs \
+                 none; leave out one of them",
+            ));
+        }
         let scope = match (&self.cgroup, &self.unit) {
             (Some(c), _) => Some(trace::scope::resolve_cgroup(c)?),
             (None, Some(u)) => {
@@ -199,7 +215,11 @@ impl ProfileArgs {
             ready_timeout: Duration::from_secs_f64(self.ready_timeout),
             count_only: self.count_only,
             evidence: !self.no_evidence,
-            requests: !self.no_requests,
+            recorders: match (self.requests_only, self.no_requests) {
+                (true, _) => Recorders::Requests,
+                (false, true) => Recorders::Syscalls,
+                (false, false) => Recorders::Both,
+            },
             run_as,
             quiet,
             command_line: crate::cmdline::recorded(),

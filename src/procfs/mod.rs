@@ -111,6 +111,13 @@ pub fn process_cpu_ticks(pid: i32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
+/// User and system CPU of process `pid` apart, every thread included
+/// (exited ones too), in clock ticks.
+pub fn process_cpu_split_ticks(pid: i32) -> Option<(u64, u64)> {
+    let f = stat_fields(pid)?;
+    Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
+}
+
 /// CPU of the kernel's worker threads (kworker, ksoftirqd), summed over
 /// every such thread, in clock ticks. Work the kernel defers (sockmap
 /// redirects, softirqs under load) runs there, charged to no user process.

@@ -82,10 +82,51 @@ fn pct(v: f64) -> String {
 /// The rows of the comparison, in the order they print.
 fn rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
     let mut rows = load_rows(a, b);
-    rows.extend(syscall_rows(a, b));
+    let mut per_syscall = syscall_rows(a, b);
+    for r in &mut per_syscall {
+        not_recorded(r, a, b);
+    }
+    rows.extend(per_syscall);
     rows.extend(cost_rows(a, b));
+    for r in rows
+        .iter_mut()
+        .filter(|r| TRACED.contains(&r.name.as_str()))
+    {
+        not_recorded(r, a, b);
+    }
     rows.extend(evidence_rows(a, b));
     rows
+}
+
+/// The rows besides the per-syscall ones whose figures only the syscall
+/// tracer measures.
+const TRACED: &[&str] = &[
+    "syscalls per transaction",
+    "minor page faults per transaction",
+    "voluntary switches per transaction",
+    "involuntary switches per transaction",
+];
+
+/// A run without the syscall tracer (`profile --requests-only`) shows
+/// "not recorded" in a row of the tracer's figures, and the row no
+/// change: a figure never measured is not a zero.
+fn not_recorded(row: &mut Row, a: &ProfileReport, b: &ProfileReport) {
+    let (na, nb) = (a.trace.is_none(), b.trace.is_none());
+    if !na && !nb {
+        return;
+    }
+    let cell = |missing: bool, v: Option<f64>, fmt: fn(f64) -> String| {
+        if missing {
+            "not recorded".to_string()
+        } else {
+            v.filter(|v| v.is_finite()).map_or("-".to_string(), fmt)
+        }
+    };
+    row.text = Some(RowText {
+        a: Some(cell(na, row.a, row.fmt)),
+        b: Some(cell(nb, row.b, row.fmt)),
+        change: "-".into(),
+    });
 }
 
 /// The kernel's evidence where either run has it: the named counters that
@@ -272,6 +313,7 @@ fn syscall_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
         let tx = r.derived.target_transactions()?;
         Some(
             r.trace
+                .as_ref()?
                 .syscalls
                 .iter()
                 .find(|s| s.name == n)
@@ -280,9 +322,9 @@ fn syscall_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
     };
     // A syscall's share of all syscall time (None in count-only mode).
     let share = |r: &ProfileReport, n: &str| {
-        let total = r.trace.totals.time_ns.filter(|t| *t > 0)?;
-        let t = r
-            .trace
+        let trace = r.trace.as_ref()?;
+        let total = trace.totals.time_ns.filter(|t| *t > 0)?;
+        let t = trace
             .syscalls
             .iter()
             .find(|s| s.name == n)
@@ -461,17 +503,16 @@ fn warnings(a: &ProfileReport, b: &ProfileReport) -> Vec<String> {
             b.machine.describe()
         ));
     }
-    let mode = |r: &ProfileReport| {
-        if r.trace.options.count_only {
-            "count-only (--count-only: no syscall latency)"
-        } else {
-            "latency"
-        }
+    let mode = |r: &ProfileReport| match &r.trace {
+        None => "none (--requests-only: no syscall tracer)",
+        Some(t) if t.options.count_only => "count-only (--count-only: no syscall latency)",
+        Some(_) => "latency",
     };
-    if a.trace.options.count_only != b.trace.options.count_only {
+    if mode(a) != mode(b) {
         out.push(format!(
             "different tracer modes: A {}, B {}; the tracer costs the target differently in \
-             each, and syscall times exist only in latency mode",
+             each, syscall times exist only in latency mode, and syscall figures only where \
+             it ran",
             mode(a),
             mode(b)
         ));
@@ -560,6 +601,49 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
 mod tests {
     use super::super::fixtures;
     use super::*;
+
+    #[test]
+    fn a_run_without_the_tracer_compares_with_its_syscall_rows_not_recorded() {
+        let a = fixtures::profile(&fixtures::epoll_echo());
+        let b = fixtures::untraced(a.clone());
+        let text = render(&a, &b, "full.json", "requests-only.json");
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .map(str::to_owned)
+                .unwrap_or_else(|| panic!("no {name:?} row in:\n{text}"))
+        };
+        for name in [
+            "syscalls per transaction",
+            "voluntary switches per transaction",
+            "minor page faults per transaction",
+        ] {
+            let l = line(name);
+            assert!(l.contains("not recorded") && l.ends_with(" -"), "{l}");
+        }
+        // The per-syscall rows name the full run's syscalls, B has none.
+        let per = text
+            .lines()
+            .find(|l| l.starts_with("  ") && l.contains(" per transaction"))
+            .expect(&text);
+        assert!(per.contains("not recorded"), "{per}");
+        // The target's CPU was measured in both: a number and a change.
+        let cpu = line("target CPU per transaction (us)");
+        assert!(!cpu.contains("not recorded") && cpu.ends_with('%'), "{cpu}");
+        assert!(
+            text.contains("note: different tracer modes: A latency, B none (--requests-only"),
+            "{text}"
+        );
+        assert!(!text.contains("NaN"), "{text}");
+        // Both without: the rows say it on both sides, no per-syscall rows.
+        let text = render(&b, &b, "x", "y");
+        let l = text
+            .lines()
+            .find(|l| l.starts_with("syscalls per transaction"))
+            .unwrap();
+        assert_eq!(l.matches("not recorded").count(), 2, "{l}");
+        assert!(!text.contains("different tracer modes"), "{text}");
+    }
 
     #[test]
     fn kernel_counters_compare_per_transaction_and_only_when_they_moved() {
@@ -737,7 +821,7 @@ mod tests {
             .map(String::from)
             .to_vec(),
         );
-        b.trace.options.count_only = true;
+        b.trace.as_mut().unwrap().options.count_only = true;
         b.load.config.connections = Some(64);
         b.load.config.duration_s = Some(10.0);
         let out = render(&a, &b, "a.json", "b.json");

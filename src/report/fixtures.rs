@@ -229,8 +229,22 @@ pub fn profile(shape: &Shape) -> ProfileReport {
     let mut v = v;
     super::header::upgrade(&mut v).expect("a version-1 artifact");
     let mut r: ProfileReport = serde_json::from_value(v).expect("a valid synthetic artifact");
-    r.derived = insight::derive(&r.load, &r.trace, None, 0.0);
-    r.insights = insight::sentences(&r.derived, &r.load, &r.trace);
+    let trace = r.trace.as_ref().expect("a traced artifact");
+    r.derived = insight::derive(&r.load, trace, None, 0.0);
+    r.insights = insight::sentences(&r.derived, &r.load, trace);
+    r
+}
+
+/// `r` as `profile --requests-only` would have written it: no trace, the
+/// derived figures and sentences without it (the target's CPU as the
+/// tracer measured it, read from /proc), and the request anatomy.
+pub fn untraced(mut r: ProfileReport) -> ProfileReport {
+    let t = r.trace.take().expect("a traced artifact");
+    let cpu = (t.resources.user_cpu_s, t.resources.system_cpu_s);
+    let window_s = t.window.duration_s;
+    r.derived = super::untraced::derive(&r.load, Some(cpu), "/proc stat", window_s, None, 0.0);
+    r.insights = super::untraced::sentences(&r.derived, &r.load);
+    r.anatomy = Some(anatomy());
     r
 }
 

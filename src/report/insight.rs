@@ -10,6 +10,8 @@ use super::syscall_class::{EXECS, SyscallClass, TASK_CREATING};
 use super::trace::TraceReport;
 use super::units::{counted, fmt_us, human_ns};
 
+/// Which kernel path, in a run without the syscall tracer.
+const UNTRACED_KERNEL: &str = "which kernel path is not known: no syscall was recorded";
 /// How many syscalls `top_syscalls` keeps.
 pub const TOP: usize = 8;
 
@@ -61,13 +63,20 @@ pub fn derive(
     let tx = load.transactions;
     let r = &trace.resources;
     let cpu = r.user_cpu_s + r.system_cpu_s;
+    let window_s = trace.window.duration_s;
+    let mut d = base(
+        load,
+        (r.user_cpu_s, r.system_cpu_s),
+        window_s,
+        server,
+        control_cpu_s,
+    );
     let total_time: u64 = trace.totals.time_ns.unwrap_or(0);
-    let count_only = trace.options.count_only;
     let mut rows: Vec<&super::trace::SyscallRow> = trace.syscalls.iter().collect();
-    if count_only {
+    if trace.options.count_only {
         rows.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
     }
-    let top_syscalls = rows
+    d.top_syscalls = rows
         .iter()
         .take(TOP)
         .map(|s| {
@@ -83,6 +92,51 @@ pub fn derive(
             }
         })
         .collect();
+    let bpf = trace.tracer.bpf_time_ns;
+    let attributed = trace.tracer.attributed.as_ref();
+    let calls_of = |names: &[&str]| -> u64 {
+        trace
+            .syscalls
+            .iter()
+            .filter(|s| names.contains(&s.name.as_str()))
+            .map(|s| s.calls)
+            .sum()
+    };
+    d.syscalls_per_transaction = per(trace.totals.calls as f64, tx);
+    d.voluntary_switches_per_transaction = per(r.voluntary_ctxt_switches as f64, tx);
+    d.involuntary_switches_per_transaction = per(r.involuntary_ctxt_switches as f64, tx);
+    d.tracer_ns_per_syscall = trace.tracer.ns_per_event;
+    d.tracer_bpf_time_ns = bpf;
+    d.tracer_share_of_target_cpu = bpf.filter(|_| cpu > 0.0).map(|b| b as f64 / 1e9 / cpu);
+    d.tracer_target_ns = attributed.map(|a| a.target_ns);
+    d.tracer_target_share = attributed.and_then(|a| a.target_cpu_share);
+    d.tracer_collateral_ns = attributed.map(|a| a.collateral_ns);
+    d.tracer_collateral_machine_share = attributed.and_then(|a| a.collateral_machine_share);
+    d.tracer_count_only_saves_ns = attributed.and_then(|a| a.count_only_saves_target_ns);
+    d.minor_faults_per_transaction = per(r.minor_faults as f64, tx);
+    d.major_faults_per_transaction = per(r.major_faults as f64, tx);
+    d.threads_seen = r.threads_seen;
+    d.processes_seen = r.processes_seen;
+    d.tasks_created_per_transaction = per(calls_of(&TASK_CREATING) as f64, tx);
+    d.execs_per_transaction = per(calls_of(&EXECS) as f64, tx);
+    d.syscall_classes = classes(trace, tx);
+    d
+}
+
+/// The figures that need no syscall tracer: the load's, the target's CPU
+/// (`cpu`: user, system, s) over a window of `window_s`, the generator's
+/// and the server's own. Those only the tracer measures are NaN (null in
+/// run.json: not recorded), empty or absent until [`derive`] fills them.
+pub fn base(
+    load: &LoadReport,
+    cpu: (f64, f64),
+    window_s: f64,
+    server: Option<&Value>,
+    control_cpu_s: f64,
+) -> Derived {
+    let tx = load.transactions;
+    let (user, system) = cpu;
+    let total = user + system;
     let g = &load.generator;
     let gen_cpu = (g.user_cpu_s + g.system_cpu_s - control_cpu_s).max(0.0);
     let (server_tx, server_cpu) = server.map(server_figures).unwrap_or((None, None));
@@ -96,54 +150,32 @@ pub fn derive(
         }
         .to_string()
     });
-    let bpf = trace.tracer.bpf_time_ns;
-    let attributed = trace.tracer.attributed.as_ref();
-    let calls_of = |names: &[&str]| -> u64 {
-        trace
-            .syscalls
-            .iter()
-            .filter(|s| names.contains(&s.name.as_str()))
-            .map(|s| s.calls)
-            .sum()
-    };
     Derived {
         transactions: tx,
         rate_per_s: load.rate_per_s,
-        target_user_cpu_s: r.user_cpu_s,
-        target_system_cpu_s: r.system_cpu_s,
-        target_kernel_share: if cpu > 0.0 { r.system_cpu_s / cpu } else { 0.0 },
-        target_cpu_us_per_transaction: per(cpu * 1e6, tx),
-        target_cpus_busy: if trace.window.duration_s > 0.0 {
-            cpu / trace.window.duration_s
+        target_user_cpu_s: user,
+        target_system_cpu_s: system,
+        target_kernel_share: if total > 0.0 { system / total } else { 0.0 },
+        target_cpu_us_per_transaction: per(total * 1e6, tx),
+        target_cpus_busy: if window_s > 0.0 {
+            total / window_s
         } else {
             0.0
         },
-        syscalls_per_transaction: per(trace.totals.calls as f64, tx),
-        top_syscalls,
-        voluntary_switches_per_transaction: per(r.voluntary_ctxt_switches as f64, tx),
-        involuntary_switches_per_transaction: per(r.involuntary_ctxt_switches as f64, tx),
+        syscalls_per_transaction: f64::NAN,
+        voluntary_switches_per_transaction: f64::NAN,
+        involuntary_switches_per_transaction: f64::NAN,
         generator_cpu_us_per_transaction: per(gen_cpu * 1e6, tx),
         control_thread_cpu_s: control_cpu_s,
         generator_saturated: g.saturated,
-        tracer_ns_per_syscall: trace.tracer.ns_per_event,
-        tracer_bpf_time_ns: bpf,
-        tracer_share_of_target_cpu: bpf.filter(|_| cpu > 0.0).map(|b| b as f64 / 1e9 / cpu),
-        tracer_target_ns: attributed.map(|a| a.target_ns),
-        tracer_target_share: attributed.and_then(|a| a.target_cpu_share),
-        tracer_collateral_ns: attributed.map(|a| a.collateral_ns),
-        tracer_collateral_machine_share: attributed.and_then(|a| a.collateral_machine_share),
-        tracer_count_only_saves_ns: attributed.and_then(|a| a.count_only_saves_target_ns),
         server_transactions: server_tx,
         server_agreement: agreement,
         server_own_cpu_s: server_cpu,
-        minor_faults_per_transaction: per(r.minor_faults as f64, tx),
-        major_faults_per_transaction: per(r.major_faults as f64, tx),
-        threads_seen: r.threads_seen,
-        processes_seen: r.processes_seen,
-        tasks_created_per_transaction: per(calls_of(&TASK_CREATING) as f64, tx),
-        execs_per_transaction: per(calls_of(&EXECS) as f64, tx),
-        syscall_classes: classes(trace, tx),
-        attribution: None,
+        minor_faults_per_transaction: f64::NAN,
+        major_faults_per_transaction: f64::NAN,
+        tasks_created_per_transaction: f64::NAN,
+        execs_per_transaction: f64::NAN,
+        ..Derived::default()
     }
 }
 
@@ -241,6 +273,7 @@ fn kernel_where(d: &Derived, unit: &str) -> String {
     let socket = share(SyscallClass::SocketIo);
     let network = socket + share(SyscallClass::Readiness);
     match d.syscall_classes.first() {
+        None if d.syscalls_per_transaction.is_nan() => UNTRACED_KERNEL.into(),
         None => "the trace saw no syscall to tell which kernel path".into(),
         Some(_) if socket > 0.0 && network >= 0.5 => format!(
             "socket I/O and the readiness calls around it make {:.0}% of its syscalls, so the \
@@ -290,7 +323,7 @@ pub fn attribute_per_transaction(d: &mut Derived, a: Attribution) {
 
 /// Who else serves the address, and what the per-transaction figures
 /// cover.
-fn attribution_sentence(a: &Attribution, unit: &str) -> String {
+pub(super) fn attribution_sentence(a: &Attribution, unit: &str) -> String {
     let others: Vec<String> = a
         .shared_with
         .iter()
@@ -359,7 +392,7 @@ fn unattributed_sentences(d: &Derived, trace: &TraceReport) -> Vec<String> {
     out
 }
 
-fn pct(v: f64) -> String {
+pub(super) fn pct(v: f64) -> String {
     format!("{:.0}%", v * 100.0)
 }
 
@@ -486,7 +519,7 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
 
 /// The opening sentence: how many transactions (or datagrams), how fast,
 /// over how many connections.
-fn volume_sentence(d: &Derived, load: &LoadReport, unit: &str) -> String {
+pub(super) fn volume_sentence(d: &Derived, load: &LoadReport, unit: &str) -> String {
     let tx = d.transactions;
     format!(
         "{} {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{} ({}).",
@@ -508,7 +541,7 @@ fn volume_sentence(d: &Derived, load: &LoadReport, unit: &str) -> String {
 }
 
 /// The target's CPU time, its kernel share, and what that says.
-fn cpu_sentence(d: &Derived, unit: &str) -> String {
+pub(super) fn cpu_sentence(d: &Derived, unit: &str) -> String {
     let cpu = d.target_user_cpu_s + d.target_system_cpu_s;
     format!(
         "Its CPU time over the window was {:.3} s user + {:.3} s system = {} per {unit}, \
@@ -660,7 +693,7 @@ fn tracer_sentence(d: &Derived, trace: &TraceReport) -> String {
 }
 
 /// The load generator's CPU per transaction against the target's.
-fn generator_sentence(d: &Derived, unit: &str) -> String {
+pub(super) fn generator_sentence(d: &Derived, unit: &str) -> String {
     let gen_us = d.generator_cpu_us_per_transaction;
     let tgt = d.target_cpu_us_per_transaction;
     format!(
@@ -680,7 +713,7 @@ fn generator_sentence(d: &Derived, unit: &str) -> String {
 
 /// Whether the server's own transaction count agrees with the load's
 /// (None when the server did not report one).
-fn agreement_sentence(d: &Derived, load: &LoadReport, unit: &str) -> Option<String> {
+pub(super) fn agreement_sentence(d: &Derived, load: &LoadReport, unit: &str) -> Option<String> {
     let (Some(s), Some(a)) = (d.server_transactions, &d.server_agreement) else {
         return None;
     };
@@ -706,51 +739,6 @@ fn agreement_sentence(d: &Derived, load: &LoadReport, unit: &str) -> Option<Stri
     })
 }
 
-/// Accounts for an emulated path in the median: "p50 20.4 ms of which
-/// 20 ms is the emulated RTT". A connection per transaction (tcp-crr) pays
-/// two round trips (the handshake, then the request).
-pub fn emulated_path_sentence(load: &LoadReport, path: &super::path::PathRecord) -> String {
-    let rtts: f64 = if load.workload == "tcp-crr" { 2.0 } else { 1.0 };
-    let what = if rtts > 1.0 {
-        format!(
-            "2 emulated RTTs of {} ms (a connection per transaction: the handshake, then the \
-             request)",
-            path.rtt_ms
-        )
-    } else {
-        "the emulated RTT".to_string()
-    };
-    let Some(p50) = load.latency.as_ref().map(|l| l.summary.p50_ns as f64 / 1e6) else {
-        return format!(
-            "The load crossed an emulated path ({}); this workload records no round-trip \
-             latency to account for it in.",
-            path.spec
-        );
-    };
-    let path_ms = path.rtt_ms * rtts;
-    let rest = p50 - path_ms;
-    let mut s = format!(
-        "p50 {} ms of which {} ms is {what}",
-        fmt_ms(p50),
-        fmt_ms(path_ms)
-    );
-    if rest >= 0.0 {
-        s.push_str(&format!(
-            "; the other {} ms is the server, both kernels and the path's own overhead.",
-            fmt_ms(rest)
-        ));
-    } else {
-        s.push_str(&format!(
-            "; the median is {} ms below it, which only jitter can explain (rtt {} ms, \
-             jitter +-{} ms per direction).",
-            fmt_ms(-rest),
-            path.rtt_ms,
-            path.jitter_ms
-        ));
-    }
-    s
-}
-
 /// The request anatomy's sentences (which part dominates the median and
 /// the tail, quoted; how much of the client's latency was outside the
 /// server), as sentences of this list: capitalized, full stop.
@@ -763,17 +751,6 @@ pub fn anatomy_sentences(a: &super::anatomy::AnatomyReport) -> Vec<String> {
             format!("{}{}.", first.unwrap_or_default(), c.as_str())
         })
         .collect()
-}
-
-/// Milliseconds with three significant digits for these sentences.
-fn fmt_ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
-    }
 }
 
 #[cfg(test)]
@@ -810,10 +787,11 @@ mod tests {
     fn the_tracer_sentence_splits_the_target_from_the_rest() {
         use super::super::trace::{BpfPart, BpfSplit, CostAttribution, SlowPath};
         let mut r = fixtures::profile(&fixtures::epoll_echo());
+        let mut trace = r.trace.take().expect("the fixture is traced");
         // An older file: no parts, the old sentence.
-        let old = tracer_sentence(&r.derived, &r.trace);
+        let old = tracer_sentence(&r.derived, &trace);
         assert!(old.contains("BPF programs cost about 398 ns"), "{old}");
-        let t = &mut r.trace.tracer;
+        let t = &mut trace.tracer;
         t.bpf_split = Some(BpfSplit {
             traced: BpfPart {
                 syscalls: 100_000,
@@ -850,13 +828,13 @@ mod tests {
             count_only_saves_target_ns: Some(14_000_000),
             count_only_saves_others_ns: Some(24_000_000),
         });
-        let d = derive(&r.load, &r.trace, None, 0.0);
+        let d = derive(&r.load, &trace, None, 0.0);
         assert_eq!(d.tracer_target_ns, Some(34_000_000));
         assert_eq!(d.tracer_target_share, Some(0.125));
         assert_eq!(d.tracer_collateral_ns, Some(72_000_000));
         assert_eq!(d.tracer_collateral_machine_share, Some(0.036));
         assert_eq!(d.tracer_count_only_saves_ns, Some(14_000_000));
-        let s = tracer_sentence(&d, &r.trace);
+        let s = tracer_sentence(&d, &trace);
         for part in [
             "The tracer cost the target 34.0ms (12.5% of its CPU time)",
             "250 ns of BPF per traced syscall plus 90 ns",
@@ -869,7 +847,7 @@ mod tests {
             assert!(s.contains(part), "{part:?} not in: {s}");
         }
         // The trace text and the HTML card carry the same parts.
-        let text = super::super::trace_text::tracer_parts(&r.trace.tracer).join("\n");
+        let text = super::super::trace_text::tracer_parts(&trace.tracer).join("\n");
         assert!(text.contains("BPF filtering the rest"), "{text}");
         assert!(text.contains("cost to the target"), "{text}");
         assert!(
@@ -877,20 +855,20 @@ mod tests {
             "{text}"
         );
         // A file with the new fields reads back with them.
-        let json = serde_json::to_string(&r.trace.tracer).unwrap();
+        let json = serde_json::to_string(&trace.tracer).unwrap();
         let back: super::super::trace::TracerCost = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.attributed, r.trace.tracer.attributed);
-        assert_eq!(back.bpf_split, r.trace.tracer.bpf_split);
+        assert_eq!(back.attributed, trace.tracer.attributed);
+        assert_eq!(back.bpf_split, trace.tracer.bpf_split);
 
         // A calibration lost in noise is said, never printed as a range of
         // negative figures read as a cost.
-        if let Some(sp) = r.trace.tracer.slow_path.as_mut() {
+        if let Some(sp) = trace.tracer.slow_path.as_mut() {
             sp.ns_per_syscall = -20.0;
             sp.min_ns = -46.0;
             sp.max_ns = 87.0;
             sp.within_noise = true;
         }
-        let s = tracer_sentence(&d, &r.trace);
+        let s = tracer_sentence(&d, &trace);
         assert!(
             s.contains(
                 "could not tell apart from the machine's noise (-46 to 87 ns over 4 rounds)"
@@ -898,7 +876,7 @@ mod tests {
             "{s}"
         );
         assert!(!s.contains("-46.."), "{s}");
-        let text = super::super::trace_text::tracer_parts(&r.trace.tracer).join("\n");
+        let text = super::super::trace_text::tracer_parts(&trace.tracer).join("\n");
         assert!(text.contains("not told apart from noise"), "{text}");
     }
 

@@ -20,6 +20,7 @@ pub mod load_text;
 pub mod machine;
 pub mod merge;
 pub mod path;
+pub mod path_insight;
 pub mod profile;
 pub mod profile_text;
 pub mod requests;
@@ -32,6 +33,7 @@ pub mod trace;
 pub mod trace_text;
 pub mod tune;
 pub mod units;
+pub mod untraced;
 
 use std::path::Path;
 

@@ -15,8 +15,10 @@ use super::tune::AuditRow;
 /// Schema identifier of profile artifacts.
 pub const SCHEMA: &str = "sockscope.profile";
 /// Bumped on any incompatible change (2: the shared [`ArtifactHeader`];
-/// its fields did not change for profile).
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `trace` may be absent, `profile --requests-only`: a reader of
+/// version 2 requires it, so it must refuse such a file by its version
+/// rather than fail on a missing field). Versions 1 and 2 read as 3.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One profile run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,8 +41,10 @@ pub struct ProfileReport {
     pub machine: Machine,
     /// The load generator's full report.
     pub load: LoadReport,
-    /// The tracer's full report (attach mode, over the trace window).
-    pub trace: TraceReport,
+    /// The tracer's full report (attach mode, over the trace window);
+    /// absent with `--requests-only` (no syscall tracer was attached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceReport>,
     /// Figures derived from the above.
     pub derived: Derived,
     /// The derived figures in plain sentences.
@@ -205,6 +209,11 @@ pub struct Derived {
     pub rate_per_s: f64,
     /// The target's user CPU over the trace window, s.
     pub target_user_cpu_s: f64,
+    /// Where the target's CPU was read when no syscall tracer measured it
+    /// (`--requests-only`, over the anatomy's window): `/proc stat` or
+    /// `cgroup cpu.stat`; absent when the tracer did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub target_cpu_source: Option<String>,
     /// The target's system CPU over the trace window, s.
     pub target_system_cpu_s: f64,
     /// system / (user + system).
@@ -409,7 +418,7 @@ fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
     header::upgrade(&mut v).map_err(|why| {
         format!(
             "is {SCHEMA}, but its {why}; this sockscope reads version {}",
-            header::READABLE
+            header::readable(SCHEMA)
         )
     })?;
     serde_json::from_value(v)
@@ -419,6 +428,26 @@ fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_without_the_tracer_has_no_trace_key_and_reads_back() {
+        use crate::report::fixtures;
+        let r = fixtures::untraced(fixtures::profile(&fixtures::epoll_echo()));
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["schema_version"] = SCHEMA_VERSION.into();
+        assert!(v.get("trace").is_none(), "{v}");
+        assert!(v["derived"]["syscalls_per_transaction"].is_null());
+        assert_eq!(v["derived"]["target_cpu_source"], "/proc stat");
+        let back = parse(v.to_string().as_bytes()).expect("it reads back");
+        assert!(back.trace.is_none() && back.anatomy.is_some());
+        assert!(back.derived.syscalls_per_transaction.is_nan());
+        // A traced run keeps its trace.
+        let full = fixtures::profile(&fixtures::epoll_echo());
+        let mut v = serde_json::to_value(&full).unwrap();
+        v["schema_version"] = SCHEMA_VERSION.into();
+        assert!(v.get("trace").is_some());
+        assert!(parse(v.to_string().as_bytes()).unwrap().trace.is_some());
+    }
 
     #[test]
     fn what_is_not_a_profile_artifact_is_named() {
@@ -436,11 +465,11 @@ mod tests {
         assert!(what("% time  total").starts_with("is not JSON ("));
         assert!(what("[1, 2]").contains("without a `schema` field"));
         assert_eq!(
-            what(r#"{"schema":"sockscope.profile","schema_version":3}"#),
-            "is sockscope.profile, but its schema_version 3 is not a supported version; this \
-             sockscope reads version 1 or 2"
+            what(r#"{"schema":"sockscope.profile","schema_version":4}"#),
+            "is sockscope.profile, but its schema_version 4 is not a supported version; this \
+             sockscope reads version 1, 2 or 3"
         );
-        for version in [1, 2] {
+        for version in [1, 2, 3] {
             let t = format!(r#"{{"schema":"sockscope.profile","schema_version":{version}}}"#);
             assert!(
                 what(&t)

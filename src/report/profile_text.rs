@@ -7,6 +7,11 @@ use super::load_text;
 use super::profile::ProfileReport;
 use super::trace_text::{self, SortKey, TableView};
 
+/// What the summary says in place of the syscall table of a run without
+/// the syscall tracer.
+pub const NO_SYSCALLS: &str = "Target syscalls: not recorded (--requests-only: no syscall tracer \
+     was attached; the request anatomy above is what this run measured at the server).";
+
 /// Renders the whole summary.
 pub fn render(r: &ProfileReport) -> String {
     let mut s = String::new();
@@ -43,18 +48,25 @@ pub fn render(r: &ProfileReport) -> String {
         }
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "Target syscalls over the trace window (top 15):");
-    let view = TableView {
-        sort: if r.trace.options.count_only {
-            SortKey::Calls
-        } else {
-            SortKey::Time
-        },
-        top: Some(15),
-        errors_only: false,
-    };
-    for l in trace_text::render(&r.trace, &view).lines() {
-        let _ = writeln!(s, "  {l}");
+    match &r.trace {
+        Some(trace) => {
+            let _ = writeln!(s, "Target syscalls over the trace window (top 15):");
+            let view = TableView {
+                sort: if trace.options.count_only {
+                    SortKey::Calls
+                } else {
+                    SortKey::Time
+                },
+                top: Some(15),
+                errors_only: false,
+            };
+            for l in trace_text::render(trace, &view).lines() {
+                let _ = writeln!(s, "  {l}");
+            }
+        }
+        None => {
+            let _ = writeln!(s, "{NO_SYSCALLS}");
+        }
     }
     if let Some(e) = &r.evidence {
         let _ = writeln!(s);
@@ -106,6 +118,19 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::wrap;
+
+    #[test]
+    fn a_run_without_the_tracer_says_its_syscalls_were_not_recorded() {
+        use crate::report::fixtures;
+        let r = fixtures::untraced(fixtures::profile(&fixtures::epoll_echo()));
+        let s = super::render(&r);
+        assert!(s.contains("Anatomy of a request"), "{s}");
+        assert!(s.contains(super::NO_SYSCALLS), "{s}");
+        assert!(!s.contains("Target syscalls over the trace window"), "{s}");
+        // No figure the tracer would have measured prints as a number.
+        assert!(!s.contains("NaN") && !s.contains("syscalls per"), "{s}");
+        assert!(s.contains("were not recorded (--requests-only"), "{s}");
+    }
 
     #[test]
     fn the_summary_has_the_anatomy_table_when_the_run_has_one() {

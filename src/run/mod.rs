@@ -14,7 +14,8 @@
 //! - [`hidden`]: the helper subcommands sockscope runs itself
 //!   (`__getppid-loop`, `__idle`; `__watchdog` is
 //!   [`crate::process::watchdog::run`]);
-//! - shared by them: [`machine`] (the kernel, CPU and sysctls read into
+//! - shared by them: [`target_cpu`] (the target's CPU without the
+//!   tracer, for `--requests-only`), [`machine`] (the kernel, CPU and sysctls read into
 //!   report::machine::Machine, and the caveats), [`exit`] (the failure
 //!   statuses), [`timestamp`], [`scratch_dir`].
 
@@ -30,6 +31,7 @@ pub mod profile;
 pub mod report;
 pub mod requests;
 pub mod requests_only;
+pub mod target_cpu;
 pub mod trace;
 
 use anyhow::Result;

@@ -40,7 +40,7 @@ pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
         return Err(error::usage(format!(
             "{}: schema {schema:?}: {why}; this sockscope reads version {}",
             file.display(),
-            report::header::READABLE
+            report::header::readable(&schema)
         )));
     }
     let art = match artifact::from_value(&schema, v) {

@@ -11,7 +11,6 @@
 //! processes' /proc/PID/stat (user + system) for -p (the tree), --comm and
 //! --system.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -21,6 +20,7 @@ use anyhow::{Result, anyhow};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 
+use super::target_cpu::CpuProbe;
 use crate::anatomy::{self, Session};
 use crate::error;
 use crate::report::requests::{self, RequestsReport, TargetCpu};
@@ -106,7 +106,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     let after = probe.read();
     drop(exporter);
     let mut notes = Vec::new();
-    let cpu_s = probe.cpu_s(&before, &after, &mut notes);
+    let cpu_s = probe.cpu(&before, &after, &mut notes).map(|c| c.total_s());
     let complete = !(reason == "target_exited" && duration.is_some());
     if reason == "target_exited" {
         notes.push(format!(
@@ -280,133 +280,4 @@ fn write_outputs(spec: &RequestsOnlySpec, rep: &RequestsReport) -> Result<()> {
         }
     };
     json.and(text)
-}
-
-/// Where the target's CPU time is read.
-enum CpuProbe {
-    /// A cgroup's cpu.stat.
-    Cgroup(PathBuf),
-    /// The root's process tree, now.
-    Tree(i32),
-    /// A comm or system scope's members, now.
-    Members(ScopeTarget),
-}
-
-/// One reading: a cgroup's usage in us, or each process's ticks.
-enum CpuReading {
-    Usec(Option<u64>),
-    Ticks(BTreeMap<i32, u64>),
-}
-
-impl CpuProbe {
-    fn new(target: &TargetSpec, root: i32) -> Self {
-        match target {
-            TargetSpec::Scope {
-                scope: ScopeTarget::Cgroup(c),
-                ..
-            } => CpuProbe::Cgroup(c.path.clone()),
-            TargetSpec::Scope { scope, .. } => CpuProbe::Members(scope.clone()),
-            _ => CpuProbe::Tree(root),
-        }
-    }
-
-    fn source(&self) -> &'static str {
-        match self {
-            CpuProbe::Cgroup(_) => "cgroup cpu.stat",
-            _ => "/proc stat",
-        }
-    }
-
-    fn read(&self) -> CpuReading {
-        let pids = match self {
-            CpuProbe::Cgroup(dir) => return CpuReading::Usec(cgroup_usage_usec(dir)),
-            CpuProbe::Tree(root) => {
-                let mut p = crate::procfs::descendants(*root);
-                p.push(*root);
-                p
-            }
-            CpuProbe::Members(scope) => super::requests::members_of(scope),
-        };
-        CpuReading::Ticks(
-            pids.into_iter()
-                .filter_map(|p| Some((p, crate::procfs::process_cpu_ticks(p)?)))
-                .collect(),
-        )
-    }
-
-    /// The CPU seconds between two readings; a process gone by the second
-    /// one is named in a note (its CPU in the window is missing).
-    fn cpu_s(&self, a: &CpuReading, b: &CpuReading, notes: &mut Vec<String>) -> Option<f64> {
-        match (a, b) {
-            (CpuReading::Usec(Some(x)), CpuReading::Usec(Some(y))) => {
-                Some(y.saturating_sub(*x) as f64 / 1e6)
-            }
-            (CpuReading::Ticks(x), CpuReading::Ticks(y)) => {
-                let gone = x.keys().filter(|p| !y.contains_key(p)).count();
-                if gone > 0 {
-                    notes.push(format!(
-                        "{gone} process(es) exited during the window: their CPU time is not \
-                         in the target's, so the cost's share of it is an upper bound"
-                    ));
-                }
-                let ticks: u64 = y
-                    .iter()
-                    .map(|(p, t)| t.saturating_sub(x.get(p).copied().unwrap_or(0)))
-                    .sum();
-                Some(ticks as f64 / crate::procfs::clock_ticks())
-            }
-            _ => None,
-        }
-    }
-}
-
-/// A cgroup's CPU time so far (cpu.stat's usage_usec; cgroupfs holds no
-/// links, and the file is small).
-fn cgroup_usage_usec(dir: &std::path::Path) -> Option<u64> {
-    let text = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("usage_usec "))?
-        .trim()
-        .parse()
-        .ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tree_cpu_counts_new_processes_whole_and_notes_the_gone() {
-        let probe = CpuProbe::Tree(1);
-        let a = CpuReading::Ticks([(1, 100), (2, 50)].into_iter().collect());
-        let b = CpuReading::Ticks([(1, 130), (3, 20)].into_iter().collect());
-        let mut notes = Vec::new();
-        let s = probe.cpu_s(&a, &b, &mut notes).unwrap();
-        let hz = crate::procfs::clock_ticks();
-        assert!((s - 50.0 / hz).abs() < 1e-9, "{s}");
-        assert_eq!(notes.len(), 1, "{notes:?}");
-    }
-
-    #[test]
-    fn cgroup_cpu_is_the_usage_difference() {
-        let probe = CpuProbe::Cgroup(PathBuf::from("/nonexistent"));
-        let mut notes = Vec::new();
-        let s = probe
-            .cpu_s(
-                &CpuReading::Usec(Some(1_000_000)),
-                &CpuReading::Usec(Some(3_500_000)),
-                &mut notes,
-            )
-            .unwrap();
-        assert_eq!(s, 2.5);
-        assert!(
-            probe
-                .cpu_s(
-                    &CpuReading::Usec(None),
-                    &CpuReading::Usec(Some(1)),
-                    &mut notes
-                )
-                .is_none()
-        );
-    }
 }

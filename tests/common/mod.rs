@@ -5,6 +5,7 @@
 pub mod cgroup;
 pub mod netns;
 pub mod procs;
+pub mod progs;
 pub mod prometheus;
 pub mod server;
 

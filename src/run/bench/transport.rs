@@ -127,7 +127,7 @@ pub fn run(
                     ready_timeout: Duration::from_secs(10),
                     count_only: false,
                     evidence: true,
-                    requests: false,
+                    recorders: profile::Recorders::Syscalls,
                     run_as: None,
                     quiet: true,
                     command_line: ctx.command_line.clone(),

@@ -23,7 +23,29 @@ use crate::report::profile::{
 };
 use crate::report::trace::TraceReport;
 use crate::report::tune::AuditRow;
+use crate::report::untraced;
 use crate::run::machine;
+
+/// What stood for the syscall tracer's report.
+pub(super) enum Syscalls {
+    /// The tracer's report (boxed: it is large).
+    Traced(Box<TraceReport>),
+    /// No tracer (`--requests-only`): the target's CPU over the anatomy's
+    /// window, read from /proc or its cgroup.
+    NotTraced(UntracedCpu),
+}
+
+/// The target's CPU over the anatomy's window, without the tracer.
+pub(super) struct UntracedCpu {
+    /// (user, system), s; None when it could not be read.
+    pub cpu: Option<(f64, f64)>,
+    /// Where it was read (`/proc stat`, `cgroup cpu.stat`).
+    pub source: &'static str,
+    /// The anatomy's window, s.
+    pub window_s: f64,
+    /// What limits it (processes gone during the window).
+    pub notes: Vec<String>,
+}
 
 /// Everything a run measured, gathered before any of it is interpreted.
 pub(super) struct Measured {
@@ -41,8 +63,8 @@ pub(super) struct Measured {
     pub load: LoadOutcome,
     /// The load's wall time.
     pub load_wall: Duration,
-    /// The tracer's report.
-    pub trace: TraceReport,
+    /// The tracer's report, or the target's CPU without it.
+    pub syscalls: Syscalls,
     /// CPU of profile's own control work during the load, s.
     pub control_cpu_s: f64,
     /// Processes outside the traced tree that serve the address too.
@@ -75,7 +97,7 @@ pub(super) fn assemble(
         load_argv,
         load,
         load_wall,
-        trace,
+        syscalls,
         control_cpu_s,
         shared_with,
         owners,
@@ -92,28 +114,50 @@ pub(super) fn assemble(
     let mut load_command = vec!["sockscope".to_string(), "load".to_string()];
     load_command.extend(load_argv.iter().cloned());
     load_report.config.command_line = load_command.clone();
-    let trace_report = trace;
-    let mut derived = insight::derive(
-        &load_report,
-        &trace_report,
-        target.server_report.as_ref(),
-        control_cpu_s,
-    );
+    let server = target.server_report.as_ref();
+    let (mut derived, trace_report, window_s, cpu_notes) = match syscalls {
+        Syscalls::Traced(t) => {
+            let d = insight::derive(&load_report, &t, server, control_cpu_s);
+            let s = t.window.duration_s;
+            (d, Some(*t), s, Vec::new())
+        }
+        Syscalls::NotTraced(c) => {
+            let d = untraced::derive(
+                &load_report,
+                c.cpu,
+                c.source,
+                c.window_s,
+                server,
+                control_cpu_s,
+            );
+            let mut notes = c.notes;
+            if c.cpu.is_none() {
+                notes.push(format!(
+                    "The target's CPU could not be read ({}): its CPU figures are unknown.",
+                    c.source
+                ));
+            }
+            (d, None, c.window_s, notes)
+        }
+    };
     if !shared_with.is_empty() {
         let a = share::attribute(
             shared_with,
             owners.as_ref(),
             &load_conns,
             &load_report,
-            &trace_report,
+            trace_report.as_ref(),
         );
         insight::attribute_per_transaction(&mut derived, a);
     }
-    let mut insights = insight::sentences(&derived, &load_report, &trace_report);
+    let mut insights = match &trace_report {
+        Some(t) => insight::sentences(&derived, &load_report, t),
+        None => untraced::sentences(&derived, &load_report),
+    };
     if let Some(p) = &path {
         insights.insert(
             1.min(insights.len()),
-            insight::emulated_path_sentence(&load_report, p),
+            crate::report::path_insight::emulated_path_sentence(&load_report, p),
         );
     }
     let advice = evidence.as_ref().map_or_else(Vec::new, |e| {
@@ -138,13 +182,13 @@ pub(super) fn assemble(
         Some(Err(e)) => (None, Some(format!("the request anatomy failed: {e}"))),
     };
     let mut caveats = caveats(&machine, addr, shares_cpus, path.as_ref(), &derived);
+    caveats.extend(cpu_notes);
     if let Some(f) = &anatomy_failure {
         caveats.push(format!(
             "No request anatomy: {f}. Everything else in this run was measured."
         ));
     }
-    let trace_s = trace_report.window.duration_s;
-    let windows = windows(&load_report, load_wall, trace_s);
+    let windows = windows(&load_report, load_wall, window_s, trace_report.is_some());
     ProfileReport {
         header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
@@ -225,20 +269,34 @@ fn attribution_caveat(d: &Derived) -> Option<String> {
     })
 }
 
-/// The load and trace windows, and the note that says how they differ.
-fn windows(load_report: &LoadReport, load_wall: Duration, trace_s: f64) -> Windows {
+/// The load and trace windows (without the tracer, the anatomy's window
+/// stands for the trace's), and the note that says how they differ.
+fn windows(load_report: &LoadReport, load_wall: Duration, trace_s: f64, traced: bool) -> Windows {
+    let (window, how, covered) = if traced {
+        (
+            "trace window",
+            "",
+            "Target CPU and syscalls cover the trace window",
+        )
+    } else {
+        (
+            "request anatomy's window",
+            "; no syscall tracer, --requests-only",
+            "Target CPU and the anatomy cover the anatomy's window",
+        )
+    };
     Windows {
         load_s: load_report.duration_s,
         load_wall_s: load_wall.as_secs_f64(),
         trace_s,
         note: format!(
-            "The trace window ({trace_s:.3} s) opens before the load starts and closes after it \
-             returns, so it is {:.1} ms longer than the load's wall time ({:.3} s, connection \
-             set-up and teardown included); the load's own measured window is {:.3} s. Target \
-             CPU and syscalls cover the trace window; transactions cover the load.",
+            "The {window} ({trace_s:.3} s{how}) opens before the load starts and closes after \
+             it returns, so it is {:.1} ms longer than the load's wall time ({:.3} s, connection \
+             set-up and teardown included); the load's own measured window is {:.3} s. \
+             {covered}; transactions cover the load.",
             ((trace_s - load_wall.as_secs_f64()) * 1e3).max(0.0),
             load_wall.as_secs_f64(),
-            load_report.duration_s
+            load_report.duration_s,
         ),
     }
 }
@@ -273,7 +331,7 @@ mod tests {
                 connections: Vec::new(),
             },
             load_wall: Duration::from_millis(2_050),
-            trace: r.trace,
+            syscalls: Syscalls::Traced(Box::new(r.trace.expect("the fixture is traced"))),
             control_cpu_s: 0.01,
             shared_with: Vec::new(),
             owners: None,
@@ -292,7 +350,10 @@ mod tests {
     fn the_report_is_assembled_from_its_parts() {
         let m = measured();
         let target = m.target.clone();
-        let trace_s = m.trace.window.duration_s;
+        let Syscalls::Traced(t) = &m.syscalls else {
+            unreachable!()
+        };
+        let trace_s = t.window.duration_s;
         let load_s = m.load.report.duration_s;
         let rep = assemble(vec!["sockscope".into(), "profile".into()], m, no_advice);
         assert_eq!(rep.header.schema, SCHEMA);
@@ -407,7 +468,7 @@ mod tests {
     fn the_windows_note_says_how_much_longer_the_trace_was() {
         let mut load = fixtures::profile(&fixtures::epoll_echo()).load;
         load.duration_s = 2.0;
-        let w = windows(&load, Duration::from_millis(2_100), 2.1254);
+        let w = windows(&load, Duration::from_millis(2_100), 2.1254, true);
         assert_eq!((w.load_s, w.load_wall_s, w.trace_s), (2.0, 2.1, 2.1254));
         assert!(
             w.note.starts_with("The trace window (2.125 s)"),
@@ -417,8 +478,65 @@ mod tests {
         assert!(w.note.contains("it is 25.4 ms longer"), "{}", w.note);
         assert!(w.note.contains("window is 2.000 s"), "{}", w.note);
         // Never a negative difference.
-        let w = windows(&load, Duration::from_secs(3), 2.0);
+        let w = windows(&load, Duration::from_secs(3), 2.0, true);
         assert!(w.note.contains("it is 0.0 ms longer"), "{}", w.note);
+    }
+
+    #[test]
+    fn without_the_tracer_the_report_has_no_trace_and_says_what_is_missing() {
+        let mut m = measured();
+        let tx = m.load.report.transactions as f64;
+        m.syscalls = Syscalls::NotTraced(UntracedCpu {
+            cpu: Some((0.5, 1.5)),
+            source: "/proc stat",
+            window_s: 2.0,
+            notes: vec!["1 process(es) exited during the window".into()],
+        });
+        m.anatomy = Some(Ok(fixtures::anatomy()));
+        let rep = assemble(Vec::new(), m, no_advice);
+        assert!(rep.trace.is_none());
+        let d = &rep.derived;
+        assert_eq!(d.target_cpu_source.as_deref(), Some("/proc stat"));
+        assert!((d.target_cpu_us_per_transaction - 2e6 / tx).abs() < 1e-6);
+        assert_eq!(d.target_cpus_busy, 1.0);
+        assert!(d.syscalls_per_transaction.is_nan() && d.top_syscalls.is_empty());
+        assert!(
+            rep.insights
+                .contains(&crate::report::untraced::NOT_RECORDED.to_string()),
+            "{:?}",
+            rep.insights
+        );
+        assert!(rep.anatomy.is_some() && rep.anatomy_failure.is_none());
+        assert_eq!(rep.windows.trace_s, 2.0);
+        assert!(
+            rep.windows
+                .note
+                .starts_with("The request anatomy's window (2.000 s; no syscall tracer"),
+            "{}",
+            rep.windows.note
+        );
+        assert!(
+            rep.caveats
+                .iter()
+                .any(|c| c.contains("exited during the window"))
+        );
+        // CPU unread: said, and no per-transaction figure.
+        let mut m = measured();
+        m.syscalls = Syscalls::NotTraced(UntracedCpu {
+            cpu: None,
+            source: "cgroup cpu.stat",
+            window_s: 2.0,
+            notes: Vec::new(),
+        });
+        let rep = assemble(Vec::new(), m, no_advice);
+        assert!(rep.derived.target_cpu_us_per_transaction.is_nan());
+        assert!(
+            rep.caveats
+                .iter()
+                .any(|c| c.starts_with("The target's CPU could not be read (cgroup cpu.stat)")),
+            "{:?}",
+            rep.caveats
+        );
     }
 
     #[test]

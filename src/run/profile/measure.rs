@@ -4,7 +4,8 @@
 //! target (stopped, [`Subject`]), then the emulated path.
 //!
 //! The steps: launch or find the target ([`subject::start`]); wait until it
-//! serves ([`ready`]); attach the tracer and the collectors ([`attach`]);
+//! serves ([`ready`]); attach the tracer (or, with `--requests-only`, open
+//! the request anatomy's window alone) and the collectors ([`attach`]);
 //! run the load while a watcher thread aborts it if the target dies
 //! ([`load`]); close the window and finish the collectors ([`finish`]);
 //! judge the run ([`verdict::judge`]); stop the target ([`subject::stop`]);
@@ -12,7 +13,8 @@
 //!
 //! Threads: the caller's thread blocks SIGINT/SIGTERM/SIGHUP/SIGCHLD first
 //! (so every thread started here inherits the mask), a tracer thread runs
-//! `trace::run` in attach mode, a watcher thread aborts the load if the
+//! `trace::run` in attach mode (none with `--requests-only`; the anatomy
+//! runs on a thread of its own), a watcher thread aborts the load if the
 //! target dies, and the load runs on the calling thread. Every wait is
 //! bounded; every process started here is stopped by a guard on every path.
 
@@ -25,14 +27,14 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
-use super::assemble::{self, Measured};
+use super::assemble::{self, Measured, Syscalls, UntracedCpu};
 use super::collect;
 use super::readiness;
 use super::share::{self, Owners};
 use super::spec::{ProfileSpec, ProfileTarget};
 use super::subject::{self, Subject};
 use super::tracer::{self, FINISH_TIMEOUT, TracerThread};
-use super::verdict;
+use super::verdict::{self, Recorder};
 use super::watch::{check_signals, start_watcher};
 use crate::anatomy::{self, Recorded, Session};
 use crate::load::LoadSpec;
@@ -45,6 +47,7 @@ use crate::report::machine::Machine;
 use crate::report::profile::{ProfileReport, Sharer, StopRecord, TargetRecord};
 use crate::run::exit::{self, fail};
 use crate::run::machine;
+use crate::run::target_cpu::{CpuProbe, CpuReading};
 use crate::signals::{Signals, StopFlag};
 use crate::trace::{self, TraceOutcome};
 
@@ -89,12 +92,27 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
 
     check_signals(&mut signals, "during the run")?;
     let died = finished.died;
-    let (load_outcome, trace_out) = verdict::judge(finished.loaded, finished.traced, || {
+    let (anatomy, recorder) = match finished.traced {
+        Some(traced) => (finished.anatomy, Recorder::Tracer(Box::new(traced))),
+        // Alone, the anatomy's failure is the run's (judged in order).
+        None => match finished.anatomy {
+            Some(Err(why)) => (None, Recorder::AnatomyAlone(Some(why))),
+            a => (a, Recorder::AnatomyAlone(None)),
+        },
+    };
+    let (load_outcome, trace_out) = verdict::judge(finished.loaded, recorder, || {
         (died || subject.exited()).then(|| subject::target_died(&mut subject))
     })?;
-    let anatomy = finished
-        .anatomy
-        .map(|r| r.map(|rec| anatomy_report(&rec, &trace_out.report)));
+    let syscalls = match trace_out {
+        Some(t) => Syscalls::Traced(Box::new(t.report)),
+        None => Syscalls::NotTraced(finished.untraced_cpu.unwrap_or_else(|| UntracedCpu {
+            cpu: None,
+            source: "no probe",
+            window_s: 0.0,
+            notes: Vec::new(),
+        })),
+    };
+    let anatomy = anatomy.map(|r| r.map(|rec| anatomy_report(&rec, target_cpu_s(&syscalls))));
 
     // Stop what we started, and read the server's own account.
     let (stop, server_report) = subject::stop(&mut subject)?;
@@ -112,7 +130,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         load_argv,
         load: load_outcome,
         load_wall: finished.load_wall,
-        trace: trace_out.report,
+        syscalls,
         control_cpu_s: finished.control_cpu_s,
         shared_with,
         owners: finished.owners,
@@ -129,11 +147,18 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
 }
 
 /// The anatomy's section of a recorded window, its cost's share taken from
-/// the target's CPU over the trace window (which holds the anatomy's).
-fn anatomy_report(rec: &Recorded, trace: &crate::report::trace::TraceReport) -> AnatomyReport {
-    let r = &trace.resources;
-    let cpu_ns = ((r.user_cpu_s + r.system_cpu_s) * 1e9) as u64;
-    anatomy::report(rec, Some(cpu_ns))
+/// the target's CPU (`cpu_s`) over the trace window (which holds the
+/// anatomy's) or, without the tracer, over the anatomy's own.
+fn anatomy_report(rec: &Recorded, cpu_s: Option<f64>) -> AnatomyReport {
+    anatomy::report(rec, cpu_s.map(|s| (s * 1e9) as u64))
+}
+
+/// The target's CPU over the window, s: the tracer's, or read without it.
+fn target_cpu_s(syscalls: &Syscalls) -> Option<f64> {
+    match syscalls {
+        Syscalls::Traced(t) => Some(t.resources.user_cpu_s + t.resources.system_cpu_s),
+        Syscalls::NotTraced(c) => c.cpu.map(|(u, s)| u + s),
+    }
 }
 
 /// What the ready step learned about the target.
@@ -203,13 +228,18 @@ struct Attached {
     anatomy: Option<std::result::Result<Session, String>>,
     collector: Option<collect::Collector>,
     sampler: Option<share::Sampler>,
-    tracer: TracerThread,
+    /// None with `--requests-only`.
+    tracer: Option<TracerThread>,
+    /// Without the tracer: where the target's CPU is read, and the reading
+    /// when the anatomy's window opened.
+    cpu_probe: Option<(CpuProbe, CpuReading)>,
     /// The tracer thread's CPU clock (profile's control work).
     control_clock: Option<libc::clockid_t>,
 }
 
-/// The attach step: starts the tracer and waits for its window, then the
-/// share sampler (when others serve the address) and the evidence
+/// The attach step: starts the tracer and waits for its window, or (with
+/// `--requests-only`) opens the anatomy's window at the same point; then
+/// the share sampler (when others serve the address) and the evidence
 /// collector (when asked for).
 fn attach(
     spec: &ProfileSpec,
@@ -218,16 +248,33 @@ fn attach(
     shared_with: &[Sharer],
     addr: SocketAddr,
 ) -> Result<Attached> {
-    let tracer = tracer::start_tracer(spec, subject.pid, spec.count_only)?;
-    let control_clock = tracer.handle.as_ref().and_then(tracer::cpu_clock_of);
-    let root = tracer::wait_window(&tracer, subject, signals)?;
-    // In the tracer's window, before the load: every request is seen.
-    let anatomy = spec.requests.then(|| {
-        let target = tracer::trace_target(spec, subject.pid);
-        crate::run::requests::config_for(&target, root)
+    let target = tracer::trace_target(spec, subject.pid);
+    let (tracer, control_clock, anatomy, cpu_probe) = if spec.recorders.syscalls() {
+        let tracer = tracer::start_tracer(spec, subject.pid, spec.count_only)?;
+        let control_clock = tracer.handle.as_ref().and_then(tracer::cpu_clock_of);
+        let root = tracer::wait_window(&tracer, subject, signals)?;
+        // In the tracer's window, before the load: every request is seen.
+        let anatomy = spec.recorders.requests().then(|| {
+            crate::run::requests::config_for(&target, root)
+                .and_then(Session::start)
+                .map_err(|e| format!("{e:#}"))
+        });
+        (Some(tracer), control_clock, anatomy, None)
+    } else {
+        // Alone, the anatomy is all the run records: one that cannot start
+        // fails it now, before the load.
+        let probe = CpuProbe::new(&target, subject.pid);
+        let before = probe.read();
+        let session = crate::run::requests::config_for(&target, subject.pid)
             .and_then(Session::start)
-            .map_err(|e| format!("{e:#}"))
-    });
+            .map_err(|e| {
+                fail(
+                    exit::TRACER_FAILED,
+                    format!("the request anatomy could not start: {e:#}"),
+                )
+            })?;
+        (None, None, Some(Ok(session)), Some((probe, before)))
+    };
     let sampler = start_share_sampler(spec, shared_with, addr, subject.pid)?;
     let collector = if spec.evidence {
         Some(collect::Collector::start(subject.pid, addr)?)
@@ -239,6 +286,7 @@ fn attach(
         collector,
         sampler,
         tracer,
+        cpu_probe,
         control_clock,
     })
 }
@@ -314,7 +362,10 @@ struct Finished {
     control_cpu_s: f64,
     owners: Option<Owners>,
     evidence: Option<KernelEvidence>,
-    traced: Result<Result<TraceOutcome>, mpsc::RecvTimeoutError>,
+    /// The tracer's outcome (None without it).
+    traced: Option<Result<Result<TraceOutcome>, mpsc::RecvTimeoutError>>,
+    /// Without the tracer: the target's CPU over the anatomy's window.
+    untraced_cpu: Option<UntracedCpu>,
     /// What the request anatomy recorded, or why it did not.
     anatomy: Option<std::result::Result<Recorded, String>>,
     /// The watcher saw the target exit during the load.
@@ -328,14 +379,34 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
     let (owners, sampler_cpu) = attached.sampler.take().map(share::Sampler::finish).unzip();
     let evidence = attached.collector.take().map(collect::Collector::finish);
     let control_cpu_s = window.control_cpu_s + sampler_cpu.unwrap_or(0.0);
-    attached.tracer.stop.raise();
+    if let Some(t) = &attached.tracer {
+        t.stop.raise();
+    }
     let Watcher { done, died, handle } = window.watcher;
     done.raise();
-    let traced = attached.tracer.done.recv_timeout(FINISH_TIMEOUT);
+    let traced = attached
+        .tracer
+        .as_ref()
+        .map(|t| t.done.recv_timeout(FINISH_TIMEOUT));
     let anatomy = attached
         .anatomy
         .take()
         .map(|a| a.and_then(|s| s.finish().map_err(|e| format!("{e:#}"))));
+    let untraced_cpu = attached.cpu_probe.take().map(|(probe, before)| {
+        let after = probe.read();
+        let mut notes = Vec::new();
+        let cpu = probe.cpu(&before, &after, &mut notes);
+        let window_s = match &anatomy {
+            Some(Ok(rec)) => rec.window_ns as f64 / 1e9,
+            _ => 0.0,
+        };
+        UntracedCpu {
+            cpu: cpu.map(|c| (c.user_s, c.system_s)),
+            source: probe.source(),
+            window_s,
+            notes,
+        }
+    });
     let _ = handle.join();
     Finished {
         loaded: window.loaded,
@@ -344,6 +415,7 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
         owners,
         evidence,
         traced,
+        untraced_cpu,
         anatomy,
         died: died.load(Ordering::SeqCst),
     }

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 pub use measure::measure;
-pub use spec::{ProfileSpec, ProfileTarget, check_target_args};
+pub use spec::{ProfileSpec, ProfileTarget, Recorders, check_target_args};
 
 use crate::process::publish::{Dest, Show, publish};
 use crate::process::staging::Staging;

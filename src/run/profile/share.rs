@@ -369,9 +369,9 @@ pub fn attribute(
     owners: Option<&Owners>,
     conns: &[ConnTally],
     load: &LoadReport,
-    trace: &TraceReport,
+    trace: Option<&TraceReport>,
 ) -> Attribution {
-    let by_conns = owners.and_then(|o| connection_share(o, conns, tree_accepts(trace)));
+    let by_conns = owners.and_then(|o| connection_share(o, conns, trace.and_then(tree_accepts)));
     // A UDP load says so in its report (`udp`, `udp_rr`). Over TCP a
     // connection per transaction records its close style (`config.close`);
     // persistent connections (tcp-rr, http, redis, memcached) do not.
@@ -501,7 +501,15 @@ fn tree_accepts(trace: &TraceReport) -> Option<u64> {
 
 /// Connections the tree accepted over the load's connects: the
 /// transactions' share for tcp-crr, the connections' for tcp-rr.
-fn accept_share(load: &LoadReport, trace: &TraceReport) -> (Option<f64>, String) {
+fn accept_share(load: &LoadReport, trace: Option<&TraceReport>) -> (Option<f64>, String) {
+    let Some(trace) = trace else {
+        return (
+            None,
+            "without the syscall tracer (--requests-only) the traced tree's accepts are not \
+             counted, so its share of the load's connections is unknown"
+                .into(),
+        );
+    };
     let Some(accepted) = tree_accepts(trace) else {
         return (
             None,

@@ -23,6 +23,30 @@ pub enum ProfileTarget {
     Cgroup(crate::trace::scope::CgroupTarget),
 }
 
+/// What records a profile's window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorders {
+    /// The syscall tracer and the request anatomy beside it (the default).
+    Both,
+    /// The syscall tracer alone (`--no-requests`).
+    Syscalls,
+    /// The request anatomy alone (`--requests-only`): no syscall hook, so
+    /// the target pays only the anatomy's cost.
+    Requests,
+}
+
+impl Recorders {
+    /// The syscall tracer is attached.
+    pub fn syscalls(self) -> bool {
+        self != Recorders::Requests
+    }
+
+    /// The request anatomy is recorded.
+    pub fn requests(self) -> bool {
+        self != Recorders::Syscalls
+    }
+}
+
 /// One profile run, parsed and validated.
 #[derive(Clone, Debug)]
 pub struct ProfileSpec {
@@ -34,9 +58,9 @@ pub struct ProfileSpec {
     pub ready_timeout: Duration,
     /// Trace with the entry hook only (no latency).
     pub count_only: bool,
-    /// Record the request anatomy beside the tracer (`--no-requests`
-    /// turns it off).
-    pub requests: bool,
+    /// What records the window: the syscall tracer, the request anatomy,
+    /// or both (the default).
+    pub recorders: Recorders,
     /// Collect kernel evidence (counters, sockets, run-queue delay).
     pub evidence: bool,
     /// Launched targets run as this user.

@@ -15,15 +15,27 @@ use crate::report::profile::ProfileReport;
 use crate::run::exit::{self, fail};
 use crate::trace::TraceOutcome;
 
-/// The load's and the tracer's outcomes when the run counts; else the
-/// error with its status ([`exit`]). `target_died` is asked once the load
-/// is known to have run uninterrupted: the error for a target that exited
-/// during the run, if it did. The returned load has no `failure`.
+/// What recorded the window, as it ended.
+pub(super) enum Recorder {
+    /// The syscall tracer's outcome (an anatomy beside it is judged once
+    /// the artifact is written: [`anatomy_verdict`]); boxed: it is large.
+    Tracer(Box<Result<Result<TraceOutcome>, mpsc::RecvTimeoutError>>),
+    /// The request anatomy alone (`--requests-only`): why it failed, if it
+    /// did. Nothing else recorded the window, so its failure fails the run
+    /// as the tracer's would, before anything is written.
+    AnatomyAlone(Option<String>),
+}
+
+/// The load's and the tracer's outcomes when the run counts (no tracer's
+/// with the anatomy alone); else the error with its status ([`exit`]).
+/// `target_died` is asked once the load is known to have run
+/// uninterrupted: the error for a target that exited during the run, if it
+/// did. The returned load has no `failure`.
 pub(super) fn judge(
     loaded: Result<LoadOutcome>,
-    traced: Result<Result<TraceOutcome>, mpsc::RecvTimeoutError>,
+    recorder: Recorder,
     target_died: impl FnOnce() -> Option<anyhow::Error>,
-) -> Result<(LoadOutcome, TraceOutcome)> {
+) -> Result<(LoadOutcome, Option<TraceOutcome>)> {
     let mut load = match loaded {
         Ok(o) => o,
         Err(e) if e.downcast_ref::<crate::error::Exit>().is_some() => return Err(e),
@@ -35,7 +47,19 @@ pub(super) fn judge(
     if let Some(e) = target_died() {
         return Err(e);
     }
-    let trace = tracer_result(traced)?;
+    let trace = match recorder {
+        Recorder::Tracer(traced) => Some(tracer_result(*traced)?),
+        Recorder::AnatomyAlone(None) => None,
+        Recorder::AnatomyAlone(Some(why)) => {
+            return Err(fail(
+                exit::TRACER_FAILED,
+                format!(
+                    "the request anatomy failed: {why} (--requests-only: nothing else recorded \
+                     the window, so nothing was written)"
+                ),
+            ));
+        }
+    };
     if let Some(why) = load.failure.take() {
         return Err(fail(exit::LOAD_FAILED, format!("the load failed: {why}")));
     }
@@ -93,13 +117,13 @@ mod tests {
                 connections: Vec::new(),
             },
             TraceOutcome {
-                report: r.trace,
+                report: r.trace.expect("the fixture is traced"),
                 exit_code: 0,
             },
         )
     }
 
-    fn code(r: Result<(LoadOutcome, TraceOutcome)>) -> (u8, String) {
+    fn code(r: Result<(LoadOutcome, Option<TraceOutcome>)>) -> (u8, String) {
         let e = r.err().expect("an error");
         let x = e
             .downcast_ref::<crate::error::Exit>()
@@ -134,10 +158,10 @@ mod tests {
     fn a_clean_run_passes_both_outcomes_through() {
         let (load, trace) = outcomes();
         let duration_s = load.report.duration_s;
-        let (l, t) = judge(Ok(load), Ok(Ok(trace)), alive).unwrap();
+        let (l, t) = judge(Ok(load), Recorder::Tracer(Box::new(Ok(Ok(trace)))), alive).unwrap();
         assert!(l.failure.is_none());
         assert_eq!(l.report.duration_s, duration_s);
-        assert_eq!(t.exit_code, 0);
+        assert_eq!(t.expect("the tracer's outcome").exit_code, 0);
     }
 
     #[test]
@@ -146,7 +170,7 @@ mod tests {
         let (_, trace) = outcomes();
         let (c, m) = code(judge(
             Err(anyhow::anyhow!("connect refused")),
-            Ok(Ok(trace)),
+            Recorder::Tracer(Box::new(Ok(Ok(trace)))),
             || panic!("the target is not looked at"),
         ));
         assert_eq!(
@@ -156,14 +180,18 @@ mod tests {
         // A load error that carries its own status keeps it.
         let (c, _) = code(judge(
             Err(fail(exit::TIMED_OUT, "slow")),
-            Err(mpsc::RecvTimeoutError::Timeout),
+            Recorder::Tracer(Box::new(Err(mpsc::RecvTimeoutError::Timeout))),
             alive,
         ));
         assert_eq!(c, exit::TIMED_OUT);
         // Interrupted (the load read the signal): 128+N before the target.
         let (mut load, trace) = outcomes();
         load.report.end_reason = "signal:SIGINT".into();
-        let (c, m) = code(judge(Ok(load), Ok(Ok(trace)), died));
+        let (c, m) = code(judge(
+            Ok(load),
+            Recorder::Tracer(Box::new(Ok(Ok(trace)))),
+            died,
+        ));
         assert_eq!(c, 130, "{m}");
         assert!(m.contains("during the load"), "{m}");
         // A dead target before a failed tracer and a failed load.
@@ -171,7 +199,7 @@ mod tests {
         load.failure = Some("errors over budget".into());
         let (c, _) = code(judge(
             Ok(load),
-            Ok(Err(anyhow::anyhow!("maps unreadable"))),
+            Recorder::Tracer(Box::new(Ok(Err(anyhow::anyhow!("maps unreadable"))))),
             died,
         ));
         assert_eq!(c, exit::TARGET_DIED);
@@ -180,7 +208,7 @@ mod tests {
         load.failure = Some("errors over budget".into());
         let (c, m) = code(judge(
             Ok(load),
-            Ok(Err(anyhow::anyhow!("maps unreadable"))),
+            Recorder::Tracer(Box::new(Ok(Err(anyhow::anyhow!("maps unreadable"))))),
             alive,
         ));
         assert_eq!(
@@ -189,16 +217,55 @@ mod tests {
         );
         // A tracer that never answered: timed out.
         let (load, _) = outcomes();
-        let (c, m) = code(judge(Ok(load), Err(mpsc::RecvTimeoutError::Timeout), alive));
+        let (c, m) = code(judge(
+            Ok(load),
+            Recorder::Tracer(Box::new(Err(mpsc::RecvTimeoutError::Timeout))),
+            alive,
+        ));
         assert_eq!(c, exit::TIMED_OUT);
         assert!(m.contains("within 30 s of the load's end"), "{m}");
         // Last: the load's own failure.
         let (mut load, trace) = outcomes();
         load.failure = Some("errors over budget".into());
-        let (c, m) = code(judge(Ok(load), Ok(Ok(trace)), alive));
+        let (c, m) = code(judge(
+            Ok(load),
+            Recorder::Tracer(Box::new(Ok(Ok(trace)))),
+            alive,
+        ));
         assert_eq!(
             (c, m.as_str()),
             (exit::LOAD_FAILED, "the load failed: errors over budget")
         );
+    }
+
+    #[test]
+    fn the_anatomy_alone_fails_the_run_as_the_tracer_would_before_anything_is_written() {
+        // It ran: no tracer's outcome, the load passed through.
+        let (load, _) = outcomes();
+        let (l, t) = judge(Ok(load), Recorder::AnatomyAlone(None), alive).unwrap();
+        assert!(t.is_none() && l.failure.is_none());
+        // It failed: the tracer's status, and the message says nothing was
+        // written (run() publishes only what measure returns).
+        let (mut load, _) = outcomes();
+        load.failure = Some("errors over budget".into());
+        let (c, m) = code(judge(
+            Ok(load),
+            Recorder::AnatomyAlone(Some("maps unreadable".into())),
+            alive,
+        ));
+        assert_eq!(c, exit::TRACER_FAILED, "{m}");
+        assert!(
+            m.starts_with("the request anatomy failed: maps unreadable (--requests-only"),
+            "{m}"
+        );
+        assert!(m.contains("nothing was written"), "{m}");
+        // A dead target still comes first.
+        let (load, _) = outcomes();
+        let (c, _) = code(judge(
+            Ok(load),
+            Recorder::AnatomyAlone(Some("maps unreadable".into())),
+            died,
+        ));
+        assert_eq!(c, exit::TARGET_DIED);
     }
 }

@@ -70,7 +70,84 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
             ),
         ));
     }
-    let tracer = &r.trace.tracer;
+    // Without the tracer (--requests-only) the anatomy's own cost is in
+    // its section.
+    if let Some(t) = &r.trace {
+        b.push_str(&tracer_card(p, &t.tracer));
+    }
+    let mut extra = vec![
+        (
+            "target".to_string(),
+            format!(
+                "{} (pid {}, {}), at {}",
+                r.target
+                    .command
+                    .as_ref()
+                    .map_or_else(|| "attached".into(), shell_words::join),
+                r.target.pid,
+                r.target.comm,
+                r.target.address
+            ),
+        ),
+        ("load".to_string(), shell_words::join(&r.load_command)),
+        (
+            "profile command".to_string(),
+            shell_words::join(&r.command_line),
+        ),
+        ("started".to_string(), r.started_at.clone()),
+        ("windows".to_string(), r.windows.note.clone()),
+    ];
+    if let Some(st) = &r.target.stop {
+        extra.push(("target stop".to_string(), st.describe()));
+    }
+    b.push_str(&card(
+        &format!("{p}environment"),
+        "How it was measured",
+        "Everything needed to reproduce the run.",
+        &environment(&r.header.build, &r.machine, &extra),
+    ));
+    let mut notes: Vec<String> = r.load.notes.clone();
+    notes.extend(r.trace.iter().flat_map(|t| t.notes.iter().cloned()));
+    if !notes.is_empty() {
+        let _ = write!(
+            b,
+            "<details><summary>Notes from the load and the tracer</summary>{}</details>",
+            list(&notes, "notes")
+        );
+    }
+    if !r.advice.is_empty() {
+        b.push_str(&card(
+            &format!("{p}advice"),
+            "Settings the evidence points at",
+            "Rows of `sockscope tune` that this run's own evidence supports; sockscope changed \
+             nothing.",
+            &super::super::tune::table(&r.advice).to_html(),
+        ));
+    }
+    b
+}
+
+/// The report page of one profile.
+pub fn profile_page(r: &ProfileReport) -> String {
+    let body = format!("{}{}", caveats_box(&r.caveats), profile_body("", r));
+    page(
+        "sockscope profile",
+        &format!(
+            "{} at {}, under {}; {}",
+            r.target.comm,
+            r.target.address,
+            r.load_command
+                .get(2..)
+                .map_or(String::new(), |t| t.join(" ")),
+            r.started_at
+        ),
+        &body,
+    )
+}
+
+/// The tracer's own cost: its BPF time, the syscall hook's slow path, its
+/// start-up, and what it cost the target and the rest of the machine.
+fn tracer_card(p: &str, tracer: &crate::report::trace::TracerCost) -> String {
     let mut trows = vec![vec![
         "syscall events traced".to_string(),
         tracer.events.to_string(),
@@ -165,80 +242,12 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
             ]);
         }
     }
-    b.push_str(&card(
+    card(
         &format!("{p}tracer"),
         "The tracer's own cost",
         "BPF time from the kernel's run-time accounting and the programs' own timing in sampled \
          slices; the syscall hook's slow path calibrated after the run (docs/trace.md).",
         &table(&["figure", "value"], &trows, &[1]),
-    ));
-    let mut extra = vec![
-        (
-            "target".to_string(),
-            format!(
-                "{} (pid {}, {}), at {}",
-                r.target
-                    .command
-                    .as_ref()
-                    .map_or_else(|| "attached".into(), shell_words::join),
-                r.target.pid,
-                r.target.comm,
-                r.target.address
-            ),
-        ),
-        ("load".to_string(), shell_words::join(&r.load_command)),
-        (
-            "profile command".to_string(),
-            shell_words::join(&r.command_line),
-        ),
-        ("started".to_string(), r.started_at.clone()),
-        ("windows".to_string(), r.windows.note.clone()),
-    ];
-    if let Some(st) = &r.target.stop {
-        extra.push(("target stop".to_string(), st.describe()));
-    }
-    b.push_str(&card(
-        &format!("{p}environment"),
-        "How it was measured",
-        "Everything needed to reproduce the run.",
-        &environment(&r.header.build, &r.machine, &extra),
-    ));
-    let mut notes: Vec<String> = r.load.notes.clone();
-    notes.extend(r.trace.notes.iter().cloned());
-    if !notes.is_empty() {
-        let _ = write!(
-            b,
-            "<details><summary>Notes from the load and the tracer</summary>{}</details>",
-            list(&notes, "notes")
-        );
-    }
-    if !r.advice.is_empty() {
-        b.push_str(&card(
-            &format!("{p}advice"),
-            "Settings the evidence points at",
-            "Rows of `sockscope tune` that this run's own evidence supports; sockscope changed \
-             nothing.",
-            &super::super::tune::table(&r.advice).to_html(),
-        ));
-    }
-    b
-}
-
-/// The report page of one profile.
-pub fn profile_page(r: &ProfileReport) -> String {
-    let body = format!("{}{}", caveats_box(&r.caveats), profile_body("", r));
-    page(
-        "sockscope profile",
-        &format!(
-            "{} at {}, under {}; {}",
-            r.target.comm,
-            r.target.address,
-            r.load_command
-                .get(2..)
-                .map_or(String::new(), |t| t.join(" ")),
-            r.started_at
-        ),
-        &body,
     )
 }
 
@@ -268,6 +277,25 @@ mod tests {
                 t[..t.find('<').unwrap()].to_string()
             })
             .collect()
+    }
+
+    #[test]
+    fn a_page_without_the_tracer_leaves_its_sections_out() {
+        let r = fixtures::untraced(fixtures::profile(&fixtures::forking_server()));
+        let html = profile_page(&r);
+        assert!(html.contains("Not recorded (--requests-only)"), "{html}");
+        for gone in [
+            "The tracer&#39;s own cost",
+            "The tracer's own cost",
+            "id=\"resources\"",
+            "id=\"processes\"",
+        ] {
+            assert!(!html.contains(gone), "{gone}");
+        }
+        assert!(html.contains("Anatomy of a request"), "the anatomy section");
+        assert!(html.contains("Context switches: not recorded (--requests-only)."));
+        assert!(html.contains("request anatomy&#39;s window (read from /proc stat)"));
+        assert!(!html.contains("NaN"));
     }
 
     #[test]
@@ -359,6 +387,8 @@ mod tests {
         let mut r = fixtures::profile(&fixtures::forking_server());
         let row = r
             .trace
+            .as_mut()
+            .unwrap()
             .syscalls
             .iter_mut()
             .find(|s| s.name == "pselect6")

@@ -50,9 +50,12 @@ pub fn attribution_section(p: &str, r: &ProfileReport) -> String {
 }
 
 /// The per-process breakdown of a multi-process target (empty for one
-/// process).
+/// process, or without the tracer).
 pub fn processes_section(p: &str, r: &ProfileReport) -> String {
-    let procs = &r.trace.processes;
+    let Some(trace) = &r.trace else {
+        return String::new();
+    };
+    let procs = &trace.processes;
     if procs.len() < 2 {
         return String::new();
     }

@@ -10,9 +10,12 @@ use crate::report::units::{self};
 
 /// What else the target's threads cost over the trace window: page
 /// faults, peak memory, the threads and processes seen (as summary.txt
-/// lists them).
+/// lists them); left out without the tracer, which counts them.
 pub fn resources_section(p: &str, r: &ProfileReport) -> String {
-    let res = &r.trace.resources;
+    let Some(trace) = &r.trace else {
+        return String::new();
+    };
+    let res = &trace.resources;
     // Over the traced tree's share when others serve the address too.
     let tx = r.derived.target_transactions();
     let per = |v: u64| tx.map_or("-".to_string(), |t| format!("{:.2}", v as f64 / t));
@@ -142,10 +145,16 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
         &format!("{p}cpu"),
         "User vs kernel CPU",
         &format!(
-            "Target over the trace window; generator over its run, without profile's own \
+            "Target over the {}; generator over its run, without profile's own \
              tracing control thread ({:.3} s). {}",
+            match &d.target_cpu_source {
+                None => "trace window".to_string(),
+                Some(src) => format!("request anatomy's window (read from {src})"),
+            },
             d.control_thread_cpu_s,
-            if ttx.is_finite() {
+            if r.trace.is_none() {
+                "Context switches: not recorded (--requests-only).".to_string()
+            } else if ttx.is_finite() {
                 format!(
                     "Context switches per transaction: {:.2} voluntary, {:.2} involuntary.",
                     d.voluntary_switches_per_transaction, d.involuntary_switches_per_transaction

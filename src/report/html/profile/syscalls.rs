@@ -9,6 +9,15 @@ use crate::report::units::human_ns;
 /// The target's syscall mix per transaction.
 pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
     let d = &r.derived;
+    let Some(trace) = &r.trace else {
+        return card(
+            &format!("{p}syscalls"),
+            "Syscall mix of the target",
+            "Not recorded (--requests-only): no syscall tracer was attached, so the target \
+             paid only the request anatomy's cost.",
+            "",
+        );
+    };
     if d.top_syscalls.is_empty() {
         return String::new();
     }
@@ -27,14 +36,13 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
             fmt: |v| format!("{v:.2}"),
         })
     });
-    let rows: Vec<Vec<String>> = r
-        .trace
+    let rows: Vec<Vec<String>> = trace
         .syscalls
         .iter()
         .take(15)
         .map(|s| {
             let l = s.latency.as_ref();
-            let total = r.trace.totals.time_ns.unwrap_or(0);
+            let total = trace.totals.time_ns.unwrap_or(0);
             vec![
                 s.name.clone(),
                 s.calls.to_string(),
@@ -67,7 +75,7 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
         &rows,
         &[1, 2, 3, 4, 5, 6],
     );
-    let cut = shown_of(rows.len(), r.trace.syscalls.len());
+    let cut = shown_of(rows.len(), trace.syscalls.len());
     card(
         &format!("{p}syscalls"),
         "Syscall mix of the target",
