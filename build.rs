@@ -18,16 +18,29 @@ fn main() {
         "aarch64" => "arm64",
         other => panic!("sockscope's BPF programs do not support {other} yet"),
     };
+    // A diagnostic build for bench/anatomy.sh: the anatomy's programs are
+    // attached as usual but return at once, so a run measures what the
+    // tracepoints cost before any program work.
+    println!("cargo:rerun-if-env-changed=SOCKSCOPE_ANATOMY_HOOKS_ONLY");
+    let hooks_only = env::var("SOCKSCOPE_ANATOMY_HOOKS_ONLY").is_ok_and(|v| v == "1");
+    if hooks_only {
+        println!("cargo:rustc-cfg=anatomy_hooks_only");
+    }
+    println!("cargo::rustc-check-cfg=cfg(anatomy_hooks_only)");
     for name in PROGS {
         let src = format!("src/bpf/{name}.bpf.c");
+        let mut args = vec![
+            "-Wall".to_string(),
+            "-Wno-unused-function".to_string(),
+            "-Isrc/bpf".to_string(),
+            format!("-D__TARGET_ARCH_{target_arch}"),
+        ];
+        if hooks_only && *name == "anatomy" {
+            args.push("-DSS_ANAT_HOOKS_ONLY".to_string());
+        }
         SkeletonBuilder::new()
             .source(&src)
-            .clang_args([
-                "-Wall",
-                "-Wno-unused-function",
-                "-Isrc/bpf",
-                &format!("-D__TARGET_ARCH_{target_arch}"),
-            ])
+            .clang_args(args)
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {src}: {e:#}"));
         println!("cargo:rerun-if-changed={src}");

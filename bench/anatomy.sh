@@ -14,7 +14,16 @@
 # WORKERS=N runs N nginx workers (default 1), NGINX_BIN another nginx (not
 # NGINX: nginx reads that variable itself), and GEN=sockscope drives them
 # with `sockscope load http -t THREADS` instead of wrk -t THREADS (THREADS
-# default 1): the multi-core run on a machine without wrk.
+# default 1): the multi-core run on a machine without wrk. RATE=N (with
+# GEN=sockscope) offers a fixed N requests/s instead of a closed loop:
+# below saturation the CPU per request is then free of what a slower
+# closed loop does to nginx's batching (fewer requests per epoll_wait).
+#
+# HOOKS_BIN=PATH adds a "hooks" row: a sockscope built with
+# SOCKSCOPE_ANATOMY_HOOKS_ONLY=1 (its anatomy programs are attached and
+# return at once), run like "sockets": what the tracepoints cost before any
+# program work. Build it apart, e.g.
+#   SOCKSCOPE_ANATOMY_HOOKS_ONLY=1 cargo build --release --target-dir target/hooks-only
 #
 # Only loopback is used. Every process started here is stopped on exit.
 set -euo pipefail
@@ -25,6 +34,10 @@ CONNS=${CONNS:-32}
 WORKERS=${WORKERS:-1}
 THREADS=${THREADS:-1}
 GEN=${GEN:-wrk}
+RATE=${RATE:-}
+HOOKS_BIN=${HOOKS_BIN:-}
+MODES="base sockets syscalls${HOOKS_BIN:+ hooks}"
+[ -z "$RATE" ] || [ "$GEN" = sockscope ] || { echo "bench/anatomy.sh: RATE needs GEN=sockscope" >&2; exit 2; }
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 BIN=${SOCKSCOPE:-target/release/sockscope}
 OUT=target/bench/anatomy
@@ -32,6 +45,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 [ -x "$BIN" ] || { echo "bench/anatomy.sh: build first ($BIN missing)" >&2; exit 1; }
+[ -z "$HOOKS_BIN" ] || [ -x "$HOOKS_BIN" ] || { echo "bench/anatomy.sh: HOOKS_BIN $HOOKS_BIN is not an executable" >&2; exit 1; }
 [ -x "$NGINX_BIN" ] || { echo "bench/anatomy.sh: nginx missing at $NGINX_BIN (make deps, or NGINX_BIN=PATH)" >&2; exit 1; }
 for t in "$GEN" python3; do
   [ "$t" = sockscope ] && continue
@@ -107,7 +121,7 @@ NGINX_PIDS=("$MASTER" $(pgrep -P "$MASTER"))
 URL="http://127.0.0.1:$PORT/index.html"
 HZ=$(getconf CLK_TCK)
 
-echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds, $CONNS connections, $WORKERS nginx worker(s), generator $GEN -t $THREADS"
+echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds, $CONNS connections, $WORKERS nginx worker(s), generator $GEN -t $THREADS${RATE:+ at $RATE req/s}"
 echo
 echo "| round | mode | req/s | nginx CPU us/req | machine CPU us/req | turns / requests |"
 echo "|---:|---|---:|---:|---:|---:|"
@@ -121,6 +135,8 @@ run() {
     base) ;;
     sockets) "$BIN" trace --requests-only -q -p "$MASTER" --duration $((SECS + 3)) \
                --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
+    hooks) "$HOOKS_BIN" trace --requests-only -q -p "$MASTER" --duration $((SECS + 3)) \
+               --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
     syscalls) "$BIN" trace -q -p "$MASTER" --duration $((SECS + 3)) \
                --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
   esac
@@ -130,7 +146,8 @@ run() {
   if [ "$GEN" = wrk ]; then
     wrk -t"$THREADS" -c"$CONNS" -d"${SECS}s" "$URL" >"$OUT/wrk-$mode-$round.txt"
   else
-    "$BIN" load http "$URL" -q -t "$THREADS" -c "$CONNS" -d "$SECS" --json "$OUT/load-$mode-$round.json"
+    "$BIN" load http "$URL" -q -t "$THREADS" -c "$CONNS" -d "$SECS" ${RATE:+--rate "$RATE"} \
+      --json "$OUT/load-$mode-$round.json"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['transactions']} requests in {d['duration_s']}s\")" \
       "$OUT/load-$mode-$round.json" >"$OUT/wrk-$mode-$round.txt"
   fi
@@ -156,7 +173,7 @@ PY
 }
 
 for r in $(seq "$ROUNDS"); do
-  for m in base sockets syscalls; do run "$m" "$r"; done
+  for m in $MODES; do run "$m" "$r"; done
 done
 
 echo
@@ -170,8 +187,9 @@ med = {m: [statistics.median(c) for c in zip(*v)] for m, v in rows.items()}
 b, s, t = med["base"], med["sockets"], med["syscalls"]
 print("| medians | req/s | nginx CPU us/req | machine CPU us/req |")
 print("|---|---:|---:|---:|")
-for m in ("base", "sockets", "syscalls"):
-    print(f"| {m} | {med[m][0]:,.0f} | {med[m][1]:.2f} | {med[m][2]:.2f} |")
+for m in ("base", "sockets", "syscalls", "hooks"):
+    if m in med:
+        print(f"| {m} | {med[m][0]:,.0f} | {med[m][1]:.2f} | {med[m][2]:.2f} |")
 print()
 def added(x, i): return x[i] - b[i]
 print(f"socket-only vs untraced: throughput {s[0]/b[0]:.3f}x, nginx CPU/request {s[1]/b[1]:.3f}x "
@@ -182,4 +200,7 @@ for i, name in ((1, "nginx"), (2, "machine")):
     at, as_ = added(t, i), added(s, i)
     share = f"{as_/at:.2f}" if at > 0 else "n/a"
     print(f"added {name} CPU per request: socket-only {as_:.2f} us, syscall tracer {at:.2f} us: ratio {share}")
+    if "hooks" in med:
+        ah = added(med["hooks"], i)
+        print(f"  of which the tracepoints alone (programs returning at once): {ah:.2f} us")
 PY

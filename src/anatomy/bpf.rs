@@ -68,6 +68,12 @@ impl<'obj> Programs<'obj> {
                  (CONFIG_SCHED_INFO; /proc/self/schedstat is missing), which this kernel lacks"
             ));
         }
+        if cfg!(anatomy_hooks_only) {
+            eprintln!(
+                "sockscope: this build's request anatomy programs return at once \
+                 (SOCKSCOPE_ANATOMY_HOOKS_ONLY, for bench/anatomy.sh): no turn is recorded"
+            );
+        }
         crate::trace::bpf::capture_libbpf_log();
         let mut open = AnatomySkelBuilder::default()
             .open(storage)

@@ -460,6 +460,11 @@ static __always_inline void prog_end(enum ss_anat_prog p, bool matched, __u64 t0
 	c->clock_ns += t1 - t0;
 }
 
+#ifdef SS_ANAT_HOOKS_ONLY
+/* The diagnostic build (build.rs, SOCKSCOPE_ANATOMY_HOOKS_ONLY=1): every
+ * program returns at once. */
+#define TIMED(prog, work) do { } while (0)
+#else
 #define TIMED(prog, work)                                       \
 	do {                                                     \
 		__u64 t0 = 0, t1 = 0;                            \
@@ -471,6 +476,7 @@ static __always_inline void prog_end(enum ss_anat_prog p, bool matched, __u64 t0
 		matched = (work);                                \
 		prog_end(prog, matched, t0, t1);                 \
 	} while (0)
+#endif
 
 /* --- data queued ------------------------------------------------------- */
 
