@@ -269,3 +269,127 @@ fn requests_only_refuses_what_it_cannot_do() {
         assert!(err.contains(says), "{all:?}: {err}");
     }
 }
+
+#[test]
+fn requests_duty_samples_the_window_and_detaches_the_request_hooks_between_samples() {
+    let test = "requests_duty_samples_the_window";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let dir = common::scratch("reqonly-duty");
+    let json = dir.join("r.json");
+    let srv = echo_server();
+    let mut bg = Background::start(&[
+        "trace",
+        "--requests-only",
+        "--requests-duty",
+        "300ms/1s",
+        "-p",
+        &srv.pid.to_string(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    bg.attached();
+    // Over 3 s, the request hooks are seen attached and detached: the
+    // process holds ss_recv's program throughout, its link only while a
+    // sample runs.
+    let (mut on, mut off) = (0, 0);
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        if links_held(bg.child.id(), "ss_recv") {
+            on += 1;
+        } else {
+            off += 1;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(
+        on > 0 && off > 0,
+        "hooks attached {on} times, detached {off} times"
+    );
+    let (code, rep, err) = common::load_json(
+        &dir,
+        &["tcp-rr", &srv.addr.to_string(), "-c", "2", "-d", "3"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "load failed: {err}");
+    let sent = rep["transactions"].as_u64().unwrap();
+    interrupt(bg);
+    let rep = common::read_json(&json);
+    let a = &rep["anatomy"];
+    let turns = a["turns"].as_u64().unwrap();
+    // A 30 % sample of a 3 s load: well above none, well below all.
+    assert!(
+        turns * 10 >= sent && turns * 10 <= sent * 6,
+        "{turns} turns of {sent} requests: {a}"
+    );
+    assert_eq!(a["multiplexed"]["turns"], 0, "{a}");
+    assert_eq!(
+        a["before_window"], 0,
+        "a request that came while paused is not timed: {a}"
+    );
+    let s = &a["sampled"];
+    assert_eq!(s["on_s"], 0.3, "{a}");
+    assert_eq!(s["period_s"], 1.0, "{a}");
+    let share = s["sampled_s"].as_f64().unwrap() / s["window_s"].as_f64().unwrap();
+    assert!(
+        (0.2..0.45).contains(&share),
+        "sampled {share} of the window: {s}"
+    );
+    let sums = &a["sums_ns"];
+    let parts: u64 = ["queue_wait", "cpu_wait", "service", "send"]
+        .iter()
+        .map(|k| sums[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(parts, sums["server_time"].as_u64().unwrap());
+}
+
+/// Does `pid` hold a BPF link to the program named `name`? (Link fds'
+/// fdinfo names their program by id.)
+fn links_held(pid: u32, name: &str) -> bool {
+    let ids: Vec<u32> = loaded_programs()
+        .into_iter()
+        .filter(|(_, n)| n == name)
+        .map(|(id, _)| id)
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+        info.contains("link_type:")
+            && info.lines().any(|l| {
+                l.strip_prefix("prog_id:")
+                    .and_then(|v| v.trim().parse::<u32>().ok())
+                    .is_some_and(|id| ids.contains(&id))
+            })
+    })
+}
+
+#[test]
+fn requests_duty_refuses_what_it_cannot_sample() {
+    for (args, says) in [
+        (
+            vec!["--requests-only", "--requests-duty", "2s/1s"],
+            "shorter than its period",
+        ),
+        (
+            vec!["--requests-only", "--requests-duty", "10ms/1s"],
+            "at least 100ms",
+        ),
+        (
+            vec!["--requests-only", "--requests-duty", "1s"],
+            "expected ON/PERIOD",
+        ),
+        (vec!["--requests-duty", "1s/10s"], "--requests-only"),
+    ] {
+        let mut cmd = std::process::Command::new(common::sockscope());
+        cmd.arg("trace")
+            .args(&args)
+            .args(["-p", "1", "--duration", "1"]);
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -51,6 +51,8 @@ pub mod count {
     /// TCP: next requests that arrived while a response's write had not
     /// returned.
     pub const NEXT_IN_WRITE: usize = C::SS_CNT_NEXT_IN_WRITE.0 as usize;
+    /// Turns cut by a sampled window's pause or resume: untimed.
+    pub const RESYNC: usize = C::SS_CNT_RESYNC.0 as usize;
 }
 
 /// The programs' names, in the order of `enum ss_anat_prog`.

@@ -24,7 +24,12 @@ use crate::trace::pod::{self, as_bytes};
 /// The loaded programs. They run only while this holds their links.
 pub struct Programs<'obj> {
     skel: AnatomySkel<'obj>,
+    /// The connection-life and fork hooks (rare events: attached for the
+    /// whole window).
     links: Vec<Link>,
+    /// The per-request hooks (data ready, read, write): detached while a
+    /// sampled window is paused.
+    socket_links: Vec<Link>,
     ncpus: usize,
 }
 
@@ -103,6 +108,7 @@ impl<'obj> Programs<'obj> {
         Ok(Self {
             skel,
             links: Vec::new(),
+            socket_links: Vec::new(),
             ncpus,
         })
     }
@@ -182,19 +188,57 @@ impl<'obj> Programs<'obj> {
     /// no turn.
     pub fn attach(&mut self) -> Result<()> {
         let p = &self.skel.progs;
-        let progs = [
+        for (prog, name) in [
             (&p.ss_fork, "sched_process_fork"),
             (&p.ss_sock_state, "inet_sock_set_state"),
-            (&p.ss_data_ready, "sk_data_ready"),
-            (&p.ss_recv, "sock_recv_length"),
-            (&p.ss_send, "sock_send_length"),
-        ];
-        for (prog, name) in progs {
+        ] {
             let link = prog
                 .attach()
                 .map_err(|e| failed(&format!("attaching to {name}"), e))?;
             self.links.push(link);
         }
+        self.attach_socket_hooks()
+    }
+
+    fn attach_socket_hooks(&mut self) -> Result<()> {
+        let p = &self.skel.progs;
+        for (prog, name) in [
+            (&p.ss_data_ready, "sk_data_ready"),
+            (&p.ss_recv, "sock_recv_length"),
+            (&p.ss_send, "sock_send_length"),
+        ] {
+            let link = prog
+                .attach()
+                .map_err(|e| failed(&format!("attaching to {name}"), e))?;
+            self.socket_links.push(link);
+        }
+        Ok(())
+    }
+
+    /// Sampled windows: detaches the per-request hooks (nothing runs per
+    /// request until [`Programs::resume`]), closes the turns answered so
+    /// far and leaves every connection's turn unknown.
+    pub fn pause(&mut self) -> Result<()> {
+        // Closed first: the three hooks stop changing turns at once, not
+        // one by one as their links go.
+        self.bss()?.window_open = 0;
+        self.socket_links.clear();
+        self.bss()?.pausing = 1;
+        let done = self.run_close_iterator();
+        self.bss()?.pausing = 0;
+        done
+    }
+
+    /// Re-attaches the per-request hooks after a [`Programs::pause`]; a
+    /// turn whose request came while paused is skipped, not timed.
+    pub fn resume(&mut self) -> Result<()> {
+        // All three attached before any changes a turn: a read seen
+        // without its data's arrival (or a write without its read) would
+        // look like a pipelined connection.
+        self.attach_socket_hooks()?;
+        let bss = self.bss()?;
+        bss.resumed = 1;
+        bss.window_open = 1;
         Ok(())
     }
 
@@ -232,6 +276,13 @@ impl<'obj> Programs<'obj> {
             bss.cost_on = 0;
         }
         self.links.clear();
+        self.socket_links.clear();
+        self.run_close_iterator()
+    }
+
+    /// Runs the iterator that closes every connection's turn in progress
+    /// (the programs that change turns must be detached).
+    fn run_close_iterator(&mut self) -> Result<()> {
         let link = self
             .skel
             .progs

@@ -36,7 +36,7 @@ use anyhow::{Context, Result, anyhow};
 
 pub use self::counts::{Counts, Part, PortTurns, Transport};
 pub use self::ports::{ServedPort, served_ports};
-use crate::report::anatomy::{AnatomyInterval, AnatomyReport};
+use crate::report::anatomy::{AnatomyInterval, AnatomyReport, AnatomySampling};
 use crate::trace::bpf::ScopeFilter;
 
 /// Ports that keep their own statistics; turns on further ones are added
@@ -62,6 +62,46 @@ pub struct AnatomyConfig {
     /// Where the window's counts so far are published, at every interval
     /// and at the end (for `--metrics`).
     pub latest: Option<Latest>,
+    /// Sample the window instead of following all of it (None: all).
+    pub duty: Option<Duty>,
+}
+
+/// A sampled window: the per-request hooks are attached `on` of every
+/// `period` (from the window's start) and detached the rest, when they
+/// cost nothing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Duty {
+    /// How long each sample lasts.
+    pub on: Duration,
+    /// How often one starts.
+    pub period: Duration,
+}
+
+impl Duty {
+    /// Parses `ON/PERIOD` (e.g. `1s/10s`, `200ms/1s`).
+    pub fn parse(s: &str) -> std::result::Result<Duty, String> {
+        let (on, period) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?}: expected ON/PERIOD, e.g. 1s/10s"))?;
+        let dur =
+            |t: &str| humantime::parse_duration(t.trim()).map_err(|e| format!("{s:?}: {t:?}: {e}"));
+        let (on, period) = (dur(on)?, dur(period)?);
+        if on < Duration::from_millis(100) {
+            return Err(format!("{s:?}: each sample must last at least 100ms"));
+        }
+        if on >= period {
+            return Err(format!(
+                "{s:?}: the sample must be shorter than its period (to follow everything, leave \
+                 --requests-duty out)"
+            ));
+        }
+        Ok(Duty { on, period })
+    }
+
+    /// Is the window sampling at `el` from its start?
+    fn on_at(&self, el: Duration) -> bool {
+        el.as_nanos() % self.period.as_nanos() < self.on.as_nanos()
+    }
 }
 
 /// The window's counts so far (everything since it opened, so every
@@ -112,6 +152,8 @@ pub struct Recorded {
     pub window_ns: u64,
     /// The served ports known when it opened.
     pub ports: Vec<ServedPort>,
+    /// A sampled window: its duty, and how long it sampled in all, ns.
+    pub sampled: Option<(Duty, u64)>,
 }
 
 /// The report's section of a recorded window; `target_cpu_ns` (the
@@ -121,7 +163,14 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
         .map(|n| n.get())
         .unwrap_or(1);
     let cost = summary::cost(&rec.window.progs, rec.window_ns, ncpus, target_cpu_ns);
-    summary::report(&rec.window, rec.intervals.clone(), cost)
+    let mut r = summary::report(&rec.window, rec.intervals.clone(), cost);
+    r.sampled = rec.sampled.map(|(d, on_ns)| AnatomySampling {
+        on_s: d.on.as_secs_f64(),
+        period_s: d.period.as_secs_f64(),
+        sampled_s: on_ns as f64 / 1e9,
+        window_s: rec.window_ns as f64 / 1e9,
+    });
+    r
 }
 
 /// A running anatomy window, on its own thread (it owns the BPF object;
@@ -258,9 +307,25 @@ fn run(
     let mut last = before.clone();
     let mut next_interval = cfg.interval;
     let mut cost_on = false;
+    // Sampled windows: whether the per-request hooks are on, since when,
+    // and the time they were on in all.
+    let (mut sampling, mut since, mut on_total) = (true, Duration::ZERO, Duration::ZERO);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(TICK);
         let el = t0.elapsed();
+        if let Some(d) = cfg.duty {
+            let want = d.on_at(el);
+            if want != sampling {
+                if want {
+                    progs.resume()?;
+                } else {
+                    progs.pause()?;
+                    on_total += el - since;
+                }
+                sampling = want;
+                since = el;
+            }
+        }
         let in_slice = el.as_nanos() % COST_PERIOD.as_nanos() < COST_SLICE.as_nanos();
         if in_slice != cost_on {
             cost_on = in_slice;
@@ -280,6 +345,9 @@ fn run(
         }
     }
     let window_ns = bpf::monotonic_ns().saturating_sub(start);
+    if sampling {
+        on_total += t0.elapsed() - since;
+    }
     progs.close_window()?;
     let end = progs.read()?;
     if !cfg.interval.is_zero() {
@@ -295,6 +363,7 @@ fn run(
         intervals,
         window_ns,
         ports,
+        sampled: cfg.duty.map(|d| (d, on_total.as_nanos() as u64)),
     })
 }
 

@@ -245,6 +245,8 @@ pub fn report(
         storage_failures: c[count::STORAGE_FULL],
         overflow_turns: c[count::SERIES_FULL],
         next_during_write: c[count::NEXT_IN_WRITE],
+        sampling_cut: c[count::RESYNC],
+        sampled: None,
         parts: parts_of(&total),
         sums_ns: PartSums {
             queue_wait: total.sum_ns[Part::Queue as usize],

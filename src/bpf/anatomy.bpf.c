@@ -59,6 +59,13 @@ const volatile __u32 self_tgid = 0;
 __u32 window_open = 0;
 __u64 window_start = 0;   /* bpf_ktime_get_ns() when the window opened */
 __u32 cost_on = 0;
+/* Sampled windows (--requests-duty): set when the loader runs the pause
+ * iterator (every connection's turn is then unknown: RESYNC), and from the
+ * first resume on (a connection first seen at a read had its request
+ * arrive while paused: that turn is skipped, not counted from the window's
+ * start). */
+__u32 pausing = 0;
+__u32 resumed = 0;
 struct ss_anat_cpu cpus[SS_MAX_CPUS] = {};
 /* One bit per local port that some followed namespace serves: the test
  * every unfollowed socket's data_ready and read pays before the (costlier)
@@ -337,7 +344,7 @@ static __always_inline void add_by_server(struct ss_anat_stats *s, __u32 b, __u6
 static __always_inline void turn_reset(struct ss_anat_conn *c)
 {
 	c->state = SS_TURN_IDLE;
-	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT);
+	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT | SS_CONN_SKIP);
 	c->arrival = 0;
 	c->cpu_queue = 0;
 	c->cpu_service = 0;
@@ -374,6 +381,11 @@ static __always_inline void record_turn(struct ss_anat_conn *c, __u64 queue, __u
 static __always_inline void turn_close(struct ss_anat_conn *c)
 {
 	if (c->state != SS_TURN_RESPONDING) {
+		turn_reset(c);
+		return;
+	}
+	if (c->flags & SS_CONN_SKIP) {
+		count(SS_CNT_RESYNC);
 		turn_reset(c);
 		return;
 	}
@@ -544,7 +556,7 @@ static __always_inline bool ready_work(const struct sock *sk)
 	}
 	if (c->state == SS_TURN_RESPONDING)
 		turn_close(c);
-	if (c->state == SS_TURN_IDLE) {
+	if (c->state == SS_TURN_IDLE || c->state == SS_TURN_RESYNC) {
 		c->arrival = now;
 		c->state = SS_TURN_ARRIVED;
 	}
@@ -637,10 +649,23 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	}
 	switch (c->state) {
 	case SS_TURN_IDLE:
+		if (resumed) {
+			/* Sampled: this request came while paused. */
+			c->arrival = now;
+			c->flags |= SS_CONN_SKIP;
+			first_read(c, sk, now);
+			break;
+		}
 		/* Data queued before the window (or before the socket was
 		 * followed): counted from the window's start, and said so. */
 		c->arrival = window_start;
 		c->flags |= SS_CONN_ARRIVAL_UNSEEN;
+		first_read(c, sk, now);
+		break;
+	case SS_TURN_RESYNC:
+		/* Sampling resumed mid-turn: this turn is not timed. */
+		c->arrival = now;
+		c->flags |= SS_CONN_SKIP;
 		first_read(c, sk, now);
 		break;
 	case SS_TURN_ARRIVED:
@@ -682,6 +707,8 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 	case SS_TURN_IDLE:
 		count(SS_CNT_UNSOLICITED);
 		break;
+	case SS_TURN_RESYNC:
+		break;  /* answers a request read while paused */
 	case SS_TURN_ARRIVED:
 		/* A response while this turn's request is still unread: it
 		 * answers an earlier one. */
@@ -819,9 +846,11 @@ int BPF_PROG(ss_fork, struct task_struct *parent, struct task_struct *child)
 
 /* --- the end of the window ---------------------------------------------- */
 
-/* Run by the loader once the socket programs are detached: every turn
- * answered is closed (its last write so far ends it); turns still waiting
- * for their response are counted as in flight. */
+/* Run by the loader once the socket programs are detached, at the end of
+ * the window and at each pause of a sampled one: every turn answered is
+ * closed (its last write so far ends it); turns still waiting for their
+ * response are counted as in flight. At a pause every connection is then
+ * left in RESYNC, and a UDP socket's kept arrivals are dropped. */
 SEC("iter/bpf_sk_storage_map")
 int ss_close_turns(struct bpf_iter__bpf_sk_storage_map *ctx)
 {
@@ -831,8 +860,13 @@ int ss_close_turns(struct bpf_iter__bpf_sk_storage_map *ctx)
 		return 0;
 	if (c->state == SS_TURN_RESPONDING)
 		turn_close(c);
-	else if (c->state != SS_TURN_IDLE && !(c->flags & SS_CONN_FOREIGN))
-		count(SS_CNT_IN_FLIGHT);
+	else if (c->state != SS_TURN_IDLE && c->state != SS_TURN_RESYNC &&
+		 !(c->flags & SS_CONN_FOREIGN))
+		count(pausing ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);
 	turn_reset(c);
+	if (pausing) {
+		c->state = SS_TURN_RESYNC;
+		c->ring_head = c->ring_tail;
+	}
 	return 0;
 }

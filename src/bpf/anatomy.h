@@ -27,6 +27,7 @@ enum ss_anat_state {
 	SS_TURN_ARRIVED = 1,    /* request data queued, not read yet */
 	SS_TURN_SERVING = 2,    /* read, no response written yet */
 	SS_TURN_RESPONDING = 3, /* response written; ends at the next arrival */
+	SS_TURN_RESYNC = 4,     /* sampling resumed: where it is is not known */
 };
 
 /* ss_anat_conn.flags (bits) */
@@ -38,6 +39,7 @@ enum ss_anat_conn_flags {
 	SS_CONN_FOREIGN = 32,    /* served by a task outside the scope */
 	SS_CONN_ARRIVAL_UNSEEN = 64, /* this turn's data came before the window */
 	SS_CONN_NEXT = 128,      /* TCP: the next request came during a write */
+	SS_CONN_SKIP = 256,      /* this turn began while sampling was paused */
 };
 
 enum ss_anat_limits {
@@ -72,7 +74,8 @@ enum ss_anat_count {
 	SS_CNT_IN_FLIGHT = 11,     /* turns not answered when the window closed */
 	SS_CNT_UNANSWERED = 12,    /* UDP: a datagram read, none sent before the next */
 	SS_CNT_NEXT_IN_WRITE = 13, /* TCP: the next request came during a write */
-	SS_COUNTS = 14,
+	SS_CNT_RESYNC = 14,        /* turns begun while sampling was paused: untimed */
+	SS_COUNTS = 15,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
@@ -93,7 +96,7 @@ struct ss_anat_prog_cost {
 struct ss_anat_cpu {
 	struct ss_anat_prog_cost prog[SS_ANAT_PROGS];
 	__u64 count[SS_COUNTS];
-	__u64 pad[2];
+	__u64 pad[1];
 };
 
 /* The turns of one listening port (or of the overflow), per CPU. The sums

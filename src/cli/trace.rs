@@ -82,6 +82,13 @@ pub struct TraceArgs {
     #[arg(long, conflicts_with = "requests")]
     pub requests_only: bool,
 
+    /// With --requests-only: follow the requests ON of every PERIOD only
+    /// (e.g. 1s/10s): the per-request hooks are detached the rest of the
+    /// time, when they cost nothing; the turns are a sample.
+    #[arg(long, value_name = "ON/PERIOD", requires = "requests_only",
+          value_parser = crate::anatomy::Duty::parse)]
+    pub requests_duty: Option<crate::anatomy::Duty>,
+
     /// Print one table (and with --json one JSON line) per interval, e.g.
     /// 10s or 500ms, until the end of the trace.
     #[arg(long, value_name = "SPAN", value_parser = values::interval)]
@@ -229,6 +236,7 @@ impl TraceArgs {
             metrics: self.metrics.map(|a| (a, self.metrics_public)),
             requests: self.requests,
             requests_only: self.requests_only,
+            requests_duty: self.requests_duty,
         })
     }
 

@@ -226,6 +226,19 @@ pub struct AnatomyCost {
     pub timed_fraction: f64,
 }
 
+/// How a sampled window was sampled.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnatomySampling {
+    /// Each sample's length, s.
+    pub on_s: f64,
+    /// How often a sample started, s.
+    pub period_s: f64,
+    /// The time sampled in all, s.
+    pub sampled_s: f64,
+    /// The window's length, s.
+    pub window_s: f64,
+}
+
 /// The request anatomy of a window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AnatomyReport {
@@ -264,6 +277,13 @@ pub struct AnatomyReport {
     /// at that write's end.
     #[serde(default)]
     pub next_during_write: u64,
+    /// Turns under way when a sampled window resumed or paused: not timed.
+    #[serde(default)]
+    pub sampling_cut: u64,
+    /// A sampled window (`--requests-duty`): the turns are those of the
+    /// samples only. Absent when the whole window was followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<AnatomySampling>,
     /// Every timed turn's parts.
     pub parts: Parts,
     /// Their exact sums.
@@ -371,6 +391,15 @@ impl AnatomyReport {
             ));
         }
         out
+    }
+}
+
+/// A duration in seconds as a user writes it ("1s", "200ms").
+fn fmt_secs(s: f64) -> String {
+    if s >= 1.0 && (s - s.round()).abs() < 1e-9 {
+        format!("{}s", s.round())
+    } else {
+        format!("{}ms", (s * 1000.0).round())
     }
 }
 
@@ -484,6 +513,17 @@ pub fn render(a: &AnatomyReport) -> String {
         out.push_str(&format!("; {} unanswered at the end", a.in_flight_at_end));
     }
     out.push('\n');
+    if let Some(s) = &a.sampled {
+        out.push_str(&format!(
+            "  sampled: {} of every {} ({:.1} s of {:.1} s): the turns are those of the samples \
+             ({} cut by a pause or a resume, not timed)\n",
+            fmt_secs(s.on_s),
+            fmt_secs(s.period_s),
+            s.sampled_s,
+            s.window_s,
+            a.sampling_cut
+        ));
+    }
     if a.ports.len() > 1 {
         for p in &a.ports {
             out.push_str(&format!(

@@ -88,6 +88,7 @@ pub fn config_for(target: &TargetSpec, root: i32) -> Result<AnatomyConfig> {
         max_ports: anatomy::DEFAULT_MAX_PORTS,
         interval: Duration::from_secs(1),
         latest: None,
+        duty: None,
     })
 }
 

@@ -44,6 +44,8 @@ pub struct RequestsOnlySpec {
     pub metrics: Option<(std::net::SocketAddr, bool)>,
     /// How the exporter names the target (`pid:N`, `comm:x`...).
     pub scope_name: String,
+    /// Sample the window (`--requests-duty`) instead of following all of it.
+    pub duty: Option<crate::anatomy::Duty>,
 }
 
 /// Runs `trace --requests-only` and returns the exit status: 0, or 1 when
@@ -93,6 +95,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     };
     let mut cfg = super::requests::config_for(target, root)?;
     cfg.latest = Some(latest);
+    cfg.duty = spec.duty;
     let probe = CpuProbe::new(target, root);
     let before = probe.read();
     let started_at = SystemTime::now();

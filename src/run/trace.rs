@@ -42,6 +42,8 @@ pub struct TraceSpec {
     /// `--requests-only`: the request anatomy alone, no syscall tracer
     /// (`super::requests_only`).
     pub requests_only: bool,
+    /// `--requests-duty`: sample the anatomy's window.
+    pub requests_duty: Option<crate::anatomy::Duty>,
 }
 
 /// Traces, writes the outputs and returns the exit status: the launched
@@ -55,6 +57,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             quiet: spec.quiet,
             metrics: spec.metrics,
             scope_name: scope_name(&spec.options.target),
+            duty: spec.requests_duty,
         });
     }
     let mut options = spec.options.clone();
