@@ -19,6 +19,9 @@
 # below saturation the CPU per request is then free of what a slower
 # closed loop does to nginx's batching (fewer requests per epoll_wait).
 #
+# DUTY=ON/PERIOD adds a "sampled" row: `trace --requests-only
+# --requests-duty ON/PERIOD` (the window opens 1.5 s before the load;
+# e.g. DUTY=500ms/5s with 5 s runs samples 0.5 s of the load).
 # HOOKS_BIN=PATH adds a "hooks" row: a sockscope built with
 # SOCKSCOPE_ANATOMY_HOOKS_ONLY=1 (its anatomy programs are attached and
 # return at once), run like "sockets": what the tracepoints cost before any
@@ -36,7 +39,8 @@ THREADS=${THREADS:-1}
 GEN=${GEN:-wrk}
 RATE=${RATE:-}
 HOOKS_BIN=${HOOKS_BIN:-}
-MODES="base sockets syscalls${HOOKS_BIN:+ hooks}"
+DUTY=${DUTY:-}
+MODES="base sockets syscalls${HOOKS_BIN:+ hooks}${DUTY:+ sampled}"
 [ -z "$RATE" ] || [ "$GEN" = sockscope ] || { echo "bench/anatomy.sh: RATE needs GEN=sockscope" >&2; exit 2; }
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 BIN=${SOCKSCOPE:-target/release/sockscope}
@@ -135,6 +139,8 @@ run() {
     base) ;;
     sockets) "$BIN" trace --requests-only -q -p "$MASTER" --duration $((SECS + 3)) \
                --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
+    sampled) "$BIN" trace --requests-only --requests-duty "$DUTY" -q -p "$MASTER" \
+               --duration $((SECS + 3)) --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
     hooks) "$HOOKS_BIN" trace --requests-only -q -p "$MASTER" --duration $((SECS + 3)) \
                --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
     syscalls) "$BIN" trace -q -p "$MASTER" --duration $((SECS + 3)) \
@@ -155,7 +161,7 @@ run() {
   local turns="-"
   if [ -n "$tracer" ]; then
     wait "$tracer" || { echo "bench/anatomy.sh: the $mode tracer failed: $(cat "$OUT/$mode-$round.err")" >&2; exit 1; }
-    [ "$mode" = sockets ] && turns=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['anatomy']['turns'])" "$json")
+    case $mode in sockets|sampled|hooks) true ;; *) false ;; esac && turns=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['anatomy']['turns'])" "$json")
   fi
   python3 - "$OUT/wrk-$mode-$round.txt" "$mode" "$round" "$((n1 - n0))" "$((b1 - b0))" "$HZ" "$turns" "$OUT/rows" <<'PY'
 import re, sys
@@ -187,7 +193,7 @@ med = {m: [statistics.median(c) for c in zip(*v)] for m, v in rows.items()}
 b, s, t = med["base"], med["sockets"], med["syscalls"]
 print("| medians | req/s | nginx CPU us/req | machine CPU us/req |")
 print("|---|---:|---:|---:|")
-for m in ("base", "sockets", "syscalls", "hooks"):
+for m in ("base", "sockets", "syscalls", "hooks", "sampled"):
     if m in med:
         print(f"| {m} | {med[m][0]:,.0f} | {med[m][1]:.2f} | {med[m][2]:.2f} |")
 print()
@@ -203,4 +209,7 @@ for i, name in ((1, "nginx"), (2, "machine")):
     if "hooks" in med:
         ah = added(med["hooks"], i)
         print(f"  of which the tracepoints alone (programs returning at once): {ah:.2f} us")
+    if "sampled" in med:
+        sp = med["sampled"]
+        print(f"  sampled (--requests-duty): {added(sp, i):.2f} us ({sp[i]/b[i]:.3f}x untraced)")
 PY

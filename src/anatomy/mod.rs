@@ -372,6 +372,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_duty_is_a_sample_shorter_than_its_period_and_on_from_the_start() {
+        let d = Duty::parse("300ms/1s").unwrap();
+        assert_eq!(d.on, Duration::from_millis(300));
+        assert_eq!(d.period, Duration::from_secs(1));
+        let at = |ms| d.on_at(Duration::from_millis(ms));
+        assert!(at(0) && at(299) && !at(300) && !at(999) && at(1000) && at(1299));
+        assert!(Duty::parse(" 1s / 10s ").is_ok());
+        for bad in ["1s", "1s/1s", "2s/1s", "50ms/1s", "x/1s", "1s/"] {
+            assert!(Duty::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn published_counts_list_idle_served_ports_within_the_port_limit() {
         let l = latest();
         let served = |port| ServedPort {
