@@ -672,6 +672,17 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		first_read(c, sk, now);
 		break;
 	case SS_TURN_RESPONDING:
+		if (c->flags & SS_CONN_NEXT) {
+			/* The next request came during the last write, and the
+			 * write's end missed it (the data-ready ran on another
+			 * CPU at that very moment): it is this read's. */
+			__u64 next = c->next_arrival;
+
+			turn_close(c);
+			c->arrival = next;
+			first_read(c, sk, now);
+			break;
+		}
 		/* This data was queued before the response ended: the
 		 * connection carries the next request behind this one. */
 		mark_multiplexed(c);
