@@ -268,4 +268,17 @@ fn requests_only_refuses_what_it_cannot_do() {
         assert_eq!(st.code(), Some(2), "{all:?}: {err}");
         assert!(err.contains(says), "{all:?}: {err}");
     }
+    // The refusal is one sentence, its words a single space apart.
+    let (st, _, err) = common::run_bounded(
+        &["trace", "--requests-only", "-p", "1", "--count-only"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--count-only is an option of the syscall tracer, and --requests-only runs none; \
+             use --requests to have both\n"
+        ),
+        "{err:?}"
+    );
 }

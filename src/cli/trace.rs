@@ -248,7 +248,8 @@ impl TraceArgs {
         ];
         if let Some((_, name)) = tracer_only.iter().find(|(set, _)| *set) {
             return Err(error::usage(format!(
-                "{name} is an option of the syscall tracer, and --requests-only runs none;                  use --requests to have both"
+                "{name} is an option of the syscall tracer, and --requests-only runs none; \
+                 use --requests to have both"
             )));
         }
         if !self.command.is_empty() {
