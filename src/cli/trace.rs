@@ -83,7 +83,8 @@ pub struct TraceArgs {
     pub requests_only: bool,
 
     /// Print one table (and with --json one JSON line) per interval, e.g.
-    /// 10s or 500ms, until the end of the trace.
+    /// 10s or 500ms, until the end of the trace. With --requests-only: one
+    /// line per interval on stderr, in whole seconds.
     #[arg(long, value_name = "SPAN", value_parser = values::interval)]
     pub interval: Option<Duration>,
 
@@ -239,7 +240,6 @@ impl TraceArgs {
             (self.count_only, "--count-only"),
             (self.per_thread, "--per-thread"),
             (self.by != Breakdown::None, "--by"),
-            (self.interval.is_some(), "--interval"),
             (self.no_follow, "--no-follow"),
             (self.errors_only, "--errors-only"),
             (self.top.is_some(), "--top"),

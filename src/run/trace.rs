@@ -55,6 +55,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             quiet: spec.quiet,
             metrics: spec.metrics,
             scope_name: scope_name(&spec.options.target),
+            interval: spec.interval,
         });
     }
     let mut options = spec.options.clone();
