@@ -251,13 +251,110 @@ fn requests_only_killed_leaves_no_program_loaded() {
     assert!(left.is_empty(), "still loaded after SIGKILL: {left:?}");
 }
 
+/// `--- requests N: A-B s, T turns ...`: (N, T), for the lines of
+/// `--requests-only --interval`.
+fn interval_lines(stderr: &str) -> Vec<(u64, u64)> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("--- requests ")?;
+            let (n, rest) = rest.split_once(": ")?;
+            let mut turns = rest.split(", ").nth(1)?.split(' ');
+            let (count, word) = (turns.next()?, turns.next()?);
+            (word == "turns").then_some(())?;
+            Some((n.parse().ok()?, count.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `--requests-only --interval 1` under a 2 s load, ended (SIGINT) after
+/// its second line: a line per second while the window is open, numbered in order, whose turns add up to at most the artifact's
+/// (the time after the last line is in the table only); the table and the
+/// artifact are those of a run without lines (per-second intervals in
+/// `anatomy.intervals`, no line in -o), and `report` of the artifact
+/// prints the table -o holds.
+#[test]
+fn requests_only_interval_prints_a_line_per_second() {
+    if !common::require_bpf("requests_only_interval_prints_a_line_per_second") {
+        return;
+    }
+    let dir = common::scratch("reqonly-interval");
+    let (json, out) = (dir.join("r.json"), dir.join("r.txt"));
+    let srv = echo_server();
+    let mut bg = Background::start(&[
+        "trace",
+        "--requests-only",
+        "-p",
+        &srv.pid.to_string(),
+        "--duration",
+        "30",
+        "--interval",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    bg.attached();
+    let (code, _, err) = common::load_json(
+        &dir,
+        &["tcp-rr", &srv.addr.to_string(), "-c", "2", "-d", "2"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "load failed: {err}");
+    // Ended once two lines are out and the load's turns are in them,
+    // however long loading the programs or starting the load took (the
+    // window's --duration bounds the wait).
+    loop {
+        bg.line_with("--- requests ");
+        let so_far = interval_lines(&bg.seen);
+        if so_far.len() >= 2 && so_far.iter().any(|(_, t)| *t > 0) {
+            break;
+        }
+    }
+    let stderr = interrupt(bg);
+    let lines = interval_lines(&stderr);
+    assert!(lines.len() >= 2, "a line a second: {stderr}");
+    let numbers: Vec<u64> = lines.iter().map(|(n, _)| *n).collect();
+    assert_eq!(numbers, (1..=lines.len() as u64).collect::<Vec<_>>());
+    let rep = common::read_json(&json);
+    let turns = rep["anatomy"]["turns"].as_u64().unwrap();
+    let in_lines: u64 = lines.iter().map(|(_, t)| t).sum();
+    assert!(
+        in_lines > 0 && in_lines <= turns,
+        "{in_lines} of {turns}: {stderr}"
+    );
+    assert!(
+        rep["anatomy"]["intervals"].as_array().unwrap().len() >= lines.len(),
+        "{}",
+        rep["anatomy"]["intervals"]
+    );
+    let table = std::fs::read_to_string(&out).unwrap();
+    assert!(!table.contains("--- requests"), "{table}");
+    let (st, so, se) = common::run_bounded(
+        &[
+            "report",
+            "-q",
+            json.to_str().unwrap(),
+            "--out",
+            dir.join("report").to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(st.success(), "{so}{se}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("report/summary.txt")).unwrap(),
+        table
+    );
+}
+
 #[test]
 fn requests_only_refuses_what_it_cannot_do() {
     let cases: &[(&[&str], &str)] = &[
         (&["-p", "1", "--count-only"], "--count-only"),
         (&["-p", "1", "--per-thread"], "--per-thread"),
         (&["--comm", "x", "--by", "process"], "--by"),
-        (&["-p", "1", "--interval", "1s"], "--interval"),
+        (&["-p", "1", "--sort", "calls"], "--sort"),
         (&["-p", "1", "--requests"], "--requests"),
         (&["--", "true"], "--requests -- CMD"),
     ];
@@ -268,6 +365,19 @@ fn requests_only_refuses_what_it_cannot_do() {
         assert_eq!(st.code(), Some(2), "{all:?}: {err}");
         assert!(err.contains(says), "{all:?}: {err}");
     }
+    // The refusal is one sentence, its words a single space apart.
+    let (st, _, err) = common::run_bounded(
+        &["trace", "--requests-only", "-p", "1", "--count-only"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--count-only is an option of the syscall tracer, and --requests-only runs none; \
+             use --requests to have both\n"
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]

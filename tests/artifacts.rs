@@ -354,16 +354,105 @@ fn a_refused_report_names_out_only_when_given() {
     );
 }
 
+/// tests/fixtures/v2/requests.json: what `trace --requests-only -p PID
+/// --duration 4 --json` wrote for a one-thread `serve echo --work-us 100`
+/// under `load tcp-rr -c 2 -d 2`, and requests.summary.txt the table that
+/// trace printed (its -o) for the same run.
+fn requests_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/v2")
+        .join(name)
+}
+
+/// `report` reads a `sockscope.requests` artifact: summary.txt (and
+/// stdout) is byte for byte the text `trace --requests-only` printed, and
+/// report.html holds the anatomy's card and the window's.
+#[test]
+fn a_requests_artifact_renders_the_text_its_trace_printed() {
+    let dir = scratch("artifacts-requests");
+    let file = requests_fixture("requests.json");
+    let printed = std::fs::read_to_string(requests_fixture("requests.summary.txt")).unwrap();
+    let out = dir.join("out");
+    let (st, so, se) = run_bounded(
+        &[
+            "report",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "{so}{se}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.txt")).unwrap(),
+        printed
+    );
+    assert!(so.starts_with(&printed), "{so}");
+    assert!(so.ends_with(&format!("report: {}\n", out.join("report.html").display())));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<h3>Anatomy of a request</h3>"), "{html}");
+    assert!(html.contains("<h3>Window and cost</h3>"), "{html}");
+    assert!(html.contains("pid 3297 (sockscope)"), "{html}");
+}
+
+/// A truncated or malformed requests artifact, another schema and an
+/// unknown version are usage errors (exit 2) that say which.
+#[test]
+fn a_broken_requests_artifact_is_refused_naming_why() {
+    let dir = scratch("artifacts-requests-broken");
+    let text = std::fs::read_to_string(requests_fixture("requests.json")).unwrap();
+    let mut no_anatomy = read_json(&requests_fixture("requests.json"));
+    no_anatomy.as_object_mut().unwrap().remove("anatomy");
+    let mut turns_text = read_json(&requests_fixture("requests.json"));
+    turns_text["anatomy"]["turns"] = "many".into();
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("truncated", text[..text.len() / 2].to_string(), "not JSON"),
+        (
+            "no-anatomy",
+            no_anatomy.to_string(),
+            "not a valid sockscope.requests artifact: missing field `anatomy`",
+        ),
+        (
+            "turns-text",
+            turns_text.to_string(),
+            "not a valid sockscope.requests artifact: invalid type: string \"many\"",
+        ),
+        (
+            "v9",
+            text.replacen("\"schema_version\": 2,", "\"schema_version\": 9,", 1),
+            "schema \"sockscope.requests\": schema_version 9 is not a supported version; \
+             this sockscope reads version 1 or 2",
+        ),
+        (
+            "other-schema",
+            text.replacen("\"sockscope.requests\"", "\"sockscope.requests.v0\"", 1),
+            "schema \"sockscope.requests.v0\" has no report (expected sockscope.profile, \
+             sockscope.bench, sockscope.demo, sockscope.load or sockscope.requests)",
+        ),
+    ];
+    for (name, body, says) in cases {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, body).unwrap();
+        let (st, so, se) = run_bounded(&["report", file.to_str().unwrap()], LIMIT);
+        assert_eq!(st.code(), Some(2), "{name}: {so}{se}");
+        assert!(se.contains(says), "{name}: {se}");
+        assert!(
+            !dir.join("summary.txt").exists() && !dir.join("report.html").exists(),
+            "{name}: a refused artifact writes nothing"
+        );
+    }
+}
+
 /// What `poisoned` appends to an artifact's strings: an OSC that retitles
 /// the terminal, BEL, and CSI as one C1 character (then "2J": clear).
 const POISON: &str = "\x1b]0;pwn\x07\u{9b}2J";
 /// The same, as sockscope writes it out.
 const POISON_SHOWN: &str = r"\x1b]0;pwn\x07\u{9b}2J";
 
-/// Fixture `name` written into `dir` (as `file`) with [`POISON`] after
+/// Fixture `src` written into `dir` (as `file`) with [`POISON`] after
 /// every string, but those in `kept` and the fields that must stay
 /// readable for the artifact to parse at all.
-fn poisoned(name: &str, dir: &Path, file: &str, kept: &[&str]) -> PathBuf {
+fn poisoned(src: &Path, dir: &Path, file: &str, kept: &[&str]) -> PathBuf {
     fn walk(v: &mut Value, kept: &[&str]) {
         let poison = |x: &mut Value| match x {
             Value::String(s) => s.push_str(POISON),
@@ -378,7 +467,7 @@ fn poisoned(name: &str, dir: &Path, file: &str, kept: &[&str]) -> PathBuf {
             _ => {}
         }
     }
-    let mut v = read_json(&v1_fixture(name));
+    let mut v = read_json(src);
     let mut kept = kept.to_vec();
     kept.extend([
         "schema",
@@ -407,9 +496,16 @@ fn raw(s: &str) -> bool {
 #[test]
 fn escape_sequences_in_a_crafted_artifact_are_written_out() {
     let dir = scratch("artifacts-escapes");
-    for name in ["profile.json", "bench-relay.json", "load.json"] {
+    for src in [
+        v1_fixture("profile.json"),
+        v1_fixture("bench-relay.json"),
+        v1_fixture("load.json"),
+        requests_fixture("requests.json"),
+    ] {
+        let name = src.file_name().unwrap().to_str().unwrap();
         let sub = dir.join(name.trim_end_matches(".json"));
-        let file = poisoned(name, &sub, name, &["class"]);
+        // Enums (a syscall's class, a tail interval's method) must parse.
+        let file = poisoned(&src, &sub, name, &["class", "method"]);
         let (st, so, se) = run_bounded(&["report", file.to_str().unwrap()], LIMIT);
         assert!(st.success(), "{name}: {se}");
         let summary = std::fs::read_to_string(sub.join("summary.txt")).unwrap();
@@ -418,7 +514,12 @@ fn escape_sequences_in_a_crafted_artifact_are_written_out() {
         assert!(summary.contains(POISON_SHOWN), "{name}: {summary}");
     }
 
-    let p = poisoned("profile.json", &dir.join("compare"), "a.json", &["class"]);
+    let p = poisoned(
+        &v1_fixture("profile.json"),
+        &dir.join("compare"),
+        "a.json",
+        &["class"],
+    );
     let p = p.to_str().unwrap();
     let (st, so, se) = run_bounded(&["compare", p, p], LIMIT);
     assert!(st.success(), "{se}");
@@ -426,7 +527,7 @@ fn escape_sequences_in_a_crafted_artifact_are_written_out() {
     assert!(so.contains(POISON_SHOWN), "{so}");
 
     // Two runs (two starts) to merge.
-    let a = poisoned("load.json", &dir.join("merge"), "a.json", &[]);
+    let a = poisoned(&v1_fixture("load.json"), &dir.join("merge"), "a.json", &[]);
     let b = dir.join("merge/b.json");
     let mut v = read_json(&a);
     v["started_at"] = "2026-11-23T13:39:27.632Z".into();
@@ -447,7 +548,12 @@ fn escape_sequences_in_a_crafted_artifact_are_written_out() {
     assert!(so.contains(POISON_SHOWN), "{so}");
 
     // A field the parse refuses is quoted in the error, written out.
-    let bad = poisoned("profile.json", &dir.join("bad"), "run.json", &[]);
+    let bad = poisoned(
+        &v1_fixture("profile.json"),
+        &dir.join("bad"),
+        "run.json",
+        &[],
+    );
     let (st, _, se) = run_bounded(&["report", bad.to_str().unwrap()], LIMIT);
     assert_eq!(st.code(), Some(2), "{se}");
     assert!(se.contains("unknown variant") && !raw(&se), "{se:?}");

@@ -64,6 +64,12 @@ pub struct AnatomyConfig {
     pub latest: Option<Latest>,
     /// Sample the window instead of following all of it (None: all).
     pub duty: Option<Duty>,
+    /// Where each interval's end is sent as it passes (for `trace
+    /// --requests-only --interval`): the seconds since the window opened
+    /// and the window's counts so far. Sent with `try_send`, so a reader
+    /// that falls behind never holds the anatomy up; it loses nothing but
+    /// the split between intervals, the counts being cumulative.
+    pub progress: Option<mpsc::SyncSender<(f64, Counts)>>,
 }
 
 /// A sampled window: the per-request hooks are attached `on` of every
@@ -335,12 +341,11 @@ fn run(
             next_interval += cfg.interval;
             let now = progs.read()?;
             intervals.push(summary::interval_row(el.as_secs_f64(), &now.since(&last)));
-            publish(
-                cfg.latest.as_ref(),
-                now.since(&before),
-                &ports,
-                cfg.max_ports,
-            );
+            let so_far = now.since(&before);
+            if let Some(tx) = &cfg.progress {
+                let _ = tx.try_send((el.as_secs_f64(), so_far.clone()));
+            }
+            publish(cfg.latest.as_ref(), so_far, &ports, cfg.max_ports);
             last = now;
         }
     }

@@ -8,8 +8,9 @@ use clap::Args;
 /// `sockscope report` options.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A run.json, bench.json or demo.json, or a load artifact (`load
-    /// --json`, `merge --out`).
+    /// A run.json, bench.json or demo.json, a load artifact (`load
+    /// --json`, `merge --out`) or a requests artifact (`trace
+    /// --requests-only --json`).
     pub file: PathBuf,
     /// Write report.html and summary.txt here (default: beside FILE).
     #[arg(short, long, value_name = "DIR")]

@@ -90,7 +90,8 @@ pub struct TraceArgs {
     pub requests_duty: Option<crate::anatomy::Duty>,
 
     /// Print one table (and with --json one JSON line) per interval, e.g.
-    /// 10s or 500ms, until the end of the trace.
+    /// 10s or 500ms, until the end of the trace. With --requests-only: one
+    /// line per interval on stderr, in whole seconds.
     #[arg(long, value_name = "SPAN", value_parser = values::interval)]
     pub interval: Option<Duration>,
 
@@ -247,7 +248,6 @@ impl TraceArgs {
             (self.count_only, "--count-only"),
             (self.per_thread, "--per-thread"),
             (self.by != Breakdown::None, "--by"),
-            (self.interval.is_some(), "--interval"),
             (self.no_follow, "--no-follow"),
             (self.errors_only, "--errors-only"),
             (self.top.is_some(), "--top"),
@@ -256,7 +256,8 @@ impl TraceArgs {
         ];
         if let Some((_, name)) = tracer_only.iter().find(|(set, _)| *set) {
             return Err(error::usage(format!(
-                "{name} is an option of the syscall tracer, and --requests-only runs none;                  use --requests to have both"
+                "{name} is an option of the syscall tracer, and --requests-only runs none; \
+                 use --requests to have both"
             )));
         }
         if !self.command.is_empty() {

@@ -2,7 +2,8 @@
 //! (run.json, bench.json, demo.json), a summary for a terminal (printed,
 //! and saved as summary.txt) and a self-contained page (report.html).
 //!
-//! The profile, experiment and demo reports implement [`Artifact`];
+//! The profile, experiment, demo, load and requests reports implement
+//! [`Artifact`];
 //! `process::publish` writes any of them as one set, and `sockscope report`
 //! reads one back with [`from_value`] to render it again.
 
@@ -12,6 +13,7 @@ use serde::Serialize;
 use super::bench::{self, BenchReport, DemoReport};
 use super::load::{self, LoadReport};
 use super::profile::{self, ProfileReport};
+use super::requests::{self, RequestsReport};
 use super::{html, load_text, profile_text};
 
 /// The summary's file name in an artifact directory.
@@ -101,9 +103,26 @@ impl Artifact for LoadReport {
     }
 }
 
+/// A `sockscope.requests` artifact (`trace --requests-only --json`):
+/// `sockscope report` renders the text the trace printed and a page.
+impl Artifact for RequestsReport {
+    fn json_name(&self) -> &'static str {
+        "requests.json"
+    }
+    fn json(&self) -> Result<Vec<u8>> {
+        pretty(self)
+    }
+    fn summary(&self) -> String {
+        requests::render(self)
+    }
+    fn page(&self) -> String {
+        html::requests_page(self)
+    }
+}
+
 /// Reads an artifact of schema `schema` from its JSON: None when the
-/// schema is none of the profile's, the experiments' or the demo's; the
-/// decoding error when `v` does not
+/// schema is none of the profile's, the experiments', the demo's, a
+/// load's or a `trace --requests-only`'s; the decoding error when `v` does not
 /// match it. The version is the caller's to check.
 pub fn from_value(
     schema: &str,
@@ -117,6 +136,7 @@ pub fn from_value(
         bench::SCHEMA => serde_json::from_value::<BenchReport>(v).map(boxed),
         bench::DEMO_SCHEMA => serde_json::from_value::<DemoReport>(v).map(boxed),
         load::SCHEMA => serde_json::from_value::<LoadReport>(v).map(boxed),
+        requests::SCHEMA => serde_json::from_value::<RequestsReport>(v).map(boxed),
         _ => return None,
     })
 }

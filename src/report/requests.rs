@@ -42,17 +42,20 @@ pub struct RequestsReport {
     pub anatomy: AnatomyReport,
 }
 
+/// What was followed, as the head line names it ("pid 12 (nginx)",
+/// "cgroup system.slice/x.service"); the name is as recorded, for the
+/// caller to escape.
+pub fn who(r: &RequestsReport) -> String {
+    match &r.target.scope {
+        Some(s) => format!("{} {}", s.kind, r.target.comm),
+        None => format!("pid {} ({})", r.target.pid, r.target.comm),
+    }
+}
+
 /// The text: a head line naming the target and the window, the anatomy's
 /// table, and the notes.
 pub fn render(r: &RequestsReport) -> String {
-    let who = match &r.target.scope {
-        Some(s) => format!("{} {}", s.kind, crate::text::escape(&r.target.comm)),
-        None => format!(
-            "pid {} ({})",
-            r.target.pid,
-            crate::text::escape(&r.target.comm)
-        ),
-    };
+    let who = crate::text::escape(&who(r)).into_owned();
     let mut out = format!(
         "sockscope trace --requests-only: {who}, {:.2} s, ended by {}\n",
         r.window.duration_s,

@@ -30,6 +30,7 @@ pub mod pathload;
 pub mod profile;
 pub mod report;
 pub mod requests;
+pub mod requests_live;
 pub mod requests_only;
 pub mod target_cpu;
 pub mod trace;

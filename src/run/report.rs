@@ -1,5 +1,5 @@
 //! `sockscope report FILE`: re-renders report.html and summary.txt from
-//! the JSON of a profile, bench or demo artifact alone.
+//! the JSON of a profile, bench, demo, load or requests artifact alone.
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +10,7 @@ use crate::process::publish::{Dest, Show, publish};
 use crate::report::{self, artifact};
 
 /// `sockscope report FILE`: re-renders report.html and summary.txt from a
-/// profile, bench or demo artifact, into `out` (default: beside FILE).
+/// profile, bench, demo, load or requests artifact, into `out` (default: beside FILE).
 pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
     let text = std::fs::read_to_string(file).map_err(|e| {
         error::usage(format!(
@@ -48,7 +48,7 @@ pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
         None => {
             return Err(error::usage(format!(
                 "{}: schema {schema:?} has no report (expected sockscope.profile, \
-                 sockscope.bench, sockscope.demo or sockscope.load)",
+                 sockscope.bench, sockscope.demo, sockscope.load or sockscope.requests)",
                 file.display()
             )));
         }

@@ -68,6 +68,11 @@ impl Beside {
     }
 }
 
+/// The length of the anatomy's intervals (its `intervals`, its
+/// publications to `--metrics`, the lines of `--requests-only
+/// --interval`).
+pub const INTERVAL: Duration = Duration::from_secs(1);
+
 /// What the anatomy follows for a trace target whose root pid (tree
 /// modes) is `root`.
 pub fn config_for(target: &TargetSpec, root: i32) -> Result<AnatomyConfig> {
@@ -86,9 +91,10 @@ pub fn config_for(target: &TargetSpec, root: i32) -> Result<AnatomyConfig> {
         roots,
         members,
         max_ports: anatomy::DEFAULT_MAX_PORTS,
-        interval: Duration::from_secs(1),
+        interval: INTERVAL,
         latest: None,
         duty: None,
+        progress: None,
     })
 }
 

@@ -4,7 +4,8 @@
 //! running process tree (-p, whose exit ends the window through a pidfd)
 //! or a scope, until --duration, SIGINT, SIGTERM or SIGHUP; it writes the
 //! "Anatomy of a request" table, a `sockscope.requests` artifact with
-//! --json, and serves the per-port request metrics with --metrics.
+//! --json, a line per --interval (`super::requests_live`), and serves the
+//! per-port request metrics with --metrics.
 //!
 //! The cost is put against the target's CPU over the window: a cgroup's
 //! `cpu.stat` (usage_usec, exited tasks included) for --cgroup/--unit, the
@@ -20,6 +21,7 @@ use anyhow::{Result, anyhow};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 
+use super::requests_live::{self, Live};
 use super::target_cpu::CpuProbe;
 use crate::anatomy::{self, Session};
 use crate::error;
@@ -46,6 +48,8 @@ pub struct RequestsOnlySpec {
     pub scope_name: String,
     /// Sample the window (`--requests-duty`) instead of following all of it.
     pub duty: Option<crate::anatomy::Duty>,
+    /// `--interval`: a line on stderr per interval (`super::requests_live`).
+    pub interval: Option<Duration>,
 }
 
 /// Runs `trace --requests-only` and returns the exit status: 0, or 1 when
@@ -96,6 +100,15 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     let mut cfg = super::requests::config_for(target, root)?;
     cfg.latest = Some(latest);
     cfg.duty = spec.duty;
+    // The lines are progress: none under -q.
+    let live = match spec.interval.filter(|_| !spec.quiet) {
+        Some(span) => {
+            let (live, tx) = Live::start(span, cfg.interval)?;
+            cfg.progress = Some(tx);
+            Some((live, requests_live::rounding_note(span, cfg.interval)))
+        }
+        None => None,
+    };
     let probe = CpuProbe::new(target, root);
     let before = probe.read();
     let started_at = SystemTime::now();
@@ -104,8 +117,15 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     if !spec.quiet {
         eprintln!("sockscope: {}", opening_line(target, root, duration));
     }
+    if let Some((_, Some(note))) = &live {
+        eprintln!("sockscope: {note}");
+    }
     let reason = wait_end(&mut signals, pidfd.as_ref(), duration.map(|d| started + d))?;
     let rec = session.finish()?;
+    // The window is closed: the last line is out before the table.
+    if let Some((live, _)) = live {
+        live.finish();
+    }
     let after = probe.read();
     drop(exporter);
     let mut notes = Vec::new();

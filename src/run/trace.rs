@@ -58,6 +58,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             metrics: spec.metrics,
             scope_name: scope_name(&spec.options.target),
             duty: spec.requests_duty,
+            interval: spec.interval,
         });
     }
     let mut options = spec.options.clone();

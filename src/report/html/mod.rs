@@ -4,12 +4,14 @@
 //!
 //! This file is the page's chrome (style sheet, header, cards, tables,
 //! the environment table). [`profile`] holds the sections of a profile,
-//! [`load`] the page of a load artifact; each experiment's section lives
+//! [`load`] the page of a load artifact, [`requests`] that of a
+//! `sockscope.requests` artifact; each experiment's section lives
 //! with its results (`report/bench/<name>.rs`), and `report::bench::page`
 //! puts them on the page of one experiment or of the demo.
 
 pub mod load;
 pub mod profile;
+pub mod requests;
 
 use std::fmt::Write as _;
 
@@ -19,6 +21,7 @@ use super::table::Table;
 
 pub use load::load_page;
 pub use profile::profile_page;
+pub use requests::requests_page;
 
 const CSS: &str = r#"
 :root { color-scheme: light; }

@@ -16,18 +16,23 @@ const PARTS: [&str; 4] = ["queue wait", "CPU wait", "service", "send"];
 /// The section (nothing when the run has no anatomy; a note when it was
 /// asked for and failed).
 pub fn anatomy_section(p: &str, r: &ProfileReport) -> String {
+    match (&r.anatomy, &r.anatomy_failure) {
+        (Some(a), _) => anatomy_card(p, a),
+        (None, Some(f)) => card(
+            &format!("{p}anatomy"),
+            "Anatomy of a request",
+            &format!("Not recorded: {f}."),
+            "",
+        ),
+        (None, None) => String::new(),
+    }
+}
+
+/// The card of one anatomy (a profile's, or a `sockscope.requests`
+/// artifact's): the bars, the table of the parts, the parts over time and
+/// the sentences.
+pub fn anatomy_card(p: &str, a: &AnatomyReport) -> String {
     let id = format!("{p}anatomy");
-    let Some(a) = &r.anatomy else {
-        return match &r.anatomy_failure {
-            Some(f) => card(
-                &id,
-                "Anatomy of a request",
-                &format!("Not recorded: {f}."),
-                "",
-            ),
-            None => String::new(),
-        };
-    };
     let lead = "Where each request's time at the server went, seen from the socket layer: \
                 queued before the target read it, runnable but not running (CPU wait), \
                 reading to the first byte of the response (service), and writing it (send). \

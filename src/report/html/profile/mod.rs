@@ -20,7 +20,7 @@ use super::{card, caveats_box, environment, list, page, table};
 use crate::report::profile::ProfileReport;
 use crate::report::units::human_ns;
 
-pub use self::anatomy::anatomy_section;
+pub use self::anatomy::{anatomy_card, anatomy_section};
 pub use self::latency::{latency_section, throughput_section};
 pub use self::processes::{attribution_section, processes_section};
 pub use self::resources::{cpu_section, resources_section};
