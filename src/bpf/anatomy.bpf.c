@@ -47,6 +47,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define PROTO_TCP 6
 #define PROTO_UDP 17
 
+/* Keeps the compiler from moving loads and stores across it; x86 keeps
+ * stores in order and loads in order, which is all ready_work and
+ * send_work need from each other (on arm64, whose loads and stores the
+ * JIT does not order, the race they close is only narrowed). */
+#define barrier() asm volatile("" ::: "memory")
+
 /* Set by the loader before load (see syscalls.bpf.c for their meaning). */
 const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
 const volatile __u64 scope_cgroup_id = 0;
@@ -554,6 +560,11 @@ static __always_inline bool ready_work(const struct sock *sk)
 		}
 		return true;
 	}
+	/* Read the state again: a write's end on another CPU stores the
+	 * state before the write mark (send_work), so one whose mark the
+	 * test above saw has left RESPONDING here, never a SERVING that
+	 * would take this request for more of the last one. */
+	barrier();
 	if (c->state == SS_TURN_RESPONDING)
 		turn_close(c);
 	if (c->state == SS_TURN_IDLE || c->state == SS_TURN_RESYNC) {
@@ -781,8 +792,15 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 		udp_answer(c, sk, now);
 		return true;
 	}
-	c->seq_mark = write_seq_of(sk);
+	/* The state first, then the mark, then the test of a next request:
+	 * a data-ready on another CPU reads them in the reverse order
+	 * (ready_work), so it either sees the write under way (and leaves
+	 * the next request to the test here, or to the read) or sees the
+	 * turn RESPONDING and closes it itself. */
 	write_ends(c, now);
+	barrier();
+	c->seq_mark = write_seq_of(sk);
+	barrier();
 	if ((c->flags & SS_CONN_NEXT) && c->state == SS_TURN_RESPONDING) {
 		/* The next request came while this write was under way. */
 		next = c->next_arrival;
