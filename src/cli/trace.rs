@@ -71,8 +71,7 @@ pub struct TraceArgs {
 
     /// Also time each request at the server from the socket layer, per
     /// served port: queue wait, CPU wait, service and send (the request
-    /// anatomy, docs/anatomy.md). Hooks only socket and scheduler
-    /// tracepoints.
+    /// anatomy, docs/anatomy.md). Hooks only socket tracepoints.
     #[arg(long)]
     pub requests: bool,
 
