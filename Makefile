@@ -84,7 +84,7 @@ bench: deps build
 	bench/kv.sh
 	bench/evidence.sh
 	bench/udp_rr.sh
-	bench/anatomy.sh
+	DUTY=500ms/5s bench/anatomy.sh
 
 # The built-in demonstration: the transport comparison (every point a
 # traced profile), the UDP receive-buffer sweep and the tracer overhead
