@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::Background;
 use common::cgroup::{TestCgroup, move_to};
-use common::progs::{loaded_programs, prog_ids_of};
+use common::progs::{loaded_programs, prog_ids_of, program_names_of};
 use common::prometheus::{free_port, http_get};
 use common::server::Server;
 use serde_json::Value;
@@ -71,6 +71,21 @@ fn turns_of_port(rep: &Value, port: u16) -> u64 {
         .unwrap()
 }
 
+/// The exporter's request count for `port` once it reaches `sent` (it
+/// publishes once a second), or its last reading after 20 s.
+fn scraped_until(addr: SocketAddr, port: u16, sent: u64) -> Option<u64> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut scraped = None;
+    while Instant::now() < deadline {
+        scraped = scraped_requests(addr, port);
+        if scraped == Some(sent) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    scraped
+}
+
 /// The exporter's `sockscope_requests_total` for `port`, when served.
 fn scraped_requests(addr: SocketAddr, port: u16) -> Option<u64> {
     let (status, _, body) = http_get(addr, "/metrics", None)?;
@@ -103,12 +118,7 @@ fn requests_only_pid_times_every_transaction_with_no_syscall_program() {
         &maddr.to_string(),
     ]);
     bg.attached();
-    let held = prog_ids_of(bg.child.id());
-    let names: Vec<String> = loaded_programs()
-        .into_iter()
-        .filter(|(id, _)| held.contains(id))
-        .map(|(_, n)| n)
-        .collect();
+    let names = program_names_of(bg.child.id());
     assert!(
         names.iter().any(|n| n == "ss_data_ready"),
         "the anatomy's programs are loaded: {names:?}"
@@ -118,16 +128,7 @@ fn requests_only_pid_times_every_transaction_with_no_syscall_program() {
         "no syscall program: {names:?}"
     );
     let sent = load(&dir, srv.addr);
-    // The exporter catches up within its one-second publication.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut scraped = None;
-    while Instant::now() < deadline {
-        scraped = scraped_requests(maddr, srv.addr.port());
-        if scraped == Some(sent) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let scraped = scraped_until(maddr, srv.addr.port(), sent);
     interrupt(bg);
     let rep = common::read_json(&json);
     assert_eq!(rep["schema"], "sockscope.requests");
@@ -167,15 +168,7 @@ fn requests_beside_a_trace_ends_on_sigint_and_exports_both_series() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let sent = load(&dir, srv.addr);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut scraped = None;
-    while Instant::now() < deadline {
-        scraped = scraped_requests(maddr, srv.addr.port());
-        if scraped == Some(sent) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let scraped = scraped_until(maddr, srv.addr.port(), sent);
     let (_, _, body) = http_get(maddr, "/metrics", None).expect("a scrape");
     let body = String::from_utf8_lossy(&body).into_owned();
     interrupt(bg);

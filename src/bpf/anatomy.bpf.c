@@ -411,6 +411,17 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 	turn_reset(c);
 }
 
+/* Closes the answered turn and opens the one of the request that came
+ * during its last write (SS_CONN_NEXT). */
+static __always_inline void open_next_turn(struct ss_anat_conn *c)
+{
+	__u64 next = c->next_arrival;
+
+	turn_close(c);
+	c->arrival = next;
+	c->state = SS_TURN_ARRIVED;
+}
+
 static __always_inline void mark_multiplexed(struct ss_anat_conn *c)
 {
 	if (!(c->flags & SS_CONN_MULTIPLEXED)) {
@@ -660,19 +671,17 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	}
 	switch (c->state) {
 	case SS_TURN_IDLE:
-		if (resumed) {
-			/* Sampled: this request came while paused. */
-			c->arrival = now;
-			c->flags |= SS_CONN_SKIP;
+		if (!resumed) {
+			/* Data queued before the window (or before the socket
+			 * was followed): counted from the window's start, and
+			 * said so. */
+			c->arrival = window_start;
+			c->flags |= SS_CONN_ARRIVAL_UNSEEN;
 			first_read(c, sk, now);
 			break;
 		}
-		/* Data queued before the window (or before the socket was
-		 * followed): counted from the window's start, and said so. */
-		c->arrival = window_start;
-		c->flags |= SS_CONN_ARRIVAL_UNSEEN;
-		first_read(c, sk, now);
-		break;
+		/* Sampled: this request came while paused. */
+		/* fallthrough */
 	case SS_TURN_RESYNC:
 		/* Sampling resumed mid-turn: this turn is not timed. */
 		c->arrival = now;
@@ -687,10 +696,7 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 			/* The next request came during the last write, and the
 			 * write's end missed it (the data-ready ran on another
 			 * CPU at that very moment): it is this read's. */
-			__u64 next = c->next_arrival;
-
-			turn_close(c);
-			c->arrival = next;
+			open_next_turn(c);
 			first_read(c, sk, now);
 			break;
 		}
@@ -780,7 +786,7 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 static __always_inline bool send_work(struct sock *sk, int ret)
 {
 	struct ss_anat_conn *c;
-	__u64 now, next;
+	__u64 now;
 
 	c = conn_of(sk, false);
 	if (!c)
@@ -801,13 +807,8 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 	barrier();
 	c->seq_mark = write_seq_of(sk);
 	barrier();
-	if ((c->flags & SS_CONN_NEXT) && c->state == SS_TURN_RESPONDING) {
-		/* The next request came while this write was under way. */
-		next = c->next_arrival;
-		turn_close(c);
-		c->arrival = next;
-		c->state = SS_TURN_ARRIVED;
-	}
+	if ((c->flags & SS_CONN_NEXT) && c->state == SS_TURN_RESPONDING)
+		open_next_turn(c);  /* it came while this write was under way */
 	return true;
 }
 

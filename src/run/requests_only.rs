@@ -13,7 +13,7 @@
 //! --system.
 
 use std::io::Write;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -26,9 +26,9 @@ use super::target_cpu::CpuProbe;
 use crate::anatomy::{self, Session};
 use crate::error;
 use crate::report::requests::{self, RequestsReport, TargetCpu};
-use crate::report::trace::{ScopeRecord, Target, Window};
+use crate::report::trace::{Target, Window};
 use crate::signals::{Signals, signal_name};
-use crate::trace::{ScopeTarget, TargetSpec};
+use crate::trace::TargetSpec;
 
 /// One `trace --requests-only` run, validated (`run::trace` builds it
 /// from the trace options, which it shares).
@@ -94,7 +94,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     // the signals reach the signalfd only.
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
     let (root, pidfd) = match target {
-        TargetSpec::Attach { pid, .. } => (*pid, Some(open_pidfd(*pid)?)),
+        TargetSpec::Attach { pid, .. } => (*pid, Some(crate::trace::open_attach_pidfd(*pid)?)),
         _ => (0, None),
     };
     let mut cfg = super::requests::config_for(target, root)?;
@@ -170,21 +170,6 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     Ok(0)
 }
 
-fn open_pidfd(pid: i32) -> Result<OwnedFd> {
-    // SAFETY: plain syscall; a returned fd is ours.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if raw < 0 {
-        let err = std::io::Error::last_os_error();
-        return Err(if err.raw_os_error() == Some(libc::ESRCH) {
-            error::with_code(1, format!("no process with pid {pid}"))
-        } else {
-            anyhow::Error::from(err).context(format!("opening process {pid}"))
-        });
-    }
-    // SAFETY: a fresh fd returned by the kernel.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw as i32) })
-}
-
 fn opening_line(target: &TargetSpec, root: i32, duration: Option<Duration>) -> String {
     let until = match duration {
         Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
@@ -252,34 +237,7 @@ fn target_record(target: &TargetSpec, root: i32, threads: u64) -> Target {
             scope: None,
         };
     };
-    let kind = match scope {
-        ScopeTarget::Cgroup(_) => "cgroup",
-        ScopeTarget::Comm(_) => "comm",
-        ScopeTarget::System => "system",
-    };
-    let cg = match scope {
-        ScopeTarget::Cgroup(c) => Some(c),
-        _ => None,
-    };
-    Target {
-        mode: kind.into(),
-        command: None,
-        pid: 0,
-        comm: scope.describe(),
-        scope: Some(ScopeRecord {
-            kind: kind.into(),
-            cgroup: cg.map(|c| c.rel.clone()),
-            cgroup_id: cg.map(|c| c.id),
-            unit: cg.and_then(|c| c.unit.clone()),
-            unit_found_by: cg.and_then(|c| c.found_by).map(|f| f.as_str().to_owned()),
-            cgroup_path: cg.map(|c| c.path.display().to_string()),
-            comm: match scope {
-                ScopeTarget::Comm(n) => Some(n.clone()),
-                _ => None,
-            },
-            tasks_joined: threads,
-        }),
-    }
+    crate::trace::scope::scope_target(scope, threads)
 }
 
 /// Writes --json, then the table to -o (or stderr); every output is

@@ -456,12 +456,9 @@ fn run_launch(
     )
 }
 
-fn run_attach(
-    s: &mut Session<'_, '_>,
-    opts: &TraceOptions,
-    pid: i32,
-    duration: Option<Duration>,
-) -> Result<TraceOutcome> {
+/// A pidfd on the process to attach to (readable once it exits); a pid
+/// with no process is exit 1, "no process with pid N".
+pub fn open_attach_pidfd(pid: i32) -> Result<OwnedFd> {
     // SAFETY: plain syscall; a returned fd is ours.
     let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if raw < 0 {
@@ -473,7 +470,16 @@ fn run_attach(
         });
     }
     // SAFETY: fresh fd returned by the kernel.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    Ok(unsafe { OwnedFd::from_raw_fd(raw as i32) })
+}
+
+fn run_attach(
+    s: &mut Session<'_, '_>,
+    opts: &TraceOptions,
+    pid: i32,
+    duration: Option<Duration>,
+) -> Result<TraceOutcome> {
+    let pidfd = open_attach_pidfd(pid)?;
     let comm = procfs::comm(pid).unwrap_or_default();
     let started_at = SystemTime::now();
     let reg = attach::register_tree(&s.tracer, pid, opts.follow_forks)?;

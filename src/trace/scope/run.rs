@@ -102,15 +102,6 @@ pub(in crate::trace) fn run(
             target.describe()
         ));
     }
-    let (kind, comm) = match target {
-        ScopeTarget::Cgroup(_) => ("cgroup", None),
-        ScopeTarget::Comm(n) => ("comm", Some(n.clone())),
-        ScopeTarget::System => ("system", None),
-    };
-    let cg = match target {
-        ScopeTarget::Cgroup(c) => Some(c),
-        _ => None,
-    };
     let end = WindowEnd {
         reason,
         complete: true,
@@ -118,7 +109,31 @@ pub(in crate::trace) fn run(
         killed_by: None,
         status: 0,
     };
-    let target_rec = Target {
+    crate::trace::finish(
+        s,
+        opts,
+        scope_target(target, counters.joined),
+        started_at,
+        started,
+        end,
+        (counters.joined, processes),
+        account::attach_resources,
+    )
+}
+
+/// The report's record of a scope target; `tasks_joined` is what the
+/// command followed in it (the tracer's tasks, the anatomy's threads).
+pub fn scope_target(target: &ScopeTarget, tasks_joined: u64) -> Target {
+    let kind = match target {
+        ScopeTarget::Cgroup(_) => "cgroup",
+        ScopeTarget::Comm(_) => "comm",
+        ScopeTarget::System => "system",
+    };
+    let cg = match target {
+        ScopeTarget::Cgroup(c) => Some(c),
+        _ => None,
+    };
+    Target {
         mode: kind.into(),
         command: None,
         pid: 0,
@@ -130,18 +145,11 @@ pub(in crate::trace) fn run(
             unit: cg.and_then(|c| c.unit.clone()),
             unit_found_by: cg.and_then(|c| c.found_by).map(|f| f.as_str().to_owned()),
             cgroup_path: cg.map(|c| c.path.display().to_string()),
-            comm,
-            tasks_joined: counters.joined,
+            comm: match target {
+                ScopeTarget::Comm(n) => Some(n.clone()),
+                _ => None,
+            },
+            tasks_joined,
         }),
-    };
-    crate::trace::finish(
-        s,
-        opts,
-        target_rec,
-        started_at,
-        started,
-        end,
-        (counters.joined, processes),
-        account::attach_resources,
-    )
+    }
 }
