@@ -228,18 +228,17 @@ static __always_inline struct ss_anat_conn *conn_of(const struct sock *sk, bool 
 	return c;
 }
 
-/* The current task's run-queue wait so far (ns, the scheduler's clock:
- * only its differences are used). */
-static __always_inline __u64 run_delay_now(void)
+/* A task's run-queue wait so far (ns, the scheduler's clock: only its
+ * differences are used). */
+static __always_inline __u64 run_delay_of(const struct task_struct *task)
 {
-	return bpf_get_current_task_btf()->sched_info.run_delay;
+	return task->sched_info.run_delay;
 }
 
 /* The current task's record, made on its first turn (its run-queue wait
- * so far taken as the mark: that turn's CPU wait starts from there). */
-static __always_inline struct ss_anat_thread *thread_here(__u64 rd)
+ * so far, rd, taken as the mark: that turn's CPU wait starts from there). */
+static __always_inline struct ss_anat_thread *thread_here(struct task_struct *task, __u64 rd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct ss_anat_thread *t;
 
 	t = bpf_task_storage_get(&threads, task, 0, 0);
@@ -453,11 +452,12 @@ static __always_inline __u64 udp_arrival(struct ss_anat_conn *c)
 }
 
 /* A later write of the response ends: the send part grows. */
-static __always_inline void write_continues(struct ss_anat_conn *c, __u64 now, __u64 rd)
+static __always_inline void write_continues(struct ss_anat_conn *c, __u64 now,
+					    const struct task_struct *task, __u64 rd)
 {
 	if (now > c->last_write)
 		c->last_write = now;
-	if (c->writer != (__u64)bpf_get_current_task_btf())
+	if (c->writer != (__u64)task)
 		return;  /* another thread's waits are not this turn's */
 	c->cpu_send = bounded(rd - c->rq_write, c->last_write - c->first_write);
 }
@@ -602,13 +602,14 @@ int BPF_PROG(ss_data_ready, const struct sock *sk)
  * when each wait was). */
 static __always_inline void first_read(struct ss_anat_conn *c, const struct sock *sk, __u64 now)
 {
-	__u64 rd = run_delay_now();
-	struct ss_anat_thread *t = thread_here(rd);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 rd = run_delay_of(task);
+	struct ss_anat_thread *t = thread_here(task, rd);
 
 	c->first_read = now;
 	c->cpu_queue = bounded(waited_since_mark(t, rd), now - c->arrival);
 	c->rq_read = rd;
-	c->reader = (__u64)bpf_get_current_task_btf();
+	c->reader = (__u64)task;
 	c->seq_mark = write_seq_of(sk);
 	c->state = SS_TURN_SERVING;
 }
@@ -646,11 +647,12 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	}
 	now = bpf_ktime_get_ns();
 	if (c->flags & SS_CONN_UDP) {
+		struct task_struct *task = bpf_get_current_task_btf();
 		struct ss_anat_thread *t;
 
-		rd = run_delay_now();
-		t = thread_here(rd);
-		c->reader = (__u64)bpf_get_current_task_btf();
+		rd = run_delay_of(task);
+		t = thread_here(task, rd);
+		c->reader = (__u64)task;
 		if (!t)
 			return true;
 		if (t->udp_sk)
@@ -725,7 +727,7 @@ int BPF_PROG(ss_recv, struct sock *sk, int ret, int flags)
 static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 rd = run_delay_now();
+	__u64 rd = run_delay_of(task);
 	struct ss_anat_thread *t = bpf_task_storage_get(&threads, task, 0, 0);
 
 	/* Waits while writing belong to this turn's send, not to the
@@ -752,7 +754,7 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 		c->state = SS_TURN_RESPONDING;
 		break;
 	case SS_TURN_RESPONDING:
-		write_continues(c, now, rd);
+		write_continues(c, now, task, rd);
 		break;
 	default:
 		break;
@@ -772,7 +774,7 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 		return;
 	}
 	t->udp_sk = 0;
-	rd = run_delay_now();
+	rd = run_delay_of(task);
 	waited_since_mark(t, rd);
 	if (!t->udp_arrival) {
 		count(SS_CNT_UDP_UNSEEN);
