@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::nginx::Nginx;
 use common::server::Server;
 use common::*;
 use serde_json::Value;
@@ -204,92 +205,6 @@ fn tcp_rr_turns_equal_transactions_on_every_transport_and_fit_in_the_client_late
     }
 }
 
-/// A stock nginx closing every connection after 10 requests, logging
-/// each request to DIR/access.log; its process group is stopped on drop.
-struct Nginx {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Nginx {
-    fn start(test: &str) -> Option<Self> {
-        let bin = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-            .into_iter()
-            .map(PathBuf::from)
-            .find(|p| p.is_file());
-        let Some(bin) = bin else {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: CI=true but nginx is not installed (apt-get install nginx-light)");
-            }
-            eprintln!("SKIP {test}: nginx not installed");
-            return None;
-        };
-        let dir = scratch(test);
-        std::fs::create_dir_all(dir.join("www")).unwrap();
-        std::fs::create_dir_all(dir.join("tmp")).unwrap();
-        std::fs::write(dir.join("www/index.html"), "hello\n").unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let d = dir.display();
-        let conf = format!(
-            "user root;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-             events {{ worker_connections 1024; }}\n\
-             http {{\n  access_log {d}/access.log;\n  keepalive_requests 10;\n\
-               client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n\
-               fastcgi_temp_path {d}/tmp/fastcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n\
-               scgi_temp_path {d}/tmp/scgi;\n\
-               server {{\n    listen 127.0.0.1:{port};\n    root {d}/www;\n  }}\n}}\n"
-        );
-        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-        let mut cmd = Command::new(&bin);
-        cmd.arg("-p")
-            .arg(&dir)
-            .arg("-c")
-            .arg(dir.join("nginx.conf"))
-            .args(["-g", "daemon off;"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut n = Self {
-            child: cmd.spawn().expect("starting nginx"),
-            port,
-            dir,
-        };
-        let end = Instant::now() + Duration::from_secs(10);
-        // Readiness without a request (a connect is no line in its log).
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(st) = n.child.try_wait().unwrap() {
-                let log = std::fs::read_to_string(n.dir.join("error.log")).unwrap_or_default();
-                panic!("nginx exited ({st}): {log}");
-            }
-            assert!(Instant::now() < end, "nginx did not listen on {port}");
-            thread::sleep(Duration::from_millis(20));
-        }
-        Some(n)
-    }
-
-    /// Lines in the access log: nginx writes one after each response.
-    fn logged(&self) -> u64 {
-        std::fs::read(self.dir.join("access.log"))
-            .map(|b| b.iter().filter(|c| **c == b'\n').count() as u64)
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let pg = -(self.child.id() as i32);
-        // SAFETY: signalling the process group this test started.
-        unsafe { libc::kill(pg, libc::SIGKILL) };
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn http_turns_against_nginx_equal_its_access_log_lines_closes_included() {
     let test = "http_turns_against_nginx";
@@ -297,22 +212,23 @@ fn http_turns_against_nginx_equal_its_access_log_lines_closes_included() {
         return;
     }
     let _one = serial();
-    let Some(ngx) = Nginx::start("anatomy-nginx") else {
+    // keepalive_requests 10: closes every connection after its 10th.
+    let Some(ngx) = Nginx::start_with("anatomy-nginx", false, "keepalive_requests 10;") else {
         return;
     };
     let dir = scratch("anatomy-nginx-run");
-    let before = ngx.logged();
+    let before = ngx.lines();
     let w = Window::open(&dir, ngx.child.id() as i32);
     let url = format!("http://127.0.0.1:{}/index.html", ngx.port);
     let rep = load_ok(&dir, &["http", &url, "-c", "2", "-n", "500"]);
     // The log line follows the response; the load has its answer, so wait
     // (bounded) for the line.
     let end = Instant::now() + Duration::from_secs(5);
-    while ngx.logged() - before < 500 && Instant::now() < end {
+    while ngx.lines() - before < 500 && Instant::now() < end {
         thread::sleep(Duration::from_millis(20));
     }
     let an = w.close();
-    let lines = ngx.logged() - before;
+    let lines = ngx.lines() - before;
     assert_eq!(lines, 500);
     // keepalive_requests 10: nginx closed every connection after its 10th.
     assert!(

@@ -9,13 +9,13 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::nginx::Nginx;
 use common::*;
 use serde_json::Value;
 
@@ -560,175 +560,6 @@ fn bad_input_is_a_usage_error() {
 // ---------------------------------------------------------------------
 // nginx.
 
-/// A stock nginx (default keepalive_requests, 1000) serving a scratch
-/// directory on a free loopback port, its pid, logs and temporary files in
-/// that directory; stopped with its whole process group on drop.
-struct Nginx {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-    tls: bool,
-}
-
-fn nginx_binary() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain([PathBuf::from("/usr/sbin")])
-        .map(|d| d.join("nginx"))
-        .find(|p| p.is_file())
-}
-
-impl Nginx {
-    fn start(test: &str) -> Option<Self> {
-        Self::start_with(test, false)
-    }
-
-    /// nginx speaking https with a self-signed certificate for localhost
-    /// and 127.0.0.1 (made by openssl, at DIR/cert.pem) when `tls`.
-    fn start_with(test: &str, tls: bool) -> Option<Self> {
-        let Some(bin) = nginx_binary() else {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{test}: CI=true but nginx is not installed (apt-get install nginx-light)");
-            }
-            eprintln!("SKIP {test}: nginx not installed");
-            return None;
-        };
-        let dir = scratch(test);
-        std::fs::create_dir_all(dir.join("www")).unwrap();
-        std::fs::create_dir_all(dir.join("tmp")).unwrap();
-        std::fs::write(
-            dir.join("www/index.html"),
-            "<html><body>hello</body></html>\n",
-        )
-        .unwrap();
-        let ssl = if tls {
-            let st = Command::new("openssl")
-                .args([
-                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                ])
-                .args(["-subj", "/CN=localhost"])
-                .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-                // webpki refuses a CA certificate as the server's own.
-                .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-                .arg("-keyout")
-                .arg(dir.join("key.pem"))
-                .arg("-out")
-                .arg(dir.join("cert.pem"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("running openssl (apt-get install openssl)");
-            assert!(st.success(), "openssl req failed");
-            format!(
-                " ssl;\n    ssl_certificate {d}/cert.pem;\n    ssl_certificate_key {d}/key.pem",
-                d = dir.display()
-            )
-        } else {
-            String::new()
-        };
-        // A port taken between probing and nginx's bind: try another.
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let d = dir.display();
-            // SAFETY: geteuid has no preconditions.
-            let user = if unsafe { libc::geteuid() } == 0 {
-                "user root;"
-            } else {
-                ""
-            };
-            let conf = format!(
-                "{user}\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-                 events {{ worker_connections 1024; }}\n\
-                 http {{\n  access_log {d}/access.log;\n\
-                   client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n\
-                   fastcgi_temp_path {d}/tmp/fastcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n\
-                   scgi_temp_path {d}/tmp/scgi;\n\
-                   server {{\n    listen 127.0.0.1:{port}{ssl};\n    root {d}/www;\n  }}\n}}\n"
-            );
-            std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-            let mut cmd = Command::new(&bin);
-            cmd.arg("-p")
-                .arg(&dir)
-                .arg("-c")
-                .arg(dir.join("nginx.conf"))
-                .args(["-g", "daemon off;"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-            let child = cmd.spawn().expect("starting nginx");
-            let mut n = Self {
-                child,
-                port,
-                dir: dir.clone(),
-                tls,
-            };
-            let end = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Some(st) = n.child.try_wait().unwrap() {
-                    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-                    if log.contains("Address already in use") {
-                        break;
-                    }
-                    panic!("nginx exited ({st}): {log}");
-                }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Some(n);
-                }
-                assert!(Instant::now() < end, "nginx did not listen on {port}");
-                thread::sleep(Duration::from_millis(20));
-            }
-        }
-        panic!("nginx found no free port");
-    }
-
-    fn url(&self, path: &str) -> String {
-        let scheme = if self.tls { "https" } else { "http" };
-        format!("{scheme}://127.0.0.1:{}{path}", self.port)
-    }
-
-    /// Lines in the access log: nginx's own count of the requests it
-    /// answered. It writes a line after the response went out, so this
-    /// waits (bounded) until the count reaches `expect` and then a little
-    /// more for any line beyond it.
-    fn logged(&self, expect: u64) -> u64 {
-        let count = || {
-            std::fs::read(self.dir.join("access.log"))
-                .map(|b| b.iter().filter(|c| **c == b'\n').count() as u64)
-                .unwrap_or(0)
-        };
-        let end = Instant::now() + Duration::from_secs(5);
-        while count() < expect && Instant::now() < end {
-            thread::sleep(Duration::from_millis(20));
-        }
-        thread::sleep(Duration::from_millis(100));
-        count()
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let pg = -(self.child.id() as i32);
-        // SAFETY: signalling the process group this test started.
-        unsafe { libc::kill(pg, libc::SIGTERM) };
-        let end = Instant::now() + Duration::from_secs(5);
-        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < end {
-            thread::sleep(Duration::from_millis(10));
-        }
-        // Whatever is left of the group (a worker), and the master if it
-        // did not stop.
-        // SAFETY: as above.
-        unsafe { libc::kill(pg, libc::SIGKILL) };
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn nginx_keepalive_requests_reopen_without_error_and_its_log_agrees() {
     let Some(ngx) = Nginx::start("http-nginx-keepalive") else {
@@ -838,7 +669,7 @@ fn nginx_duration_run_drains_and_the_log_counts_every_answer() {
 
 #[test]
 fn https_to_nginx_insecure_or_trusting_its_certificate_and_refused_otherwise() {
-    let Some(ngx) = Nginx::start_with("http-nginx-tls", true) else {
+    let Some(ngx) = Nginx::start_with("http-nginx-tls", true, "") else {
         return;
     };
     let dir = scratch("http-nginx-tls-run");

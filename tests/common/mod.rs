@@ -4,6 +4,7 @@
 
 pub mod cgroup;
 pub mod netns;
+pub mod nginx;
 pub mod procs;
 pub mod progs;
 pub mod prometheus;
