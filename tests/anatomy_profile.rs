@@ -185,7 +185,7 @@ fn requests_only_records_the_anatomy_without_the_tracer() {
         "a syscall program: {names:?}"
     );
     let rep = read_json(&out.join("run.json"));
-    assert_eq!(rep["schema_version"], 3);
+    assert_eq!(rep["schema_version"], 4);
     assert!(rep.get("trace").is_none(), "a trace without the tracer");
     let a = &rep["anatomy"];
     let load = &rep["load"];

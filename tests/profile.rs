@@ -64,7 +64,7 @@ fn profile_of_epoll_echo_agrees_with_the_server() {
     assert!(so.contains("report: "), "{so}");
     let rep = read_json(&out.join("run.json"));
     assert_eq!(rep["schema"], "sockscope.profile");
-    assert_eq!(rep["schema_version"], 3);
+    assert_eq!(rep["schema_version"], 4);
     // One header everywhere: the nested load, trace and server reports too.
     for part in [
         &rep,

@@ -170,6 +170,7 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
         .unwrap_or(1);
     let cost = summary::cost(&rec.window.progs, rec.window_ns, ncpus, target_cpu_ns);
     let mut r = summary::report(&rec.window, rec.intervals.clone(), cost);
+    r.window_s = rec.window_ns as f64 / 1e9;
     r.sampled = rec.sampled.map(|(d, on_ns)| AnatomySampling {
         on_s: d.on.as_secs_f64(),
         period_s: d.period.as_secs_f64(),

@@ -236,6 +236,7 @@ pub fn report(
             connections: c[count::MUX_CONNS],
             turns: c[count::MUX_TURNS],
         },
+        window_s: 0.0,
         before_window: c[count::BEFORE_WINDOW],
         in_flight_at_end: c[count::IN_FLIGHT],
         unsolicited_writes: c[count::UNSOLICITED],

@@ -10,8 +10,9 @@ use clap::Args;
 
 use super::values;
 use crate::error;
+use crate::run::profile::loadcmd::LoadCommand;
 use crate::run::profile::loadline::LoadLine;
-use crate::run::profile::{self, ProfileSpec, ProfileTarget, Recorders};
+use crate::run::profile::{self, ProfileSpec, ProfileTarget, Recorders, Workload};
 use crate::trace;
 
 pub(super) const PROFILE_HELP: &str = "\
@@ -21,8 +22,16 @@ address: profile learns the address from the target's own listening socket
 (or replaces the word ADDR). An explicit address must be one the target
 listens on.
 
+Without --load: --load-cmd 'COMMAND' runs any program as the load (ADDR,
+HOST and PORT are filled in), and --duration SECS observes the target
+under the traffic it already has. Their requests are counted at the
+target's sockets by the request anatomy (docs/profile.md).
+
 Examples:
   sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 64 -d 10'
+  sockscope profile --pid $(pidof -s nginx) --load-cmd 'wrk -c 16 -d 10 http://ADDR/'
+  sockscope profile --unit redis-server --load-cmd 'redis-benchmark -h HOST -p PORT -q'
+  sockscope profile --unit nginx.service --duration 30      (its real traffic)
   sockscope profile --load 'tcp-rr -c 8 -d 5 --request \"PING\\r\\n\" --expect \"+PONG\\r\\n\"' \\
       -- redis-server --port 16379 --save ''
   sockscope profile --pid $(pidof nginx) --load 'tcp-crr -c 16 -d 10'
@@ -39,8 +48,11 @@ Exit status:
   4  the target died during the run, or did not stop cleanly
   5  port taken: the target could not bind, or another process owns the address
   6  the tracer could not attach (not root, no BTF, ...)
-  7  the load failed (errors over --max-errors, no connection, stalled)
-  8  a component timed out (not ready within --ready-timeout, no stop, tracer)
+  7  the load failed (errors over --max-errors, no connection, stalled; a
+     --load-cmd command not found or exiting non-zero)
+  8  a component timed out (not ready within --ready-timeout, no stop, tracer,
+     a --load-cmd command past --load-timeout)
+  9  no requests: --load-cmd or --duration, and the target answered none
   128+N  interrupted by signal N (Ctrl-C: 130)
 No failure leaves anything at DIR.";
 
@@ -71,7 +83,25 @@ pub struct ProfileArgs {
     /// The load: a `sockscope load` line without the address, e.g.
     /// 'tcp-rr -c 64 -d 10'.
     #[arg(long, value_name = "LOAD")]
-    pub load: String,
+    pub load: Option<String>,
+
+    /// Any command as the load (wrk, redis-benchmark, h2load, a script),
+    /// run without a shell; the words ADDR, HOST and PORT are replaced by
+    /// the target's address. The window is its run; the requests are
+    /// counted at the target's sockets (the request anatomy).
+    #[arg(long, value_name = "COMMAND", conflicts_with = "load")]
+    pub load_cmd: Option<String>,
+
+    /// The longest a --load-cmd command may run; it is then stopped and
+    /// the run fails (status 8).
+    #[arg(long, value_name = "SECS", default_value = "600", value_parser = values::positive_secs)]
+    pub load_timeout: f64,
+
+    /// No load: observe the target under the traffic it has for this
+    /// long; the requests are counted at its sockets (the request
+    /// anatomy).
+    #[arg(short = 'd', long, value_name = "SECS", value_parser = values::positive_secs)]
+    pub duration: Option<f64>,
 
     /// Artifact directory (default: profile-YYYYmmdd-HHMMSS). Replaced
     /// only if it holds an earlier sockscope artifact.
@@ -132,11 +162,54 @@ pub struct ProfileArgs {
 }
 
 impl ProfileArgs {
+    /// What drives the window: exactly one of --load, --load-cmd and
+    /// --duration; the request anatomy counts the requests of the last two,
+    /// so they refuse --no-requests (usage errors, exit 2).
+    fn workload(&self) -> Result<Workload> {
+        let which = match (&self.load, &self.load_cmd, self.duration) {
+            (Some(_), _, Some(_)) => {
+                return Err(error::usage(
+                    "--duration is for observing without a load; with --load the load's own \
+                     -d sets the window (put it in the load line: --load 'tcp-rr -c 8 -d 10')",
+                ));
+            }
+            (None, Some(_), Some(_)) => {
+                return Err(error::usage(
+                    "--duration is for observing without a load; with --load-cmd the window is \
+                     the command's run (bound it with the command's own options, or \
+                     --load-timeout)",
+                ));
+            }
+            (Some(l), None, None) => Workload::Own(LoadLine::parse(l)?),
+            (None, Some(c), None) => Workload::Command(
+                LoadCommand::parse(c, Duration::from_secs_f64(self.load_timeout))?,
+                trace::launch::resolve_run_as(None, false)?,
+            ),
+            (None, None, Some(d)) => Workload::Observe(Duration::from_secs_f64(d)),
+            (None, None, None) => {
+                return Err(error::usage(
+                    "give the load: --load 'LOAD' (sockscope's), --load-cmd 'COMMAND' (any \
+                     program, e.g. wrk), or --duration SECS to observe the traffic the target \
+                     already has",
+                ));
+            }
+            (Some(_), Some(_), None) => unreachable!("clap refuses --load with --load-cmd"),
+        };
+        if self.no_requests && !matches!(which, Workload::Own(_)) {
+            return Err(error::usage(
+                "--no-requests: with --load-cmd or --duration the request anatomy is what \
+                 counts the requests; leave --no-requests out",
+            ));
+        }
+        Ok(which)
+    }
+
     /// Validates the options into a [`ProfileSpec`] and the artifact
     /// directory: exactly one target, a `--target` line without a `--json`
     /// of its own, a load line that parses, no tracer option with
     /// `--requests-only` (usage errors, exit 2).
     pub fn into_spec(self, quiet: bool) -> Result<(ProfileSpec, Option<PathBuf>)> {
+        let workload = self.workload()?;
         if self.requests_only && self.count_only {
             return Err(error::usage(
                 "--count-only is an option of the syscall tracer, and --requests-only runs \
@@ -191,7 +264,6 @@ impl ProfileArgs {
             Some(p) => crate::netpath::PathSpec::parse(p)?,
             None => None,
         };
-        let load = LoadLine::parse(&self.load)?;
         if path.is_some() {
             if matches!(target, ProfileTarget::Pid(_) | ProfileTarget::Cgroup(_)) {
                 return Err(error::usage(
@@ -200,16 +272,22 @@ impl ProfileArgs {
                      path's namespace",
                 ));
             }
-            if let Some(a) = load.explicit() {
+            if let Some(a) = workload.own().and_then(LoadLine::explicit) {
                 return Err(error::usage(format!(
                     "--path: leave the address ({a}) out of --load: the load is aimed at the \
                      target's address on the path"
                 )));
             }
         }
+        if !matches!(workload, Workload::Own(_)) && path.is_some() {
+            return Err(error::usage(
+                "--path runs sockscope's own load inside the path's namespace; --load-cmd and \
+                 --duration have none there: use --load",
+            ));
+        }
         let spec = ProfileSpec {
             target,
-            load,
+            workload,
             path,
             path_backend: self.path_backend,
             ready_timeout: Duration::from_secs_f64(self.ready_timeout),

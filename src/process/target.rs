@@ -70,6 +70,8 @@ struct TailState {
     cut: bool,
     /// Every writer has closed the pipe.
     eof: bool,
+    /// Bytes written in all.
+    total: u64,
 }
 
 impl Tail {
@@ -79,6 +81,7 @@ impl Tail {
 
     fn push(&self, data: &[u8]) {
         let mut s = self.lock();
+        s.total += data.len() as u64;
         s.bytes.extend_from_slice(data);
         // Trimmed in batches (at twice the bound), so a chatty process
         // costs one copy per 64 KiB, not one per read.
@@ -87,6 +90,10 @@ impl Tail {
             s.bytes.drain(..extra);
             s.cut = true;
         }
+    }
+
+    fn total(&self) -> u64 {
+        self.lock().total
     }
 
     fn finish(&self) {
@@ -499,6 +506,16 @@ impl Launched {
         let max = usize::try_from(max_bytes).unwrap_or(usize::MAX);
         let (bytes, cut) = self.output.last(max, drain);
         tail_text(&bytes, cut)
+    }
+
+    /// [`Launched::log_tail`] of at most the whole bound, with the bytes
+    /// it wrote in all and whether the tail is cut (earlier output
+    /// dropped): a run's record of a command's output.
+    pub fn output(&self) -> (String, u64, bool) {
+        let exited = wait_pidfd(self.pidfd.as_fd(), Duration::ZERO);
+        let drain = if exited { OUTPUT_DRAIN } else { Duration::ZERO };
+        let (bytes, cut) = self.output.last(OUTPUT_KEPT, drain);
+        (tail_text(&bytes, cut), self.output.total(), cut)
     }
 
     /// The report a server started with [`Launched::spawn_reporting`]

@@ -251,6 +251,10 @@ pub struct AnatomyReport {
     pub threads: u64,
     /// Connections that carried several requests at a time.
     pub multiplexed: Multiplexed,
+    /// The window it covers, s (0 in artifacts written before it was
+    /// recorded).
+    #[serde(default)]
+    pub window_s: f64,
     /// Timed turns whose data was queued before the window: counted from
     /// the window's start.
     pub before_window: u64,

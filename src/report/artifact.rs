@@ -132,7 +132,10 @@ pub fn from_value(
         Box::new(a)
     }
     Some(match schema {
-        profile::SCHEMA => serde_json::from_value::<ProfileReport>(v).map(boxed),
+        profile::SCHEMA => serde_json::from_value::<ProfileReport>(v).map(|mut r| {
+            r.fill_legacy();
+            boxed(r)
+        }),
         bench::SCHEMA => serde_json::from_value::<BenchReport>(v).map(boxed),
         bench::DEMO_SCHEMA => serde_json::from_value::<DemoReport>(v).map(boxed),
         load::SCHEMA => serde_json::from_value::<LoadReport>(v).map(boxed),

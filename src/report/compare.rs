@@ -206,7 +206,10 @@ fn load_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
         ),
     ];
     let lat = |r: &ProfileReport, f: fn(&LatencySummary) -> u64| {
-        r.load.latency.as_ref().map(|l| f(&l.summary) as f64)
+        r.load
+            .as_ref()
+            .and_then(|l| l.latency.as_ref())
+            .map(|l| f(&l.summary) as f64)
     };
     for (name, f) in [
         (
@@ -225,7 +228,12 @@ fn load_rows(a: &ProfileReport, b: &ProfileReport) -> Vec<Row> {
         ),
         ("latency p99.9", |s| (s.p999_ns, s.p999_ci)),
     ] {
-        let tail = |r: &ProfileReport| r.load.latency.as_ref().map(|l| f(&l.summary));
+        let tail = |r: &ProfileReport| {
+            r.load
+                .as_ref()
+                .and_then(|l| l.latency.as_ref())
+                .map(|l| f(&l.summary))
+        };
         rows.extend(tail_rows(name, tail(a), tail(b)));
     }
     rows.push(quantity(
@@ -465,10 +473,14 @@ fn target_identity(r: &ProfileReport) -> Vec<String> {
 
 /// The options that shape a load, by name, for people.
 fn load_shape(r: &ProfileReport) -> Vec<(&'static str, String)> {
-    let c = &r.load.config;
+    let Some(load) = &r.load else {
+        // Not sockscope's load: its shape is the command, or none.
+        return vec![("workload", r.load_line())];
+    };
+    let c = &load.config;
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     vec![
-        ("workload", r.load.workload.clone()),
+        ("workload", load.workload.clone()),
         ("connections", opt(c.connections.map(|v| v.to_string()))),
         ("threads", c.threads.to_string()),
         ("pipeline", opt(c.pipeline.map(|v| v.to_string()))),
@@ -552,7 +564,7 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
                 || format!("pid {} ({})", r.target.pid, r.target.comm),
                 |c| { shell_words::join(c) }
             ),
-            shell_words::join(&r.load_command)
+            r.load_line()
         );
     }
     for w in warnings(a, b) {
@@ -710,8 +722,8 @@ mod tests {
         let mut b = a.clone();
         // Two samples of one distribution: p99s 0.5% apart, inside their
         // intervals.
-        a.load.latency = Some(exp_record(20_000, 100_000.0, 0.25));
-        b.load.latency = Some(exp_record(20_000, 100_500.0, 0.75));
+        a.load.as_mut().unwrap().latency = Some(exp_record(20_000, 100_000.0, 0.25));
+        b.load.as_mut().unwrap().latency = Some(exp_record(20_000, 100_500.0, 0.75));
         let text = render(&a, &b, "a", "b");
         let p99 = line_of(&text, "latency p99 ");
         assert!(p99.contains("within uncertainty (+"), "{p99}");
@@ -720,11 +732,11 @@ mod tests {
             .skip_while(|l| !l.starts_with("latency p99 "))
             .nth(1)
             .unwrap();
-        let sa = a.load.latency.as_ref().unwrap().summary;
+        let sa = a.load.as_ref().unwrap().latency.as_ref().unwrap().summary;
         assert!(ci.starts_with("  95% CI"), "{text}");
         assert!(ci.contains(&tails::range(&sa.p99_ci.unwrap())), "{ci}");
         // 30% slower: the intervals are far apart, a change.
-        b.load.latency = Some(exp_record(20_000, 130_000.0, 0.75));
+        b.load.as_mut().unwrap().latency = Some(exp_record(20_000, 130_000.0, 0.75));
         let text = render(&a, &b, "a", "b");
         let p99 = line_of(&text, "latency p99 ");
         assert!(p99.trim_end().ends_with('%'), "{p99}");
@@ -738,8 +750,8 @@ mod tests {
             .unwrap();
         assert!((pct - 30.0).abs() < 1.0, "{p99}");
         // p99.9 of 2,000 samples: 2 beyond it, not meaningful.
-        a.load.latency = Some(exp_record(2_000, 100_000.0, 0.5));
-        b.load.latency = Some(exp_record(2_000, 300_000.0, 0.5));
+        a.load.as_mut().unwrap().latency = Some(exp_record(2_000, 100_000.0, 0.5));
+        b.load.as_mut().unwrap().latency = Some(exp_record(2_000, 300_000.0, 0.5));
         let text = render(&a, &b, "a", "b");
         let p999 = line_of(&text, "latency p99.9 ");
         assert!(
@@ -768,7 +780,7 @@ mod tests {
         // Then compare shows the plain change.
         let mut a = fixtures::profile(&fixtures::epoll_echo());
         let b = a.clone();
-        a.load.latency = Some(back);
+        a.load.as_mut().unwrap().latency = Some(back);
         let text = render(&a, &b, "a", "b");
         assert!(!line_of(&text, "latency p99 ").contains("within"), "{text}");
         assert!(!text.contains("  95% CI"), "{text}");
@@ -822,8 +834,8 @@ mod tests {
             .to_vec(),
         );
         b.trace.as_mut().unwrap().options.count_only = true;
-        b.load.config.connections = Some(64);
-        b.load.config.duration_s = Some(10.0);
+        b.load.as_mut().unwrap().config.connections = Some(64);
+        b.load.as_mut().unwrap().config.duration_s = Some(10.0);
         let out = render(&a, &b, "a.json", "b.json");
         assert!(
             out.contains("under sockscope load tcp-rr --request 'PING\\r\\n'"),

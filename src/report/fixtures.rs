@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::insight;
 use super::profile::ProfileReport;
+use super::workload::WorkloadRecord;
 
 /// What varies between the synthetic runs.
 pub struct Shape {
@@ -229,9 +230,50 @@ pub fn profile(shape: &Shape) -> ProfileReport {
     let mut v = v;
     super::header::upgrade(&mut v).expect("a version-1 artifact");
     let mut r: ProfileReport = serde_json::from_value(v).expect("a valid synthetic artifact");
+    let load = r.load.as_ref().expect("a run under sockscope's load");
+    r.workload = WorkloadRecord::own(load, shape.span_s, None);
     let trace = r.trace.as_ref().expect("a traced artifact");
-    r.derived = insight::derive(&r.load, trace, None, 0.0);
-    r.insights = insight::sentences(&r.derived, &r.load, trace);
+    r.derived = insight::derive(load, trace, None, 0.0);
+    r.insights = insight::sentences(&r.derived, insight::Volume::Load(load), trace);
+    r
+}
+
+/// `r` as a run under `wrk` given by `--load-cmd` would have written it:
+/// no load report, the requests counted by the request anatomy (as many
+/// as the load's transactions), the derived figures over them.
+pub fn under_command(mut r: ProfileReport) -> ProfileReport {
+    let load = r.load.take().expect("a run under sockscope's load");
+    let mut a = anatomy();
+    a.turns = load.transactions;
+    a.connections = 16;
+    r.load_command.clear();
+    r.workload = WorkloadRecord {
+        source: super::workload::COMMAND.into(),
+        command: Some(vec![
+            "wrk".into(),
+            "-c16".into(),
+            "http://127.0.0.1:35871/".into(),
+        ]),
+        exit: Some("exit status 0".into()),
+        output: Some(super::workload::CommandOutput {
+            tail: "Running 2s test @ http://127.0.0.1:35871/\n".into(),
+            bytes: 42,
+            cut: false,
+        }),
+        window_s: load.duration_s,
+        requests: super::workload::RequestCount {
+            counted_by: "anatomy".into(),
+            count: a.turns,
+            window_s: load.duration_s,
+            anatomy_count: None,
+            edge_bound: Some(16),
+            note: "responses written on 16 connections".into(),
+        },
+    };
+    let trace = r.trace.as_ref().expect("a traced artifact");
+    r.derived = insight::derive_counted(&r.workload, trace, None);
+    r.insights = insight::sentences(&r.derived, insight::Volume::Counted(&r.workload), trace);
+    r.anatomy = Some(a);
     r
 }
 
@@ -242,8 +284,9 @@ pub fn untraced(mut r: ProfileReport) -> ProfileReport {
     let t = r.trace.take().expect("a traced artifact");
     let cpu = (t.resources.user_cpu_s, t.resources.system_cpu_s);
     let window_s = t.window.duration_s;
-    r.derived = super::untraced::derive(&r.load, Some(cpu), "/proc stat", window_s, None, 0.0);
-    r.insights = super::untraced::sentences(&r.derived, &r.load);
+    let load = r.load.as_ref().expect("a run under sockscope's load");
+    r.derived = super::untraced::derive(load, Some(cpu), "/proc stat", window_s, None, 0.0);
+    r.insights = super::untraced::sentences(&r.derived, insight::Volume::Load(load));
     r.anatomy = Some(anatomy());
     r
 }
@@ -285,6 +328,7 @@ pub fn anatomy() -> super::anatomy::AnatomyReport {
         turns: 1000,
         connections: 4,
         threads: 1,
+        window_s: 2.0,
         parts: Parts {
             queue_wait: part(2_000, 300_000),
             cpu_wait: part(1_000, 2_900_000),

@@ -30,8 +30,9 @@ pub const CURRENT: u32 = 2;
 /// their latest version. Here rather than in their modules: the header is
 /// read before the schema's own type, and the files of `report/` import no
 /// circle. `sockscope.profile` 3: `trace` may be absent (`profile
-/// --requests-only`); versions 2 and 1 (converted) read as 3.
-const AHEAD: &[(&str, u32)] = &[("sockscope.profile", 3)];
+/// --requests-only`); 4: `load` may be absent (`--load-cmd`, observe
+/// only); versions 3, 2 and 1 (converted) read as 4.
+const AHEAD: &[(&str, u32)] = &[("sockscope.profile", 4)];
 
 /// The latest version of `schema` this sockscope writes and reads.
 pub fn latest(schema: &str) -> u32 {
@@ -44,7 +45,7 @@ pub fn latest(schema: &str) -> u32 {
 /// The versions of `schema` this sockscope reads, for messages.
 pub fn readable(schema: &str) -> &'static str {
     match latest(schema) {
-        3 => "1, 2 or 3",
+        4 => "1, 2, 3 or 4",
         _ => READABLE,
     }
 }
@@ -267,13 +268,13 @@ mod tests {
         let mut v3 = json!({"schema": "sockscope.load", "schema_version": 3});
         assert_eq!(upgrade(&mut v3), Err(BadVersion::Unsupported("3".into())));
         // A schema ahead of the rest reads its own versions, and no further.
-        for version in [2, 3] {
+        for version in [2, 3, 4] {
             let mut p = json!({"schema": "sockscope.profile", "schema_version": version});
             assert_eq!(upgrade(&mut p), Ok(()), "{version}");
         }
-        let mut p4 = json!({"schema": "sockscope.profile", "schema_version": 4});
-        assert_eq!(upgrade(&mut p4), Err(BadVersion::Unsupported("4".into())));
-        assert_eq!(readable("sockscope.profile"), "1, 2 or 3");
+        let mut p5 = json!({"schema": "sockscope.profile", "schema_version": 5});
+        assert_eq!(upgrade(&mut p5), Err(BadVersion::Unsupported("5".into())));
+        assert_eq!(readable("sockscope.profile"), "1, 2, 3 or 4");
         assert_eq!(readable("sockscope.load"), READABLE);
         assert_eq!(
             upgrade(&mut json!({"schema": "sockscope.load"})),
@@ -335,7 +336,7 @@ mod tests {
         let commit = &p.header.build.git_commit;
         assert!(commit.starts_with("6277c6c"), "{commit}");
         // The load and trace inside were written by the same binary.
-        assert_eq!(&p.load.header.build.git_commit, commit);
+        assert_eq!(&p.load.as_ref().unwrap().header.build.git_commit, commit);
         assert_eq!(&p.trace.as_ref().unwrap().header.build.git_commit, commit);
         let server = p.target.server_report.as_ref().unwrap();
         assert_eq!(

@@ -9,6 +9,9 @@ use super::profile::{Attribution, ClassShare, Derived, SyscallShare};
 use super::syscall_class::{EXECS, SyscallClass, TASK_CREATING};
 use super::trace::TraceReport;
 use super::units::{counted, fmt_us, human_ns};
+use super::volume;
+pub use super::volume::{Volume, base_counted, server_figures};
+use super::workload::WorkloadRecord;
 
 /// Which kernel path, in a run without the syscall tracer.
 const UNTRACED_KERNEL: &str = "which kernel path is not known: no syscall was recorded";
@@ -17,32 +20,6 @@ pub const TOP: usize = 8;
 
 fn per(x: f64, tx: u64) -> f64 {
     if tx == 0 { 0.0 } else { x / tx as f64 }
-}
-
-/// The server's own transaction count and CPU, from its `--json` report
-/// (`sockscope.serve.echo`: `transactions`; `sockscope.serve.udp-sink`:
-/// datagrams received over all runs, those whose records the sink dropped
-/// included).
-pub fn server_figures(server: &Value) -> (Option<u64>, Option<f64>) {
-    let tx = match server["schema"].as_str() {
-        Some("sockscope.serve.echo") => server["transactions"].as_u64(),
-        Some("sockscope.serve.udp-sink") => server["runs"].as_array().map(|runs| {
-            let kept: u64 = runs
-                .iter()
-                .filter_map(|r| r["report"]["received"].as_u64())
-                .sum();
-            kept + server["runs_dropped"]["received"].as_u64().unwrap_or(0)
-        }),
-        _ => None,
-    };
-    let cpu = match (
-        server["cpu_user_s"].as_f64(),
-        server["cpu_system_s"].as_f64(),
-    ) {
-        (Some(u), Some(s)) => Some(u + s),
-        _ => None,
-    };
-    (tx, cpu)
 }
 
 /// Requests in flight when the load's window ended: answered during the
@@ -60,17 +37,37 @@ pub fn derive(
     server: Option<&Value>,
     control_cpu_s: f64,
 ) -> Derived {
-    let tx = load.transactions;
     let r = &trace.resources;
-    let cpu = r.user_cpu_s + r.system_cpu_s;
-    let window_s = trace.window.duration_s;
-    let mut d = base(
+    let d = base(
         load,
         (r.user_cpu_s, r.system_cpu_s),
-        window_s,
+        trace.window.duration_s,
         server,
         control_cpu_s,
     );
+    with_trace(d, trace)
+}
+
+/// The per-request figures of a run whose requests the request anatomy
+/// counted (`--load-cmd`, observe only): [`base_counted`], then the
+/// tracer's figures over its count.
+pub fn derive_counted(w: &WorkloadRecord, trace: &TraceReport, server: Option<&Value>) -> Derived {
+    let r = &trace.resources;
+    let d = base_counted(
+        w,
+        (r.user_cpu_s, r.system_cpu_s),
+        trace.window.duration_s,
+        server,
+    );
+    with_trace(d, trace)
+}
+
+/// Fills the figures only the syscall tracer measures into `d` (made by
+/// [`base`] or [`base_counted`]), per `d.transactions`.
+pub fn with_trace(mut d: Derived, trace: &TraceReport) -> Derived {
+    let tx = d.transactions;
+    let r = &trace.resources;
+    let cpu = r.user_cpu_s + r.system_cpu_s;
     let total_time: u64 = trace.totals.time_ns.unwrap_or(0);
     let mut rows: Vec<&super::trace::SyscallRow> = trace.syscalls.iter().collect();
     if trace.options.count_only {
@@ -490,14 +487,10 @@ fn faults_and_creation(d: &Derived, unit: &str) -> Vec<String> {
 }
 
 /// The derived figures in plain sentences, most important first.
-pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<String> {
+pub fn sentences(d: &Derived, vol: Volume, trace: &TraceReport) -> Vec<String> {
     let mut out = Vec::new();
-    let unit = if load.workload == "udp" {
-        "datagram"
-    } else {
-        "transaction"
-    };
-    out.push(volume_sentence(d, load, unit));
+    let unit = vol.unit();
+    out.push(volume_sentence(d, vol, unit));
     if let Some(a) = &d.attribution {
         out.push(attribution_sentence(a, unit));
         if d.syscalls_per_transaction.is_nan() {
@@ -512,15 +505,21 @@ pub fn sentences(d: &Derived, load: &LoadReport, trace: &TraceReport) -> Vec<Str
     out.push(switches_sentence(d, unit));
     out.extend(time_sentence(d, trace));
     out.push(tracer_sentence(d, trace));
-    out.push(generator_sentence(d, unit));
-    out.extend(agreement_sentence(d, load, unit));
+    if vol.load().is_some() {
+        out.push(generator_sentence(d, unit));
+    }
+    out.extend(agreement_sentence(d, vol, unit));
     out
 }
 
 /// The opening sentence: how many transactions (or datagrams), how fast,
 /// over how many connections.
-pub(super) fn volume_sentence(d: &Derived, load: &LoadReport, unit: &str) -> String {
+pub(super) fn volume_sentence(d: &Derived, vol: Volume, unit: &str) -> String {
     let tx = d.transactions;
+    let load = match vol {
+        Volume::Load(l) => l,
+        Volume::Counted(w) => return volume::counted_sentence(d, w),
+    };
     format!(
         "{} {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{} ({}).",
         if d.attribution.is_some() {
@@ -713,11 +712,15 @@ pub(super) fn generator_sentence(d: &Derived, unit: &str) -> String {
 
 /// Whether the server's own transaction count agrees with the load's
 /// (None when the server did not report one).
-pub(super) fn agreement_sentence(d: &Derived, load: &LoadReport, unit: &str) -> Option<String> {
+pub(super) fn agreement_sentence(d: &Derived, vol: Volume, unit: &str) -> Option<String> {
     let (Some(s), Some(a)) = (d.server_transactions, &d.server_agreement) else {
         return None;
     };
     let tx = d.transactions;
+    let load = match vol {
+        Volume::Load(l) => l,
+        Volume::Counted(w) => return Some(volume::counted_agreement(d, w, s, a, unit)),
+    };
     Some(match a.as_str() {
         "exact" => format!(
             "The server's own count agrees exactly: it answered {s} {unit}s, the load \
@@ -828,7 +831,7 @@ mod tests {
             count_only_saves_target_ns: Some(14_000_000),
             count_only_saves_others_ns: Some(24_000_000),
         });
-        let d = derive(&r.load, &trace, None, 0.0);
+        let d = derive(r.load.as_ref().unwrap(), &trace, None, 0.0);
         assert_eq!(d.tracer_target_ns, Some(34_000_000));
         assert_eq!(d.tracer_target_share, Some(0.125));
         assert_eq!(d.tracer_collateral_ns, Some(72_000_000));

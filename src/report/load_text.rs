@@ -384,7 +384,7 @@ mod tests {
 
     #[test]
     fn tail_percentiles_print_with_their_intervals_or_as_not_meaningful() {
-        let mut rep = fixtures::profile(&fixtures::epoll_echo()).load;
+        let mut rep = fixtures::profile(&fixtures::epoll_echo()).load.unwrap();
         let h = crate::stats::testing::evenly(3000, 50_000, 20);
         rep.latency = Some(LatencyRecord {
             summary: h.summary(),

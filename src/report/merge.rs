@@ -636,7 +636,9 @@ mod tests {
     /// A load artifact with `lat` as its latency samples, recorded in one
     /// second per 10 samples, started at `start_ns`.
     fn run(target: &str, start_ns: u64, lat: &[u64]) -> LoadReport {
-        let mut r = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo()).load;
+        let mut r = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo())
+            .load
+            .unwrap();
         let mut h = LatencyHist::new();
         for v in lat {
             h.record(*v);

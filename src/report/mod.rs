@@ -13,6 +13,7 @@ pub mod evidence;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod header;
+pub mod headline;
 pub mod html;
 pub mod insight;
 pub mod load;
@@ -34,6 +35,8 @@ pub mod trace_text;
 pub mod tune;
 pub mod units;
 pub mod untraced;
+pub mod volume;
+pub mod workload;
 
 use std::path::Path;
 

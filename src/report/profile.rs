@@ -11,14 +11,17 @@ use super::machine::Machine;
 use super::syscall_class::SyscallClass;
 use super::trace::TraceReport;
 use super::tune::AuditRow;
+use super::workload::WorkloadRecord;
 
 /// Schema identifier of profile artifacts.
 pub const SCHEMA: &str = "sockscope.profile";
 /// Bumped on any incompatible change (2: the shared [`ArtifactHeader`];
 /// 3: `trace` may be absent, `profile --requests-only`: a reader of
 /// version 2 requires it, so it must refuse such a file by its version
-/// rather than fail on a missing field). Versions 1 and 2 read as 3.
-pub const SCHEMA_VERSION: u32 = 3;
+/// rather than fail on a missing field; 4: `load` may be absent, a run
+/// under `--load-cmd` or observe-only, with `workload` saying which).
+/// Versions 1 to 3 read as 4.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// One profile run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -33,14 +36,23 @@ pub struct ProfileReport {
     pub command_line: Vec<String>,
     /// What was measured.
     pub target: TargetRecord,
-    /// The load, as the equivalent `sockscope load ...` command line.
+    /// sockscope's own load, as the equivalent `sockscope load ...`
+    /// command line (empty without one: see `workload`).
+    #[serde(default)]
     pub load_command: Vec<String>,
+    /// What drove the window (sockscope's load, a command, the target's
+    /// own traffic) and who counted the requests. Artifacts written before
+    /// it existed read as sockscope's own load.
+    #[serde(default = "WorkloadRecord::own_legacy")]
+    pub workload: WorkloadRecord,
     /// Lengths of the load and trace windows.
     pub windows: Windows,
     /// Where it ran.
     pub machine: Machine,
-    /// The load generator's full report.
-    pub load: LoadReport,
+    /// The load generator's full report; absent when the load was not
+    /// sockscope's (`--load-cmd`, observe-only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadReport>,
     /// The tracer's full report (attach mode, over the trace window);
     /// absent with `--requests-only` (no syscall tracer was attached).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,7 +247,8 @@ pub struct Derived {
     #[serde(deserialize_with = "nan_if_null")]
     pub involuntary_switches_per_transaction: f64,
     /// The generator's CPU per transaction, us (profile's own tracing
-    /// control thread excluded).
+    /// control thread excluded); null without sockscope's own load.
+    #[serde(deserialize_with = "nan_if_null")]
     pub generator_cpu_us_per_transaction: f64,
     /// CPU of profile's tracing control thread during the load, s
     /// (excluded from the generator figure).
@@ -310,6 +323,39 @@ pub struct Derived {
     /// per-transaction target figures are computed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub attribution: Option<Attribution>,
+}
+
+impl ProfileReport {
+    /// An artifact written before `workload` existed: sockscope's load
+    /// counted the requests, over its own window.
+    pub fn fill_legacy(&mut self) {
+        if let (Some(l), true) = (&self.load, self.workload.requests.window_s == 0.0) {
+            self.workload.window_s = l.duration_s;
+            self.workload.requests.count = l.transactions;
+            self.workload.requests.window_s = l.duration_s;
+        }
+    }
+
+    /// What drove the window, in one line: the `sockscope load` command,
+    /// the `--load-cmd` command, or the observation.
+    pub fn load_line(&self) -> String {
+        let w = &self.workload;
+        match w.source.as_str() {
+            super::workload::OWN => shell_words::join(&self.load_command),
+            super::workload::COMMAND => format!(
+                "{} (--load-cmd, {})",
+                w.command
+                    .as_deref()
+                    .map(shell_words::join)
+                    .unwrap_or_default(),
+                w.exit.as_deref().unwrap_or("status unknown")
+            ),
+            _ => format!(
+                "none: the target's own traffic, observed for {:.2} s",
+                w.window_s
+            ),
+        }
+    }
 }
 
 impl Derived {
@@ -402,6 +448,12 @@ pub fn read_for(path: &std::path::Path, who: &str) -> anyhow::Result<ProfileRepo
     })
 }
 
+/// [`parse`] for tests elsewhere in `report`.
+#[cfg(test)]
+pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<ProfileReport, String> {
+    parse(bytes)
+}
+
 /// A profile artifact from its bytes (version 1 converted, see
 /// [`header::upgrade`]), or what they are instead ("is a sockscope.trace
 /// artifact", "is not JSON (...)").
@@ -421,8 +473,15 @@ fn parse(bytes: &[u8]) -> Result<ProfileReport, String> {
             header::readable(SCHEMA)
         )
     })?;
-    serde_json::from_value(v)
-        .map_err(|e| format!("is a {SCHEMA} artifact this sockscope cannot read: {e}"))
+    let mut r: ProfileReport = serde_json::from_value(v)
+        .map_err(|e| format!("is a {SCHEMA} artifact this sockscope cannot read: {e}"))?;
+    if r.load.is_none() && r.workload.is_own() {
+        return Err(format!(
+            "is a {SCHEMA} artifact under sockscope's own load without its `load` report"
+        ));
+    }
+    r.fill_legacy();
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -465,9 +524,9 @@ mod tests {
         assert!(what("% time  total").starts_with("is not JSON ("));
         assert!(what("[1, 2]").contains("without a `schema` field"));
         assert_eq!(
-            what(r#"{"schema":"sockscope.profile","schema_version":4}"#),
-            "is sockscope.profile, but its schema_version 4 is not a supported version; this \
-             sockscope reads version 1, 2 or 3"
+            what(r#"{"schema":"sockscope.profile","schema_version":5}"#),
+            "is sockscope.profile, but its schema_version 5 is not a supported version; this \
+             sockscope reads version 1, 2, 3 or 4"
         );
         for version in [1, 2, 3] {
             let t = format!(r#"{{"schema":"sockscope.profile","schema_version":{version}}}"#);

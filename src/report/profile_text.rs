@@ -27,19 +27,29 @@ pub fn render(r: &ProfileReport) -> String {
         r.target.comm,
         r.target.address
     );
-    let _ = writeln!(s, "load     {}", shell_words::join(&r.load_command));
+    let _ = writeln!(s, "load     {}", r.load_line());
     let _ = writeln!(s, "machine  {}", r.machine.describe());
     let _ = writeln!(s, "build    sockscope {}", r.header.build.describe());
     let _ = writeln!(s, "windows  {}", r.windows.note);
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Headline:");
+    for f in super::headline::figures(r) {
+        let _ = writeln!(s, "  {:<18}{}", f.label, f.value);
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "What the run says:");
     for line in &r.insights {
         let _ = writeln!(s, "  * {}", wrap(line, 96, "    "));
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "Load:");
-    for l in load_text::render(&r.load).lines() {
-        let _ = writeln!(s, "  {l}");
+    match &r.load {
+        Some(load) => {
+            let _ = writeln!(s, "Load:");
+            for l in load_text::render(load).lines() {
+                let _ = writeln!(s, "  {l}");
+            }
+        }
+        None => workload_text(&mut s, &r.workload),
     }
     if let Some(a) = &r.anatomy {
         let _ = writeln!(s);
@@ -115,6 +125,53 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
+/// The workload section of a run under a `--load-cmd` command or observe
+/// only: who counted the requests, and the end of the command's output.
+fn workload_text(s: &mut String, w: &crate::report::workload::WorkloadRecord) {
+    let c = &w.requests;
+    let _ = writeln!(
+        s,
+        "Workload ({}):",
+        if w.source == crate::report::workload::COMMAND {
+            "an external command, --load-cmd"
+        } else {
+            "observed: no load was sent"
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  requests      {} in {:.2} s, counted by the {} ({})",
+        c.count, c.window_s, c.counted_by, c.note
+    );
+    if let Some(cmd) = &w.command {
+        let _ = writeln!(s, "  command       {}", shell_words::join(cmd));
+    }
+    if let Some(e) = &w.exit {
+        let _ = writeln!(s, "  ended         {e} after {:.2} s", w.window_s);
+    }
+    if let Some(o) = w.output.as_ref().filter(|o| !o.tail.trim().is_empty()) {
+        let lines: Vec<&str> = o.tail.trim_end().lines().collect();
+        let tail = &lines[lines.len().saturating_sub(OUTPUT_LINES)..];
+        let _ = writeln!(
+            s,
+            "  its output ({} bytes; the last {} lines{}):",
+            o.bytes,
+            tail.len(),
+            if lines.len() > tail.len() || o.cut {
+                "; run.json keeps more"
+            } else {
+                ""
+            }
+        );
+        for l in tail {
+            let _ = writeln!(s, "    | {l}");
+        }
+    }
+}
+
+/// Lines of a command's output the summary shows.
+const OUTPUT_LINES: usize = 12;
+
 #[cfg(test)]
 mod tests {
     use super::wrap;
@@ -151,6 +208,58 @@ mod tests {
         // Before the syscalls, after the load.
         assert!(s.find("Anatomy of a request") > s.find("Load:"));
         assert!(s.find("Anatomy of a request") < s.find("Target syscalls"));
+    }
+
+    #[test]
+    fn a_run_under_a_load_command_says_who_counted_and_what_the_command_said() {
+        use crate::report::fixtures;
+        let r = fixtures::under_command(fixtures::profile(&fixtures::epoll_echo()));
+        let s = super::render(&r);
+        assert!(
+            s.contains("load     wrk -c16 http://127.0.0.1:35871/ (--load-cmd, exit status 0)"),
+            "{s}"
+        );
+        assert!(!s.contains("\nLoad:"), "{s}");
+        assert!(
+            s.contains("Workload (an external command, --load-cmd):"),
+            "{s}"
+        );
+        assert!(
+            s.contains("requests      399748 in 2.00 s, counted by the anatomy"),
+            "{s}"
+        );
+        assert!(s.contains("    | Running 2s test @"), "{s}");
+        assert!(
+            s.contains(
+                "The target answered 399748 requests in 2.00 s (199874/s) under the load of `wrk"
+            ),
+            "{s}"
+        );
+        // No generator: no generator sentence, and nothing prints as NaN.
+        assert!(
+            !s.contains("load generator used") && !s.contains("NaN"),
+            "{s}"
+        );
+        assert!(
+            s.contains("syscalls per request") || s.contains("per request"),
+            "{s}"
+        );
+        // The HTML says the same, and the artifact reads back as it was.
+        let html = crate::report::html::profile::profile_page(&r);
+        assert!(html.contains("The load: an external command"), "{html}");
+        assert!(!html.contains("NaN"));
+        let mut v = serde_json::to_value(&r).unwrap();
+        assert!(v.get("load").is_none(), "{v}");
+        assert_eq!(v["workload"]["requests"]["counted_by"], "anatomy");
+        assert!(v["derived"]["generator_cpu_us_per_transaction"].is_null());
+        v["schema_version"] = crate::report::profile::SCHEMA_VERSION.into();
+        let back = crate::report::profile::parse_bytes(v.to_string().as_bytes()).unwrap();
+        assert_eq!(back.workload, r.workload);
+        assert!(back.load.is_none());
+        // compare works across the two kinds of runs, and says they differ.
+        let own = fixtures::profile(&fixtures::epoll_echo());
+        let c = crate::report::compare::render(&own, &r, "a", "b");
+        assert!(c.contains("different loads (workload tcp-rr vs wrk"), "{c}");
     }
 
     #[test]

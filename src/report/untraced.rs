@@ -6,9 +6,10 @@
 
 use serde_json::Value;
 
-use super::insight::{self, base};
+use super::insight::{self, Volume, base};
 use super::load::LoadReport;
 use super::profile::Derived;
+use super::workload::WorkloadRecord;
 
 /// The sentence that stands for every syscall, context-switch and fault
 /// figure a run without the tracer has not recorded.
@@ -28,29 +29,45 @@ pub fn derive(
     server: Option<&Value>,
     control_cpu_s: f64,
 ) -> Derived {
-    let mut d = base(
+    let d = base(
         load,
         cpu.unwrap_or((0.0, 0.0)),
         window_s,
         server,
         control_cpu_s,
     );
-    match cpu {
-        Some(_) => d.target_cpu_source = Some(source.to_string()),
-        None => d.target_cpu_us_per_transaction = f64::NAN,
+    with_cpu_source(d, cpu.is_some(), source)
+}
+
+/// [`derive`] for a run whose requests the request anatomy counted
+/// (`--load-cmd`, observe only).
+pub fn derive_counted(
+    w: &WorkloadRecord,
+    cpu: Option<(f64, f64)>,
+    source: &str,
+    window_s: f64,
+    server: Option<&Value>,
+) -> Derived {
+    let d = insight::base_counted(w, cpu.unwrap_or((0.0, 0.0)), window_s, server);
+    with_cpu_source(d, cpu.is_some(), source)
+}
+
+/// Names where the CPU was read, or (unread) leaves the per-request CPU
+/// null rather than 0.
+fn with_cpu_source(mut d: Derived, read: bool, source: &str) -> Derived {
+    if read {
+        d.target_cpu_source = Some(source.to_string());
+    } else {
+        d.target_cpu_us_per_transaction = f64::NAN;
     }
     d
 }
 
 /// The derived figures in plain sentences, most important first, for a
 /// run without the tracer.
-pub fn sentences(d: &Derived, load: &LoadReport) -> Vec<String> {
-    let unit = if load.workload == "udp" {
-        "datagram"
-    } else {
-        "transaction"
-    };
-    let mut out = vec![insight::volume_sentence(d, load, unit)];
+pub fn sentences(d: &Derived, vol: Volume) -> Vec<String> {
+    let unit = vol.unit();
+    let mut out = vec![insight::volume_sentence(d, vol, unit)];
     if let Some(a) = &d.attribution {
         out.push(insight::attribution_sentence(a, unit));
     }
@@ -69,10 +86,10 @@ pub fn sentences(d: &Derived, load: &LoadReport) -> Vec<String> {
         out.push(insight::cpu_sentence(d, unit));
     }
     out.push(NOT_RECORDED.into());
-    if d.target_cpu_us_per_transaction.is_finite() {
+    if d.target_cpu_us_per_transaction.is_finite() && vol.load().is_some() {
         out.push(insight::generator_sentence(d, unit));
     }
-    out.extend(insight::agreement_sentence(d, load, unit));
+    out.extend(insight::agreement_sentence(d, vol, unit));
     out
 }
 
@@ -84,11 +101,18 @@ mod tests {
     #[test]
     fn the_figures_without_the_tracer_are_null_not_zero() {
         let r = fixtures::profile(&fixtures::epoll_echo());
-        let d = derive(&r.load, Some((0.3, 0.7)), "/proc stat", 2.0, None, 0.0);
+        let d = derive(
+            r.load.as_ref().unwrap(),
+            Some((0.3, 0.7)),
+            "/proc stat",
+            2.0,
+            None,
+            0.0,
+        );
         assert_eq!(d.target_cpu_source.as_deref(), Some("/proc stat"));
         assert!((d.target_kernel_share - 0.7).abs() < 1e-9);
         assert!((d.target_cpus_busy - 0.5).abs() < 1e-9);
-        let tx = r.load.transactions as f64;
+        let tx = r.load.as_ref().unwrap().transactions as f64;
         assert!((d.target_cpu_us_per_transaction - 1e6 / tx).abs() < 1e-6);
         for v in [
             d.syscalls_per_transaction,
@@ -109,7 +133,7 @@ mod tests {
         let back: Derived = serde_json::from_value(json).unwrap();
         assert!(back.syscalls_per_transaction.is_nan());
         // CPU unread: no per-transaction CPU, and no source claimed.
-        let d = derive(&r.load, None, "/proc stat", 2.0, None, 0.0);
+        let d = derive(r.load.as_ref().unwrap(), None, "/proc stat", 2.0, None, 0.0);
         assert!(d.target_cpu_us_per_transaction.is_nan());
         assert!(d.target_cpu_source.is_none());
     }
@@ -117,8 +141,15 @@ mod tests {
     #[test]
     fn the_sentences_say_the_syscalls_were_not_recorded() {
         let r = fixtures::profile(&fixtures::epoll_echo());
-        let d = derive(&r.load, Some((0.3, 0.7)), "/proc stat", 2.0, None, 0.0);
-        let s = sentences(&d, &r.load);
+        let d = derive(
+            r.load.as_ref().unwrap(),
+            Some((0.3, 0.7)),
+            "/proc stat",
+            2.0,
+            None,
+            0.0,
+        );
+        let s = sentences(&d, Volume::Load(r.load.as_ref().unwrap()));
         assert!(s[0].starts_with("The target handled"), "{s:?}");
         assert!(s[1].starts_with("Its CPU time over the window"), "{s:?}");
         assert!(s[1].contains("no syscall was recorded"), "{s:?}");

@@ -23,6 +23,9 @@ pub const LOAD_FAILED: u8 = 7;
 /// within --ready-timeout, did not stop within its grace period, or the
 /// tracer did not finish.
 pub const TIMED_OUT: u8 = 8;
+/// A run whose requests the request anatomy counts (`profile --load-cmd`,
+/// `--duration`) saw none: there is nothing to put per request.
+pub const NO_REQUESTS: u8 = 9;
 
 /// An error with one of the statuses above.
 pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {

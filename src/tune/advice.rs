@@ -25,7 +25,7 @@ pub const RUNQUEUE_WAIT_SHARE: f64 = 0.10;
 /// The evidence rows for `ev` and the load it measured, against the
 /// settings `s` (this machine's, as they are now). Empty when the run
 /// showed nothing a setting bounds.
-pub fn rows(s: &Settings, ev: &KernelEvidence, load: &LoadReport) -> Vec<AuditRow> {
+pub fn rows(s: &Settings, ev: &KernelEvidence, load: Option<&LoadReport>) -> Vec<AuditRow> {
     let mut out = Vec::new();
     // Server-side settings are read where sockscope runs; say so when the
     // target's namespace was another one.
@@ -286,7 +286,7 @@ fn time_wait_overflow(s: &Settings, ev: &KernelEvidence, elsewhere: &str, out: &
     ));
 }
 
-fn ports(s: &Settings, ev: &KernelEvidence, load: &LoadReport, out: &mut Vec<AuditRow>) {
+fn ports(s: &Settings, ev: &KernelEvidence, load: Option<&LoadReport>, out: &mut Vec<AuditRow>) {
     let key = "net.ipv4.ip_local_port_range";
     let width = match (s.num_at(key, 0), s.num_at(key, 1)) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a) + 1),
@@ -437,9 +437,11 @@ fn runqueue_wait(ev: &KernelEvidence) -> Option<(f64, f64, f64)> {
     (s.threads > 0).then_some((s.wait_share, s.runqueue_wait_s, s.on_cpu_s))
 }
 
-/// Connect/transaction errors of one class in the load report.
-fn connect_errors(load: &LoadReport, class: &str) -> u64 {
-    load.errors.by_class.get(class).copied().unwrap_or(0)
+/// Connect/transaction errors of one class in the load report (none
+/// without sockscope's own load).
+fn connect_errors(load: Option<&LoadReport>, class: &str) -> u64 {
+    load.and_then(|l| l.errors.by_class.get(class).copied())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -477,7 +479,7 @@ mod tests {
 
     fn load() -> LoadReport {
         let r = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo());
-        r.load
+        r.load.unwrap()
     }
 
     #[test]
@@ -496,7 +498,7 @@ mod tests {
             }],
             ..Default::default()
         });
-        let rows = rows(&settings(), &ev, &load());
+        let rows = rows(&settings(), &ev, Some(&load()));
         assert_eq!(rows[0].setting, "listen() backlog (127.0.0.1:8080)");
         assert!(!rows[0].ok && rows[0].sysctl.is_none());
         assert!(rows[0].why.contains("a sysctl cannot fix it"));
@@ -521,14 +523,14 @@ mod tests {
             }],
             ..Default::default()
         });
-        let rows = rows(&settings(), &ev, &load());
+        let rows = rows(&settings(), &ev, Some(&load()));
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(rows[0].sysctl.as_deref(), Some("net.core.somaxconn = 8192"));
         // Without socket samples: somaxconn, and the reason to check listen().
         let rows = super::rows(
             &settings(),
             &with_counters(&[("TcpExt.ListenOverflows", 7)]),
-            &load(),
+            Some(&load()),
         );
         assert!(rows[0].why.contains("did not sample"));
     }
@@ -559,7 +561,7 @@ mod tests {
             remote_new_per_source_max: Some(101),
             ..Default::default()
         });
-        let rows = rows(&settings(), &ev, &l);
+        let rows = rows(&settings(), &ev, Some(&l));
         assert_eq!(
             keys(&rows),
             ["net.ipv4.ip_local_port_range", "net.ipv4.tcp_tw_reuse"]
@@ -583,7 +585,7 @@ mod tests {
         assert_eq!(rows[1].sysctl.as_deref(), Some("net.ipv4.tcp_tw_reuse = 1"));
         // The clients' TIME_WAIT filling half the range counts without
         // errors, and then does not say the ports ran out.
-        let rows = super::rows(&settings(), &ev, &load());
+        let rows = super::rows(&settings(), &ev, Some(&load()));
         assert_eq!(rows.len(), 2);
         assert!(
             rows[0]
@@ -609,7 +611,7 @@ mod tests {
             remote_new_per_source_max: Some(0),
             ..Default::default()
         };
-        assert!(rows(&settings(), &with_time_wait(servers.clone()), &load()).is_empty());
+        assert!(rows(&settings(), &with_time_wait(servers.clone()), Some(&load())).is_empty());
         // Towards the target, but left before the run.
         let earlier = TimeWait {
             remote_max: 100,
@@ -617,7 +619,7 @@ mod tests {
             remote_new_per_source_max: Some(3),
             ..servers
         };
-        assert!(rows(&settings(), &with_time_wait(earlier), &load()).is_empty());
+        assert!(rows(&settings(), &with_time_wait(earlier), Some(&load())).is_empty());
         // Spread over source addresses: 40 from each of three is not half
         // of one address's 101 ports.
         let spread = TimeWait {
@@ -627,7 +629,7 @@ mod tests {
             remote_new_per_source_max: Some(40),
             ..Default::default()
         };
-        assert!(rows(&settings(), &with_time_wait(spread), &load()).is_empty());
+        assert!(rows(&settings(), &with_time_wait(spread), Some(&load())).is_empty());
         // An artifact without the start count: its counts may be earlier
         // runs', so they support nothing.
         let legacy = TimeWait {
@@ -636,7 +638,7 @@ mod tests {
             namespace_max: Some(101),
             ..Default::default()
         };
-        assert!(rows(&settings(), &with_time_wait(legacy), &load()).is_empty());
+        assert!(rows(&settings(), &with_time_wait(legacy), Some(&load())).is_empty());
     }
 
     #[test]
@@ -651,7 +653,7 @@ mod tests {
         s.listening = vec![80, 5432, 8080, 40050];
         let mut l = load();
         l.errors.by_class.insert("EADDRNOTAVAIL".into(), 3);
-        let rows = rows(&s, &with_counters(&[]), &l);
+        let rows = rows(&s, &with_counters(&[]), Some(&l));
         assert_eq!(
             keys(&rows),
             [
@@ -675,7 +677,7 @@ mod tests {
             "net.ipv4.tcp_syncookies".into(),
             super::super::settings::Reading::Value("1".into()),
         );
-        let rows = rows(&s, &ev, &load());
+        let rows = rows(&s, &ev, Some(&load()));
         let r = &rows[0];
         assert_eq!(r.setting, "net.ipv4.tcp_max_syn_backlog");
         assert!(r.ok && r.sysctl.is_none(), "{r:?}");
@@ -694,7 +696,7 @@ mod tests {
             ("TcpExt.TCPReqQFullDrop", 2),
             ("Tcp.RetransSegs", 100),
         ]);
-        let rows = rows(&settings(), &ev, &load());
+        let rows = rows(&settings(), &ev, Some(&load()));
         let keys: Vec<_> = rows.iter().map(|r| r.setting.as_str()).collect();
         for k in [
             "net.core.rmem_max",
@@ -732,11 +734,11 @@ mod tests {
             super::rows(
                 &settings(),
                 &with_counters(&[("Tcp.RetransSegs", 5)]),
-                &load()
+                Some(&load())
             )
             .is_empty()
         );
-        assert!(super::rows(&settings(), &KernelEvidence::default(), &load()).is_empty());
+        assert!(super::rows(&settings(), &KernelEvidence::default(), Some(&load())).is_empty());
     }
 
     #[test]
@@ -750,7 +752,7 @@ mod tests {
             wait_share: 1.0 / 3.0,
             ..Default::default()
         });
-        let rows = rows(&settings(), &ev, &load());
+        let rows = rows(&settings(), &ev, Some(&load()));
         assert_eq!(rows.len(), 1);
         assert!(rows[0].current.contains("33%") && rows[0].sysctl.is_none());
     }

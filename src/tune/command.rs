@@ -61,7 +61,7 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
     let settings = Settings::read();
     let evidence = run
         .as_ref()
-        .and_then(|r| r.evidence.as_ref().map(|e| (e, &r.load)));
+        .and_then(|r| r.evidence.as_ref().map(|e| (e, r.load.as_ref())));
     let rows = super::ranked(&settings, spec.goal, evidence);
     let evidence_rows = rows.iter().take_while(|r| r.evidence.is_some()).count();
     if let (Some(p), Some((_, _))) = (&spec.from, evidence)

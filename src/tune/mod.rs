@@ -24,7 +24,7 @@ use crate::report::tune::AuditRow;
 /// exhausted port range, a buffer that dropped), read against this
 /// machine's current settings. Empty when the evidence shows nothing a
 /// setting would fix.
-pub fn supported_by(evidence: &KernelEvidence, load: &LoadReport) -> Vec<AuditRow> {
+pub fn supported_by(evidence: &KernelEvidence, load: Option<&LoadReport>) -> Vec<AuditRow> {
     advice::rows(&Settings::read(), evidence, load)
 }
 
@@ -34,7 +34,7 @@ pub fn supported_by(evidence: &KernelEvidence, load: &LoadReport) -> Vec<AuditRo
 pub fn ranked(
     s: &Settings,
     goal: Goal,
-    run: Option<(&KernelEvidence, &LoadReport)>,
+    run: Option<(&KernelEvidence, Option<&LoadReport>)>,
 ) -> Vec<AuditRow> {
     let mut rows = match run {
         Some((ev, load)) => advice::rows(s, ev, load),
@@ -96,8 +96,10 @@ mod tests {
             }),
             ..Default::default()
         };
-        let load = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo()).load;
-        let rows = ranked(&s, Goal::Latency, Some((&ev, &load)));
+        let load = crate::report::fixtures::profile(&crate::report::fixtures::epoll_echo())
+            .load
+            .unwrap();
+        let rows = ranked(&s, Goal::Latency, Some((&ev, Some(&load))));
         assert_eq!(rows[0].setting, "net.core.somaxconn");
         assert!(rows[0].evidence.is_some());
         assert_eq!(

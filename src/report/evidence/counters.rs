@@ -234,7 +234,7 @@ impl CounterDeltas {
         &self,
         sockets: Option<&SocketEvidence>,
         transactions: u64,
-        load: &LoadReport,
+        load: Option<&LoadReport>,
     ) -> Vec<String> {
         let mut out = Vec::new();
         out.extend(self.listen_sentence(sockets, load));
@@ -297,7 +297,7 @@ impl CounterDeltas {
                     "connection was",
                     "connections were"
                 ),
-                if load.config.close.as_deref() == Some("rst") {
+                if load.is_some_and(|l| l.config.close.as_deref() == Some("rst")) {
                     "; the load closes its connections that way (--close rst)"
                 } else {
                     ""
@@ -326,7 +326,7 @@ impl CounterDeltas {
     fn listen_sentence(
         &self,
         sockets: Option<&SocketEvidence>,
-        load: &LoadReport,
+        load: Option<&LoadReport>,
     ) -> Option<String> {
         let (over, drops) = (
             self.get("TcpExt.ListenOverflows"),
@@ -364,8 +364,10 @@ impl CounterDeltas {
                     .join(", ")
             ),
         };
-        let burst = match (load.workload.as_str(), load.config.connections) {
-            ("tcp-crr", Some(c)) => format!(" of up to {} connects at once", fmt_count(c as u64)),
+        let burst = match load.map(|l| (l.workload.as_str(), l.config.connections)) {
+            Some(("tcp-crr", Some(c))) => {
+                format!(" of up to {} connects at once", fmt_count(c as u64))
+            }
             _ => String::new(),
         };
         let mut s = format!(
@@ -419,7 +421,7 @@ impl CounterDeltas {
     }
 
     /// UDP buffer drops against the load's own loss figure.
-    fn udp_sentences(&self, load: &LoadReport) -> Vec<String> {
+    fn udp_sentences(&self, load: Option<&LoadReport>) -> Vec<String> {
         let mut out = Vec::new();
         let names = ["Udp.RcvbufErrors", "Udp6.RcvbufErrors"];
         let rcv: u64 = names.iter().map(|k| self.get(k)).sum();
@@ -429,7 +431,7 @@ impl CounterDeltas {
             .copied()
             .collect::<Vec<_>>()
             .join(" + ");
-        let lost = load.udp.as_ref().and_then(|u| u.lost);
+        let lost = load.and_then(|l| l.udp.as_ref()).and_then(|u| u.lost);
         if rcv > 0 {
             let tail = match lost {
                 Some(l) if l == rcv => format!(": exactly the {} the load lost", fmt_count(l)),
@@ -496,7 +498,7 @@ mod tests {
     }
 
     fn crr_load(c: usize) -> LoadReport {
-        let mut l = fixtures::profile(&fixtures::epoll_echo()).load;
+        let mut l = fixtures::profile(&fixtures::epoll_echo()).load.unwrap();
         l.workload = "tcp-crr".into();
         l.config.connections = Some(c);
         l
@@ -582,7 +584,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let s = d.sentences(Some(&sockets), transactions, &crr_load(16));
+        let s = d.sentences(Some(&sockets), transactions, Some(&crr_load(16)));
         let over = &s[0];
         assert!(
             over.starts_with("The accept queue overflowed 1,204 times (TcpExt.ListenOverflows): the listen backlog (1 on 127.0.0.1:8080"),
@@ -599,11 +601,12 @@ mod tests {
         );
         // No socket evidence (or an empty one): no number is invented.
         for socks in [None, Some(&SocketEvidence::default())] {
-            let s = d.sentences(socks, transactions, &crr_load(16));
+            let s = d.sentences(socks, transactions, Some(&crr_load(16)));
             assert!(s[0].contains(": the listen backlog is below"), "{}", s[0]);
         }
         // Drops without overflow.
-        let s = deltas(&[("TcpExt.ListenDrops", 3)]).sentences(None, transactions, &crr_load(1));
+        let s =
+            deltas(&[("TcpExt.ListenDrops", 3)]).sentences(None, transactions, Some(&crr_load(1)));
         assert!(
             s[0].contains("3 connection attempts were dropped at a listener without"),
             "{s:?}"
@@ -611,7 +614,7 @@ mod tests {
         // Nothing moved: nothing said.
         assert!(
             deltas(&[("Tcp.InSegs", 9)])
-                .sentences(None, transactions, &crr_load(1))
+                .sentences(None, transactions, Some(&crr_load(1)))
                 .is_empty()
         );
     }
@@ -620,7 +623,7 @@ mod tests {
     fn udp_buffer_drops_are_set_against_the_loads_loss() {
         let transactions = 0;
         let udp = |lost: Option<u64>| {
-            let mut l = fixtures::profile(&fixtures::epoll_echo()).load;
+            let mut l = fixtures::profile(&fixtures::epoll_echo()).load.unwrap();
             l.workload = "udp".into();
             l.udp = Some(UdpResult {
                 published: 20_000,
@@ -630,7 +633,7 @@ mod tests {
             l
         };
         let d = deltas(&[("Udp.RcvbufErrors", 12_345), ("Udp.InErrors", 12_345)]);
-        let s = d.sentences(None, transactions, &udp(Some(12_345)));
+        let s = d.sentences(None, transactions, Some(&udp(Some(12_345))));
         assert_eq!(
             s,
             vec![
@@ -639,14 +642,14 @@ mod tests {
                     .to_string()
             ]
         );
-        let s = d.sentences(None, transactions, &udp(Some(12_400)));
+        let s = d.sentences(None, transactions, Some(&udp(Some(12_400))));
         assert!(
             s[0].contains("the load lost 12,400, so 55 went missing"),
             "{s:?}"
         );
-        let s = d.sentences(None, transactions, &udp(Some(10)));
+        let s = d.sentences(None, transactions, Some(&udp(Some(10))));
         assert!(s[0].contains("more than the 10 the load lost"), "{s:?}");
-        let s = deltas(&[]).sentences(None, transactions, &udp(Some(7)));
+        let s = deltas(&[]).sentences(None, transactions, Some(&udp(Some(7))));
         assert!(
             s[0].contains("lost 7 datagrams, none to a full receive buffer"),
             "{s:?}"
@@ -656,7 +659,7 @@ mod tests {
             ("Udp.InErrors", 5),
             ("Udp.SndbufErrors", 1),
         ])
-        .sentences(None, transactions, &udp(None));
+        .sentences(None, transactions, Some(&udp(None)));
         assert!(
             s[0].starts_with("2 datagrams") && s[0].contains("(Udp6.RcvbufErrors)."),
             "{s:?}"
@@ -678,7 +681,7 @@ mod tests {
         ]);
         let mut load = crr_load(4);
         load.config.close = Some("rst".into());
-        let s = d.sentences(None, 0, &load).join("\n");
+        let s = d.sentences(None, 0, Some(&load)).join("\n");
         for needle in [
             "5 closing connections skipped TIME_WAIT",
             "(TcpExt.TCPBacklogDrop)",

@@ -124,10 +124,10 @@ impl KernelEvidence {
     }
 
     /// The sentences this evidence supports, for the report's insights;
-    /// `transactions`: those the load completed (the profile's
-    /// `derived.transactions`), for per-transaction figures. Nothing is
+    /// `transactions`: the profile's `derived.transactions`, for
+    /// per-transaction figures; `load`: sockscope's own load, if it was. Nothing is
     /// said that was not measured.
-    pub fn sentences(&self, transactions: u64, load: &LoadReport) -> Vec<String> {
+    pub fn sentences(&self, transactions: u64, load: Option<&LoadReport>) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(c) = &self.counters {
             out.extend(c.sentences(self.sockets.as_ref(), transactions, load));

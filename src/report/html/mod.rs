@@ -65,6 +65,10 @@ code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, mo
 details { margin: 8px 0; }
 summary { cursor: pointer; color: #0b5394; }
 footer { color: #6a737d; font-size: 12.5px; margin-top: 36px; }
+.headline { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 10px; margin: 6px 0 12px; }
+.headline .figure { border: 1px solid #e3e7ec; border-radius: 6px; padding: 8px 10px; background: #fafbfc; }
+.headline .label { color: #6a737d; font-size: 12.5px; }
+.headline .value { font-size: 16px; font-weight: 600; }
 "#;
 
 /// A whole HTML document around `body`.

@@ -120,10 +120,10 @@ pub fn run(
                         .map(|s| s.to_string())
                         .collect(),
                     ),
-                    load: LoadLine::parse(&format!(
+                    workload: profile::Workload::Own(LoadLine::parse(&format!(
                         "{w} -c {c} -d {} --req {MESSAGE} --timeout 5",
                         plan.secs
-                    ))?,
+                    ))?),
                     ready_timeout: Duration::from_secs(10),
                     count_only: false,
                     evidence: true,
@@ -139,7 +139,11 @@ pub fn run(
                 let run = format!("runs/{name}/run.json");
                 ctx.staging.write_json(&run, &rep)?;
                 let d = &rep.derived;
-                let lat = rep.load.latency.as_ref().map(|l| &l.summary);
+                let lat = rep
+                    .load
+                    .as_ref()
+                    .and_then(|l| l.latency.as_ref())
+                    .map(|l| &l.summary);
                 let point = TransportPoint {
                     transport: t.to_string(),
                     workload: w.to_string(),

@@ -8,6 +8,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
+use super::counted;
+use super::driven::Driven;
 use super::share::{self, Owners};
 use super::spec::ProfileTarget;
 use crate::load::LoadOutcome;
@@ -15,7 +17,7 @@ use crate::netpath::{NetPath, PathRecord};
 use crate::process::ready::is_loopback;
 use crate::report::anatomy::AnatomyReport;
 use crate::report::evidence::KernelEvidence;
-use crate::report::insight;
+use crate::report::insight::{self, Volume};
 use crate::report::load::LoadReport;
 use crate::report::machine::Machine;
 use crate::report::profile::{
@@ -24,6 +26,7 @@ use crate::report::profile::{
 use crate::report::trace::TraceReport;
 use crate::report::tune::AuditRow;
 use crate::report::untraced;
+use crate::report::workload::WorkloadRecord;
 use crate::run::machine;
 
 /// What stood for the syscall tracer's report.
@@ -57,12 +60,8 @@ pub(super) struct Measured {
     pub target: TargetRecord,
     /// The address the load was sent to.
     pub addr: SocketAddr,
-    /// The load's arguments after `sockscope load`.
-    pub load_argv: Vec<String>,
-    /// The load's outcome (without a failure: see `verdict::judge`).
-    pub load: LoadOutcome,
-    /// The load's wall time.
-    pub load_wall: Duration,
+    /// What drove the window.
+    pub driven: Driven,
     /// The tracer's report, or the target's CPU without it.
     pub syscalls: Syscalls,
     /// CPU of profile's own control work during the load, s.
@@ -87,16 +86,14 @@ pub(super) struct Measured {
 pub(super) fn assemble(
     command_line: Vec<String>,
     m: Measured,
-    advise: impl FnOnce(&KernelEvidence, &LoadReport) -> Vec<AuditRow>,
+    advise: impl FnOnce(&KernelEvidence, Option<&LoadReport>) -> Vec<AuditRow>,
 ) -> ProfileReport {
     let Measured {
         started_at,
         machine,
         target,
         addr,
-        load_argv,
-        load,
-        load_wall,
+        driven,
         syscalls,
         control_cpu_s,
         shared_with,
@@ -104,32 +101,70 @@ pub(super) fn assemble(
         evidence,
         path,
         shares_cpus,
-        anatomy,
+        mut anatomy,
     } = m;
-    let LoadOutcome {
-        report: mut load_report,
-        connections: load_conns,
-        ..
-    } = load;
-    let mut load_command = vec!["sockscope".to_string(), "load".to_string()];
-    load_command.extend(load_argv.iter().cloned());
-    load_report.config.command_line = load_command.clone();
-    let server = target.server_report.as_ref();
-    let (mut derived, trace_report, window_s, cpu_notes) = match syscalls {
-        Syscalls::Traced(t) => {
-            let d = insight::derive(&load_report, &t, server, control_cpu_s);
+    let anatomy_count = match &anatomy {
+        Some(Ok(a)) => Some(counted::requests(a)),
+        _ => None,
+    };
+    let server = target.server_report.clone();
+    let (mut load_report, load_conns, load_wall, load_command, workload) = match driven {
+        Driven::Own {
+            argv,
+            outcome,
+            wall,
+        } => {
+            let LoadOutcome {
+                report: mut load_report,
+                connections,
+                ..
+            } = *outcome;
+            let mut load_command = vec!["sockscope".to_string(), "load".to_string()];
+            load_command.extend(argv);
+            load_report.config.command_line = load_command.clone();
+            let w = WorkloadRecord::own(&load_report, wall.as_secs_f64(), anatomy_count);
+            (Some(load_report), connections, Some(wall), load_command, w)
+        }
+        other => {
+            let a = match &anatomy {
+                Some(Ok(a)) => Some(a),
+                _ => None,
+            };
+            let w = counted::record(other, a);
+            (None, Vec::new(), None, Vec::new(), w)
+        }
+    };
+    let (mut derived, trace_report, window_s, cpu_notes) = match (syscalls, &load_report) {
+        (Syscalls::Traced(t), Some(l)) => {
+            let d = insight::derive(l, &t, server.as_ref(), control_cpu_s);
             let s = t.window.duration_s;
             (d, Some(*t), s, Vec::new())
         }
-        Syscalls::NotTraced(c) => {
-            let d = untraced::derive(
-                &load_report,
-                c.cpu,
-                c.source,
-                c.window_s,
-                server,
-                control_cpu_s,
-            );
+        (Syscalls::Traced(t), None) => {
+            let mut d = insight::derive_counted(&workload, &t, server.as_ref());
+            d.control_thread_cpu_s = control_cpu_s;
+            let s = t.window.duration_s;
+            (d, Some(*t), s, Vec::new())
+        }
+        (Syscalls::NotTraced(c), l) => {
+            let mut d = match l {
+                Some(l) => untraced::derive(
+                    l,
+                    c.cpu,
+                    c.source,
+                    c.window_s,
+                    server.as_ref(),
+                    control_cpu_s,
+                ),
+                None => untraced::derive_counted(
+                    &workload,
+                    c.cpu,
+                    c.source,
+                    c.window_s,
+                    server.as_ref(),
+                ),
+            };
+            d.control_thread_cpu_s = control_cpu_s;
             let mut notes = c.notes;
             if c.cpu.is_none() {
                 notes.push(format!(
@@ -140,42 +175,46 @@ pub(super) fn assemble(
             (d, None, c.window_s, notes)
         }
     };
-    if !shared_with.is_empty() {
+    let vol = match &load_report {
+        Some(l) => Volume::Load(l),
+        None => Volume::Counted(&workload),
+    };
+    // Without sockscope's load the anatomy follows the scope's own sockets
+    // only: what it counted is the traced tree's share already.
+    if let (false, Some(l)) = (shared_with.is_empty(), &load_report) {
         let a = share::attribute(
             shared_with,
             owners.as_ref(),
             &load_conns,
-            &load_report,
+            l,
             trace_report.as_ref(),
         );
         insight::attribute_per_transaction(&mut derived, a);
     }
     let mut insights = match &trace_report {
-        Some(t) => insight::sentences(&derived, &load_report, t),
-        None => untraced::sentences(&derived, &load_report),
+        Some(t) => insight::sentences(&derived, vol, t),
+        None => untraced::sentences(&derived, vol),
     };
-    if let Some(p) = &path {
+    if let (Some(p), Some(l)) = (&path, &load_report) {
         insights.insert(
             1.min(insights.len()),
-            crate::report::path_insight::emulated_path_sentence(&load_report, p),
+            crate::report::path_insight::emulated_path_sentence(l, p),
         );
     }
     let advice = evidence.as_ref().map_or_else(Vec::new, |e| {
-        insights.extend(e.sentences(derived.transactions, &load_report));
-        advise(e, &load_report)
+        insights.extend(e.sentences(derived.transactions, load_report.as_ref()));
+        advise(e, load_report.as_ref())
     });
-    let (anatomy, anatomy_failure) = match anatomy {
+    let (anatomy, anatomy_failure) = match anatomy.take() {
         None => (None, None),
         Some(Ok(mut a)) => {
-            if let Some(l) = &load_report.latency {
-                crate::anatomy::summary::with_client(&mut a, &l.summary, "load");
+            if let Some(l) = &mut load_report {
+                if let Some(lat) = &l.latency {
+                    crate::anatomy::summary::with_client(&mut a, &lat.summary, "load");
+                }
+                // Pipelined batches reach the server as one turn each.
+                a.load_pipeline = l.config.pipeline.filter(|k| *k > 1).map(|k| k as u32);
             }
-            // Pipelined batches reach the server as one turn each.
-            a.load_pipeline = load_report
-                .config
-                .pipeline
-                .filter(|k| *k > 1)
-                .map(|k| k as u32);
             insights.extend(insight::anatomy_sentences(&a));
             (Some(a), None)
         }
@@ -188,13 +227,17 @@ pub(super) fn assemble(
             "No request anatomy: {f}. Everything else in this run was measured."
         ));
     }
-    let windows = windows(&load_report, load_wall, window_s, trace_report.is_some());
+    let windows = match (&load_report, load_wall) {
+        (Some(l), Some(wall)) => windows(l, wall, window_s, trace_report.is_some()),
+        _ => counted::windows(&workload, window_s, trace_report.is_some()),
+    };
     ProfileReport {
         header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         command_line,
         target,
         load_command,
+        workload,
         windows,
         machine,
         load: load_report,
@@ -319,18 +362,20 @@ mod tests {
             machine,
             target: r.target,
             addr: "127.0.0.1:35871".parse().unwrap(),
-            load_argv: vec![
-                "tcp-rr".into(),
-                "127.0.0.1:35871".into(),
-                "-c".into(),
-                "4".into(),
-            ],
-            load: LoadOutcome {
-                report: r.load,
-                failure: None,
-                connections: Vec::new(),
+            driven: Driven::Own {
+                argv: vec![
+                    "tcp-rr".into(),
+                    "127.0.0.1:35871".into(),
+                    "-c".into(),
+                    "4".into(),
+                ],
+                outcome: Box::new(LoadOutcome {
+                    report: r.load.expect("a run under sockscope's load"),
+                    failure: None,
+                    connections: Vec::new(),
+                }),
+                wall: Duration::from_millis(2_050),
             },
-            load_wall: Duration::from_millis(2_050),
             syscalls: Syscalls::Traced(Box::new(r.trace.expect("the fixture is traced"))),
             control_cpu_s: 0.01,
             shared_with: Vec::new(),
@@ -342,19 +387,26 @@ mod tests {
         }
     }
 
-    fn no_advice(_: &KernelEvidence, _: &LoadReport) -> Vec<AuditRow> {
+    fn outcome(m: &mut Measured) -> &mut LoadOutcome {
+        match &mut m.driven {
+            Driven::Own { outcome, .. } => outcome,
+            _ => panic!("not sockscope's load"),
+        }
+    }
+
+    fn no_advice(_: &KernelEvidence, _: Option<&LoadReport>) -> Vec<AuditRow> {
         panic!("advice asked without evidence")
     }
 
     #[test]
     fn the_report_is_assembled_from_its_parts() {
-        let m = measured();
+        let mut m = measured();
         let target = m.target.clone();
         let Syscalls::Traced(t) = &m.syscalls else {
             unreachable!()
         };
         let trace_s = t.window.duration_s;
-        let load_s = m.load.report.duration_s;
+        let load_s = outcome(&mut m).report.duration_s;
         let rep = assemble(vec!["sockscope".into(), "profile".into()], m, no_advice);
         assert_eq!(rep.header.schema, SCHEMA);
         assert_eq!(rep.header.schema_version, SCHEMA_VERSION);
@@ -366,7 +418,7 @@ mod tests {
         );
         let load = ["sockscope", "load", "tcp-rr", "127.0.0.1:35871", "-c", "4"];
         assert_eq!(rep.load_command, load);
-        assert_eq!(rep.load.config.command_line, load);
+        assert_eq!(rep.load.as_ref().unwrap().config.command_line, load);
         assert_eq!(rep.windows.load_s, load_s);
         assert_eq!(rep.windows.load_wall_s, 2.05);
         assert_eq!(rep.windows.trace_s, trace_s);
@@ -409,7 +461,10 @@ mod tests {
         let asked = Cell::new(0);
         let rep = assemble(Vec::new(), m, |_, load| {
             asked.set(asked.get() + 1);
-            assert_eq!(load.config.command_line[..2], ["sockscope", "load"]);
+            assert_eq!(
+                load.unwrap().config.command_line[..2],
+                ["sockscope", "load"]
+            );
             vec![AuditRow::default()]
         });
         assert_eq!(asked.get(), 1);
@@ -466,7 +521,7 @@ mod tests {
 
     #[test]
     fn the_windows_note_says_how_much_longer_the_trace_was() {
-        let mut load = fixtures::profile(&fixtures::epoll_echo()).load;
+        let mut load = fixtures::profile(&fixtures::epoll_echo()).load.unwrap();
         load.duration_s = 2.0;
         let w = windows(&load, Duration::from_millis(2_100), 2.1254, true);
         assert_eq!((w.load_s, w.load_wall_s, w.trace_s), (2.0, 2.1, 2.1254));
@@ -485,7 +540,7 @@ mod tests {
     #[test]
     fn without_the_tracer_the_report_has_no_trace_and_says_what_is_missing() {
         let mut m = measured();
-        let tx = m.load.report.transactions as f64;
+        let tx = outcome(&mut m).report.transactions as f64;
         m.syscalls = Syscalls::NotTraced(UntracedCpu {
             cpu: Some((0.5, 1.5)),
             source: "/proc stat",
@@ -543,7 +598,7 @@ mod tests {
     fn a_pipelining_load_makes_the_anatomy_say_its_turns_are_batches() {
         let mut m = measured();
         m.anatomy = Some(Ok(fixtures::anatomy()));
-        m.load.report.config.pipeline = Some(8);
+        outcome(&mut m).report.config.pipeline = Some(8);
         let rep = assemble(Vec::new(), m, no_advice);
         let a = rep.anatomy.as_ref().expect("the anatomy");
         assert_eq!(a.load_pipeline, Some(8));
@@ -557,7 +612,7 @@ mod tests {
         // One request in flight: single requests, nothing said.
         let mut m = measured();
         m.anatomy = Some(Ok(fixtures::anatomy()));
-        m.load.report.config.pipeline = Some(1);
+        outcome(&mut m).report.config.pipeline = Some(1);
         let rep = assemble(Vec::new(), m, no_advice);
         assert_eq!(rep.anatomy.as_ref().unwrap().load_pipeline, None);
     }
@@ -566,7 +621,7 @@ mod tests {
     fn the_anatomy_gets_the_clients_latency_and_its_sentences() {
         let mut m = measured();
         m.anatomy = Some(Ok(fixtures::anatomy()));
-        let client = m.load.report.latency.as_ref().unwrap().summary;
+        let client = outcome(&mut m).report.latency.as_ref().unwrap().summary;
         let rep = assemble(Vec::new(), m, no_advice);
         let a = rep.anatomy.as_ref().expect("the anatomy");
         let c = a.client.as_ref().expect("the client's latency");

@@ -25,20 +25,24 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
+use std::os::fd::AsFd;
 
 use super::assemble::{self, Measured, Syscalls, UntracedCpu};
 use super::collect;
+use super::driven::Driven;
+use super::loadcmd::{self, Cut, LoadCommand};
+use super::loadline::LoadLine;
 use super::readiness;
 use super::share::{self, Owners};
-use super::spec::{ProfileSpec, ProfileTarget};
+use super::spec::{ProfileSpec, ProfileTarget, Workload};
 use super::subject::{self, Subject};
 use super::tracer::{self, FINISH_TIMEOUT, TracerThread};
 use super::verdict::{self, Recorder};
 use super::watch::{check_signals, start_watcher};
 use crate::anatomy::{self, Recorded, Session};
-use crate::load::LoadSpec;
-use crate::load::{self, LoadOutcome};
+use crate::load;
 use crate::netpath::EmulatedPath;
 use crate::process::ready::{OwnedSocket, Proto};
 use crate::report::anatomy::AnatomyReport;
@@ -49,6 +53,7 @@ use crate::run::exit::{self, fail};
 use crate::run::machine;
 use crate::run::target_cpu::{CpuProbe, CpuReading};
 use crate::signals::{Signals, StopFlag};
+use crate::trace::launch::RunAs;
 use crate::trace::{self, TraceOutcome};
 
 /// Runs one profile and returns its report; writes nothing. A launched
@@ -65,6 +70,9 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     ])?;
     trace::preflight::check_for(trace::preflight::Programs::Tracing, "sockscope profile")
         .map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}")))?;
+    if let Workload::Command(c, _) = &spec.workload {
+        c.check_program()?;
+    }
     let started_at = SystemTime::now();
     let machine = Machine::current();
 
@@ -77,12 +85,17 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let t_launch = Instant::now();
     let mut subject = subject::start(spec, path.as_ref())?;
     let ready = ready(spec, &mut subject, &mut signals, path.as_ref(), t_launch)?;
-    let load_argv = crate::cmdline::record(spec.load.with_addr(ready.addr));
-    let cmd = spec.load.spec(ready.addr);
     let mut shared_with = find_sharers(spec, subject.pid, ready.addr);
 
     let mut attached = attach(spec, &mut subject, &mut signals, &shared_with, ready.addr)?;
-    let window = load(spec, path.as_ref(), cmd, &subject, &attached)?;
+    let window = load(
+        spec,
+        path.as_ref(),
+        ready.addr,
+        &subject,
+        &attached,
+        &mut signals,
+    )?;
     let finished = finish(&mut attached, window);
     // A worker started during the run serves the address too.
     share::merge_sharers(
@@ -100,9 +113,10 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
             a => (a, Recorder::AnatomyAlone(None)),
         },
     };
-    let (load_outcome, trace_out) = verdict::judge(finished.loaded, recorder, || {
+    let (driven, trace_out) = verdict::judge(finished.loaded, recorder, || {
         (died || subject.exited()).then(|| subject::target_died(&mut subject))
     })?;
+
     let syscalls = match trace_out {
         Some(t) => Syscalls::Traced(Box::new(t.report)),
         None => Syscalls::NotTraced(finished.untraced_cpu.unwrap_or_else(|| UntracedCpu {
@@ -113,6 +127,9 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         })),
     };
     let anatomy = anatomy.map(|r| r.map(|rec| anatomy_report(&rec, target_cpu_s(&syscalls))));
+    if !matches!(driven, Driven::Own { .. }) {
+        verdict::counted_verdict(anatomy.as_ref(), &driven)?;
+    }
 
     // Stop what we started, and read the server's own account.
     let (stop, server_report) = subject::stop(&mut subject)?;
@@ -127,9 +144,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
         machine,
         target,
         addr,
-        load_argv,
-        load: load_outcome,
-        load_wall: finished.load_wall,
+        driven,
         syscalls,
         control_cpu_s: finished.control_cpu_s,
         shared_with,
@@ -195,7 +210,7 @@ fn ready(
 /// Processes outside the traced tree (the target and its descendants) that
 /// serve the load's address too.
 fn find_sharers(spec: &ProfileSpec, pid: i32, addr: SocketAddr) -> Vec<Sharer> {
-    let proto = if spec.load.is_udp() {
+    let proto = if spec.workload.is_udp() {
         Proto::Udp
     } else {
         Proto::TcpListen
@@ -213,7 +228,7 @@ fn start_share_sampler(
     addr: SocketAddr,
     pid: i32,
 ) -> Result<Option<share::Sampler>> {
-    if shared_with.is_empty() || !spec.load.persistent() {
+    if shared_with.is_empty() || !spec.workload.own().is_some_and(|l| l.persistent()) {
         return Ok(None);
     }
     let others = shared_with.iter().map(|s| s.pid).collect();
@@ -298,24 +313,25 @@ struct Watcher {
     handle: JoinHandle<()>,
 }
 
-/// What the load step returns: the load's outcome (judged later), its
-/// wall time, the control thread's CPU over it, and the watcher.
+/// What the load step returns: what drove the window (judged later), the
+/// control thread's CPU over it, and the watcher.
 struct Window {
-    loaded: Result<LoadOutcome>,
-    wall: Duration,
+    loaded: Result<Driven>,
     control_cpu_s: f64,
     watcher: Watcher,
 }
 
-/// The load step: runs the load (on a thread inside the generator's
-/// namespace when there is a path) while a watcher thread aborts it if the
-/// target exits.
+/// The load step: runs sockscope's load (on a thread inside the
+/// generator's namespace when there is a path), the `--load-cmd` command,
+/// or waits out the observation, while a watcher thread aborts the load if
+/// the target exits.
 fn load(
     spec: &ProfileSpec,
     path: Option<&EmulatedPath>,
-    cmd: LoadSpec,
+    addr: SocketAddr,
     subject: &Subject,
     attached: &Attached,
+    signals: &mut Signals,
 ) -> Result<Window> {
     let abort = Arc::new(StopFlag::new()?);
     let done = Arc::new(StopFlag::new()?);
@@ -330,8 +346,31 @@ fn load(
         Arc::clone(&died),
     )?;
     let control0 = tracer::thread_cpu_s(attached.control_clock);
+    let loaded = match &spec.workload {
+        Workload::Own(line) => own_load(spec, path, line, addr, abort),
+        Workload::Command(c, run_as) => command_load(c, run_as.as_ref(), addr, subject, signals),
+        Workload::Observe(d) => observe(*d, subject, signals),
+    };
+    let control_cpu_s = (tracer::thread_cpu_s(attached.control_clock) - control0).max(0.0);
+    Ok(Window {
+        loaded,
+        control_cpu_s,
+        watcher: Watcher { done, died, handle },
+    })
+}
+
+/// sockscope's own load, aimed at `addr`.
+fn own_load(
+    spec: &ProfileSpec,
+    path: Option<&EmulatedPath>,
+    line: &LoadLine,
+    addr: SocketAddr,
+    abort: Arc<StopFlag>,
+) -> Result<Driven> {
+    let argv = crate::cmdline::record(line.with_addr(addr));
+    let cmd = line.spec(addr);
     let t_load = Instant::now();
-    let loaded = match path {
+    let outcome = match path {
         None => load::execute_until(cmd, spec.quiet, Some(abort)),
         // On a thread of its own inside the generator's namespace: the
         // load's workers, started by it, are born there.
@@ -343,21 +382,69 @@ fn load(
             .join()
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the load thread panicked")))
         }),
-    };
-    let wall = t_load.elapsed();
-    let control_cpu_s = (tracer::thread_cpu_s(attached.control_clock) - control0).max(0.0);
-    Ok(Window {
-        loaded,
-        wall,
-        control_cpu_s,
-        watcher: Watcher { done, died, handle },
+    }?;
+    Ok(Driven::Own {
+        argv,
+        outcome: Box::new(outcome),
+        wall: t_load.elapsed(),
     })
+}
+
+/// The `--load-cmd` command, aimed at `addr`, until it exits; a signal or
+/// its timeout ends it early and fails the run (the target's death is
+/// judged after).
+fn command_load(
+    c: &LoadCommand,
+    run_as: Option<&RunAs>,
+    addr: SocketAddr,
+    subject: &Subject,
+    signals: &mut Signals,
+) -> Result<Driven> {
+    let argv = c.fill(addr);
+    let (run, cut) = loadcmd::run(&argv, run_as, c.timeout, subject.exit_fd.as_fd(), signals)?;
+    match cut {
+        Some(Cut::Signal(signo)) => Err(exit::interrupted(signo, "during the load command")),
+        Some(Cut::Timeout) => Err(fail(
+            exit::TIMED_OUT,
+            format!(
+                "the load command ran past --load-timeout ({} s) and was stopped ({}): {}",
+                c.timeout.as_secs_f64(),
+                run.exit,
+                shell_words::join(&run.argv)
+            ),
+        )),
+        Some(Cut::TargetDied) | None => Ok(Driven::Command(run)),
+    }
+}
+
+/// Observe only: waits `d`, or until the target exits (judged after) or a
+/// stop signal fails the run.
+fn observe(d: Duration, subject: &Subject, signals: &mut Signals) -> Result<Driven> {
+    let t0 = Instant::now();
+    loop {
+        let left = d.saturating_sub(t0.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        let mut pfds = [
+            PollFd::new(subject.exit_fd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(signals.as_fd(), PollFlags::POLLIN),
+        ];
+        let ms = u16::try_from(left.as_millis().clamp(1, 1000)).unwrap_or(1000);
+        let _ = poll(&mut pfds, PollTimeout::from(ms));
+        if pfds[0].revents().is_some_and(|r| !r.is_empty()) {
+            break;
+        }
+        if let Some(signo) = loadcmd::stop_signal(signals) {
+            return Err(exit::interrupted(signo, "while observing"));
+        }
+    }
+    Ok(Driven::Observed(t0.elapsed()))
 }
 
 /// What the run left once its window closed, before it is judged.
 struct Finished {
-    loaded: Result<LoadOutcome>,
-    load_wall: Duration,
+    loaded: Result<Driven>,
     /// The control thread's and the share sampler's CPU, s.
     control_cpu_s: f64,
     owners: Option<Owners>,
@@ -410,7 +497,6 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
     let _ = handle.join();
     Finished {
         loaded: window.loaded,
-        load_wall: window.wall,
         control_cpu_s,
         owners,
         evidence,

@@ -17,6 +17,9 @@
 
 mod assemble;
 pub mod collect;
+mod counted;
+mod driven;
+pub mod loadcmd;
 pub mod loadline;
 mod measure;
 mod readiness;
@@ -32,7 +35,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 pub use measure::measure;
-pub use spec::{ProfileSpec, ProfileTarget, Recorders, check_target_args};
+pub use spec::{ProfileSpec, ProfileTarget, Recorders, Workload, check_target_args};
 
 use crate::process::publish::{Dest, Show, publish};
 use crate::process::staging::Staging;

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::spec::{ProfileSpec, ProfileTarget};
+use super::loadline::LoadLine;
+use super::spec::{ProfileSpec, ProfileTarget, Workload};
 use super::subject::{Subject, cgroup_pids};
 use super::watch::check_signals;
 use crate::process::ready::{self, OwnedSocket, Proto};
@@ -26,19 +27,20 @@ pub(super) fn wait_ready(
     signals: &mut Signals,
     path_ip: Option<Ipv4Addr>,
 ) -> Result<(std::net::SocketAddr, Vec<OwnedSocket>)> {
-    let proto = if spec.load.is_udp() {
+    let proto = if spec.workload.is_udp() {
         Proto::Udp
     } else {
         Proto::TcpListen
     };
-    let kind = if spec.load.is_udp() {
+    let kind = if spec.workload.is_udp() {
         "a bound UDP socket"
     } else {
         "a listening TCP socket"
     };
     let explicit = spec
-        .load
-        .explicit()
+        .workload
+        .own()
+        .and_then(LoadLine::explicit)
         .map(crate::values::resolve)
         .transpose()?;
     let t0 = Instant::now();
@@ -85,12 +87,27 @@ pub(super) fn wait_ready(
             // user's to say, never ours to guess.
             None if subject.launched.is_none() => {
                 if let Some(list) = several_ports(&socks, proto, subject.pid) {
-                    return Err(crate::error::usage(format!(
-                        "the target listens on several ports ({list}): name the one to load in \
-                         --load, e.g. '{} {} ...'",
-                        spec.load.workload(),
-                        ready::choose(&socks, proto).map_or("ADDR".into(), |a| a.to_string())
-                    )));
+                    let first =
+                        ready::choose(&socks, proto).map_or("ADDR".into(), |a| a.to_string());
+                    match &spec.workload {
+                        Workload::Own(l) => {
+                            return Err(crate::error::usage(format!(
+                                "the target listens on several ports ({list}): name the one to \
+                                 load in --load, e.g. '{} {first} ...'",
+                                l.workload(),
+                            )));
+                        }
+                        Workload::Command(c, _) if c.has_placeholders() => {
+                            return Err(crate::error::usage(format!(
+                                "the target listens on several ports ({list}): ADDR, HOST and \
+                                 PORT would be one of them; write the address into --load-cmd \
+                                 instead (e.g. {first})"
+                            )));
+                        }
+                        // Every listening port is observed; the address
+                        // named in the record is one of them.
+                        _ => {}
+                    }
                 }
                 let chosen = match path_ip {
                     Some(ip) => choose_on_path(subject, &socks, proto, ip)?,

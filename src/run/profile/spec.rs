@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use super::loadcmd::LoadCommand;
 use super::loadline::LoadLine;
 use crate::trace::launch::RunAs;
 
@@ -21,6 +22,34 @@ pub enum ProfileTarget {
     /// Trace every process of this cgroup (a service under systemd or a
     /// container runtime); nothing in it is stopped afterwards.
     Cgroup(crate::trace::scope::CgroupTarget),
+}
+
+/// What drives the window.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// sockscope's own load (`--load`).
+    Own(LoadLine),
+    /// Any command (`--load-cmd`), run as `run_as`.
+    Command(LoadCommand, Option<RunAs>),
+    /// No load: the target's own traffic, observed this long
+    /// (`--duration`).
+    Observe(Duration),
+}
+
+impl Workload {
+    /// sockscope's own load line, if it is.
+    pub fn own(&self) -> Option<&LoadLine> {
+        match self {
+            Workload::Own(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The target's socket the window is about: a bound UDP socket for a
+    /// UDP load, else a TCP listener.
+    pub fn is_udp(&self) -> bool {
+        self.own().is_some_and(LoadLine::is_udp)
+    }
 }
 
 /// What records a profile's window.
@@ -52,8 +81,9 @@ impl Recorders {
 pub struct ProfileSpec {
     /// The target.
     pub target: ProfileTarget,
-    /// The load line (address filled in once learned).
-    pub load: LoadLine,
+    /// What drives the window: sockscope's load line (address filled in
+    /// once learned), a command, or nothing (observe).
+    pub workload: Workload,
     /// Longest wait for the target to own a listening socket.
     pub ready_timeout: Duration,
     /// Trace with the entry hook only (no latency).

@@ -54,7 +54,7 @@ pub fn anatomy_card(p: &str, a: &AnatomyReport) -> String {
 }
 
 /// One stacked bar per percentile, its label naming the client's latency.
-fn bars(p: &str, a: &AnatomyReport) -> String {
+pub(super) fn bars(p: &str, a: &AnatomyReport) -> String {
     let rows = PERCENTILES
         .iter()
         .filter_map(|name| {

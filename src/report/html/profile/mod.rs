@@ -34,8 +34,13 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
         "<section class=\"card\" id=\"{p}insights\"><h3>What this run says</h3>{}</section>",
         list(&r.insights, "insights")
     );
-    b.push_str(&latency_section(p, &r.load));
-    b.push_str(&throughput_section(p, &r.load));
+    match &r.load {
+        Some(load) => {
+            b.push_str(&latency_section(p, load));
+            b.push_str(&throughput_section(p, load));
+        }
+        None => b.push_str(&workload_card(p, &r.workload)),
+    }
     b.push_str(&anatomy_section(p, r));
     b.push_str(&syscall_section(p, r));
     b.push_str(&cpu_section(p, r));
@@ -89,7 +94,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
                 r.target.address
             ),
         ),
-        ("load".to_string(), shell_words::join(&r.load_command)),
+        ("load".to_string(), r.load_line()),
         (
             "profile command".to_string(),
             shell_words::join(&r.command_line),
@@ -106,7 +111,7 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
         "Everything needed to reproduce the run.",
         &environment(&r.header.build, &r.machine, &extra),
     ));
-    let mut notes: Vec<String> = r.load.notes.clone();
+    let mut notes: Vec<String> = r.load.iter().flat_map(|l| l.notes.clone()).collect();
     notes.extend(r.trace.iter().flat_map(|t| t.notes.iter().cloned()));
     if !notes.is_empty() {
         let _ = write!(
@@ -127,22 +132,117 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
     b
 }
 
-/// The report page of one profile.
+/// The headline card: the figures a reader looks for first, and one
+/// picture (what the turns at each server-time percentile were made of,
+/// or without the anatomy, nothing).
+pub fn headline_card(p: &str, r: &ProfileReport) -> String {
+    use crate::report::svg::esc;
+    let mut inner = String::from("<div class=\"headline\">");
+    for f in crate::report::headline::figures(r) {
+        let _ = write!(
+            inner,
+            "<div class=\"figure\"><div class=\"label\">{}</div><div class=\"value\">{}</div></div>",
+            esc(f.label),
+            esc(&f.value)
+        );
+    }
+    inner.push_str("</div>");
+    if let Some(a) = r.anatomy.as_ref().filter(|a| a.parts.server_time.count > 0) {
+        inner.push_str(&anatomy::bars(&format!("{p}headline-"), a));
+    }
+    card(
+        &format!("{p}headline"),
+        "Headline",
+        "The key figures of this run; everything below explains them.",
+        &inner,
+    )
+}
+
+/// The report page of one profile: the headline first, then the caveats,
+/// then everything else.
 pub fn profile_page(r: &ProfileReport) -> String {
-    let body = format!("{}{}", caveats_box(&r.caveats), profile_body("", r));
+    let body = format!(
+        "{}{}{}",
+        headline_card("", r),
+        caveats_box(&r.caveats),
+        profile_body("", r)
+    );
     page(
         "sockscope profile",
         &format!(
             "{} at {}, under {}; {}",
             r.target.comm,
             r.target.address,
-            r.load_command
-                .get(2..)
-                .map_or(String::new(), |t| t.join(" ")),
+            match &r.load {
+                Some(_) => r
+                    .load_command
+                    .get(2..)
+                    .map_or(String::new(), |t| t.join(" ")),
+                None => r.load_line(),
+            },
             r.started_at
         ),
         &body,
     )
+}
+
+/// The workload of a run whose load was not sockscope's: who counted the
+/// requests, the command and how it ended, and the end of its output.
+fn workload_card(p: &str, w: &crate::report::workload::WorkloadRecord) -> String {
+    use crate::report::svg::esc;
+    let c = &w.requests;
+    let mut rows = vec![
+        vec![
+            "requests".to_string(),
+            format!(
+                "{} in {:.2} s ({:.0}/s), counted by the {}",
+                c.count,
+                c.window_s,
+                if c.window_s > 0.0 {
+                    c.count as f64 / c.window_s
+                } else {
+                    0.0
+                },
+                c.counted_by
+            ),
+        ],
+        vec!["what was counted".to_string(), c.note.clone()],
+    ];
+    if let Some(cmd) = &w.command {
+        rows.push(vec!["command".to_string(), shell_words::join(cmd)]);
+    }
+    if let Some(e) = &w.exit {
+        rows.push(vec![
+            "ended".to_string(),
+            format!("{e} after {:.2} s", w.window_s),
+        ]);
+    }
+    let mut inner = table(&["", ""], &rows, &[]);
+    if let Some(o) = w.output.as_ref().filter(|o| !o.tail.is_empty()) {
+        let _ = write!(
+            inner,
+            "<details><summary>Its output ({} bytes{})</summary><pre class=\"mono\">{}</pre>\
+             </details>",
+            o.bytes,
+            if o.cut { "; the end kept" } else { "" },
+            esc(&o.tail)
+        );
+    }
+    let (title, lead) = if w.source == crate::report::workload::COMMAND {
+        (
+            "The load: an external command",
+            "sockscope did not generate this load: the requests were counted at the target's \
+             sockets by the request anatomy, and every per-request figure is over that count.",
+        )
+    } else {
+        (
+            "The load: the target's own traffic",
+            "No load was sent: the target was observed under the traffic it had. The requests \
+             were counted at its sockets by the request anatomy, and every per-request figure \
+             is over that count.",
+        )
+    };
+    card(&format!("{p}workload"), title, lead, &inner)
 }
 
 /// The tracer's own cost: its BPF time, the syscall hook's slow path, its
@@ -352,7 +452,7 @@ mod tests {
     #[test]
     fn a_partial_last_second_is_listed_but_not_drawn() {
         let r = fixtures::profile(&fixtures::epoll_echo());
-        assert!(r.load.intervals[2].partial);
+        assert!(r.load.as_ref().unwrap().intervals[2].partial);
         let html = profile_page(&r);
         // Two whole seconds: two points per line, not three.
         for (id, name) in [

@@ -86,12 +86,17 @@ pub fn resources_section(p: &str, r: &ProfileReport) -> String {
 /// User vs kernel CPU per transaction, target and generator.
 pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
     let d = &r.derived;
-    let g = &r.load.generator;
-    let gen_total = (g.user_cpu_s + g.system_cpu_s).max(1e-12);
     let gen_cpu = d.generator_cpu_us_per_transaction;
-    // The generator's control-thread share is taken out pro rata.
-    let gu = gen_cpu * g.user_cpu_s / gen_total;
-    let gs = gen_cpu * g.system_cpu_s / gen_total;
+    // The generator's control-thread share is taken out pro rata (NaN,
+    // and left out, without sockscope's own load).
+    let (gu, gs) = r.load.as_ref().map_or((f64::NAN, f64::NAN), |l| {
+        let g = &l.generator;
+        let gen_total = (g.user_cpu_s + g.system_cpu_s).max(1e-12);
+        (
+            gen_cpu * g.user_cpu_s / gen_total,
+            gen_cpu * g.system_cpu_s / gen_total,
+        )
+    });
     // Over the transactions the traced tree served (NaN when unknown).
     let ttx = d.target_transactions().unwrap_or(f64::NAN);
     let tu = d.target_user_cpu_s * 1e6 / ttx;
@@ -110,26 +115,30 @@ pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
         .collect(),
         fmt: units::fmt_us,
     });
-    let rows = vec![
-        vec![
-            "target".to_string(),
-            format!("{:.3} s", d.target_user_cpu_s),
-            format!("{:.3} s", d.target_system_cpu_s),
-            if ttx.is_finite() {
-                units::fmt_us(tu + ts)
-            } else {
-                "-".into()
-            },
-            format!("{:.0}%", 100.0 * d.target_kernel_share),
-        ],
-        vec![
+    let mut rows = vec![vec![
+        "target".to_string(),
+        format!("{:.3} s", d.target_user_cpu_s),
+        format!("{:.3} s", d.target_system_cpu_s),
+        if ttx.is_finite() {
+            units::fmt_us(tu + ts)
+        } else {
+            "-".into()
+        },
+        format!("{:.0}%", 100.0 * d.target_kernel_share),
+    ]];
+    if let Some(l) = &r.load {
+        let g = &l.generator;
+        rows.push(vec![
             "load generator".to_string(),
             format!("{:.3} s", g.user_cpu_s),
             format!("{:.3} s", g.system_cpu_s),
             units::fmt_us(gen_cpu),
-            format!("{:.0}%", 100.0 * g.system_cpu_s / gen_total),
-        ],
-    ];
+            format!(
+                "{:.0}%",
+                100.0 * g.system_cpu_s / (g.user_cpu_s + g.system_cpu_s).max(1e-12)
+            ),
+        ]);
+    }
     let t = table(
         &[
             "process",

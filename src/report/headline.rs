@@ -1,0 +1,139 @@
+//! The headline of a profile: the figures a reader looks for first
+//! (requests per second, client and server p50/p99, CPU and syscalls per
+//! request, what the tail was made of, sockscope's own cost), each a short
+//! label and value, for the top of summary.txt and report.html. A figure
+//! the run did not measure is left out, never shown as 0.
+
+use super::profile::ProfileReport;
+use super::units::{fmt_us, human_ns};
+
+/// One headline figure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Figure {
+    /// What it is (`requests/s`).
+    pub label: &'static str,
+    /// Its value, for people (`125432 (counted by the load)`).
+    pub value: String,
+}
+
+/// The headline figures of `r`, in reading order.
+pub fn figures(r: &ProfileReport) -> Vec<Figure> {
+    let d = &r.derived;
+    let mut out = Vec::new();
+    let mut add = |label, value: String| out.push(Figure { label, value });
+    let counted = match r.workload.requests.counted_by.as_str() {
+        "anatomy" => "counted at the target's sockets",
+        _ => "counted by the load",
+    };
+    add(
+        "requests/s",
+        format!(
+            "{:.0} ({} in {:.2} s, {counted})",
+            d.rate_per_s, d.transactions, r.workload.requests.window_s
+        ),
+    );
+    if let Some(l) = r.load.as_ref().and_then(|l| l.latency.as_ref()) {
+        add(
+            "client latency",
+            format!(
+                "p50 {}  p99 {}",
+                human_ns(l.summary.p50_ns),
+                human_ns(l.summary.p99_ns)
+            ),
+        );
+    }
+    if let Some(a) = r.anatomy.as_ref().filter(|a| a.parts.server_time.count > 0) {
+        let s = &a.parts.server_time;
+        add(
+            "server time",
+            format!("p50 {}  p99 {}", human_ns(s.p50_ns), human_ns(s.p99_ns)),
+        );
+    }
+    let mut per = Vec::new();
+    if d.target_cpu_us_per_transaction.is_finite() {
+        per.push(format!("{} CPU", fmt_us(d.target_cpu_us_per_transaction)));
+    }
+    if d.syscalls_per_transaction.is_finite() {
+        per.push(format!("{:.2} syscalls", d.syscalls_per_transaction));
+    }
+    if !per.is_empty() {
+        add("per request", per.join(", "));
+    }
+    if let Some((part, ns, total)) = r.anatomy.as_ref().and_then(|a| a.dominant("p99"))
+        && total > 0
+    {
+        add(
+            "the p99 tail",
+            format!(
+                "mostly {part}: {} of {} at the server ({:.0}%)",
+                human_ns(ns),
+                human_ns(total),
+                100.0 * ns as f64 / total as f64
+            ),
+        );
+    }
+    let mut cost = Vec::new();
+    if let Some(s) = d.tracer_target_share {
+        cost.push(format!("{:.1}% (syscall tracer)", 100.0 * s));
+    }
+    if let Some(s) = r.anatomy.as_ref().and_then(|a| a.cost.of_target_cpu) {
+        cost.push(format!("{:.1}% (request anatomy)", 100.0 * s));
+    }
+    if !cost.is_empty() {
+        add(
+            "sockscope's cost",
+            format!("{} of the target's CPU", cost.join(" + ")),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures;
+
+    #[test]
+    fn the_headline_has_the_figures_the_run_measured_and_no_others() {
+        let mut r = fixtures::profile(&fixtures::epoll_echo());
+        let mut a = fixtures::anatomy();
+        a.cost.of_target_cpu = Some(0.053);
+        r.anatomy = Some(a);
+        let f = figures(&r);
+        let labels: Vec<&str> = f.iter().map(|f| f.label).collect();
+        assert_eq!(
+            labels,
+            [
+                "requests/s",
+                "client latency",
+                "server time",
+                "per request",
+                "the p99 tail",
+                "sockscope's cost"
+            ]
+        );
+        assert!(
+            f[0].value
+                .starts_with("199874 (399748 in 2.00 s, counted by the load)"),
+            "{f:?}"
+        );
+        assert!(
+            f[4].value.starts_with("mostly CPU wait: 2.90ms of 3.60ms"),
+            "{f:?}"
+        );
+        // Under a command: no client latency, the count is the anatomy's.
+        let c = fixtures::under_command(fixtures::profile(&fixtures::epoll_echo()));
+        let f = figures(&c);
+        assert!(f.iter().all(|f| f.label != "client latency"), "{f:?}");
+        assert!(
+            f[0].value.contains("counted at the target's sockets"),
+            "{f:?}"
+        );
+        // Without the tracer: no syscalls per request, and nothing says NaN.
+        let u = fixtures::untraced(fixtures::profile(&fixtures::epoll_echo()));
+        let f = figures(&u);
+        let per = f.iter().find(|f| f.label == "per request").unwrap();
+        assert!(!per.value.contains("syscalls"), "{per:?}");
+        assert!(f.iter().all(|f| !f.value.contains("NaN")), "{f:?}");
+    }
+}
