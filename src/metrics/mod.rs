@@ -6,12 +6,16 @@
 //! anatomy's per-port counts (`requests`), read from the session's
 //! [`crate::anatomy::Latest`]; with `--requests-only` those alone.
 //!
+//! Every scrape also carries the agent's own cost (CPU, resident memory,
+//! series) and its network namespace's reset and drop counters (`agent`).
+//!
 //! The trace loop publishes a fresh [`Snapshot`] every second; scrapes are
 //! answered from the latest one by one server thread (`server`: a poll
 //! loop with a whole-request deadline and slots per peer, so slow clients
 //! cannot starve scrapers), so a scrape never touches the BPF maps and a
 //! slow scraper never delays the tracer.
 
+pub mod agent;
 pub mod model;
 pub mod requests;
 mod server;

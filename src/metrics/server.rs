@@ -327,6 +327,7 @@ fn answer(head: &[u8], state: &Mutex<State>) -> Vec<u8> {
     if let Some(c) = &requests {
         fams.extend(super::requests::families(c));
     }
+    super::agent::extend(&mut fams);
     if protobuf {
         let mut out = Vec::new();
         for f in &fams {

@@ -2,6 +2,10 @@
 //! `Udp6...`), read before and after a sink run so its loss figure can be
 //! set beside what the kernel says it dropped. They are per network
 //! namespace, not per socket: other UDP traffic in the namespace counts too.
+//!
+//! Also the general reader of /proc/net/snmp and /proc/net/netstat
+//! (`parse_pairs`, `net_counters`), shared by a profile's kernel evidence
+//! and the metrics exporter's reset and drop counters.
 
 use std::fs;
 
@@ -71,6 +75,65 @@ pub fn parse_snmp6(text: &str) -> Option<UdpDrops> {
         rcvbuf_errors: get("Udp6RcvbufErrors")?,
         in_errors: get("Udp6InErrors")?,
     })
+}
+
+/// Parses /proc/net/snmp or /proc/net/netstat: pairs of lines, `Group:`
+/// followed by field names, then `Group:` followed by as many values.
+/// A pair whose counts differ is left out whole (its columns cannot be
+/// matched); a value that is not a non-negative integer (Tcp MaxConn is
+/// -1) is left out alone.
+pub fn parse_pairs(text: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(names) = lines.next() {
+        let Some((group, names)) = names.split_once(':') else {
+            continue;
+        };
+        let group = group.trim();
+        if group.is_empty() || group.contains(char::is_whitespace) {
+            continue;
+        }
+        let names: Vec<&str> = names.split_whitespace().collect();
+        // A names line holds names: a line of numbers here is a values
+        // line whose names line is missing; left out, and the next line
+        // may begin a proper pair.
+        if names.is_empty()
+            || !names
+                .iter()
+                .all(|n| n.starts_with(|c: char| c.is_ascii_alphabetic()))
+        {
+            continue;
+        }
+        // The values line must be the next line, of the same group.
+        let Some((vgroup, values)) = lines.peek().and_then(|l| l.split_once(':')) else {
+            continue;
+        };
+        if vgroup.trim() != group {
+            continue;
+        }
+        lines.next();
+        let values: Vec<&str> = values.split_whitespace().collect();
+        if names.len() != values.len() {
+            continue;
+        }
+        for (n, v) in names.iter().zip(&values) {
+            if let Ok(v) = v.parse::<u64>() {
+                out.push((format!("{group}.{n}"), v));
+            }
+        }
+    }
+    out
+}
+
+/// Every counter of this process's network namespace's /proc/net/snmp
+/// and /proc/net/netstat, by `Group.Name` (a file that cannot be read
+/// adds nothing).
+pub fn net_counters() -> Vec<(String, u64)> {
+    ["/proc/net/snmp", "/proc/net/netstat"]
+        .iter()
+        .filter_map(|f| fs::read_to_string(f).ok())
+        .flat_map(|t| parse_pairs(&t))
+        .collect()
 }
 
 #[cfg(test)]

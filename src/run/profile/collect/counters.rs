@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::procfs::snmp::parse_pairs;
 use crate::report::evidence::CounterDeltas;
 use crate::report::evidence::counters::{Gauge, NAMED};
 
@@ -99,54 +100,6 @@ fn add(snap: &mut Snapshot, values: Vec<(String, u64)>) {
             snap.values.insert(k, v);
         }
     }
-}
-
-/// Parses /proc/net/snmp or /proc/net/netstat: pairs of lines, `Group:`
-/// followed by field names, then `Group:` followed by as many values.
-/// A pair whose counts differ is left out whole (its columns cannot be
-/// matched); a value that is not a non-negative integer (Tcp MaxConn is
-/// -1) is left out alone.
-pub fn parse_pairs(text: &str) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    let mut lines = text.lines().peekable();
-    while let Some(names) = lines.next() {
-        let Some((group, names)) = names.split_once(':') else {
-            continue;
-        };
-        let group = group.trim();
-        if group.is_empty() || group.contains(char::is_whitespace) {
-            continue;
-        }
-        let names: Vec<&str> = names.split_whitespace().collect();
-        // A names line holds names: a line of numbers here is a values
-        // line whose names line is missing; left out, and the next line
-        // may begin a proper pair.
-        if names.is_empty()
-            || !names
-                .iter()
-                .all(|n| n.starts_with(|c: char| c.is_ascii_alphabetic()))
-        {
-            continue;
-        }
-        // The values line must be the next line, of the same group.
-        let Some((vgroup, values)) = lines.peek().and_then(|l| l.split_once(':')) else {
-            continue;
-        };
-        if vgroup.trim() != group {
-            continue;
-        }
-        lines.next();
-        let values: Vec<&str> = values.split_whitespace().collect();
-        if names.len() != values.len() {
-            continue;
-        }
-        for (n, v) in names.iter().zip(&values) {
-            if let Ok(v) = v.parse::<u64>() {
-                out.push((format!("{group}.{n}"), v));
-            }
-        }
-    }
-    out
 }
 
 /// Parses /proc/net/snmp6: `Name value` per line (`Udp6RcvbufErrors 3`),
