@@ -61,7 +61,19 @@ fn serve_echo_on_a_unix_path_serves_tcp_rr_and_tcp_crr_then_removes_its_socket()
     ]);
     assert_eq!(srv.listen, listen);
     assert!(sock.exists(), "no socket file at {}", sock.display());
-    let rr = load_ok(&dir, &["tcp-rr", &listen, "-c", "4", "-n", "2000"]);
+    let rr = load_ok(
+        &dir,
+        &[
+            "tcp-rr",
+            &listen,
+            "-c",
+            "4",
+            "-n",
+            "2000",
+            "--connect-rate",
+            "1000",
+        ],
+    );
     assert_eq!(rr["target"], listen.as_str());
     assert_eq!(u(&rr["transactions"]), 2000);
     assert_eq!(u(&rr["connections"]["established"]), 4);
@@ -391,4 +403,59 @@ fn load_artifacts_with_a_unix_target_merge() {
     assert_eq!(u(&m["transactions"]), 600);
     let (st, err) = srv.stop();
     assert!(st.success(), "{err}");
+}
+
+/// Memcached `stats` over the Unix socket `sock`: `name -> value`.
+fn memcached_stats(sock: &Path) -> std::collections::BTreeMap<String, u64> {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"stats\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !got.ends_with(b"END\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "memcached closed");
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split(' ').skip(1);
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn memcached_on_a_unix_socket_counts_every_get_and_set() {
+    if !require_program("memcached", "memcached_on_a_unix_socket") {
+        return;
+    }
+    let dir = scratch("unix-memcached");
+    // memcached drops to nobody before it binds: the directory must let it.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let sock = dir.join("mc.sock");
+    let mut child = Command::new("memcached")
+        .args(["-s", sock.to_str().unwrap(), "-a", "0700", "-u", "nobody"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = Killed(&mut child);
+    let end = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&sock).is_err() {
+        assert!(Instant::now() < end, "memcached did not listen on {sock:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let target = format!("unix:{}", sock.display());
+    let rep = load_ok(&dir, &["memcached", &target, "-c", "2", "-n", "2000"]);
+    assert_eq!(rep["target"], target.as_str());
+    assert_eq!(u(&rep["transactions"]), 2000);
+    let stats = memcached_stats(&sock);
+    assert_eq!(
+        stats["cmd_get"] + stats["cmd_set"],
+        u(&rep["responses"]["answered"])
+    );
+    drop(guard);
 }

@@ -380,6 +380,32 @@ mod tests {
     }
 
     #[test]
+    fn a_unix_target_connects_to_the_socket_and_names_localhost() {
+        for (target, socket, line) in [
+            (
+                "unix:/run/nginx.sock",
+                "unix:/run/nginx.sock",
+                "GET / HTTP/1.1",
+            ),
+            (
+                "unix:/run/n.sock:/a?b=1",
+                "unix:/run/n.sock",
+                "GET /a?b=1 HTTP/1.1",
+            ),
+            ("unix:@web:/x", "unix:@web", "GET /x HTTP/1.1"),
+        ] {
+            let a = args(&[target]);
+            let w = workload(&a).unwrap();
+            assert_eq!(w.addr, socket);
+            assert_eq!(w.target.as_deref(), Some(target));
+            assert_eq!(a.endpoint(Some(target)).unwrap(), socket);
+            let mut out = Vec::new();
+            w.exchange.unwrap().push_request(&mut out, 0);
+            assert_eq!(out, format!("{line}\r\nHost: localhost\r\n\r\n").as_bytes());
+        }
+    }
+
+    #[test]
     fn outcomes_say_status_url_error_and_close() {
         let w = workload(&args(&["http://127.0.0.1:1/", "--ok-status", "200,404"])).unwrap();
         let ex = w.exchange.unwrap();
