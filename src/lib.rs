@@ -37,6 +37,7 @@
 pub mod anatomy;
 pub mod cli;
 pub mod cmdline;
+pub mod endpoint;
 pub mod error;
 pub mod input;
 pub mod load;

@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use super::values;
+use crate::endpoint::Endpoint;
 use crate::error;
 use crate::serve::{EchoSpec, RelayMode, RelaySpec, ServeSpec, Transport, UdpSinkSpec};
 
@@ -35,9 +36,11 @@ sockscope serve udp-sink --rcvbuf 65536 --expect 100000 --json sink.json")]
 /// `sockscope serve echo` options.
 #[derive(Debug, Args)]
 pub struct EchoArgs {
-    /// Address to listen on (IP:PORT; port 0 picks a free port).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
-    pub listen: SocketAddr,
+    /// Address to listen on (IP:PORT; port 0 picks a free port), or a
+    /// Unix socket: unix:/path (created, removed on exit; only a stale
+    /// socket is replaced) or unix:@abstract-name.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", value_parser = listen_endpoint)]
+    pub listen: Endpoint,
 
     /// Kernel path to serve through.
     #[arg(long, value_enum)]
@@ -190,6 +193,11 @@ impl ServeCommand {
             }
         })
     }
+}
+
+/// `--listen` of serve echo: an IP address or a Unix socket.
+fn listen_endpoint(s: &str) -> Result<Endpoint, String> {
+    Endpoint::parse_listen(s).map_err(|e| e.to_string())
 }
 
 /// Fails before serving when `--json` could never be written (a usage

@@ -33,12 +33,13 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Protocol, SockAddr, Socket, Type};
 
 use super::driver::{self, Backoff, DatagramCounts, WorkerConns, WorkerCore, WorkerEnd};
 use super::plan::{TcpPlan, WorkerCtx};
 use super::tally::WorkerTally;
 use super::workload::{ErrorClass, Exchange, Parsed, ReplyId};
+use crate::endpoint::Endpoint;
 use crate::poller;
 
 /// Requests a socket may send before an id repeats.
@@ -129,10 +130,12 @@ pub fn run<E: Exchange>(
     driver::run(&mut w, tally)
 }
 
-/// A UDP socket connected to `addr`, bound to `source` first when given:
+/// A datagram socket connected to `addr` (UDP, or a Unix datagram
+/// socket), bound to `source` first when given (UDP) or to an autobind
+/// abstract name (Unix: a server can only reply to a named client):
 /// non-blocking, or `blocking` with a [`BLOCKING_WAIT`] receive timeout.
 fn open_socket(
-    addr: &SocketAddr,
+    addr: &Endpoint,
     source: Option<std::net::IpAddr>,
     blocking: bool,
 ) -> io::Result<Socket> {
@@ -141,7 +144,8 @@ fn open_socket(
     } else {
         Type::DGRAM.nonblocking().cloexec()
     };
-    let sock = Socket::new(Domain::for_address(*addr), ty, Some(Protocol::UDP))?;
+    let unix = addr.is_unix();
+    let sock = Socket::new(addr.domain(), ty, (!unix).then_some(Protocol::UDP))?;
     if blocking {
         // SAFETY: valid fd and option value.
         let rc = unsafe {
@@ -157,10 +161,13 @@ fn open_socket(
             return Err(io::Error::last_os_error());
         }
     }
-    if let Some(ip) = source {
+    if unix {
+        // An empty name asks the kernel for a unique abstract one.
+        sock.bind(&SockAddr::unix("")?)?;
+    } else if let Some(ip) = source {
         sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
     }
-    sock.connect(&SockAddr::from(*addr))?;
+    sock.connect(&addr.sock_addr()?)?;
     Ok(sock)
 }
 

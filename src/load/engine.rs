@@ -347,7 +347,7 @@ mod tests {
         TcpPlan {
             workload: "line",
             mode,
-            addr,
+            addr: addr.into(),
             tls: None,
             target: None,
             connections: 3,

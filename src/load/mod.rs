@@ -82,6 +82,7 @@ pub use self::spec::{LoadSpec, TcpArgs};
 use self::tls::TlsSpec;
 pub use self::udp::UdpArgs;
 use self::workload::{Exchange, TcpWorkload};
+use crate::endpoint::Endpoint;
 use crate::error;
 use crate::report::load::{LoadConfig, TlsConfig};
 use crate::report::{self, load_text};
@@ -201,9 +202,12 @@ fn run_tcp<E: Exchange>(
 ) -> Result<LoadOutcome> {
     // A URL target names the URL as typed, not the authority taken from it.
     let addr = match &w.target {
-        Some(url) => resolve(&w.addr).map_err(|e| error::usage(format!("{url}: {e}")))?,
-        None => resolve(&w.addr)?,
+        Some(url) => Endpoint::parse(&w.addr).map_err(|e| error::usage(format!("{url}: {e}")))?,
+        None => Endpoint::parse(&w.addr)?,
     };
+    if addr.is_unix() {
+        refuse_tcp_only(&w, &a, &addr)?;
+    }
     if w.mode.per_transaction() && a.connect_rate.is_some() {
         return Err(error::usage(format!(
             "--connect-rate applies to tcp-rr; {} paces its connects with --rate",
@@ -325,6 +329,33 @@ fn run_tcp<E: Exchange>(
     })
 }
 
+/// Refuses, for a Unix socket target, what only TCP (or TLS over it) has:
+/// source addresses, a reset close, TLS; then checks that the socket file
+/// is a socket. Usage errors, exit 2.
+fn refuse_tcp_only<E: Exchange>(w: &TcpWorkload<E>, a: &TcpArgs, addr: &Endpoint) -> Result<()> {
+    if a.source_ips.is_some() {
+        return Err(error::usage(format!(
+            "--source-ips spreads TCP connects over loopback source addresses; {addr} is a \
+             Unix socket, which has none"
+        )));
+    }
+    if matches!(
+        w.mode,
+        workload::ConnMode::PerTransaction { close_rst: true }
+    ) {
+        return Err(error::usage(format!(
+            "--close rst ends a TCP connection with a reset; a Unix socket ({addr}) has no \
+             reset: use --close fin"
+        )));
+    }
+    if w.tls.is_some() {
+        return Err(error::usage(format!(
+            "TLS over a Unix socket ({addr}) is not supported: load it over plain http"
+        )));
+    }
+    addr.check_connectable()
+}
+
 /// Notes and records a written full log in the report.
 fn record_full_log(report: &mut report::load::LoadReport, path: &Path, log: &engine::FullLogData) {
     if log.not_logged > 0 {
@@ -373,6 +404,15 @@ fn write_full_log(path: &Path, log: &mut engine::FullLogData) -> Result<()> {
 }
 
 fn run_udp(a: UdpArgs, quiet: bool) -> Result<LoadOutcome> {
+    if let Endpoint::Unix(_) = Endpoint::parse(&a.addr)? {
+        // Its sink (serve udp-sink) listens on UDP only, and loss is
+        // counted by the kernel's UDP counters.
+        return Err(error::usage(format!(
+            "load udp sends to a UDP sink; `{}` is a Unix socket: use udp-rr for Unix \
+             datagram sockets",
+            a.addr
+        )));
+    }
     let addr = resolve(&a.addr)?;
     let pace = match (a.burst, a.rate) {
         (Some(n), None) => udp::Pace::Burst(n),

@@ -1,7 +1,6 @@
 //! The parsed, validated description of a TCP load run (`TcpPlan`), and
 //! each worker's share of it (`WorkerCtx`).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -11,6 +10,7 @@ use super::schedule::Schedule;
 use super::tally::ProgressCounters;
 use super::tls::TlsClient;
 use super::workload::ConnMode;
+use crate::endpoint::Endpoint;
 
 /// When a run stops.
 #[derive(Clone, Copy, Debug)]
@@ -29,8 +29,8 @@ pub struct TcpPlan {
     pub workload: &'static str,
     /// How the workload uses its connections.
     pub mode: ConnMode,
-    /// Target.
-    pub addr: SocketAddr,
+    /// Target: an IP address or a Unix socket.
+    pub addr: Endpoint,
     /// Speak TLS on every connection, with this client (https).
     pub tls: Option<TlsClient>,
     /// The report's `target` when it is not `addr` (an http URL).

@@ -1,26 +1,33 @@
-//! The TCP socket plumbing of the driver: non-blocking connect (from a
-//! pool of loopback source addresses), SO_LINGER 0, and the non-blocking
-//! send/recv the connection state machines use.
+//! The stream socket plumbing of the driver: the one non-blocking connect
+//! (TCP from a pool of loopback source addresses, or a Unix-domain stream
+//! socket), SO_LINGER 0, and the non-blocking send/recv the connection
+//! state machines use.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Protocol, SockAddr, Socket, Type};
 
-/// Starts a non-blocking connect, from `source` if given (the port is still
-/// chosen at connect time: IP_BIND_ADDRESS_NO_PORT). Returns the socket and
-/// whether it is already connected (possible on loopback).
-pub fn start_connect(addr: &SocketAddr, source: Option<IpAddr>) -> io::Result<(Socket, bool)> {
+use crate::endpoint::Endpoint;
+
+/// Starts a non-blocking connect to `addr` (TCP or a Unix stream socket),
+/// from `source` if given (TCP only; the port is still chosen at connect
+/// time: IP_BIND_ADDRESS_NO_PORT). Returns the socket and whether it is
+/// already connected (possible on loopback, and usual for a Unix socket).
+pub fn start_connect(addr: &Endpoint, source: Option<IpAddr>) -> io::Result<(Socket, bool)> {
+    let unix = addr.is_unix();
     let sock = Socket::new(
-        Domain::for_address(*addr),
+        addr.domain(),
         Type::STREAM.nonblocking().cloexec(),
-        Some(Protocol::TCP),
+        (!unix).then_some(Protocol::TCP),
     )?;
-    // Request/response: never let Nagle hold a request back.
-    sock.set_tcp_nodelay(true)?;
-    if let Some(ip) = source {
+    if !unix {
+        // Request/response: never let Nagle hold a request back.
+        sock.set_tcp_nodelay(true)?;
+    }
+    if let Some(ip) = source.filter(|_| !unix) {
         let one: libc::c_int = 1;
         // SAFETY: valid fd and option value.
         let rc = unsafe {
@@ -37,8 +44,10 @@ pub fn start_connect(addr: &SocketAddr, source: Option<IpAddr>) -> io::Result<(S
         }
         sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
     }
-    match sock.connect(&SockAddr::from(*addr)) {
+    match sock.connect(&addr.sock_addr()?) {
         Ok(()) => Ok((sock, true)),
+        // A Unix listener whose backlog is full answers EAGAIN to a
+        // non-blocking connect: the connect fails like a refused one.
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok((sock, false)),
         Err(e) => Err(e),
     }
@@ -49,9 +58,10 @@ pub fn start_connect(addr: &SocketAddr, source: Option<IpAddr>) -> io::Result<(S
 /// otherwise (the kernel picks). With one source address every connect
 /// searches the same 28k ephemeral ports, most of them held by TIME_WAIT
 /// sockets under tcp-crr, and that search became half the generator's CPU.
-pub fn source_pool(target: &SocketAddr, n: usize) -> Vec<IpAddr> {
-    match target.ip() {
-        IpAddr::V4(v4) if v4.is_loopback() && n > 1 => (0..n)
+/// A Unix socket has no source address: none.
+pub fn source_pool(target: &Endpoint, n: usize) -> Vec<IpAddr> {
+    match target.inet().map(|a| a.ip()) {
+        Some(IpAddr::V4(v4)) if v4.is_loopback() && n > 1 => (0..n)
             .map(|i| {
                 IpAddr::V4(Ipv4Addr::new(
                     127,

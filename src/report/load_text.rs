@@ -103,11 +103,19 @@ fn title(s: &mut String, rep: &LoadReport) {
             let _ = write!(
                 s,
                 "{} ({} answered) on {}",
-                counted(
-                    rep.connections.requested as u64,
-                    "UDP socket",
-                    "UDP sockets"
-                ),
+                if rep.target.starts_with("unix:") {
+                    counted(
+                        rep.connections.requested as u64,
+                        "datagram socket",
+                        "datagram sockets",
+                    )
+                } else {
+                    counted(
+                        rep.connections.requested as u64,
+                        "UDP socket",
+                        "UDP sockets",
+                    )
+                },
                 rep.connections.established,
                 threads
             );

@@ -8,7 +8,8 @@
 //!   (received, gaps, reordering, duplicates, jitter, one-way latency) and
 //!   answers the load generator's FIN with a REPORT.
 //!
-//! Both print `listening on IP:PORT` on stdout once ready (everything else
+//! Both print `listening on IP:PORT` (echo on a Unix socket: `listening on
+//! unix:/path`) on stdout once ready (everything else
 //! goes to stderr; with `--json -` the line goes to stderr too), stop
 //! cleanly on SIGTERM/SIGINT and write `--json` (through [`crate::output`],
 //! checked before serving) only when they ran to a clean stop. People's documentation:
@@ -23,6 +24,7 @@ pub mod listen;
 pub mod relay;
 pub mod signals;
 pub mod udp_sink;
+pub mod unix_listen;
 pub mod workers;
 
 use std::net::SocketAddr;
@@ -30,6 +32,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::ValueEnum;
+
+use crate::endpoint::Endpoint;
 
 /// Largest `--req-size` / `--resp-size`: a response is built whole in the
 /// connection's output buffer, so this also bounds per-connection memory.
@@ -82,8 +86,8 @@ pub enum ServeSpec {
 /// What `serve echo` serves (docs/serve.md).
 #[derive(Clone, Debug)]
 pub struct EchoSpec {
-    /// Address to listen on (port 0: a free port).
-    pub listen: SocketAddr,
+    /// Address to listen on (port 0: a free port), or a Unix socket.
+    pub listen: Endpoint,
     /// Kernel path to serve through.
     pub transport: Transport,
     /// epoll/uring: event loops (None: one per CPU); never set for threaded.
@@ -156,7 +160,7 @@ pub fn run(spec: ServeSpec, quiet: bool) -> Result<u8> {
 /// waits for. Nothing else sockscope serve prints goes to stdout. When
 /// `--json` goes to stdout (`--json -`), the line goes to stderr instead,
 /// so that stdout is the JSON alone.
-pub(crate) fn announce(addr: SocketAddr, json: Option<&Path>) {
+pub(crate) fn announce(addr: &Endpoint, json: Option<&Path>) {
     use std::io::Write;
     let line = format!("listening on {addr}\n");
     // A launcher that closed our stdout no longer waits for the line;
@@ -173,6 +177,10 @@ pub(crate) fn announce(addr: SocketAddr, json: Option<&Path>) {
 /// The caveat every TCP server report carries.
 pub(crate) const LOOPBACK_NOTE: &str =
     "loopback only: figures include both ends' kernel work on one machine";
+
+/// The caveat of a server on a Unix socket.
+pub(crate) const UNIX_NOTE: &str = "Unix-domain socket: figures include both ends' kernel work \
+     on one machine, without the TCP/IP stack";
 
 /// Ends a server's clean run, the same for every server: its summary on
 /// stderr (unless quiet), its report as JSON to `--json`. Returns the exit

@@ -5,7 +5,6 @@
 //! with a bound and sums their counters ([`Crew::run_until_stop`]). A
 //! server supplies only its workers and its report.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -123,7 +122,7 @@ pub const JOIN_GRACE: Duration = Duration::from_secs(3);
 /// How a server introduces itself once its workers run.
 pub struct Ready<'a> {
     /// The address its listeners share: the ready line (see [`announce`]).
-    pub bound: SocketAddr,
+    pub bound: crate::endpoint::Endpoint,
     /// --json, which moves the ready line to stderr when it is stdout.
     pub json: Option<&'a Path>,
     /// The line for people on stderr (None with --quiet).
@@ -197,7 +196,7 @@ impl Crew {
         drain: Duration,
         what: &str,
     ) -> Result<Stopped<C>> {
-        announce(ready.bound, ready.json);
+        announce(&ready.bound, ready.json);
         let started = Instant::now();
         if let Some(line) = ready.banner {
             eprintln!("{line}");

@@ -17,6 +17,8 @@ pub struct Nginx {
     pub port: u16,
     pub dir: PathBuf,
     pub tls: bool,
+    /// Listening on this Unix socket (DIR/nginx.sock) instead of a port.
+    pub unix: Option<PathBuf>,
 }
 
 fn nginx_binary() -> Option<PathBuf> {
@@ -40,6 +42,15 @@ impl Nginx {
     /// and 127.0.0.1 (made by openssl, at DIR/cert.pem) when `tls`;
     /// `http_conf` goes into its `http` block (e.g. "keepalive_requests 10;").
     pub fn start_with(test: &str, tls: bool, http_conf: &str) -> Option<Self> {
+        Self::launch(test, tls, http_conf, false)
+    }
+
+    /// Plain http on the Unix socket DIR/nginx.sock (`unix` is set).
+    pub fn start_unix(test: &str) -> Option<Self> {
+        Self::launch(test, false, "", true)
+    }
+
+    fn launch(test: &str, tls: bool, http_conf: &str, unix: bool) -> Option<Self> {
         let Some(bin) = nginx_binary() else {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: CI=true but nginx is not installed (apt-get install nginx-light)");
@@ -94,6 +105,12 @@ impl Nginx {
             } else {
                 ""
             };
+            let sock = dir.join("nginx.sock");
+            let listen = if unix {
+                format!("unix:{}", sock.display())
+            } else {
+                format!("127.0.0.1:{port}")
+            };
             let conf = format!(
                 "{user}\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
                  events {{ worker_connections 1024; }}\n\
@@ -101,7 +118,7 @@ impl Nginx {
                    client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n\
                    fastcgi_temp_path {d}/tmp/fastcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n\
                    scgi_temp_path {d}/tmp/scgi;\n\
-                   server {{\n    listen 127.0.0.1:{port}{ssl};\n    root {d}/www;\n  }}\n}}\n"
+                   server {{\n    listen {listen}{ssl};\n    root {d}/www;\n  }}\n}}\n"
             );
             std::fs::write(dir.join("nginx.conf"), conf).unwrap();
             let mut cmd = Command::new(&bin);
@@ -120,6 +137,7 @@ impl Nginx {
                 port,
                 dir: dir.clone(),
                 tls,
+                unix: unix.then(|| sock.clone()),
             };
             let end = Instant::now() + Duration::from_secs(10);
             loop {
@@ -130,17 +148,27 @@ impl Nginx {
                     }
                     panic!("nginx exited ({st}): {log}");
                 }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                let up = if unix {
+                    std::os::unix::net::UnixStream::connect(&sock).is_ok()
+                } else {
+                    TcpStream::connect(("127.0.0.1", port)).is_ok()
+                };
+                if up {
                     return Some(n);
                 }
-                assert!(Instant::now() < end, "nginx did not listen on {port}");
+                assert!(Instant::now() < end, "nginx did not listen on {listen}");
                 thread::sleep(Duration::from_millis(20));
             }
         }
         panic!("nginx found no free port");
     }
 
+    /// The load http target of `path`: a URL, or on a Unix socket
+    /// `unix:SOCKET:PATH`.
     pub fn url(&self, path: &str) -> String {
+        if let Some(sock) = &self.unix {
+            return format!("unix:{}:{path}", sock.display());
+        }
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://127.0.0.1:{}{path}", self.port)
     }

@@ -21,8 +21,12 @@ pub struct Server {
     /// What the server printed on stdout after the ready line (must be
     /// nothing: everything else goes to stderr).
     stdout_rest: Option<thread::JoinHandle<String>>,
-    /// The address it printed on its ready line.
+    /// The address it printed on its ready line (0.0.0.0:0 for a Unix
+    /// socket: see `listen`).
     pub addr: SocketAddr,
+    /// The ready line's address as printed (`unix:/path` for a Unix
+    /// socket).
+    pub listen: String,
     /// Its pid.
     pub pid: i32,
     stderr: Arc<Mutex<String>>,
@@ -89,6 +93,7 @@ impl Server {
             child: Some(child),
             stdout_rest: Some(stdout_rest),
             addr: "0.0.0.0:0".parse().unwrap(),
+            listen: String::new(),
             pid,
             stderr,
         };
@@ -99,7 +104,10 @@ impl Server {
                 s.stderr()
             );
         };
-        s.addr = addr.trim().parse().expect("listening address");
+        s.listen = addr.trim().to_string();
+        if !s.listen.starts_with("unix:") {
+            s.addr = s.listen.parse().expect("listening address");
+        }
         s
     }
 

@@ -48,7 +48,7 @@ pub static WORKLOAD: Registered<HttpArgs> = Registered::new(
 #[derive(Clone, Debug, Args)]
 pub struct HttpArgs {
     /// The URL to request: http://HOST[:PORT]/PATH[?QUERY] (https:// speaks
-    /// TLS).
+    /// TLS), or unix:SOCKET[:/PATH] over a Unix socket (Host: localhost).
     #[arg(
         value_name = "URL",
         required_unless_present = "urls",
@@ -114,8 +114,12 @@ impl Options for HttpArgs {
         Some(&self.tcp)
     }
 
-    /// The host and port of the URL (of the first line of --urls).
+    /// The host and port of the URL (of the first line of --urls), or the
+    /// Unix socket of a `unix:PATH[:/URI]` target.
     fn endpoint(&self, target: Option<&str>) -> Result<String> {
+        if let Some((socket, _)) = target.and_then(request::split_unix) {
+            return Ok(socket);
+        }
         let url = match (target, &self.urls) {
             (Some(u), _) => u.to_string(),
             (None, Some(file)) => request::read_urls(file, &self.method)?
@@ -233,9 +237,10 @@ impl Exchange for HttpExchange {
 /// checked (bad ones are usage errors, exit 2).
 pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
     request::check_method(&a.method)?;
+    let unix = a.url.as_deref().and_then(request::split_unix);
     let targets = match (&a.url, &a.urls) {
         (Some(url), None) => vec![Target {
-            url: request::parse_url(url)?,
+            url: request::parse_url(unix.as_ref().map_or(url, |(_, u)| u))?,
             method: a.method.clone(),
             weight: 1,
         }],
@@ -277,9 +282,11 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
         ok,
         ops: targets.iter().map(Target::name).collect(),
     };
-    let target = match targets.len() {
-        1 => targets[0].url.to_string(),
-        n => format!("{} (+{} more)", targets[0].url, n - 1),
+    let target = match (&unix, targets.len()) {
+        // The target as written: the socket, then the path when not `/`.
+        (Some(_), _) => a.url.clone().unwrap_or_default(),
+        (None, 1) => targets[0].url.to_string(),
+        (None, n) => format!("{} (+{} more)", targets[0].url, n - 1),
     };
     let mut config = LoadConfig::default();
     let options = [
@@ -309,7 +316,7 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
         .collect();
     Ok(TcpWorkload {
         name: "http",
-        addr: origin.addr(),
+        addr: unix.map_or_else(|| origin.addr(), |(socket, _)| socket),
         target: Some(target),
         tls: origin.https.then(|| TlsSpec {
             server_name: origin.server_name(),
@@ -370,6 +377,32 @@ mod tests {
         assert_eq!(ex.ops(), ["GET http://127.0.0.1:8080/index.html"]);
         assert_eq!(w.config.workload_options["ok_status"], "2xx");
         assert_eq!(w.config.workload_options["new_connection"], false);
+    }
+
+    #[test]
+    fn a_unix_target_connects_to_the_socket_and_names_localhost() {
+        for (target, socket, line) in [
+            (
+                "unix:/run/nginx.sock",
+                "unix:/run/nginx.sock",
+                "GET / HTTP/1.1",
+            ),
+            (
+                "unix:/run/n.sock:/a?b=1",
+                "unix:/run/n.sock",
+                "GET /a?b=1 HTTP/1.1",
+            ),
+            ("unix:@web:/x", "unix:@web", "GET /x HTTP/1.1"),
+        ] {
+            let a = args(&[target]);
+            let w = workload(&a).unwrap();
+            assert_eq!(w.addr, socket);
+            assert_eq!(w.target.as_deref(), Some(target));
+            assert_eq!(a.endpoint(Some(target)).unwrap(), socket);
+            let mut out = Vec::new();
+            w.exchange.unwrap().push_request(&mut out, 0);
+            assert_eq!(out, format!("{line}\r\nHost: localhost\r\n\r\n").as_bytes());
+        }
     }
 
     #[test]

@@ -94,6 +94,22 @@ impl Origin {
     }
 }
 
+/// Splits an http target on a Unix socket, `unix:PATH[:/URI]` (the form
+/// nginx's proxy_pass takes): the socket (`unix:PATH`) and the URL the
+/// requests name, `http://localhost/URI` (`/` when none is given). None
+/// for any other target. A socket path holding `:/` cannot be named here.
+pub fn split_unix(target: &str) -> Option<(String, String)> {
+    let rest = target.strip_prefix(crate::endpoint::UNIX_PREFIX)?;
+    let (socket, uri) = match rest.find(":/") {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, "/"),
+    };
+    Some((
+        format!("{}{socket}", crate::endpoint::UNIX_PREFIX),
+        format!("http://localhost{uri}"),
+    ))
+}
+
 /// Parses one URL: http:// or https://, with a host, without credentials.
 pub fn parse_url(s: &str) -> Result<Url> {
     let url = Url::parse(s).map_err(|e| error::usage(format!("`{s}` is not a URL: {e}")))?;

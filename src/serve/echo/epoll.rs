@@ -17,7 +17,7 @@
 //! queued connection would wake the loop in a busy cycle), then re-added.
 
 use std::collections::VecDeque;
-use std::net::TcpListener;
+
 use std::ops::ControlFlow;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -49,7 +49,7 @@ const WAIT_CAP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Starts one event loop per listener. Everything that can fail is set up
 /// before any thread starts.
-pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
+pub fn start(listeners: Vec<OwnedFd>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
     let loops = listeners
         .into_iter()
         .map(|l| EpollLoop::new(l, shared))
@@ -90,7 +90,7 @@ enum Turn {
 
 struct EpollLoop {
     ep: Epoll,
-    listener: Option<TcpListener>,
+    listener: Option<OwnedFd>,
     /// The listener is in the epoll set (not during a backoff).
     listening: bool,
     shared: Arc<EchoShared>,
@@ -110,7 +110,7 @@ struct EpollLoop {
 }
 
 impl EpollLoop {
-    fn new(listener: TcpListener, shared: &Arc<EchoShared>) -> Result<Self> {
+    fn new(listener: OwnedFd, shared: &Arc<EchoShared>) -> Result<Self> {
         let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).context("epoll_create1")?;
         ep.add(
             &listener,

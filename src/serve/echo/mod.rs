@@ -19,6 +19,7 @@ pub mod report;
 pub mod threaded;
 pub mod uring;
 
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -26,8 +27,10 @@ use anyhow::Result;
 use self::conn::{Framing, Spec};
 use self::counters::Counters;
 use super::signals::block_stop_signals;
+use super::unix_listen::bind_unix;
 use super::workers::{Crew, Ready, WorkerHandle, loop_count};
-use super::{EchoSpec, LOOPBACK_NOTE, Transport, cpu_times, finish, listen};
+use super::{EchoSpec, LOOPBACK_NOTE, Transport, UNIX_NOTE, cpu_times, finish, listen};
+use crate::endpoint::Endpoint;
 use crate::report::serve::echo::{self as schema, EchoReport};
 
 /// Longest time a stopping server keeps writing responses it owes.
@@ -58,7 +61,18 @@ pub fn run(args: &EchoSpec, quiet: bool) -> Result<u8> {
     };
 
     let mut signals = block_stop_signals()?;
-    let (listeners, bound) = listen::bind_tcp(args.listen, loops)?;
+    // The socket file (of a Unix listener) lives as long as this run.
+    let (listeners, bound, _file) = match &args.listen {
+        Endpoint::Inet(addr) => {
+            let (ls, bound) = listen::bind_tcp(*addr, loops)?;
+            let fds = ls.into_iter().map(OwnedFd::from).collect::<Vec<_>>();
+            (fds, Endpoint::Inet(bound), None)
+        }
+        Endpoint::Unix(name) => {
+            let l = bind_unix(name, loops)?;
+            (l.fds, args.listen.clone(), l.file)
+        }
+    };
     let shared = std::sync::Arc::new(EchoShared {
         spec,
         crew: Crew::new(args.max_conns)?,
@@ -80,7 +94,7 @@ pub fn run(args: &EchoSpec, quiet: bool) -> Result<u8> {
         )
     });
     let ready = Ready {
-        bound,
+        bound: bound.clone(),
         json: args.json.as_deref(),
         banner,
     };
@@ -88,7 +102,12 @@ pub fn run(args: &EchoSpec, quiet: bool) -> Result<u8> {
         .crew
         .run_until_stop(&mut signals, workers, ready, DRAIN, "an event loop")?;
     let (user, system) = cpu_times();
-    let mut notes = vec![LOOPBACK_NOTE.to_string()];
+    let note = if bound.is_unix() {
+        UNIX_NOTE
+    } else {
+        LOOPBACK_NOTE
+    };
+    let mut notes = vec![note.to_string()];
     if args.transport == Transport::Threaded {
         notes.push("threaded: one acceptor thread plus one thread per connection".to_string());
     }

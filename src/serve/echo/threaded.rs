@@ -11,7 +11,7 @@
 //! writes fail and the threads exit.
 
 use std::collections::HashMap;
-use std::net::TcpListener;
+
 use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +37,7 @@ const READ_BUF: usize = 64 << 10;
 const FORCE_GRACE: Duration = Duration::from_secs(1);
 
 /// Starts the acceptor thread (which owns the connection threads).
-pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
+pub fn start(listeners: Vec<OwnedFd>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
     let listener = listeners
         .into_iter()
         .next()
@@ -111,7 +111,7 @@ impl Registry {
 }
 
 struct ThreadedAcceptor {
-    listener: TcpListener,
+    listener: OwnedFd,
     shared: Arc<EchoShared>,
     reg: Arc<Registry>,
     accept: Acceptor,

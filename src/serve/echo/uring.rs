@@ -16,7 +16,7 @@
 //! owe output keep sending for the drain time, then are shut down too.
 
 use std::collections::VecDeque;
-use std::net::TcpListener;
+
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,7 +54,7 @@ fn user_data(slot: usize, op: u64) -> u64 {
 /// Creates one ring per listener and starts their threads. A ring that
 /// cannot be created (io_uring disabled, not built, refused) fails the
 /// start with the reason, before anything is announced.
-pub fn start(listeners: Vec<TcpListener>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
+pub fn start(listeners: Vec<OwnedFd>, shared: &Arc<EchoShared>) -> Result<Vec<EchoWorker>> {
     let rings = listeners
         .into_iter()
         .map(|l| UringLoop::new(l, shared))
@@ -129,7 +129,7 @@ struct UringConn {
 
 struct UringLoop {
     ring: IoUring,
-    listener: Option<TcpListener>,
+    listener: Option<OwnedFd>,
     accept_in_flight: bool,
     shared: Arc<EchoShared>,
     conns: Vec<Option<UringConn>>,
@@ -145,7 +145,7 @@ struct UringLoop {
 }
 
 impl UringLoop {
-    fn new(listener: TcpListener, shared: &Arc<EchoShared>) -> Result<Self> {
+    fn new(listener: OwnedFd, shared: &Arc<EchoShared>) -> Result<Self> {
         Ok(Self {
             ring: new_ring()?,
             listener: Some(listener),

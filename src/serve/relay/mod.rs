@@ -99,7 +99,7 @@ pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
         )
     });
     let ready = Ready {
-        bound,
+        bound: bound.into(),
         json: args.json.as_deref(),
         banner,
     };

@@ -81,7 +81,7 @@ pub fn run(args: &UdpSinkSpec, quiet: bool) -> Result<u8> {
     let v6 = bound.is_ipv6();
     let rmem_max = read_sysctl("/proc/sys/net/core/rmem_max");
     let snmp0 = snmp::read(v6);
-    announce(bound, args.json.as_deref());
+    announce(&bound.into(), args.json.as_deref());
     let t0 = Instant::now();
     if !quiet {
         let asked = match args.rcvbuf {
