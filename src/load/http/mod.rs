@@ -655,7 +655,7 @@ mod tests {
         );
         assert_eq!(o["key_dist"], "uniform");
         assert_eq!(o["urls"][0]["url"], "http://127.0.0.1:1/i/{key}?n={seq}");
-        assert!(o.get("body_bytes").is_none(), "{o:?}");
+        assert!(!o.contains_key("body_bytes"), "{o:?}");
         let ex = w.exchange.unwrap();
         assert_eq!(ex.request_len(), None);
         assert_eq!(ex.ops(), ["PUT http://127.0.0.1:1/i/{key}?n={seq}"]);
@@ -674,7 +674,7 @@ mod tests {
         }
         // Without a field nothing is recorded and the request is fixed.
         let w = workload(&args(&["http://127.0.0.1:1/", "--body", "{\"a\":{}}"])).unwrap();
-        assert!(w.config.workload_options.get("template").is_none());
+        assert!(!w.config.workload_options.contains_key("template"));
         assert_eq!(w.config.workload_options["body_bytes"], 8);
         let ex = w.exchange.unwrap();
         assert!(sent(&ex, 0).ends_with("Content-Length: 8\r\n\r\n{\"a\":{}}"));

@@ -61,7 +61,7 @@ pub fn is_template(p: &Pieces) -> bool {
 
 /// True when `p` holds the field `f`.
 pub fn uses(p: &Pieces, f: Field) -> bool {
-    p.iter().any(|x| *x == Piece::Field(f))
+    p.contains(&Piece::Field(f))
 }
 
 /// `text` as a template; `what` names it in a usage error (`-H 'X: ..'`,
@@ -156,7 +156,7 @@ fn split_marks(mut s: &str) -> Pieces {
             break;
         };
         if at > 0 {
-            out.push(Piece::Lit(s[..at].as_bytes().to_vec()));
+            out.push(Piece::Lit(s.as_bytes()[..at].to_vec()));
         }
         out.push(Piece::Field(f));
         s = &s[at + mark(f).len()..];
