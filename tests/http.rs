@@ -522,6 +522,7 @@ fn bad_input_is_a_usage_error() {
     let bad_line = dir.join("bad-line");
     std::fs::write(&bad_line, "1 2 3 4\n").unwrap();
     let url = srv.url("/");
+    let (tmpl_foo, tmpl_seq, tmpl_key) = (srv.url("/{foo}"), srv.url("/{seq}"), srv.url("/{key}"));
     for (args, says) in [
         (vec!["ftp://127.0.0.1/x"], "not ftp://"),
         (vec!["127.0.0.1:80"], "URL"),
@@ -548,6 +549,21 @@ fn bad_input_is_a_usage_error() {
             "--pipeline",
         ),
         (vec![], "URL"),
+        // Templates (issue 27).
+        (
+            vec![&tmpl_foo],
+            "unknown field {foo}: the fields are {key}, {value} and {seq}",
+        ),
+        (vec!["http://{key}.example/"], "path or query only"),
+        (vec![&url, "--keys", "10"], "--keys given but no URL"),
+        (vec![&tmpl_seq, "--key-dist", "zipf:1"], "--key-dist given"),
+        (vec![&tmpl_key, "--value-size", "5"], "--value-size given"),
+        (
+            vec![&url, "-H", "X-Id: {id}"],
+            "-H `X-Id: {id}`: unknown field {id}",
+        ),
+        (vec![&url, "--body", "{key}}"], "--body: stray '}'"),
+        (vec![&tmpl_key, "--keys", "0"], "--keys"),
     ] {
         let (code, err, rep) = http(&dir, &args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
@@ -555,6 +571,207 @@ fn bad_input_is_a_usage_error() {
         assert!(rep.is_null(), "{args:?}: no JSON for a usage error");
     }
     assert_eq!(srv.served.load(Ordering::Relaxed), 0, "nothing was sent");
+}
+
+// ---------------------------------------------------------------------
+// Templates, against a python3 server that logs every request it reads.
+
+/// A python3 HTTP/1.1 keep-alive server (one thread per connection) that
+/// writes each request as a JSON line (method, target, X-Id header, body)
+/// to the file in argv[1] before answering 200 `ok`.
+const LOGGING_SERVER: &str = r#"
+import http.server, json, sys, threading
+log = open(sys.argv[1], "a")
+lock = threading.Lock()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    def answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n).decode("latin-1")
+        line = {"m": self.command, "p": self.path, "h": self.headers.get("X-Id"), "b": body}
+        with lock:
+            log.write(json.dumps(line) + "\n")
+            log.flush()
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    do_GET = do_POST = do_PUT = answer
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// The python3 logging server; killed on drop.
+struct LoggingServer {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl LoggingServer {
+    fn start(test: &str, dir: &Path) -> Option<Self> {
+        use std::io::BufRead;
+        if !require_program("python3", test) {
+            return None;
+        }
+        let log = dir.join("requests.jsonl");
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", LOGGING_SERVER])
+            .arg(&log)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting python3");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("python3 said {line:?}"));
+        Some(Self { child, port, log })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The requests logged since the last call (the log is emptied; the
+    /// server appends, so it writes on from the start).
+    fn take(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        std::fs::write(&self.log, "").unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for LoggingServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue 27: one request built per URL could not vary its key; the
+/// server now sees a key of the key space, the run's sequence number and
+/// the value in each request's URL, header and body.
+#[test]
+fn templates_reach_the_server_expanded_per_request() {
+    let test = "http-templates";
+    let dir = scratch(test);
+    let Some(srv) = LoggingServer::start(test, &dir) else {
+        return;
+    };
+    let url = srv.url("/item/{key}?n={seq}");
+    let (code, err, rep) = http(
+        &dir,
+        &[
+            &url,
+            "--method",
+            "POST",
+            "-H",
+            "X-Id: id-{key}-{seq}",
+            "--body",
+            r#"{{"k":"{key}","v":"{value}"}}"#,
+            "--keys",
+            "50",
+            "--value-size",
+            "100",
+            "-c",
+            "3",
+            "-n",
+            "600",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["transactions"], 600);
+    assert_eq!(rep["errors"]["total"], 0, "{}", rep["errors"]);
+    let o = &rep["config"]["workload_options"];
+    assert_eq!(
+        o["template"]["fields"],
+        serde_json::json!(["key", "value", "seq"])
+    );
+    assert_eq!(
+        o["template"]["in"],
+        serde_json::json!(["url", "header X-Id", "body"])
+    );
+    assert_eq!(
+        (o["keys"].as_u64(), o["value_size"].as_u64()),
+        (Some(50), Some(100))
+    );
+    assert_eq!(o["key_dist"], "uniform");
+    assert_eq!(o["urls"][0]["url"], url);
+    let value: String = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        .chars()
+        .cycle()
+        .take(100)
+        .collect();
+    let seen = srv.take();
+    assert_eq!(seen.len(), 600);
+    let mut seqs = Vec::new();
+    let mut keys = std::collections::BTreeSet::new();
+    for r in &seen {
+        let path = r["p"].as_str().unwrap();
+        let (key, n) = path
+            .strip_prefix("/item/")
+            .and_then(|rest| rest.split_once("?n="))
+            .unwrap_or_else(|| panic!("{r}"));
+        // Two digits: keys 0 to 49 all written at one width.
+        assert_eq!(key.len(), 2, "{r}");
+        assert!(key.parse::<u64>().unwrap() < 50, "{r}");
+        assert_eq!(r["m"], "POST");
+        assert_eq!(r["h"], format!("id-{key}-{n}"), "{r}");
+        assert_eq!(r["b"], format!(r#"{{"k":"{key}","v":"{value}"}}"#), "{r}");
+        seqs.push(n.parse::<u64>().unwrap());
+        keys.insert(key.to_string());
+    }
+    // {seq}: unique across the 3 connections and contiguous from 0.
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..600).collect::<Vec<u64>>());
+    // Uniform over 50 keys, 600 draws: a key is missed with probability
+    // (49/50)^600 < 1e-5, so nearly all are seen.
+    assert!(keys.len() >= 45, "{keys:?}");
+
+    // Zipf in the URL, with {value} there too (letters and digits: a
+    // valid request target as they are).
+    let (code, err, _) = http(
+        &dir,
+        &[
+            &srv.url("/v/{value}/{key}"),
+            "--keys",
+            "1000",
+            "--key-dist",
+            "zipf:1.5",
+            "--value-size",
+            "10",
+            "-c",
+            "2",
+            "-n",
+            "300",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let mut count = std::collections::BTreeMap::<String, u64>::new();
+    for r in srv.take() {
+        let path = r["p"].as_str().unwrap();
+        let key = path
+            .strip_prefix("/v/0123456789/")
+            .unwrap_or_else(|| panic!("{r}"));
+        assert!(key.len() == 3 && key.parse::<u64>().unwrap() < 1000, "{r}");
+        *count.entry(key.to_string()).or_default() += 1;
+    }
+    assert_eq!(count.values().sum::<u64>(), 300);
+    // Zipf 1.5: key 0 takes about 2/5 of the draws, key 1 about 1/7.
+    let top = count.iter().max_by_key(|(_, n)| **n).unwrap();
+    assert_eq!(top.0, "000", "{count:?}");
 }
 
 // ---------------------------------------------------------------------

@@ -35,6 +35,7 @@ use rand_distr::{Distribution, Zipf};
 
 use super::KeyDist;
 use super::KvArgs;
+use super::fields::{self, Piece};
 use super::workload::ErrorClass;
 use crate::error;
 
@@ -52,6 +53,9 @@ pub enum Part {
     /// The run's value bytes.
     Value,
 }
+
+/// The fields a key-value template knows.
+const KV_FIELDS: &[(&str, Part)] = &[("key", Part::Key), ("value", Part::Value)];
 
 /// A word of a template: its pieces in order.
 pub type Word = Vec<Part>;
@@ -74,47 +78,17 @@ impl Template {
         let bad = |why: String| error::usage(format!("--command '{text}': {why}"));
         let mut words = Vec::new();
         for raw in text.split_ascii_whitespace() {
-            let mut word: Word = Vec::new();
-            let mut lit = Vec::new();
-            let mut rest = raw;
-            while let Some(c) = rest.chars().next() {
-                if rest.starts_with("{{") || rest.starts_with("}}") {
-                    lit.push(c as u8);
-                    rest = &rest[2..];
-                } else if c == '{' {
-                    let Some(end) = rest.find('}') else {
-                        return Err(bad(format!(
-                            "unclosed '{{' in `{raw}` (write {{{{ for a literal brace)"
-                        )));
-                    };
-                    let part = match &rest[1..end] {
-                        "key" => Part::Key,
-                        "value" => Part::Value,
-                        other => {
-                            return Err(bad(format!(
-                                "unknown field {{{other}}}: the fields are {{key}} and {{value}}"
-                            )));
-                        }
-                    };
-                    if !lit.is_empty() {
-                        word.push(Part::Lit(std::mem::take(&mut lit)));
-                    }
-                    word.push(part);
-                    rest = &rest[end + 1..];
-                } else if c == '}' {
-                    return Err(bad(format!(
-                        "stray '}}' in `{raw}` (write }}}} for a literal brace)"
-                    )));
-                } else {
-                    let mut buf = [0u8; 4];
-                    lit.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                    rest = &rest[c.len_utf8()..];
-                }
-            }
-            if !lit.is_empty() {
-                word.push(Part::Lit(lit));
-            }
-            words.push(word);
+            let pieces = fields::parse(raw.as_bytes(), KV_FIELDS)
+                .map_err(|e| bad(format!("{} in `{raw}`", e.message(KV_FIELDS))))?;
+            words.push(
+                pieces
+                    .into_iter()
+                    .map(|p| match p {
+                        Piece::Lit(b) => Part::Lit(b),
+                        Piece::Field(f) => f,
+                    })
+                    .collect(),
+            );
         }
         let Some(first) = words.first() else {
             return Err(error::usage("--command '': a template needs a command"));
@@ -259,6 +233,15 @@ impl KeySpace {
     /// Keys in the space.
     pub fn keys(&self) -> u64 {
         self.keys
+    }
+
+    /// Appends key `key` as every key of the space is written: decimal,
+    /// zero-padded to [`KeySpace::width`].
+    #[inline]
+    pub fn push_key(&self, out: &mut Vec<u8>, key: u64) {
+        let start = out.len();
+        out.resize(start + self.width, b'0');
+        write_padded(&mut out[start..], key);
     }
 
     /// Draws a key index from this thread's generator.

@@ -82,6 +82,15 @@ impl std::fmt::Display for KeyDist {
     }
 }
 
+/// Keys in the key space when `--keys` is not given.
+pub const DEFAULT_KEYS: u64 = 100_000;
+/// The largest `--keys`.
+pub const MAX_KEYS: u64 = 1_000_000_000_000;
+/// Bytes of `{value}` when `--value-size` is not given.
+pub const DEFAULT_VALUE_SIZE: u32 = 32;
+/// The largest `--value-size`.
+pub const MAX_VALUE_SIZE: u32 = 64 << 20;
+
 /// A `--ratio`: one weight per command, in their order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ratio(pub Vec<u32>);
@@ -107,14 +116,14 @@ pub struct KvArgs {
     #[arg(long, value_name = "A:B:...", value_parser = ratio)]
     pub ratio: Option<Ratio>,
     /// Keys in the key space ({key} is 0 to N-1, zero-padded to one width).
-    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000_000))]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_KEYS, value_parser = clap::value_parser!(u64).range(1..=MAX_KEYS))]
     pub keys: u64,
     /// Key distribution: uniform, or zipf:S (S > 0, e.g. zipf:0.99; key 0
     /// the hottest).
     #[arg(long, value_name = "uniform|zipf:S", default_value = "uniform", value_parser = key_dist)]
     pub key_dist: KeyDist,
     /// Bytes of {value}.
-    #[arg(long, value_name = "BYTES", default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=(64 << 20)))]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_VALUE_SIZE, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_VALUE_SIZE)))]
     pub value_size: u32,
     /// Requests in flight per connection.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]

@@ -44,6 +44,7 @@ pub mod datagram;
 pub mod dns;
 pub mod driver;
 pub mod engine;
+pub mod fields;
 pub mod http;
 pub mod keyspace;
 pub mod kv;

@@ -2,8 +2,9 @@
 //! (`--pipeline K` requests in flight on each, closed or open loop), or one
 //! connection per request (`--new-connection`, the HTTP analogue of
 //! tcp-crr). This module is the workload: its exchange and how the command
-//! line builds it; `request` builds what is sent, `parse` frames what comes
-//! back, `status` reads `--ok-status`.
+//! line builds it; `request` builds what is sent (`template`: the
+//! per-request fields `{key}`, `{value}`, `{seq}`), `parse` frames what
+//! comes back, `status` reads `--ok-status`.
 //!
 //! Each response is counted by status code and by `METHOD URL`
 //! (`responses` in the report); one whose status is not in `--ok-status` is
@@ -19,6 +20,7 @@
 pub mod parse;
 pub mod request;
 pub mod status;
+pub mod template;
 
 use std::path::PathBuf;
 
@@ -29,7 +31,10 @@ use serde_json::json;
 use self::parse::{Cursor, Step};
 use self::request::{Extras, Target};
 use self::status::OkStatus;
+use self::template::{Built, Expansion, Field, Pieces};
 use super::Load;
+use super::keyspace::{KeySpace, value_bytes};
+use super::kv_options::{self, KeyDist, MAX_KEYS, MAX_VALUE_SIZE};
 use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
 use super::tls::TlsSpec;
 use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
@@ -62,11 +67,14 @@ pub struct HttpArgs {
     #[arg(long, value_name = "METHOD", default_value = "GET")]
     pub method: String,
     /// Add this request header ('Name: value'; repeatable). A Host header
-    /// replaces the automatic one.
+    /// replaces the automatic one. The value may hold {key}, {value} and
+    /// {seq}, as the URL's path and query and the body may.
     #[arg(short = 'H', long = "header", value_name = "'NAME: VALUE'")]
     pub headers: Vec<String>,
     /// Request body: @FILE reads it from FILE, anything else is the body
-    /// itself (sent with a Content-Length).
+    /// itself (sent with a Content-Length). A body with a {key}, {value}
+    /// or {seq} field is a template ({{ and }} literal braces); one without
+    /// is sent as written.
     #[arg(long, value_name = "@FILE|STRING")]
     pub body: Option<String>,
     /// Request the URLs of FILE in turn, one a line: [WEIGHT] [METHOD] URL
@@ -91,6 +99,17 @@ pub struct HttpArgs {
     /// https: also trust the certificates in this PEM file.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
+    /// Keys {key} is drawn from: 0 to N-1, zero-padded to one width
+    /// (default 100000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_KEYS))]
+    pub keys: Option<u64>,
+    /// How {key} is drawn: uniform (the default), or zipf:S (S > 0, key 0
+    /// the hottest).
+    #[arg(long, value_name = "uniform|zipf:S", value_parser = kv_options::key_dist)]
+    pub key_dist: Option<KeyDist>,
+    /// Bytes of {value}, letters and digits (default 32).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_VALUE_SIZE)))]
+    pub value_size: Option<u32>,
 }
 
 impl Options for HttpArgs {
@@ -145,11 +164,14 @@ impl Options for HttpArgs {
     }
 }
 
-/// The HTTP exchange: precomputed requests, a weighted schedule over
-/// them, and the status codes that count as success.
+/// The HTTP exchange: precomputed requests (or their templates), a
+/// weighted schedule over them, and the status codes that count as
+/// success.
 pub struct HttpExchange {
-    /// Each target's request bytes.
-    requests: Vec<Vec<u8>>,
+    /// Each target's request.
+    requests: Vec<Built>,
+    /// The key space and `{seq}` counter templates expand with.
+    expansion: Expansion,
     /// Each target's method is HEAD (its responses have no body).
     head: Vec<bool>,
     /// Target index of request `seq`: `schedule[seq % len]`.
@@ -196,7 +218,10 @@ impl Exchange for HttpExchange {
 
     #[inline]
     fn push_request(&self, out: &mut Vec<u8>, seq: u64) {
-        out.extend_from_slice(&self.requests[self.target(seq)]);
+        match &self.requests[self.target(seq)] {
+            Built::Fixed(b) => out.extend_from_slice(b),
+            Built::Templated(r) => self.expansion.push(r, out),
+        }
     }
 
     #[inline]
@@ -239,11 +264,11 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
     request::check_method(&a.method)?;
     let unix = a.url.as_deref().and_then(request::split_unix);
     let targets = match (&a.url, &a.urls) {
-        (Some(url), None) => vec![Target {
-            url: request::parse_url(unix.as_ref().map_or(url, |(_, u)| u))?,
-            method: a.method.clone(),
-            weight: 1,
-        }],
+        (Some(url), None) => vec![Target::new(
+            unix.as_ref().map_or(url.as_str(), |(_, u)| u.as_str()),
+            a.method.clone(),
+            1,
+        )?],
         (None, Some(file)) => request::read_urls(file, &a.method)?,
         // clap requires exactly one of them.
         _ => return Err(error::usage("load http needs a URL or --urls FILE")),
@@ -257,26 +282,44 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
     let headers = a
         .headers
         .iter()
-        .map(|h| request::parse_header(h))
+        .map(|h| {
+            let (name, value) = request::parse_header(h)?;
+            let value = template::parse(&format!("-H `{h}`"), value.as_bytes())?;
+            Ok((name, value))
+        })
         .collect::<Result<Vec<_>>>()?;
     let body = a.body.as_deref().map(request::read_body).transpose()?;
+    let body = body
+        .map(|b| template::parse("--body", &b).map(|p| (b.len(), p)))
+        .transpose()?;
     let ok = OkStatus::parse(&a.ok_status)?;
+    let fields = Fields::of(&targets, &headers, body.as_ref().map(|b| &b.1));
+    fields.check(a)?;
+    let space = KeySpace::new(
+        a.keys.unwrap_or(kv_options::DEFAULT_KEYS),
+        a.key_dist.unwrap_or(KeyDist::Uniform),
+    )?;
+    let value = value_bytes(a.value_size.unwrap_or(kv_options::DEFAULT_VALUE_SIZE) as usize);
     let extras = Extras {
         headers: &headers,
-        body: body.as_deref(),
+        body: body.as_ref().map(|b| &b.1),
         close: a.new_connection,
+        key_width: space.width(),
+        value: &value,
     };
-    let requests: Vec<Vec<u8>> = targets
+    let requests: Vec<Built> = targets
         .iter()
-        .map(|t| request::request_bytes(t, &origin, &extras))
+        .map(|t| request::request(t, &origin, &extras))
         .collect();
     let weights: Vec<u64> = targets.iter().map(|t| t.weight).collect();
+    let fixed: Option<Vec<usize>> = requests
+        .iter()
+        .map(|r| r.fixed().map(<[u8]>::len))
+        .collect();
     let exchange = HttpExchange {
-        request_len: requests
-            .iter()
-            .all(|r| r.len() == requests[0].len())
-            .then(|| requests[0].len()),
+        request_len: fixed.filter(|l| l.iter().all(|n| *n == l[0])).map(|l| l[0]),
         requests,
+        expansion: Expansion::new(space),
         head: targets.iter().map(Target::is_head).collect(),
         schedule: request::schedule(&weights)?,
         ok,
@@ -285,8 +328,8 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
     let target = match (&unix, targets.len()) {
         // The target as written: the socket, then the path when not `/`.
         (Some(_), _) => a.url.clone().unwrap_or_default(),
-        (None, 1) => targets[0].url.to_string(),
-        (None, n) => format!("{} (+{} more)", targets[0].url, n - 1),
+        (None, 1) => targets[0].shown(),
+        (None, n) => format!("{} (+{} more)", targets[0].shown(), n - 1),
     };
     let mut config = LoadConfig::default();
     let options = [
@@ -296,7 +339,7 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
             json!(
                 targets
                     .iter()
-                    .map(|t| json!({"url": t.url.as_str(), "method": t.method, "weight": t.weight}))
+                    .map(|t| json!({"url": t.shown(), "method": t.method, "weight": t.weight}))
                     .collect::<Vec<_>>()
             ),
         ),
@@ -305,9 +348,30 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
             "headers",
             json!(headers.iter().map(|(n, _)| n).collect::<Vec<_>>()),
         ),
-        ("body_bytes", json!(body.as_ref().map(Vec::len))),
+        (
+            "body_bytes",
+            json!(
+                body.as_ref()
+                    .filter(|b| !template::is_template(&b.1))
+                    .map(|b| b.0)
+            ),
+        ),
         ("pipeline", json!(a.pipeline)),
         ("new_connection", json!(a.new_connection)),
+        ("template", fields.record()),
+        (
+            "keys",
+            json!(fields.key.then(|| exchange.expansion.space.keys())),
+        ),
+        (
+            "key_dist",
+            json!(
+                fields
+                    .key
+                    .then(|| a.key_dist.unwrap_or(KeyDist::Uniform).to_string())
+            ),
+        ),
+        ("value_size", json!(fields.value.then_some(value.len()))),
     ];
     config.workload_options = options
         .into_iter()
@@ -333,6 +397,79 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<HttpExchange>> {
         },
         exchange: Ok(exchange),
     })
+}
+
+/// Where the command line's templates put fields: which fields, and in
+/// which parts of the request.
+struct Fields {
+    key: bool,
+    value: bool,
+    seq: bool,
+    /// `url`, `header NAME`, `body`: the parts holding a field.
+    parts: Vec<String>,
+}
+
+impl Fields {
+    fn of(targets: &[Target], headers: &[(String, Pieces)], body: Option<&Pieces>) -> Self {
+        let mut all: Vec<(String, &Pieces)> = Vec::new();
+        all.extend(targets.iter().map(|t| ("url".to_string(), &t.path)));
+        all.extend(headers.iter().map(|(n, v)| (format!("header {n}"), v)));
+        all.extend(body.map(|b| ("body".to_string(), b)));
+        let any = |f| all.iter().any(|(_, p)| template::uses(p, f));
+        let mut parts: Vec<String> = Vec::new();
+        for (name, p) in &all {
+            if template::is_template(p) && !parts.contains(name) {
+                parts.push(name.clone());
+            }
+        }
+        Self {
+            key: any(Field::Key),
+            value: any(Field::Value),
+            seq: any(Field::Seq),
+            parts,
+        }
+    }
+
+    /// Key-space options with no field to use them would silently do
+    /// nothing: usage errors.
+    fn check(&self, a: &HttpArgs) -> Result<()> {
+        let key_opts: Vec<&str> = [
+            a.keys.is_some().then_some("--keys"),
+            a.key_dist.is_some().then_some("--key-dist"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !self.key && !key_opts.is_empty() {
+            return Err(error::usage(format!(
+                "{} given but no URL, -H value or --body holds a {{key}} field for it to                  fill (e.g. http://HOST/item/{{key}})",
+                key_opts.join(" and ")
+            )));
+        }
+        if !self.value && a.value_size.is_some() {
+            return Err(error::usage(
+                "--value-size given but no URL, -H value or --body holds a {value} field for                  it to fill (e.g. --body '{value}')",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The report's `template`: the fields used and where (null when the
+    /// requests are fixed).
+    fn record(&self) -> serde_json::Value {
+        if self.parts.is_empty() {
+            return serde_json::Value::Null;
+        }
+        let names: Vec<&str> = [
+            self.key.then_some("key"),
+            self.value.then_some("value"),
+            self.seq.then_some("seq"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        json!({"fields": names, "in": self.parts})
+    }
 }
 
 #[cfg(test)]
@@ -518,5 +655,112 @@ mod tests {
             let e = crate::load::registry::parse_line(&v).unwrap_err();
             assert_eq!(code(&e), Some(2), "{bad:?}");
         }
+    }
+
+    fn sent(ex: &HttpExchange, seq: u64) -> String {
+        let mut out = Vec::new();
+        ex.push_request(&mut out, seq);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn templates_expand_per_request_and_are_recorded() {
+        let w = workload(&args(&[
+            "http://127.0.0.1:1/i/{key}?n={seq}",
+            "-H",
+            "X-Id: {seq}",
+            "--method",
+            "PUT",
+            "--body",
+            "{value}",
+            "--keys",
+            "10",
+            "--value-size",
+            "4",
+        ]))
+        .unwrap();
+        assert_eq!(
+            w.target.as_deref(),
+            Some("http://127.0.0.1:1/i/{key}?n={seq}")
+        );
+        let o = &w.config.workload_options;
+        assert_eq!(o["template"]["fields"], json!(["key", "value", "seq"]));
+        assert_eq!(o["template"]["in"], json!(["url", "header X-Id", "body"]));
+        assert_eq!(
+            (o["keys"].clone(), o["value_size"].clone()),
+            (json!(10), json!(4))
+        );
+        assert_eq!(o["key_dist"], "uniform");
+        assert_eq!(o["urls"][0]["url"], "http://127.0.0.1:1/i/{key}?n={seq}");
+        assert!(!o.contains_key("body_bytes"), "{o:?}");
+        let ex = w.exchange.unwrap();
+        assert_eq!(ex.request_len(), None);
+        assert_eq!(ex.ops(), ["PUT http://127.0.0.1:1/i/{key}?n={seq}"]);
+        // The connection's own sequence number picks the URL only; {seq}
+        // counts the run's requests.
+        for n in 0..3 {
+            let r = sent(&ex, 7);
+            let key = &r["PUT /i/".len().."PUT /i/".len() + 1];
+            assert_eq!(
+                r,
+                format!(
+                    "PUT /i/{key}?n={n} HTTP/1.1\r\nHost: 127.0.0.1:1\r\nX-Id: {n}\r\n\
+                     Content-Length: 4\r\n\r\n0123"
+                )
+            );
+        }
+        // Without a field nothing is recorded and the request is fixed.
+        let w = workload(&args(&["http://127.0.0.1:1/", "--body", "{\"a\":{}}"])).unwrap();
+        assert!(!w.config.workload_options.contains_key("template"));
+        assert_eq!(w.config.workload_options["body_bytes"], 8);
+        let ex = w.exchange.unwrap();
+        assert!(sent(&ex, 0).ends_with("Content-Length: 8\r\n\r\n{\"a\":{}}"));
+        assert_eq!(ex.request_len(), Some(sent(&ex, 0).len()));
+    }
+
+    #[test]
+    fn key_options_without_their_field_are_usage_errors() {
+        for (line, says) in [
+            (&["http://127.0.0.1/", "--keys", "5"][..], "--keys given"),
+            (
+                &[
+                    "http://127.0.0.1/{seq}",
+                    "--keys",
+                    "5",
+                    "--key-dist",
+                    "zipf:1",
+                ],
+                "--keys and --key-dist given",
+            ),
+            (
+                &["http://127.0.0.1/{key}", "--value-size", "5"],
+                "--value-size given",
+            ),
+            (&["http://127.0.0.1/{foo}"], "unknown field {foo}"),
+            (
+                &["http://127.0.0.1/", "-H", "X: {nope}"],
+                "-H `X: {nope}`: unknown field {nope}",
+            ),
+            (
+                &["http://127.0.0.1/", "--body", "{key}}"],
+                "--body: stray '}'",
+            ),
+        ] {
+            let e = workload(&args(line)).err().expect("refused");
+            assert_eq!(code(&e), Some(2), "{line:?}: {e}");
+            assert!(e.to_string().contains(says), "{line:?}: {e}");
+        }
+        // The fields make the options apply.
+        assert!(workload(&args(&["http://127.0.0.1/{key}", "--keys", "5"])).is_ok());
+        assert!(
+            workload(&args(&[
+                "http://127.0.0.1/",
+                "--body",
+                "{value}",
+                "--value-size",
+                "0"
+            ]))
+            .is_ok()
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! What `load http` sends: its URLs (the positional one, or the lines of
-//! `--urls FILE`), checked once, and each URL's request bytes built once
+//! `--urls FILE`), checked once, and each URL's request built once
 //! (method, path, `Host`, the user's `-H` headers, `Content-Length` and the
-//! `--body`), so sending a request is one copy. Which URL a request goes to
+//! `--body`), so sending a request is one copy, or, when a field of
+//! `template` is in it, a copy of its segments with the fields written in. Which URL a request goes to
 //! is decided by its sequence number over a precomputed weighted schedule
 //! ([`schedule`]): the response parser knows what it answers without
 //! keeping any per-request state.
@@ -11,6 +12,7 @@ use std::path::Path;
 use anyhow::Result;
 use url::Url;
 
+use super::template::{self, Builder, Built, Pieces};
 use crate::error;
 
 /// The largest `--body` (each URL's request holds a copy, and every
@@ -34,12 +36,30 @@ pub struct Target {
     pub method: String,
     /// Its share of the requests, relative to the other URLs' weights.
     pub weight: u64,
+    /// Its request target (path and query), fields and all.
+    pub path: Pieces,
 }
 
 impl Target {
     /// `METHOD URL`: how the report names it (`responses.by_command`).
     pub fn name(&self) -> String {
-        format!("{} {}", self.method, self.url)
+        format!("{} {}", self.method, self.shown())
+    }
+
+    /// The URL as the report shows it: its fields written `{key}`.
+    pub fn shown(&self) -> String {
+        template::unmark(self.url.as_str())
+    }
+
+    /// A URL that may hold template fields, checked.
+    pub fn new(url: &str, method: String, weight: u64) -> Result<Self> {
+        let (url, path) = template::parse_url(url, parse_url)?;
+        Ok(Self {
+            url,
+            method,
+            weight,
+            path,
+        })
     }
 
     /// True when responses to it have no body whatever their headers say.
@@ -262,14 +282,13 @@ fn parse_urls(text: &str, method: &str) -> Result<Vec<Target>> {
         };
         let method = m.unwrap_or(method).to_string();
         check_method(&method).map_err(at)?;
-        let url = parse_url(url).map_err(at)?;
-        match out.iter_mut().find(|t| t.url == url && t.method == method) {
-            Some(t) => t.weight += weight,
-            None => out.push(Target {
-                url,
-                method,
-                weight,
-            }),
+        let t = Target::new(url, method, weight).map_err(at)?;
+        match out
+            .iter_mut()
+            .find(|o| o.url == t.url && o.method == t.method)
+        {
+            Some(o) => o.weight += weight,
+            None => out.push(t),
         }
         if out.len() > MAX_URLS {
             return Err(anyhow::anyhow!("more than {MAX_URLS} distinct URLs"));
@@ -297,41 +316,43 @@ pub fn common_origin(targets: &[Target]) -> Result<Origin> {
 
 /// What every request carries besides its method and path.
 pub struct Extras<'a> {
-    /// The user's headers, in order (`Host` among them replaces the
-    /// automatic one).
-    pub headers: &'a [(String, String)],
+    /// The user's headers, in order, their values templates (`Host`
+    /// among them replaces the automatic one).
+    pub headers: &'a [(String, Pieces)],
     /// The body (sent with a `Content-Length`), if any.
-    pub body: Option<&'a [u8]>,
+    pub body: Option<&'a Pieces>,
     /// Ask the server to close after answering (`--new-connection`).
     pub close: bool,
+    /// Digits of every `{key}`.
+    pub key_width: usize,
+    /// The bytes of `{value}`.
+    pub value: &'a [u8],
 }
 
-/// The bytes of one request for `t` on `origin`.
-pub fn request_bytes(t: &Target, origin: &Origin, x: &Extras) -> Vec<u8> {
-    let mut r = Vec::with_capacity(128 + x.body.map_or(0, <[u8]>::len));
-    let path = match t.url.query() {
-        Some(q) => format!("{}?{q}", t.url.path()),
-        None => t.url.path().to_string(),
-    };
+/// The request for `t` on `origin`: its bytes, or its template when a
+/// field is in its path, a header value or the body.
+pub fn request(t: &Target, origin: &Origin, x: &Extras) -> Built {
+    let mut r = Builder::new(x.key_width, x.value);
     let has = |name: &str| x.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-    r.extend_from_slice(format!("{} {path} HTTP/1.1\r\n", t.method).as_bytes());
+    r.lit(t.method.as_bytes()).lit(b" ").pieces(&t.path);
+    r.lit(b" HTTP/1.1\r\n");
     if !has("Host") {
-        r.extend_from_slice(format!("Host: {}\r\n", origin.host_header).as_bytes());
+        r.lit(format!("Host: {}\r\n", origin.host_header).as_bytes());
     }
     for (n, v) in x.headers {
-        r.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+        r.lit(n.as_bytes()).lit(b": ").pieces(v).lit(b"\r\n");
     }
     if let Some(body) = x.body {
-        r.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        r.lit(b"Content-Length: ").body_len(body).lit(b"\r\n");
     }
     if x.close && !has("Connection") {
-        r.extend_from_slice(b"Connection: close\r\n");
+        r.lit(b"Connection: close\r\n");
     }
-    r.extend_from_slice(b"\r\n");
+    r.lit(b"\r\n");
     if let Some(body) = x.body {
-        r.extend_from_slice(body);
+        r.pieces(body);
     }
-    r
+    r.build()
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -446,11 +467,11 @@ mod tests {
     }
 
     fn target(url: &str, method: &str) -> Target {
-        Target {
-            url: parse_url(url).unwrap(),
-            method: method.into(),
-            weight: 1,
-        }
+        Target::new(url, method.into(), 1).unwrap()
+    }
+
+    fn lit(s: &str) -> Pieces {
+        template::parse("test", s.as_bytes()).unwrap()
     }
 
     /// Issue 22: `--body @/dev/zero` grew to 4.7 GB although the docs
@@ -472,35 +493,42 @@ mod tests {
     fn request_bytes_carry_host_headers_body_and_close() {
         let t = target("http://127.0.0.1:8080/a/b?x=1&y=2#frag", "POST");
         let o = Origin::of(&t.url);
-        let headers = vec![("Accept".to_string(), "*/*".to_string())];
-        let r = request_bytes(
+        let headers = vec![("Accept".to_string(), lit("*/*"))];
+        let r = request(
             &t,
             &o,
             &Extras {
                 headers: &headers,
-                body: Some(b"hello"),
+                body: Some(&lit("hello")),
                 close: true,
+                key_width: 1,
+                value: b"",
             },
         );
         assert_eq!(
-            String::from_utf8(r).unwrap(),
+            String::from_utf8(r.fixed().unwrap().to_vec()).unwrap(),
             "POST /a/b?x=1&y=2 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\n\
              Content-Length: 5\r\nConnection: close\r\n\r\nhello"
         );
         // A Host of the user's replaces the automatic one; nothing else
         // is added without a body or --new-connection.
-        let headers = vec![("host".to_string(), "example.com".to_string())];
+        let headers = vec![("host".to_string(), lit("example.com"))];
         let t = target("http://127.0.0.1/", "GET");
-        let r = request_bytes(
+        let r = request(
             &t,
             &Origin::of(&t.url),
             &Extras {
                 headers: &headers,
                 body: None,
                 close: false,
+                key_width: 1,
+                value: b"",
             },
         );
-        assert_eq!(r, b"GET / HTTP/1.1\r\nhost: example.com\r\n\r\n");
+        assert_eq!(
+            r.fixed(),
+            Some(&b"GET / HTTP/1.1\r\nhost: example.com\r\n\r\n"[..])
+        );
     }
 
     #[test]
