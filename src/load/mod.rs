@@ -44,7 +44,9 @@ pub mod datagram;
 pub mod dns;
 pub mod driver;
 pub mod engine;
+pub mod grpc;
 pub mod http;
+pub mod http2;
 pub mod keyspace;
 pub mod kv;
 pub mod kv_options;
@@ -75,13 +77,14 @@ use std::time::Duration;
 use anyhow::Result;
 
 pub use self::driver::ConnTally;
+use self::engine::WorkerLoop;
 pub use self::kv_options::{KeyDist, KvArgs, Ratio};
 use self::plan::{Stop, TcpPlan};
 pub use self::raw::RawArgs;
 pub use self::spec::{LoadSpec, TcpArgs};
 use self::tls::TlsSpec;
 pub use self::udp::UdpArgs;
-use self::workload::{Exchange, TcpWorkload};
+use self::workload::TcpWorkload;
 use crate::error;
 use crate::report::load::{LoadConfig, TlsConfig};
 use crate::report::{self, load_text};
@@ -117,7 +120,7 @@ enum Engine {
 
 impl Load {
     /// A request/response workload `w` run by the driver with options `a`.
-    pub fn tcp<E: Exchange + 'static>(w: TcpWorkload<E>, a: TcpArgs) -> Self {
+    pub fn tcp<E: WorkerLoop + 'static>(w: TcpWorkload<E>, a: TcpArgs) -> Self {
         Self(Engine::Tcp(Box::new(w), a))
     }
 
@@ -146,7 +149,7 @@ trait RunTcp {
     ) -> Result<LoadOutcome>;
 }
 
-impl<E: Exchange> RunTcp for TcpWorkload<E> {
+impl<E: WorkerLoop> RunTcp for TcpWorkload<E> {
     fn run(
         self: Box<Self>,
         a: TcpArgs,
@@ -193,7 +196,7 @@ pub fn execute_until(
 
 /// Validates the shared TCP options of workload `w` into a plan, runs it
 /// and records the options in the report.
-fn run_tcp<E: Exchange>(
+fn run_tcp<E: WorkerLoop>(
     w: TcpWorkload<E>,
     a: TcpArgs,
     quiet: bool,
