@@ -46,7 +46,7 @@ impl Subcommand for LoadCommand {
 
 /// The help line of `sockscope load`: every registered workload.
 pub fn about() -> String {
-    format!("Generate load against a server: {}", registry::names())
+    format!("Load a server: {}", registry::names())
 }
 
 /// `load --path SPEC --serve ARGS`: the load crosses an emulated path to

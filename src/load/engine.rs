@@ -82,9 +82,74 @@ fn ensure_fd_room(conns: usize) -> Result<()> {
     Ok(())
 }
 
+/// What each worker thread runs: the driver's connection state machines
+/// over a workload's [`Exchange`] (every byte-stream workload), or an
+/// engine of its own that fills the same tally (HTTP/2's multiplexed
+/// streams, `h2`). Everything around the workers (threads, the watch,
+/// intervals, the merge, the report) is this module's either way.
+pub trait WorkerLoop: Sync {
+    /// Runs worker `ctx`'s share of `plan`, counting into `tally`.
+    fn run_worker(
+        &self,
+        plan: &TcpPlan,
+        ctx: &WorkerCtx,
+        tally: &mut WorkerTally,
+    ) -> std::io::Result<WorkerEnd>;
+
+    /// Request size in bytes, when it is fixed (recorded in the report).
+    fn request_len(&self) -> Option<usize>;
+
+    /// Response size in bytes, when it is fixed.
+    fn response_len(&self) -> Option<usize>;
+
+    /// True when the report carries per-response counts.
+    fn counts_responses(&self) -> bool;
+
+    /// Names of the operations `Outcome::op` indexes.
+    fn ops(&self) -> &[String];
+
+    /// How the report names a response status.
+    fn status_name(&self, status: u16) -> std::borrow::Cow<'static, str>;
+}
+
+impl<E: Exchange> WorkerLoop for E {
+    fn run_worker(
+        &self,
+        plan: &TcpPlan,
+        ctx: &WorkerCtx,
+        t: &mut WorkerTally,
+    ) -> std::io::Result<WorkerEnd> {
+        match plan.mode {
+            ConnMode::Persistent { .. } => persistent::run(plan, self, ctx, t),
+            ConnMode::PerTransaction { .. } => per_txn::run(plan, self, ctx, t),
+            ConnMode::Datagram { .. } => datagram::run(plan, self, ctx, t),
+        }
+    }
+
+    fn request_len(&self) -> Option<usize> {
+        Exchange::request_len(self)
+    }
+
+    fn response_len(&self) -> Option<usize> {
+        Exchange::response_len(self)
+    }
+
+    fn counts_responses(&self) -> bool {
+        Exchange::counts_responses(self)
+    }
+
+    fn ops(&self) -> &[String] {
+        Exchange::ops(self)
+    }
+
+    fn status_name(&self, status: u16) -> std::borrow::Cow<'static, str> {
+        Exchange::status_name(self, status)
+    }
+}
+
 /// Runs `plan` with `exchange` and builds the report. `config` is
 /// recorded as is.
-pub fn run_tcp<E: Exchange>(
+pub fn run_tcp<E: WorkerLoop>(
     plan: &TcpPlan,
     exchange: &E,
     config: LoadConfig,
@@ -182,7 +247,7 @@ fn worker_ctxs(plan: &TcpPlan, clock: RunClock, window: Window) -> Vec<WorkerCtx
 
 /// Runs one worker thread per context and watches them from this one
 /// until all have ended.
-fn run_workers<E: Exchange>(
+fn run_workers<E: WorkerLoop>(
     plan: &TcpPlan,
     exchange: &E,
     ctxs: &[WorkerCtx],
@@ -219,7 +284,7 @@ fn run_workers<E: Exchange>(
 
 /// One worker thread: its connections, by the workload's mode, until its
 /// share of the run is done.
-fn worker<E: Exchange>(
+fn worker<E: WorkerLoop>(
     plan: &TcpPlan,
     exchange: &E,
     ctx: &WorkerCtx,
@@ -243,12 +308,9 @@ fn worker<E: Exchange>(
         let share = WorkerCtx::share(limit as u64, plan.threads, ctx.index);
         t.log = Some(tally::FullLog::new(share as usize));
     }
-    let end = match plan.mode {
-        ConnMode::Persistent { .. } => persistent::run(plan, exchange, ctx, &mut t),
-        ConnMode::PerTransaction { .. } => per_txn::run(plan, exchange, ctx, &mut t),
-        ConnMode::Datagram { .. } => datagram::run(plan, exchange, ctx, &mut t),
-    }
-    .with_context(|| format!("load worker {}", ctx.index))?;
+    let end = exchange
+        .run_worker(plan, ctx, &mut t)
+        .with_context(|| format!("load worker {}", ctx.index))?;
     let stopped_at = ctx.clock.now();
     Ok(WorkerResult {
         tally: t,

@@ -45,7 +45,9 @@ pub mod dns;
 pub mod driver;
 pub mod engine;
 pub mod fields;
+pub mod grpc;
 pub mod http;
+pub mod http2;
 pub mod keyspace;
 pub mod kv;
 pub mod kv_options;
@@ -76,13 +78,14 @@ use std::time::Duration;
 use anyhow::Result;
 
 pub use self::driver::ConnTally;
+use self::engine::WorkerLoop;
 pub use self::kv_options::{KeyDist, KvArgs, Ratio};
 use self::plan::{Stop, TcpPlan};
 pub use self::raw::RawArgs;
 pub use self::spec::{LoadSpec, TcpArgs};
 use self::tls::TlsSpec;
 pub use self::udp::UdpArgs;
-use self::workload::{Exchange, TcpWorkload};
+use self::workload::TcpWorkload;
 use crate::endpoint::Endpoint;
 use crate::error;
 use crate::report::load::{LoadConfig, TlsConfig};
@@ -119,7 +122,7 @@ enum Engine {
 
 impl Load {
     /// A request/response workload `w` run by the driver with options `a`.
-    pub fn tcp<E: Exchange + 'static>(w: TcpWorkload<E>, a: TcpArgs) -> Self {
+    pub fn tcp<E: WorkerLoop + 'static>(w: TcpWorkload<E>, a: TcpArgs) -> Self {
         Self(Engine::Tcp(Box::new(w), a))
     }
 
@@ -148,7 +151,7 @@ trait RunTcp {
     ) -> Result<LoadOutcome>;
 }
 
-impl<E: Exchange> RunTcp for TcpWorkload<E> {
+impl<E: WorkerLoop> RunTcp for TcpWorkload<E> {
     fn run(
         self: Box<Self>,
         a: TcpArgs,
@@ -195,7 +198,7 @@ pub fn execute_until(
 
 /// Validates the shared TCP options of workload `w` into a plan, runs it
 /// and records the options in the report.
-fn run_tcp<E: Exchange>(
+fn run_tcp<E: WorkerLoop>(
     w: TcpWorkload<E>,
     a: TcpArgs,
     quiet: bool,
@@ -333,7 +336,7 @@ fn run_tcp<E: Exchange>(
 /// Refuses, for a Unix socket target, what only TCP (or TLS over it) has:
 /// source addresses, a reset close, TLS; then checks that the socket file
 /// is a socket. Usage errors, exit 2.
-fn refuse_tcp_only<E: Exchange>(w: &TcpWorkload<E>, a: &TcpArgs, addr: &Endpoint) -> Result<()> {
+fn refuse_tcp_only<E: WorkerLoop>(w: &TcpWorkload<E>, a: &TcpArgs, addr: &Endpoint) -> Result<()> {
     if a.source_ips.is_some() {
         return Err(error::usage(format!(
             "--source-ips spreads TCP connects over loopback source addresses; {addr} is a \

@@ -15,6 +15,7 @@ pub static WORKLOADS: &[&dyn Workload] = &[
     &super::tcp_rr::WORKLOAD,
     &super::tcp_crr::WORKLOAD,
     &super::http::WORKLOAD,
+    &super::grpc::WORKLOAD,
     &super::redis::WORKLOAD,
     &super::memcached::WORKLOAD,
     &super::udp_rr::WORKLOAD,

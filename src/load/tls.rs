@@ -220,6 +220,14 @@ pub struct TlsClient {
 }
 
 impl TlsClient {
+    /// The run's configuration with `alpn` offered (HTTP/2: `h2`), and the
+    /// server name: for an engine that drives its own TLS streams (`h2`).
+    pub fn with_alpn(&self, alpn: &[&[u8]]) -> (Arc<ClientConfig>, ServerName<'static>) {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        (Arc::new(config), self.server_name.clone())
+    }
+
     /// A new client session for one TCP connection.
     pub fn connection(&self) -> Result<TlsConn, TlsFailure> {
         ClientConnection::new(Arc::clone(&self.config), self.server_name.clone())
@@ -292,6 +300,16 @@ pub struct Negotiated {
     pub cipher_suite: &'static str,
 }
 
+impl Negotiated {
+    /// What `conn`'s handshake negotiated (None before it completes).
+    pub fn of(conn: &ClientConnection) -> Option<Self> {
+        Some(Self {
+            version: conn.protocol_version()?.as_str()?,
+            cipher_suite: conn.negotiated_cipher_suite()?.suite().as_str()?,
+        })
+    }
+}
+
 /// The raw fd as the `Read`/`Write` rustls moves records through:
 /// non-blocking `send` (no SIGPIPE) for writes.
 struct Fd(RawFd);
@@ -360,10 +378,7 @@ impl TlsConn {
 
     /// What the handshake settled on.
     pub fn negotiated(&self) -> Option<Negotiated> {
-        Some(Negotiated {
-            version: self.conn.protocol_version()?.as_str()?,
-            cipher_suite: self.conn.negotiated_cipher_suite()?.suite().as_str()?,
-        })
+        Negotiated::of(&self.conn)
     }
 
     /// Hands `plain` to the session and writes what it can of the records

@@ -56,6 +56,15 @@ pub enum ErrorClass {
     Protocol,
     /// The TLS handshake or record layer failed.
     Tls,
+    /// HTTP/2: the server reset the stream (RST_STREAM) with this error
+    /// code; the connection goes on.
+    RstStream(u32),
+    /// HTTP/2: the server sent GOAWAY with this error code, and the
+    /// request was cut by it (a stream it did not finish); the connection
+    /// is replaced.
+    GoAway(u32),
+    /// gRPC: a whole response whose grpc-status is not OK (the code).
+    GrpcStatus(u8),
     /// Any other socket error.
     Other,
 }
@@ -78,6 +87,11 @@ impl ErrorClass {
             Self::ClientError => "client_error",
             Self::Protocol => "protocol_error",
             Self::Tls => "tls_error",
+            Self::RstStream(code) => return Cow::Owned(format!("rst_stream:{}", h2_code(code))),
+            Self::GoAway(code) => return Cow::Owned(format!("goaway:{}", h2_code(code))),
+            Self::GrpcStatus(code) => {
+                return Cow::Owned(format!("grpc_status:{}", grpc_status_name(code)));
+            }
             Self::Other => "other",
         })
     }
@@ -94,6 +108,8 @@ impl ErrorClass {
                 | Self::ServerError
                 | Self::ClientError
                 | Self::Protocol
+                | Self::RstStream(_)
+                | Self::GrpcStatus(_)
         )
     }
 
@@ -106,6 +122,59 @@ impl ErrorClass {
             Some(libc::ECONNRESET) | Some(libc::EPIPE) => Self::Reset,
             _ => Self::Other,
         }
+    }
+}
+
+/// The name of an HTTP/2 error code (RFC 9113 section 7), or its number in
+/// hex when it has none.
+pub fn h2_code(code: u32) -> Cow<'static, str> {
+    const NAMES: [&str; 14] = [
+        "NO_ERROR",
+        "PROTOCOL_ERROR",
+        "INTERNAL_ERROR",
+        "FLOW_CONTROL_ERROR",
+        "SETTINGS_TIMEOUT",
+        "STREAM_CLOSED",
+        "FRAME_SIZE_ERROR",
+        "REFUSED_STREAM",
+        "CANCEL",
+        "COMPRESSION_ERROR",
+        "CONNECT_ERROR",
+        "ENHANCE_YOUR_CALM",
+        "INADEQUATE_SECURITY",
+        "HTTP_1_1_REQUIRED",
+    ];
+    match NAMES.get(code as usize) {
+        Some(n) => Cow::Borrowed(n),
+        None => Cow::Owned(format!("0x{code:x}")),
+    }
+}
+
+/// The name of a gRPC status code (grpc/doc/statuscodes.md), or its
+/// number when it has none.
+pub fn grpc_status_name(code: u8) -> Cow<'static, str> {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    match NAMES.get(code as usize) {
+        Some(n) => Cow::Borrowed(n),
+        None => Cow::Owned(code.to_string()),
     }
 }
 

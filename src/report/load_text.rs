@@ -144,8 +144,19 @@ fn title(s: &mut String, rep: &LoadReport) {
                 threads
             );
         }
+        // HTTP/2 names its protocol, and its requests in flight per
+        // connection are streams, not a pipeline.
+        let http2 = c.workload_options.get("http2");
+        if let Some(proto) = http2.and_then(|h| h["protocol"].as_str()) {
+            let _ = write!(s, ", {}", crate::text::escape(proto));
+        }
         if let Some(p) = c.pipeline.filter(|p| *p > 1) {
-            let _ = write!(s, ", pipeline {p}");
+            let what = if http2.is_some() {
+                "streams"
+            } else {
+                "pipeline"
+            };
+            let _ = write!(s, ", {what} {p}");
         }
         if let Some(r) = c.rate {
             let _ = write!(s, ", open loop at {r:.0}/s");

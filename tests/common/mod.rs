@@ -8,6 +8,7 @@ pub mod nginx;
 pub mod procs;
 pub mod progs;
 pub mod prometheus;
+pub mod pyserver;
 pub mod server;
 
 use std::io::{BufRead, BufReader, Read};

@@ -42,15 +42,23 @@ impl Nginx {
     /// and 127.0.0.1 (made by openssl, at DIR/cert.pem) when `tls`;
     /// `http_conf` goes into its `http` block (e.g. "keepalive_requests 10;").
     pub fn start_with(test: &str, tls: bool, http_conf: &str) -> Option<Self> {
-        Self::launch(test, tls, http_conf, false)
+        Self::launch(test, tls, false, http_conf, false)
     }
 
     /// Plain http on the Unix socket DIR/nginx.sock (`unix` is set).
     pub fn start_unix(test: &str) -> Option<Self> {
-        Self::launch(test, false, "", true)
+        Self::launch(test, false, false, "", true)
     }
 
-    fn launch(test: &str, tls: bool, http_conf: &str, unix: bool) -> Option<Self> {
+    /// nginx with HTTP/2 on its listener (`listen ... http2`: h2c with
+    /// prior knowledge in plain text, ALPN h2 with `tls`); its access log
+    /// lines are `$server_protocol $connection $connection_requests
+    /// $status`.
+    pub fn start_h2(test: &str, tls: bool, http_conf: &str) -> Option<Self> {
+        Self::launch(test, tls, true, http_conf, false)
+    }
+
+    fn launch(test: &str, tls: bool, http2: bool, http_conf: &str, unix: bool) -> Option<Self> {
         let Some(bin) = nginx_binary() else {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: CI=true but nginx is not installed (apt-get install nginx-light)");
@@ -66,6 +74,15 @@ impl Nginx {
             "<html><body>hello</body></html>\n",
         )
         .unwrap();
+        let (h2, log_format) = if http2 {
+            (
+                " http2",
+                "log_format h2 '$server_protocol $connection $connection_requests $status';\n  ",
+            )
+        } else {
+            ("", "")
+        };
+        let log_as = if http2 { " h2" } else { "" };
         let ssl = if tls {
             let st = Command::new("openssl")
                 .args([
@@ -114,11 +131,11 @@ impl Nginx {
             let conf = format!(
                 "{user}\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
                  events {{ worker_connections 1024; }}\n\
-                 http {{\n  access_log {d}/access.log;\n  {http_conf}\n\
+                 http {{\n  {log_format}access_log {d}/access.log{log_as};\n  {http_conf}\n\
                    client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n\
                    fastcgi_temp_path {d}/tmp/fastcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n\
                    scgi_temp_path {d}/tmp/scgi;\n\
-                   server {{\n    listen {listen}{ssl};\n    root {d}/www;\n  }}\n}}\n"
+                   server {{\n    listen {listen}{h2}{ssl};\n    root {d}/www;\n  }}\n}}\n"
             );
             std::fs::write(dir.join("nginx.conf"), conf).unwrap();
             let mut cmd = Command::new(&bin);
@@ -184,6 +201,15 @@ impl Nginx {
         }
         thread::sleep(Duration::from_millis(100));
         self.lines()
+    }
+
+    /// The access log's lines now.
+    pub fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
     }
 
     /// Lines in the access log now.

@@ -17,6 +17,7 @@
 //! dropped and reopened after a backoff), one cut short by a close is
 //! `short_read`; a stalled one is `ETIMEDOUT` after `--timeout`.
 
+pub mod over_h2;
 pub mod parse;
 pub mod request;
 pub mod status;
@@ -93,6 +94,20 @@ pub struct HttpArgs {
     /// HTTP analogue of tcp-crr); the request says Connection: close.
     #[arg(long, conflicts_with = "pipeline")]
     pub new_connection: bool,
+    /// HTTP/2: prior knowledge (h2c) for http:// URLs, TLS with ALPN h2
+    /// for https://; several streams per connection (--streams).
+    #[arg(long, conflicts_with_all = ["pipeline", "new_connection", "urls"])]
+    pub http2: bool,
+    /// --http2: concurrent streams (requests in flight) per connection.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "http2", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub streams: u32,
+    /// --http2: each stream's receive window (SETTINGS_INITIAL_WINDOW_SIZE),
+    /// bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20, requires = "http2", value_parser = clap::value_parser!(u32).range(1..=0x7fff_ffff))]
+    pub window: u32,
+    /// --http2: the connection's receive window, bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "http2", value_parser = clap::value_parser!(u32).range(65_535..=0x7fff_ffff))]
+    pub conn_window: u32,
     /// https: accept any server certificate (self-signed test servers).
     #[arg(long)]
     pub insecure: bool,
@@ -156,10 +171,16 @@ impl Options for HttpArgs {
     }
 
     fn check(&self) -> Result<()> {
+        if self.http2 {
+            return over_h2::workload(self).map(drop);
+        }
         workload(self).map(drop)
     }
 
     fn into_load(self: Box<Self>) -> Result<Load> {
+        if self.http2 {
+            return Ok(Load::tcp(over_h2::workload(&self)?, self.tcp));
+        }
         Ok(Load::tcp(workload(&self)?, self.tcp))
     }
 }

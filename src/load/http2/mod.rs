@@ -1,0 +1,489 @@
+//! HTTP/2 load (`load http --http2`, `load grpc`): an engine of its own
+//! beside the TCP driver, because the driver keeps one request in flight
+//! per connection (or a pipeline answered in order), while HTTP/2 carries
+//! many concurrent streams per connection, answered in any order, with
+//! per-stream flow control. Framing, HPACK and flow control are the `h2`
+//! crate's; each worker thread runs its share of the connections on a
+//! tokio current-thread runtime (no work stealing, no cross-thread
+//! wake-ups: like the driver's one epoll loop per thread).
+//!
+//! Each connection runs `--streams` stream loops; each loop issues a
+//! request, waits for its whole response (body read, flow-control
+//! capacity released, trailers read) and issues the next (closed loop).
+//! Everything around the workers (threads, the watch, per-second
+//! intervals, the merge, the report) is the TCP engine's, through
+//! [`WorkerLoop`]: the report has the same shape as every workload's.
+//!
+//! Errors: a RST_STREAM from the server is `rst_stream:<CODE>` and the
+//! connection goes on; a GOAWAY with an error code is `goaway:<CODE>` for
+//! each request it cut, and the connection is replaced; a graceful GOAWAY
+//! (NO_ERROR, e.g. nginx's keepalive_requests) replaces the connection and
+//! issues again the requests it refused, which are not errors (the server
+//! did not process them). A response whose status is not accepted (HTTP:
+//! `--ok-status`; gRPC: grpc-status not 0) is an error of its class.
+
+pub mod classify;
+pub mod conn;
+
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Uri};
+
+use self::classify::{Failure, Verdict};
+use self::conn::{SetupError, Tls, Up, WireBytes};
+use super::driver::{Backoff, WorkerEnd};
+use super::engine::WorkerLoop;
+use super::plan::{TcpPlan, WorkerCtx};
+use super::tally::WorkerTally;
+use super::workload::{ErrorClass, Outcome};
+
+pub use self::conn::Windows;
+
+/// Refuses the driver's options the HTTP/2 engine does not have (`what`
+/// names the workload or option that chose it): open loop, connect
+/// pacing, several source addresses.
+pub fn refuse_driver_options(t: &super::spec::TcpArgs, what: &str) -> anyhow::Result<()> {
+    for (given, name) in [
+        (t.rate.is_some(), "--rate"),
+        (t.connect_rate.is_some(), "--connect-rate"),
+        (t.source_ips.is_some(), "--source-ips"),
+    ] {
+        if given {
+            return Err(crate::error::usage(format!(
+                "{name} does not apply to {what} (closed loop over --streams streams per \
+                 connection; see docs/load.md)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The request every stream sends.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// Method.
+    pub method: Method,
+    /// The absolute URI (scheme and authority become the pseudo-headers).
+    pub uri: Uri,
+    /// Further headers.
+    pub headers: HeaderMap,
+    /// Body (empty: none; the HEADERS frame ends the stream).
+    pub body: Bytes,
+}
+
+/// How a whole response is judged.
+#[derive(Clone)]
+pub enum Judge {
+    /// HTTP: the status codes that count as success.
+    Http(Arc<dyn Fn(u16) -> bool + Send + Sync>),
+    /// gRPC: HTTP 200 and grpc-status 0 (from the trailers, or the headers
+    /// of a trailers-only response).
+    Grpc,
+}
+
+/// An HTTP/2 load: what every stream sends and how its answer counts.
+pub struct H2Load {
+    /// The request.
+    pub call: Call,
+    /// How answers are judged.
+    pub judge: Judge,
+    /// Concurrent streams per connection.
+    pub streams: usize,
+    /// Flow-control windows asked of the server.
+    pub windows: Windows,
+    /// `responses.by_command`'s one name (`GET URL`, the gRPC method).
+    pub ops: Vec<String>,
+}
+
+impl WorkerLoop for H2Load {
+    fn run_worker(
+        &self,
+        plan: &TcpPlan,
+        ctx: &WorkerCtx,
+        tally: &mut WorkerTally,
+    ) -> std::io::Result<WorkerEnd> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        // The tasks share the tally; it is lent to them for the run and
+        // handed back (the placeholder's channel is never used).
+        let (tx, _) = std::sync::mpsc::channel();
+        let placeholder = WorkerTally::new(0, false, false, false, tx, Arc::default());
+        let w = Rc::new(Worker {
+            call: self.call.clone(),
+            judge: self.judge.clone(),
+            streams: self.streams,
+            windows: self.windows,
+            tls: plan.tls.as_ref().map(|t| t.with_alpn(&[b"h2"])),
+            plan: plan.clone(),
+            ctx: ctx.clone(),
+            tally: RefCell::new(std::mem::replace(tally, placeholder)),
+            issued: Cell::new(0),
+            established: Cell::new(0),
+            bytes: Rc::new(WireBytes::default()),
+        });
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, {
+            let w = Rc::clone(&w);
+            async move {
+                let conns: Vec<_> = (0..w.ctx.conns)
+                    .map(|_| tokio::task::spawn_local(connection(Rc::clone(&w))))
+                    .collect();
+                for c in conns {
+                    let _ = c.await;
+                }
+            }
+        });
+        drop(local);
+        let w =
+            Rc::try_unwrap(w).map_err(|_| std::io::Error::other("a stream outlived its run"))?;
+        let mut t = w.tally.into_inner();
+        t.bytes_sent += w.bytes.sent.get();
+        t.bytes_received += w.bytes.received.get();
+        t.finish();
+        *tally = t;
+        Ok(WorkerEnd {
+            established: w.established.get(),
+            ..WorkerEnd::default()
+        })
+    }
+
+    fn request_len(&self) -> Option<usize> {
+        None
+    }
+
+    fn response_len(&self) -> Option<usize> {
+        None
+    }
+
+    fn counts_responses(&self) -> bool {
+        true
+    }
+
+    fn ops(&self) -> &[String] {
+        &self.ops
+    }
+
+    fn status_name(&self, status: u16) -> Cow<'static, str> {
+        match self.judge {
+            Judge::Http(_) => Cow::Owned(status.to_string()),
+            Judge::Grpc => super::workload::grpc_status_name(status as u8),
+        }
+    }
+}
+
+/// One worker's run, shared by its tasks (one thread: no locks).
+struct Worker {
+    call: Call,
+    judge: Judge,
+    streams: usize,
+    windows: Windows,
+    tls: Option<Tls>,
+    plan: TcpPlan,
+    ctx: WorkerCtx,
+    tally: RefCell<WorkerTally>,
+    /// Measured requests issued (the count quota's).
+    issued: Cell<u64>,
+    /// Connection slots that came up at least once.
+    established: Cell<usize>,
+    bytes: Rc<WireBytes>,
+}
+
+/// A turn to issue a request: whether it counts against the quota.
+#[derive(Clone, Copy)]
+struct Turn {
+    measured: bool,
+}
+
+impl Worker {
+    fn now(&self) -> u64 {
+        self.ctx.clock.now()
+    }
+
+    /// May the run go on (no stop, quota and time left)?
+    fn may_continue(&self) -> bool {
+        !self.ctx.stop.load(Ordering::Relaxed) && self.ctx.may_issue(self.issued.get(), self.now())
+    }
+
+    /// A turn to issue a request, if the run has one left.
+    fn take_turn(&self) -> Option<Turn> {
+        if !self.may_continue() {
+            return None;
+        }
+        let measured = self.tally.borrow().measuring(self.now());
+        if measured {
+            self.issued.set(self.issued.get() + 1);
+        }
+        Some(Turn { measured })
+    }
+
+    /// Gives back a turn whose request was never processed.
+    fn give_back(&self, turn: Turn) {
+        if turn.measured {
+            self.issued.set(self.issued.get() - 1);
+        }
+    }
+
+    fn error(&self, class: ErrorClass) {
+        let now = self.now();
+        self.tally.borrow_mut().error(now, class);
+    }
+
+    /// The request of one stream.
+    fn request(&self) -> Request<()> {
+        let mut r = Request::new(());
+        *r.method_mut() = self.call.method.clone();
+        *r.uri_mut() = self.call.uri.clone();
+        *r.headers_mut() = self.call.headers.clone();
+        r
+    }
+}
+
+/// One connection slot: connects, runs its stream loops until the
+/// connection ends or the run does, and replaces a connection that ended
+/// while the run goes on (after a backoff when it failed to come up).
+async fn connection(w: Rc<Worker>) {
+    let mut backoff = Backoff::default();
+    let mut ever = false;
+    while w.may_continue() {
+        let t0 = w.now();
+        let opened = tokio::time::timeout(
+            w.plan.timeout,
+            conn::open(
+                w.plan
+                    .addr
+                    .inet()
+                    .expect("--http2 refuses a Unix socket before the run"),
+                w.tls.as_ref(),
+                w.windows,
+                Rc::clone(&w.bytes),
+                || w.ctx.clock.now(),
+            ),
+        )
+        .await
+        .unwrap_or(Err(SetupError::Class(ErrorClass::TimedOut)));
+        let up = match opened {
+            Ok(up) => up,
+            Err(e) => {
+                setup_failed(&w, e);
+                tokio::time::sleep(Duration::from_nanos(backoff.next_delay())).await;
+                continue;
+            }
+        };
+        backoff.reset();
+        if !ever {
+            ever = true;
+            w.established.set(w.established.get() + 1);
+        }
+        if !run_connection(&w, up, t0).await || !w.may_continue() {
+            continue;
+        }
+        w.tally.borrow_mut().reconnect();
+    }
+}
+
+/// Counts a connection that did not come up.
+fn setup_failed(w: &Worker, e: SetupError) {
+    let class = match e {
+        SetupError::Class(c) => c,
+        SetupError::Tls(f) => w.tally.borrow_mut().tls_failure(f),
+        SetupError::NoH2(alpn) => {
+            let why = format!(
+                "the server did not choose h2 by ALPN ({})",
+                alpn.map_or_else(
+                    || "it chose no protocol".to_string(),
+                    |p| format!("it chose {}", String::from_utf8_lossy(&p))
+                )
+            );
+            let mut t = w.tally.borrow_mut();
+            if t.tls_error.is_none() {
+                t.tls_error = Some(why);
+            }
+            ErrorClass::Tls
+        }
+    };
+    w.error(class);
+}
+
+/// Runs the stream loops of a connection that is up; true when the
+/// connection ended under them (it is to be replaced), false when they
+/// ended because the run did.
+async fn run_connection(w: &Rc<Worker>, up: Up, t0: u64) -> bool {
+    let now = w.now();
+    {
+        let mut t = w.tally.borrow_mut();
+        t.connected(now, now - t0);
+        if let Some((ns, negotiated)) = up.tls {
+            t.tls_handshake(now, ns, negotiated);
+        }
+    }
+    let mut driver = tokio::task::spawn_local(up.driver);
+    let conn = Rc::new(ConnState::default());
+    let loops: Vec<_> = (0..w.streams)
+        .map(|_| {
+            tokio::task::spawn_local(stream_loop(Rc::clone(w), up.send.clone(), Rc::clone(&conn)))
+        })
+        .collect();
+    drop(up.send);
+    for l in loops {
+        let _ = l.await;
+    }
+    // With every handle and stream gone the connection closes (GOAWAY);
+    // one that does not within a second is dropped.
+    if tokio::time::timeout(Duration::from_secs(1), &mut driver)
+        .await
+        .is_err()
+    {
+        driver.abort();
+    }
+    conn.gone.get()
+}
+
+/// What the stream loops of one connection share.
+#[derive(Default)]
+struct ConnState {
+    /// The connection ended under a stream.
+    gone: Cell<bool>,
+    /// Its failure was counted (once per connection, not per stream that
+    /// found it gone before sending).
+    counted: Cell<bool>,
+}
+
+/// One stream slot of a connection: request, whole response, next, until
+/// the run ends or the connection does.
+async fn stream_loop(w: Rc<Worker>, send: h2::client::SendRequest<Bytes>, conn: Rc<ConnState>) {
+    while !conn.gone.get() {
+        let Some(turn) = w.take_turn() else {
+            return;
+        };
+        let ready = match send.clone().ready().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Nothing was sent: the turn goes to the next connection.
+                w.give_back(turn);
+                conn.gone.set(true);
+                if let Verdict::Connection(class) | Verdict::Stream(class) =
+                    classify::verdict(Failure::of(&e))
+                {
+                    if !conn.counted.replace(true) {
+                        w.error(class);
+                    }
+                }
+                return;
+            }
+        };
+        let sent = w.now();
+        let r = tokio::time::timeout(w.plan.timeout, exchange(&w, ready)).await;
+        let now = w.now();
+        let mut t = w.tally.borrow_mut();
+        if w.ctx.end.is_some_and(|e| now >= e) {
+            t.close_window();
+        }
+        match r {
+            // Dropping the stream resets it (CANCEL); the connection goes
+            // on.
+            Err(_) => t.error(now, ErrorClass::TimedOut),
+            Ok(Ok(outcome)) => t.answer(now, &outcome, sent, sent),
+            Ok(Err(e)) => match classify::verdict(Failure::of(&e)) {
+                Verdict::Retry => {
+                    drop(t);
+                    w.give_back(turn);
+                    conn.gone.set(true);
+                }
+                Verdict::Stream(class) => t.error(now, class),
+                Verdict::Connection(class) => {
+                    t.error(now, class);
+                    conn.counted.set(true);
+                    conn.gone.set(true);
+                }
+            },
+        }
+    }
+}
+
+/// One request and its whole response.
+async fn exchange(
+    w: &Worker,
+    mut send: h2::client::SendRequest<Bytes>,
+) -> Result<Outcome, h2::Error> {
+    let end = w.call.body.is_empty();
+    let (response, mut body_out) = send.send_request(w.request(), end)?;
+    if !end {
+        // h2 queues what the peer's window cannot take yet.
+        body_out.send_data(w.call.body.clone(), true)?;
+    }
+    let response = response.await?;
+    let status = response.status().as_u16();
+    let head_grpc = grpc_status(response.headers());
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    let trailers = body.trailers().await?;
+    Ok(judge(
+        &w.judge,
+        status,
+        head_grpc.or_else(|| trailers.as_ref().and_then(grpc_status)),
+    ))
+}
+
+/// The grpc-status of a header block, when it has one (None also for a
+/// value that is not a number).
+fn grpc_status(h: &HeaderMap) -> Option<Option<u8>> {
+    h.get("grpc-status")
+        .map(|v: &HeaderValue| v.to_str().ok().and_then(|s| s.parse().ok()))
+}
+
+/// What a whole response meant.
+fn judge(j: &Judge, status: u16, grpc: Option<Option<u8>>) -> Outcome {
+    match j {
+        Judge::Http(ok) => Outcome {
+            status: Some(status),
+            error: (!ok(status)).then_some(ErrorClass::Status(status)),
+            ..Outcome::OK
+        },
+        Judge::Grpc => {
+            let error = match (status, grpc) {
+                (200, Some(Some(0))) => None,
+                (200, Some(Some(code))) => Some(ErrorClass::GrpcStatus(code)),
+                // No grpc-status, or not a number: not gRPC.
+                (200, _) => Some(ErrorClass::Protocol),
+                (s, _) => Some(ErrorClass::Status(s)),
+            };
+            Outcome {
+                // Counted by grpc-status (`status_name` names it).
+                status: grpc.flatten().map(u16::from),
+                error,
+                ..Outcome::OK
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_answers_are_judged_by_their_status() {
+        let j = Judge::Grpc;
+        assert_eq!(judge(&j, 200, Some(Some(0))).error, None);
+        let o = judge(&j, 200, Some(Some(5)));
+        assert_eq!(o.error, Some(ErrorClass::GrpcStatus(5)));
+        assert_eq!(o.status, Some(5));
+        assert_eq!(judge(&j, 200, None).error, Some(ErrorClass::Protocol));
+        assert_eq!(judge(&j, 200, Some(None)).error, Some(ErrorClass::Protocol));
+        assert_eq!(judge(&j, 503, None).error, Some(ErrorClass::Status(503)));
+        let h = Judge::Http(Arc::new(|s| (200..300).contains(&s)));
+        assert_eq!(judge(&h, 204, None).error, None);
+        assert_eq!(judge(&h, 404, None).error, Some(ErrorClass::Status(404)));
+    }
+}

@@ -1,0 +1,379 @@
+//! `sockscope load http --http2` (and `load grpc`) against real HTTP/2
+//! peers on loopback: a stock nginx with `listen ... http2` (h2c with prior
+//! knowledge, and TLS with ALPN h2), whose access log is the server's own
+//! count of HTTP/2.0 requests; a python3-h2 server (tests/http2/h2_server.py)
+//! that counts the requests waiting at once (the client's concurrency),
+//! resets streams or sends GOAWAY; a python3-grpcio server with one method
+//! that answers and one that fails with a known status. No privileges
+//! needed; under CI=true a missing peer fails its test.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use common::nginx::Nginx;
+use common::pyserver::PyServer;
+use common::*;
+use serde_json::Value;
+
+/// Every load here is bounded by -n; this only catches a hang.
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn load(dir: &Path, args: &[&str]) -> (Option<i32>, Value, String) {
+    load_json(dir, args, LIMIT)
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn by_class(rep: &Value, class: &str) -> u64 {
+    rep["errors"]["by_class"][class].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn h2c_to_nginx_sends_every_request_as_http2_and_survives_its_goaway() {
+    let test = "h2c_to_nginx";
+    let Some(ng) = Nginx::start_h2(test, false, "") else {
+        return;
+    };
+    let dir = scratch("h2c_to_nginx-load");
+    // 3000 requests cross nginx's keepalive_requests (1000) on each
+    // connection: its graceful GOAWAY replaces the connection, no error.
+    let url = ng.url("/index.html");
+    let (code, rep, err) = load(
+        &dir,
+        &[
+            "http",
+            &url,
+            "--http2",
+            "--streams",
+            "8",
+            "-c",
+            "2",
+            "-n",
+            "3000",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 3000, "{rep}");
+    assert_eq!(u(&rep["errors"]["total"]), 0, "{}", rep["errors"]);
+    assert_eq!(ng.logged(3000), 3000);
+    let log = ng.log();
+    assert!(log.iter().all(|l| l.starts_with("HTTP/2.0 ")), "{log:?}");
+    assert!(log.iter().all(|l| l.ends_with(" 200")), "{log:?}");
+    // At most 1000 requests per nginx connection: at least 3 connections,
+    // each replacement counted.
+    let conns: BTreeSet<&str> = log.iter().filter_map(|l| l.split(' ').nth(1)).collect();
+    assert!(conns.len() >= 3, "{conns:?}");
+    assert_eq!(u(&rep["connections"]["connects"]), conns.len() as u64);
+    assert!(
+        u(&rep["responses"]["reconnects"]) >= 1,
+        "{}",
+        rep["responses"]
+    );
+    let h2 = &rep["config"]["workload_options"]["http2"];
+    assert_eq!(h2["protocol"], "h2c", "{h2}");
+    assert_eq!(h2["streams"], 8, "{h2}");
+    assert_eq!(rep["responses"]["by_status"]["200"], 3000);
+}
+
+#[test]
+fn h2_over_tls_to_nginx_is_chosen_by_alpn() {
+    let test = "h2_tls_to_nginx";
+    let Some(ng) = Nginx::start_h2(test, true, "") else {
+        return;
+    };
+    let dir = scratch("h2_tls_to_nginx-load");
+    let url = ng.url("/index.html");
+    let (code, rep, err) = load(
+        &dir,
+        &[
+            "http",
+            &url,
+            "--http2",
+            "--insecure",
+            "--streams",
+            "4",
+            "-c",
+            "2",
+            "-n",
+            "500",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 500, "{rep}");
+    assert_eq!(ng.logged(500), 500);
+    assert!(ng.log().iter().all(|l| l.starts_with("HTTP/2.0 ")));
+    assert_eq!(rep["config"]["workload_options"]["http2"]["protocol"], "h2");
+    let version = rep["config"]["tls"]["protocol_version"].as_str().unwrap();
+    assert!(version.starts_with("TLSv1_"), "{version}");
+    let hs = &rep["tls_handshake_latency"]["count"];
+    assert_eq!(u(hs), u(&rep["connections"]["connects"]), "{rep}");
+}
+
+#[test]
+fn a_tls_server_without_h2_fails_the_run_naming_alpn() {
+    let test = "h2_tls_without_alpn_h2";
+    // nginx with TLS but no http2: ALPN picks nothing (HTTP/1.1 only).
+    let Some(ng) = Nginx::start_with(test, true, "") else {
+        return;
+    };
+    let dir = scratch("h2_tls_without_alpn_h2-load");
+    let url = ng.url("/");
+    let (code, _rep, err) = load(&dir, &["http", &url, "--http2", "--insecure", "-n", "10"]);
+    assert_eq!(code, Some(1), "{err}");
+    // nginx refuses the handshake (no_application_protocol alert); a
+    // server that completes it without choosing h2 is named as such.
+    assert!(
+        err.contains("NoApplicationProtocol") || err.contains("did not choose h2 by ALPN"),
+        "{err}"
+    );
+    assert_eq!(ng.lines(), 0);
+}
+
+const H2_SERVER: &str = include_str!("http2/h2_server.py");
+
+/// The python3-h2 server in `mode` with its `n`; its stats file.
+fn h2_server(test: &str, mode: &str, n: &str) -> Option<(PyServer, std::path::PathBuf)> {
+    let stats = scratch(&format!("{test}-server")).join("stats");
+    std::fs::create_dir_all(stats.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&stats);
+    let s = PyServer::start(test, "h2", H2_SERVER, &[mode, stats.to_str().unwrap(), n])?;
+    Some((s, stats))
+}
+
+/// (requests, most waiting at once) from the server's stats file.
+fn stats(path: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let v: Vec<u64> = text
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    (v[0], v[1])
+}
+
+#[test]
+fn streams_are_in_flight_together_on_one_connection() {
+    let test = "h2_streams_concurrent";
+    // The server answers once 8 requests wait (or after 0.2 s).
+    let Some((srv, st)) = h2_server(test, "hold", "8") else {
+        return;
+    };
+    let dir = scratch(test);
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    let (code, rep, err) = load(
+        &dir,
+        &[
+            "http",
+            &url,
+            "--http2",
+            "--streams",
+            "8",
+            "-c",
+            "1",
+            "-n",
+            "160",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 160);
+    assert_eq!(u(&rep["connections"]["connects"]), 1);
+    // Eight requests in flight at once on the one connection.
+    assert_eq!(stats(&st), (160, 8));
+}
+
+#[test]
+fn rst_stream_and_goaway_are_classed_by_their_codes() {
+    let test = "h2_rst_goaway";
+    let Some((srv, _)) = h2_server(test, "rst", "3") else {
+        return;
+    };
+    let dir = scratch(test);
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    // Every 3rd stream reset: the connection goes on.
+    let args = [
+        "http",
+        &url,
+        "--http2",
+        "--streams",
+        "4",
+        "-n",
+        "99",
+        "--max-errors",
+        "1000",
+    ];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        by_class(&rep, "rst_stream:INTERNAL_ERROR"),
+        33,
+        "{}",
+        rep["errors"]
+    );
+    assert_eq!(u(&rep["errors"]["total"]), 33);
+    assert_eq!(u(&rep["transactions"]), 66);
+    assert_eq!(u(&rep["connections"]["connects"]), 1);
+    // Over the error budget: exit 1.
+    let (code, _, err) = load(&dir, &["http", &url, "--http2", "-n", "9"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("rst_stream:INTERNAL_ERROR"), "{err}");
+    drop(srv);
+
+    // The 5th request of each connection gets GOAWAY ENHANCE_YOUR_CALM:
+    // it counts as an error and the connection is replaced.
+    let Some((srv, _)) = h2_server(test, "goaway", "5") else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    let args = ["http", &url, "--http2", "-n", "50", "--max-errors", "1000"];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        by_class(&rep, "goaway:ENHANCE_YOUR_CALM"),
+        10,
+        "{}",
+        rep["errors"]
+    );
+    assert_eq!(u(&rep["errors"]["total"]), 10);
+    assert_eq!(u(&rep["transactions"]), 40);
+    assert_eq!(u(&rep["connections"]["connects"]), 10);
+}
+
+#[test]
+fn http2_options_that_cannot_apply_are_usage_errors() {
+    let dir = scratch("h2_usage");
+    let url = "http://127.0.0.1:1/";
+    for (args, says) in [
+        (vec!["--streams", "4"], "--http2"),
+        (
+            vec!["--http2", "--rate", "100"],
+            "--rate does not apply to --http2",
+        ),
+        (vec!["--http2", "--pipeline", "2"], "--pipeline"),
+        (vec!["--http2", "-H", "Connection: close"], "HTTP/2 forbids"),
+        (vec!["--http2", "--streams", "0"], "--streams"),
+    ] {
+        let mut all = vec!["http", url];
+        all.extend(args.iter().copied());
+        let (code, rep, err) = load(&dir, &all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(rep.is_null());
+    }
+}
+
+/// A gRPC server (python3-grpcio, generic handlers, raw bytes): service
+/// test.Echo, method Ping answers `pong:` and the request when the request
+/// is argv[1]'s bytes (INVALID_ARGUMENT otherwise), method Fail aborts
+/// with NOT_FOUND.
+const GRPC_SERVER: &str = r#"
+import sys, grpc
+from concurrent import futures
+want = sys.argv[1].encode()
+def ping(req, ctx):
+    if req != want:
+        ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "unexpected request")
+    return b"pong:" + req
+def fail(req, ctx):
+    ctx.abort(grpc.StatusCode.NOT_FOUND, "no such thing")
+h = grpc.method_handlers_generic_handler("test.Echo", {
+    "Ping": grpc.unary_unary_rpc_method_handler(ping),
+    "Fail": grpc.unary_unary_rpc_method_handler(fail),
+})
+s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+s.add_generic_rpc_handlers((h,))
+port = s.add_insecure_port("127.0.0.1:0")
+s.start()
+print(port, flush=True)
+s.wait_for_termination()
+"#;
+
+#[test]
+fn grpc_calls_are_counted_and_a_failed_status_is_classed() {
+    let test = "grpc_unary";
+    let Some(srv) = PyServer::start(test, "grpc", GRPC_SERVER, &["hello-proto"]) else {
+        return;
+    };
+    let dir = scratch(test);
+    let data = dir.join("request.bin");
+    std::fs::write(&data, b"hello-proto").unwrap();
+    let at = format!("@{}", data.display());
+    let addr = format!("127.0.0.1:{}", srv.port);
+    let base = [
+        "grpc",
+        addr.as_str(),
+        "--data",
+        at.as_str(),
+        "--streams",
+        "4",
+        "-c",
+        "2",
+    ];
+    let run = |method: &str, more: &[&str]| {
+        let mut all = base.to_vec();
+        all.extend_from_slice(&["--method", method]);
+        all.extend_from_slice(more);
+        load(&dir, &all)
+    };
+    let (code, rep, err) = run("test.Echo/Ping", &["-n", "200"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 200, "{rep}");
+    assert_eq!(u(&rep["errors"]["total"]), 0, "{}", rep["errors"]);
+    assert_eq!(
+        rep["responses"]["by_status"]["OK"], 200,
+        "{}",
+        rep["responses"]
+    );
+    assert_eq!(rep["workload"], "grpc");
+    // The server's status, by name; the connection goes on.
+    let (code, rep, err) = run("test.Echo/Fail", &["-n", "50", "--max-errors", "100"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        by_class(&rep, "grpc_status:NOT_FOUND"),
+        50,
+        "{}",
+        rep["errors"]
+    );
+    assert_eq!(u(&rep["connections"]["connects"]), 2);
+    let (code, _, err) = run("test.Echo/Nope", &["-n", "5"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("grpc_status:UNIMPLEMENTED"), "{err}");
+    // Other bytes than the server expects: its INVALID_ARGUMENT.
+    let mut all = vec!["grpc", addr.as_str(), "--method", "test.Echo/Ping"];
+    all.extend_from_slice(&["--data", "other", "-n", "3"]);
+    let (code, _, err) = load(&dir, &all);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("grpc_status:INVALID_ARGUMENT"), "{err}");
+}
+
+#[test]
+fn grpc_bad_methods_and_addresses_are_usage_errors() {
+    let dir = scratch("grpc_usage");
+    for (args, says) in [
+        (vec!["127.0.0.1:1", "--method", "NoSlash"], "no / between"),
+        (vec!["127.0.0.1:1", "--method", "a.B/"], "not an identifier"),
+        (vec!["no-port-here", "--method", "a.B/C"], "no-port-here"),
+        (
+            vec!["127.0.0.1:1", "--method", "a.B/C", "--rate", "5"],
+            "--rate",
+        ),
+        (
+            vec!["127.0.0.1:1", "--method", "a.B/C", "--insecure"],
+            "--tls",
+        ),
+        (
+            vec!["127.0.0.1:1", "--method", "a.B/C", "-H", "te: x"],
+            "set by load grpc",
+        ),
+    ] {
+        let mut all = vec!["grpc"];
+        all.extend(args.iter().copied());
+        let (code, rep, err) = load(&dir, &all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(rep.is_null());
+    }
+}
