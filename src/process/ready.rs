@@ -92,6 +92,113 @@ pub fn tree_sockets(root: i32) -> Vec<OwnedSocket> {
         .collect()
 }
 
+/// A listening Unix stream socket a process holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnixListener {
+    /// The process that holds it (the first holder found).
+    pub pid: i32,
+    /// Its name as /proc/net/unix prints it: a path, or `@name` for an
+    /// abstract one.
+    pub name: String,
+    /// Socket inode.
+    pub inode: u64,
+}
+
+/// `__SO_ACCEPTCON` in /proc/net/unix's Flags column: the socket listens.
+const SO_ACCEPTCON: u32 = 1 << 16;
+/// `SOCK_STREAM` in its Type column.
+const UNIX_STREAM: u16 = 1;
+
+/// The listening stream sockets of a /proc/net/unix table, as (inode,
+/// name); unnamed sockets and malformed rows are skipped. The name is the
+/// rest of the row, so a path holding spaces is kept whole.
+pub fn parse_unix_listeners(text: &str) -> Vec<(u64, String)> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let _num = f.next()?;
+            let _refs = f.next()?;
+            let _proto = f.next()?;
+            let flags = u32::from_str_radix(f.next()?, 16).ok()?;
+            let kind = u16::from_str_radix(f.next()?, 16).ok()?;
+            let _state = f.next()?;
+            let inode_text = f.next()?;
+            let inode = inode_text.parse().ok()?;
+            // The name starts after the inode column (one space apart).
+            let at = l.find(&format!(" {inode_text} "))? + inode_text.len() + 2;
+            let name = l.get(at..)?.trim_start().to_string();
+            (flags & SO_ACCEPTCON != 0 && kind == UNIX_STREAM && !name.is_empty())
+                .then_some((inode, name))
+        })
+        .collect()
+}
+
+/// Every listening Unix stream socket `pid` itself holds, read from its
+/// own /proc/PID/net/unix (its network namespace: abstract names are per
+/// namespace).
+pub fn owned_unix_listeners(pid: i32) -> Vec<UnixListener> {
+    let inodes = socket_inodes(pid);
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/unix")) else {
+        return Vec::new();
+    };
+    parse_unix_listeners(&text)
+        .into_iter()
+        .filter(|(inode, _)| inodes.contains(inode))
+        .map(|(inode, name)| UnixListener {
+            pid,
+            name: through_fd(pid, name),
+            inode,
+        })
+        .collect()
+}
+
+/// The real path of a socket bound through a directory descriptor
+/// (`/proc/self/fd/N/name`, as `serve` binds to avoid following a planted
+/// link; the kernel records the path as given): the directory that
+/// descriptor of `pid` holds, joined with the name. Kept as printed when
+/// the descriptor is gone.
+fn through_fd(pid: i32, name: String) -> String {
+    let Some(rest) = name.strip_prefix("/proc/self/fd/") else {
+        return name;
+    };
+    let Some((fd, file)) = rest.split_once('/') else {
+        return name;
+    };
+    if fd.parse::<u32>().is_err() || file.contains('/') {
+        return name;
+    }
+    match fs::read_link(format!("/proc/{pid}/fd/{fd}")) {
+        Ok(dir) if dir.is_absolute() => dir.join(file).to_string_lossy().into_owned(),
+        _ => name,
+    }
+}
+
+/// Processes (pid, comm) outside `except` holding a Unix listener named
+/// `name`: who else serves that socket. Names written out as one line.
+pub fn unix_listeners_named(name: &str, except: &[i32]) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if except.contains(&pid) {
+            continue;
+        }
+        if owned_unix_listeners(pid).iter().any(|l| l.name == name) {
+            let comm = crate::procfs::comm(pid).unwrap_or_default();
+            out.push((pid, crate::text::escape(&comm).into_owned()));
+        }
+    }
+    out
+}
+
 /// One row of /proc/net/{tcp,udp}[6].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Row {
@@ -235,6 +342,54 @@ mod tests {
     const TCP6: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 00000000000000000000000001000000:1F91 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000000000000 100 0 0 10 0
 ";
+
+    #[test]
+    fn unix_table_keeps_named_stream_listeners_only() {
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path
+0000000000000000: 00000002 00000000 00010000 0001 01 4242 /run/redis/redis.sock
+0000000000000000: 00000002 00000000 00010000 0001 01 4243 @abstract name
+0000000000000000: 00000003 00000000 00000000 0001 03 4244 /run/redis/redis.sock
+0000000000000000: 00000002 00000000 00010000 0002 01 4245 /run/dgram.sock
+0000000000000000: 00000002 00000000 00010000 0001 01 4246
+";
+        assert_eq!(
+            parse_unix_listeners(table),
+            vec![
+                (4242, "/run/redis/redis.sock".to_string()),
+                (4243, "@abstract name".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_socket_bound_through_a_directory_descriptor_is_named_by_its_real_path() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let d = fs::File::open(dir.path()).unwrap();
+        let fd = d.as_raw_fd();
+        let me = std::process::id() as i32;
+        let name = format!("/proc/self/fd/{fd}/x.sock");
+        let real = dir.path().canonicalize().unwrap().join("x.sock");
+        assert_eq!(through_fd(me, name), real.to_str().unwrap());
+        assert_eq!(through_fd(me, "/run/a.sock".into()), "/run/a.sock");
+        // A descriptor that is not open: kept as printed.
+        let gone = "/proc/self/fd/99999/x.sock".to_string();
+        assert_eq!(through_fd(me, gone.clone()), gone);
+    }
+
+    #[test]
+    fn finds_our_own_unix_listener() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let me = std::process::id() as i32;
+        let found = owned_unix_listeners(me);
+        assert!(
+            found.iter().any(|l| l.name == path.to_str().unwrap()),
+            "{found:?}"
+        );
+        assert!(unix_listeners_named(path.to_str().unwrap(), &[me]).is_empty());
+    }
 
     #[test]
     fn loopback_detection() {
