@@ -337,7 +337,7 @@ fn target_never_ready_times_out_with_8_and_is_stopped() {
     assert_failed(
         res,
         8,
-        "did not own a listening TCP socket within 1.0 s",
+        "did not own a listening TCP or Unix stream socket within 1.0 s",
         &out,
     );
     assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());

@@ -20,6 +20,7 @@ use anyhow::Result;
 use clap::{ArgMatches, Args, FromArgMatches};
 
 use super::Load;
+use crate::endpoint::Endpoint;
 use crate::error;
 use crate::values;
 
@@ -287,17 +288,37 @@ impl LoadSpec {
     /// Fills a [`Target::Slot`] with `addr`: `ADDR` becomes the address
     /// (http: `http://ADDR/`), `://ADDR` in a URL its authority, and a
     /// bare path `/x` the URL `http://ADDR/x`. A given target is kept.
-    pub fn fill(&mut self, addr: SocketAddr) {
+    /// On a Unix socket an http URL becomes `unix:PATH:/URI` (the form
+    /// the http workload takes).
+    pub fn fill(&mut self, addr: &Endpoint) {
         let Target::Slot(t) = &self.target else {
             return;
         };
-        let filled = match self.form {
+        let filled = match (addr, self.form) {
+            (Endpoint::Unix(_), TargetForm::Addr) => t.replace(PLACEHOLDER, &addr.to_string()),
+            (Endpoint::Unix(_), TargetForm::Url) => {
+                let uri = if t == PLACEHOLDER {
+                    "/"
+                } else if t.starts_with('/') {
+                    t.as_str()
+                } else {
+                    t.split_once(URL_PLACEHOLDER)
+                        .map_or("/", |(_, rest)| if rest.is_empty() { "/" } else { rest })
+                };
+                format!("{addr}:{uri}")
+            }
+            (Endpoint::Inet(addr), form) => Self::fill_inet(t, *addr, form),
+        };
+        self.target = Target::Given(filled);
+    }
+
+    fn fill_inet(t: &str, addr: SocketAddr, form: TargetForm) -> String {
+        match form {
             TargetForm::Addr => t.replace(PLACEHOLDER, &addr.to_string()),
             TargetForm::Url if t == PLACEHOLDER => format!("http://{addr}/"),
             TargetForm::Url if t.starts_with('/') => format!("http://{addr}{t}"),
             TargetForm::Url => t.replacen(URL_PLACEHOLDER, &format!("://{addr}"), 1),
-        };
-        self.target = Target::Given(filled);
+        }
     }
 
     /// How the load uses the network.

@@ -112,7 +112,7 @@ pub fn run(mut spec: LoadSpec, quiet: bool, sp: &ServedPath) -> Result<u8> {
         .context("starting the served target")?;
     let proto = if udp { Proto::Udp } else { Proto::TcpListen };
     let addr = wait_listening(&mut target, proto, IpAddr::V4(path.target_ip))?;
-    spec.fill(addr);
+    spec.fill(&addr.into());
     let outcome = std::thread::scope(|s| {
         s.spawn(|| {
             path.enter_generator()?;

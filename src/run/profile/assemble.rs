@@ -5,7 +5,7 @@
 //! read from the machine, the advice's settings, comes in as `advise`), so
 //! the report of any combination of parts can be checked without a run.
 
-use std::net::SocketAddr;
+use crate::endpoint::Endpoint;
 use std::time::{Duration, SystemTime};
 
 use super::counted;
@@ -59,7 +59,7 @@ pub(super) struct Measured {
     /// The target, as it was found, readied and stopped.
     pub target: TargetRecord,
     /// The address the load was sent to.
-    pub addr: SocketAddr,
+    pub addr: Endpoint,
     /// What drove the window.
     pub driven: Driven,
     /// The tracer's report, or the target's CPU without it.
@@ -220,7 +220,7 @@ pub(super) fn assemble(
         }
         Some(Err(e)) => (None, Some(format!("the request anatomy failed: {e}"))),
     };
-    let mut caveats = caveats(&machine, addr, shares_cpus, path.as_ref(), &derived);
+    let mut caveats = caveats(&machine, &addr, shares_cpus, path.as_ref(), &derived);
     caveats.extend(cpu_notes);
     if let Some(f) = &anatomy_failure {
         caveats.push(format!(
@@ -249,7 +249,7 @@ pub(super) fn assemble(
         advice,
         path: match path {
             Some(p) => Some(NetPath::Emulated(Box::new(p))),
-            None if is_loopback(addr.ip()) => Some(NetPath::loopback()),
+            None if addr.inet().is_some_and(|a| is_loopback(a.ip())) => Some(NetPath::loopback()),
             None => None,
         },
         anatomy,
@@ -261,12 +261,21 @@ pub(super) fn assemble(
 /// machine, shared CPUs), a shared address's, a server that disagrees.
 fn caveats(
     machine: &Machine,
-    addr: SocketAddr,
+    addr: &Endpoint,
     shares_cpus: bool,
     path: Option<&PathRecord>,
     derived: &Derived,
 ) -> Vec<String> {
-    let mut caveats = machine::caveats(machine, Some(addr.ip()), shares_cpus);
+    let mut caveats = machine::caveats(machine, addr.inet().map(|a| a.ip()), shares_cpus);
+    if addr.is_unix() {
+        caveats.push(format!(
+            "Unix socket: the load and the target talk over {} on this machine (no network \
+             stack). The request anatomy follows TCP and UDP ports only, so it was not run: \
+             there are no per-request server times or compositions; the load's own latencies \
+             and the syscall trace are this run's figures.",
+            crate::text::escape(&addr.to_string())
+        ));
+    }
     if let Some(p) = path {
         caveats.insert(0, p.caveat());
     }
@@ -361,7 +370,7 @@ mod tests {
             started_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_000_000_123),
             machine,
             target: r.target,
-            addr: "127.0.0.1:35871".parse().unwrap(),
+            addr: Endpoint::parse("127.0.0.1:35871").unwrap(),
             driven: Driven::Own {
                 argv: vec![
                     "tcp-rr".into(),
@@ -434,7 +443,7 @@ mod tests {
     #[test]
     fn a_remote_address_has_no_path_and_no_loopback_caveat() {
         let mut m = measured();
-        m.addr = "10.0.0.7:8080".parse().unwrap();
+        m.addr = Endpoint::parse("10.0.0.7:8080").unwrap();
         m.shares_cpus = true;
         let rep = assemble(Vec::new(), m, no_advice);
         assert_eq!(rep.path, None);
@@ -444,6 +453,25 @@ mod tests {
             "{:?}",
             rep.caveats
         );
+    }
+
+    #[test]
+    fn a_unix_socket_has_no_network_path_and_says_the_anatomy_was_not_run() {
+        let mut m = measured();
+        m.addr = Endpoint::parse("unix:/run/app.sock").unwrap();
+        let rep = assemble(Vec::new(), m, no_advice);
+        assert_eq!(rep.path, None);
+        assert_eq!(rep.caveats.len(), 1, "{:?}", rep.caveats);
+        let c = &rep.caveats[0];
+        assert!(
+            c.starts_with("Unix socket:") && c.contains("unix:/run/app.sock"),
+            "{c}"
+        );
+        assert!(
+            c.contains("request anatomy") && c.contains("not run"),
+            "{c}"
+        );
+        assert!(rep.anatomy.is_none() && rep.anatomy_failure.is_none());
     }
 
     #[test]

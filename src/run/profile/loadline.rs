@@ -22,10 +22,9 @@
 //! with the learned address; the tokens are kept only for the command
 //! line profile records.
 
-use std::net::SocketAddr;
-
 use anyhow::Result;
 
+use crate::endpoint::Endpoint;
 use crate::error;
 use crate::load::spec::{PLACEHOLDER, Target, TargetForm};
 use crate::load::{LoadSpec, registry};
@@ -136,8 +135,13 @@ impl LoadLine {
 
     /// The full argument list with `addr` in place (explicit addresses are
     /// kept): the load's command line as profile records it.
-    pub fn with_addr(&self, addr: SocketAddr) -> Vec<String> {
+    /// On a Unix socket an http URL is written `unix:PATH:/URI`.
+    pub fn with_addr(&self, addr: &Endpoint) -> Vec<String> {
         let url = self.spec.form() == TargetForm::Url;
+        if url && addr.is_unix() {
+            // The filled spec's target is the one form http takes there.
+            return self.with_filled_target(addr);
+        }
         let addr = addr.to_string();
         match &self.slot {
             AddrSlot::Explicit(_) => self.tokens.clone(),
@@ -157,10 +161,33 @@ impl LoadLine {
 
     /// The spec with `addr` in place of its slot (a given target is
     /// kept): the line is not parsed again.
-    pub fn spec(&self, addr: SocketAddr) -> LoadSpec {
+    pub fn spec(&self, addr: &Endpoint) -> LoadSpec {
         let mut spec = self.spec.clone();
         spec.fill(addr);
         spec
+    }
+
+    /// The tokens with the slot replaced by the filled spec's target (http
+    /// on a Unix socket, whose URL is not `http://ADDR/...`).
+    fn with_filled_target(&self, addr: &Endpoint) -> Vec<String> {
+        let filled = match self.spec(addr).target() {
+            Target::Given(t) => t.clone(),
+            _ => return self.tokens.clone(),
+        };
+        let mut t = self.tokens.clone();
+        match &self.slot {
+            AddrSlot::Explicit(_) => {}
+            AddrSlot::Insert => t.insert(1, filled),
+            AddrSlot::UrlPath(i) => t[*i] = filled,
+            AddrSlot::Placeholder => {
+                for tok in &mut t {
+                    if tok == PLACEHOLDER || tok.contains(URL_PLACEHOLDER) {
+                        *tok = filled.clone();
+                    }
+                }
+            }
+        }
+        t
     }
 }
 
@@ -207,6 +234,7 @@ fn reject_owned_options(spec: &LoadSpec) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
 
     fn given(t: &str) -> Target {
         Target::Given(t.to_string())
@@ -217,8 +245,23 @@ mod tests {
     }
 
     #[test]
+    fn a_unix_socket_fills_the_slot_in_each_workloads_form() {
+        let u = &Endpoint::parse("unix:/run/app.sock").unwrap();
+        let l = LoadLine::parse("redis -c 4 -d 1").unwrap();
+        assert_eq!(l.with_addr(u)[1], "unix:/run/app.sock");
+        assert_eq!(l.spec(u).target(), &given("unix:/run/app.sock"));
+        let l = LoadLine::parse("http -c 4 /index.html").unwrap();
+        assert_eq!(l.with_addr(u)[3], "unix:/run/app.sock:/index.html");
+        assert_eq!(l.spec(u).target(), &given("unix:/run/app.sock:/index.html"));
+        let l = LoadLine::parse("http -c 4").unwrap();
+        assert_eq!(l.with_addr(u)[1], "unix:/run/app.sock:/");
+        let l = LoadLine::parse("http http://ADDR/x?y=1 -c 4").unwrap();
+        assert_eq!(l.with_addr(u)[1], "unix:/run/app.sock:/x?y=1");
+    }
+
+    #[test]
     fn inserts_replaces_or_keeps_the_address() {
-        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        let a = &Endpoint::from("127.0.0.1:4000".parse::<SocketAddr>().unwrap());
         let l = LoadLine::parse("tcp-rr -c 64 -d 10").unwrap();
         assert_eq!(l.slot, AddrSlot::Insert);
         assert_eq!(
@@ -253,7 +296,7 @@ mod tests {
 
     #[test]
     fn http_takes_the_address_into_its_url() {
-        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        let a = &Endpoint::from("127.0.0.1:4000".parse::<SocketAddr>().unwrap());
         let l = LoadLine::parse("http -c 64 -d 10 /index.html").unwrap();
         assert_eq!(l.slot, AddrSlot::UrlPath(5));
         assert_eq!(l.with_addr(a)[5], "http://127.0.0.1:4000/index.html");
@@ -269,7 +312,7 @@ mod tests {
         let l = LoadLine::parse("http https://ADDR/x?y=1 --insecure").unwrap();
         assert_eq!(l.slot, AddrSlot::Placeholder);
         assert_eq!(l.with_addr(a)[1], "https://127.0.0.1:4000/x?y=1");
-        let v6: SocketAddr = "[::1]:4000".parse().unwrap();
+        let v6 = &Endpoint::from("[::1]:4000".parse::<SocketAddr>().unwrap());
         assert_eq!(l.with_addr(v6)[1], "https://[::1]:4000/x?y=1");
         assert_eq!(l.spec(v6).target(), &given("https://[::1]:4000/x?y=1"));
         let l = LoadLine::parse("http -c 2 --new-connection").unwrap();
@@ -295,7 +338,7 @@ mod tests {
         assert_eq!(l.spec.target(), &Target::Slot("ADDR".into()));
         let l = LoadLine::parse("tcp-rr 127.0.0.1:6379").unwrap();
         assert_eq!(l.explicit(), Some("127.0.0.1:6379"));
-        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        let a = &Endpoint::from("127.0.0.1:4000".parse::<SocketAddr>().unwrap());
         assert_eq!(l.spec(a).target(), &given("127.0.0.1:6379"));
         for (bad, says) in [
             ("tcp-rr -c x", "load tcp-rr ADDR -c x: "),

@@ -42,9 +42,10 @@ use super::tracer::{self, FINISH_TIMEOUT, TracerThread};
 use super::verdict::{self, Recorder};
 use super::watch::{check_signals, start_watcher};
 use crate::anatomy::{self, Recorded, Session};
+use crate::endpoint::Endpoint;
 use crate::load;
 use crate::netpath::EmulatedPath;
-use crate::process::ready::{OwnedSocket, Proto};
+use crate::process::ready::{OwnedSocket, Proto, UnixListener};
 use crate::report::anatomy::AnatomyReport;
 use crate::report::evidence::KernelEvidence;
 use crate::report::machine::Machine;
@@ -85,13 +86,13 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let t_launch = Instant::now();
     let mut subject = subject::start(spec, path.as_ref())?;
     let ready = ready(spec, &mut subject, &mut signals, path.as_ref(), t_launch)?;
-    let mut shared_with = find_sharers(spec, subject.pid, ready.addr);
+    let mut shared_with = find_sharers(spec, subject.pid, &ready.addr);
 
-    let mut attached = attach(spec, &mut subject, &mut signals, &shared_with, ready.addr)?;
+    let mut attached = attach(spec, &mut subject, &mut signals, &shared_with, &ready.addr)?;
     let window = load(
         spec,
         path.as_ref(),
-        ready.addr,
+        &ready.addr,
         &subject,
         &attached,
         &mut signals,
@@ -100,7 +101,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     // A worker started during the run serves the address too.
     share::merge_sharers(
         &mut shared_with,
-        find_sharers(spec, subject.pid, ready.addr),
+        find_sharers(spec, subject.pid, &ready.addr),
     );
 
     check_signals(&mut signals, "during the run")?;
@@ -135,7 +136,7 @@ pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
     let (stop, server_report) = subject::stop(&mut subject)?;
     let path_record = path.map(EmulatedPath::finish);
     let shares_cpus = machine::shares_cpus_with(subject.pid);
-    let addr = ready.addr;
+    let addr = ready.addr.clone();
     let target = target_record(spec, &subject, ready, stop, server_report);
     // The tracer's window closed with the load; its thread's handle goes.
     drop(attached);
@@ -179,9 +180,11 @@ fn target_cpu_s(syscalls: &Syscalls) -> Option<f64> {
 /// What the ready step learned about the target.
 struct Ready {
     /// The address the load goes to.
-    addr: SocketAddr,
-    /// Every socket the target owned then.
+    addr: Endpoint,
+    /// Every TCP/UDP socket the target owned then.
     sockets: Vec<OwnedSocket>,
+    /// Every Unix listener it owned then.
+    unix: Vec<UnixListener>,
     /// From the launch to readiness.
     after: Duration,
     /// Its command name.
@@ -197,19 +200,24 @@ fn ready(
     path: Option<&EmulatedPath>,
     t_launch: Instant,
 ) -> Result<Ready> {
-    let (addr, sockets) = readiness::wait_ready(spec, subject, signals, path.map(|p| p.target_ip))?;
+    let learned = readiness::wait_ready(spec, subject, signals, path.map(|p| p.target_ip))?;
     let after = t_launch.elapsed();
     Ok(Ready {
-        addr,
-        sockets,
+        addr: learned.addr,
+        sockets: learned.sockets,
+        unix: learned.unix,
         after,
         comm: crate::procfs::comm(subject.pid).unwrap_or_default(),
     })
 }
 
 /// Processes outside the traced tree (the target and its descendants) that
-/// serve the load's address too.
-fn find_sharers(spec: &ProfileSpec, pid: i32, addr: SocketAddr) -> Vec<Sharer> {
+/// serve the load's address too (a Unix socket file has one listener:
+/// none).
+fn find_sharers(spec: &ProfileSpec, pid: i32, addr: &Endpoint) -> Vec<Sharer> {
+    let Some(addr) = addr.inet() else {
+        return Vec::new();
+    };
     let proto = if spec.workload.is_udp() {
         Proto::Udp
     } else {
@@ -261,7 +269,7 @@ fn attach(
     subject: &mut Subject,
     signals: &mut Signals,
     shared_with: &[Sharer],
-    addr: SocketAddr,
+    addr: &Endpoint,
 ) -> Result<Attached> {
     let target = tracer::trace_target(spec, subject.pid);
     let (tracer, control_clock, anatomy, cpu_probe) = if spec.recorders.syscalls() {
@@ -269,7 +277,9 @@ fn attach(
         let control_clock = tracer.handle.as_ref().and_then(tracer::cpu_clock_of);
         let root = tracer::wait_window(&tracer, subject, signals)?;
         // In the tracer's window, before the load: every request is seen.
-        let anatomy = spec.recorders.requests().then(|| {
+        // The anatomy follows TCP/UDP ports: on a Unix socket it has
+        // nothing to see (the report says so).
+        let anatomy = (spec.recorders.requests() && !addr.is_unix()).then(|| {
             crate::run::requests::config_for(&target, root)
                 .and_then(Session::start)
                 .map_err(|e| format!("{e:#}"))
@@ -290,9 +300,12 @@ fn attach(
             })?;
         (None, None, Some(Ok(session)), Some((probe, before)))
     };
-    let sampler = start_share_sampler(spec, shared_with, addr, subject.pid)?;
+    let sampler = match addr.inet() {
+        Some(a) => start_share_sampler(spec, shared_with, a, subject.pid)?,
+        None => None,
+    };
     let collector = if spec.evidence {
-        Some(collect::Collector::start(subject.pid, addr)?)
+        Some(collect::Collector::start(subject.pid, addr.inet())?)
     } else {
         None
     };
@@ -328,7 +341,7 @@ struct Window {
 fn load(
     spec: &ProfileSpec,
     path: Option<&EmulatedPath>,
-    addr: SocketAddr,
+    addr: &Endpoint,
     subject: &Subject,
     attached: &Attached,
     signals: &mut Signals,
@@ -348,7 +361,13 @@ fn load(
     let control0 = tracer::thread_cpu_s(attached.control_clock);
     let loaded = match &spec.workload {
         Workload::Own(line) => own_load(spec, path, line, addr, abort),
-        Workload::Command(c, run_as) => command_load(c, run_as.as_ref(), addr, subject, signals),
+        Workload::Command(c, run_as) => match addr.inet() {
+            Some(a) => command_load(c, run_as.as_ref(), a, subject, signals),
+            // Refused at readiness already; never a command on a guess.
+            None => Err(crate::error::usage(
+                "--load-cmd: the target serves a Unix socket, whose requests cannot be counted",
+            )),
+        },
         Workload::Observe(d) => observe(*d, subject, signals),
     };
     let control_cpu_s = (tracer::thread_cpu_s(attached.control_clock) - control0).max(0.0);
@@ -364,7 +383,7 @@ fn own_load(
     spec: &ProfileSpec,
     path: Option<&EmulatedPath>,
     line: &LoadLine,
-    addr: SocketAddr,
+    addr: &Endpoint,
     abort: Arc<StopFlag>,
 ) -> Result<Driven> {
     let argv = crate::cmdline::record(line.with_addr(addr));
@@ -525,6 +544,12 @@ fn target_record(
             .sockets
             .iter()
             .map(|s| readiness::fmt_socket(s, subject.pid))
+            .chain(
+                ready
+                    .unix
+                    .iter()
+                    .map(|l| readiness::fmt_unix(l, subject.pid)),
+            )
             .collect(),
         ready_after_s: subject.launched.as_ref().map(|_| ready.after.as_secs_f64()),
         stop,

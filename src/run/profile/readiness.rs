@@ -14,19 +14,42 @@ use super::loadline::LoadLine;
 use super::spec::{ProfileSpec, ProfileTarget, Workload};
 use super::subject::{Subject, cgroup_pids};
 use super::watch::check_signals;
-use crate::process::ready::{self, OwnedSocket, Proto};
+use crate::endpoint::Endpoint;
+use crate::process::ready::{self, OwnedSocket, Proto, UnixListener};
 use crate::process::target;
 use crate::run::exit::{self, fail};
 use crate::signals::Signals;
 
+/// What the ready step learned: the address to load and every socket the
+/// target owned then.
+pub(super) struct Learned {
+    /// The address the load goes to: a TCP/UDP one, or the target's Unix
+    /// listener when it has no TCP listener.
+    pub addr: Endpoint,
+    /// Its TCP listeners and bound UDP sockets.
+    pub sockets: Vec<OwnedSocket>,
+    /// Its listening Unix stream sockets.
+    pub unix: Vec<UnixListener>,
+}
+
+/// An address the load line names itself.
+#[derive(Clone, Copy)]
+enum Explicit<'a> {
+    Inet(std::net::SocketAddr),
+    /// A Unix socket's name as /proc/net/unix prints it.
+    Unix(&'a str),
+}
+
 /// Waits until the target itself owns a socket the load can use; returns
-/// the address to load and every socket it owns.
+/// the address to load and every socket it owns. TCP is preferred: a
+/// target is loaded on its Unix listener only when it has no TCP one (or
+/// the load line names the Unix socket).
 pub(super) fn wait_ready(
     spec: &ProfileSpec,
     subject: &mut Subject,
     signals: &mut Signals,
     path_ip: Option<Ipv4Addr>,
-) -> Result<(std::net::SocketAddr, Vec<OwnedSocket>)> {
+) -> Result<Learned> {
     let proto = if spec.workload.is_udp() {
         Proto::Udp
     } else {
@@ -35,14 +58,25 @@ pub(super) fn wait_ready(
     let kind = if spec.workload.is_udp() {
         "a bound UDP socket"
     } else {
-        "a listening TCP socket"
+        "a listening TCP or Unix stream socket"
     };
-    let explicit = spec
-        .workload
-        .own()
-        .and_then(LoadLine::explicit)
-        .map(crate::values::resolve)
-        .transpose()?;
+    let explicit_unix = match spec.workload.own().and_then(LoadLine::explicit) {
+        Some(text) if Endpoint::is_unix_text(text) => match Endpoint::parse(text)? {
+            Endpoint::Unix(name) => Some(name.to_string()),
+            Endpoint::Inet(_) => None,
+        },
+        _ => None,
+    };
+    let explicit = match &explicit_unix {
+        Some(name) => Some(Explicit::Unix(name)),
+        None => spec
+            .workload
+            .own()
+            .and_then(LoadLine::explicit)
+            .map(crate::values::resolve)
+            .transpose()?
+            .map(Explicit::Inet),
+    };
     let t0 = Instant::now();
     let deadline = t0 + spec.ready_timeout;
     let mut pause = Duration::from_millis(5);
@@ -81,6 +115,18 @@ pub(super) fn wait_ready(
             ));
         }
         let socks = ready_sockets(spec, subject.pid);
+        // A UDP load has no use for a stream socket; an emulated path
+        // carries IP only.
+        let unix = if proto == Proto::Udp || path_ip.is_some() {
+            Vec::new()
+        } else {
+            ready_unix(spec, subject.pid)
+        };
+        let learned = |addr: Endpoint| Learned {
+            addr,
+            sockets: socks.clone(),
+            unix: unix.clone(),
+        };
         match explicit {
             // A running service (-p, --cgroup) is ready already: with
             // listeners on several ports, which one the load is for is the
@@ -114,7 +160,10 @@ pub(super) fn wait_ready(
                     None => ready::choose(&socks, proto),
                 };
                 if let Some(addr) = chosen {
-                    return Ok((addr, socks));
+                    return Ok(learned(addr.into()));
+                }
+                if let Some(addr) = choose_unix(spec, &unix, subject.pid)? {
+                    return Ok(learned(addr));
                 }
             }
             None => {
@@ -123,12 +172,25 @@ pub(super) fn wait_ready(
                     None => ready::choose(&socks, proto),
                 };
                 if let Some(addr) = chosen {
-                    return Ok((addr, socks));
+                    return Ok(learned(addr.into()));
+                }
+                if let Some(addr) = choose_unix(spec, &unix, subject.pid)? {
+                    return Ok(learned(addr));
                 }
             }
-            Some(addr) => {
+            Some(Explicit::Unix(name)) => {
+                if unix.iter().any(|l| l.name == name) {
+                    unix_refusal(spec, name)?;
+                    return Ok(learned(Endpoint::parse(&format!("unix:{name}"))?));
+                }
+                let others = ready::unix_listeners_named(name, &ready_tree(spec, subject.pid));
+                if !unix.is_empty() && !others.is_empty() {
+                    return Err(unix_taken(subject, name, &unix, &others));
+                }
+            }
+            Some(Explicit::Inet(addr)) => {
                 if ready::serves(&socks, proto, addr) {
-                    return Ok((addr, socks));
+                    return Ok(learned(addr.into()));
                 }
                 let others =
                     ready::listeners_on_port(addr.port(), proto, &ready_tree(spec, subject.pid));
@@ -140,14 +202,31 @@ pub(super) fn wait_ready(
         }
         let now = Instant::now();
         if now >= deadline {
-            if let Some(addr) = explicit {
-                let others =
-                    ready::listeners_on_port(addr.port(), proto, &ready_tree(spec, subject.pid));
-                if !others.is_empty() {
-                    return Err(port_taken(subject, addr, &socks, &others));
+            match explicit {
+                Some(Explicit::Inet(addr)) => {
+                    let others = ready::listeners_on_port(
+                        addr.port(),
+                        proto,
+                        &ready_tree(spec, subject.pid),
+                    );
+                    if !others.is_empty() {
+                        return Err(port_taken(subject, addr, &socks, &others));
+                    }
                 }
+                Some(Explicit::Unix(name)) => {
+                    let others = ready::unix_listeners_named(name, &ready_tree(spec, subject.pid));
+                    if !others.is_empty() {
+                        return Err(unix_taken(subject, name, &unix, &others));
+                    }
+                }
+                None => {}
             }
-            return Err(not_ready(spec, subject, kind, proto, &socks, explicit));
+            let named = match explicit {
+                Some(Explicit::Inet(a)) => Some(a.to_string()),
+                Some(Explicit::Unix(n)) => Some(format!("unix:{n}")),
+                None => None,
+            };
+            return Err(not_ready(spec, subject, kind, proto, &socks, &unix, named));
         }
         // Wake early on the target's exit or a signal; otherwise re-read
         // /proc with a growing pause (5 ms doubling to 100 ms).
@@ -264,6 +343,116 @@ fn fmt_sockets(socks: &[OwnedSocket], root: i32) -> String {
         .join(", ")
 }
 
+/// The Unix listeners that make the target ready, the same processes as
+/// [`ready_sockets`]'s, each socket once.
+fn ready_unix(spec: &ProfileSpec, pid: i32) -> Vec<UnixListener> {
+    let mut seen = std::collections::HashSet::new();
+    ready_tree(spec, pid)
+        .into_iter()
+        .flat_map(ready::owned_unix_listeners)
+        .filter(|l| seen.insert(l.inode))
+        .collect()
+}
+
+/// The target's Unix listener to load when it has no TCP one: the only
+/// one, or for a launched target the first by name; a running service
+/// with several is the user's to choose (usage error). Refused (exit 2)
+/// when the run needs what a Unix socket cannot give ([`unix_refusal`]).
+fn choose_unix(spec: &ProfileSpec, unix: &[UnixListener], root: i32) -> Result<Option<Endpoint>> {
+    let names: std::collections::BTreeSet<&str> = unix.iter().map(|l| l.name.as_str()).collect();
+    let Some(first) = names.first() else {
+        return Ok(None);
+    };
+    if names.len() > 1
+        && matches!(
+            spec.target,
+            ProfileTarget::Pid(_) | ProfileTarget::Cgroup(_)
+        )
+    {
+        return Err(crate::error::usage(format!(
+            "the target listens on several Unix sockets ({}): name the one to load in --load, \
+             e.g. 'unix:{first}'",
+            unix.iter()
+                .map(|l| fmt_unix(l, root))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    unix_refusal(spec, first)?;
+    Endpoint::parse(&format!("unix:{first}")).map(Some)
+}
+
+/// What a run on a Unix socket cannot do, refused with the reason (exit
+/// 2): the request anatomy follows TCP/UDP ports only, so requests that
+/// sockscope's own load does not count itself cannot be counted.
+fn unix_refusal(spec: &ProfileSpec, name: &str) -> Result<()> {
+    let why = "the request anatomy follows TCP and UDP ports only and cannot see requests on \
+               a Unix socket";
+    if !spec.recorders.syscalls() {
+        return Err(crate::error::usage(format!(
+            "--requests-only: the target serves unix:{} (no TCP listener), and {why}; run \
+             without --requests-only (the syscall tracer and the load's own counts still \
+             apply)",
+            crate::text::escape(name)
+        )));
+    }
+    if let Workload::Command(..) | Workload::Observe(..) = spec.workload {
+        return Err(crate::error::usage(format!(
+            "--load-cmd/--duration: the target serves unix:{} (no TCP listener), and {why}, so \
+             the requests could not be counted; use --load (sockscope's load counts its own \
+             requests, e.g. --load 'redis -c 4 -d 5')",
+            crate::text::escape(name)
+        )));
+    }
+    Ok(())
+}
+
+/// `unix /run/app.sock`, with the holder's pid when it is not `root`.
+pub(super) fn fmt_unix(l: &UnixListener, root: i32) -> String {
+    format!(
+        "unix {}{}",
+        crate::text::escape(&l.name),
+        if l.pid == root {
+            String::new()
+        } else {
+            format!(" (pid {})", l.pid)
+        }
+    )
+}
+
+fn fmt_all(socks: &[OwnedSocket], unix: &[UnixListener], root: i32) -> String {
+    if unix.is_empty() {
+        return fmt_sockets(socks, root);
+    }
+    let mut all: Vec<String> = socks.iter().map(|s| fmt_socket(s, root)).collect();
+    all.extend(unix.iter().map(|l| fmt_unix(l, root)));
+    all.join(", ")
+}
+
+fn unix_taken(
+    subject: &Subject,
+    name: &str,
+    unix: &[UnixListener],
+    others: &[(i32, String)],
+) -> anyhow::Error {
+    let who: Vec<String> = others
+        .iter()
+        .map(|(p, c)| format!("pid {p} ({c})"))
+        .collect();
+    fail(
+        exit::PORT_TAKEN,
+        format!(
+            "unix:{} is not served by {}: another process listens there ({}); the target owns: \
+             {}. Give the load no address (profile learns the target's own) or the target's \
+             socket.",
+            crate::text::escape(name),
+            subject.describe(),
+            who.join(", "),
+            fmt_all(&[], unix, subject.pid)
+        ),
+    )
+}
+
 fn port_taken(
     subject: &Subject,
     addr: std::net::SocketAddr,
@@ -293,7 +482,8 @@ fn not_ready(
     kind: &str,
     proto: Proto,
     socks: &[OwnedSocket],
-    explicit: Option<std::net::SocketAddr>,
+    unix: &[UnixListener],
+    explicit: Option<String>,
 ) -> anyhow::Error {
     let tree = matches!(
         spec.target,
@@ -306,7 +496,7 @@ fn not_ready(
         explicit.map_or_else(String::new, |a| format!(" serving {a}")),
         spec.ready_timeout.as_secs_f64(),
         if tree { "they own" } else { "it owns" },
-        fmt_sockets(socks, subject.pid)
+        fmt_all(socks, unix, subject.pid)
     );
     if tree {
         // Its descendants' sockets are already in `socks`: there is no

@@ -49,15 +49,24 @@ struct Rounds {
 
 impl Collector {
     /// Takes the "before" counter snapshot and TIME_WAIT count, and starts
-    /// sampling the tree of `pid`, whose service listens on `addr`.
-    pub fn start(pid: i32, addr: SocketAddr) -> Result<Self> {
+    /// sampling the tree of `pid`, whose service listens on `addr` (None:
+    /// on a Unix socket, whose sockets are not sampled: said in the
+    /// evidence's `unavailable`, never shown as zeros).
+    pub fn start(pid: i32, addr: Option<SocketAddr>) -> Result<Self> {
         let netns = netns_of(pid);
         let before = counters::snapshot(pid);
         // Here, not in the thread: the TIME_WAIT count it starts with is
         // what was there before the run, so it must be taken before this
         // returns and the load starts (in the thread it raced the load's
         // first connections and counted them as earlier runs').
-        let sockets = sockets::Sampler::new(pid, addr);
+        let sockets = match addr {
+            Some(addr) => sockets::Sampler::new(pid, addr),
+            None => Err(
+                "the target serves a Unix socket; its Unix sockets' queues (sock_diag \
+                         UNIX_DIAG) are not sampled yet"
+                    .to_string(),
+            ),
+        };
         let stop = Arc::new(StopFlag::new()?);
         let flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
