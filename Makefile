@@ -22,7 +22,7 @@ DEMO_PKGS := strace linux-perf haproxy
 # nginx, redis-server and memcached are the real peers of the http, redis
 # and memcached workloads (openssl makes the https test certificate), and
 # wrk, h2load (nghttp2-client), redis-benchmark and memcaslap
-# (libmemcached-tools) their benchmark peers (bench/http.sh, bench/kv.sh).
+# (libmemcached-tools) their benchmark peers (bench/http.sh, bench/h2.sh, bench/kv.sh).
 # iproute2 (ip netns, tc) and nftables (random drops on a veth: this
 # kernel has no sch_netem) build the namespaces of the kernel-evidence
 # tests (tests/evidence_*.rs). dnsmasq-base is the DNS server udp-rr
@@ -83,6 +83,7 @@ bench: deps build
 	bench/load.sh
 	bench/relay.sh
 	bench/http.sh
+	bench/h2.sh
 	bench/kv.sh
 	bench/evidence.sh
 	bench/udp_rr.sh
