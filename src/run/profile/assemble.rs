@@ -213,7 +213,14 @@ pub(super) fn assemble(
                     crate::anatomy::summary::with_client(&mut a, &lat.summary, "load");
                 }
                 // Pipelined batches reach the server as one turn each.
-                a.load_pipeline = l.config.pipeline.filter(|k| *k > 1).map(|k| k as u32);
+                // HTTP/2 streams are not a pipeline: the anatomy counts
+                // those connections as multiplexed, apart, untimed.
+                let h2 = l.config.workload_options.contains_key("http2");
+                a.load_pipeline = l
+                    .config
+                    .pipeline
+                    .filter(|k| *k > 1 && !h2)
+                    .map(|k| k as u32);
             }
             insights.extend(insight::anatomy_sentences(&a));
             (Some(a), None)
@@ -641,6 +648,16 @@ mod tests {
         let mut m = measured();
         m.anatomy = Some(Ok(fixtures::anatomy()));
         outcome(&mut m).report.config.pipeline = Some(1);
+        let rep = assemble(Vec::new(), m, no_advice);
+        assert_eq!(rep.anatomy.as_ref().unwrap().load_pipeline, None);
+        // HTTP/2 streams are not batches: no pipeline note.
+        let mut m = measured();
+        m.anatomy = Some(Ok(fixtures::anatomy()));
+        let l = &mut outcome(&mut m).report;
+        l.config.pipeline = Some(8);
+        l.config
+            .workload_options
+            .insert("http2".into(), serde_json::json!({"streams": 8}));
         let rep = assemble(Vec::new(), m, no_advice);
         assert_eq!(rep.anatomy.as_ref().unwrap().load_pipeline, None);
     }
