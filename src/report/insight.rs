@@ -132,8 +132,7 @@ pub fn base(
     control_cpu_s: f64,
 ) -> Derived {
     let tx = load.transactions;
-    let (user, system) = cpu;
-    let total = user + system;
+    let total = cpu.0 + cpu.1;
     let g = &load.generator;
     let gen_cpu = (g.user_cpu_s + g.system_cpu_s - control_cpu_s).max(0.0);
     let (server_tx, server_cpu) = server.map(server_figures).unwrap_or((None, None));
@@ -148,31 +147,14 @@ pub fn base(
         .to_string()
     });
     Derived {
-        transactions: tx,
-        rate_per_s: load.rate_per_s,
-        target_user_cpu_s: user,
-        target_system_cpu_s: system,
-        target_kernel_share: if total > 0.0 { system / total } else { 0.0 },
         target_cpu_us_per_transaction: per(total * 1e6, tx),
-        target_cpus_busy: if window_s > 0.0 {
-            total / window_s
-        } else {
-            0.0
-        },
-        syscalls_per_transaction: f64::NAN,
-        voluntary_switches_per_transaction: f64::NAN,
-        involuntary_switches_per_transaction: f64::NAN,
         generator_cpu_us_per_transaction: per(gen_cpu * 1e6, tx),
         control_thread_cpu_s: control_cpu_s,
         generator_saturated: g.saturated,
         server_transactions: server_tx,
         server_agreement: agreement,
         server_own_cpu_s: server_cpu,
-        minor_faults_per_transaction: f64::NAN,
-        major_faults_per_transaction: f64::NAN,
-        tasks_created_per_transaction: f64::NAN,
-        execs_per_transaction: f64::NAN,
-        ..Derived::default()
+        ..volume::not_traced(tx, load.rate_per_s, cpu, window_s)
     }
 }
 

@@ -97,8 +97,7 @@ pub fn base_counted(
 ) -> Derived {
     let c = &w.requests;
     let tx = c.count;
-    let (user, system) = cpu;
-    let total = user + system;
+    let total = cpu.0 + cpu.1;
     let (server_tx, server_cpu) = server.map(server_figures).unwrap_or((None, None));
     let bound = c.edge_bound.unwrap_or(0);
     let agreement = server_tx.map(|s| {
@@ -128,12 +127,28 @@ pub fn base_counted(
         }
     };
     Derived {
+        target_cpu_us_per_transaction: per_request(total * 1e6),
+        server_transactions: server_tx,
+        server_agreement: agreement,
+        server_own_cpu_s: server_cpu,
+        ..not_traced(tx, rate, cpu, window_s)
+    }
+}
+
+/// The figures every profile has before the tracer's are filled in:
+/// `tx` requests at `rate`, the target's (user, system) CPU over
+/// `window_s`; the figures per request, the generator's and the tracer's
+/// NaN (null in run.json) or absent.
+pub(super) fn not_traced(tx: u64, rate: f64, cpu: (f64, f64), window_s: f64) -> Derived {
+    let (user, system) = cpu;
+    let total = user + system;
+    Derived {
         transactions: tx,
         rate_per_s: rate,
         target_user_cpu_s: user,
         target_system_cpu_s: system,
         target_kernel_share: if total > 0.0 { system / total } else { 0.0 },
-        target_cpu_us_per_transaction: per_request(total * 1e6),
+        target_cpu_us_per_transaction: f64::NAN,
         target_cpus_busy: if window_s > 0.0 {
             total / window_s
         } else {
@@ -143,9 +158,6 @@ pub fn base_counted(
         voluntary_switches_per_transaction: f64::NAN,
         involuntary_switches_per_transaction: f64::NAN,
         generator_cpu_us_per_transaction: f64::NAN,
-        server_transactions: server_tx,
-        server_agreement: agreement,
-        server_own_cpu_s: server_cpu,
         minor_faults_per_transaction: f64::NAN,
         major_faults_per_transaction: f64::NAN,
         tasks_created_per_transaction: f64::NAN,
