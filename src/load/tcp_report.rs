@@ -183,7 +183,9 @@ fn no_valid_reply(plan: &TcpPlan, m: &Merged) -> String {
 
 /// True when a worker thread was busy enough to be the bottleneck.
 fn saturated_any(m: &Merged) -> bool {
-    m.shares.iter().any(|s| *s >= 0.9)
+    m.shares
+        .iter()
+        .any(|s| *s >= crate::load::limited::BUSY_SHARE)
 }
 
 /// Connections spread over several 127.x source addresses that mostly
