@@ -186,6 +186,82 @@ fn streams_are_in_flight_together_on_one_connection() {
 }
 
 #[test]
+fn open_loop_paces_the_streams_and_times_requests_from_their_intended_send() {
+    let test = "h2_open_loop_hold";
+    // The server answers what waits after 0.2 s (8 never wait: only 2
+    // streams): 16 requests due within 16 ms take 8 rounds of >= 0.2 s.
+    let Some((srv, st)) = h2_server(test, "hold", "8") else {
+        return;
+    };
+    let dir = scratch(test);
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    let args = [
+        "http",
+        &url,
+        "--http2",
+        "--streams",
+        "2",
+        "-c",
+        "1",
+        "--rate",
+        "1000",
+        "-n",
+        "16",
+    ];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 16);
+    // Never more in flight than the streams, even with sends overdue.
+    assert_eq!(stats(&st), (16, 2));
+    // Latency from the intended send: the last request was due at 15 ms
+    // and answered in the 8th round; the middle one in the 4th. From the
+    // actual send each is one round.
+    let lat = &rep["latency"];
+    assert!(u(&lat["max_ns"]) >= 1_400_000_000, "{lat}");
+    assert!(u(&lat["p50_ns"]) >= 600_000_000, "{lat}");
+    let sent = &rep["latency_uncorrected"];
+    assert!(
+        u(&sent["p50_ns"]) * 2 < u(&lat["p50_ns"]),
+        "{sent} vs {lat}"
+    );
+    assert_eq!(u(&rep["send_lag"]["count"]), 16, "{}", rep["send_lag"]);
+    assert_eq!(rep["config"]["rate"], 1000.0);
+}
+
+#[test]
+fn open_loop_over_h2c_to_nginx_sends_at_the_rate() {
+    let test = "h2c_open_loop_nginx";
+    let Some(ng) = Nginx::start_h2(test, false, "") else {
+        return;
+    };
+    let dir = scratch("h2c_open_loop_nginx-load");
+    let url = ng.url("/index.html");
+    let args = [
+        "http",
+        &url,
+        "--http2",
+        "--streams",
+        "4",
+        "-c",
+        "2",
+        "--rate",
+        "1000",
+        "-n",
+        "600",
+    ];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 600, "{rep}");
+    assert_eq!(u(&rep["errors"]["total"]), 0, "{}", rep["errors"]);
+    assert_eq!(ng.logged(600), 600);
+    assert!(ng.log().iter().all(|l| l.starts_with("HTTP/2.0 ")));
+    // The 600th send is due 599 ms in: a pacer never sends early.
+    let d = rep["duration_s"].as_f64().unwrap();
+    assert!(d >= 0.59, "{d}");
+    assert_eq!(u(&rep["send_lag"]["count"]), 600);
+}
+
+#[test]
 fn rst_stream_and_goaway_are_classed_by_their_codes() {
     let test = "h2_rst_goaway";
     let Some((srv, _)) = h2_server(test, "rst", "3") else {
@@ -249,8 +325,8 @@ fn http2_options_that_cannot_apply_are_usage_errors() {
     for (args, says) in [
         (vec!["--streams", "4"], "--http2"),
         (
-            vec!["--http2", "--rate", "100"],
-            "--rate does not apply to --http2",
+            vec!["--http2", "--connect-rate", "100"],
+            "--connect-rate does not apply to --http2",
         ),
         (vec!["--http2", "--pipeline", "2"], "--pipeline"),
         (vec!["--http2", "-H", "Connection: close"], "HTTP/2 forbids"),
@@ -328,6 +404,12 @@ fn grpc_calls_are_counted_and_a_failed_status_is_classed() {
         rep["responses"]
     );
     assert_eq!(rep["workload"], "grpc");
+    // Open loop: the same calls at a rate, each timed from its due time.
+    let (code, rep, err) = run("test.Echo/Ping", &["-n", "100", "--rate", "400"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 100, "{rep}");
+    assert_eq!(u(&rep["send_lag"]["count"]), 100, "{}", rep["send_lag"]);
+    assert!(rep["duration_s"].as_f64().unwrap() >= 0.24, "{rep}");
     // The server's status, by name; the connection goes on.
     let (code, rep, err) = run("test.Echo/Fail", &["-n", "50", "--max-errors", "100"]);
     assert_eq!(code, Some(0), "{err}");
@@ -357,8 +439,8 @@ fn grpc_bad_methods_and_addresses_are_usage_errors() {
         (vec!["127.0.0.1:1", "--method", "a.B/"], "not an identifier"),
         (vec!["no-port-here", "--method", "a.B/C"], "no-port-here"),
         (
-            vec!["127.0.0.1:1", "--method", "a.B/C", "--rate", "5"],
-            "--rate",
+            vec!["127.0.0.1:1", "--method", "a.B/C", "--connect-rate", "5"],
+            "--connect-rate",
         ),
         (
             vec!["127.0.0.1:1", "--method", "a.B/C", "--insecure"],

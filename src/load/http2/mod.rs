@@ -9,7 +9,9 @@
 //!
 //! Each connection runs `--streams` stream loops; each loop issues a
 //! request, waits for its whole response (body read, flow-control
-//! capacity released, trailers read) and issues the next (closed loop).
+//! capacity released, trailers read) and issues the next: at once (closed
+//! loop), or, with `--rate`, at the next intended send time its worker's
+//! [`pacer`] released (open loop, latency from the intended time).
 //! Everything around the workers (threads, the watch, per-second
 //! intervals, the merge, the report) is the TCP engine's, through
 //! [`WorkerLoop`]: the report has the same shape as every workload's.
@@ -24,6 +26,7 @@
 
 pub mod classify;
 pub mod conn;
+pub mod pacer;
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -37,27 +40,27 @@ use http::{HeaderMap, HeaderValue, Method, Request, Uri};
 
 use self::classify::{Failure, Verdict};
 use self::conn::{SetupError, Tls, Up, WireBytes};
+use self::pacer::Pacer;
 use super::driver::{Backoff, WorkerEnd};
 use super::engine::WorkerLoop;
 use super::plan::{TcpPlan, WorkerCtx};
+use super::schedule::Schedule;
 use super::tally::WorkerTally;
 use super::workload::{ErrorClass, Outcome};
 
 pub use self::conn::Windows;
 
 /// Refuses the driver's options the HTTP/2 engine does not have (`what`
-/// names the workload or option that chose it): open loop, connect
-/// pacing, several source addresses.
+/// names the workload or option that chose it): connect pacing, several
+/// source addresses.
 pub fn refuse_driver_options(t: &super::spec::TcpArgs, what: &str) -> anyhow::Result<()> {
     for (given, name) in [
-        (t.rate.is_some(), "--rate"),
         (t.connect_rate.is_some(), "--connect-rate"),
         (t.source_ips.is_some(), "--source-ips"),
     ] {
         if given {
             return Err(crate::error::usage(format!(
-                "{name} does not apply to {what} (closed loop over --streams streams per \
-                 connection; see docs/load.md)"
+                "{name} does not apply to {what} (see docs/load.md)"
             )));
         }
     }
@@ -116,6 +119,17 @@ impl WorkerLoop for H2Load {
         // handed back (the placeholder's channel is never used).
         let (tx, _) = std::sync::mpsc::channel();
         let placeholder = WorkerTally::new(0, false, false, false, tx, Arc::default());
+        // The pacer's timerfd registers with this runtime's reactor.
+        let _entered = rt.enter();
+        let pacer = match ctx.rate {
+            Some(r) => Some(Pacer::new(Schedule::new(
+                r,
+                ctx.clock.now(),
+                ctx.measure_from,
+                ctx.quota,
+            ))?),
+            None => None,
+        };
         let w = Rc::new(Worker {
             call: self.call.clone(),
             judge: self.judge.clone(),
@@ -128,6 +142,7 @@ impl WorkerLoop for H2Load {
             issued: Cell::new(0),
             established: Cell::new(0),
             bytes: Rc::new(WireBytes::default()),
+            pacer,
         });
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, {
@@ -136,6 +151,16 @@ impl WorkerLoop for H2Load {
                 let conns: Vec<_> = (0..w.ctx.conns)
                     .map(|_| tokio::task::spawn_local(connection(Rc::clone(&w))))
                     .collect();
+                if let Some(p) = &w.pacer {
+                    let ended = |t: u64| w.ctx.end.is_some_and(|e| t >= e);
+                    p.run(
+                        || w.now(),
+                        |t| !w.ctx.stop.load(Ordering::Relaxed) && !ended(t),
+                        w.ctx.end,
+                        &w.tally,
+                    )
+                    .await;
+                }
                 for c in conns {
                     let _ = c.await;
                 }
@@ -149,8 +174,11 @@ impl WorkerLoop for H2Load {
         t.bytes_received += w.bytes.received.get();
         t.finish();
         *tally = t;
+        let (backlog_at_end, backlog_overflow) = w.pacer.as_ref().map_or((0, 0), Pacer::left);
         Ok(WorkerEnd {
             established: w.established.get(),
+            backlog_at_end,
+            backlog_overflow,
             ..WorkerEnd::default()
         })
     }
@@ -194,12 +222,17 @@ struct Worker {
     /// Connection slots that came up at least once.
     established: Cell<usize>,
     bytes: Rc<WireBytes>,
+    /// Open loop: the intended send times (None: closed loop).
+    pacer: Option<Pacer>,
 }
 
-/// A turn to issue a request: whether it counts against the quota.
+/// A turn to issue a request.
 #[derive(Clone, Copy)]
-struct Turn {
-    measured: bool,
+enum Turn {
+    /// Closed loop: whether it counts against the quota.
+    Closed { measured: bool },
+    /// Open loop: its intended send time (the quota is the schedule's).
+    Open { intended: u64 },
 }
 
 impl Worker {
@@ -209,25 +242,45 @@ impl Worker {
 
     /// May the run go on (no stop, quota and time left)?
     fn may_continue(&self) -> bool {
+        self.run_going() && !self.pacer.as_ref().is_some_and(Pacer::finished)
+    }
+
+    /// Has the run neither been stopped nor reached its end (time, or the
+    /// closed loop's quota)? (Open loop: whether sends are left is the
+    /// pacer's.)
+    fn run_going(&self) -> bool {
         !self.ctx.stop.load(Ordering::Relaxed) && self.ctx.may_issue(self.issued.get(), self.now())
     }
 
-    /// A turn to issue a request, if the run has one left.
-    fn take_turn(&self) -> Option<Turn> {
-        if !self.may_continue() {
+    /// A turn to issue a request, if the run has one left: at once in
+    /// closed loop, when the pacer releases one in open loop.
+    async fn take_turn(&self) -> Option<Turn> {
+        let Some(pacer) = &self.pacer else {
+            if !self.may_continue() {
+                return None;
+            }
+            let measured = self.tally.borrow().measuring(self.now());
+            if measured {
+                self.issued.set(self.issued.get() + 1);
+            }
+            return Some(Turn::Closed { measured });
+        };
+        let intended = pacer.take().await?;
+        if !self.run_going() {
+            // The run ended while it waited: the send stays in the backlog
+            // (reported as left at the end), for no loop to take.
+            pacer.give_back(intended);
             return None;
         }
-        let measured = self.tally.borrow().measuring(self.now());
-        if measured {
-            self.issued.set(self.issued.get() + 1);
-        }
-        Some(Turn { measured })
+        Some(Turn::Open { intended })
     }
 
     /// Gives back a turn whose request was never processed.
     fn give_back(&self, turn: Turn) {
-        if turn.measured {
-            self.issued.set(self.issued.get() - 1);
+        match (turn, &self.pacer) {
+            (Turn::Closed { measured: true }, _) => self.issued.set(self.issued.get() - 1),
+            (Turn::Open { intended }, Some(p)) => p.give_back(intended),
+            _ => {}
         }
     }
 
@@ -360,7 +413,7 @@ struct ConnState {
 /// the run ends or the connection does.
 async fn stream_loop(w: Rc<Worker>, send: h2::client::SendRequest<Bytes>, conn: Rc<ConnState>) {
     while !conn.gone.get() {
-        let Some(turn) = w.take_turn() else {
+        let Some(turn) = w.take_turn().await else {
             return;
         };
         let ready = match send.clone().ready().await {
@@ -380,6 +433,10 @@ async fn stream_loop(w: Rc<Worker>, send: h2::client::SendRequest<Bytes>, conn: 
             }
         };
         let sent = w.now();
+        let intended = match turn {
+            Turn::Open { intended } => intended,
+            Turn::Closed { .. } => sent,
+        };
         let r = tokio::time::timeout(w.plan.timeout, exchange(&w, ready)).await;
         let now = w.now();
         let mut t = w.tally.borrow_mut();
@@ -390,7 +447,7 @@ async fn stream_loop(w: Rc<Worker>, send: h2::client::SendRequest<Bytes>, conn: 
             // Dropping the stream resets it (CANCEL); the connection goes
             // on.
             Err(_) => t.error(now, ErrorClass::TimedOut),
-            Ok(Ok(outcome)) => t.answer(now, &outcome, sent, sent),
+            Ok(Ok(outcome)) => t.answer(now, &outcome, intended, sent),
             Ok(Err(e)) => match classify::verdict(Failure::of(&e)) {
                 Verdict::Retry => {
                     drop(t);
