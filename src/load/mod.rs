@@ -55,6 +55,7 @@ pub mod memcached;
 pub mod per_txn;
 pub mod persistent;
 pub mod plan;
+pub mod protoset;
 pub mod raw;
 pub mod redis;
 pub mod registry;
