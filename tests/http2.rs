@@ -272,7 +272,9 @@ fn http2_options_that_cannot_apply_are_usage_errors() {
 /// (no protobuf library: the check does not share sockscope's) and counts
 /// it in the file argv[2] ("matches mismatches") before it answers: a
 /// match is exactly the fields key=1 "a", n=2 5, tags=3 "x" in that order
-/// and answers the empty PutReply, anything else INVALID_ARGUMENT.
+/// and answers the empty PutReply, anything else INVALID_ARGUMENT; but the
+/// request key=1 "bad-reply" alone, not counted, answers OK with bytes
+/// that are no message (a field cut short).
 const GRPC_SERVER: &str = r#"
 import os, sys, threading, grpc
 from concurrent import futures
@@ -301,9 +303,12 @@ def fields(b):
     return out
 def put(req, ctx):
     try:
-        ok = fields(req) == [(1, b"a"), (2, 5), (3, b"x")]
+        got = fields(req)
     except (IndexError, ValueError):
-        ok = False
+        got = None
+    if got == [(1, b"bad-reply")]:
+        return b"\x0a\x05a"
+    ok = got == [(1, b"a"), (2, 5), (3, b"x")]
     with lock:
         seen[0 if ok else 1] += 1
         with open(stats + ".tmp", "w") as f:
@@ -519,6 +524,7 @@ fn grpc_json_requests_are_converted_through_the_protoset() {
     assert_eq!(opts["request"], "json", "{opts}");
     assert_eq!(opts["protoset"]["file"], set.to_str().unwrap(), "{opts}");
     assert_eq!(opts["protoset"]["input_type"], "test.PutRequest", "{opts}");
+    assert_eq!(opts["protoset"]["output_type"], "test.PutReply", "{opts}");
     // 0a 01 'a' 10 05 1a 01 'x'.
     assert_eq!(opts["message_bytes"], 8, "{opts}");
 
@@ -544,6 +550,35 @@ fn grpc_json_requests_are_converted_through_the_protoset() {
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("grpc_status:INVALID_ARGUMENT"), "{err}");
+    assert_eq!(stats(&seen), (50, 3));
+
+    // Answers OK that are no PutReply: one worker's first is checked and
+    // classed, the 19 after it are read and not decoded.
+    let (code, rep, err) = load(
+        &dir,
+        &[
+            "grpc",
+            &addr,
+            "--protoset",
+            set.to_str().unwrap(),
+            "--method",
+            "test.Kv/Put",
+            "--data-json",
+            r#"{"key":"bad-reply"}"#,
+            "-n",
+            "20",
+            "-c",
+            "1",
+            "-t",
+            "1",
+            "--max-errors",
+            "5",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(by_class(&rep, "grpc_bad_response"), 1, "{}", rep["errors"]);
+    assert_eq!(u(&rep["errors"]["total"]), 1, "{}", rep["errors"]);
+    assert_eq!(u(&rep["transactions"]), 19, "{rep}");
     assert_eq!(stats(&seen), (50, 3));
 }
 

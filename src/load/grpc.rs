@@ -5,8 +5,10 @@
 //! grpc-status (trailers, or the headers of a trailers-only response): not
 //! 0 is an error of class `grpc_status:<NAME>`. The response messages are
 //! read and not decoded. h2c (prior knowledge) unless `--tls`. With
-//! `--protoset` the method is looked up in a descriptor set and the
-//! request may be written as JSON (`--data-json`, module `protoset`).
+//! `--protoset` the method is looked up in a descriptor set, the request
+//! may be written as JSON (`--data-json`, module `protoset`), and each
+//! worker's first OK response must parse as the output type (else
+//! `grpc_bad_response`); the later ones are read and not decoded.
 
 use anyhow::Result;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -161,7 +163,7 @@ enum Source {
 /// The request message of a command line (`path` is its checked
 /// `/service/method`), its source, and the method's input type when
 /// --protoset names one.
-fn request(a: &GrpcArgs, path: &str) -> Result<(Vec<u8>, Source, Option<String>)> {
+fn request(a: &GrpcArgs, path: &str) -> Result<(Vec<u8>, Source, Option<protoset::Unary>)> {
     let unary = match &a.protoset {
         Some(set) => {
             let (service, method) = path[1..].split_once('/').unwrap_or_default();
@@ -201,8 +203,7 @@ fn request(a: &GrpcArgs, path: &str) -> Result<(Vec<u8>, Source, Option<String>)
             message.len()
         )));
     }
-    let input = unary.map(|u| u.input().full_name().to_string());
-    Ok((message, source, input))
+    Ok((message, source, unary))
 }
 
 /// One gRPC message as it goes on the wire: not compressed, its length
@@ -219,7 +220,7 @@ pub fn frame(message: &[u8]) -> Bytes {
 pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
     refuse_driver_options(&a.tcp, "load grpc")?;
     let path = method_path(&a.method)?;
-    let (message, source, input_type) = request(a, &path)?;
+    let (message, source, unary) = request(a, &path)?;
     let scheme = if a.tls { "https" } else { "http" };
     let uri: http::Uri = format!("{scheme}://{}{path}", a.addr)
         .parse()
@@ -274,12 +275,23 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    if let (Some(set), Some(input)) = (&a.protoset, input_type) {
+    if let (Some(set), Some(u)) = (&a.protoset, &unary) {
         workload_options.insert(
             "protoset".into(),
-            json!({ "file": set.to_string_lossy(), "input_type": input }),
+            json!({
+                "file": set.to_string_lossy(),
+                "input_type": u.input().full_name(),
+                "output_type": u.output().full_name(),
+                "checked_responses": "first_per_worker",
+            }),
         );
     }
+    let check_reply = unary.map(|u| {
+        let output = u.output();
+        let check: super::http2::ReplyCheck =
+            std::sync::Arc::new(move |body: &[u8]| protoset::is_reply(&output, body));
+        check
+    });
     let config = crate::report::load::LoadConfig {
         workload_options,
         request_bytes: Some(body.len()),
@@ -312,6 +324,7 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
                 connection: a.conn_window,
             },
             ops: vec![path],
+            check_reply,
         }),
     })
 }

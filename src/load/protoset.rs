@@ -90,6 +90,20 @@ pub fn find(path: &Path, service: &str, method: &str) -> Result<Unary> {
     Ok(Unary { method: m })
 }
 
+/// Whether a gRPC response body is one uncompressed message that decodes
+/// as `output`. (load grpc asks for no compression, so a compressed one is
+/// not an answer to it.) A check of parsing, not of content: protobuf
+/// skips unknown fields, so bytes of another type often parse too.
+pub fn is_reply(output: &MessageDescriptor, body: &[u8]) -> bool {
+    let Some((head, message)) = body.split_at_checked(5) else {
+        return false;
+    };
+    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+    head[0] == 0
+        && len as usize == message.len()
+        && DynamicMessage::decode(output.clone(), message).is_ok()
+}
+
 /// `names` joined, the first [`LISTED`] of them sorted.
 fn listed(names: impl Iterator<Item = String>) -> String {
     let mut all: Vec<String> = names.collect();
@@ -259,6 +273,13 @@ mod tests {
         let e = usage_text(encode_json(&input, r#"{"n":"five"}"#));
         assert!(e.contains("at n:"), "{e}");
         check_bytes(&input, b"\x0a\x01a").unwrap();
+        assert!(is_reply(&m.output(), b"\0\0\0\0\x03\x0a\x01a"));
+        assert!(is_reply(&m.output(), b"\0\0\0\0\0"));
+        // Cut short; a length that is not the rest; compressed; no frame.
+        assert!(!is_reply(&m.output(), b"\0\0\0\0\x03\x0a\x05a"));
+        assert!(!is_reply(&m.output(), b"\0\0\0\0\x04\x0a\x01a"));
+        assert!(!is_reply(&m.output(), b"\x01\0\0\0\x03\x0a\x01a"));
+        assert!(!is_reply(&m.output(), b"\0\0\0"));
         let e = usage_text(check_bytes(&input, b"\x0a\x05a"));
         assert!(e.contains("does not decode as test.Req"), "{e}");
     }
