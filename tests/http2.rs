@@ -344,11 +344,55 @@ fn http2_options_that_cannot_apply_are_usage_errors() {
 /// A gRPC server (python3-grpcio, generic handlers, raw bytes): service
 /// test.Echo, method Ping answers `pong:` and the request when the request
 /// is argv[1]'s bytes (INVALID_ARGUMENT otherwise), method Fail aborts
-/// with NOT_FOUND.
+/// with NOT_FOUND; service test.Kv, method Put decodes its request by hand
+/// (no protobuf library: the check does not share sockscope's) and counts
+/// it in the file argv[2] ("matches mismatches") before it answers: a
+/// match is exactly the fields key=1 "a", n=2 5, tags=3 "x" in that order
+/// and answers the empty PutReply, anything else INVALID_ARGUMENT; but the
+/// request key=1 "bad-reply" alone, not counted, answers OK with bytes
+/// that are no message (a field cut short).
 const GRPC_SERVER: &str = r#"
-import sys, grpc
+import os, sys, threading, grpc
 from concurrent import futures
 want = sys.argv[1].encode()
+stats = sys.argv[2] if len(sys.argv) > 2 else None
+lock = threading.Lock()
+seen = [0, 0]
+def varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]; i += 1
+        v |= (c & 0x7f) << shift; shift += 7
+        if c < 0x80:
+            return v, i
+def fields(b):
+    out, i = [], 0
+    while i < len(b):
+        key, i = varint(b, i)
+        if key & 7 == 0:
+            v, i = varint(b, i)
+        elif key & 7 == 2:
+            n, i = varint(b, i); v = bytes(b[i:i + n]); i += n
+        else:
+            raise ValueError("wire type %d" % (key & 7))
+        out.append((key >> 3, v))
+    return out
+def put(req, ctx):
+    try:
+        got = fields(req)
+    except (IndexError, ValueError):
+        got = None
+    if got == [(1, b"bad-reply")]:
+        return b"\x0a\x05a"
+    ok = got == [(1, b"a"), (2, 5), (3, b"x")]
+    with lock:
+        seen[0 if ok else 1] += 1
+        with open(stats + ".tmp", "w") as f:
+            f.write("%d %d" % tuple(seen))
+        os.replace(stats + ".tmp", stats)
+    if not ok:
+        ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "not the expected PutRequest")
+    return b""
 def ping(req, ctx):
     if req != want:
         ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "unexpected request")
@@ -359,8 +403,11 @@ h = grpc.method_handlers_generic_handler("test.Echo", {
     "Ping": grpc.unary_unary_rpc_method_handler(ping),
     "Fail": grpc.unary_unary_rpc_method_handler(fail),
 })
+kv = grpc.method_handlers_generic_handler("test.Kv", {
+    "Put": grpc.unary_unary_rpc_method_handler(put),
+})
 s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-s.add_generic_rpc_handlers((h,))
+s.add_generic_rpc_handlers((h, kv))
 port = s.add_insecure_port("127.0.0.1:0")
 s.start()
 print(port, flush=True)
@@ -452,6 +499,278 @@ fn grpc_bad_methods_and_addresses_are_usage_errors() {
         ),
     ] {
         let mut all = vec!["grpc"];
+        all.extend(args.iter().copied());
+        let (code, rep, err) = load(&dir, &all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(rep.is_null());
+    }
+}
+
+/// The descriptor set of `package test; service Kv { rpc Put(PutRequest)
+/// returns (PutReply); rpc Watch(PutRequest) returns (stream PutReply); }
+/// message PutRequest { string key = 1; int64 n = 2; repeated string tags
+/// = 3; } message PutReply {}`, built as protoc would write it (no protoc
+/// needed), in `dir`.
+fn kv_protoset(dir: &Path) -> std::path::PathBuf {
+    use prost::Message;
+    use prost_types::field_descriptor_proto::{Label, Type};
+    use prost_types::{
+        DescriptorProto, FieldDescriptorProto, FileDescriptorProto, FileDescriptorSet,
+        MethodDescriptorProto, ServiceDescriptorProto,
+    };
+    let field = |name: &str, number, ty: Type, label: Label| FieldDescriptorProto {
+        name: Some(name.into()),
+        number: Some(number),
+        r#type: Some(ty as i32),
+        label: Some(label as i32),
+        json_name: Some(name.into()),
+        ..Default::default()
+    };
+    let method = |name: &str, server_streaming| MethodDescriptorProto {
+        name: Some(name.into()),
+        input_type: Some(".test.PutRequest".into()),
+        output_type: Some(".test.PutReply".into()),
+        server_streaming: Some(server_streaming),
+        ..Default::default()
+    };
+    let file = FileDescriptorProto {
+        name: Some("kv.proto".into()),
+        package: Some("test".into()),
+        syntax: Some("proto3".into()),
+        message_type: vec![
+            DescriptorProto {
+                name: Some("PutRequest".into()),
+                field: vec![
+                    field("key", 1, Type::String, Label::Optional),
+                    field("n", 2, Type::Int64, Label::Optional),
+                    field("tags", 3, Type::String, Label::Repeated),
+                ],
+                ..Default::default()
+            },
+            DescriptorProto {
+                name: Some("PutReply".into()),
+                ..Default::default()
+            },
+        ],
+        service: vec![ServiceDescriptorProto {
+            name: Some("Kv".into()),
+            method: vec![method("Put", false), method("Watch", true)],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let path = dir.join("kv.protoset");
+    let set = FileDescriptorSet { file: vec![file] };
+    std::fs::write(&path, set.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn grpc_json_requests_are_converted_through_the_protoset() {
+    let test = "grpc_json";
+    let dir = scratch(test);
+    let seen = dir.join("seen");
+    let Some(srv) = PyServer::start(
+        test,
+        "grpc",
+        GRPC_SERVER,
+        &["unused", seen.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    let set = kv_protoset(&dir);
+    let addr = format!("127.0.0.1:{}", srv.port);
+    let json = r#"{"key":"a","n":"5","tags":["x"]}"#;
+    let (code, rep, err) = load(
+        &dir,
+        &[
+            "grpc",
+            &addr,
+            "--protoset",
+            set.to_str().unwrap(),
+            "--method",
+            "test.Kv/Put",
+            "--data-json",
+            json,
+            "-n",
+            "50",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 50, "{rep}");
+    assert_eq!(u(&rep["errors"]["total"]), 0, "{}", rep["errors"]);
+    // The server's own count: every call carried exactly that message.
+    assert_eq!(stats(&seen), (50, 0));
+    let opts = &rep["config"]["workload_options"];
+    assert_eq!(opts["request"], "json", "{opts}");
+    assert_eq!(opts["protoset"]["file"], set.to_str().unwrap(), "{opts}");
+    assert_eq!(opts["protoset"]["input_type"], "test.PutRequest", "{opts}");
+    assert_eq!(opts["protoset"]["output_type"], "test.PutReply", "{opts}");
+    // 0a 01 'a' 10 05 1a 01 'x'.
+    assert_eq!(opts["message_bytes"], 8, "{opts}");
+
+    // The same JSON from a file; another message is the server's
+    // mismatch, so the count above proves it checks.
+    let file = dir.join("put.json");
+    std::fs::write(&file, r#"{"key": "b", "n": 5, "tags": ["x"]}"#).unwrap();
+    let at = format!("@{}", file.display());
+    let (code, _, err) = load(
+        &dir,
+        &[
+            "grpc",
+            &addr,
+            "--protoset",
+            set.to_str().unwrap(),
+            "--method",
+            "test.Kv/Put",
+            "--data-json",
+            &at,
+            "-n",
+            "3",
+        ],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("grpc_status:INVALID_ARGUMENT"), "{err}");
+    assert_eq!(stats(&seen), (50, 3));
+
+    // Answers OK that are no PutReply: one worker's first is checked and
+    // classed, the 19 after it are read and not decoded.
+    let (code, rep, err) = load(
+        &dir,
+        &[
+            "grpc",
+            &addr,
+            "--protoset",
+            set.to_str().unwrap(),
+            "--method",
+            "test.Kv/Put",
+            "--data-json",
+            r#"{"key":"bad-reply"}"#,
+            "-n",
+            "20",
+            "-c",
+            "1",
+            "-t",
+            "1",
+            "--max-errors",
+            "5",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(by_class(&rep, "grpc_bad_response"), 1, "{}", rep["errors"]);
+    assert_eq!(u(&rep["errors"]["total"]), 1, "{}", rep["errors"]);
+    assert_eq!(u(&rep["transactions"]), 19, "{rep}");
+    assert_eq!(stats(&seen), (50, 3));
+}
+
+#[test]
+fn grpc_protoset_and_json_mistakes_are_usage_errors() {
+    let dir = scratch("grpc_json_usage");
+    let set = kv_protoset(&dir);
+    let set = set.to_str().unwrap();
+    let junk = dir.join("junk");
+    std::fs::write(&junk, b"hello, world").unwrap();
+    let junk = junk.to_str().unwrap();
+    // Over 4 MiB as protobuf: a key of 4 MiB and a byte.
+    let big = dir.join("big.json");
+    std::fs::write(
+        &big,
+        format!(r#"{{"key":"{}"}}"#, "k".repeat((4 << 20) + 1)),
+    )
+    .unwrap();
+    let big = format!("@{}", big.display());
+    let put = "test.Kv/Put";
+    let ok = r#"{"key":"a"}"#;
+    for (args, says) in [
+        (
+            vec!["--protoset", "/nonexistent/kv.protoset", "--method", put],
+            "cannot read it",
+        ),
+        (
+            vec!["--protoset", junk, "--method", put],
+            "not a FileDescriptorSet",
+        ),
+        (
+            vec![
+                "--protoset",
+                set,
+                "--method",
+                put,
+                "--data-json",
+                r#"{"key":"#,
+            ],
+            "--data-json: not JSON",
+        ),
+        (
+            vec![
+                "--protoset",
+                set,
+                "--method",
+                put,
+                "--data-json",
+                r#"{"nope":1}"#,
+            ],
+            "nope",
+        ),
+        (
+            vec![
+                "--protoset",
+                set,
+                "--method",
+                put,
+                "--data-json",
+                r#"{"n":"five"}"#,
+            ],
+            "not a test.PutRequest at n:",
+        ),
+        (
+            vec![
+                "--protoset",
+                set,
+                "--method",
+                put,
+                "--data-json",
+                r#"{"tags":[1]}"#,
+            ],
+            "at tags[0]",
+        ),
+        (vec!["--method", put, "--data-json", ok], "--protoset"),
+        (
+            vec![
+                "--protoset",
+                set,
+                "--method",
+                put,
+                "--data-json",
+                ok,
+                "--data",
+                "x",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["--protoset", set, "--method", put, "--data-json", &big],
+            "a gRPC message is at most 4194304",
+        ),
+        (
+            vec!["--protoset", set, "--method", put, "--data", "\x0a\x05a"],
+            "does not decode as test.PutRequest",
+        ),
+        (
+            vec!["--protoset", set, "--method", "test.Kv2/Put"],
+            "no service test.Kv2; its services: test.Kv",
+        ),
+        (
+            vec!["--protoset", set, "--method", "test.Kv/Get"],
+            "no method Get; its methods: Put, Watch",
+        ),
+        (
+            vec!["--protoset", set, "--method", "test.Kv/Watch"],
+            "server-streaming: load grpc runs unary calls only",
+        ),
+    ] {
+        let mut all = vec!["grpc", "127.0.0.1:1"];
         all.extend(args.iter().copied());
         let (code, rep, err) = load(&dir, &all);
         assert_eq!(code, Some(2), "{args:?}: {err}");

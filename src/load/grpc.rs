@@ -4,7 +4,11 @@
 //! `--data`) in one length-prefixed frame, and the answer judged by its
 //! grpc-status (trailers, or the headers of a trailers-only response): not
 //! 0 is an error of class `grpc_status:<NAME>`. The response messages are
-//! read and not decoded. h2c (prior knowledge) unless `--tls`.
+//! read and not decoded. h2c (prior knowledge) unless `--tls`. With
+//! `--protoset` the method is looked up in a descriptor set, the request
+//! may be written as JSON (`--data-json`, module `protoset`), and each
+//! worker's first OK response must parse as the output type (else
+//! `grpc_bad_response`); the later ones are read and not decoded.
 
 use anyhow::Result;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -14,6 +18,7 @@ use serde_json::json;
 
 use super::Load;
 use super::http2::{Call, H2Load, Judge, Windows, refuse_driver_options};
+use super::protoset;
 use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
 use super::workload::{ConnMode, TcpWorkload, TlsSpec};
 use crate::error;
@@ -43,6 +48,21 @@ pub struct GrpcArgs {
     /// anything else is the bytes themselves (default: the empty message).
     #[arg(long, value_name = "@FILE|BYTES")]
     pub data: Option<String>,
+    /// A FileDescriptorSet (protoc --include_imports
+    /// --descriptor_set_out=FILE, or buf build -o FILE): the method must be
+    /// a unary method in it, and --data must decode as its input.
+    #[arg(long, value_name = "FILE")]
+    pub protoset: Option<std::path::PathBuf>,
+    /// The request message as JSON (proto3 JSON mapping) of the method's
+    /// input type in --protoset, converted once before the run: @FILE
+    /// reads it from FILE.
+    #[arg(
+        long,
+        value_name = "JSON|@FILE",
+        requires = "protoset",
+        conflicts_with = "data"
+    )]
+    pub data_json: Option<String>,
     /// Add this request metadata ('name: value'; repeatable).
     #[arg(short = 'H', long = "metadata", value_name = "'NAME: VALUE'")]
     pub metadata: Vec<String>,
@@ -116,7 +136,7 @@ pub fn method_path(m: &str) -> Result<String> {
 
 /// The message of `--data`: @FILE's bytes or the argument's.
 fn read_data(arg: Option<&str>) -> Result<Vec<u8>> {
-    let data = match arg {
+    Ok(match arg {
         None => Vec::new(),
         Some(a) => match a.strip_prefix('@') {
             Some(path) => crate::input::read_bounded(
@@ -126,14 +146,64 @@ fn read_data(arg: Option<&str>) -> Result<Vec<u8>> {
             )?,
             None => a.as_bytes().to_vec(),
         },
+    })
+}
+
+/// Where the request message came from, as the report records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// No --data: the empty message.
+    Empty,
+    /// --data: protobuf bytes.
+    Bytes,
+    /// --data-json, converted through --protoset.
+    Json,
+}
+
+/// The request message of a command line (`path` is its checked
+/// `/service/method`), its source, and the method's input type when
+/// --protoset names one.
+fn request(a: &GrpcArgs, path: &str) -> Result<(Vec<u8>, Source, Option<protoset::Unary>)> {
+    let unary = match &a.protoset {
+        Some(set) => {
+            let (service, method) = path[1..].split_once('/').unwrap_or_default();
+            Some(protoset::find(set, service, method)?)
+        }
+        None => None,
     };
-    if data.len() > MAX_MESSAGE {
+    let (message, source) = match (&a.data_json, &unary) {
+        (Some(json), Some(u)) => (
+            protoset::encode_json(&u.input(), &protoset::read_json(json)?)?,
+            Source::Json,
+        ),
+        // clap's `requires` says so first; this keeps a spec built
+        // elsewhere honest.
+        (Some(_), None) => return Err(error::usage("--data-json needs --protoset FILE")),
+        (None, _) => {
+            let data = read_data(a.data.as_deref())?;
+            if let (Some(u), Some(_)) = (&unary, &a.data) {
+                protoset::check_bytes(&u.input(), &data)?;
+            }
+            let source = if a.data.is_some() {
+                Source::Bytes
+            } else {
+                Source::Empty
+            };
+            (data, source)
+        }
+    };
+    if message.len() > MAX_MESSAGE {
+        let what = if source == Source::Json {
+            "--data-json"
+        } else {
+            "--data"
+        };
         return Err(error::usage(format!(
-            "--data is {} bytes; a gRPC message is at most {MAX_MESSAGE} here",
-            data.len()
+            "{what}: the message is {} bytes; a gRPC message is at most {MAX_MESSAGE} here",
+            message.len()
         )));
     }
-    Ok(data)
+    Ok((message, source, unary))
 }
 
 /// One gRPC message as it goes on the wire: not compressed, its length
@@ -150,7 +220,7 @@ pub fn frame(message: &[u8]) -> Bytes {
 pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
     refuse_driver_options(&a.tcp, "load grpc")?;
     let path = method_path(&a.method)?;
-    let message = read_data(a.data.as_deref())?;
+    let (message, source, unary) = request(a, &path)?;
     let scheme = if a.tls { "https" } else { "http" };
     let uri: http::Uri = format!("{scheme}://{}{path}", a.addr)
         .parse()
@@ -181,9 +251,17 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
         .trim_end_matches(']')
         .to_string();
     let body = frame(&message);
-    let workload_options = [
+    let mut workload_options: std::collections::BTreeMap<String, serde_json::Value> = [
         ("method", json!(path)),
         ("message_bytes", json!(message.len())),
+        (
+            "request",
+            json!(match source {
+                Source::Empty => "empty",
+                Source::Bytes => "bytes",
+                Source::Json => "json",
+            }),
+        ),
         (
             "http2",
             json!({
@@ -197,6 +275,23 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
+    if let (Some(set), Some(u)) = (&a.protoset, &unary) {
+        workload_options.insert(
+            "protoset".into(),
+            json!({
+                "file": set.to_string_lossy(),
+                "input_type": u.input().full_name(),
+                "output_type": u.output().full_name(),
+                "checked_responses": "first_per_worker",
+            }),
+        );
+    }
+    let check_reply = unary.map(|u| {
+        let output = u.output();
+        let check: super::http2::ReplyCheck =
+            std::sync::Arc::new(move |body: &[u8]| protoset::is_reply(&output, body));
+        check
+    });
     let config = crate::report::load::LoadConfig {
         workload_options,
         request_bytes: Some(body.len()),
@@ -229,6 +324,7 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
                 connection: a.conn_window,
             },
             ops: vec![path],
+            check_reply,
         }),
     })
 }

@@ -56,6 +56,7 @@ pub mod memcached;
 pub mod per_txn;
 pub mod persistent;
 pub mod plan;
+pub mod protoset;
 pub mod rate_plan;
 pub mod raw;
 pub mod redis;

@@ -65,6 +65,9 @@ pub enum ErrorClass {
     GoAway(u32),
     /// gRPC: a whole response whose grpc-status is not OK (the code).
     GrpcStatus(u8),
+    /// gRPC with --protoset: a worker's first OK response was not one
+    /// uncompressed message of the method's output type.
+    GrpcBadResponse,
     /// Any other socket error.
     Other,
 }
@@ -92,6 +95,7 @@ impl ErrorClass {
             Self::GrpcStatus(code) => {
                 return Cow::Owned(format!("grpc_status:{}", grpc_status_name(code)));
             }
+            Self::GrpcBadResponse => "grpc_bad_response",
             Self::Other => "other",
         })
     }
@@ -110,6 +114,7 @@ impl ErrorClass {
                 | Self::Protocol
                 | Self::RstStream(_)
                 | Self::GrpcStatus(_)
+                | Self::GrpcBadResponse
         )
     }
 

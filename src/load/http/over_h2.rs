@@ -123,6 +123,7 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<H2Load>> {
             pipeline: a.streams as usize,
         },
         exchange: Ok(H2Load {
+            check_reply: None,
             call,
             judge: Judge::Http(std::sync::Arc::new(move |s| ok.contains(s))),
             streams: a.streams as usize,

@@ -90,6 +90,15 @@ pub enum Judge {
     Grpc,
 }
 
+/// Whether a whole response body is what the call expects (gRPC with
+/// --protoset: one message of the output type).
+pub type ReplyCheck = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// The most of a response body kept for [`ReplyCheck`]: gRPC's default
+/// receive limit and a frame header; a longer first response is not
+/// checked.
+const CHECKED_BODY: usize = (4 << 20) + 5;
+
 /// An HTTP/2 load: what every stream sends and how its answer counts.
 pub struct H2Load {
     /// The request.
@@ -102,6 +111,10 @@ pub struct H2Load {
     pub windows: Windows,
     /// `responses.by_command`'s one name (`GET URL`, the gRPC method).
     pub ops: Vec<String>,
+    /// Checks each worker's first successful response (only the first:
+    /// later bodies are not kept, so the check costs the hot path one
+    /// flag per call).
+    pub check_reply: Option<ReplyCheck>,
 }
 
 impl WorkerLoop for H2Load {
@@ -133,6 +146,8 @@ impl WorkerLoop for H2Load {
         let w = Rc::new(Worker {
             call: self.call.clone(),
             judge: self.judge.clone(),
+            check_reply: self.check_reply.clone(),
+            checked: Cell::new(false),
             streams: self.streams,
             windows: self.windows,
             tls: plan.tls.as_ref().map(|t| t.with_alpn(&[b"h2"])),
@@ -211,6 +226,9 @@ impl WorkerLoop for H2Load {
 struct Worker {
     call: Call,
     judge: Judge,
+    check_reply: Option<ReplyCheck>,
+    /// A response was checked (or none is to be).
+    checked: Cell<bool>,
     streams: usize,
     windows: Windows,
     tls: Option<Tls>,
@@ -480,16 +498,35 @@ async fn exchange(
     let status = response.status().as_u16();
     let head_grpc = grpc_status(response.headers());
     let mut body = response.into_body();
+    let keep = w.check_reply.is_some() && !w.checked.get();
+    let mut kept = Vec::new();
     while let Some(chunk) = body.data().await {
         let chunk = chunk?;
         let _ = body.flow_control().release_capacity(chunk.len());
+        if keep && kept.len() <= CHECKED_BODY {
+            kept.extend_from_slice(&chunk);
+        }
     }
     let trailers = body.trailers().await?;
-    Ok(judge(
+    let mut outcome = judge(
         &w.judge,
         status,
         head_grpc.or_else(|| trailers.as_ref().and_then(grpc_status)),
-    ))
+    );
+    // Streams in flight together may each keep their first body; the
+    // first to finish OK is checked, the others are dropped unchecked.
+    if keep && outcome.error.is_none() && !w.checked.replace(true) {
+        if let Some(check) = w
+            .check_reply
+            .as_ref()
+            .filter(|_| kept.len() <= CHECKED_BODY)
+        {
+            if !check(&kept) {
+                outcome.error = Some(ErrorClass::GrpcBadResponse);
+            }
+        }
+    }
+    Ok(outcome)
 }
 
 /// The grpc-status of a header block, when it has one (None also for a
