@@ -408,11 +408,74 @@ kv = grpc.method_handlers_generic_handler("test.Kv", {
 })
 s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
 s.add_generic_rpc_handlers((h, kv))
-port = s.add_insecure_port("127.0.0.1:0")
+# argv[2], when given, is a Unix socket path to listen on instead.
+port = s.add_insecure_port("unix:" + sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1:0")
 s.start()
 print(port, flush=True)
 s.wait_for_termination()
 "#;
+
+#[test]
+fn grpc_and_h2c_run_over_unix_sockets() {
+    let test = "h2_over_unix";
+    let dir = scratch(test);
+    let sock = dir.join("grpc.sock");
+    let _ = std::fs::remove_file(&sock);
+    let Some(srv) = PyServer::start(
+        test,
+        "grpc",
+        GRPC_SERVER,
+        &["hello-proto", sock.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    let target = format!("unix:{}", sock.display());
+    let args = [
+        "grpc",
+        target.as_str(),
+        "--method",
+        "test.Echo/Ping",
+        "--data",
+        "hello-proto",
+        "--streams",
+        "4",
+        "-n",
+        "120",
+    ];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 120, "{rep}");
+    assert_eq!(u(&rep["errors"]["total"]), 0, "{}", rep["errors"]);
+    assert_eq!(rep["target"], target.as_str());
+    let mut tls = args.to_vec();
+    tls.push("--tls");
+    let (code, _, err) = load(&dir, &tls);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--tls over a Unix socket"), "{err}");
+    drop(srv);
+
+    // nginx's h2c on a Unix socket: its log says HTTP/2.0 for each.
+    let Some(ng) = Nginx::start_h2_unix("h2c_nginx_unix") else {
+        return;
+    };
+    let url = ng.url("/index.html");
+    let args = [
+        "http",
+        &url,
+        "--http2",
+        "--streams",
+        "4",
+        "-c",
+        "2",
+        "-n",
+        "300",
+    ];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["transactions"]), 300, "{rep}");
+    assert_eq!(ng.logged(300), 300);
+    assert!(ng.log().iter().all(|l| l.starts_with("HTTP/2.0 ")));
+}
 
 #[test]
 fn grpc_calls_are_counted_and_a_failed_status_is_classed() {

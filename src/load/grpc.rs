@@ -222,7 +222,17 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
     let path = method_path(&a.method)?;
     let (message, source, unary) = request(a, &path)?;
     let scheme = if a.tls { "https" } else { "http" };
-    let uri: http::Uri = format!("{scheme}://{}{path}", a.addr)
+    let unix = crate::endpoint::Endpoint::is_unix_text(&a.addr);
+    if unix && a.tls {
+        return Err(error::usage(format!(
+            "`{}`: --tls over a Unix socket is not supported (gRPC over a Unix socket is h2c)",
+            a.addr
+        )));
+    }
+    // A Unix socket has no host: the :authority is localhost, as grpc-go
+    // and grpcurl send for unix: targets.
+    let authority = if unix { "localhost" } else { a.addr.as_str() };
+    let uri: http::Uri = format!("{scheme}://{authority}{path}")
         .parse()
         .map_err(|e| error::usage(format!("{}: not an address for a URI: {e}", a.addr)))?;
     let mut headers = HeaderMap::new();

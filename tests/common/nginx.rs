@@ -58,6 +58,12 @@ impl Nginx {
         Self::launch(test, tls, true, http_conf, false)
     }
 
+    /// HTTP/2 (h2c) on the Unix socket DIR/nginx.sock, logging as
+    /// [`Nginx::start_h2`] does.
+    pub fn start_h2_unix(test: &str) -> Option<Self> {
+        Self::launch(test, false, true, "", true)
+    }
+
     fn launch(test: &str, tls: bool, http2: bool, http_conf: &str, unix: bool) -> Option<Self> {
         let Some(bin) = nginx_binary() else {
             if std::env::var("CI").is_ok_and(|v| v == "true") {

@@ -39,13 +39,11 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<H2Load>> {
     let base = super::workload(a)?;
     request::check_method(&a.method)?;
     let raw = a.url.as_deref().unwrap_or_default();
-    if request::split_unix(raw).is_some() {
-        return Err(error::usage(format!(
-            "`{raw}`: --http2 speaks to TCP addresses only (HTTP/2 over a Unix socket is not \
-             supported); leave out --http2 for HTTP/1.1 over it"
-        )));
-    }
-    let target = Target::new(raw, a.method.clone(), 1)?;
+    // Over a Unix socket (h2c only: a unix: URL has no https form), the
+    // request's URI is the one after the socket, with authority localhost.
+    let unix = request::split_unix(raw);
+    let url = unix.as_ref().map_or(raw, |(_, u)| u.as_str());
+    let target = Target::new(url, a.method.clone(), 1)?;
     if template::is_template(&target.path) {
         return Err(error::usage(format!(
             "`{raw}`: --http2 sends one fixed request; {{key}}, {{value}} and {{seq}} fields are \

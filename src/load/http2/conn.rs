@@ -1,11 +1,10 @@
-//! One HTTP/2 connection's set-up: the TCP connect, TLS with ALPN `h2`
+//! One HTTP/2 connection's set-up: the TCP or Unix-socket connect, TLS with ALPN `h2`
 //! (https) or prior knowledge (h2c), and the HTTP/2 handshake with the
 //! run's flow-control windows. The socket is wrapped so the bytes on the
 //! wire (TLS records included) are counted as the driver counts them.
 
 use std::cell::Cell;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -15,10 +14,12 @@ use bytes::Bytes;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
+use super::super::socket;
 use super::super::tls::{Negotiated, TlsFailure};
 use super::super::workload::ErrorClass;
+use crate::endpoint::Endpoint;
 
 /// Bytes written and read on the wire by a worker's connections.
 #[derive(Default)]
@@ -123,22 +124,53 @@ pub enum SetupError {
     NoH2(Option<Vec<u8>>),
 }
 
-/// Connects to `addr` and sets up HTTP/2 over it (TLS first when `tls`);
-/// `now` is the run clock.
+/// Connects to `addr` (TCP, or a Unix stream socket) and sets up HTTP/2
+/// over it (TLS first when `tls`); `now` is the run clock.
 pub async fn open(
-    addr: SocketAddr,
+    addr: &Endpoint,
     tls: Option<&Tls>,
     windows: Windows,
     bytes: Rc<WireBytes>,
     now: impl Fn() -> u64,
 ) -> Result<Up, SetupError> {
-    let tcp = TcpStream::connect(addr)
-        .await
-        .map_err(|e| SetupError::Class(ErrorClass::of(&e)))?;
-    // Frames are written whole by h2; Nagle would hold a small one back
-    // behind an unacknowledged one.
-    let _ = tcp.set_nodelay(true);
-    let io = Counted { inner: tcp, bytes };
+    let class = |e: io::Error| SetupError::Class(ErrorClass::of(&e));
+    match addr {
+        Endpoint::Inet(a) => {
+            let tcp = TcpStream::connect(*a).await.map_err(class)?;
+            // Frames are written whole by h2; Nagle would hold a small one
+            // back behind an unacknowledged one.
+            let _ = tcp.set_nodelay(true);
+            setup(Counted { inner: tcp, bytes }, tls, windows, now).await
+        }
+        Endpoint::Unix(_) => {
+            let s = unix_connect(addr).await.map_err(class)?;
+            setup(Counted { inner: s, bytes }, tls, windows, now).await
+        }
+    }
+}
+
+/// A Unix stream connection (abstract names included, which tokio's own
+/// connect cannot name), through the driver's one non-blocking connect.
+async fn unix_connect(addr: &Endpoint) -> io::Result<UnixStream> {
+    let (sock, connected) = socket::start_connect(addr, None)?;
+    let std: std::os::unix::net::UnixStream = sock.into();
+    let s = UnixStream::from_std(std)?;
+    if !connected {
+        s.writable().await?;
+        if let Some(e) = s.take_error()? {
+            return Err(e);
+        }
+    }
+    Ok(s)
+}
+
+/// TLS (when asked) and the HTTP/2 handshake over a connected socket.
+async fn setup<T: AsyncRead + AsyncWrite + Unpin + 'static>(
+    io: Counted<T>,
+    tls: Option<&Tls>,
+    windows: Windows,
+    now: impl Fn() -> u64,
+) -> Result<Up, SetupError> {
     let mut builder = h2::client::Builder::new();
     builder
         .initial_window_size(windows.stream)

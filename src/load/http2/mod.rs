@@ -328,10 +328,7 @@ async fn connection(w: Rc<Worker>) {
         let opened = tokio::time::timeout(
             w.plan.timeout,
             conn::open(
-                w.plan
-                    .addr
-                    .inet()
-                    .expect("--http2 refuses a Unix socket before the run"),
+                &w.plan.addr,
                 w.tls.as_ref(),
                 w.windows,
                 Rc::clone(&w.bytes),
