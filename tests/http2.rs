@@ -355,7 +355,7 @@ const GRPC_SERVER: &str = r#"
 import os, sys, threading, grpc
 from concurrent import futures
 want = sys.argv[1].encode()
-stats = sys.argv[2] if len(sys.argv) > 2 else None
+stats = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else None
 lock = threading.Lock()
 seen = [0, 0]
 def varint(b, i):
@@ -408,8 +408,8 @@ kv = grpc.method_handlers_generic_handler("test.Kv", {
 })
 s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
 s.add_generic_rpc_handlers((h, kv))
-# argv[2], when given, is a Unix socket path to listen on instead.
-port = s.add_insecure_port("unix:" + sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1:0")
+# argv[3], when given, is a Unix socket path to listen on instead.
+port = s.add_insecure_port("unix:" + sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1:0")
 s.start()
 print(port, flush=True)
 s.wait_for_termination()
@@ -425,7 +425,7 @@ fn grpc_and_h2c_run_over_unix_sockets() {
         test,
         "grpc",
         GRPC_SERVER,
-        &["hello-proto", sock.to_str().unwrap()],
+        &["hello-proto", "", sock.to_str().unwrap()],
     ) else {
         return;
     };
