@@ -295,12 +295,14 @@ fn a_full_unix_accept_queue_is_seen_in_every_sample() {
     );
     drop(extra);
     let echo = format!("unix:{}", target.echo.display());
-    let load = format!("tcp-rr {echo} -c 2 -n 300");
+    // A second of load: rounds inside it see the load's connections
+    // (after it, the target may already have closed its ends).
+    let load = format!("tcp-rr {echo} -c 2 -d 1");
     let pid = target.child.id().to_string();
     let (code, msg, out) = profile(&dir, &["--pid", &pid, "--load", &load]);
     assert_eq!(code, Some(0), "{msg}");
     let rep = read_json(&out.join("run.json"));
-    assert_eq!(u(&rep["load"]["transactions"]), 300, "{}", rep["load"]);
+    assert!(u(&rep["load"]["transactions"]) > 0, "{}", rep["load"]);
     assert_unix_run(&rep, &out, &echo);
     let unix = &rep["evidence"]["unix"];
     let full = target.full.to_str().unwrap();
