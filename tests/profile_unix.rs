@@ -100,9 +100,10 @@ impl Drop for Redis {
 
 /// What every profile of a Unix target records: the address and socket
 /// learned, no anatomy (and no failure: it was not run), the caveat
-/// saying why, the evidence's socket samples said unavailable (never
-/// zeros), and the page and summary rendered.
-fn assert_unix_run(rep: &Value, out: &Path, listen: &str) {
+/// saying why, the evidence's Unix socket samples (UNIX_DIAG) with the
+/// listener by its path and none of TCP's, nothing said unsampled, and
+/// the page and summary rendered. Returns the listener's evidence.
+fn assert_unix_run(rep: &Value, out: &Path, listen: &str) -> Value {
     assert_eq!(rep["target"]["address"], listen, "{}", rep["target"]);
     let name = listen.strip_prefix("unix:").unwrap();
     let sockets: Vec<&str> = rep["target"]["sockets"]
@@ -124,14 +125,47 @@ fn assert_unix_run(rep: &Value, out: &Path, listen: &str) {
     );
     let ev = &rep["evidence"];
     assert!(ev["sockets"].is_null(), "{ev}");
+    let unavailable = ev["unavailable"].to_string();
     assert!(
-        ev["unavailable"].to_string().contains("Unix socket"),
-        "{ev}"
+        !unavailable.contains("sock_diag") && !unavailable.contains("not sampled"),
+        "{unavailable}"
     );
+    let unix = &ev["unix"];
+    assert!(u(&unix["samples"]) >= 1, "{unix}");
+    assert_eq!(u(&unix["failed_samples"]), 0, "{unix}");
+    let listener = listener(unix, name);
+    assert_eq!(listener["kind"], "stream");
+    assert_eq!(u(&listener["samples"]), u(&unix["samples"]), "{listener}");
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(summary.contains(name), "{summary}");
+    assert!(
+        summary.contains("target's Unix sockets (sock_diag)")
+            && summary.contains(&format!("listener {name} (stream)")),
+        "{summary}"
+    );
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert!(page.contains("</html>"));
+    assert!(page.contains("</html>") && page.contains("Unix listener"));
+    listener
+}
+
+/// The Unix evidence's listener named `name`.
+fn listener(unix: &Value, name: &str) -> Value {
+    unix["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == name)
+        .unwrap_or_else(|| panic!("no listener {name}: {unix}"))
+        .clone()
+}
+
+/// net.core.somaxconn: what the kernel caps a listen() backlog at.
+fn somaxconn() -> u64 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -160,7 +194,143 @@ fn profile_of_redis_on_a_unix_socket_loads_it_and_counts_what_info_counts() {
         server >= answered && server - answered <= unanswered,
         "redis processed {server}, the load answered {answered} (+ up to {unanswered})"
     );
-    assert_unix_run(&rep, &out, &listen);
+    let l = assert_unix_run(&rep, &out, &listen);
+    // redis listens on its unixsocket with its tcp-backlog (511 by
+    // default), which the kernel caps at somaxconn.
+    assert_eq!(u(&l["backlog"]), 511.min(somaxconn()), "{l}");
+    // The load's 4 connections, accepted by redis, in some sample.
+    let connected = &rep["evidence"]["unix"]["connected"];
+    assert!(u(&connected["max"]) >= 4, "{connected}");
+    assert!(u(&connected["seen"]) >= 4, "{connected}");
+    assert!(
+        connected["recv_q"]["count"].as_u64().is_some(),
+        "{connected}"
+    );
+}
+
+/// A python3 target with two Unix listeners: an echo server on
+/// `DIR/echo.sock` (threads, for the load) and `DIR/full.sock`, listening
+/// with backlog 2 and never accepting. Killed on drop.
+struct TwoListeners {
+    child: Child,
+    echo: PathBuf,
+    full: PathBuf,
+}
+
+const TWO_LISTENERS: &str = r#"
+import socket, sys, threading
+full = socket.socket(socket.AF_UNIX)
+full.bind(sys.argv[2])
+full.listen(2)
+srv = socket.socket(socket.AF_UNIX)
+srv.bind(sys.argv[1])
+srv.listen(64)
+def echo(c):
+    with c:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                return
+            c.sendall(b)
+print("ready", flush=True)
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=echo, args=(c,), daemon=True).start()
+"#;
+
+impl TwoListeners {
+    fn start(dir: &Path) -> Self {
+        let (echo, full) = (dir.join("echo.sock"), dir.join("full.sock"));
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", TWO_LISTENERS])
+            .args([&echo, &full])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting python3");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let t = TwoListeners { child, echo, full };
+        assert_eq!(line.trim(), "ready", "python3 said {line:?}");
+        t
+    }
+}
+
+impl Drop for TwoListeners {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A listener whose accept queue is full for the whole window: three
+/// clients connect before the profile starts (a backlog of 2 holds 3: the
+/// kernel refuses the next, checked here) and stay connected until it
+/// ends, so every sample finds it full, with no timing involved. The
+/// evidence says so, with the backlog the target asked for, and the
+/// sentence is among the insights.
+#[test]
+fn a_full_unix_accept_queue_is_seen_in_every_sample() {
+    let name = "a_full_unix_accept_queue_is_seen";
+    if !require_bpf(name) || !require_program("/usr/bin/python3", name) {
+        return;
+    }
+    let dir = scratch("prof-unix-full").canonicalize().unwrap();
+    let target = TwoListeners::start(&dir);
+    let waiting: Vec<UnixStream> = (0..3)
+        .map(|_| UnixStream::connect(&target.full).unwrap())
+        .collect();
+    let extra = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
+    extra.set_nonblocking(true).unwrap();
+    let refused = extra.connect(&socket2::SockAddr::unix(&target.full).unwrap());
+    assert_eq!(
+        refused.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock),
+        "the queue holds backlog + 1"
+    );
+    drop(extra);
+    let echo = format!("unix:{}", target.echo.display());
+    // A second of load: rounds inside it see the load's connections
+    // (after it, the target may already have closed its ends).
+    let load = format!("tcp-rr {echo} -c 2 -d 1");
+    let pid = target.child.id().to_string();
+    let (code, msg, out) = profile(&dir, &["--pid", &pid, "--load", &load]);
+    assert_eq!(code, Some(0), "{msg}");
+    let rep = read_json(&out.join("run.json"));
+    assert!(u(&rep["load"]["transactions"]) > 0, "{}", rep["load"]);
+    assert_unix_run(&rep, &out, &echo);
+    let unix = &rep["evidence"]["unix"];
+    let full = target.full.to_str().unwrap();
+    let l = listener(unix, full);
+    assert_eq!(u(&l["backlog"]), 2, "{l}");
+    assert_eq!(u(&l["accept_queue"]["max"]), 3, "{l}");
+    assert!(u(&l["samples"]) >= 1, "{l}");
+    assert_eq!(u(&l["samples_full"]), u(&l["samples"]), "{l}");
+    let sentence = format!(
+        "The Unix listener {full}'s accept queue was full in {n} of {n} samples (backlog 2): \
+         connecting clients waited.",
+        n = u(&l["samples"])
+    );
+    assert!(
+        rep["insights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == sentence.as_str()),
+        "{}",
+        rep["insights"]
+    );
+    // The echo listener's queue is the target's too; the load's two
+    // connections were accepted there.
+    let l = listener(unix, target.echo.to_str().unwrap());
+    assert_eq!((u(&l["backlog"]), u(&l["samples_full"])), (64, 0), "{l}");
+    assert!(u(&unix["connected"]["max"]) >= 2, "{unix}");
+    drop(waiting);
 }
 
 #[test]

@@ -161,7 +161,7 @@ pub fn owned_unix_listeners(pid: i32) -> Vec<UnixListener> {
 /// link; the kernel records the path as given): the directory that
 /// descriptor of `pid` holds, joined with the name. Kept as printed when
 /// the descriptor is gone.
-fn through_fd(pid: i32, name: String) -> String {
+pub fn through_fd(pid: i32, name: String) -> String {
     let Some(rest) = name.strip_prefix("/proc/self/fd/") else {
         return name;
     };

@@ -5,6 +5,7 @@
 
 pub mod snmp;
 pub mod sock_diag;
+pub mod unix_diag;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;

@@ -42,6 +42,11 @@ pub const NEW_SYN_RECV: u32 = 12;
 pub const ALL_STATES: u32 = 0x1ffe;
 
 const NETLINK_HDR: usize = 16;
+/// Netlink message types of a dump's replies.
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+/// The request and reply type of every sock_diag family.
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
 /// Longest wait for one reply datagram.
 const RECV_TIMEOUT_S: i64 = 1;
 /// Bounds one dump (a namespace with more sockets in the asked states
@@ -264,6 +269,40 @@ impl Diag {
         Err(io::Error::other("sock_diag dump did not end"))
     }
 
+    /// Dumps with a request this module does not build (`req`: the
+    /// family's request structure, e.g. `unix_diag_req`), calling `f` with
+    /// the payload of each reply message (the family's message and its
+    /// attributes, unparsed). Bounded like [`Diag::dump`]; a netlink error,
+    /// or a dump that ends in one, fails it.
+    pub fn dump_raw(&mut self, req: &[u8], mut f: impl FnMut(&[u8])) -> io::Result<()> {
+        let mut out = Vec::with_capacity(NETLINK_HDR + req.len());
+        out.extend_from_slice(&((NETLINK_HDR + req.len()) as u32).to_ne_bytes());
+        out.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        out.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+        self.seq = self.seq.wrapping_add(1);
+        out.extend_from_slice(&self.seq.to_ne_bytes());
+        out.extend_from_slice(&0u32.to_ne_bytes());
+        out.extend_from_slice(req);
+        if self.sock.send(&out, 0)? != out.len() {
+            return Err(io::Error::other("short sock_diag request"));
+        }
+        for _ in 0..MAX_DATAGRAMS {
+            let n = self.sock.recv(&mut &mut self.buf[..], 0)?;
+            let mut rest = &self.buf[..n.min(self.buf.len())];
+            while rest.len() >= NETLINK_HDR {
+                let len = u32::from_ne_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
+                if len < NETLINK_HDR || len > rest.len() {
+                    return Err(io::Error::other("malformed sock_diag reply"));
+                }
+                if raw_message(&rest[..len], &mut f)? {
+                    return Ok(());
+                }
+                rest = &rest[((len + 3) & !3).min(rest.len())..];
+            }
+        }
+        Err(io::Error::other("sock_diag dump did not end"))
+    }
+
     fn request(&mut self, q: &Query) -> io::Result<()> {
         let mut ext = ExtensionFlags::empty();
         if q.tcp_info {
@@ -302,6 +341,34 @@ impl Diag {
             return Err(io::Error::other("short sock_diag request"));
         }
         Ok(())
+    }
+}
+
+/// One netlink message of a raw dump, `m` within bounds and at least a
+/// header long: true at its end (NLMSG_DONE), an error for NLMSG_ERROR or
+/// a DONE that carries one, otherwise `f` gets the payload.
+fn raw_message(m: &[u8], f: &mut impl FnMut(&[u8])) -> io::Result<bool> {
+    let kind = u16::from_ne_bytes([m[4], m[5]]);
+    let payload = &m[NETLINK_HDR..];
+    let errno = || {
+        payload
+            .get(..4)
+            .map_or(0, |b| i32::from_ne_bytes(b.try_into().expect("4 bytes")))
+    };
+    match kind {
+        NLMSG_DONE => match errno() {
+            e if e < 0 => Err(io::Error::from_raw_os_error(-e)),
+            _ => Ok(true),
+        },
+        NLMSG_ERROR => match errno() {
+            0 => Ok(false),
+            e => Err(io::Error::from_raw_os_error(e.saturating_abs())),
+        },
+        SOCK_DIAG_BY_FAMILY => {
+            f(payload);
+            Ok(false)
+        }
+        _ => Ok(false),
     }
 }
 
@@ -424,6 +491,33 @@ mod tests {
         let info = conn.tcp.expect("tcp_info of a full socket");
         assert_eq!(info.total_retrans, 0);
         assert_ne!(conn.cookie, 0);
+    }
+
+    #[test]
+    fn a_raw_dump_ends_at_done_and_fails_on_an_error_reply() {
+        let m = |kind: u16, payload: &[u8]| {
+            let mut v = ((NETLINK_HDR + payload.len()) as u32)
+                .to_ne_bytes()
+                .to_vec();
+            v.extend_from_slice(&kind.to_ne_bytes());
+            v.extend_from_slice(&[0; 10]);
+            v.extend_from_slice(payload);
+            v
+        };
+        let mut got = Vec::new();
+        let mut f = |p: &[u8]| got.push(p.to_vec());
+        assert!(!raw_message(&m(SOCK_DIAG_BY_FAMILY, &[1, 2]), &mut f).unwrap());
+        assert!(
+            !raw_message(&m(99, &[3]), &mut f).unwrap(),
+            "another type: skipped"
+        );
+        assert!(raw_message(&m(NLMSG_DONE, &0i32.to_ne_bytes()), &mut f).unwrap());
+        assert!(raw_message(&m(NLMSG_DONE, &[]), &mut f).unwrap());
+        let e = raw_message(&m(NLMSG_DONE, &(-libc::EPERM).to_ne_bytes()), &mut f).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+        let e = raw_message(&m(NLMSG_ERROR, &(-libc::ENOENT).to_ne_bytes()), &mut f).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+        assert_eq!(got, [vec![1, 2]]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Kernel-side evidence of a profile (run.json `evidence`): what the kernel
 //! counted, queued and scheduled around the target during the window.
-//! Three parts, each filled by its own collector in `run/profile/collect/`
+//! Four parts, each filled by its own collector in `run/profile/collect/`
 //! and each rendering its own text lines, HTML and sentences here:
 //!
 //! - [`counters`]: deltas of /proc/net/snmp, /proc/net/netstat,
@@ -8,6 +8,9 @@
 //!   target's network namespace;
 //! - [`sockets`]: the target's own sockets sampled through sock_diag
 //!   (accept queue against backlog, states, queues, tcp_info);
+//! - [`unix`]: the target's Unix-domain sockets sampled through sock_diag
+//!   (UNIX_DIAG) when it serves a Unix socket (accept queue against
+//!   backlog, connected sockets and their queues);
 //! - [`sched`]: how long the target's threads were runnable but waiting
 //!   for a CPU (schedstat), against their time on a CPU.
 //!
@@ -17,12 +20,14 @@
 pub mod counters;
 pub mod sched;
 pub mod sockets;
+pub mod unix;
 
 use serde::{Deserialize, Serialize};
 
 pub use counters::CounterDeltas;
 pub use sched::SchedEvidence;
 pub use sockets::SocketEvidence;
+pub use unix::UnixEvidence;
 
 use super::load::LoadReport;
 use super::table::Table;
@@ -39,6 +44,10 @@ pub struct KernelEvidence {
     /// The target's sockets, sampled.
     #[serde(default)]
     pub sockets: Option<SocketEvidence>,
+    /// The target's Unix sockets, sampled (a target that serves a Unix
+    /// socket; absent otherwise, and in artifacts written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix: Option<UnixEvidence>,
     /// Run-queue delay of the target's threads.
     #[serde(default)]
     pub sched: Option<SchedEvidence>,
@@ -92,6 +101,9 @@ impl KernelEvidence {
         if let Some(s) = &self.sockets {
             lines.extend(s.text_lines());
         }
+        if let Some(u) = &self.unix {
+            lines.extend(u.text_lines());
+        }
         if let Some(s) = &self.sched {
             lines.extend(s.text_lines());
         }
@@ -117,6 +129,9 @@ impl KernelEvidence {
         if let Some(k) = &self.sockets {
             s.push_str(&k.html());
         }
+        if let Some(u) = &self.unix {
+            s.push_str(&u.html());
+        }
         if let Some(k) = &self.sched {
             s.push_str(&k.html());
         }
@@ -134,6 +149,9 @@ impl KernelEvidence {
         }
         if let Some(s) = &self.sockets {
             out.extend(s.sentences(transactions, load));
+        }
+        if let Some(u) = &self.unix {
+            out.extend(u.sentences());
         }
         if let Some(s) = &self.sched {
             out.extend(s.sentences(transactions));

@@ -285,7 +285,7 @@ impl TimeWait {
 }
 
 impl Quantiles {
-    fn bytes(&self) -> String {
+    pub(super) fn bytes(&self) -> String {
         format!(
             "p50 {}, p99 {}, max {}",
             human_bytes(self.p50),

@@ -1,7 +1,8 @@
 //! Collects a profile's kernel-side evidence (`report::evidence`): counter
 //! snapshots before and after the window, and a sampler thread that every
 //! [`INTERVAL`] reads the target tree's sockets (sock_diag, in the target's
-//! network namespace) and its threads' schedstat. The sampler only reads
+//! network namespace: its TCP and UDP sockets, or its Unix sockets when it
+//! serves one) and its threads' schedstat. The sampler only reads
 //! /proc and the kernel's socket table; it never touches the target's
 //! sockets or signals it. Its own CPU time is measured and reported, so
 //! its cost is part of the evidence.
@@ -9,6 +10,7 @@
 pub mod counters;
 pub mod sched;
 pub mod sockets;
+pub mod unix_sockets;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,9 +41,18 @@ pub struct Collector {
     started: Instant,
 }
 
+/// The socket sampler of a target: its TCP/UDP sockets, or its Unix ones.
+/// An error is the `unavailable` line saying why neither runs.
+type Sockets = std::result::Result<SocketSampler, String>;
+
+enum SocketSampler {
+    Inet(Box<sockets::Sampler>),
+    Unix(Box<unix_sockets::Sampler>),
+}
+
 /// What the sampler thread hands back.
 struct Rounds {
-    sockets: std::result::Result<sockets::Sampler, String>,
+    sockets: Sockets,
     sched: sched::Sampler,
     samples: u64,
     cpu_s: f64,
@@ -50,8 +61,7 @@ struct Rounds {
 impl Collector {
     /// Takes the "before" counter snapshot and TIME_WAIT count, and starts
     /// sampling the tree of `pid`, whose service listens on `addr` (None:
-    /// on a Unix socket, whose sockets are not sampled: said in the
-    /// evidence's `unavailable`, never shown as zeros).
+    /// on a Unix socket: its Unix sockets are sampled, through UNIX_DIAG).
     pub fn start(pid: i32, addr: Option<SocketAddr>) -> Result<Self> {
         let netns = netns_of(pid);
         let before = counters::snapshot(pid);
@@ -60,12 +70,12 @@ impl Collector {
         // returns and the load starts (in the thread it raced the load's
         // first connections and counted them as earlier runs').
         let sockets = match addr {
-            Some(addr) => sockets::Sampler::new(pid, addr),
-            None => Err(
-                "the target serves a Unix socket; its Unix sockets' queues (sock_diag \
-                         UNIX_DIAG) are not sampled yet"
-                    .to_string(),
-            ),
+            Some(addr) => sockets::Sampler::new(pid, addr)
+                .map(|s| SocketSampler::Inet(Box::new(s)))
+                .map_err(|e| format!("the target's sockets (sock_diag): {e}")),
+            None => unix_sockets::Sampler::new(pid)
+                .map(|u| SocketSampler::Unix(Box::new(u)))
+                .map_err(|e| format!("the target's Unix sockets (sock_diag UNIX_DIAG): {e}")),
         };
         let stop = Arc::new(StopFlag::new()?);
         let flag = Arc::clone(&stop);
@@ -110,11 +120,12 @@ impl Collector {
                 ..Default::default()
             };
         };
-        let sockets = match r.sockets {
-            Ok(s) => Some(s.finish()),
+        let (sockets, unix) = match r.sockets {
+            Ok(SocketSampler::Inet(s)) => (Some(s.finish()), None),
+            Ok(SocketSampler::Unix(u)) => (None, Some(u.finish())),
             Err(e) => {
-                unavailable.push(format!("the target's sockets (sock_diag): {e}"));
-                None
+                unavailable.push(e);
+                (None, None)
             }
         };
         let sched = match r.sched.finish() {
@@ -128,6 +139,7 @@ impl Collector {
             netns: self.netns.clone(),
             counters,
             sockets,
+            unix,
             sched,
             unavailable,
             cost: EvidenceCost {
@@ -151,11 +163,7 @@ impl Drop for Collector {
 
 /// The sampler thread: one round at once (so a short run is seen), then
 /// one every [`INTERVAL`] until stopped, and a last round at the stop.
-fn sample_until(
-    stop: &StopFlag,
-    pid: i32,
-    mut sockets: std::result::Result<sockets::Sampler, String>,
-) -> Rounds {
+fn sample_until(stop: &StopFlag, pid: i32, mut sockets: Sockets) -> Rounds {
     let cpu0 = thread_cpu_s();
     let mut sched = sched::Sampler::new();
     let mut tree = super::share::tree_of(pid);
@@ -170,8 +178,10 @@ fn sample_until(
             }
             walked = Instant::now();
         }
-        if let Ok(s) = sockets.as_mut() {
-            s.sample(&tree);
+        match sockets.as_mut() {
+            Ok(SocketSampler::Inet(s)) => s.sample(&tree),
+            Ok(SocketSampler::Unix(u)) => u.sample(&tree),
+            Err(_) => {}
         }
         sched.sample(&tree);
         samples += 1;
