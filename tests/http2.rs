@@ -520,6 +520,18 @@ fn grpc_calls_are_counted_and_a_failed_status_is_classed() {
     assert_eq!(u(&rep["transactions"]), 100, "{rep}");
     assert_eq!(u(&rep["send_lag"]["count"]), 100, "{}", rep["send_lag"]);
     assert!(rep["duration_s"].as_f64().unwrap() >= 0.24, "{rep}");
+    // A schedule: one step per rate, the steps adding up to the run.
+    let (code, rep, err) = run("test.Echo/Ping", &["--rate", "100,200 every 1s"]);
+    assert_eq!(code, Some(0), "{err}");
+    let steps = rep["steps"].as_array().expect("steps");
+    let asked: Vec<f64> = steps
+        .iter()
+        .map(|s| s["requested_per_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(asked, [100.0, 200.0], "{}", rep["steps"]);
+    let sum: u64 = steps.iter().map(|s| u(&s["transactions"])).sum();
+    assert_eq!(sum, u(&rep["transactions"]));
+    assert!(sum >= 150, "{sum} of 300 due");
     // The server's status, by name; the connection goes on.
     let (code, rep, err) = run("test.Echo/Fail", &["-n", "50", "--max-errors", "100"]);
     assert_eq!(code, Some(0), "{err}");

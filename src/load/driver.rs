@@ -97,6 +97,7 @@ impl<'a> WorkerCore<'a> {
             },
             sched: ctx
                 .rate
+                .as_ref()
                 .map(|r| Schedule::new(r, ctx.clock.now(), ctx.measure_from, ctx.quota)),
             idle: Vec::new(),
             issued_measured: 0,

@@ -230,7 +230,10 @@ fn worker_ctxs(plan: &TcpPlan, clock: RunClock, window: Window) -> Vec<WorkerCtx
         .map(|i| WorkerCtx {
             index: i,
             conns: WorkerCtx::share(plan.connections as u64, plan.threads, i) as usize,
-            rate: plan.rate.map(|r| r / plan.threads as f64),
+            rate: plan
+                .rate
+                .as_ref()
+                .map(|r| r.scaled(1.0 / plan.threads as f64)),
             connect_rate: plan.connect_rate.map(|r| r / plan.threads as f64),
             quota: match plan.stop {
                 Stop::Count(n) => Some(WorkerCtx::share(n, plan.threads, i)),
@@ -304,6 +307,7 @@ fn worker<E: WorkerLoop>(
         sink,
         Arc::clone(&ctx.progress),
     );
+    t.worker = ctx.index;
     if let Some(limit) = plan.full_log {
         let share = WorkerCtx::share(limit as u64, plan.threads, ctx.index);
         t.log = Some(tally::FullLog::new(share as usize));
@@ -677,7 +681,7 @@ mod tests {
             // Open loop: sends wait for a connection that is up (its
             // handshake done), none is lost.
             let p = TcpPlan {
-                rate: Some(2000.0),
+                rate: Some(crate::load::rate_plan::RatePlan::Constant(2000.0)),
                 ..tls_plan(addr, mode, 200, spec(true, None))
             };
             let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();

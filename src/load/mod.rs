@@ -64,6 +64,7 @@ pub mod registry;
 pub mod schedule;
 pub mod socket;
 pub mod spec;
+pub mod steps;
 pub mod tally;
 pub mod tcp_crr;
 pub mod tcp_report;
@@ -84,6 +85,7 @@ pub use self::driver::ConnTally;
 use self::engine::WorkerLoop;
 pub use self::kv_options::{KeyDist, KvArgs, Ratio};
 use self::plan::{Stop, TcpPlan};
+use self::rate_plan::RatePlan;
 pub use self::raw::RawArgs;
 pub use self::spec::{LoadSpec, TcpArgs};
 use self::tls::TlsSpec;
@@ -255,11 +257,8 @@ fn run_tcp<E: WorkerLoop>(
         .map_or_else(|| connections.min(cpus()), |t| t as usize)
         .min(connections)
         .max(1);
-    let stop = match (a.count, a.duration) {
-        (Some(n), _) => Stop::Count(n),
-        (None, d) => Stop::Duration(Duration::from_secs_f64(d.unwrap_or(10.0))),
-    };
-    if let (Some(r), Stop::Count(n)) = (a.rate, stop) {
+    let stop = stop_of(&a)?;
+    if let (Some(r), Stop::Count(n)) = (a.rate.as_ref().and_then(RatePlan::constant), stop) {
         if (n as f64) < r / 1e6 {
             return Err(error::usage("-n is smaller than one microsecond of --rate"));
         }
@@ -274,7 +273,7 @@ fn run_tcp<E: WorkerLoop>(
         threads,
         stop,
         warmup: Duration::from_secs_f64(a.warmup),
-        rate: a.rate,
+        rate: a.rate.clone(),
         timeout: Duration::from_secs_f64(a.timeout),
         connect_rate: a.connect_rate,
         sources: sources.clone(),
@@ -294,7 +293,12 @@ fn run_tcp<E: WorkerLoop>(
         },
         count: a.count,
         warmup_s: a.warmup,
-        rate: a.rate,
+        rate: a.rate.as_ref().and_then(RatePlan::constant),
+        rate_schedule: a
+            .rate
+            .as_ref()
+            .filter(|r| r.constant().is_none())
+            .map(|r| r.to_string()),
         close: w.mode.close_name().map(String::from),
         timeout_s: a.timeout,
         max_errors: a.max_errors,
@@ -334,6 +338,35 @@ fn run_tcp<E: WorkerLoop>(
         failure: out.failure,
         connections: out.connections,
     })
+}
+
+/// When a TCP run stops: after `-n` transactions, after `-d` (10 s by
+/// default), or, with a rate schedule, when the schedule ends. A schedule
+/// sets the measured window itself: `-n` with one, or a `-d` that differs
+/// from its length, is refused (exit 2) rather than cutting the schedule
+/// short or running past its last step at an unstated rate.
+fn stop_of(a: &TcpArgs) -> Result<Stop> {
+    let schedule = a.rate.as_ref().and_then(|r| r.duration().map(|d| (r, d)));
+    match (schedule, a.count, a.duration) {
+        (Some((r, _)), Some(_), _) => Err(error::usage(format!(
+            "--rate '{r}' is a schedule: it sets the run's length; leave -n out"
+        ))),
+        (Some((r, len)), None, Some(d)) if (d - len.as_secs_f64()).abs() > 1e-9 => {
+            Err(error::usage(format!(
+                "--rate '{r}' is a schedule of {} s: -d {d} would {} it; leave -d out (the \
+                 schedule sets the run's length)",
+                len.as_secs(),
+                if d < len.as_secs_f64() {
+                    "cut short"
+                } else {
+                    "run past"
+                }
+            )))
+        }
+        (Some((_, len)), None, _) => Ok(Stop::Duration(len)),
+        (None, Some(n), _) => Ok(Stop::Count(n)),
+        (None, None, d) => Ok(Stop::Duration(Duration::from_secs_f64(d.unwrap_or(10.0)))),
+    }
 }
 
 /// Refuses, for a Unix socket target, what only TCP (or TLS over it) has:

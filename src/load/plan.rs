@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::clock::RunClock;
+use super::rate_plan::RatePlan;
 use super::schedule::Schedule;
 use super::tally::ProgressCounters;
 use super::tls::TlsClient;
@@ -43,8 +44,9 @@ pub struct TcpPlan {
     pub stop: Stop,
     /// Excluded from results.
     pub warmup: Duration,
-    /// Open-loop total rate, transactions/s (None: closed loop).
-    pub rate: Option<f64>,
+    /// Open-loop total rate or schedule, transactions/s (None: closed
+    /// loop).
+    pub rate: Option<RatePlan>,
     /// Connect and response timeout.
     pub timeout: Duration,
     /// Most new connections per second (tcp-rr), None: as fast as possible.
@@ -70,8 +72,8 @@ pub struct WorkerCtx {
     pub index: usize,
     /// Connections (or connect loops) it drives.
     pub conns: usize,
-    /// Its share of the open-loop rate.
-    pub rate: Option<f64>,
+    /// Its share of the open-loop rate or schedule.
+    pub rate: Option<RatePlan>,
     /// Its share of --connect-rate.
     pub connect_rate: Option<f64>,
     /// Its share of the measured transactions (count mode).

@@ -20,6 +20,7 @@ use anyhow::Result;
 use clap::{ArgMatches, Args, FromArgMatches};
 
 use super::Load;
+use super::rate_plan::RatePlan;
 use crate::endpoint::Endpoint;
 use crate::error;
 use crate::values;
@@ -414,10 +415,13 @@ pub struct TcpArgs {
     /// Run this long first and leave it out of the results.
     #[arg(long, value_name = "SECS", default_value = "0", value_parser = values::secs_or_zero)]
     pub warmup: f64,
-    /// Open loop: this many transactions per second in total; latency is
-    /// measured from the intended send time.
-    #[arg(long, value_name = "PER_SEC", value_parser = values::rate)]
-    pub rate: Option<f64>,
+    /// Open loop: this many transactions per second in total (5000, 5k),
+    /// or a schedule that sets the run's length: '1000..20000 step 1000
+    /// every 5s', '1000,5000,10000 every 10s', '0..50000 over 60s [every
+    /// 5s]'. Latency is measured from the intended send time; a schedule
+    /// reports each step apart (`steps`).
+    #[arg(long, value_name = "RATE|SCHEDULE", value_parser = RatePlan::parse)]
+    pub rate: Option<RatePlan>,
     /// Connect and response timeout.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = values::positive_secs)]
     pub timeout: f64,

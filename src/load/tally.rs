@@ -22,6 +22,12 @@ pub fn interval_hist() -> Histogram<u32> {
     Histogram::new_with_bounds(100, 60_000_000_000, 2).expect("valid static bounds")
 }
 
+/// Send-lag histogram used per one-second interval: 2 significant digits
+/// from 1 ns to 60 s (a lag is often well under 100 ns).
+pub fn lag_hist() -> Histogram<u32> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid static bounds")
+}
+
 /// One second of one worker, sent to the main thread.
 pub struct IntervalRecord {
     /// Second index since the measured window started.
@@ -30,8 +36,71 @@ pub struct IntervalRecord {
     pub transactions: u64,
     /// Errors in it.
     pub errors: u64,
+    /// Those errors by class.
+    pub errors_by_class: BTreeMap<ErrorClass, u64>,
     /// Latencies of those transactions.
     pub hist: Histogram<u32>,
+    /// Send lag of the sends released in it (open loop).
+    pub send_lag: Option<Histogram<u32>>,
+    /// The worker that sent it.
+    pub worker: usize,
+    /// The worker thread's CPU time since its previous record (or since
+    /// its first measured event), ns: read at the roll into the next
+    /// second, so approximately this second's.
+    pub cpu_ns: u64,
+}
+
+/// One second of the run, every worker's records added up.
+pub struct SecondTally {
+    /// Transactions completed in it.
+    pub transactions: u64,
+    /// Errors in it.
+    pub errors: u64,
+    /// Those errors by class.
+    pub errors_by_class: BTreeMap<ErrorClass, u64>,
+    /// Latencies of those transactions.
+    pub hist: Histogram<u32>,
+    /// Send lag of the sends released in it (None: closed loop).
+    pub send_lag: Option<Histogram<u32>>,
+    /// CPU time of each worker thread in it, ns, indexed by worker.
+    pub cpu_ns: Vec<u64>,
+}
+
+impl Default for SecondTally {
+    fn default() -> Self {
+        Self {
+            transactions: 0,
+            errors: 0,
+            errors_by_class: BTreeMap::new(),
+            hist: interval_hist(),
+            send_lag: None,
+            cpu_ns: Vec::new(),
+        }
+    }
+}
+
+impl SecondTally {
+    /// Adds one worker's record of this second.
+    pub fn add(&mut self, rec: IntervalRecord) {
+        self.transactions += rec.transactions;
+        self.errors += rec.errors;
+        for (k, v) in rec.errors_by_class {
+            *self.errors_by_class.entry(k).or_default() += v;
+        }
+        let _ = self.hist.add(&rec.hist);
+        if let Some(l) = rec.send_lag {
+            match self.send_lag.as_mut() {
+                Some(acc) => {
+                    let _ = acc.add(&l);
+                }
+                None => self.send_lag = Some(l),
+            }
+        }
+        if self.cpu_ns.len() <= rec.worker {
+            self.cpu_ns.resize(rec.worker + 1, 0);
+        }
+        self.cpu_ns[rec.worker] += rec.cpu_ns;
+    }
 }
 
 /// One operation's responses (whole run).
@@ -203,6 +272,8 @@ pub struct WorkerTally {
     pub failed_answers: u64,
     /// `--full-log`: every measured transaction's send time and latency.
     pub log: Option<FullLog>,
+    /// This worker's index (in its interval records).
+    pub worker: usize,
     /// Set when the measured window has ended and the run drains: answers
     /// then count in `answered_after_end` and errors stay out of the
     /// per-second intervals.
@@ -214,6 +285,10 @@ pub struct WorkerTally {
     interval_span: (u64, u64),
     interval_tx: u64,
     interval_errors: u64,
+    interval_by_class: BTreeMap<ErrorClass, u64>,
+    interval_lag: Option<Histogram<u32>>,
+    /// Thread CPU time at the previous record (None: not measuring yet).
+    cpu_mark: Option<u64>,
     sink: Option<Sender<IntervalRecord>>,
     progress: Arc<ProgressCounters>,
 }
@@ -250,14 +325,19 @@ impl WorkerTally {
             responses: ResponseTally::default(),
             failed_answers: 0,
             log: None,
+            worker: 0,
             window_closed: false,
             interval: interval_hist(),
             interval_second: 0,
-            // Second 0, and everything before the window (warm-up errors
-            // are not rolled; see `roll`).
-            interval_span: (0, measure_from.saturating_add(1_000_000_000)),
+            // Empty: the first measured event rolls into second 0 and
+            // marks the thread's CPU time there (warm-up events are not
+            // rolled; see `roll`).
+            interval_span: (measure_from, measure_from),
             interval_tx: 0,
             interval_errors: 0,
+            interval_by_class: BTreeMap::new(),
+            interval_lag: open_loop.then(lag_hist),
+            cpu_mark: None,
             sink: Some(sink),
             progress,
         }
@@ -329,6 +409,13 @@ impl WorkerTally {
             if let Some(l) = self.send_lag.as_mut() {
                 l.record(lag);
             }
+            if !self.window_closed && self.interval_lag.is_some() {
+                // Released at intended + lag: the second it counts in.
+                self.roll(intended + lag);
+                if let Some(h) = self.interval_lag.as_mut() {
+                    let _ = h.record(lag.clamp(1, 60_000_000_000));
+                }
+            }
         }
     }
 
@@ -375,6 +462,7 @@ impl WorkerTally {
         if self.measuring(now) && !self.window_closed {
             self.roll(now);
             self.interval_errors += 1;
+            *self.interval_by_class.entry(class).or_default() += 1;
         }
     }
 
@@ -392,6 +480,9 @@ impl WorkerTally {
         let second = (now - self.measure_from.min(now)) / 1_000_000_000;
         let start = self.measure_from + second * 1_000_000_000;
         self.interval_span = (start, start.saturating_add(1_000_000_000));
+        if self.cpu_mark.is_none() {
+            self.cpu_mark = Some(super::clock::thread_cpu_ns());
+        }
         if second != self.interval_second {
             self.flush_interval();
             self.interval_second = second;
@@ -399,14 +490,27 @@ impl WorkerTally {
     }
 
     fn flush_interval(&mut self) {
-        if self.interval_tx == 0 && self.interval_errors == 0 {
+        let lagged = self.interval_lag.as_ref().is_some_and(|h| !h.is_empty());
+        if self.interval_tx == 0 && self.interval_errors == 0 && !lagged {
             return;
         }
+        // One clock read per worker and second: what the step's busy
+        // share is made of.
+        let cpu = super::clock::thread_cpu_ns();
+        let cpu_ns = cpu.saturating_sub(self.cpu_mark.unwrap_or(cpu));
+        self.cpu_mark = Some(cpu);
         let rec = IntervalRecord {
             second: self.interval_second,
             transactions: self.interval_tx,
             errors: self.interval_errors,
+            errors_by_class: std::mem::take(&mut self.interval_by_class),
             hist: std::mem::replace(&mut self.interval, interval_hist()),
+            send_lag: self
+                .interval_lag
+                .as_mut()
+                .map(|h| std::mem::replace(h, lag_hist())),
+            worker: self.worker,
+            cpu_ns,
         };
         self.interval_tx = 0;
         self.interval_errors = 0;

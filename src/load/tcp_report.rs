@@ -275,6 +275,10 @@ pub(super) fn report(
     let (user, system) = m.cpu_s;
     let all_tx = t.transactions + t.warmup_transactions;
     let saturated = saturated_any(m);
+    let steps = match &plan.rate {
+        Some(p) => super::steps::assemble(p, &watched.intervals)?,
+        None => None,
+    };
     let report = LoadReport {
         header: crate::report::header::ArtifactHeader::new(SCHEMA, SCHEMA_VERSION),
         workload: plan.workload.into(),
@@ -320,7 +324,8 @@ pub(super) fn report(
             watched
                 .intervals
                 .into_iter()
-                .map(|(s, (tx, er, h))| Interval {
+                .map(|(s, sec)| (s, sec.transactions, sec.errors, sec.hist))
+                .map(|(s, tx, er, h)| Interval {
                     t_s: s,
                     transactions: tx,
                     errors: er,
@@ -335,6 +340,7 @@ pub(super) fn report(
             // recorded.
             m.stopped_at.saturating_sub(measure_from) as f64 / 1e9,
         ),
+        steps,
         bytes: Bytes {
             sent: t.bytes_sent,
             received: t.bytes_received,
@@ -432,13 +438,7 @@ pub(super) fn udp_rr(m: &Merged, rep: &LoadReport) -> UdpRrResult {
 
 /// A latency record, or None for an empty histogram.
 pub fn record(h: &LatencyHist) -> Result<Option<LatencyRecord>> {
-    if h.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(LatencyRecord {
-        summary: h.summary(),
-        hdr_histogram: h.to_v2_base64()?,
-    }))
+    LatencyRecord::of(h)
 }
 
 /// The error classes of a run, most frequent first ("ECONNRESET x10,

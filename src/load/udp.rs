@@ -37,6 +37,19 @@ pub static WORKLOAD: Registered<UdpArgs> = Registered::new(
     TargetForm::Addr,
 );
 
+/// `--rate` of `load udp`: a number. A schedule is refused by name: the
+/// one-way blast reports no steps (its sink counts the whole run only).
+fn constant_rate(s: &str) -> Result<f64, String> {
+    values::rate(s).map_err(|e| match super::rate_plan::RatePlan::parse(s) {
+        Ok(p) if p.constant().is_none() => format!(
+            "`{s}`: load udp sends at one constant rate (its sink reports the whole run, \
+                 not steps); rate schedules are for tcp-rr, tcp-crr, http, redis, memcached \
+                 and udp-rr"
+        ),
+        _ => e,
+    })
+}
+
 /// `load udp` options.
 #[derive(Clone, Debug, Args)]
 pub struct UdpArgs {
@@ -45,8 +58,9 @@ pub struct UdpArgs {
     /// Send this many datagrams back to back.
     #[arg(long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: Option<u64>,
-    /// Send this many datagrams per second.
-    #[arg(long, value_name = "PPS", value_parser = values::rate)]
+    /// Send this many datagrams per second (one constant rate: the
+    /// schedules of the request/response workloads are refused here).
+    #[arg(long, value_name = "PPS", value_parser = constant_rate)]
     pub rate: Option<f64>,
     /// With --rate: send for this long (default 10 s unless -n).
     #[arg(short = 'd', long, value_name = "SECS", value_parser = values::positive_secs, conflicts_with_all = ["count", "burst"])]
@@ -529,6 +543,7 @@ fn report(
             answered_after_end: 0,
         },
         intervals: crate::report::load::seal_intervals(intervals_of(&f.sent.per_second), secs),
+        steps: None,
         bytes: Bytes {
             sent: tx.published * plan.size as u64,
             received: 0,

@@ -11,18 +11,17 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
-use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 
 use super::plan::{Stop, TcpPlan, WorkerCtx};
-use super::tally::{self, IntervalRecord, ProgressCounters};
+use super::tally::{IntervalRecord, ProgressCounters, SecondTally};
 use crate::signals::{Signals, StopFlag, signal_name};
 
 /// What the watching (main) thread saw while the workers ran.
 #[derive(Default)]
 pub(super) struct Watched {
-    /// Per second: transactions, errors, latencies.
-    pub(super) intervals: BTreeMap<u64, (u64, u64, Histogram<u32>)>,
+    /// Per second: every worker's records added up.
+    pub(super) intervals: BTreeMap<u64, SecondTally>,
     /// The signal that stopped the run, if one did.
     pub(super) interrupted: Option<String>,
     /// True when the embedding caller aborted the run.
@@ -142,16 +141,8 @@ pub(super) fn watch(
 }
 
 /// Adds one worker's second to the run's intervals.
-pub(super) fn add_interval(
-    map: &mut BTreeMap<u64, (u64, u64, Histogram<u32>)>,
-    rec: IntervalRecord,
-) {
-    let e = map
-        .entry(rec.second)
-        .or_insert_with(|| (0, 0, tally::interval_hist()));
-    e.0 += rec.transactions;
-    e.1 += rec.errors;
-    let _ = e.2.add(&rec.hist);
+pub(super) fn add_interval(map: &mut BTreeMap<u64, SecondTally>, rec: IntervalRecord) {
+    map.entry(rec.second).or_default().add(rec);
 }
 
 /// Waits `d` at most, or until a signal is pending or the caller aborts.

@@ -496,6 +496,7 @@ fn load_shape(r: &ProfileReport) -> Vec<(&'static str, String)> {
         ),
         ("burst", opt(c.burst.map(|v| v.to_string()))),
         ("rate", opt(c.rate.map(|v| format!("{v}/s")))),
+        ("rate schedule", opt(c.rate_schedule.clone())),
         ("duration", opt(c.duration_s.map(|v| format!("{v} s")))),
         ("count", opt(c.count.map(|v| v.to_string()))),
         ("warm-up", format!("{} s", c.warmup_s)),

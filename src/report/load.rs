@@ -90,6 +90,11 @@ pub struct LoadReport {
     pub errors: Errors,
     /// Per-second samples of the measured window.
     pub intervals: Vec<Interval>,
+    /// One result per step of a `--rate` schedule (absent for a constant
+    /// rate): sums of the intervals' seconds, so their transactions and
+    /// errors add up to the intervals'.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub steps: Option<Vec<Step>>,
     /// Payload bytes.
     pub bytes: Bytes,
     /// The generator's own cost.
@@ -229,9 +234,15 @@ pub struct LoadConfig {
     pub count: Option<u64>,
     /// Warm-up, s.
     pub warmup_s: f64,
-    /// Open-loop rate (transactions or datagrams per second).
+    /// Open-loop rate (transactions or datagrams per second); absent for
+    /// a schedule (see `rate_schedule`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rate: Option<f64>,
+    /// `--rate` as a schedule, in its canonical text
+    /// (`200,400,600 every 1s`, `0..400 over 3s`); absent for a constant
+    /// rate or a closed loop.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rate_schedule: Option<String>,
     /// Responses verified byte by byte.
     pub verify: bool,
     /// Connection close style (tcp-crr): `fin` or `rst`.
@@ -359,6 +370,20 @@ pub struct LatencyRecord {
     pub hdr_histogram: String,
 }
 
+impl LatencyRecord {
+    /// The record of `h`: its summary and lossless encoding; None for an
+    /// empty histogram.
+    pub fn of(h: &crate::stats::LatencyHist) -> anyhow::Result<Option<Self>> {
+        if h.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(LatencyRecord {
+            summary: h.summary(),
+            hdr_histogram: h.to_v2_base64()?,
+        }))
+    }
+}
+
 /// A [`LatencyRecord`] as an artifact holds it: one written before the
 /// tail intervals existed lacks them, and reading it computes them from
 /// its histogram, so `report` and `compare` show them for old runs too.
@@ -432,6 +457,54 @@ pub struct Interval {
     /// How much of this second the window covered, s (1 for a whole one).
     #[serde(default = "one_second")]
     pub covered_s: f64,
+}
+
+/// One step of a rate schedule: seconds `start_s .. start_s + len_s` of
+/// the measured window (the last step also holds any answer recorded after
+/// the schedule's end, so the steps add up to the run).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Step {
+    /// Position in the schedule, from 0.
+    pub index: usize,
+    /// Start, seconds into the measured window.
+    pub start_s: u64,
+    /// Length, s.
+    pub len_s: u64,
+    /// Rate the schedule asked for (a ramp: its mean over the step), /s.
+    pub requested_per_s: f64,
+    /// transactions / len_s.
+    pub achieved_per_s: f64,
+    /// Transactions completed in the step.
+    pub transactions: u64,
+    /// Errors in the step, by class (measured window only, like the
+    /// intervals').
+    pub errors: StepErrors,
+    /// Latency of the step's transactions (from the intended send time),
+    /// from the per-second histograms (2 significant digits).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub latency: Option<LatencyRecord>,
+    /// How late the generator released the step's sends (same resolution).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub send_lag: Option<LatencyRecord>,
+    /// The busiest worker thread's CPU share of the step (thread CPU time
+    /// sampled by each worker at its first event of a second).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busiest_thread_share: Option<f64>,
+    /// Why the generator, not the target, limited this step (send lag p99
+    /// over 1 ms, or a worker thread busy 90 % or more); absent when it
+    /// kept up. A generator-limited step says nothing about the target.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub generator_limited: Option<String>,
+}
+
+/// A step's errors.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StepErrors {
+    /// All of them.
+    pub total: u64,
+    /// By class, as in the run's `errors.by_class`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub by_class: BTreeMap<String, u64>,
 }
 
 /// This machine's host name (the UTS namespace's: a pod's name in

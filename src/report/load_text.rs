@@ -43,12 +43,69 @@ pub fn render(rep: &LoadReport) -> String {
         Some(u) => udp_lines(&mut s, rep, u),
         None => tcp_lines(&mut s, rep),
     }
+    steps_table(&mut s, rep);
     generator_line(&mut s, rep);
     merged_lines(&mut s, rep);
     for n in &rep.notes {
         let _ = writeln!(s, "note: {n}");
     }
     crate::text::escape_block(&s).into_owned()
+}
+
+/// A rate schedule's steps, one row each, and why each flagged step was
+/// the generator's limit rather than the target's.
+fn steps_table(s: &mut String, rep: &LoadReport) {
+    use super::table::{Align, Column, Table};
+    let Some(steps) = rep.steps.as_ref().filter(|v| !v.is_empty()) else {
+        return;
+    };
+    let col = |h: &str, w: usize, a: Align| Column::text(h, w, a);
+    let mut t = Table {
+        columns: vec![
+            col("step", 4, Align::Right),
+            col("at", 5, Align::Right),
+            col("requested/s", 11, Align::Right),
+            col("achieved/s", 10, Align::Right),
+            col("p50", 7, Align::Right),
+            col("p99 (95% interval)", 18, Align::Right),
+            col("errors", 6, Align::Right),
+            col("", 0, Align::Left),
+        ],
+        rows: Vec::new(),
+    };
+    for st in steps {
+        let lat = st.latency.as_ref().map(|l| &l.summary);
+        let p99 = lat.map_or("-".to_string(), |l| {
+            let v = tails::cell(l.p99_ns, l.p99_ci);
+            match l.p99_ci.filter(|c| c.meaningful) {
+                Some(ci) => format!("{v} ({})", tails::range(&ci)),
+                None => v,
+            }
+        });
+        t.rows.push(vec![
+            st.index.to_string(),
+            format!("{}s", st.start_s),
+            format!("{:.0}", st.requested_per_s),
+            format!("{:.0}", st.achieved_per_s),
+            lat.map_or("-".to_string(), |l| human_ns(l.p50_ns)),
+            p99,
+            st.errors.total.to_string(),
+            if st.generator_limited.is_some() {
+                "GENERATOR-LIMITED".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    let _ = writeln!(s, "steps");
+    for line in t.to_text().lines() {
+        let _ = writeln!(s, "  {}", line.trim_end());
+    }
+    for st in steps {
+        if let Some(why) = &st.generator_limited {
+            let _ = writeln!(s, "  step {}: {}", st.index, crate::text::escape(why));
+        }
+    }
 }
 
 /// A merged artifact: its sources, one line each, and how their seconds
@@ -160,6 +217,9 @@ fn title(s: &mut String, rep: &LoadReport) {
         }
         if let Some(r) = c.rate {
             let _ = write!(s, ", open loop at {r:.0}/s");
+        }
+        if let Some(r) = &c.rate_schedule {
+            let _ = write!(s, ", open loop on '{r}'");
         }
     }
     let _ = writeln!(
@@ -400,6 +460,46 @@ fn end_of_run(e: &crate::report::load::Errors) -> String {
 mod tests {
     use super::super::fixtures;
     use super::*;
+
+    #[test]
+    fn a_schedule_prints_its_steps_and_flags_a_generator_limited_one() {
+        use crate::report::load::{Step, StepErrors};
+        let mut rep = fixtures::profile(&fixtures::epoll_echo()).load.unwrap();
+        let h = crate::stats::testing::evenly(3000, 50_000, 20);
+        let step = |index: usize, limited: Option<&str>| Step {
+            index,
+            start_s: 2 * index as u64,
+            len_s: 2,
+            requested_per_s: 1500.0,
+            achieved_per_s: 1499.5,
+            transactions: 2999,
+            errors: StepErrors::default(),
+            latency: Some(LatencyRecord {
+                summary: h.summary(),
+                hdr_histogram: h.to_v2_base64().unwrap(),
+            }),
+            send_lag: None,
+            busiest_thread_share: None,
+            generator_limited: limited.map(String::from),
+        };
+        rep.config.rate = None;
+        rep.config.rate_schedule = Some("1500,1500 every 2s".into());
+        rep.steps = Some(vec![step(0, None), step(1, Some("sent\nlate"))]);
+        let text = render(&rep);
+        assert!(text.contains("open loop on '1500,1500 every 2s'"), "{text}");
+        let rows: Vec<&str> = text.lines().skip_while(|l| *l != "steps").collect();
+        assert!(rows[1].contains("requested/s") && rows[1].contains("p99 (95% interval)"));
+        assert!(rows[2].contains(" 1500 ") && !rows[2].contains("GENERATOR-LIMITED"));
+        assert!(rows[3].trim_end().ends_with("GENERATOR-LIMITED"), "{text}");
+        let ci = h.summary().p99_ci.unwrap();
+        assert!(
+            rows[2].contains(&format!("({})", tails::range(&ci))),
+            "{text}"
+        );
+        // The reason is an artifact's string: one line, escaped.
+        assert!(rows[4].starts_with("  step 1: sent"), "{text}");
+        assert!(!text.lines().any(|l| l == "late"), "{text}");
+    }
 
     #[test]
     fn tail_percentiles_print_with_their_intervals_or_as_not_meaningful() {

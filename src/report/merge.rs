@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::header::ArtifactHeader;
 use super::load::{
     Bytes, Connections, Errors, Generator, Interval, LatencyRecord, LoadReport, MergeAlignment,
-    MergeRecord, MergeSource, Responses, SCHEMA, SCHEMA_VERSION, UdpResult, UdpRrResult,
+    MergeRecord, MergeSource, Responses, SCHEMA, SCHEMA_VERSION, Step, StepErrors, UdpResult,
+    UdpRrResult,
 };
 use crate::stats::LatencyHist;
 
@@ -116,6 +117,92 @@ fn differing(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
 
 /// Merges the histograms named by `get` over the inputs that have one; a
 /// warning says when only some do.
+/// The steps of inputs that all ran the same rate schedule, summed step by
+/// step (each generator's step k covers its own window's seconds, so the
+/// sum is as well aligned as the windows are); steps of inputs that ran
+/// different schedules, or not all one, are left out with a warning.
+fn merge_steps(inputs: &[Input], warnings: &mut Vec<String>) -> Result<Option<Vec<Step>>> {
+    let with_steps = inputs.iter().filter(|i| i.report.steps.is_some()).count();
+    if with_steps == 0 {
+        return Ok(None);
+    }
+    let schedules: BTreeSet<Option<&str>> = inputs
+        .iter()
+        .map(|i| i.report.config.rate_schedule.as_deref())
+        .collect();
+    let counts: BTreeSet<usize> = inputs
+        .iter()
+        .map(|i| i.report.steps.as_ref().map_or(0, Vec::len))
+        .collect();
+    if with_steps < inputs.len() || schedules.len() > 1 || counts.len() > 1 {
+        warnings.push(format!(
+            "per-step results left out: the generators did not all run one rate schedule ({})",
+            inputs
+                .iter()
+                .map(|i| format!(
+                    "{}: {}",
+                    i.file,
+                    i.report.config.rate_schedule.as_deref().unwrap_or("none")
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        return Ok(None);
+    }
+    let n = counts.into_iter().next().unwrap_or(0);
+    let step = |r: &LoadReport, k: usize| r.steps.as_ref().map(|v| v[k].clone());
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n {
+        let parts: Vec<(&str, Step)> = inputs
+            .iter()
+            .filter_map(|i| step(&i.report, k).map(|s| (i.file.as_str(), s)))
+            .collect();
+        let first = &parts[0].1;
+        let mut by_class: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, p) in &parts {
+            for (c, v) in &p.errors.by_class {
+                *by_class.entry(c.clone()).or_default() += v;
+            }
+        }
+        let transactions: u64 = parts.iter().map(|(_, p)| p.transactions).sum();
+        let limited: Vec<String> = parts
+            .iter()
+            .filter_map(|(f, p)| p.generator_limited.as_ref().map(|w| format!("{f}: {w}")))
+            .collect();
+        let mut quiet = Vec::new();
+        out.push(Step {
+            index: k,
+            start_s: first.start_s,
+            len_s: first.len_s,
+            requested_per_s: parts.iter().map(|(_, p)| p.requested_per_s).sum(),
+            achieved_per_s: transactions as f64 / first.len_s.max(1) as f64,
+            transactions,
+            errors: StepErrors {
+                total: parts.iter().map(|(_, p)| p.errors.total).sum(),
+                by_class,
+            },
+            latency: merge_hist(
+                inputs,
+                &format!("steps[{k}].latency"),
+                |r| &r.steps.as_ref().expect("every input has steps")[k].latency,
+                &mut quiet,
+            )?,
+            send_lag: merge_hist(
+                inputs,
+                &format!("steps[{k}].send_lag"),
+                |r| &r.steps.as_ref().expect("every input has steps")[k].send_lag,
+                &mut quiet,
+            )?,
+            busiest_thread_share: parts
+                .iter()
+                .filter_map(|(_, p)| p.busiest_thread_share)
+                .reduce(f64::max),
+            generator_limited: (!limited.is_empty()).then(|| limited.join("; ")),
+        });
+    }
+    Ok(Some(out))
+}
+
 fn merge_hist(
     inputs: &[Input],
     name: &str,
@@ -338,6 +425,7 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         &mut warnings,
     )?;
 
+    let steps = merge_steps(inputs, &mut warnings)?;
     let mut by_class: BTreeMap<String, u64> = BTreeMap::new();
     for i in inputs {
         for (k, v) in &i.report.errors.by_class {
@@ -501,6 +589,7 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
             answered_after_end: sum(|r| r.errors.answered_after_end),
         },
         intervals,
+        steps,
         bytes: Bytes {
             sent: sum(|r| r.bytes.sent),
             received: sum(|r| r.bytes.received),
@@ -704,6 +793,76 @@ mod tests {
         assert!(pair(late).unwrap_err().0.contains("altered artifact"));
         // A day apart exactly is still one timeline.
         assert!(pair(run("x:1", t0 + MAX_SPAN_S * 1_000_000_000, &lat)).is_ok());
+    }
+
+    /// Steps of `lat` split in two halves, as a `100,200 every 5s` run.
+    fn with_steps(mut r: LoadReport, lat: &[u64]) -> LoadReport {
+        let step = |index: usize, part: &[u64], limited: Option<&str>| {
+            let mut h = LatencyHist::new();
+            part.iter().for_each(|v| h.record(*v));
+            Step {
+                index,
+                start_s: 5 * index as u64,
+                len_s: 5,
+                requested_per_s: 100.0 * (index + 1) as f64,
+                achieved_per_s: part.len() as f64 / 5.0,
+                transactions: part.len() as u64,
+                errors: StepErrors {
+                    total: 1,
+                    by_class: [("ECONNRESET".to_string(), 1)].into(),
+                },
+                latency: Some(LatencyRecord {
+                    summary: h.summary(),
+                    hdr_histogram: h.to_v2_base64().unwrap(),
+                }),
+                send_lag: None,
+                busiest_thread_share: Some(0.2),
+                generator_limited: limited.map(String::from),
+            }
+        };
+        let (a, b) = lat.split_at(lat.len() / 2);
+        r.config.rate = None;
+        r.config.rate_schedule = Some("100,200 every 5s".into());
+        r.steps = Some(vec![step(0, a, None), step(1, b, Some("late"))]);
+        r
+    }
+
+    #[test]
+    fn steps_of_one_schedule_sum_step_by_step_and_others_are_left_out() {
+        let lat: Vec<u64> = (1..=40).map(|v| v * 1000).collect();
+        let t0 = 1_795_467_600_000_000_000u64;
+        let a = with_steps(run("x:1", t0, &lat), &lat);
+        let b = with_steps(run("x:1", t0, &lat), &lat);
+        let m = merge(
+            &[input("a.json", a.clone()), input("b.json", b)],
+            false,
+            vec![],
+        )
+        .unwrap();
+        let steps = m.steps.expect("merged steps");
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0].transactions, 40);
+        assert_eq!(steps[0].requested_per_s, 200.0);
+        assert_eq!(steps[1].errors.by_class["ECONNRESET"], 2);
+        assert_eq!(steps[1].latency.as_ref().unwrap().summary.count, 40);
+        assert_eq!(steps[0].generator_limited, None);
+        assert_eq!(
+            steps[1].generator_limited.as_deref(),
+            Some("a.json: late; b.json: late")
+        );
+        // A generator without the schedule: no steps, and a warning.
+        let m = merge(
+            &[input("a.json", a), input("c.json", run("x:1", t0, &lat))],
+            false,
+            vec![],
+        )
+        .unwrap();
+        assert!(m.steps.is_none());
+        let w = &m.merged.unwrap().warnings;
+        assert!(
+            w.iter().any(|w| w.contains("per-step results left out")),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -101,6 +101,7 @@ mod tests {
             tls_handshake_latency: None,
             errors: Default::default(),
             intervals: Vec::new(),
+            steps: None,
             bytes: Default::default(),
             generator: Default::default(),
             responses: None,

@@ -134,7 +134,7 @@ impl WorkerLoop for H2Load {
         let placeholder = WorkerTally::new(0, false, false, false, tx, Arc::default());
         // The pacer's timerfd registers with this runtime's reactor.
         let _entered = rt.enter();
-        let pacer = match ctx.rate {
+        let pacer = match &ctx.rate {
             Some(r) => Some(Pacer::new(Schedule::new(
                 r,
                 ctx.clock.now(),
