@@ -188,6 +188,7 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::rate_plan::RatePlan;
     use std::rc::Rc;
 
     #[test]
@@ -210,8 +211,15 @@ mod tests {
         )));
         let taken = local.block_on(&rt, async {
             // 2000/s for 50 sends: 25 ms.
-            let pacer =
-                Rc::new(Pacer::new(Schedule::new(2000.0, clock.now(), 0, Some(50))).unwrap());
+            let pacer = Rc::new(
+                Pacer::new(Schedule::new(
+                    &RatePlan::Constant(2000.0),
+                    clock.now(),
+                    0,
+                    Some(50),
+                ))
+                .unwrap(),
+            );
             let takers: Vec<_> = (0..4)
                 .map(|_| {
                     let p = Rc::clone(&pacer);
