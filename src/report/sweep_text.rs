@@ -94,6 +94,7 @@ pub fn notes(s: &Sweep) -> Vec<String> {
             s.partial_reason.as_deref().unwrap_or("stopped early")
         ));
     }
+    let judged = super::sweep::curve(&s.points).len();
     match &s.knee {
         Some(k) => out.push(format!(
             "knee at step {} ({}/s): {}",
@@ -101,9 +102,17 @@ pub fn notes(s: &Sweep) -> Vec<String> {
             fmt_si(k.requested_per_s),
             k.why
         )),
-        None => out.push(
-            "no knee: no step's p99 tripled, and every step achieved 90 % of its rate".into(),
+        // Limited steps are not on the curve: say what the knee was looked
+        // for among.
+        None if judged == 0 => out.push(
+            "no knee: every open-loop step was generator-limited, so none says where the \
+             target bends"
+                .into(),
         ),
+        None => out.push(format!(
+            "no knee among the {judged} open-loop steps the generator kept up with: none's p99 \
+             tripled, and each achieved 90 % of its rate"
+        )),
     }
     out.extend(s.grew.iter().cloned());
     for p in &s.points {
@@ -190,6 +199,24 @@ mod tests {
         );
         assert!(text.contains("LIMITED"), "{text}");
         assert!(text.contains("step 2 LIMITED by the generator"), "{text}");
+        assert!(
+            text.contains("no knee among the 1 open-loop steps the generator kept up with"),
+            "{text}"
+        );
+        let all_limited = Sweep {
+            points: vec![SweepPoint {
+                generator_limited: Some("late".into()),
+                ..p(1, 1000.0, 1000.0)
+            }],
+            ..Default::default()
+        };
+        assert!(
+            notes(&all_limited)
+                .iter()
+                .any(|n| n.starts_with("no knee: every open-loop step was generator-limited")),
+            "{:?}",
+            notes(&all_limited)
+        );
         let c = Capacity {
             rate_per_s: Some(1000.0),
             bracket: [Some(1000.0), Some(1100.0)],
