@@ -2,7 +2,9 @@
 //! ([`verdict`]), and the next rate to try from the steps so far
 //! ([`next`]): from half the closed-loop ceiling, up by x1.5 while steps
 //! pass, then bisection between the highest pass and the lowest fail above
-//! it until they are within [`CLOSE_ENOUGH`] of each other. A
+//! it until they are within [`CLOSE_ENOUGH`] of each other, the lowest
+//! fail confirmed by a second step at its rate (one noisy step on a busy
+//! machine would otherwise cap the answer below the capacity). A
 //! generator-limited step is neither a pass nor a fail: tried twice at one
 //! rate below the answer, it ends the search with no capacity named.
 
@@ -162,8 +164,17 @@ pub fn next(ceiling: f64, tried: &[(f64, Verdict)]) -> Next {
             reason,
         })
     };
+    let fails_at = |r: f64| {
+        tried
+            .iter()
+            .filter(|(x, v)| *x == r && matches!(v, Verdict::Fail(_)))
+            .count()
+    };
     match (lo, hi) {
         _ if tried.is_empty() => Next::Run((ceiling / 2.0).max(FLOOR_PER_S)),
+        // One noisy step must not cap the answer: the lowest fail is run
+        // again before the bracket is taken as closed.
+        (Some(l), Some(h)) if h - l <= CLOSE_ENOUGH * h && fails_at(h) < 2 => Next::Run(h),
         (Some(l), Some(h)) if h - l <= CLOSE_ENOUGH * h => done(
             Some(l),
             format!(
@@ -294,6 +305,29 @@ mod tests {
         // Limited above a known fail is past the answer: ignored.
         let tried = vec![(1000.0, pass()), (1500.0, fail()), (3000.0, limited())];
         assert_eq!(next(2000.0, &tried), Next::Run(1250.0));
+    }
+
+    #[test]
+    fn a_fail_that_closes_the_bracket_is_run_again() {
+        // A noisy first step failed at 972/s, every step below passed.
+        let mut tried = vec![
+            (972.0, fail()),
+            (486.0, pass()),
+            (729.0, pass()),
+            (850.0, pass()),
+            (911.0, pass()),
+            (941.0, pass()),
+        ];
+        assert_eq!(next(2000.0, &tried), Next::Run(972.0));
+        // It passes this time: the ramp goes on above it.
+        tried.push((972.0, pass()));
+        assert_eq!(next(2000.0, &tried), Next::Run(972.0 * RAMP));
+        // Failed twice: the bracket stands.
+        let confirmed = vec![(941.0, pass()), (972.0, fail()), (972.0, fail())];
+        match next(2000.0, &confirmed) {
+            Next::Done(o) => assert_eq!(o.bracket, [Some(941.0), Some(972.0)]),
+            n => panic!("{n:?}"),
+        }
     }
 
     #[test]
