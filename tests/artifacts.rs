@@ -276,7 +276,7 @@ fn version_1_artifacts_still_render_and_compare() {
     assert_eq!(st.code(), Some(2), "{se}");
     assert!(
         se.contains(
-            "schema_version 9 is not a supported version; this sockscope reads version 1, 2, 3 or 4"
+            "schema_version 9 is not a supported version; this sockscope reads version 1, 2, 3, 4 or 5"
         ),
         "{se}"
     );
@@ -286,7 +286,7 @@ fn version_1_artifacts_still_render_and_compare() {
     assert!(
         se.contains(
             "is sockscope.profile, but its schema_version 9 is not a supported version; this \
-             sockscope reads version 1, 2, 3 or 4"
+             sockscope reads version 1, 2, 3, 4 or 5"
         ),
         "{se}"
     );

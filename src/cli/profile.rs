@@ -10,9 +10,11 @@ use clap::Args;
 
 use super::values;
 use crate::error;
+use crate::load::rate_plan::RatePlan;
+use crate::report::sweep::Slo;
 use crate::run::profile::loadcmd::LoadCommand;
 use crate::run::profile::loadline::LoadLine;
-use crate::run::profile::{self, ProfileSpec, ProfileTarget, Recorders, Workload};
+use crate::run::profile::{self, ProfileSpec, ProfileTarget, Recorders, StepPlan, Steps, Workload};
 use crate::trace;
 
 pub(super) const PROFILE_HELP: &str = "\
@@ -40,6 +42,9 @@ Examples:
       (the request anatomy alone: no syscall hook, docs/anatomy.md)
   sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 8 -d 5' \\
       --path 'rtt=20ms jitter=1ms loss=0.1% rate=1gbit'   (docs/path.md)
+  sockscope profile --target 'serve echo' --load 'tcp-rr -c 8' --sweep '1k..5k step 1k every 5s'
+  sockscope profile --pid $(pidof nginx) --load 'http -c 16' --find-capacity 'p99<5ms,errors<0.1%'
+      (steps on one live target, a window each: docs/profile.md)
 
 Exit status:
   0  success: DIR holds run.json, summary.txt, report.html
@@ -54,7 +59,9 @@ Exit status:
      a --load-cmd command past --load-timeout)
   9  no requests: --load-cmd or --duration, and the target answered none
   128+N  interrupted by signal N (Ctrl-C: 130)
-No failure leaves anything at DIR.";
+No failure leaves anything at DIR, but one: --sweep or --find-capacity
+interrupted after a step finished writes the steps finished so far, marked
+partial (run.json sweep.partial, summary.txt, report.html), and exits 128+N.";
 
 /// `sockscope profile` options.
 #[derive(Debug, Args)]
@@ -156,6 +163,29 @@ pub struct ProfileArgs {
     #[arg(long, value_enum, value_name = "BACKEND", default_value = "auto")]
     pub path_backend: crate::netpath::BackendChoice,
 
+    /// Run the load in steps on the one target, a window per step at a
+    /// constant open-loop rate: 'R1,R2,... every DUR', 'FROM..TO step STEP
+    /// every DUR' or 'FROM..TO over DUR [every DUR]' (a ramp's steps at
+    /// their mean rate). run.json `sweep`: a point per step, the knee. See
+    /// docs/profile.md.
+    #[arg(long, value_name = "SCHEDULE", conflicts_with = "find_capacity")]
+    pub sweep: Option<String>,
+
+    /// Find the highest open-loop rate that meets an SLO, e.g. 'p99<5ms' or
+    /// 'p999<20ms,errors<0.1%': a closed-loop step, then a ramp and a
+    /// bisection. run.json `capacity`. See docs/profile.md.
+    #[arg(long, value_name = "SLO")]
+    pub find_capacity: Option<String>,
+
+    /// --find-capacity: each step's load window, whole seconds [default: 5].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub step: Option<u64>,
+
+    /// --sweep, --find-capacity: the whole run's bound; no step starts that
+    /// would end past it [default: 300].
+    #[arg(long, value_name = "SECS", value_parser = values::positive_secs)]
+    pub max_duration: Option<f64>,
+
     /// The program to launch as the target, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -204,12 +234,84 @@ impl ProfileArgs {
         Ok(which)
     }
 
+    /// `--sweep` or `--find-capacity` with their bounds, checked against
+    /// the load: sockscope's own, open loop, without the options each step
+    /// sets (usage errors, exit 2).
+    fn steps(&self, workload: &Workload) -> Result<Option<Steps>> {
+        let plan = match (&self.sweep, &self.find_capacity) {
+            (None, None) => {
+                if self.step.is_some() || self.max_duration.is_some() {
+                    return Err(error::usage(
+                        "--step and --max-duration bound a run in steps: give --sweep SCHEDULE \
+                         or --find-capacity SLO",
+                    ));
+                }
+                return Ok(None);
+            }
+            (Some(text), None) => {
+                if self.step.is_some() {
+                    return Err(error::usage(
+                        "--step is --find-capacity's: a --sweep's steps last what its schedule \
+                         says ('200,400 every 2s')",
+                    ));
+                }
+                let plan =
+                    RatePlan::parse(text).map_err(|e| error::usage(format!("--sweep {e}")))?;
+                if plan.constant().is_some() {
+                    return Err(error::usage(format!(
+                        "--sweep `{text}`: one rate is not a sweep; give a list ('200,400 every \
+                         2s'), a staircase ('1k..5k step 1k every 5s') or a ramp ('1k..5k over \
+                         20s every 5s')"
+                    )));
+                }
+                if let Some(s) = plan.steps().iter().find(|s| s.rate < 1.0) {
+                    return Err(error::usage(format!(
+                        "--sweep `{text}`: the step at {} s asks for {:.2}/s; every step needs \
+                         at least 1 request per second",
+                        s.start_s, s.rate
+                    )));
+                }
+                StepPlan::Sweep {
+                    plan,
+                    text: text.clone(),
+                }
+            }
+            (None, Some(slo)) => StepPlan::Capacity {
+                slo: Slo::parse(slo).map_err(|e| error::usage(format!("--find-capacity {e}")))?,
+                step_s: self.step.unwrap_or(5),
+            },
+            (Some(_), Some(_)) => unreachable!("clap refuses --sweep with --find-capacity"),
+        };
+        let mode = match plan {
+            StepPlan::Sweep { .. } => "--sweep",
+            StepPlan::Capacity { .. } => "--find-capacity",
+        };
+        let Workload::Own(line) = workload else {
+            return Err(error::usage(format!(
+                "{mode} paces sockscope's own load at each step's rate; a --load-cmd command or \
+                 an observation (--duration) cannot be paced: give --load"
+            )));
+        };
+        if self.path.is_some() {
+            return Err(error::usage(format!(
+                "{mode} with --path is not supported: run the steps on loopback or another \
+                 address"
+            )));
+        }
+        line.check_steppable(mode)?;
+        Ok(Some(Steps {
+            plan,
+            max_duration: Duration::from_secs_f64(self.max_duration.unwrap_or(300.0)),
+        }))
+    }
+
     /// Validates the options into a [`ProfileSpec`] and the artifact
     /// directory: exactly one target, a `--target` line without a `--json`
     /// of its own, a load line that parses, no tracer option with
     /// `--requests-only` (usage errors, exit 2).
     pub fn into_spec(self, quiet: bool) -> Result<(ProfileSpec, Option<PathBuf>)> {
         let workload = self.workload()?;
+        let steps = self.steps(&workload)?;
         if self.requests_only && self.count_only {
             return Err(error::usage(
                 "--count-only is an option of the syscall tracer, and --requests-only runs \
@@ -301,6 +403,7 @@ impl ProfileArgs {
             run_as,
             quiet,
             command_line: crate::cmdline::recorded(),
+            steps,
         };
         Ok((spec, self.out))
     }

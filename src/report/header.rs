@@ -31,8 +31,10 @@ pub const CURRENT: u32 = 2;
 /// read before the schema's own type, and the files of `report/` import no
 /// circle. `sockscope.profile` 3: `trace` may be absent (`profile
 /// --requests-only`); 4: `load` may be absent (`--load-cmd`, observe
-/// only); versions 3, 2 and 1 (converted) read as 4.
-const AHEAD: &[(&str, u32)] = &[("sockscope.profile", 4)];
+/// only); versions 3, 2 and 1 (converted) read as 4; 5: `sweep` and
+/// `capacity`, written only by a run with steps (a single window is still
+/// written as 4).
+const AHEAD: &[(&str, u32)] = &[("sockscope.profile", 5)];
 
 /// The latest version of `schema` this sockscope writes and reads.
 pub fn latest(schema: &str) -> u32 {
@@ -45,7 +47,7 @@ pub fn latest(schema: &str) -> u32 {
 /// The versions of `schema` this sockscope reads, for messages.
 pub fn readable(schema: &str) -> &'static str {
     match latest(schema) {
-        4 => "1, 2, 3 or 4",
+        5 => "1, 2, 3, 4 or 5",
         _ => READABLE,
     }
 }
@@ -268,13 +270,13 @@ mod tests {
         let mut v3 = json!({"schema": "sockscope.load", "schema_version": 3});
         assert_eq!(upgrade(&mut v3), Err(BadVersion::Unsupported("3".into())));
         // A schema ahead of the rest reads its own versions, and no further.
-        for version in [2, 3, 4] {
+        for version in [2, 3, 4, 5] {
             let mut p = json!({"schema": "sockscope.profile", "schema_version": version});
             assert_eq!(upgrade(&mut p), Ok(()), "{version}");
         }
-        let mut p5 = json!({"schema": "sockscope.profile", "schema_version": 5});
-        assert_eq!(upgrade(&mut p5), Err(BadVersion::Unsupported("5".into())));
-        assert_eq!(readable("sockscope.profile"), "1, 2, 3 or 4");
+        let mut p6 = json!({"schema": "sockscope.profile", "schema_version": 6});
+        assert_eq!(upgrade(&mut p6), Err(BadVersion::Unsupported("6".into())));
+        assert_eq!(readable("sockscope.profile"), "1, 2, 3, 4 or 5");
         assert_eq!(readable("sockscope.load"), READABLE);
         assert_eq!(
             upgrade(&mut json!({"schema": "sockscope.load"})),
@@ -370,7 +372,9 @@ mod tests {
         ] {
             assert_eq!(v, CURRENT);
         }
-        assert_eq!(profile::SCHEMA_VERSION, latest(profile::SCHEMA));
+        // A single window stays at 4; only a run in steps is written as 5.
+        assert_eq!(profile::SWEEP_SCHEMA_VERSION, latest(profile::SCHEMA));
+        assert_eq!(profile::SCHEMA_VERSION, 4);
         assert_eq!(latest(trace::SCHEMA), CURRENT);
     }
 

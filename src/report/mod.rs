@@ -27,6 +27,8 @@ pub mod profile_text;
 pub mod requests;
 pub mod serve;
 pub mod svg;
+pub mod sweep;
+pub mod sweep_text;
 pub mod syscall_class;
 pub mod table;
 pub mod tails;

@@ -22,6 +22,12 @@ pub const SCHEMA: &str = "sockscope.profile";
 /// under `--load-cmd` or observe-only, with `workload` saying which).
 /// Versions 1 to 3 read as 4.
 pub const SCHEMA_VERSION: u32 = 4;
+/// The version of an artifact with steps (`profile --sweep`,
+/// `--find-capacity`: `sweep`, `capacity`): a version-4 reader would read
+/// it as one window and drop the steps, so it must refuse it by its
+/// version. A single window is still written as [`SCHEMA_VERSION`], which
+/// it is unchanged; this sockscope reads both.
+pub const SWEEP_SCHEMA_VERSION: u32 = 5;
 
 /// One profile run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -85,6 +91,13 @@ pub struct ProfileReport {
     /// failed (the run then exits non-zero; the rest of it is complete).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anatomy_failure: Option<String>,
+    /// `--sweep` and `--find-capacity`: a point per step (the sections
+    /// above are the last step's window); absent for a single window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<super::sweep::Sweep>,
+    /// `--find-capacity`: the highest rate that met the SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<super::sweep::Capacity>,
 }
 
 /// The target process.
@@ -336,6 +349,18 @@ impl ProfileReport {
         }
     }
 
+    /// The window as a step of a sweep sees it (see
+    /// [`super::sweep::SweepPoint::of`]).
+    pub fn step_window(&self) -> super::sweep::StepWindow<'_> {
+        super::sweep::StepWindow {
+            load: self.load.as_ref(),
+            anatomy: self.anatomy.as_ref(),
+            evidence: self.evidence.as_ref(),
+            cpu_us_per_request: self.derived.target_cpu_us_per_transaction,
+            syscalls_per_request: self.derived.syscalls_per_transaction,
+        }
+    }
+
     /// What drove the window, in one line: the `sockscope load` command,
     /// the `--load-cmd` command, or the observation.
     pub fn load_line(&self) -> String {
@@ -524,9 +549,9 @@ mod tests {
         assert!(what("% time  total").starts_with("is not JSON ("));
         assert!(what("[1, 2]").contains("without a `schema` field"));
         assert_eq!(
-            what(r#"{"schema":"sockscope.profile","schema_version":5}"#),
-            "is sockscope.profile, but its schema_version 5 is not a supported version; this \
-             sockscope reads version 1, 2, 3 or 4"
+            what(r#"{"schema":"sockscope.profile","schema_version":6}"#),
+            "is sockscope.profile, but its schema_version 6 is not a supported version; this \
+             sockscope reads version 1, 2, 3, 4 or 5"
         );
         for version in [1, 2, 3] {
             let t = format!(r#"{{"schema":"sockscope.profile","schema_version":{version}}}"#);

@@ -32,6 +32,16 @@ pub fn render(r: &ProfileReport) -> String {
     let _ = writeln!(s, "build    sockscope {}", r.header.build.describe());
     let _ = writeln!(s, "windows  {}", r.windows.note);
     let _ = writeln!(s);
+    if let Some(sw) = &r.sweep {
+        s.push_str(&super::sweep_text::render(sw, r.capacity.as_ref()));
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "The sections below are the last step's window (step {}).",
+            sw.points.last().map_or(0, |p| p.step)
+        );
+        let _ = writeln!(s);
+    }
     let _ = writeln!(s, "Headline:");
     for f in super::headline::figures(r) {
         let _ = writeln!(s, "  {:<18}{}", f.label, f.value);

@@ -61,7 +61,7 @@ pub fn load_interrupted(rep: &LoadReport, what: &str) -> anyhow::Result<()> {
 }
 
 /// The signal number in a load's `end_reason` (`signal:SIGTERM` -> 15).
-fn ended_by_signal(end_reason: &str) -> Option<u32> {
+pub fn ended_by_signal(end_reason: &str) -> Option<u32> {
     let name = end_reason.strip_prefix("signal:")?;
     // The load names only signals it watches; an unknown name still means
     // an interruption.

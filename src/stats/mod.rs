@@ -117,6 +117,12 @@ impl LatencyHist {
         s.p9999_ci = tail::interval(&self.h, 0.9999, s.p9999_ns);
     }
 
+    /// The 95 % confidence interval of the q-quantile, whose value is
+    /// `value` (see [`tail::interval`]); None when empty.
+    pub fn interval_at(&self, q: f64, value: u64) -> Option<TailInterval> {
+        tail::interval(&self.h, q, value)
+    }
+
     /// HdrHistogram V2 compressed encoding, base64 (`HISTF...`).
     pub fn to_v2_base64(&self) -> Result<String> {
         let mut buf = Vec::new();

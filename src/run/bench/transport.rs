@@ -133,6 +133,7 @@ pub fn run(
                     command_line: ctx.command_line.clone(),
                     path: ctx.path.as_ref().map(|p| p.0.clone()),
                     path_backend: ctx.path.as_ref().map(|p| p.1).unwrap_or_default(),
+                    steps: None,
                 };
                 let rep = profile::measure(&spec)
                     .map_err(|e| e.context(format!("transport point {name}")))?;

@@ -261,6 +261,8 @@ pub(super) fn assemble(
         },
         anatomy,
         anatomy_failure,
+        sweep: None,
+        capacity: None,
     }
 }
 

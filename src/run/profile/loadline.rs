@@ -159,6 +159,41 @@ impl LoadLine {
         }
     }
 
+    /// The options a profile in steps sets on every step itself: the
+    /// line may not hold them (usage error, exit 2), and must take them
+    /// (an open-loop workload with `--rate` and `-d`).
+    pub fn check_steppable(&self, mode: &str) -> Result<()> {
+        let owned = ["-d", "--duration", "-n", "--count", "--rate", "--warmup"];
+        if let Some(t) = self.tokens.iter().find(|t| {
+            owned
+                .iter()
+                .any(|o| *t == o || t.starts_with(&format!("{o}=")))
+                || (t.starts_with("-d") || t.starts_with("-n")) && !t.starts_with("--")
+        }) {
+            return Err(error::usage(format!(
+                "{mode}: leave {t} out of --load: each step's load gets its own --rate and -d                  from the steps"
+            )));
+        }
+        self.step(Some(1.0), 1).map_err(|e| {
+            error::usage(format!(
+                "{mode} needs an open-loop load (--rate and -d): {}: {e:#}",
+                self.workload()
+            ))
+        })?;
+        Ok(())
+    }
+
+    /// The line of one step: open loop at `rate` per second (None: closed
+    /// loop) for `secs` seconds.
+    pub fn step(&self, rate: Option<f64>, secs: u64) -> Result<LoadLine> {
+        let mut words = self.tokens.clone();
+        if let Some(r) = rate {
+            words.extend(["--rate".to_string(), format!("{r:.1}")]);
+        }
+        words.extend(["-d".to_string(), secs.to_string()]);
+        LoadLine::parse(&shell_words::join(&words))
+    }
+
     /// The spec with `addr` in place of its slot (a given target is
     /// kept): the line is not parsed again.
     pub fn spec(&self, addr: &Endpoint) -> LoadSpec {

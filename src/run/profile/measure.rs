@@ -44,7 +44,7 @@ use super::watch::{check_signals, start_watcher};
 use crate::anatomy::{self, Recorded, Session};
 use crate::endpoint::Endpoint;
 use crate::load;
-use crate::netpath::EmulatedPath;
+use crate::netpath::{EmulatedPath, PathRecord};
 use crate::process::ready::{OwnedSocket, Proto, UnixListener};
 use crate::report::anatomy::AnatomyReport;
 use crate::report::evidence::KernelEvidence;
@@ -62,104 +62,239 @@ use crate::trace::{self, TraceOutcome};
 /// to it), which must therefore outlive the call. Failures carry the
 /// statuses of [`exit`].
 pub fn measure(spec: &ProfileSpec) -> Result<ProfileReport> {
-    // Before any thread exists: every thread started below inherits it.
-    let mut signals = Signals::block(&[
+    let mut signals = block_signals()?;
+    preflight(spec)?;
+    let mut live = Live::open(spec, &mut signals)?;
+    let window = live.window(spec, &mut signals, &spec.workload, false)?;
+    live.close(spec, window)
+}
+
+/// Blocks the stop signals and SIGCHLD; called before any thread exists,
+/// so every thread started afterwards inherits the mask.
+pub(super) fn block_signals() -> Result<Signals> {
+    Signals::block(&[
         Signal::SIGINT,
         Signal::SIGTERM,
         Signal::SIGHUP,
         Signal::SIGCHLD,
-    ])?;
+    ])
+}
+
+/// What is checked before anything starts: the tracing programs load,
+/// and a `--load-cmd` program exists.
+pub(super) fn preflight(spec: &ProfileSpec) -> Result<()> {
     trace::preflight::check_for(trace::preflight::Programs::Tracing, "sockscope profile")
         .map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}")))?;
     if let Workload::Command(c, _) = &spec.workload {
         c.check_program()?;
     }
-    let started_at = SystemTime::now();
-    let machine = Machine::current();
+    Ok(())
+}
 
-    // Before the target: it is started inside the path's namespace. Dropped
-    // after the target (declared first), on every path out of here.
-    let path = match &spec.path {
-        Some(p) => Some(EmulatedPath::create(p, spec.path_backend).context("building --path")?),
-        None => None,
-    };
-    let t_launch = Instant::now();
-    let mut subject = subject::start(spec, path.as_ref())?;
-    let ready = ready(spec, &mut subject, &mut signals, path.as_ref(), t_launch)?;
-    let mut shared_with = find_sharers(spec, subject.pid, &ready.addr);
+/// The target, launched (or found) and ready, between its windows. Fields
+/// drop in declaration order: the target (stopped, [`Subject`]) before the
+/// emulated path it runs in.
+pub(super) struct Live {
+    started_at: SystemTime,
+    machine: Machine,
+    subject: Subject,
+    ready: Ready,
+    shared_with: Vec<Sharer>,
+    path: Option<EmulatedPath>,
+}
 
-    let mut attached = attach(spec, &mut subject, &mut signals, &shared_with, &ready.addr)?;
-    let window = load(
-        spec,
-        path.as_ref(),
-        &ready.addr,
-        &subject,
-        &attached,
-        &mut signals,
-    )?;
-    let finished = finish(&mut attached, window);
-    // A worker started during the run serves the address too.
-    share::merge_sharers(
-        &mut shared_with,
-        find_sharers(spec, subject.pid, &ready.addr),
-    );
+/// One window's measured parts, judged, before they are assembled.
+pub(super) struct WindowParts {
+    driven: Driven,
+    syscalls: Syscalls,
+    control_cpu_s: f64,
+    owners: Option<Owners>,
+    evidence: Option<KernelEvidence>,
+    anatomy: Option<std::result::Result<AnatomyReport, String>>,
+    /// A sweep step's load that counted as failed (errors over its
+    /// budget): kept as the step's point instead of failing the run.
+    pub(super) load_failure: Option<String>,
+    /// The tracer and collectors, dropped once the window is assembled
+    /// (a single window's after the target is stopped).
+    attached: Attached,
+}
 
-    check_signals(&mut signals, "during the run")?;
-    let died = finished.died;
-    let (anatomy, recorder) = match finished.traced {
-        Some(traced) => (finished.anatomy, Recorder::Tracer(Box::new(traced))),
-        // Alone, the anatomy's failure is the run's (judged in order).
-        None => match finished.anatomy {
-            Some(Err(why)) => (None, Recorder::AnatomyAlone(Some(why))),
-            a => (a, Recorder::AnatomyAlone(None)),
-        },
-    };
-    let (driven, trace_out) = verdict::judge(finished.loaded, recorder, || {
-        (died || subject.exited()).then(|| subject::target_died(&mut subject))
-    })?;
-
-    let syscalls = match trace_out {
-        Some(t) => Syscalls::Traced(Box::new(t.report)),
-        None => Syscalls::NotTraced(finished.untraced_cpu.unwrap_or_else(|| UntracedCpu {
-            cpu: None,
-            source: "no probe",
-            window_s: 0.0,
-            notes: Vec::new(),
-        })),
-    };
-    let anatomy = anatomy.map(|r| r.map(|rec| anatomy_report(&rec, target_cpu_s(&syscalls))));
-    if !matches!(driven, Driven::Own { .. }) {
-        verdict::counted_verdict(anatomy.as_ref(), &driven)?;
+impl Live {
+    /// Launches or finds the target and waits until it serves.
+    pub(super) fn open(spec: &ProfileSpec, signals: &mut Signals) -> Result<Live> {
+        let started_at = SystemTime::now();
+        let machine = Machine::current();
+        // Before the target: it is started inside the path's namespace.
+        // Dropped after the target (declared first), on every path out of
+        // here.
+        let path = match &spec.path {
+            Some(p) => Some(EmulatedPath::create(p, spec.path_backend).context("building --path")?),
+            None => None,
+        };
+        let t_launch = Instant::now();
+        let mut subject = subject::start(spec, path.as_ref())?;
+        let ready = ready(spec, &mut subject, signals, path.as_ref(), t_launch)?;
+        let shared_with = find_sharers(spec, subject.pid, &ready.addr);
+        Ok(Live {
+            started_at,
+            machine,
+            subject,
+            ready,
+            shared_with,
+            path,
+        })
     }
 
-    // Stop what we started, and read the server's own account.
-    let (stop, server_report) = subject::stop(&mut subject)?;
-    let path_record = path.map(EmulatedPath::finish);
-    let shares_cpus = machine::shares_cpus_with(subject.pid);
-    let addr = ready.addr.clone();
-    let target = target_record(spec, &subject, ready, stop, server_report);
-    // The tracer's window closed with the load; its thread's handle goes.
-    drop(attached);
-    let measured = Measured {
-        started_at,
-        machine,
-        target,
-        addr,
-        driven,
-        syscalls,
-        control_cpu_s: finished.control_cpu_s,
-        shared_with,
-        owners: finished.owners,
-        evidence: finished.evidence,
-        path: path_record,
-        shares_cpus,
-        anatomy,
-    };
-    Ok(assemble::assemble(
-        spec.command_line.clone(),
-        measured,
-        crate::tune::supported_by,
-    ))
+    /// One window on the live target: attach, drive it with `workload`,
+    /// finish, judge. `keep_load_failure` (a sweep's step) keeps a load
+    /// that counted as failed as the window's `load_failure` rather than
+    /// failing the run; an interrupted load fails it (128+N) either way.
+    pub(super) fn window(
+        &mut self,
+        spec: &ProfileSpec,
+        signals: &mut Signals,
+        workload: &Workload,
+        keep_load_failure: bool,
+    ) -> Result<WindowParts> {
+        let addr = self.ready.addr.clone();
+        let mut attached = attach(spec, &mut self.subject, signals, &self.shared_with, &addr)?;
+        let window = load(
+            spec,
+            workload,
+            self.path.as_ref(),
+            &addr,
+            &self.subject,
+            &attached,
+            signals,
+        )?;
+        let mut finished = finish(&mut attached, window);
+        // A worker started during the run serves the address too.
+        share::merge_sharers(
+            &mut self.shared_with,
+            find_sharers(spec, self.subject.pid, &addr),
+        );
+
+        check_signals(signals, "during the run")?;
+        let load_failure = match &mut finished.loaded {
+            Ok(Driven::Own { outcome, .. })
+                if keep_load_failure
+                    && exit::ended_by_signal(&outcome.report.end_reason).is_none() =>
+            {
+                outcome.failure.take()
+            }
+            _ => None,
+        };
+        let died = finished.died;
+        let (anatomy, recorder) = match finished.traced {
+            Some(traced) => (finished.anatomy, Recorder::Tracer(Box::new(traced))),
+            // Alone, the anatomy's failure is the run's (judged in order).
+            None => match finished.anatomy {
+                Some(Err(why)) => (None, Recorder::AnatomyAlone(Some(why))),
+                a => (a, Recorder::AnatomyAlone(None)),
+            },
+        };
+        let subject = &mut self.subject;
+        let (driven, trace_out) = verdict::judge(finished.loaded, recorder, || {
+            (died || subject.exited()).then(|| subject::target_died(subject))
+        })?;
+
+        let syscalls = match trace_out {
+            Some(t) => Syscalls::Traced(Box::new(t.report)),
+            None => Syscalls::NotTraced(finished.untraced_cpu.unwrap_or_else(|| UntracedCpu {
+                cpu: None,
+                source: "no probe",
+                window_s: 0.0,
+                notes: Vec::new(),
+            })),
+        };
+        let anatomy = anatomy.map(|r| r.map(|rec| anatomy_report(&rec, target_cpu_s(&syscalls))));
+        if !matches!(driven, Driven::Own { .. }) {
+            verdict::counted_verdict(anatomy.as_ref(), &driven)?;
+        }
+        Ok(WindowParts {
+            driven,
+            syscalls,
+            control_cpu_s: finished.control_cpu_s,
+            owners: finished.owners,
+            evidence: finished.evidence,
+            anatomy,
+            load_failure,
+            attached,
+        })
+    }
+
+    /// Stops what was started, reads the server's own account, and
+    /// assembles the report of window `w`.
+    pub(super) fn close(mut self, spec: &ProfileSpec, w: WindowParts) -> Result<ProfileReport> {
+        let (stop, server_report) = subject::stop(&mut self.subject)?;
+        let path_record = self.path.take().map(EmulatedPath::finish);
+        let target = target_record(spec, &self.subject, &self.ready, stop, server_report);
+        Ok(self.assemble(spec, w, target, path_record))
+    }
+
+    /// The report of a sweep's step `w`, the target still running (no stop
+    /// record, no server report: those are the whole run's, see
+    /// [`Live::finish_steps`]).
+    pub(super) fn step_report(&self, spec: &ProfileSpec, w: WindowParts) -> ProfileReport {
+        let target = target_record(spec, &self.subject, &self.ready, None, None);
+        self.assemble(spec, w, target, None)
+    }
+
+    /// Stops what was started and puts the whole run's target record
+    /// (its stop, the server's own account) into `last`, the last step's
+    /// report.
+    pub(super) fn finish_steps(
+        mut self,
+        spec: &ProfileSpec,
+        last: &mut ProfileReport,
+    ) -> Result<()> {
+        let (stop, server_report) = subject::stop(&mut self.subject)?;
+        last.target = target_record(spec, &self.subject, &self.ready, stop, server_report);
+        last.started_at = humantime::format_rfc3339_millis(self.started_at).to_string();
+        Ok(())
+    }
+
+    fn assemble(
+        &self,
+        spec: &ProfileSpec,
+        w: WindowParts,
+        target: TargetRecord,
+        path: Option<PathRecord>,
+    ) -> ProfileReport {
+        let WindowParts {
+            driven,
+            syscalls,
+            control_cpu_s,
+            owners,
+            evidence,
+            anatomy,
+            attached,
+            ..
+        } = w;
+        // The tracer's window closed with the load; its thread's handle
+        // goes (a single window's after the target stopped).
+        drop(attached);
+        let measured = Measured {
+            started_at: self.started_at,
+            machine: self.machine.clone(),
+            target,
+            addr: self.ready.addr.clone(),
+            driven,
+            syscalls,
+            control_cpu_s,
+            shared_with: self.shared_with.clone(),
+            owners,
+            evidence,
+            path,
+            shares_cpus: machine::shares_cpus_with(self.subject.pid),
+            anatomy,
+        };
+        assemble::assemble(
+            spec.command_line.clone(),
+            measured,
+            crate::tune::supported_by,
+        )
+    }
 }
 
 /// The anatomy's section of a recorded window, its cost's share taken from
@@ -340,6 +475,7 @@ struct Window {
 /// the target exits.
 fn load(
     spec: &ProfileSpec,
+    workload: &Workload,
     path: Option<&EmulatedPath>,
     addr: &Endpoint,
     subject: &Subject,
@@ -359,7 +495,7 @@ fn load(
         Arc::clone(&died),
     )?;
     let control0 = tracer::thread_cpu_s(attached.control_clock);
-    let loaded = match &spec.workload {
+    let loaded = match workload {
         Workload::Own(line) => own_load(spec, path, line, addr, abort),
         Workload::Command(c, run_as) => match addr.inet() {
             Some(a) => command_load(c, run_as.as_ref(), a, subject, signals),
@@ -530,7 +666,7 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
 fn target_record(
     spec: &ProfileSpec,
     subject: &Subject,
-    ready: Ready,
+    ready: &Ready,
     stop: Option<StopRecord>,
     server_report: Option<serde_json::Value>,
 ) -> TargetRecord {
@@ -538,7 +674,7 @@ fn target_record(
         mode: assemble::mode(&spec.target).into(),
         command: subject.launched.as_ref().map(|l| l.argv.clone()),
         pid: subject.pid,
-        comm: ready.comm,
+        comm: ready.comm.clone(),
         address: ready.addr.to_string(),
         sockets: ready
             .sockets

@@ -9,6 +9,9 @@
 //!   `watch` (signals, the target's exit during the load), `verdict`
 //!   (whether the run counts, and its status), `assemble` (the report
 //!   from the measured parts); `spec` is what to measure;
+//! - `sweep` (`--sweep`, `--find-capacity`): the target launched once,
+//!   a window per step through `measure`'s own steps, each turned into a
+//!   point; `search`, the capacity search's decisions (pure);
 //! - [`loadline`]: the `--load` string, filled with the learned address;
 //! - [`collect`]: the kernel evidence gathered around the window (counter
 //!   snapshots, one sampler thread for the target's sockets and schedstat);
@@ -23,9 +26,11 @@ pub mod loadcmd;
 pub mod loadline;
 mod measure;
 mod readiness;
+mod search;
 pub mod share;
 mod spec;
 mod subject;
+mod sweep;
 mod tracer;
 mod verdict;
 mod watch;
@@ -35,7 +40,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 pub use measure::measure;
-pub use spec::{ProfileSpec, ProfileTarget, Recorders, Workload, check_target_args};
+pub use spec::{
+    ProfileSpec, ProfileTarget, Recorders, StepPlan, Steps, Workload, check_target_args,
+};
 
 use crate::process::publish::{Dest, Show, publish};
 use crate::process::staging::Staging;
@@ -47,6 +54,20 @@ pub fn run(spec: &ProfileSpec, out: Option<&Path>) -> Result<u8> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("profile-{}", super::timestamp())));
     let staging = Staging::new(&dest)?;
+    if let Some(steps) = &spec.steps {
+        let done = sweep::measure_steps(spec, steps)?;
+        publish(
+            &done.report,
+            Dest::Staged(staging),
+            Show::unless_quiet(spec.quiet),
+        )?;
+        // Written, marked partial; the status still says it was cut short.
+        if let Some(x) = done.interrupted {
+            return Err(crate::error::with_code(x.code, x.message));
+        }
+        verdict::anatomy_verdict(&done.report)?;
+        return Ok(0);
+    }
     let rep = measure(spec)?;
     publish(&rep, Dest::Staged(staging), Show::unless_quiet(spec.quiet))?;
     verdict::anatomy_verdict(&rep)?;

@@ -76,6 +76,37 @@ impl Recorders {
     }
 }
 
+/// What a profile in steps does: `--sweep` (a step per schedule step) or
+/// `--find-capacity` (a closed-loop step, then the search's open-loop
+/// steps).
+#[derive(Clone, Debug)]
+pub enum StepPlan {
+    /// `--sweep`: the schedule and its text as given.
+    Sweep {
+        /// The parsed schedule.
+        plan: crate::load::rate_plan::RatePlan,
+        /// As given.
+        text: String,
+    },
+    /// `--find-capacity`: the SLO, and each step's length (`--step`).
+    Capacity {
+        /// The objective.
+        slo: crate::report::sweep::Slo,
+        /// Each step's load window, whole seconds.
+        step_s: u64,
+    },
+}
+
+/// A profile in steps, on one live target.
+#[derive(Clone, Debug)]
+pub struct Steps {
+    /// What the steps are.
+    pub plan: StepPlan,
+    /// The whole run's bound (`--max-duration`): no step starts that
+    /// would end past it.
+    pub max_duration: Duration,
+}
+
 /// One profile run, parsed and validated.
 #[derive(Clone, Debug)]
 pub struct ProfileSpec {
@@ -104,6 +135,8 @@ pub struct ProfileSpec {
     pub path: Option<crate::netpath::PathSpec>,
     /// How the path is built.
     pub path_backend: crate::netpath::BackendChoice,
+    /// `--sweep` or `--find-capacity` (None: one window).
+    pub steps: Option<Steps>,
 }
 
 /// Checks the arguments of a `--target`: a `--json` of its own is refused.

@@ -3,7 +3,8 @@
 //! the address, and the per-process breakdown.
 //!
 //! One file per family of sections: `latency` (latency, throughput), `anatomy`
-//! (the request anatomy), `syscalls`,
+//! (the request anatomy), `sweep` (the steps of a sweep or a capacity
+//! search), `syscalls`,
 //! `resources` (CPU, other resources), `processes` (attribution, the
 //! per-process breakdown); this file puts them together into the body and
 //! the page.
@@ -12,6 +13,7 @@ mod anatomy;
 mod latency;
 mod processes;
 mod resources;
+mod sweep;
 mod syscalls;
 
 use std::fmt::Write as _;
@@ -24,11 +26,12 @@ pub use self::anatomy::{anatomy_card, anatomy_section};
 pub use self::latency::{latency_section, throughput_section};
 pub use self::processes::{attribution_section, processes_section};
 pub use self::resources::{cpu_section, resources_section};
+pub use self::sweep::sweep_section;
 pub use self::syscalls::syscall_section;
 
 /// Everything about one profile, element ids prefixed with `p`.
 pub fn profile_body(p: &str, r: &ProfileReport) -> String {
-    let mut b = String::new();
+    let mut b = sweep_section(p, r);
     let _ = write!(
         b,
         "<section class=\"card\" id=\"{p}insights\"><h3>What this run says</h3>{}</section>",
@@ -167,8 +170,13 @@ pub fn profile_page(r: &ProfileReport) -> String {
         caveats_box(&r.caveats),
         profile_body("", r)
     );
+    let partial = r.sweep.as_ref().is_some_and(|s| s.partial);
     page(
-        "sockscope profile",
+        if partial {
+            "sockscope profile (PARTIAL: stopped early)"
+        } else {
+            "sockscope profile"
+        },
         &format!(
             "{} at {}, under {}; {}",
             r.target.comm,
