@@ -16,6 +16,15 @@ use common::*;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
+/// The steps measure rates and latencies: one test at a time, so that a
+/// sibling's load does not become this one's noise (cargo runs a file's
+/// tests in parallel).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn profile(args: &[&str]) -> (Option<i32>, String, String) {
     let mut all = vec!["profile"];
     all.extend_from_slice(args);
@@ -75,6 +84,7 @@ impl Drop for Echo {
 
 #[test]
 fn a_sweep_has_a_point_per_step_counted_like_the_anatomy() {
+    let _serial = serial();
     if !require_bpf("a_sweep_has_a_point_per_step_counted_like_the_anatomy") {
         return;
     }
@@ -214,6 +224,7 @@ fn steps_refuse_what_they_cannot_pace_with_usage_errors() {
 
 #[test]
 fn find_capacity_lands_near_the_closed_loop_maximum() {
+    let _serial = serial();
     if !require_bpf("find_capacity_lands_near_the_closed_loop_maximum") {
         return;
     }
@@ -266,15 +277,11 @@ fn find_capacity_lands_near_the_closed_loop_maximum() {
     let rate = cap["rate_per_s"]
         .as_f64()
         .unwrap_or_else(|| panic!("no capacity named: {cap}"));
-    // The issue asks for 0.8x..1.1x. On the shared 2-core VM this was
-    // written on, the open-loop cliff came at 0.68x of the closed-loop
-    // maximum (p99 2.4 ms at 1.33k/s, 79 ms at 1.39k/s, against 1.95k/s
-    // closed loop), other work on the machine delaying the server between
-    // the two: the lower bound here is what held there, the upper one is
-    // the issue's (no open-loop rate can pass far above what closed loop
-    // reaches).
+    // The issue's bound. Measured alone on the 2-core VM: 0.98x in 3 of 3
+    // runs (1.91k/s against 1.94k/s closed loop); with four builds beside
+    // it, 0.68x (the server descheduled mid-step), hence the lock above.
     assert!(
-        (0.5 * max..=1.1 * max).contains(&rate),
+        (0.8 * max..=1.1 * max).contains(&rate),
         "capacity {rate}/s against a closed-loop maximum of {max}/s: {cap}"
     );
     assert!(cap["limited_by"].is_null(), "{cap}");
@@ -334,6 +341,7 @@ impl Drop for CpuQuota {
 
 #[test]
 fn a_generator_held_to_a_cpu_share_names_no_capacity() {
+    let _serial = serial();
     if !require_bpf("a_generator_held_to_a_cpu_share_names_no_capacity") {
         return;
     }
@@ -395,6 +403,7 @@ fn a_generator_held_to_a_cpu_share_names_no_capacity() {
 
 #[test]
 fn ctrl_c_after_a_step_keeps_it_in_a_partial_artifact() {
+    let _serial = serial();
     if !require_bpf("ctrl_c_after_a_step_keeps_it_in_a_partial_artifact") {
         return;
     }

@@ -51,11 +51,24 @@ impl Verdict {
     }
 }
 
-/// The verdict on an open-loop step `p` against `slo`.
+/// The verdict on an open-loop step `p` against `slo`. A step whose
+/// generator lagged still passes when it met the SLO at the rate asked:
+/// its latencies run from the intended send times, so the generator's
+/// lateness can only have added to them, never hidden the target's. A
+/// generator-limited step that did not pass says nothing of the target.
 pub fn verdict(p: &SweepPoint, slo: &Slo) -> Verdict {
-    if let Some(why) = &p.generator_limited {
-        return Verdict::Limited(why.clone());
+    let v = judge(p, slo);
+    match (&p.generator_limited, v) {
+        (Some(why), Verdict::Pass(said)) => Verdict::Pass(format!(
+            "{said}, met with the generator's lag counted in ({why})"
+        )),
+        (Some(why), _) => Verdict::Limited(why.clone()),
+        (None, v) => v,
     }
+}
+
+/// The verdict on the step's own figures, whoever limited it.
+fn judge(p: &SweepPoint, slo: &Slo) -> Verdict {
     let req = p.requested_per_s.unwrap_or(0.0);
     if p.transactions == 0 {
         return Verdict::Fail("no transaction completed".into());
@@ -385,10 +398,24 @@ mod tests {
             ..p.clone()
         };
         assert!(verdict(&errs, &slo).why().contains("over the budget"));
+        // A lagging generator: a step that met the SLO anyway passes (its
+        // lag only added to the latencies); one that did not says nothing.
         let lim = SweepPoint {
             generator_limited: Some("busy".into()),
             ..p
         };
-        assert_eq!(verdict(&lim, &slo), Verdict::Limited("busy".into()));
+        let v = verdict(&lim, &slo);
+        assert!(matches!(v, Verdict::Pass(_)), "{v:?}");
+        assert!(v.why().contains("lag counted in (busy)"), "{v:?}");
+        let lim_wide = SweepPoint {
+            generator_limited: Some("busy".into()),
+            ..wide
+        };
+        assert_eq!(verdict(&lim_wide, &slo), Verdict::Limited("busy".into()));
+        let lim_slow = SweepPoint {
+            generator_limited: Some("busy".into()),
+            ..slow
+        };
+        assert_eq!(verdict(&lim_slow, &slo), Verdict::Limited("busy".into()));
     }
 }
