@@ -84,6 +84,7 @@ bench: deps build
 	bench/relay.sh
 	bench/http.sh
 	bench/h2.sh
+	bench/capacity.sh
 	bench/kv.sh
 	bench/evidence.sh
 	bench/udp_rr.sh
