@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// The accepted syntax, quoted by every parse error.
 pub const SYNTAX: &str = "RATE (5000 or 5k), 'FROM..TO step STEP every DUR' (a staircase), \
-     'R1,R2,... every DUR' (a list) or 'FROM..TO over DUR [every DUR]' (a linear ramp); \
+     'R1,R2,... every DUR' (a list, of one rate too) or 'FROM..TO over DUR [every DUR]' (a linear ramp); \
      rates per second, DUR in whole seconds or minutes (5s, 2m)";
 
 /// Most steps a plan may have: more is a typo (`step 1`), not a plan.
@@ -80,7 +80,7 @@ impl RatePlan {
                     every,
                 }
             }
-            [list, "every", dur] if list.contains(',') => {
+            [list, "every", dur] if !list.contains("..") => {
                 let rates = list
                     .split(',')
                     .map(rate)
@@ -303,11 +303,7 @@ impl fmt::Display for RatePlan {
             RatePlan::Constant(r) => write!(f, "{r}"),
             RatePlan::Steps { rates, every } => {
                 let list: Vec<String> = rates.iter().map(|r| r.to_string()).collect();
-                if rates.len() == 1 {
-                    write!(f, "{}..{} step 1 every {every}s", list[0], list[0])
-                } else {
-                    write!(f, "{} every {every}s", list.join(","))
-                }
+                write!(f, "{} every {every}s", list.join(","))
             }
             RatePlan::Ramp {
                 from,
@@ -440,6 +436,14 @@ mod tests {
                 every: 10
             }
         );
+        // One rate held for a while: a list of one.
+        assert_eq!(
+            p("5k every 10s"),
+            RatePlan::Steps {
+                rates: vec![5000.0],
+                every: 10
+            }
+        );
         assert_eq!(
             p("0..50000 over 60s"),
             RatePlan::Ramp {
@@ -498,6 +502,7 @@ mod tests {
             "5000",
             "1000..5000 step 1000 every 5s",
             "7..7 step 3 every 2s",
+            "9 every 3s",
             "1,2,3 every 1s",
             "0..50000 over 60s",
             "100..0 over 60s every 10s",

@@ -171,7 +171,7 @@ impl LoadLine {
                 || (t.starts_with("-d") || t.starts_with("-n")) && !t.starts_with("--")
         }) {
             return Err(error::usage(format!(
-                "{mode}: leave {t} out of --load: each step's load gets its own --rate and -d                  from the steps"
+                "{mode}: leave {t} out of --load: each step's load gets its own --rate and -d from the steps"
             )));
         }
         self.step(Some(1.0), 1).map_err(|e| {
