@@ -37,7 +37,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use super::plan::{Stop, TcpPlan, WorkerCtx};
@@ -232,18 +232,7 @@ struct WakeTimer {
 impl WakeTimer {
     /// A disarmed timer, registered in `poller` under [`TIMER_TOKEN`].
     fn new(poller: &Poller) -> io::Result<Self> {
-        // SAFETY: plain syscall; the fd is owned below.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh fd nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = super::timerfd::create()?;
         poller.add(fd.as_raw_fd(), TIMER_TOKEN, poller::IN)?;
         Ok(Self { fd, armed: None })
     }
@@ -254,24 +243,7 @@ impl WakeTimer {
         if self.armed == Some(at) {
             return Ok(());
         }
-        // A zero it_value would disarm: a time already past fires at once.
-        let d = at.saturating_sub(now).max(1);
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (d / 1_000_000_000) as libc::time_t,
-                tv_nsec: (d % 1_000_000_000) as libc::c_long,
-            },
-        };
-        // SAFETY: valid timerfd and itimerspec; no old value asked for.
-        let rc =
-            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        super::timerfd::fire_after(&self.fd, at.saturating_sub(now))?;
         self.armed = Some(at);
         Ok(())
     }
@@ -279,10 +251,8 @@ impl WakeTimer {
     /// The timer fired: reads its expiration count, so the level-triggered
     /// poller stops reporting it, and leaves it disarmed.
     fn fired(&mut self) {
-        let mut ticks = [0u8; 8];
-        // SAFETY: valid fd and buffer. EAGAIN (a report that a re-arm made
-        // stale) needs nothing done.
-        unsafe { libc::read(self.fd.as_raw_fd(), ticks.as_mut_ptr().cast(), ticks.len()) };
+        // Not fired (a report that a re-arm made stale) needs nothing done.
+        let _ = super::timerfd::drain(&self.fd);
         self.armed = None;
     }
 }

@@ -69,6 +69,7 @@ pub mod tally;
 pub mod tcp_crr;
 pub mod tcp_report;
 pub mod tcp_rr;
+pub mod timerfd;
 pub mod tls;
 pub mod udp;
 pub mod udp_rr;

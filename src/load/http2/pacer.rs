@@ -14,7 +14,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 
 use super::super::schedule::Schedule;
 use super::super::tally::WorkerTally;
+use super::super::timerfd;
 
 /// Shortest sleep between releases, ns (the driver's quantum).
 const QUANTUM_NS: u64 = 50_000;
@@ -42,18 +43,7 @@ pub struct Pacer {
 impl Pacer {
     /// A pacer for `sched`; must be created inside the worker's runtime.
     pub fn new(sched: Schedule) -> io::Result<Self> {
-        // SAFETY: plain syscall; the fd is owned below.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh fd nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = timerfd::create()?;
         // SAFETY: the OwnedFd is valid, open, and owned by the AsyncFd for
         // its whole life (never closed or replaced under it).
         let timer = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }?;
@@ -109,38 +99,11 @@ impl Pacer {
 
     /// Sleeps `ns` on the timerfd.
     async fn sleep(&self, ns: u64) -> io::Result<()> {
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (ns % 1_000_000_000).max(1) as libc::c_long,
-            },
-        };
-        let fd = self.timer.get_ref().as_raw_fd();
-        // SAFETY: a valid timerfd and itimerspec; no old value asked.
-        if unsafe { libc::timerfd_settime(fd, 0, &spec, std::ptr::null_mut()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        timerfd::fire_after(self.timer.get_ref(), ns)?;
         loop {
             let mut guard = self.timer.readable().await?;
-            let mut expirations = 0u64;
-            // SAFETY: reads 8 bytes into a u64 from a nonblocking timerfd.
-            let n = unsafe {
-                libc::read(
-                    fd,
-                    (&mut expirations as *mut u64).cast(),
-                    std::mem::size_of::<u64>(),
-                )
-            };
-            if n == 8 {
+            if timerfd::drain(self.timer.get_ref())? {
                 return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::WouldBlock {
-                return Err(e);
             }
             guard.clear_ready();
         }
