@@ -15,6 +15,8 @@
 //! - [`netpath`]: emulated network paths (namespaces, TUN, veth + netem);
 //! - [`tune`]: the kernel-settings audit and the advice a run's evidence
 //!   supports;
+//! - [`stacks`]: sampled on-CPU and off-CPU stacks of the target,
+//!   unwound without frame pointers and symbolized;
 //! - [`anatomy`]: each request's time at the server from the socket
 //!   tracepoints (queue wait, CPU wait, service, send);
 //! - [`trace`]: the eBPF syscall profiler for a process tree, a cgroup, a
@@ -53,6 +55,7 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod signals;
+pub mod stacks;
 pub mod stats;
 pub mod text;
 pub mod trace;

@@ -26,6 +26,7 @@ pub mod profile;
 pub mod profile_text;
 pub mod requests;
 pub mod serve;
+pub mod stacks;
 pub mod svg;
 pub mod sweep;
 pub mod sweep_text;

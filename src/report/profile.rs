@@ -91,6 +91,14 @@ pub struct ProfileReport {
     /// failed (the run then exits non-zero; the rest of it is complete).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anatomy_failure: Option<String>,
+    /// Sampled stacks of the target over the window (on-CPU and off-CPU);
+    /// absent with `--no-stacks`, when sampling failed, and in artifacts
+    /// written before stacks were sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<super::stacks::StacksReport>,
+    /// Why the stacks are missing when they were asked for and failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks_failure: Option<String>,
     /// `--sweep` and `--find-capacity`: a point per step (the sections
     /// above are the last step's window); absent for a single window.
     #[serde(default, skip_serializing_if = "Option::is_none")]

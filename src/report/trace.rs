@@ -50,6 +50,9 @@ pub struct TraceReport {
     /// `--requests`: the request anatomy over the same window.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub anatomy: Option<super::anatomy::AnatomyReport>,
+    /// `--stacks`: sampled stacks over the same window.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stacks: Option<super::stacks::StacksReport>,
 }
 
 /// The traced process tree.

@@ -721,6 +721,7 @@ pub(crate) fn finish(
         groups,
         notes,
         anatomy: None,
+        stacks: None,
     };
     Ok(TraceOutcome {
         report,

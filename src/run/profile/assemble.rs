@@ -261,6 +261,8 @@ pub(super) fn assemble(
         },
         anatomy,
         anatomy_failure,
+        stacks: None,
+        stacks_failure: None,
         sweep: None,
         capacity: None,
     }

@@ -1,0 +1,14 @@
+//! Sampled stacks: where the target's CPU goes (on-CPU samples from a
+//! cpu-clock perf event per CPU) and where its threads wait (off-CPU time,
+//! sampled in proportion to its length), with user stacks unwound from a
+//! copied slice of the stack with the modules' .eh_frame (so binaries built
+//! without frame pointers unwind) and every frame symbolized while the
+//! target's processes still exist (docs/stacks.md says why this design).
+//!
+//! Layout: `sample` (what the BPF side delivers, as Rust values), `abi` and
+//! `bpf` (src/bpf/stacks.bpf.c: load, attach, drain), `modules`, `unwind`
+//! and `symbolize` (user space: a process's mapped objects, unwinding,
+//! names), `session` (the sampler, resolver and aggregation on a thread of
+//! their own, for `profile` and `trace --stacks`).
+
+pub mod sample;
