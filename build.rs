@@ -8,7 +8,7 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGS: &[&str] = &["syscalls", "relay", "anatomy"];
+const PROGS: &[&str] = &["syscalls", "relay", "anatomy", "stacks"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
@@ -48,6 +48,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/syscalls.h");
     println!("cargo:rerun-if-changed=src/bpf/relay.h");
     println!("cargo:rerun-if-changed=src/bpf/anatomy.h");
+    println!("cargo:rerun-if-changed=src/bpf/stacks.h");
     println!("cargo:rerun-if-changed=src/bpf/hist.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");
     embed_git_state();

@@ -66,6 +66,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
         Plan::GetppidLoop { calls } => run::hidden::getppid_loop(calls),
         Plan::Watchdog => process::watchdog::run(),
         Plan::Idle { secs } => run::hidden::idle(secs),
+        Plan::StacksRaw(spec) => run::stacks_raw::run(&spec),
         Plan::Completions(shell) => cli::print_completions(shell),
         Plan::Manpage => cli::print_manpage(),
     }

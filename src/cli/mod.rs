@@ -149,6 +149,23 @@ the result could not be written."
         #[arg(value_parser = clap::value_parser!(u64).range(1..=86_400))]
         secs: u64,
     },
+    /// Samples a process tree's stacks and prints one JSON line per sample
+    /// (the stack sampler alone, for tests/stacks_sampler.rs).
+    #[command(name = "__stacks-raw", hide = true)]
+    StacksRaw {
+        /// The process whose tree is sampled.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+        pid: i32,
+        /// Seconds to sample.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        secs: u64,
+        /// On-CPU samples per second per CPU.
+        #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        hz: u32,
+        /// Sample off-CPU waits too.
+        #[arg(long)]
+        off_cpu: bool,
+    },
     /// Print a shell completion script to stdout.
     Completions {
         /// Shell to generate for.
@@ -252,6 +269,8 @@ pub enum Plan {
         /// Seconds to sleep.
         secs: u64,
     },
+    /// `sockscope __stacks-raw`.
+    StacksRaw(crate::run::stacks_raw::StacksRawSpec),
     /// `sockscope completions`.
     Completions(clap_complete::Shell),
     /// `sockscope manpage`.
@@ -310,6 +329,17 @@ impl Cli {
             Command::GetppidLoop { calls } => Plan::GetppidLoop { calls },
             Command::Watchdog => Plan::Watchdog,
             Command::Idle { secs } => Plan::Idle { secs },
+            Command::StacksRaw {
+                pid,
+                secs,
+                hz,
+                off_cpu,
+            } => Plan::StacksRaw(crate::run::stacks_raw::StacksRawSpec {
+                pid,
+                secs,
+                hz,
+                off_cpu,
+            }),
             Command::Completions { shell } => Plan::Completions(shell),
             Command::Manpage => Plan::Manpage,
         })

@@ -13,7 +13,8 @@
 //!   artifacts side by side; [`merge`]: load artifacts merged;
 //! - [`hidden`]: the helper subcommands sockscope runs itself
 //!   (`__getppid-loop`, `__idle`; `__watchdog` is
-//!   [`crate::process::watchdog::run`]);
+//!   [`crate::process::watchdog::run`]); [`stacks_raw`]: `__stacks-raw`,
+//!   the stack sampler alone, for its tests;
 //! - shared by them: [`target_cpu`] (the target's CPU without the
 //!   tracer, for `--requests-only`), [`machine`] (the kernel, CPU and sysctls read into
 //!   report::machine::Machine, and the caveats), [`exit`] (the failure
@@ -32,6 +33,7 @@ pub mod report;
 pub mod requests;
 pub mod requests_live;
 pub mod requests_only;
+pub mod stacks_raw;
 pub mod target_cpu;
 pub mod trace;
 

@@ -11,4 +11,6 @@
 //! names), `session` (the sampler, resolver and aggregation on a thread of
 //! their own, for `profile` and `trace --stacks`).
 
+pub mod abi;
+pub mod bpf;
 pub mod sample;

@@ -177,10 +177,16 @@ pub struct Background {
 impl Background {
     /// Starts sockscope with `args`.
     pub fn start(args: &[&str]) -> Self {
+        Self::start_with_stdout(args, Stdio::piped())
+    }
+
+    /// Starts sockscope with `args`, its stdout going to `stdout` (a file,
+    /// for output longer than a pipe holds unread).
+    pub fn start_with_stdout(args: &[&str], stdout: impl Into<Stdio>) -> Self {
         let mut child = Command::new(sockscope())
             .args(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();

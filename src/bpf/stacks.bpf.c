@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * sockscope stack sampler: where the target's threads run (on-CPU) and
+ * where they wait (off-CPU), as raw samples through a ring buffer; user
+ * space unwinds and symbolizes them (src/stacks/, docs/stacks.md).
+ *
+ * On-CPU: a cpu-clock software perf event per online CPU, in frequency
+ * mode, runs ss_tick. A tick that hit a task of the scope (not the idle
+ * task, not sockscope) writes its kernel stack (empty when the tick hit
+ * user mode), its user registers (the interrupted ones when the tick hit
+ * user mode, else those saved at its kernel entry; none for a kernel
+ * thread) and a copy of its user stack from sp upward.
+ *
+ * Off-CPU, sampled in proportion to its length so that its cost is bounded
+ * like the on-CPU side's: a task of the scope switched out sleeping keeps
+ * the time in its task storage. When it is switched back in after d ns it
+ * is taken with probability min(1, d/P), P the on-CPU period (1e9/hz), with
+ * weight max(d, P): the expected weight is d, so the sum over many waits
+ * is unbiased, and a thread that wakes a million times a second costs
+ * about as many samples as one that runs. A taken wait's kernel stack is
+ * walked at once (the task is still inside schedule(): the frames say
+ * where it waited); its user stack cannot be read from another task's
+ * context, so it waits ("pending") for the thread's next syscall exit,
+ * where the user registers saved at its kernel entry are compared with
+ * those seen at the switch: equal, it is the same kernel entry (the user
+ * stack has not changed since it blocked) and the sample is written with
+ * the user stack copied there and the syscall's number; different (it
+ * waited in a page fault, not a syscall), with kernel frames only.
+ *
+ * User stacks are copied in page-aligned chunks (sp to the next page
+ * boundary, then whole pages) and the copy stops at the first chunk that
+ * fails: a single read that runs past the end of the stack's mapping
+ * fails whole, so chunks keep every byte up to that end.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "stacks.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define PF_KTHREAD 0x00200000
+
+/* Set by the loader before load (see syscalls.bpf.c for the scope's). */
+const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
+const volatile __u64 scope_cgroup_id = 0;
+const volatile __u32 scope_cgroup_level = 0;
+const volatile __u64 scope_comm_lo = 0;
+const volatile __u64 scope_comm_hi = 0;
+const volatile __u32 self_tgid = 0;
+/* Bytes of user stack copied per sample (at most SS_STK_MAX_BYTES). */
+const volatile __u32 stack_bytes = 16384;
+/* The on-CPU period, 1e9 / hz: the off-CPU sampling unit. */
+const volatile __u64 period_ns = 10101010;
+
+struct ss_stk_cpu cpus[SS_MAX_CPUS] = {};
+/* Taken waits not emitted yet, machine-wide: the syscall-exit hook, which
+ * runs on every syscall of the machine, returns at once while it is 0. */
+__s64 pending_total = 0;
+
+/* Keeps the enums no field uses in BTF, for the skeleton's types. */
+enum ss_stk_limits layout_stk_limits __attribute__((unused));
+enum ss_stk_kind layout_stk_kind __attribute__((unused));
+enum ss_stk_flags layout_stk_flags __attribute__((unused));
+enum ss_stk_count layout_stk_count __attribute__((unused));
+struct ss_stk_sample layout_stk_sample __attribute__((unused));
+
+/* A sample being written: the header, then kernel frames, then user
+ * stack bytes, contiguous (only the used size goes to the ring). The
+ * slack of one page lets the verifier see that a chunk of at most a page
+ * starting at any offset up to the frames plus the copy size fits. */
+struct ss_stk_buf {
+	struct ss_stk_sample hdr;
+	__u8 data[SS_STK_KERNEL_FRAMES * 8 + SS_STK_MAX_BYTES + SS_STK_PAGE];
+};
+
+/* Per-CPU scratch, SS_STK_SLOTS entries per CPU (an array map: a per-CPU
+ * map's value is limited to 32 KB). max_entries set by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ss_stk_buf);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* set by the loader */
+} samples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ss_stk_task);
+} tasks SEC(".maps");
+
+/* Tree scope: the processes (tgids) of the target's tree. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} tree SEC(".maps");
+
+static __always_inline struct ss_stk_cpu *cpu_here(void)
+{
+	return &cpus[bpf_get_smp_processor_id() & (SS_MAX_CPUS - 1)];
+}
+
+static __always_inline void count(enum ss_stk_count c, __u64 n)
+{
+	if (c < SS_STK_COUNTS)
+		cpu_here()->count[c] += n;
+}
+
+static __always_inline struct ss_stk_buf *scratch_of(enum ss_stk_limits slot)
+{
+	__u32 k = bpf_get_smp_processor_id() * SS_STK_SLOTS + slot;
+
+	return bpf_map_lookup_elem(&scratch, &k);
+}
+
+/* Is this task (the current one, for the cgroup test) one of the target's? */
+static __always_inline bool in_scope(struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+
+	if (tgid == self_tgid || task->pid == 0)
+		return false;
+	if (scope_mode == SS_SCOPE_TREE)
+		return bpf_map_lookup_elem(&tree, &tgid) != 0;
+	if (scope_mode == SS_SCOPE_CGROUP)
+		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
+	if (scope_mode == SS_SCOPE_COMM) {
+		const __u64 *c = (const __u64 *)task->group_leader->comm;
+
+		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
+	}
+	return true;
+}
+
+static __always_inline bool is_kthread(struct task_struct *task)
+{
+	return (task->flags & PF_KTHREAD) || !task->mm;
+}
+
+/* Copies the current task's user stack from sp upward into data + off
+ * (page-aligned chunks, stopping at the first failure); returns the bytes
+ * copied. */
+static __always_inline __u32 copy_user_stack(struct ss_stk_buf *b, __u32 off, __u64 sp)
+{
+	/* 64-bit throughout: a 32-bit bound tested on a zero-extended copy
+	 * says nothing to the verifier about the register passed on. */
+	__u64 want = stack_bytes, copied = 0, addr = sp;
+
+	if (want > SS_STK_MAX_BYTES)
+		want = SS_STK_MAX_BYTES;
+	for (int i = 0; i < SS_STK_MAX_BYTES / SS_STK_PAGE + 1; i++) {
+		__u64 len = SS_STK_PAGE - (addr & (SS_STK_PAGE - 1));
+		__u64 at = (__u64)off + copied;
+
+		if (copied >= want)
+			break;
+		if (len > want - copied)
+			len = want - copied;
+		/* The compiler knows both bounds; the verifier must see them
+		 * tested on the values the helper gets. */
+		barrier_var(len);
+		barrier_var(at);
+		if (at > SS_STK_KERNEL_FRAMES * 8 + SS_STK_MAX_BYTES || len > SS_STK_PAGE)
+			break;
+		if (bpf_probe_read_user(&b->data[at], len, (void *)addr))
+			break;
+		copied += len;
+		addr += len;
+	}
+	if (copied == 0 && want > 0)
+		count(SS_STK_CNT_COPY_FAILED, 1);
+	return copied;
+}
+
+/* Writes the sample in b: the header, kframes frames and ubytes stack
+ * bytes. */
+static __always_inline void emit(struct ss_stk_buf *b, __u32 kframes, __u32 ubytes)
+{
+	__u64 size = sizeof(b->hdr) + (__u64)kframes * 8 + ubytes;
+
+	b->hdr.kernel_frames = kframes;
+	b->hdr.stack_bytes = ubytes;
+	if (size > sizeof(*b))
+		return;
+	if (bpf_ringbuf_output(&samples, b, size, 0)) {
+		count(SS_STK_CNT_LOST, 1);
+		return;
+	}
+	count(b->hdr.kind == SS_STK_ON_CPU ? SS_STK_CNT_SAMPLES : SS_STK_CNT_OFF_SAMPLES, 1);
+}
+
+/* --- on-CPU ----------------------------------------------------------- */
+
+static __always_inline void tick_work(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_stk_buf *b;
+	struct pt_regs *ur = 0;
+	__u32 kframes = 0, ubytes = 0;
+	long n;
+
+	if (!in_scope(task))
+		return;
+	b = scratch_of(SS_STK_SLOT_TICK);
+	if (!b)
+		return;
+	b->hdr.ts_ns = bpf_ktime_get_ns();
+	b->hdr.weight_ns = 0;
+	b->hdr.pid = task->tgid;
+	b->hdr.tid = task->pid;
+	b->hdr.kind = SS_STK_ON_CPU;
+	b->hdr.flags = 0;
+	b->hdr.syscall = 0;
+	b->hdr.state = 0;
+	bpf_get_current_comm(b->hdr.comm, sizeof(b->hdr.comm));
+	n = bpf_get_stack(ctx, b->data, SS_STK_KERNEL_FRAMES * 8, 0);
+	if (n > 0)
+		kframes = (__u32)n / 8;
+	if (kframes > SS_STK_KERNEL_FRAMES)
+		kframes = SS_STK_KERNEL_FRAMES;
+	if (!is_kthread(task)) {
+		/* The tick's registers are the user ones when it hit user
+		 * mode (cs's privilege level 3; the context allows only
+		 * 8-byte loads of it); in the kernel, the user registers are
+		 * those saved at its entry. */
+		__u64 cs = ctx->regs.csx, ip = ctx->regs.ip, sp = ctx->regs.sp;
+		__u64 bp = ctx->regs.bp;
+
+		/* Loaded here, not as a pointer picked between the context
+		 * and the task's registers (which the verifier refuses). */
+		barrier_var(ip);
+		barrier_var(sp);
+		barrier_var(bp);
+		if ((cs & 3) != 3) {
+			ur = (struct pt_regs *)bpf_task_pt_regs(task);
+			if (!ur)
+				goto out;
+			ip = ur->ip;
+			sp = ur->sp;
+			bp = ur->bp;
+		}
+		b->hdr.ip = ip;
+		b->hdr.sp = sp;
+		b->hdr.bp = bp;
+		b->hdr.flags = SS_STK_USER_REGS;
+		ubytes = copy_user_stack(b, kframes * 8, b->hdr.sp);
+	}
+out:
+	emit(b, kframes, ubytes);
+}
+
+SEC("perf_event")
+int ss_tick(struct bpf_perf_event_data *ctx)
+{
+	__u64 t0 = bpf_ktime_get_ns();
+
+	tick_work(ctx);
+	count(SS_STK_CNT_RUN_NS, bpf_ktime_get_ns() - t0);
+	return 0;
+}
+
+/* --- off-CPU ---------------------------------------------------------- */
+
+/* Writes a taken wait of `task` (its storage st) with kernel frames only:
+ * its user stack cannot be had (another task's context, or a page fault's
+ * wait). */
+static __always_inline void emit_kernel_only(struct ss_stk_buf *b, struct ss_stk_task *st,
+					     struct task_struct *task)
+{
+	__u32 kframes = st->kernel_frames;
+
+	if (kframes > SS_STK_KERNEL_FRAMES)
+		kframes = SS_STK_KERNEL_FRAMES;
+	b->hdr.ts_ns = bpf_ktime_get_ns();
+	b->hdr.weight_ns = st->weight_ns;
+	b->hdr.ip = b->hdr.sp = b->hdr.bp = 0;
+	b->hdr.pid = task->tgid;
+	b->hdr.tid = task->pid;
+	b->hdr.kind = SS_STK_OFF_CPU;
+	b->hdr.flags = 0;
+	b->hdr.syscall = 0;
+	b->hdr.state = st->state;
+	bpf_probe_read_kernel_str(b->hdr.comm, sizeof(b->hdr.comm), task->comm);
+	bpf_probe_read_kernel(b->data, sizeof(st->kstack), st->kstack);
+	emit(b, kframes, 0);
+}
+
+static __always_inline void clear_pending(struct ss_stk_task *st)
+{
+	if (st->pending) {
+		st->pending = 0;
+		__sync_fetch_and_add(&pending_total, -1);
+	}
+}
+
+/* Decides whether `next`'s wait, ended now, is taken (probability
+ * min(1, d/P), weight max(d, P)); a taken one is kept pending. */
+static __always_inline void switched_in(struct task_struct *next, __u64 now)
+{
+	struct ss_stk_task *st;
+	struct pt_regs *ur;
+	__u64 d;
+	long n;
+
+	st = bpf_task_storage_get(&tasks, next, 0, 0);
+	if (!st || !st->slept_at)
+		return;
+	d = now > st->slept_at ? now - st->slept_at : 0;
+	st->slept_at = 0;
+	/* d < P: taken when rand/2^32 < d/P (d < P <= 1e9 keeps both sides
+	 * below 2^64). */
+	if (d < period_ns && (__u64)bpf_get_prandom_u32() * period_ns >= d << 32)
+		return;
+	if (st->pending) {
+		/* An earlier wait whose syscall has not returned (it waited in
+		 * a page fault and has not made a syscall since): written now,
+		 * kernel frames only. */
+		struct ss_stk_buf *b = scratch_of(SS_STK_SLOT_TASK);
+
+		if (b)
+			emit_kernel_only(b, st, next);
+		clear_pending(st);
+	}
+	st->weight_ns = d > period_ns ? d : period_ns;
+	n = bpf_get_task_stack(next, st->kstack, sizeof(st->kstack), 0);
+	st->kernel_frames = n > 0 ? (__u32)n / 8 : 0;
+	st->has_regs = 0;
+	st->ip = st->sp = st->bp = 0;
+	if (!is_kthread(next)) {
+		ur = (struct pt_regs *)bpf_task_pt_regs(next);
+		if (ur) {
+			st->ip = ur->ip;
+			st->sp = ur->sp;
+			st->bp = ur->bp;
+			st->has_regs = 1;
+		}
+	}
+	st->pending = 1;
+	__sync_fetch_and_add(&pending_total, 1);
+}
+
+static __always_inline void switch_work(bool preempt, struct task_struct *prev,
+					struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct ss_stk_task *st;
+	__u32 state = prev->__state;
+
+	/* A preempted task is runnable whatever its state says; a state
+	 * of 0 (running) was not a wait either. */
+	if (!preempt && state != 0 && in_scope(prev)) {
+		st = bpf_task_storage_get(&tasks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (st) {
+			st->slept_at = now;
+			st->state = state;
+		} else {
+			count(SS_STK_CNT_STORAGE_FULL, 1);
+		}
+	}
+	if (next->pid != 0)
+		switched_in(next, now);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ss_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 t0 = bpf_ktime_get_ns();
+
+	switch_work(preempt, prev, next);
+	count(SS_STK_CNT_RUN_NS, bpf_ktime_get_ns() - t0);
+	return 0;
+}
+
+static __always_inline void sys_exit_work(struct pt_regs *regs)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_stk_task *st;
+	struct ss_stk_buf *b;
+	__u32 kframes;
+
+	st = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!st || !st->pending)
+		return;
+	b = scratch_of(SS_STK_SLOT_TASK);
+	if (!b)
+		goto done;
+	if (!st->has_regs || regs->ip != st->ip || regs->sp != st->sp) {
+		emit_kernel_only(b, st, task);
+		goto done;
+	}
+	kframes = st->kernel_frames;
+	if (kframes > SS_STK_KERNEL_FRAMES)
+		kframes = SS_STK_KERNEL_FRAMES;
+	b->hdr.ts_ns = bpf_ktime_get_ns();
+	b->hdr.weight_ns = st->weight_ns;
+	b->hdr.ip = st->ip;
+	b->hdr.sp = st->sp;
+	b->hdr.bp = st->bp;
+	b->hdr.pid = task->tgid;
+	b->hdr.tid = task->pid;
+	b->hdr.kind = SS_STK_OFF_CPU;
+	b->hdr.flags = SS_STK_USER_REGS | SS_STK_SYSCALL;
+	b->hdr.syscall = (__u32)regs->orig_ax;
+	b->hdr.state = st->state;
+	bpf_get_current_comm(b->hdr.comm, sizeof(b->hdr.comm));
+	bpf_probe_read_kernel(b->data, sizeof(st->kstack), st->kstack);
+	emit(b, kframes, copy_user_stack(b, kframes * 8, st->sp));
+done:
+	clear_pending(st);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u64 t0;
+
+	/* Every syscall of the machine comes here: nothing pending, nothing
+	 * to do (one load). */
+	if (!pending_total)
+		return 0;
+	t0 = bpf_ktime_get_ns();
+	sys_exit_work(regs);
+	count(SS_STK_CNT_RUN_NS, bpf_ktime_get_ns() - t0);
+	return 0;
+}
+
+/* --- the tree ---------------------------------------------------------- */
+
+/* Tree scope: a process forked by one of the tree's joins it. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(ss_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u8 one = 1;
+
+	if (scope_mode != SS_SCOPE_TREE || ptgid == ctgid)
+		return 0;
+	if (!bpf_map_lookup_elem(&tree, &ptgid))
+		return 0;
+	bpf_map_update_elem(&tree, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+/* A thread exits: its pending wait is written (it will make no syscall
+ * again); when it was the last of its process, the process leaves the
+ * tree (its pid may be reused by an unrelated process). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ss_exit, struct task_struct *p)
+{
+	struct ss_stk_task *st;
+	__u32 tgid = p->tgid;
+
+	if (pending_total) {
+		st = bpf_task_storage_get(&tasks, p, 0, 0);
+		if (st && st->pending) {
+			struct ss_stk_buf *b = scratch_of(SS_STK_SLOT_TASK);
+
+			if (b)
+				emit_kernel_only(b, st, p);
+			clear_pending(st);
+		}
+	}
+	/* do_exit drops signal->live before this tracepoint: 0 once the
+	 * whole group is exiting. */
+	if (scope_mode == SS_SCOPE_TREE && p->signal->live.counter == 0)
+		bpf_map_delete_elem(&tree, &tgid);
+	return 0;
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * Layouts and constants shared by stacks.bpf.c (the stack sampler: on-CPU
+ * samples from a cpu-clock perf event per CPU, off-CPU waits sampled in
+ * proportion to their length) and its Rust loader (src/stacks/bpf.rs). As
+ * in syscalls.h, constants are enums so they reach BTF and the skeleton's
+ * `types`.
+ */
+#ifndef SOCKSCOPE_STACKS_H
+#define SOCKSCOPE_STACKS_H
+
+#include "syscalls.h"
+
+enum ss_stk_limits {
+	/* Kernel return addresses kept per sample (PERF_MAX_STACK_DEPTH). */
+	SS_STK_KERNEL_FRAMES = 127,
+	/* The largest user stack copy the loader may ask for. */
+	SS_STK_MAX_BYTES = 65536,
+	SS_STK_PAGE = 4096,
+	/* Per-CPU scratch slots, one per context that can interrupt another
+	 * on a CPU: the tick (a hard interrupt) may come in the middle of a
+	 * task-context program (syscall exit, process exit); those run with
+	 * preemption off, and the scheduler's hook with interrupts off, so
+	 * they never interrupt each other. */
+	SS_STK_SLOT_TICK = 0,
+	SS_STK_SLOT_TASK = 1,
+	SS_STK_SLOTS = 2,
+};
+
+/* ss_stk_sample.kind */
+enum ss_stk_kind {
+	SS_STK_ON_CPU = 0,
+	SS_STK_OFF_CPU = 1,
+};
+
+/* ss_stk_sample.flags (bits) */
+enum ss_stk_flags {
+	SS_STK_USER_REGS = 1, /* ip, sp, bp are the thread's user registers */
+	SS_STK_SYSCALL = 2,   /* syscall holds the syscall it blocked in */
+};
+
+/* Counters the programs keep (ss_stk_cpu.count). */
+enum ss_stk_count {
+	SS_STK_CNT_SAMPLES = 0,     /* on-CPU samples written */
+	SS_STK_CNT_OFF_SAMPLES = 1, /* off-CPU samples written */
+	SS_STK_CNT_LOST = 2,        /* samples the ring buffer had no room for */
+	SS_STK_CNT_COPY_FAILED = 3, /* user stacks whose first read failed */
+	SS_STK_CNT_RUN_NS = 4,      /* the programs' own run time */
+	SS_STK_CNT_STORAGE_FULL = 5, /* task storage the kernel could not make */
+	SS_STK_COUNTS = 6,
+};
+
+/* One sample as the ring buffer carries it: this header, then
+ * kernel_frames return addresses (u64, innermost first), then stack_bytes
+ * bytes of user stack from sp upward. Only the used size is written. */
+struct ss_stk_sample {
+	__u64 ts_ns;     /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u64 weight_ns; /* off-CPU: the time it stands for; on-CPU: 0 */
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 pid; /* tgid */
+	__u32 tid;
+	__u32 kind;  /* enum ss_stk_kind */
+	__u32 flags; /* enum ss_stk_flags */
+	__u32 kernel_frames;
+	__u32 stack_bytes;
+	__u32 syscall;
+	__u32 state; /* off-CPU: the task state it was switched out in */
+	char comm[16];
+};
+
+/* A thread's off-CPU state (task storage): when it went to sleep, and a
+ * taken wait waiting for its syscall's exit to be emitted. */
+struct ss_stk_task {
+	__u64 slept_at; /* 0: not asleep (or not in scope when it slept) */
+	__u64 weight_ns;
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 state;   /* at the switch out */
+	__u32 pending; /* 1: a taken wait, not emitted yet */
+	__u32 has_regs;
+	__u32 kernel_frames;
+	__u64 kstack[SS_STK_KERNEL_FRAMES];
+};
+
+/* Per-CPU counters (plain adds: a program's updates on its CPU). */
+struct ss_stk_cpu {
+	__u64 count[SS_STK_COUNTS];
+};
+
+#endif

@@ -1,0 +1,535 @@
+//! Loading, attaching and draining the stack sampler
+//! (src/bpf/stacks.bpf.c): a cpu-clock perf event per online CPU for
+//! on-CPU samples, the scheduler and syscall-exit hooks for off-CPU ones,
+//! and the ring buffer they write [`RawSample`]s through.
+//!
+//! Programs are attached through links this process owns and nothing is
+//! pinned; each perf event's descriptor belongs to its link. However
+//! sockscope ends (even SIGKILL), the kernel detaches everything when the
+//! last descriptor closes.
+
+use std::cell::RefCell;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder, libbpf_sys};
+
+use super::abi::{self, COUNTS, KERNEL_FRAMES, StacksSkel, StacksSkelBuilder, count, types};
+use super::sample::{RawSample, SampleKind, UserRegs};
+use crate::trace::bpf::ScopeFilter;
+use crate::trace::pod;
+
+/// What to sample and how.
+#[derive(Clone, Debug)]
+pub struct SamplerConfig {
+    /// Whose stacks.
+    pub scope: ScopeFilter,
+    /// On-CPU samples per second per CPU (the cpu-clock event's frequency);
+    /// also sets the off-CPU sampling unit, 1e9/hz ns.
+    pub hz: u32,
+    /// Sample off-CPU time too (where threads wait).
+    pub off_cpu: bool,
+    /// Bytes of user stack copied per sample (from sp upward).
+    pub stack_bytes: u32,
+    /// The ring buffer's size (a power of two, at least a page).
+    pub ringbuf_bytes: u32,
+}
+
+impl SamplerConfig {
+    /// The defaults for `scope`: 99 Hz, on-CPU only, 16 KiB of user stack,
+    /// a 4 MiB ring buffer.
+    pub fn new(scope: ScopeFilter) -> Self {
+        Self {
+            scope,
+            hz: 99,
+            off_cpu: false,
+            stack_bytes: 16384,
+            ringbuf_bytes: 4 << 20,
+        }
+    }
+
+    /// Refuses values the programs or the kernel cannot take.
+    pub fn check(&self) -> Result<()> {
+        if !(1..=10_000).contains(&self.hz) {
+            bail!(
+                "the sampling frequency must be 1..=10000 Hz (got {})",
+                self.hz
+            );
+        }
+        if self.stack_bytes > abi::MAX_STACK_BYTES {
+            bail!(
+                "the user stack copy is at most {} bytes (got {})",
+                abi::MAX_STACK_BYTES,
+                self.stack_bytes
+            );
+        }
+        if self.ringbuf_bytes < 4096 || !self.ringbuf_bytes.is_power_of_two() {
+            bail!(
+                "the ring buffer's size must be a power of two of at least 4096 bytes (got {})",
+                self.ringbuf_bytes
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What the programs counted since they were loaded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SamplerCounters {
+    /// On-CPU samples written to the ring buffer.
+    pub samples: u64,
+    /// Off-CPU samples written.
+    pub off_cpu_samples: u64,
+    /// Samples dropped: the ring buffer was full.
+    pub lost: u64,
+    /// Samples whose user stack could not be read at all.
+    pub copy_failed: u64,
+    /// The programs' own run time (their bodies, timed by themselves).
+    pub bpf_ns: u64,
+}
+
+/// The loaded sampler. Its programs run only while it holds their links.
+pub struct Sampler<'obj> {
+    skel: StacksSkel<'obj>,
+    links: Vec<Link>,
+    ring: RingBuffer<'static>,
+    queue: Rc<RefCell<Vec<RawSample>>>,
+    cfg: SamplerConfig,
+    ncpus: usize,
+}
+
+/// What a failed step was doing, with libbpf's reason.
+fn failed(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
+    let mut msg = format!("{what} failed: {e}");
+    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        msg.push_str(
+            "\n  the kernel refused: the stack sampler needs CAP_BPF and CAP_PERFMON \
+             (or CAP_SYS_ADMIN); run it as root",
+        );
+    }
+    anyhow!(msg)
+}
+
+impl<'obj> Sampler<'obj> {
+    /// Opens, configures and loads the programs (nothing attached yet).
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, cfg: &SamplerConfig) -> Result<Self> {
+        cfg.check()?;
+        crate::trace::bpf::capture_libbpf_log();
+        let ncpus = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
+        let mut open = StacksSkelBuilder::default()
+            .open(storage)
+            .map_err(|e| failed("opening the stack sampler's BPF object", e))?;
+        {
+            let ro = open
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .ok_or_else(|| anyhow!("the stack sampler's BPF object has no .rodata"))?;
+            ro.self_tgid = std::process::id();
+            let w = cfg.scope.words();
+            ro.scope_mode = types::ss_scope_mode(w.mode);
+            ro.scope_cgroup_id = w.cgroup_id;
+            ro.scope_cgroup_level = w.cgroup_level;
+            ro.scope_comm_lo = w.comm_lo;
+            ro.scope_comm_hi = w.comm_hi;
+            ro.stack_bytes = cfg.stack_bytes;
+            ro.period_ns = 1_000_000_000 / u64::from(cfg.hz);
+        }
+        open.maps
+            .scratch
+            .set_max_entries(ncpus as u32 * abi::SLOTS)
+            .context("sizing the per-CPU scratch buffers")?;
+        open.maps
+            .samples
+            .set_max_entries(cfg.ringbuf_bytes)
+            .context("sizing the ring buffer")?;
+        let skel = open.load().map_err(|e| {
+            crate::trace::bpf::load_error("loading the stack sampler's BPF programs", e)
+        })?;
+        let queue = Rc::new(RefCell::new(Vec::new()));
+        let ring = {
+            let q = Rc::clone(&queue);
+            let mut b = RingBufferBuilder::new();
+            b.add(&skel.maps.samples, move |bytes: &[u8]| {
+                if let Some(s) = parse_record(bytes) {
+                    q.borrow_mut().push(s);
+                }
+                0
+            })
+            .map_err(|e| failed("opening the sampler's ring buffer", e))?;
+            b.build()
+                .map_err(|e| failed("opening the sampler's ring buffer", e))?
+        };
+        Ok(Self {
+            skel,
+            links: Vec::new(),
+            ring,
+            queue,
+            cfg: cfg.clone(),
+            ncpus,
+        })
+    }
+
+    /// Tree scope: these processes (and the children they fork from now
+    /// on) are sampled.
+    pub fn add_tree(&self, tgids: &[i32]) -> Result<()> {
+        for &tgid in tgids {
+            self.skel
+                .maps
+                .tree
+                .update(&(tgid as u32).to_ne_bytes(), &[1], MapFlags::ANY)
+                .with_context(|| format!("registering process {tgid}"))?;
+        }
+        Ok(())
+    }
+
+    /// Attaches the tree hooks, the off-CPU hooks when asked for, and a
+    /// cpu-clock perf event on every online CPU. On an error what was
+    /// attached stays until [`Sampler::detach`] or the drop.
+    pub fn attach(&mut self) -> Result<()> {
+        let p = &self.skel.progs;
+        let mut hooks = vec![
+            (&p.ss_fork, "sched_process_fork"),
+            (&p.ss_exit, "sched_process_exit"),
+        ];
+        if self.cfg.off_cpu {
+            hooks.push((&p.ss_switch, "sched_switch"));
+            hooks.push((&p.ss_sys_exit, "sys_exit"));
+        }
+        for (prog, name) in hooks {
+            let link = prog
+                .attach()
+                .map_err(|e| failed(&format!("attaching to {name}"), e))?;
+            self.links.push(link);
+        }
+        let cpus = online_cpus()?;
+        for cpu in cpus {
+            let fd = open_cpu_clock(cpu, self.cfg.hz)?;
+            let link = self
+                .skel
+                .progs
+                .ss_tick
+                .attach_perf_event(fd.as_raw_fd())
+                .map_err(|e| failed(&format!("attaching to CPU {cpu}'s cpu-clock event"), e))?;
+            // The link owns the descriptor from here on (libbpf closes it
+            // when the link is destroyed).
+            let _ = fd.into_raw_fd();
+            self.links.push(link);
+        }
+        Ok(())
+    }
+
+    /// Detaches every program and closes the perf events (idempotent).
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+
+    /// The samples the ring buffer holds, waiting up to `timeout` for the
+    /// first when it holds none.
+    pub fn drain(&mut self, timeout: Duration) -> Result<Vec<RawSample>> {
+        self.ring
+            .poll(timeout)
+            .map_err(|e| anyhow!("reading the sampler's ring buffer: {e}"))?;
+        self.ring
+            .consume()
+            .map_err(|e| anyhow!("reading the sampler's ring buffer: {e}"))?;
+        Ok(std::mem::take(&mut *self.queue.borrow_mut()))
+    }
+
+    /// What the programs counted so far.
+    pub fn counters(&self) -> Result<SamplerCounters> {
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref()
+            .ok_or_else(|| anyhow!("the stack sampler's BPF object has no .bss"))?;
+        let mut sum = [0u64; COUNTS];
+        for cpu in bss.cpus.iter().take(self.ncpus.max(1)) {
+            for (s, c) in sum.iter_mut().zip(cpu.count.iter()) {
+                *s += c;
+            }
+        }
+        Ok(SamplerCounters {
+            samples: sum[count::SAMPLES],
+            off_cpu_samples: sum[count::OFF_SAMPLES],
+            lost: sum[count::LOST],
+            copy_failed: sum[count::COPY_FAILED],
+            bpf_ns: sum[count::RUN_NS],
+        })
+    }
+}
+
+/// Opens a cpu-clock software event on `cpu` (every task), in frequency
+/// mode at `hz`, disabled (attaching the program enables it).
+fn open_cpu_clock(cpu: u32, hz: u32) -> Result<OwnedFd> {
+    let mut attr = libbpf_sys::perf_event_attr {
+        type_: libbpf_sys::PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<libbpf_sys::perf_event_attr>() as u32,
+        config: u64::from(libbpf_sys::PERF_COUNT_SW_CPU_CLOCK),
+        ..Default::default()
+    };
+    attr.__bindgen_anon_1.sample_freq = u64::from(hz);
+    attr.set_freq(1);
+    attr.set_disabled(1);
+    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+    // SAFETY: attr is a valid, fully initialised perf_event_attr whose
+    // size field says its size; pid -1 with a CPU samples every task there.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const libbpf_sys::perf_event_attr,
+            -1 as libc::pid_t,
+            cpu as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(perf_open_error(cpu, hz, io::Error::last_os_error()));
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// perf_event_open's refusal, with what is missing.
+fn perf_open_error(cpu: u32, hz: u32, e: io::Error) -> anyhow::Error {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    let why = match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => format!(
+            "the kernel refused: sampling every task on a CPU needs CAP_PERFMON (or \
+             CAP_SYS_ADMIN), or kernel.perf_event_paranoid at most 0 (it is {}); run it as root",
+            read("/proc/sys/kernel/perf_event_paranoid")
+        ),
+        Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV) => {
+            "this kernel has no cpu-clock software event (CONFIG_PERF_EVENTS)".to_string()
+        }
+        Some(libc::EINVAL) => format!(
+            "the kernel refused {hz} Hz: kernel.perf_event_max_sample_rate is {}",
+            read("/proc/sys/kernel/perf_event_max_sample_rate")
+        ),
+        _ => "the kernel refused the event".to_string(),
+    };
+    anyhow!("opening a cpu-clock perf event on CPU {cpu} failed: {e}\n  {why}")
+}
+
+/// The online CPUs, from /sys/devices/system/cpu/online.
+fn online_cpus() -> Result<Vec<u32>> {
+    const PATH: &str = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(PATH).with_context(|| format!("reading {PATH}"))?;
+    parse_cpu_list(&text).ok_or_else(|| anyhow!("{PATH} is not a CPU list: {:?}", text.trim()))
+}
+
+/// A kernel CPU list ("0-3,5,7-8").
+fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+                if a > b {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The letter `ps` shows for a task state word (`__state`).
+pub fn state_char(state: u32) -> char {
+    const INTERRUPTIBLE: u32 = 1;
+    const UNINTERRUPTIBLE: u32 = 2;
+    const STOPPED: u32 = 4;
+    const TRACED: u32 = 8;
+    const NOLOAD: u32 = 0x400;
+    if state & UNINTERRUPTIBLE != 0 {
+        // TASK_IDLE is an uninterruptible sleep that does not count as
+        // load: a kernel thread's idle wait.
+        if state & NOLOAD != 0 { 'I' } else { 'D' }
+    } else if state & INTERRUPTIBLE != 0 {
+        'S'
+    } else if state & STOPPED != 0 {
+        'T'
+    } else if state & TRACED != 0 {
+        't'
+    } else {
+        '?'
+    }
+}
+
+/// One ring-buffer record as a [`RawSample`]; None when it is shorter than
+/// its header says.
+fn parse_record(bytes: &[u8]) -> Option<RawSample> {
+    let h: types::ss_stk_sample = pod::read(bytes)?;
+    let hdr = std::mem::size_of::<types::ss_stk_sample>();
+    let kframes = (h.kernel_frames as usize).min(KERNEL_FRAMES);
+    let kend = hdr + kframes * 8;
+    let send = kend + h.stack_bytes as usize;
+    if bytes.len() < send {
+        return None;
+    }
+    let kernel = bytes[hdr..kend]
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    let kind = if h.kind == abi::KIND_ON_CPU {
+        SampleKind::OnCpu
+    } else {
+        SampleKind::OffCpu {
+            weight_ns: h.weight_ns,
+            state: state_char(h.state),
+        }
+    };
+    let user_regs = (h.flags & abi::FLAG_USER_REGS != 0).then_some(UserRegs {
+        ip: h.ip,
+        sp: h.sp,
+        bp: h.bp,
+    });
+    let mut comm = [0u8; 16];
+    for (d, s) in comm.iter_mut().zip(h.comm.iter()) {
+        *d = *s as u8;
+    }
+    Some(RawSample {
+        kind,
+        pid: h.pid,
+        tid: h.tid,
+        comm,
+        ts_ns: h.ts_ns,
+        kernel,
+        user_regs,
+        user_stack: bytes[kend..send].to_vec(),
+        syscall: (h.flags & abi::FLAG_SYSCALL != 0).then_some(h.syscall),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(h: types::ss_stk_sample, kernel: &[u64], stack: &[u8]) -> Vec<u8> {
+        let mut v = pod::as_bytes(&h).to_vec();
+        for k in kernel {
+            v.extend_from_slice(&k.to_ne_bytes());
+        }
+        v.extend_from_slice(stack);
+        v
+    }
+
+    #[test]
+    fn an_on_cpu_record_becomes_its_sample() {
+        let mut h = types::ss_stk_sample::default();
+        h.kind = abi::KIND_ON_CPU;
+        h.flags = abi::FLAG_USER_REGS;
+        (h.pid, h.tid, h.ip, h.sp, h.bp, h.ts_ns) = (7, 8, 0x401000, 0x7ffd_0000, 0x7ffd_0040, 5);
+        h.kernel_frames = 2;
+        h.stack_bytes = 3;
+        h.comm[0] = b'a' as _;
+        let s = parse_record(&record(h, &[0xffff_1, 0xffff_2], &[1, 2, 3])).unwrap();
+        assert_eq!(s.kind, SampleKind::OnCpu);
+        assert_eq!((s.pid, s.tid, s.ts_ns), (7, 8, 5));
+        assert_eq!(s.kernel, vec![0xffff_1, 0xffff_2]);
+        assert_eq!(
+            s.user_regs,
+            Some(UserRegs {
+                ip: 0x401000,
+                sp: 0x7ffd_0000,
+                bp: 0x7ffd_0040
+            })
+        );
+        assert_eq!(s.user_stack, vec![1, 2, 3]);
+        assert_eq!(s.syscall, None);
+        assert_eq!(&s.comm[..2], b"a\0");
+    }
+
+    #[test]
+    fn an_off_cpu_record_keeps_weight_state_and_syscall_and_no_regs_without_the_flag() {
+        let mut h = types::ss_stk_sample::default();
+        h.kind = 1;
+        h.flags = abi::FLAG_SYSCALL;
+        h.weight_ns = 12_345;
+        h.state = 1;
+        h.syscall = 230;
+        let s = parse_record(&record(h, &[], &[])).unwrap();
+        assert_eq!(
+            s.kind,
+            SampleKind::OffCpu {
+                weight_ns: 12_345,
+                state: 'S'
+            }
+        );
+        assert_eq!(s.user_regs, None);
+        assert_eq!(s.syscall, Some(230));
+    }
+
+    #[test]
+    fn a_record_shorter_than_its_header_says_is_dropped() {
+        let mut h = types::ss_stk_sample::default();
+        h.kernel_frames = 4;
+        h.stack_bytes = 16;
+        assert!(parse_record(&record(h, &[1, 2, 3, 4], &[0; 15])).is_none());
+        assert!(parse_record(&[0; 8]).is_none());
+    }
+
+    #[test]
+    fn cpu_lists_parse_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-1\n"), Some(vec![0, 1]));
+        assert_eq!(parse_cpu_list("0,2-4,7"), Some(vec![0, 2, 3, 4, 7]));
+        assert_eq!(parse_cpu_list("3"), Some(vec![3]));
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(parse_cpu_list("4-2"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn task_states_read_as_ps_letters() {
+        assert_eq!(state_char(1), 'S');
+        assert_eq!(state_char(2), 'D');
+        assert_eq!(state_char(0x102), 'D'); // TASK_KILLABLE
+        assert_eq!(state_char(0x402), 'I'); // TASK_IDLE
+        assert_eq!(state_char(4), 'T');
+        assert_eq!(state_char(8), 't');
+        assert_eq!(state_char(0), '?');
+    }
+
+    #[test]
+    fn configs_the_programs_cannot_take_are_refused() {
+        let ok = SamplerConfig::new(ScopeFilter::Tree);
+        assert!(ok.check().is_ok());
+        for bad in [
+            SamplerConfig {
+                hz: 0,
+                ..ok.clone()
+            },
+            SamplerConfig {
+                hz: 20_000,
+                ..ok.clone()
+            },
+            SamplerConfig {
+                stack_bytes: abi::MAX_STACK_BYTES + 1,
+                ..ok.clone()
+            },
+            SamplerConfig {
+                ringbuf_bytes: 3 << 20,
+                ..ok.clone()
+            },
+            SamplerConfig {
+                ringbuf_bytes: 2048,
+                ..ok.clone()
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+    }
+}
