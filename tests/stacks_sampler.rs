@@ -302,3 +302,41 @@ fn a_process_outside_the_tree_gets_no_samples() {
         outside.0.id()
     );
 }
+
+#[test]
+fn sigkill_of_the_sampler_leaves_nothing_attached() {
+    if !common::require_bpf("sigkill_of_the_sampler_leaves_nothing_attached") {
+        return;
+    }
+    let dir = common::scratch("stacks-kill");
+    let busy = compile(&dir, "busy", BUSY);
+    let child = spawn(&busy, &["30"], Stdio::null());
+    let pid = child.0.id().to_string();
+    let mut sampler = common::Background::start_with_stdout(
+        &["__stacks-raw", "--pid", &pid, "--secs", "30"],
+        std::fs::File::create(dir.join("raw.jsonl")).unwrap(),
+    );
+    sampler.line_with("sampling process");
+    let names = common::progs::program_names_of(sampler.child.id());
+    assert!(
+        names.iter().any(|n| n == "ss_tick"),
+        "the sampler holds {names:?}"
+    );
+    let held = common::progs::prog_ids_of(sampler.child.id());
+    sampler.child.kill().unwrap();
+    let _ = sampler.child.wait();
+    // The kernel frees a program once its last link and descriptor close;
+    // that follows the process's exit closely, but not synchronously.
+    let left = common::procs::wait_for(Duration::from_secs(10), || {
+        let loaded: Vec<u32> = common::progs::loaded_programs()
+            .into_iter()
+            .map(|(id, _)| id)
+            .filter(|id| held.contains(id))
+            .collect();
+        loaded.is_empty().then_some(())
+    });
+    assert!(
+        left.is_some(),
+        "programs {held:?} still loaded after SIGKILL"
+    );
+}

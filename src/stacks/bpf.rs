@@ -429,17 +429,26 @@ mod tests {
 
     #[test]
     fn an_on_cpu_record_becomes_its_sample() {
-        let mut h = types::ss_stk_sample::default();
-        h.kind = abi::KIND_ON_CPU;
-        h.flags = abi::FLAG_USER_REGS;
-        (h.pid, h.tid, h.ip, h.sp, h.bp, h.ts_ns) = (7, 8, 0x401000, 0x7ffd_0000, 0x7ffd_0040, 5);
-        h.kernel_frames = 2;
-        h.stack_bytes = 3;
-        h.comm[0] = b'a' as _;
-        let s = parse_record(&record(h, &[0xffff_1, 0xffff_2], &[1, 2, 3])).unwrap();
+        let mut comm = [0; 16];
+        comm[0] = b'a' as _;
+        let h = types::ss_stk_sample {
+            kind: abi::KIND_ON_CPU,
+            flags: abi::FLAG_USER_REGS,
+            pid: 7,
+            tid: 8,
+            ip: 0x401000,
+            sp: 0x7ffd_0000,
+            bp: 0x7ffd_0040,
+            ts_ns: 5,
+            kernel_frames: 2,
+            stack_bytes: 3,
+            comm,
+            ..Default::default()
+        };
+        let s = parse_record(&record(h, &[0xffff_0001, 0xffff_0002], &[1, 2, 3])).unwrap();
         assert_eq!(s.kind, SampleKind::OnCpu);
         assert_eq!((s.pid, s.tid, s.ts_ns), (7, 8, 5));
-        assert_eq!(s.kernel, vec![0xffff_1, 0xffff_2]);
+        assert_eq!(s.kernel, vec![0xffff_0001, 0xffff_0002]);
         assert_eq!(
             s.user_regs,
             Some(UserRegs {
@@ -455,12 +464,14 @@ mod tests {
 
     #[test]
     fn an_off_cpu_record_keeps_weight_state_and_syscall_and_no_regs_without_the_flag() {
-        let mut h = types::ss_stk_sample::default();
-        h.kind = 1;
-        h.flags = abi::FLAG_SYSCALL;
-        h.weight_ns = 12_345;
-        h.state = 1;
-        h.syscall = 230;
+        let h = types::ss_stk_sample {
+            kind: 1,
+            flags: abi::FLAG_SYSCALL,
+            weight_ns: 12_345,
+            state: 1,
+            syscall: 230,
+            ..Default::default()
+        };
         let s = parse_record(&record(h, &[], &[])).unwrap();
         assert_eq!(
             s.kind,
@@ -475,9 +486,11 @@ mod tests {
 
     #[test]
     fn a_record_shorter_than_its_header_says_is_dropped() {
-        let mut h = types::ss_stk_sample::default();
-        h.kernel_frames = 4;
-        h.stack_bytes = 16;
+        let h = types::ss_stk_sample {
+            kernel_frames: 4,
+            stack_bytes: 16,
+            ..Default::default()
+        };
         assert!(parse_record(&record(h, &[1, 2, 3, 4], &[0; 15])).is_none());
         assert!(parse_record(&[0; 8]).is_none());
     }
