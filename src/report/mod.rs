@@ -12,6 +12,7 @@ pub mod compare;
 pub mod evidence;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod flame;
 pub mod header;
 pub mod headline;
 pub mod html;
