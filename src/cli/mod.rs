@@ -226,6 +226,8 @@ pub enum Plan {
         a: PathBuf,
         /// The run.json compared with it.
         b: PathBuf,
+        /// `--html FILE`: the page too.
+        html: Option<PathBuf>,
     },
     /// `sockscope merge`.
     Merge {
@@ -299,6 +301,7 @@ impl Cli {
             Command::Compare(args) => Plan::Compare {
                 a: args.a,
                 b: args.b,
+                html: args.html,
             },
             Command::Merge(args) => Plan::Merge {
                 files: args.files,

@@ -28,6 +28,7 @@ pub mod profile_text;
 pub mod requests;
 pub mod serve;
 pub mod stacks;
+pub mod stacks_compare;
 pub mod stacks_text;
 pub mod svg;
 pub mod sweep;
