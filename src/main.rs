@@ -55,7 +55,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
         } => run::bench::run_cli(experiment, out.as_deref(), quick, quiet, path),
         Plan::Demo { out, quick, quiet } => run::demo::run(out.as_deref(), quick, quiet),
         Plan::Report { file, out, quiet } => run::report::run(&file, out.as_deref(), quiet),
-        Plan::Compare { a, b } => run::compare::run(&a, &b),
+        Plan::Compare { a, b, html } => run::compare::run(&a, &b, html.as_deref()),
         Plan::Merge {
             files,
             out,

@@ -292,6 +292,128 @@ fn version_1_artifacts_still_render_and_compare() {
     );
 }
 
+/// Stacks as `profile` will write them: `report` renders the folded
+/// stacks beside the page (through the same set as summary.txt and
+/// report.html), the top functions in the summary and both flame graphs on
+/// the page; `compare` ranks the functions that grew (and writes them as a
+/// page with `--html`), or says that only one run has stacks. An artifact
+/// written before stacks renders as before, without folded files.
+#[test]
+fn stacks_render_as_folded_files_tables_and_flame_graphs() {
+    use sockscope::report::stacks::{
+        FrameKey, StackGraph, StacksReport, WeightUnit, WeightedStack,
+    };
+    let dir = scratch("artifacts-stacks");
+    let stack = |names: &[&str], weight: u64| WeightedStack {
+        process: "app".into(),
+        frames: names
+            .iter()
+            .map(|n| FrameKey {
+                name: n.trim_end_matches("_[k]").into(),
+                module: if n.ends_with("_[k]") {
+                    "[kernel]"
+                } else {
+                    "/srv/app"
+                }
+                .into(),
+                kernel: n.ends_with("_[k]"),
+            })
+            .collect(),
+        weight,
+        complete: true,
+    };
+    let stacks = |parse: u64| StacksReport {
+        hz: 99,
+        on_cpu: StackGraph::build(
+            WeightUnit::Samples,
+            vec![
+                stack(&["main", "serve", "parse"], parse),
+                stack(&["main", "serve", "write", "tcp_sendmsg_[k]"], 30),
+            ],
+            20,
+        ),
+        off_cpu: Some(StackGraph::build(
+            WeightUnit::Nanoseconds,
+            vec![stack(&["main", "wait", "schedule_[k]"], 5_000_000)],
+            20,
+        )),
+        ..Default::default()
+    };
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(v1_fixture("profile.json")).unwrap())
+            .unwrap();
+    let mut runs = Vec::new();
+    for (name, parse) in [("a", 70), ("b", 210)] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        v["stacks"] = serde_json::to_value(stacks(parse)).unwrap();
+        std::fs::write(d.join("run.json"), serde_json::to_vec(&v).unwrap()).unwrap();
+        runs.push(d);
+    }
+    let json = |d: &Path| d.join("run.json").to_str().unwrap().to_string();
+    let (st, _, se) = run_bounded(&["report", "-q", &json(&runs[0])], LIMIT);
+    assert!(st.success(), "{se}");
+    let read = |f: &str| std::fs::read_to_string(runs[0].join(f)).unwrap();
+    assert_eq!(
+        read("stacks.folded"),
+        "app;main;serve;parse 70\napp;main;serve;write;tcp_sendmsg_[k] 30\n"
+    );
+    assert_eq!(
+        read("stacks-offcpu.folded"),
+        "app;main;wait;schedule_[k] 5000000\n"
+    );
+    let summary = read("summary.txt");
+    assert!(
+        summary.contains("Top functions on-CPU at 99 Hz"),
+        "{summary}"
+    );
+    assert!(summary.contains("Top functions off-CPU, where it waits"));
+    let html = read("report.html");
+    assert!(html.contains("<iframe class=\"flame\" id=\"flame-on-cpu\""));
+    assert!(html.contains("<iframe class=\"flame\" id=\"flame-off-cpu\""));
+
+    // Written before stacks: no folded files, the summary as before (the
+    // v1 test above holds it to the byte).
+    let old = dir.join("old");
+    let (st, _, se) = run_bounded(
+        &[
+            "report",
+            "-q",
+            v1_fixture("profile.json").to_str().unwrap(),
+            "--out",
+            old.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "{se}");
+    assert!(!old.join("stacks.folded").exists() && old.join("summary.txt").is_file());
+
+    let page = dir.join("compare.html");
+    let (st, so, se) = run_bounded(
+        &[
+            "compare",
+            &json(&runs[0]),
+            &json(&runs[1]),
+            "--html",
+            page.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "{se}");
+    let grew = &so[so.find("Functions that grew").expect(&so)..];
+    let first = grew.lines().nth(2).unwrap();
+    assert!(first.ends_with(" user   parse"), "{grew}");
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(page.contains("<td>parse</td>") && page.contains("id=\"flame-diff\""));
+    let old_json = v1_fixture("profile.json");
+    let (st, so, se) = run_bounded(
+        &["compare", old_json.to_str().unwrap(), &json(&runs[0])],
+        LIMIT,
+    );
+    assert!(st.success(), "{se}");
+    assert!(so.contains("Stacks: only B has sampled stacks"), "{so}");
+}
+
 /// A schema_version that is not a version is named as found, by report,
 /// compare and merge alike (it was "version 0" for "2", -1 and 2.5).
 #[test]

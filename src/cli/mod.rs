@@ -243,6 +243,8 @@ pub enum Plan {
         a: PathBuf,
         /// The run.json compared with it.
         b: PathBuf,
+        /// `--html FILE`: the page too.
+        html: Option<PathBuf>,
     },
     /// `sockscope merge`.
     Merge {
@@ -318,6 +320,7 @@ impl Cli {
             Command::Compare(args) => Plan::Compare {
                 a: args.a,
                 b: args.b,
+                html: args.html,
             },
             Command::Merge(args) => Plan::Merge {
                 files: args.files,

@@ -24,4 +24,9 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The run.json compared with it.
     pub b: PathBuf,
+    /// Also write the comparison as a page here (with the functions that
+    /// grew and their differential flame graph when both runs have
+    /// stacks).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }

@@ -1,5 +1,6 @@
 //! Publishing an artifact, the last step of profile, bench, demo and
-//! report: its JSON, summary.txt and report.html are written, put in place,
+//! report: its JSON, summary.txt, report.html and its other files (a
+//! profile's folded stacks) are written, put in place,
 //! and the summary and the page's path printed. One function, so the four
 //! commands write the same files the same way.
 
@@ -13,11 +14,13 @@ use crate::report::artifact::{Artifact, PAGE_FILE, SUMMARY_FILE};
 /// Where [`publish`] writes.
 pub enum Dest {
     /// A new artifact directory written as a set (profile, bench, demo):
-    /// the JSON, summary and page go into the staging directory, which
+    /// the JSON, summary, page and other files go into the staging
+    /// directory, which
     /// takes the destination's place once all are written.
     Staged(Staging),
-    /// An existing directory (`sockscope report`): the summary and page
-    /// are replaced there as a set (both written, then both renamed); the
+    /// An existing directory (`sockscope report`): the summary, page and
+    /// other files are replaced there as a set (all written, then all
+    /// renamed); the
     /// JSON is the file they were rendered from, left as it is.
     Existing {
         /// The directory.
@@ -59,20 +62,29 @@ pub fn publish(art: &dyn Artifact, dest: Dest, show: Show) -> Result<PathBuf> {
             staging.write(art.json_name(), &art.json()?)?;
             staging.write(SUMMARY_FILE, summary.as_bytes())?;
             staging.write(PAGE_FILE, art.page().as_bytes())?;
+            for (name, bytes) in art.files() {
+                staging.write(name, &bytes)?;
+            }
             staging.commit()?
         }
         Dest::Existing { dir, named } => {
-            let (summary_path, page_path) = (dir.join(SUMMARY_FILE), dir.join(PAGE_FILE));
             let page = art.page();
-            // Both refused before either is written, both written before
-            // either is renamed into place: a failure (a full disk) leaves
-            // the old pair, never a new summary beside an old page.
-            crate::output::check(&summary_path, &named)?;
-            crate::output::check(&page_path, &named)?;
-            crate::output::write_set(&[
-                (&summary_path, summary.as_bytes()),
-                (&page_path, page.as_bytes()),
-            ])?;
+            let mut set = vec![
+                (dir.join(SUMMARY_FILE), summary.as_bytes().to_vec()),
+                (dir.join(PAGE_FILE), page.into_bytes()),
+            ];
+            set.extend(art.files().into_iter().map(|(n, b)| (dir.join(n), b)));
+            // All refused before any is written, all written before any
+            // is renamed into place: a failure (a full disk) leaves the old
+            // set, never a new summary beside an old page.
+            for (path, _) in &set {
+                crate::output::check(path, &named)?;
+            }
+            let refs: Vec<(&std::path::Path, &[u8])> = set
+                .iter()
+                .map(|(p, b)| (p.as_path(), b.as_slice()))
+                .collect();
+            crate::output::write_set(&refs)?;
             dir
         }
     };

@@ -3,7 +3,7 @@
 //! and saved as summary.txt) and a self-contained page (report.html).
 //!
 //! The profile, experiment, demo, load and requests reports implement
-//! [`Artifact`];
+//! [`Artifact`] (a profile with stacks has its folded stacks too);
 //! `process::publish` writes any of them as one set, and `sockscope report`
 //! reads one back with [`from_value`] to render it again.
 
@@ -14,12 +14,17 @@ use super::bench::{self, BenchReport, DemoReport};
 use super::load::{self, LoadReport};
 use super::profile::{self, ProfileReport};
 use super::requests::{self, RequestsReport};
+use super::stacks::folded_text;
 use super::{html, load_text, profile_text};
 
 /// The summary's file name in an artifact directory.
 pub const SUMMARY_FILE: &str = "summary.txt";
 /// The page's file name in an artifact directory.
 pub const PAGE_FILE: &str = "report.html";
+/// The on-CPU folded stacks' file name in a profile's directory.
+pub const FOLDED_FILE: &str = "stacks.folded";
+/// The off-CPU folded stacks' file name in a profile's directory.
+pub const OFFCPU_FOLDED_FILE: &str = "stacks-offcpu.folded";
 
 /// One artifact and its renderings.
 pub trait Artifact {
@@ -31,6 +36,11 @@ pub trait Artifact {
     fn summary(&self) -> String;
     /// The HTML page (report.html).
     fn page(&self) -> String;
+    /// The other files of the set, rendered from the artifact too (name,
+    /// bytes): none unless the artifact says.
+    fn files(&self) -> Vec<(&'static str, Vec<u8>)> {
+        Vec::new()
+    }
 }
 
 /// `value` as pretty JSON with a final newline (what every artifact's
@@ -53,6 +63,18 @@ impl Artifact for ProfileReport {
     }
     fn page(&self) -> String {
         html::profile_page(self)
+    }
+    /// The folded stacks (on-CPU, and off-CPU when sampled), when the run
+    /// has stacks.
+    fn files(&self) -> Vec<(&'static str, Vec<u8>)> {
+        let Some(st) = &self.stacks else {
+            return Vec::new();
+        };
+        let mut out = vec![(FOLDED_FILE, folded_text(&st.on_cpu).into_bytes())];
+        if let Some(off) = &st.off_cpu {
+            out.push((OFFCPU_FOLDED_FILE, folded_text(off).into_bytes()));
+        }
+        out
     }
 }
 

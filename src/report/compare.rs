@@ -3,7 +3,8 @@
 //! CPU split, page faults), each with its change: in percent for
 //! quantities, in percentage points for shares, absolute from zero; and
 //! warnings when the two runs differ in more than the change under test
-//! (machine, tracer mode, target, load shape).
+//! (machine, tracer mode, target, load shape); when both runs have stacks,
+//! the functions that grew (`stacks_compare`), and a page of it all.
 
 use std::fmt::Write as _;
 
@@ -553,9 +554,44 @@ fn warnings(a: &ProfileReport, b: &ProfileReport) -> Vec<String> {
     out
 }
 
-/// Renders the comparison table (B relative to A), its control characters
-/// written out: both artifacts' strings are untrusted (see [`crate::text`]).
+/// Renders the comparison table (B relative to A) and, when either run
+/// has stacks, the functions that grew, its control characters written
+/// out: both artifacts' strings are untrusted (see [`crate::text`]).
 pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) -> String {
+    let mut s = figures(a, b, a_name, b_name);
+    let stacks = super::stacks_compare::text(a.stacks.as_ref(), b.stacks.as_ref());
+    if !stacks.is_empty() {
+        s.push('\n');
+        s.push_str(&stacks);
+    }
+    crate::text::escape_block(&s).into_owned()
+}
+
+/// The comparison as a page (`compare --html`): the table as the terminal
+/// shows it, then the functions that grew with the differential flame
+/// graph.
+pub fn page(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) -> String {
+    use super::svg::esc;
+    let table = crate::text::escape_block(&figures(a, b, a_name, b_name)).into_owned();
+    let body = format!(
+        "{}{}",
+        super::html::card(
+            "figures",
+            "The figures",
+            "B relative to A.",
+            &format!("<pre class=\"mono\">{}</pre>", esc(&table))
+        ),
+        super::stacks_compare::html(a.stacks.as_ref(), b.stacks.as_ref())
+    );
+    super::html::page(
+        "sockscope compare",
+        &format!("A: {a_name}, B: {b_name}"),
+        &body,
+    )
+}
+
+/// The table of figures with its heading and notes (not yet escaped).
+fn figures(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) -> String {
     let mut s = String::new();
     for (label, name, r) in [("A", a_name, a), ("B", b_name, b)] {
         let _ = writeln!(
@@ -607,7 +643,7 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
          otherwise within uncertainty; n/m: not meaningful, too few samples beyond it \
          (docs/tail-percentiles.md)"
     );
-    crate::text::escape_block(&s).into_owned()
+    s
 }
 
 #[cfg(test)]

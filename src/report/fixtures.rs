@@ -346,3 +346,97 @@ pub fn anatomy() -> super::anatomy::AnatomyReport {
         ..Default::default()
     }
 }
+
+/// Stacks shaped after nginx under an http load (epoll_wait waiting,
+/// request parsing and the write path on CPU, libc unnamed): `scale`
+/// multiplies parse_request's weight, so two runs differ in it.
+pub fn stacks(scale: u64) -> super::stacks::StacksReport {
+    use super::stacks::{
+        FrameKey, ModuleNote, StackGraph, StacksCost, StacksReport, WeightUnit, WeightedStack,
+    };
+    let f = |name: &str, module: &str| FrameKey {
+        name: name.into(),
+        module: module.into(),
+        kernel: module == "[kernel]",
+    };
+    let nginx = "/usr/sbin/nginx";
+    let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+    let stack = |names: &[(&str, &str)], weight: u64, complete: bool| WeightedStack {
+        process: "nginx".into(),
+        frames: std::iter::once(f("main", nginx))
+            .chain(std::iter::once(f("ngx_worker_process_cycle", nginx)))
+            .chain(names.iter().map(|(n, m)| f(n, m)))
+            .collect(),
+        weight,
+        complete,
+    };
+    let on = StackGraph::build(
+        WeightUnit::Samples,
+        vec![
+            stack(
+                &[
+                    ("ngx_process_events_and_timers", nginx),
+                    ("ngx_http_parse_request_line", nginx),
+                ],
+                40 * scale,
+                true,
+            ),
+            stack(
+                &[
+                    ("ngx_http_write_filter", nginx),
+                    ("libc.so.6+0xf7a1e", libc),
+                    ("entry_SYSCALL_64", "[kernel]"),
+                    ("tcp_sendmsg", "[kernel]"),
+                ],
+                35,
+                true,
+            ),
+            stack(&[("ngx_epoll_process_events", nginx)], 15, false),
+            stack(&[("libc.so.6+0x10c3b2", libc)], 10, false),
+        ],
+        50,
+    );
+    let off = StackGraph::build(
+        WeightUnit::Nanoseconds,
+        vec![
+            stack(
+                &[
+                    ("ngx_epoll_process_events", nginx),
+                    ("libc.so.6+0x10c3b2", libc),
+                    ("do_epoll_wait", "[kernel]"),
+                    ("schedule", "[kernel]"),
+                ],
+                1_500_000_000,
+                true,
+            ),
+            stack(
+                &[("ngx_http_write_filter", nginx), ("schedule", "[kernel]")],
+                20_000_000,
+                true,
+            ),
+        ],
+        50,
+    );
+    StacksReport {
+        hz: 99,
+        cost: StacksCost {
+            samples: on.total,
+            off_cpu_samples: 4210,
+            lost: 3,
+            bpf_ns: 1_200_000,
+            unwind_ns: 8_500_000,
+            symbolize_ns: 41_000_000,
+            window_s: 2.0,
+            target_share: Some(0.0042),
+            machine_share: 0.0126,
+        },
+        on_cpu: on,
+        off_cpu: Some(off),
+        unsymbolized: vec![ModuleNote {
+            path: libc.into(),
+            frames: 25,
+            hint: "install libc6-dbg".into(),
+        }],
+        notes: vec!["3 samples lost: the ring buffer was full".into()],
+    }
+}

@@ -1,6 +1,7 @@
 //! The headline of a profile: the figures a reader looks for first
 //! (requests per second, client and server p50/p99, CPU and syscalls per
-//! request, what the tail was made of, sockscope's own cost), each a short
+//! request, the hottest function when stacks were sampled, what the tail
+//! was made of, sockscope's own cost), each a short
 //! label and value, for the top of summary.txt and report.html. A figure
 //! the run did not measure is left out, never shown as 0.
 
@@ -58,6 +59,17 @@ pub fn figures(r: &ProfileReport) -> Vec<Figure> {
     }
     if !per.is_empty() {
         add("per request", per.join(", "));
+    }
+    if let Some(t) = r.stacks.as_ref().and_then(|s| s.on_cpu.hottest()) {
+        add(
+            "hottest function",
+            format!(
+                "{}{} ({:.0}% of the target's CPU samples)",
+                t.name,
+                if t.kernel { " (kernel)" } else { "" },
+                100.0 * t.self_share
+            ),
+        );
     }
     if let Some((part, ns, total)) = r.anatomy.as_ref().and_then(|a| a.dominant("p99"))
         && total > 0
@@ -135,5 +147,21 @@ mod tests {
         let per = f.iter().find(|f| f.label == "per request").unwrap();
         assert!(!per.value.contains("syscalls"), "{per:?}");
         assert!(f.iter().all(|f| !f.value.contains("NaN")), "{f:?}");
+    }
+
+    #[test]
+    fn the_hottest_function_is_a_headline_figure_when_stacks_exist() {
+        let mut r = fixtures::profile(&fixtures::epoll_echo());
+        assert!(figures(&r).iter().all(|f| f.label != "hottest function"));
+        r.stacks = Some(fixtures::stacks(1));
+        let f = figures(&r);
+        let hot = f.iter().find(|f| f.label == "hottest function").unwrap();
+        assert_eq!(
+            hot.value,
+            "ngx_http_parse_request_line (40% of the target's CPU samples)"
+        );
+        // Nothing sampled: no figure.
+        r.stacks.as_mut().unwrap().on_cpu = Default::default();
+        assert!(figures(&r).iter().all(|f| f.label != "hottest function"));
     }
 }

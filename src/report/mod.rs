@@ -12,6 +12,7 @@ pub mod compare;
 pub mod evidence;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod flame;
 pub mod header;
 pub mod headline;
 pub mod html;
@@ -27,6 +28,8 @@ pub mod profile_text;
 pub mod requests;
 pub mod serve;
 pub mod stacks;
+pub mod stacks_compare;
+pub mod stacks_text;
 pub mod svg;
 pub mod sweep;
 pub mod sweep_text;

@@ -1,5 +1,6 @@
 //! summary.txt of a profile: what ran, the headline figures, the derived
-//! sentences, the syscall table and the caveats, for a terminal.
+//! sentences, the syscall table, the stacks' top functions and the
+//! caveats, for a terminal.
 
 use std::fmt::Write as _;
 
@@ -87,6 +88,17 @@ pub fn render(r: &ProfileReport) -> String {
         None => {
             let _ = writeln!(s, "{NO_SYSCALLS}");
         }
+    }
+    match (&r.stacks, &r.stacks_failure) {
+        (Some(st), _) => {
+            let _ = writeln!(s);
+            s.push_str(&super::stacks_text::render(st));
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(s);
+            let _ = writeln!(s, "Stacks: not recorded: {why}.");
+        }
+        (None, None) => {}
     }
     if let Some(e) = &r.evidence {
         let _ = writeln!(s);

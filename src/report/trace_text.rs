@@ -102,6 +102,10 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
         s.push('\n');
         s.push_str(&super::anatomy::render(a));
     }
+    if let Some(st) = &rep.stacks {
+        s.push('\n');
+        s.push_str(&super::stacks_text::render(st));
+    }
     for n in &rep.notes {
         let _ = writeln!(s, "note: {n}");
     }

@@ -1,5 +1,5 @@
-//! report.html: one self-contained page (inline CSS and SVG; no script,
-//! no fonts, no network) with a chart and the table of its numbers for
+//! report.html: one self-contained page (inline CSS and SVG; no fonts, no
+//! network; no script but the flame graphs', each in a frame of its own) with a chart and the table of its numbers for
 //! every figure, the derived sentences and the caveats.
 //!
 //! This file is the page's chrome (style sheet, header, cards, tables,
@@ -69,6 +69,7 @@ footer { color: #6a737d; font-size: 12.5px; margin-top: 36px; }
 .headline .figure { border: 1px solid #e3e7ec; border-radius: 6px; padding: 8px 10px; background: #fafbfc; }
 .headline .label { color: #6a737d; font-size: 12.5px; }
 .headline .value { font-size: 16px; font-weight: 600; }
+iframe.flame { background: #fff; margin: 6px 0 4px; }
 "#;
 
 /// A whole HTML document around `body`.

@@ -5,7 +5,8 @@
 //! One file per family of sections: `latency` (latency, throughput), `anatomy`
 //! (the request anatomy), `sweep` (the steps of a sweep or a capacity
 //! search), `syscalls`,
-//! `resources` (CPU, other resources), `processes` (attribution, the
+//! `resources` (CPU, other resources), `stacks` (flame graphs, top
+//! functions), `processes` (attribution, the
 //! per-process breakdown); this file puts them together into the body and
 //! the page.
 
@@ -13,6 +14,7 @@ mod anatomy;
 mod latency;
 mod processes;
 mod resources;
+mod stacks;
 mod sweep;
 mod syscalls;
 
@@ -26,6 +28,7 @@ pub use self::anatomy::{anatomy_card, anatomy_section};
 pub use self::latency::{latency_section, throughput_section};
 pub use self::processes::{attribution_section, processes_section};
 pub use self::resources::{cpu_section, resources_section};
+pub use self::stacks::stacks_section;
 pub use self::sweep::sweep_section;
 pub use self::syscalls::syscall_section;
 
@@ -47,6 +50,11 @@ pub fn profile_body(p: &str, r: &ProfileReport) -> String {
     b.push_str(&anatomy_section(p, r));
     b.push_str(&syscall_section(p, r));
     b.push_str(&cpu_section(p, r));
+    b.push_str(&stacks_section(
+        p,
+        r.stacks.as_ref(),
+        r.stacks_failure.as_deref(),
+    ));
     b.push_str(&resources_section(p, r));
     b.push_str(&attribution_section(p, r));
     b.push_str(&processes_section(p, r));
