@@ -30,9 +30,11 @@ DEMO_PKGS := strace linux-perf haproxy
 # runs against `trace --metrics` (its own instances on loopback ports).
 # python3-h2 and python3-grpcio (for /usr/bin/python3) are the HTTP/2 and
 # gRPC test servers of tests/http2.rs (RST_STREAM, GOAWAY, grpc-status).
+# libc6-dbg is libc's debug file: tests/stacks_resolve.rs expects it to
+# name libc's local functions (__libc_start_call_main).
 TEST_PKGS := strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 \
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
-	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio
+	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio libc6-dbg
 
 .PHONY: all deps deps-build deps-demo build test test-unit test-integration bench demo lint clean
 

@@ -53,6 +53,21 @@ pub fn require_bpf(test: &str) -> bool {
     false
 }
 
+/// True when the test runs as root (ptrace, /proc/PID/map_files and
+/// /proc/PID/mem of another process need it). Outside CI it skips with a
+/// printed reason; under CI=true it fails.
+pub fn require_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: CI=true but not running as root");
+    }
+    eprintln!("SKIP {test}: not running as root");
+    false
+}
+
 /// Builds tests/workload/ss_workload.c once (statically, so no dynamic
 /// loader adds syscalls) and returns its path.
 pub fn workload() -> &'static Path {

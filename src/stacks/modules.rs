@@ -1,0 +1,527 @@
+//! A process's executable mappings and the objects behind them.
+//!
+//! Each mapped file is opened through `/proc/PID/map_files/START-END`: that
+//! is the exact inode the process mapped, whatever a path names now, in any
+//! mount namespace, deleted or not, so nothing a non-root user plants or
+//! swaps at a path is ever read. The ELF is parsed with `object` through
+//! `read()` calls (`ReadCache`), never mmap: a file owned by another user
+//! can be truncated under a mapping of ours, and a read then comes back
+//! short where a mapping would raise SIGBUS. Every section read is bounded.
+//! Parsed objects are cached per file identity, across processes (nginx's
+//! workers share their modules).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+
+use object::read::elf::ElfFile64;
+use object::{LittleEndian, Object, ObjectSection, ObjectSegment, ReadCache, SegmentFlags};
+
+/// The largest unwind section (`.eh_frame`, `.eh_frame_hdr`,
+/// `.debug_frame`) read from a module; beyond it the module unwinds by
+/// frame pointers. Chromium-sized binaries have ~10 MiB of `.eh_frame`.
+const MAX_UNWIND_SECTION: u64 = 64 << 20;
+/// The most lines of `/proc/PID/maps` read (a process has a few hundred).
+const MAX_MAPS_LINES: usize = 65_536;
+/// FUSE's `statfs` magic: a file there is served by a user-space daemon,
+/// which may be a non-root user, so its owner field proves nothing.
+const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+/// The identity of a mapped file: the inode, and its size and change time
+/// so that an inode number reused after a deletion is not mistaken for the
+/// old file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileKey {
+    /// Device of the inode (`st_dev`).
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, ns since the epoch.
+    pub mtime_ns: i128,
+}
+
+impl FileKey {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// One section's bytes and the addresses the file gives them.
+#[derive(Clone, Debug)]
+pub struct Section {
+    /// Its addresses as the ELF file states them (SVMA).
+    pub svma: Range<u64>,
+    /// Its bytes.
+    pub data: Arc<[u8]>,
+}
+
+/// One `PT_LOAD` segment: where file bytes go in the address space.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    /// Its first address as the file states it.
+    pub vaddr: u64,
+    /// Offset of its first byte in the file.
+    pub offset: u64,
+    /// Bytes of it that come from the file.
+    pub filesz: u64,
+    /// Mapped executable.
+    pub exec: bool,
+}
+
+/// What the unwinder and the symbolizer need of an ELF object.
+#[derive(Clone, Debug, Default)]
+pub struct ElfInfo {
+    /// The lowest segment address, page-aligned: the module's base.
+    pub base_svma: u64,
+    /// Its `PT_LOAD` segments.
+    pub loads: Vec<Segment>,
+    /// `.text`'s addresses.
+    pub text: Option<Range<u64>>,
+    /// `.got`'s addresses (DWARF pointer encodings may be relative to it).
+    pub got: Option<Range<u64>>,
+    /// `.eh_frame`.
+    pub eh_frame: Option<Section>,
+    /// `.eh_frame_hdr`, its binary-search index.
+    pub eh_frame_hdr: Option<Section>,
+    /// `.debug_frame`, used where there is no `.eh_frame`.
+    pub debug_frame: Option<Section>,
+    /// The GNU build id (names the debug file under /usr/lib/debug).
+    pub build_id: Option<Vec<u8>>,
+    /// Whether it has a non-empty `.symtab` (an unstripped build).
+    pub has_symtab: bool,
+}
+
+impl ElfInfo {
+    /// The file's address (SVMA) of the byte at file offset `off`, from
+    /// the segment holding it.
+    pub fn svma_of_offset(&self, off: u64) -> Option<u64> {
+        self.loads
+            .iter()
+            .find(|s| off >= s.offset && off - s.offset < s.filesz)
+            .map(|s| s.vaddr + (off - s.offset))
+    }
+
+    /// The load bias (runtime address less file address) of an executable
+    /// mapping at `start` of file offset `offset`. The mapping starts at
+    /// the page holding the segment's first byte, which may lie before the
+    /// segment (and be shared with the segment before it).
+    pub fn bias(&self, start: u64, offset: u64) -> Option<u64> {
+        let holds = |s: &&Segment| {
+            offset >= s.offset & !0xfff && offset < s.offset.saturating_add(s.filesz)
+        };
+        let s = (self.loads.iter().filter(|s| s.exec).find(holds))
+            .or_else(|| self.loads.iter().find(holds))?;
+        let svma = s.vaddr.wrapping_sub(s.offset).wrapping_add(offset);
+        Some(start.wrapping_sub(svma))
+    }
+}
+
+/// A mapped file, opened once, shared by every process that maps it.
+#[derive(Debug)]
+pub struct ModuleFile {
+    /// Its identity.
+    pub key: FileKey,
+    /// The path `/proc/PID/maps` shows (in the process's mount namespace;
+    /// for hints only, never opened).
+    pub path: String,
+    /// Its file name, made safe to print.
+    pub name: String,
+    /// Its owner.
+    pub uid: u32,
+    /// True when only root can change its bytes: owned by root and not on
+    /// FUSE. Only such files are ever mmapped (by the symbolizer).
+    pub trusted: bool,
+    /// The open file: the exact inode the process mapped.
+    pub file: File,
+    /// Its ELF contents, None when it is not a (readable) 64-bit ELF.
+    pub elf: Option<ElfInfo>,
+}
+
+/// What one executable mapping holds.
+#[derive(Clone, Debug)]
+pub enum MappingKind {
+    /// A file, opened and (where it is an ELF) parsed.
+    File(Arc<ModuleFile>),
+    /// A file that could not be opened (named by its maps path, which is
+    /// shown, never opened).
+    Unread(String),
+    /// Anonymous executable memory: JIT code, named by a perf map if any.
+    Anon,
+    /// A kernel-provided mapping such as `[vsyscall]`.
+    Special(String),
+}
+
+/// One executable mapping of a process.
+#[derive(Clone, Debug)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// What it holds.
+    pub kind: MappingKind,
+}
+
+impl Mapping {
+    /// The file offset of address `addr` (inside this mapping).
+    pub fn file_offset(&self, addr: u64) -> u64 {
+        addr - self.start + self.offset
+    }
+
+    /// The module name frames in it carry.
+    pub fn module_name(&self) -> String {
+        match &self.kind {
+            MappingKind::File(m) => m.name.clone(),
+            MappingKind::Unread(p) => file_name(p),
+            MappingKind::Anon => "[anon]".to_string(),
+            MappingKind::Special(s) => crate::text::escape(s).into_owned(),
+        }
+    }
+}
+
+/// A process's executable mappings, sorted by address.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessMaps {
+    /// The mappings, by start address.
+    pub mappings: Vec<Mapping>,
+}
+
+impl ProcessMaps {
+    /// The mapping holding `addr`.
+    pub fn find(&self, addr: u64) -> Option<&Mapping> {
+        let i = self.mappings.partition_point(|m| m.start <= addr);
+        let m = self.mappings.get(i.checked_sub(1)?)?;
+        (addr < m.end).then_some(m)
+    }
+}
+
+/// One line of `/proc/PID/maps`, the fields used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapsLine {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Executable.
+    pub exec: bool,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// Inode (0 for anonymous memory).
+    pub inode: u64,
+    /// The path or pseudo-name (`[vdso]`), empty for anonymous memory.
+    pub path: String,
+}
+
+/// Parses one maps line (`start-end perms offset dev inode path`).
+pub fn parse_maps_line(line: &str) -> Option<MapsLine> {
+    let mut f = line.splitn(6, ' ');
+    let (start, end) = f.next()?.split_once('-')?;
+    let perms = f.next()?;
+    let offset = f.next()?;
+    let _dev = f.next()?;
+    let inode = f.next()?;
+    let path = f.next().unwrap_or("").trim_start();
+    Some(MapsLine {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        exec: perms.as_bytes().get(2) == Some(&b'x'),
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        inode: inode.parse().ok()?,
+        path: path.to_string(),
+    })
+}
+
+/// The last path component, made safe to print.
+pub fn file_name(path: &str) -> String {
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+    let name = path.rsplit('/').next().unwrap_or(path);
+    crate::text::escape(name).into_owned()
+}
+
+/// Reads the executable lines of `/proc/PID/maps`.
+pub fn read_maps(pid: u32) -> io::Result<Vec<MapsLine>> {
+    let f = File::open(format!("/proc/{pid}/maps"))?;
+    let mut out = Vec::new();
+    for line in BufReader::new(f).lines().take(MAX_MAPS_LINES) {
+        if let Some(m) = parse_maps_line(&line?).filter(|m| m.exec) {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// Parsed modules, shared across processes, keyed by file identity.
+#[derive(Debug, Default)]
+pub struct ModuleCache {
+    files: HashMap<FileKey, Arc<ModuleFile>>,
+    /// Our own vDSO image (the kernel maps the same one into every
+    /// process), loaded on first need; `Some(None)` when it could not be.
+    vdso: Option<Option<Arc<ModuleFile>>>,
+}
+
+impl ModuleCache {
+    /// A process's executable mappings, each file opened through
+    /// map_files and parsed (or found in the cache).
+    pub fn process(&mut self, pid: u32) -> io::Result<ProcessMaps> {
+        let mut mappings = Vec::new();
+        for line in read_maps(pid)? {
+            let kind = self.kind_of(pid, &line);
+            mappings.push(Mapping {
+                start: line.start,
+                end: line.end,
+                offset: line.offset,
+                kind,
+            });
+        }
+        mappings.sort_by_key(|m| m.start);
+        Ok(ProcessMaps { mappings })
+    }
+
+    fn kind_of(&mut self, pid: u32, line: &MapsLine) -> MappingKind {
+        if line.path == "[vdso]" {
+            return match self.vdso() {
+                Some(m) => MappingKind::File(m),
+                None => MappingKind::Special(line.path.clone()),
+            };
+        }
+        if line.inode == 0 {
+            return if line.path.is_empty() || line.path.starts_with("[anon") {
+                MappingKind::Anon
+            } else {
+                MappingKind::Special(line.path.clone())
+            };
+        }
+        let at = format!("/proc/{pid}/map_files/{:x}-{:x}", line.start, line.end);
+        match File::open(&at) {
+            Ok(file) => match self.module(file, &line.path) {
+                Some(m) => MappingKind::File(m),
+                None => MappingKind::Unread(line.path.clone()),
+            },
+            Err(_) => MappingKind::Unread(line.path.clone()),
+        }
+    }
+
+    /// The cached module for an open file, parsed on first sight.
+    pub fn module(&mut self, file: File, path: &str) -> Option<Arc<ModuleFile>> {
+        let meta = file.metadata().ok()?;
+        let key = FileKey::of(&meta);
+        if let Some(m) = self.files.get(&key) {
+            return Some(Arc::clone(m));
+        }
+        let trusted = meta.uid() == 0 && !on_fuse(&file);
+        let elf = parse_elf(&file);
+        let m = Arc::new(ModuleFile {
+            key,
+            path: path.to_string(),
+            name: file_name(path),
+            uid: meta.uid(),
+            trusted,
+            file,
+            elf,
+        });
+        self.files.insert(key, Arc::clone(&m));
+        Some(m)
+    }
+
+    /// Whether the module `key` is still cached.
+    pub fn contains(&self, key: &FileKey) -> bool {
+        self.files.contains_key(key)
+    }
+
+    /// Drops the modules no process maps any more; true when it dropped
+    /// one (so holders of per-file state may drop theirs).
+    pub fn prune(&mut self) -> bool {
+        let before = self.files.len();
+        self.files.retain(|_, m| Arc::strong_count(m) > 1);
+        self.files.len() != before
+    }
+
+    fn vdso(&mut self) -> Option<Arc<ModuleFile>> {
+        if self.vdso.is_none() {
+            let m = own_vdso_file().and_then(|f| self.module(f, "[vdso]"));
+            self.vdso = Some(m);
+        }
+        self.vdso.clone().flatten()
+    }
+}
+
+/// True when `file` is on a FUSE file system.
+fn on_fuse(file: &File) -> bool {
+    // SAFETY: statfs is plain data; fstatfs fills it from a valid fd.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the fd is open for the duration of the call.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
+    #[allow(clippy::unnecessary_cast)]
+    let magic = st.f_type as i64;
+    rc != 0 || magic == FUSE_SUPER_MAGIC
+}
+
+/// Parses the ELF parts unwinding and symbolization need, through reads.
+/// None for anything that is not a little-endian 64-bit ELF or whose
+/// headers do not parse; a section that is too large or unreadable is
+/// left out, not an error.
+pub fn parse_elf(file: &File) -> Option<ElfInfo> {
+    let cache = ReadCache::new(file);
+    let elf = ElfFile64::<LittleEndian, _>::parse(&cache).ok()?;
+    let loads: Vec<Segment> = elf
+        .segments()
+        .map(|s| {
+            let (offset, filesz) = s.file_range();
+            Segment {
+                vaddr: s.address(),
+                offset,
+                filesz,
+                exec: matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0),
+            }
+        })
+        .collect();
+    let base_svma = loads.iter().map(|s| s.vaddr).min().unwrap_or(0) & !0xfff;
+    let range = |name: &str| {
+        elf.section_by_name(name)
+            .map(|s| s.address()..s.address().saturating_add(s.size()))
+    };
+    let section = |name: &str| {
+        let s = elf.section_by_name(name)?;
+        if s.size() > MAX_UNWIND_SECTION {
+            return None;
+        }
+        let data = s.data().ok()?;
+        Some(Section {
+            svma: s.address()..s.address().saturating_add(s.size()),
+            data: Arc::from(data),
+        })
+    };
+    Some(ElfInfo {
+        base_svma,
+        text: range(".text"),
+        got: range(".got"),
+        eh_frame: section(".eh_frame"),
+        eh_frame_hdr: section(".eh_frame_hdr"),
+        debug_frame: section(".debug_frame"),
+        build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
+        has_symtab: elf.section_by_name(".symtab").is_some_and(|s| s.size() > 0),
+        loads,
+    })
+}
+
+/// Our own vDSO image, copied into a sealed memfd: the kernel maps the
+/// same image into every 64-bit process, and a file lets it be parsed and
+/// symbolized like any module.
+fn own_vdso_file() -> Option<File> {
+    // SAFETY: getauxval has no preconditions.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    if base == 0 {
+        return None;
+    }
+    let f = File::open("/proc/self/maps").ok()?;
+    let line = BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| parse_maps_line(&l))
+        .find(|m| m.path == "[vdso]" && m.start == base)?;
+    let len = usize::try_from(line.end - line.start).ok()?;
+    // SAFETY: the kernel maps [vdso] readable for the process's lifetime,
+    // and `len` is its mapped size.
+    let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, len) };
+    sealed_copy(bytes, "sockscope-vdso").ok()
+}
+
+/// A private, sealed in-memory copy of what `src` reads (a memfd): what is handed
+/// to code that mmaps a file, when the original could be truncated by its
+/// owner under the mapping (SIGBUS). The seals make the copy immutable.
+pub fn sealed_copy(mut src: impl io::Read, name: &str) -> io::Result<File> {
+    let cname = std::ffi::CString::new(name).map_err(io::Error::other)?;
+    // SAFETY: a valid NUL-terminated name and flags.
+    let fd =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: memfd_create returned a new descriptor we own.
+    let mut f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    io::copy(&mut src, &mut f)?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on our own open descriptor.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse() {
+        let l = "7f0a1c200000-7f0a1c228000 r-xp 00028000 fd:01 1835017   /usr/lib/x86_64-linux-gnu/libc.so.6";
+        let m = parse_maps_line(l).unwrap();
+        assert_eq!(m.start, 0x7f0a1c200000);
+        assert_eq!(m.end, 0x7f0a1c228000);
+        assert!(m.exec);
+        assert_eq!(m.offset, 0x28000);
+        assert_eq!(m.inode, 1835017);
+        assert_eq!(m.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let anon = parse_maps_line("7f0a1c200000-7f0a1c228000 rwxp 00000000 00:00 0 ").unwrap();
+        assert_eq!(anon.path, "");
+        let spaced =
+            parse_maps_line("1000-2000 r-xp 00000000 fd:01 7   /tmp/a b (deleted)").unwrap();
+        assert_eq!(spaced.path, "/tmp/a b (deleted)");
+        assert_eq!(file_name(&spaced.path), "a b");
+        assert!(parse_maps_line("garbage").is_none());
+    }
+
+    #[test]
+    fn a_name_with_control_characters_is_escaped() {
+        assert_eq!(file_name("/tmp/x\x1b[31m"), "x\\x1b[31m");
+    }
+
+    #[test]
+    fn svma_follows_the_segment_holding_the_offset() {
+        // Two segments sharing the file page 0x1000..0x2000, as linkers
+        // lay out a read-only segment and the text after it.
+        let e = ElfInfo {
+            loads: vec![
+                Segment {
+                    vaddr: 0,
+                    offset: 0,
+                    filesz: 0x1040,
+                    exec: false,
+                },
+                Segment {
+                    vaddr: 0x2040,
+                    offset: 0x1040,
+                    filesz: 0x500,
+                    exec: true,
+                },
+            ],
+            ..ElfInfo::default()
+        };
+        assert_eq!(e.svma_of_offset(0x10), Some(0x10));
+        assert_eq!(e.svma_of_offset(0x1050), Some(0x2050));
+        assert_eq!(e.svma_of_offset(0x1600), None);
+        // The executable mapping of that shared page (offset 0x1000) at
+        // 0x5000 holds the text's 0x2000 there, not the first segment's.
+        assert_eq!(e.bias(0x5000, 0x1000), Some(0x5000 - 0x2000));
+    }
+
+    #[test]
+    fn own_vdso_parses_with_unwind_info() {
+        let f = own_vdso_file().expect("vdso");
+        let e = parse_elf(&f).expect("the vdso is an ELF");
+        assert!(e.eh_frame.is_some(), "the vdso carries .eh_frame");
+    }
+}

@@ -1,0 +1,114 @@
+//! User-space unwinding of a sample's copied stack with framehop (samply's
+//! unwinder): each module's `.eh_frame` (indexed by `.eh_frame_hdr`) or
+//! `.debug_frame`, and frame pointers where a module has no unwind
+//! information. Stack reads outside the copied bytes fail, so a stack
+//! deeper than the copy ends as incomplete rather than as invented frames.
+
+use std::sync::Arc;
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+
+use super::modules::{MappingKind, ProcessMaps};
+use super::sample::UserRegs;
+
+/// The most user frames unwound per sample.
+pub const MAX_FRAMES: usize = 128;
+
+/// One unwound user frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserFrame {
+    /// The instruction pointer (first frame) or return address.
+    pub addr: u64,
+    /// The address to look up: a return address minus one, which lies in
+    /// the call instruction (a call can be a function's last instruction).
+    pub lookup: u64,
+}
+
+/// A sample's user frames, innermost first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unwound {
+    /// The frames.
+    pub frames: Vec<UserFrame>,
+    /// True when the unwinder reached the outermost frame (a return address
+    /// of 0, or a frame whose unwind information marks the end, such as
+    /// `_start` and `clone3`), false when it stopped for want of stack
+    /// bytes, unwind information or frames.
+    pub ended: bool,
+}
+
+/// One process's unwinder: its modules' unwind sections and a rule cache.
+pub struct ProcessUnwinder {
+    unwinder: UnwinderX86_64<Arc<[u8]>>,
+    cache: CacheX86_64,
+}
+
+impl ProcessUnwinder {
+    /// An unwinder over the modules of `maps`.
+    pub fn new(maps: &ProcessMaps) -> Self {
+        let mut unwinder = UnwinderX86_64::new();
+        for m in &maps.mappings {
+            let MappingKind::File(file) = &m.kind else {
+                continue;
+            };
+            let Some(elf) = &file.elf else {
+                continue;
+            };
+            let Some(bias) = elf.bias(m.start, m.offset) else {
+                continue;
+            };
+            let info = ExplicitModuleSectionInfo {
+                base_svma: elf.base_svma,
+                text_svma: elf.text.clone(),
+                got_svma: elf.got.clone(),
+                eh_frame_svma: elf.eh_frame.as_ref().map(|s| s.svma.clone()),
+                eh_frame: elf.eh_frame.as_ref().map(|s| Arc::clone(&s.data)),
+                eh_frame_hdr_svma: elf.eh_frame_hdr.as_ref().map(|s| s.svma.clone()),
+                eh_frame_hdr: elf.eh_frame_hdr.as_ref().map(|s| Arc::clone(&s.data)),
+                debug_frame: elf.debug_frame.as_ref().map(|s| Arc::clone(&s.data)),
+                ..Default::default()
+            };
+            unwinder.add_module(Module::new(
+                file.name.clone(),
+                m.start..m.end,
+                elf.base_svma.wrapping_add(bias),
+                info,
+            ));
+        }
+        Self {
+            unwinder,
+            cache: CacheX86_64::new(),
+        }
+    }
+
+    /// Unwinds from `regs` over `stack`, the bytes from `regs.sp` upward.
+    pub fn unwind(&mut self, regs: UserRegs, stack: &[u8]) -> Unwound {
+        let sp = regs.sp;
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+            let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+        };
+        let mut it = self.unwinder.iter_frames(
+            regs.ip,
+            UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+            &mut self.cache,
+            &mut read_stack,
+        );
+        let mut out = Unwound::default();
+        while out.frames.len() < MAX_FRAMES {
+            match it.next() {
+                Ok(Some(f)) => out.frames.push(UserFrame {
+                    addr: f.address(),
+                    lookup: f.address_for_lookup(),
+                }),
+                Ok(None) => {
+                    out.ended = true;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        out
+    }
+}
