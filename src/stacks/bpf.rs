@@ -517,6 +517,22 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_perf_event_names_what_is_missing() {
+        let denied = perf_open_error(1, 99, io::Error::from_raw_os_error(libc::EACCES));
+        let msg = format!("{denied:#}");
+        assert!(msg.contains("CPU 1"), "{msg}");
+        assert!(msg.contains("CAP_PERFMON"), "{msg}");
+        assert!(msg.contains("kernel.perf_event_paranoid"), "{msg}");
+        let rate = perf_open_error(0, 5000, io::Error::from_raw_os_error(libc::EINVAL));
+        assert!(
+            format!("{rate:#}").contains("kernel.perf_event_max_sample_rate"),
+            "{rate:#}"
+        );
+        let none = perf_open_error(0, 99, io::Error::from_raw_os_error(libc::ENOENT));
+        assert!(format!("{none:#}").contains("no cpu-clock"), "{none:#}");
+    }
+
+    #[test]
     fn configs_the_programs_cannot_take_are_refused() {
         let ok = SamplerConfig::new(ScopeFilter::Tree);
         assert!(ok.check().is_ok());
