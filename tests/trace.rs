@@ -763,7 +763,7 @@ fn embedded_trace_is_stopped_by_its_caller() {
         verbose: false,
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
-        window_opened: Some(tx),
+        window_opened: vec![tx],
         by: Default::default(),
         max_series: 0,
         sinks: Default::default(),

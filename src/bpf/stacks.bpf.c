@@ -13,7 +13,9 @@
  *
  * Off-CPU, sampled in proportion to its length so that its cost is bounded
  * like the on-CPU side's: a task of the scope switched out sleeping keeps
- * the time in its task storage. When it is switched back in after d ns it
+ * the time in its task storage, and the wake-up's time when it is woken
+ * (the wait ends there: what follows, runnable until a CPU takes it, is
+ * the run queue's). When it is switched back in, its wait of d ns
  * is taken with probability min(1, d/P), P the on-CPU period (1e9/hz), with
  * weight max(d, P): the expected weight is d, so the sum over many waits
  * is unbiased, and a thread that wakes a million times a second costs
@@ -314,8 +316,14 @@ static __always_inline void switched_in(struct task_struct *next, __u64 now)
 	st = bpf_task_storage_get(&tasks, next, 0, 0);
 	if (!st || !st->slept_at)
 		return;
+	/* The wait ends at the wakeup: what follows, runnable until a CPU
+	 * takes it, is run-queue time (the anatomy's CPU wait), not where
+	 * it blocked. */
+	if (st->woken_at && st->woken_at < now)
+		now = st->woken_at;
 	d = now > st->slept_at ? now - st->slept_at : 0;
 	st->slept_at = 0;
+	st->woken_at = 0;
 	/* d < P: taken when rand/2^32 < d/P (d < P <= 1e9 keeps both sides
 	 * below 2^64). */
 	if (d < period_ns && (__u64)bpf_get_prandom_u32() * period_ns >= d << 32)
@@ -361,6 +369,7 @@ static __always_inline void switch_work(bool preempt, struct task_struct *prev,
 		st = bpf_task_storage_get(&tasks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (st) {
 			st->slept_at = now;
+			st->woken_at = 0;
 			st->state = state;
 		} else {
 			count(SS_STK_CNT_STORAGE_FULL, 1);
@@ -376,6 +385,22 @@ int BPF_PROG(ss_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u64 t0 = bpf_ktime_get_ns();
 
 	switch_work(preempt, prev, next);
+	count(SS_STK_CNT_RUN_NS, bpf_ktime_get_ns() - t0);
+	return 0;
+}
+
+/* A sleeping task of the scope is woken: its wait ends now (it may wait
+ * for a CPU a while longer before it runs). Runs on every wakeup of the
+ * machine: one storage lookup for the tasks without a wait. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(ss_wakeup, struct task_struct *p)
+{
+	__u64 t0 = bpf_ktime_get_ns();
+	struct ss_stk_task *st;
+
+	st = bpf_task_storage_get(&tasks, p, 0, 0);
+	if (st && st->slept_at && !st->woken_at)
+		st->woken_at = t0;
 	count(SS_STK_CNT_RUN_NS, bpf_ktime_get_ns() - t0);
 	return 0;
 }

@@ -74,6 +74,7 @@ struct ss_stk_sample {
  * taken wait waiting for its syscall's exit to be emitted. */
 struct ss_stk_task {
 	__u64 slept_at; /* 0: not asleep (or not in scope when it slept) */
+	__u64 woken_at; /* 0: not woken since it slept */
 	__u64 weight_ns;
 	__u64 ip;
 	__u64 sp;

@@ -20,6 +20,7 @@ pub mod merge;
 pub mod profile;
 pub mod report;
 pub mod serve;
+pub mod stacks;
 pub mod trace;
 pub mod tune;
 pub mod values;

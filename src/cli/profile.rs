@@ -142,6 +142,14 @@ pub struct ProfileArgs {
     #[arg(long, conflicts_with = "no_requests")]
     pub requests_only: bool,
 
+    /// Do not sample the target's stacks (where its CPU goes and where its
+    /// threads wait, as flame graphs; see docs/stacks.md).
+    #[arg(long)]
+    pub no_stacks: bool,
+
+    #[command(flatten)]
+    pub stack_args: super::stacks::StackArgs,
+
     /// Run a launched target as this user (name or uid).
     #[arg(short = 'u', long, value_name = "USER")]
     pub user: Option<String>,
@@ -387,6 +395,17 @@ impl ProfileArgs {
                  --duration have none there: use --load",
             ));
         }
+        let stacks = if self.no_stacks {
+            if self.stack_args.any_set() {
+                return Err(error::usage(
+                    "--stack-hz, --off-cpu, --stacks-folded and --offcpu-folded set how stacks \
+                     are sampled, and --no-stacks samples none",
+                ));
+            }
+            None
+        } else {
+            Some(self.stack_args.clone().into_options()?)
+        };
         let spec = ProfileSpec {
             target,
             workload,
@@ -404,6 +423,7 @@ impl ProfileArgs {
             quiet,
             command_line: crate::cmdline::recorded(),
             steps,
+            stacks,
         };
         Ok((spec, self.out))
     }

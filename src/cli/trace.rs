@@ -81,6 +81,24 @@ pub struct TraceArgs {
     #[arg(long, conflicts_with = "requests")]
     pub requests_only: bool,
 
+    /// Also sample the target's stacks over the window: where its CPU goes
+    /// (on-CPU, cpu-clock at --stack-hz per CPU) and where its threads wait
+    /// (off-CPU), unwound without frame pointers and symbolized; the top
+    /// functions follow the table, and --json holds the folded stacks
+    /// (docs/stacks.md).
+    #[arg(long)]
+    pub stacks: bool,
+
+    /// Only the stack sampler, with no syscall tracer: hooks the cpu-clock
+    /// perf events (and, for off-CPU, context switches and syscall exits)
+    /// alone. With -p PID or a scope; the cheapest way to see where a
+    /// running service's CPU goes.
+    #[arg(long, conflicts_with_all = ["stacks", "requests", "requests_only"])]
+    pub stacks_only: bool,
+
+    #[command(flatten)]
+    pub stack_args: super::stacks::StackArgs,
+
     /// With --requests-only: follow the requests ON of every PERIOD only
     /// (e.g. 1s/10s): the per-request hooks are detached the rest of the
     /// time, when they cost nothing; the turns are a sample.
@@ -165,8 +183,28 @@ impl TraceArgs {
             return Err(error::usage("--max-series applies to a --by breakdown"));
         }
         if self.requests_only {
-            self.check_requests_only()?;
+            self.check_alone("--requests-only", "--requests")?;
         }
+        if self.stack_args.any_set() && !self.stacks && !self.stacks_only {
+            return Err(error::usage(
+                "--stack-hz, --off-cpu, --stacks-folded and --offcpu-folded apply to --stacks \
+                 and --stacks-only",
+            ));
+        }
+        if self.stacks_only {
+            self.check_alone("--stacks-only", "--stacks")?;
+        }
+        let stacks = if self.stacks || self.stacks_only {
+            if self.requests_only {
+                return Err(error::usage(
+                    "--stacks samples over the syscall tracer's window, and --requests-only runs \
+                     none; use --requests --stacks to have the anatomy and the stacks",
+                ));
+            }
+            Some(self.stack_args.clone().into_options()?)
+        } else {
+            None
+        };
         check_outputs(self.json.as_ref(), self.output.as_ref())?;
         if let Some(a) = self.metrics
             && !self.metrics_public
@@ -219,7 +257,7 @@ impl TraceArgs {
                 verbose: !quiet,
                 handle_signals: true,
                 stop: None,
-                window_opened: None,
+                window_opened: Vec::new(),
                 by: self.by,
                 max_series: self.max_series,
                 sinks: Default::default(),
@@ -237,12 +275,16 @@ impl TraceArgs {
             requests: self.requests,
             requests_only: self.requests_only,
             requests_duty: self.requests_duty,
+            stacks,
+            stacks_only: self.stacks_only,
         })
     }
 
-    /// Refuses what --requests-only cannot do: the syscall tracer's
-    /// options, and a launched command (usage errors, exit 2).
-    fn check_requests_only(&self) -> Result<()> {
+    /// Refuses what `mode` (--requests-only, --stacks-only: no syscall
+    /// tracer) cannot do: the syscall tracer's options, and a launched
+    /// command (usage errors, exit 2); `with` is the option that adds the
+    /// same recorder to the tracer instead.
+    fn check_alone(&self, mode: &str, with: &str) -> Result<()> {
         let tracer_only = [
             (self.count_only, "--count-only"),
             (self.per_thread, "--per-thread"),
@@ -252,21 +294,29 @@ impl TraceArgs {
             (self.top.is_some(), "--top"),
             (self.sort != SortKey::Time, "--sort"),
             (self.max_threads != 4096, "--max-threads"),
+            (
+                self.interval.is_some() && mode == "--stacks-only",
+                "--interval",
+            ),
+            (
+                self.metrics.is_some() && mode == "--stacks-only",
+                "--metrics",
+            ),
         ];
         if let Some((_, name)) = tracer_only.iter().find(|(set, _)| *set) {
             return Err(error::usage(format!(
-                "{name} is an option of the syscall tracer, and --requests-only runs none; \
-                 use --requests to have both"
+                "{name} is an option of the syscall tracer, and {mode} runs none; \
+                 use {with} to have both"
             )));
         }
         if !self.command.is_empty() {
             // Launching needs the tracer's launch path (held before exec,
             // reaped, signals passed on, its status returned); --requests
             // has it.
-            return Err(error::usage(
-                "--requests-only follows a running process or a scope (-p PID, --cgroup, \
-                 --unit, --comm, --system); to launch a command, use --requests -- CMD",
-            ));
+            return Err(error::usage(format!(
+                "{mode} follows a running process or a scope (-p PID, --cgroup, --unit, \
+                 --comm, --system); to launch a command, use {with} -- CMD"
+            )));
         }
         Ok(())
     }

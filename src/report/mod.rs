@@ -29,6 +29,7 @@ pub mod requests;
 pub mod serve;
 pub mod stacks;
 pub mod stacks_compare;
+pub mod stacks_only;
 pub mod stacks_text;
 pub mod svg;
 pub mod sweep;

@@ -33,6 +33,8 @@ pub mod report;
 pub mod requests;
 pub mod requests_live;
 pub mod requests_only;
+pub mod stacks;
+pub mod stacks_only;
 pub mod stacks_raw;
 pub mod target_cpu;
 pub mod trace;

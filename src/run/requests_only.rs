@@ -189,7 +189,7 @@ fn opening_line(target: &TargetSpec, root: i32, duration: Option<Duration>) -> S
 
 /// Waits for the window's end: a signal, the target's exit, or the
 /// deadline; returns the end reason as trace names it.
-fn wait_end(
+pub(super) fn wait_end(
     signals: &mut Signals,
     pidfd: Option<&OwnedFd>,
     deadline: Option<Instant>,
@@ -227,7 +227,7 @@ fn wait_end(
     }
 }
 
-fn target_record(target: &TargetSpec, root: i32, threads: u64) -> Target {
+pub(super) fn target_record(target: &TargetSpec, root: i32, threads: u64) -> Target {
     let TargetSpec::Scope { scope, .. } = target else {
         return Target {
             mode: "attach".into(),

@@ -44,6 +44,10 @@ pub struct TraceSpec {
     pub requests_only: bool,
     /// `--requests-duty`: sample the anatomy's window.
     pub requests_duty: Option<crate::anatomy::Duty>,
+    /// `--stacks`: sampled stacks over the same window.
+    pub stacks: Option<crate::stacks::StacksOptions>,
+    /// `--stacks-only`: the stack sampler alone (`super::stacks_only`).
+    pub stacks_only: bool,
 }
 
 /// Traces, writes the outputs and returns the exit status: the launched
@@ -59,6 +63,15 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             scope_name: scope_name(&spec.options.target),
             duty: spec.requests_duty,
             interval: spec.interval,
+        });
+    }
+    if spec.stacks_only {
+        return super::stacks_only::run(&super::stacks_only::StacksOnlySpec {
+            target: spec.options.target.clone(),
+            stacks: spec.stacks.clone().unwrap_or_default(),
+            json: spec.json.clone(),
+            output: spec.output.clone(),
+            quiet: spec.quiet,
         });
     }
     let mut options = spec.options.clone();
@@ -113,7 +126,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     };
     let beside = if spec.requests {
         let (tx, rx) = std::sync::mpsc::channel();
-        options.window_opened = Some(tx);
+        options.window_opened.push(tx);
         // The exporter serves the anatomy's counts beside the trace's.
         let latest = exporter.as_ref().map(|e| {
             let l = crate::anatomy::latest();
@@ -129,12 +142,26 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     } else {
         None
     };
+    let stacks = match &spec.stacks {
+        Some(s) => {
+            let (tx, rx) = std::sync::mpsc::channel();
+            options.window_opened.push(tx);
+            Some(super::stacks::Beside::when_open(
+                rx,
+                &options.target,
+                s,
+                options.verbose,
+            )?)
+        }
+        None => None,
+    };
     let outcome = crate::trace::run(&options);
     // The sinks' copies go with `options`; the last one stops the server.
     // The anatomy's opener goes too, so its thread never waits in vain.
     drop(options);
     drop(exporter);
     let anatomy = beside.map(super::requests::Beside::finish);
+    let stacks = stacks.map(super::stacks::Beside::finish);
     let mut outcome = outcome?;
     let mut anatomy_failed = None;
     match anatomy {
@@ -145,6 +172,20 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         }
         Some(Ok(None)) | None => {}
         Some(Err(e)) => anatomy_failed = Some(e),
+    }
+    let mut stacks_failed = None;
+    match (stacks, &spec.stacks) {
+        (Some(Ok(Some(collected))), Some(options)) => {
+            let r = &outcome.report.resources;
+            let cpu_ns = ((r.user_cpu_s + r.system_cpu_s) * 1e9) as u64;
+            let s = crate::stacks::report(&collected, Some(cpu_ns));
+            if let Err(e) = super::stacks::write_folded(options, &s) {
+                stacks_failed = Some(e);
+            }
+            outcome.report.stacks = Some(s);
+        }
+        (Some(Err(e)), _) => stacks_failed = Some(e.context("--stacks: the stack sampler failed")),
+        _ => {}
     }
     let rep = &outcome.report;
     let written = match &intervals {
@@ -159,6 +200,10 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             "sockscope: the window ended early ({}); the data covers only the part traced",
             rep.window.end_reason.replace('_', " ")
         );
+    }
+    if let Some(e) = stacks_failed {
+        written?;
+        return Err(crate::error::with_code(1, format!("{e:#}")));
     }
     if let Some(e) = anatomy_failed {
         // The syscall trace is written; the missing part fails the run.

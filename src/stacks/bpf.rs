@@ -199,6 +199,7 @@ impl<'obj> Sampler<'obj> {
         ];
         if self.cfg.off_cpu {
             hooks.push((&p.ss_switch, "sched_switch"));
+            hooks.push((&p.ss_wakeup, "sched_wakeup"));
             hooks.push((&p.ss_sys_exit, "sys_exit"));
         }
         for (prog, name) in hooks {

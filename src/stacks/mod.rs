@@ -17,7 +17,11 @@ pub mod bpf;
 pub mod modules;
 pub mod resolve;
 pub mod sample;
+pub mod session;
 pub mod symbolize;
 pub mod unwind;
 
+pub use self::session::{
+    Collected, DEFAULT_HZ, MAX_HZ, Session, StacksConfig, StacksOptions, report,
+};
 pub use resolve::{Frame, Resolved, Resolver};

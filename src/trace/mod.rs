@@ -144,8 +144,9 @@ pub struct TraceOptions {
     pub stop: Option<Arc<StopFlag>>,
     /// Told once the window is open (every thread registered, baselines
     /// taken), so a caller can start its workload then: the target's root
-    /// pid (the launched command's, or -p's), 0 in a scope mode.
-    pub window_opened: Option<mpsc::Sender<i32>>,
+    /// pid (the launched command's, or -p's), 0 in a scope mode. Each
+    /// sender is told (the request anatomy's, the stack sampler's).
+    pub window_opened: Vec<mpsc::Sender<i32>>,
     /// Per-group breakdown (scope modes and attach mode alike).
     pub by: snapshot::Breakdown,
     /// Series (group x syscall) kept apart before the rest is pooled.
@@ -369,7 +370,7 @@ fn run_launch(
         }
     }
     let started = s.open_window();
-    if let Some(tx) = &opts.window_opened {
+    for tx in &opts.window_opened {
         let _ = tx.send(pid);
     }
     held.release(&program)?;
@@ -504,7 +505,7 @@ fn run_attach(
     if opts.verbose && opts.sinks.0.is_empty() {
         s.show_progress(pid, duration, started);
     }
-    if let Some(tx) = &opts.window_opened {
+    for tx in &opts.window_opened {
         let _ = tx.send(pid);
     }
     let deadline = duration.map(|d| started + d);

@@ -105,7 +105,7 @@ fn collateral(exe: &Path, calls: u64) -> Result<f64> {
         verbose: false,
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
-        window_opened: Some(open_tx),
+        window_opened: vec![open_tx],
         by: Default::default(),
         max_series: 0,
         sinks: Default::default(),

@@ -133,6 +133,9 @@ pub fn run(
                     command_line: ctx.command_line.clone(),
                     path: ctx.path.as_ref().map(|p| p.0.clone()),
                     path_backend: ctx.path.as_ref().map(|p| p.1).unwrap_or_default(),
+                    // The experiment compares transports' costs: no sampler
+                    // beside the tracer to add its own.
+                    stacks: None,
                     steps: None,
                 };
                 let rep = profile::measure(&spec)

@@ -37,6 +37,7 @@ use super::loadline::LoadLine;
 use super::readiness;
 use super::share::{self, Owners};
 use super::spec::{ProfileSpec, ProfileTarget, Workload};
+use super::stacks;
 use super::subject::{self, Subject};
 use super::tracer::{self, FINISH_TIMEOUT, TracerThread};
 use super::verdict::{self, Recorder};
@@ -111,6 +112,7 @@ pub(super) struct WindowParts {
     owners: Option<Owners>,
     evidence: Option<KernelEvidence>,
     anatomy: Option<std::result::Result<AnatomyReport, String>>,
+    stacks: Option<std::result::Result<crate::report::stacks::StacksReport, String>>,
     /// A sweep step's load that counted as failed (errors over its
     /// budget): kept as the step's point instead of failing the run.
     pub(super) load_failure: Option<String>,
@@ -208,6 +210,7 @@ impl Live {
             })),
         };
         let anatomy = anatomy.map(|r| r.map(|rec| anatomy_report(&rec, target_cpu_s(&syscalls))));
+        let stacks = stacks::section(finished.stacks, target_cpu_s(&syscalls));
         if !matches!(driven, Driven::Own { .. }) {
             verdict::counted_verdict(anatomy.as_ref(), &driven)?;
         }
@@ -218,6 +221,7 @@ impl Live {
             owners: finished.owners,
             evidence: finished.evidence,
             anatomy,
+            stacks,
             load_failure,
             attached,
         })
@@ -268,6 +272,7 @@ impl Live {
             owners,
             evidence,
             anatomy,
+            stacks,
             attached,
             ..
         } = w;
@@ -289,11 +294,13 @@ impl Live {
             shares_cpus: machine::shares_cpus_with(self.subject.pid),
             anatomy,
         };
-        assemble::assemble(
+        let mut rep = assemble::assemble(
             spec.command_line.clone(),
             measured,
             crate::tune::supported_by,
-        )
+        );
+        stacks::put(&mut rep, stacks);
+        rep
     }
 }
 
@@ -384,6 +391,8 @@ struct Attached {
     /// The request anatomy (`--no-requests`: None), or why it could not
     /// start: kept, so the rest of the run is measured and written.
     anatomy: Option<std::result::Result<Session, String>>,
+    /// The stack sampler (`--no-stacks`: None), or why it could not start.
+    stacks: Option<std::result::Result<crate::stacks::Session, String>>,
     collector: Option<collect::Collector>,
     sampler: Option<share::Sampler>,
     /// None with `--requests-only`.
@@ -407,7 +416,7 @@ fn attach(
     addr: &Endpoint,
 ) -> Result<Attached> {
     let target = tracer::trace_target(spec, subject.pid);
-    let (tracer, control_clock, anatomy, cpu_probe) = if spec.recorders.syscalls() {
+    let (tracer, control_clock, anatomy, cpu_probe, stacks) = if spec.recorders.syscalls() {
         let tracer = tracer::start_tracer(spec, subject.pid, spec.count_only)?;
         let control_clock = tracer.handle.as_ref().and_then(tracer::cpu_clock_of);
         let root = tracer::wait_window(&tracer, subject, signals)?;
@@ -419,7 +428,8 @@ fn attach(
                 .and_then(Session::start)
                 .map_err(|e| format!("{e:#}"))
         });
-        (Some(tracer), control_clock, anatomy, None)
+        let stacks = stacks::start(spec, &target, root);
+        (Some(tracer), control_clock, anatomy, None, stacks)
     } else {
         // Alone, the anatomy is all the run records: one that cannot start
         // fails it now, before the load.
@@ -433,7 +443,8 @@ fn attach(
                     format!("the request anatomy could not start: {e:#}"),
                 )
             })?;
-        (None, None, Some(Ok(session)), Some((probe, before)))
+        let stacks = stacks::start(spec, &target, subject.pid);
+        (None, None, Some(Ok(session)), Some((probe, before)), stacks)
     };
     let sampler = match addr.inet() {
         Some(a) => start_share_sampler(spec, shared_with, a, subject.pid)?,
@@ -446,6 +457,7 @@ fn attach(
     };
     Ok(Attached {
         anatomy,
+        stacks,
         collector,
         sampler,
         tracer,
@@ -610,6 +622,8 @@ struct Finished {
     untraced_cpu: Option<UntracedCpu>,
     /// What the request anatomy recorded, or why it did not.
     anatomy: Option<std::result::Result<Recorded, String>>,
+    /// What the stack sampler collected, or why it did not.
+    stacks: Option<std::result::Result<crate::stacks::Collected, String>>,
     /// The watcher saw the target exit during the load.
     died: bool,
 }
@@ -634,6 +648,7 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
         .anatomy
         .take()
         .map(|a| a.and_then(|s| s.finish().map_err(|e| format!("{e:#}"))));
+    let stacks = stacks::finish(attached.stacks.take());
     let untraced_cpu = attached.cpu_probe.take().map(|(probe, before)| {
         let after = probe.read();
         let mut notes = Vec::new();
@@ -658,6 +673,7 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
         traced,
         untraced_cpu,
         anatomy,
+        stacks,
         died: died.load(Ordering::SeqCst),
     }
 }

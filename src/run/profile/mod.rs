@@ -29,6 +29,7 @@ mod readiness;
 mod search;
 pub mod share;
 mod spec;
+mod stacks;
 mod subject;
 mod sweep;
 mod tracer;
@@ -65,11 +66,13 @@ pub fn run(spec: &ProfileSpec, out: Option<&Path>) -> Result<u8> {
         if let Some(x) = done.interrupted {
             return Err(crate::error::with_code(x.code, x.message));
         }
+        stacks::verdict(spec, &done.report)?;
         verdict::anatomy_verdict(&done.report)?;
         return Ok(0);
     }
     let rep = measure(spec)?;
     publish(&rep, Dest::Staged(staging), Show::unless_quiet(spec.quiet))?;
+    stacks::verdict(spec, &rep)?;
     verdict::anatomy_verdict(&rep)?;
     Ok(0)
 }

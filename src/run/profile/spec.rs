@@ -137,6 +137,8 @@ pub struct ProfileSpec {
     pub path_backend: crate::netpath::BackendChoice,
     /// `--sweep` or `--find-capacity` (None: one window).
     pub steps: Option<Steps>,
+    /// Sample the target's stacks (`--no-stacks`: None).
+    pub stacks: Option<crate::stacks::StacksOptions>,
 }
 
 /// Checks the arguments of a `--target`: a `--json` of its own is refused.

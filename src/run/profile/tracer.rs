@@ -84,7 +84,7 @@ pub(super) fn start_tracer(spec: &ProfileSpec, pid: i32, count_only: bool) -> Re
         verbose: false,
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
-        window_opened: Some(open_tx),
+        window_opened: vec![open_tx],
         by: Default::default(),
         max_series: 0,
         sinks: Default::default(),

@@ -54,7 +54,7 @@ pub(in crate::trace) fn run(
             }
         );
     }
-    if let Some(tx) = &opts.window_opened {
+    for tx in &opts.window_opened {
         let _ = tx.send(0);
     }
     let end_at = duration.map(|d| started + d);

@@ -1,0 +1,83 @@
+//! The stack sampling options `trace` and `profile` share (`--stack-hz`,
+//! `--off-cpu`, `--stacks-folded`, `--offcpu-folded`), and their
+//! validation into [`crate::stacks::StacksOptions`].
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::error;
+use crate::stacks::{DEFAULT_HZ, MAX_HZ, StacksOptions};
+
+/// How stacks are sampled and where their folded text goes.
+#[derive(Args, Debug, Clone)]
+pub struct StackArgs {
+    /// cpu-clock samples per second per CPU of the target's on-CPU stacks
+    /// (1..=1000; default 99).
+    #[arg(long, value_name = "HZ")]
+    pub stack_hz: Option<u32>,
+
+    /// Also sample off-CPU time ("where it waits": the target's threads
+    /// switched out asleep until woken, weighted by time). It hooks every
+    /// context switch, wake-up and syscall exit of the machine, which
+    /// costs far more than the on-CPU samples on a busy server
+    /// (docs/stacks.md#cost), so it is asked for.
+    #[arg(long)]
+    pub off_cpu: bool,
+
+    /// Also write the on-CPU stacks, folded (one `frame;frame;... count`
+    /// line per stack: flamegraph.pl's and inferno's input), to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub stacks_folded: Option<PathBuf>,
+
+    /// Also write the off-CPU stacks, folded, weighted in nanoseconds of
+    /// waiting, to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub offcpu_folded: Option<PathBuf>,
+}
+
+impl StackArgs {
+    /// Whether any option differs from its default (for "only with
+    /// stacks" checks).
+    pub fn any_set(&self) -> bool {
+        self.stack_hz.is_some()
+            || self.off_cpu
+            || self.stacks_folded.is_some()
+            || self.offcpu_folded.is_some()
+    }
+
+    /// The validated options (usage errors, exit 2).
+    pub fn into_options(self) -> Result<StacksOptions> {
+        let hz = self.stack_hz.unwrap_or(DEFAULT_HZ);
+        if hz == 0 || hz > MAX_HZ {
+            return Err(error::usage(format!(
+                "--stack-hz {hz}: between 1 and {MAX_HZ} samples per second per CPU"
+            )));
+        }
+        if let Some(p) = &self.stacks_folded {
+            crate::output::check(p, "--stacks-folded")?;
+        }
+        if let Some(p) = &self.offcpu_folded {
+            if !self.off_cpu {
+                return Err(error::usage(
+                    "--offcpu-folded writes the off-CPU stacks, which only --off-cpu samples",
+                ));
+            }
+            crate::output::check(p, "--offcpu-folded")?;
+        }
+        if let (Some(a), Some(b)) = (&self.stacks_folded, &self.offcpu_folded)
+            && a == b
+        {
+            return Err(error::usage(
+                "--stacks-folded and --offcpu-folded name the same file; give each its own",
+            ));
+        }
+        Ok(StacksOptions {
+            hz,
+            off_cpu: self.off_cpu,
+            folded: self.stacks_folded,
+            offcpu_folded: self.offcpu_folded,
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! Stack sampling beside a trace (`trace --stacks`) or a profile: started
+//! when the tracer's window opens, for the target it names (the root of a
+//! tree, or a scope), finished after the tracer's window closed; then its
+//! section is added to the report and the folded files the user named are
+//! written. A failure to start is kept and reported at the end, so nothing
+//! else the run measured is lost to it.
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result, anyhow};
+
+use crate::report::stacks::{StacksReport, folded_text};
+use crate::stacks::{Collected, Session, StacksConfig, StacksOptions};
+use crate::trace::TargetSpec;
+use crate::trace::bpf::ScopeFilter;
+
+/// A stacks window waiting for (or running in) the tracer's window.
+pub struct Beside {
+    handle: JoinHandle<Result<Option<Session>>>,
+}
+
+impl Beside {
+    /// Waits on `opened` (one of the tracer's `window_opened`) on a thread
+    /// of its own, then starts sampling `target`.
+    pub fn when_open(
+        opened: mpsc::Receiver<i32>,
+        target: &TargetSpec,
+        options: &StacksOptions,
+        verbose: bool,
+    ) -> Result<Beside> {
+        let target = target.clone();
+        let options = options.clone();
+        let handle = std::thread::Builder::new()
+            .name("ss-stacks-wait".into())
+            .spawn(move || {
+                crate::anatomy::block_signals();
+                let Ok(root) = opened.recv() else {
+                    return Ok(None);
+                };
+                let session = Session::start(config_for(&target, root, &options)?)?;
+                if verbose {
+                    eprintln!(
+                        "sockscope: stack sampling attached ({} Hz per CPU{})",
+                        options.hz,
+                        if options.off_cpu { ", off-CPU too" } else { "" }
+                    );
+                }
+                Ok(Some(session))
+            })
+            .context("starting the stacks' thread")?;
+        Ok(Beside { handle })
+    }
+
+    /// Ends sampling (after the tracer's window) and returns what it
+    /// collected; None when the tracer's window never opened.
+    pub fn finish(self) -> Result<Option<Collected>> {
+        let session = self
+            .handle
+            .join()
+            .map_err(|_| anyhow!("the stacks' thread panicked"))??;
+        session.map(Session::finish).transpose()
+    }
+}
+
+/// What the sampler follows for a trace target whose root pid (tree
+/// modes) is `root`.
+pub fn config_for(target: &TargetSpec, root: i32, options: &StacksOptions) -> Result<StacksConfig> {
+    let (scope, roots) = match target {
+        TargetSpec::Attach { .. } | TargetSpec::Launch { .. } => (ScopeFilter::Tree, vec![root]),
+        TargetSpec::Scope { scope, .. } => (crate::trace::scope::filter_of(scope)?, Vec::new()),
+    };
+    Ok(StacksConfig {
+        scope,
+        roots,
+        hz: options.hz,
+        off_cpu: options.off_cpu,
+    })
+}
+
+/// Writes the folded files `options` names (through `crate::output`:
+/// planted links refused, files replaced atomically). Every file is
+/// attempted; the first failure is returned.
+pub fn write_folded(options: &StacksOptions, report: &StacksReport) -> Result<()> {
+    let on = match &options.folded {
+        Some(p) => crate::output::write(p, folded_text(&report.on_cpu).as_bytes())
+            .with_context(|| format!("writing --stacks-folded {}", p.display())),
+        None => Ok(()),
+    };
+    let off = match (&options.offcpu_folded, &report.off_cpu) {
+        (Some(p), Some(g)) => crate::output::write(p, folded_text(g).as_bytes())
+            .with_context(|| format!("writing --offcpu-folded {}", p.display())),
+        _ => Ok(()),
+    };
+    on.and(off)
+}
