@@ -255,6 +255,31 @@ fn a_stripped_build_gives_module_offsets_and_says_what_would_name_them() {
     r.process_gone(s.pid);
 }
 
+#[test]
+fn a_module_owned_by_another_user_is_named_from_a_private_copy() {
+    let test = "a_module_owned_by_another_user_is_named_from_a_private_copy";
+    if !common::require_root(test) {
+        return;
+    }
+    let dir = common::scratch(test);
+    let bin = compile(&dir, "stack_chain", &["-O2", "-fomit-frame-pointer"]);
+    // Its owner could truncate it under a mapping of ours (SIGBUS).
+    std::os::unix::fs::chown(&bin, Some(65534), Some(65534)).unwrap();
+    let mut chain = Chain::start(&bin);
+    let s = chain.sample();
+    let mut r = Resolver::new();
+    let got = r.resolve(&s);
+    assert_chain(&got, "leaf", "middle", "main");
+    // The names came from a sealed memfd copy, which we now hold.
+    let copies = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|l| l.to_string_lossy().starts_with("/memfd:sockscope-module"))
+        .count();
+    assert!(copies >= 1, "no private copy held");
+}
+
 /// Text symbols of /proc/kallsyms whose address no other symbol shares.
 fn unique_kernel_symbols(wanted: &[&str]) -> Vec<(u64, String)> {
     let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
