@@ -102,9 +102,12 @@ pub fn embed(id: &str, title: &str, svg: &str) -> String {
     // frames (every one full of `"`, `<` and `>`) about half the size
     // that escaping all four would.
     // An HTML document around the SVG element (its XML prolog dropped):
-    // the frame then renders in standards mode, edge to edge.
+    // the frame then renders in standards mode, edge to edge. The graph's
+    // script drops the root's width to fit its window, and an inline SVG
+    // without one is 300 px wide unless the page says otherwise.
     let doc = format!(
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>html,body{{margin:0}}</style>\
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\">\
+         <style>html,body{{margin:0}}body>svg{{width:100%}}</style>\
          </head><body>{}</body></html>",
         svg.find("<svg").map_or(svg, |at| &svg[at..])
     );
@@ -253,6 +256,10 @@ mod tests {
         let doc = inner.replace("&#39;", "'").replace("&amp;", "&");
         let svg = super::svg(&g, "Where the CPU goes", "").unwrap().unwrap();
         assert!(doc.starts_with("<!DOCTYPE html>") && doc.ends_with("</svg></body></html>"));
+        // The script drops the root's width to fit the frame; inline in
+        // HTML that leaves it 300 px wide (seen in Chromium) unless the
+        // document sizes it.
+        assert!(doc.contains("body>svg{width:100%}"));
         assert!(
             doc.contains(&svg[svg.find("<svg").unwrap()..]),
             "the SVG, whole"
