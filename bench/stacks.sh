@@ -78,18 +78,6 @@ http {
     root $NGX/html;
   }
 }
-worker_processes 2;
-pid $NGX/nginx.pid;
-error_log $NGX/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 100000000;
-  server {
-    listen 127.0.0.1:$PORT;
-    root $NGX/html;
-  }
-}
 EOF
 /usr/sbin/nginx -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' &
 MASTER=$!
