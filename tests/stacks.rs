@@ -564,44 +564,9 @@ fn usage_errors_exit_2() {
     }
 }
 
-/// perf's top functions by self share (0..1): `perf report --no-children
-/// --sort sym` lines are `  12.34%  [k] name`.
-fn perf_top(data: &Path, n: usize) -> Vec<(String, f64)> {
-    let out = Command::new("perf")
-        .args([
-            "report",
-            "--no-children",
-            "--sort",
-            "sym",
-            "--stdio",
-            "-q",
-            "-g",
-            "none",
-            "-i",
-        ])
-        .arg(data)
-        .output()
-        .expect("running perf report");
-    assert!(out.status.success(), "perf report: {out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (pct, rest) = l.trim().split_once('%')?;
-            let (_, name) = rest.split_once("] ")?;
-            Some((
-                name.trim().to_string(),
-                pct.trim().parse::<f64>().ok()? / 100.0,
-            ))
-        })
-        .take(n)
-        .collect()
-}
-
 #[test]
-fn nginx_stacks_are_deep_and_agree_with_perf_dwarf() {
-    if !require_bpf("nginx_stacks_are_deep_and_agree_with_perf_dwarf")
-        || !common::require_program("perf", "nginx_stacks_are_deep_and_agree_with_perf_dwarf")
-    {
+fn nginx_stacks_are_deep_and_named() {
+    if !require_bpf("nginx_stacks_are_deep_and_named") {
         return;
     }
     let _serial = serial();
@@ -611,11 +576,6 @@ fn nginx_stacks_are_deep_and_agree_with_perf_dwarf() {
     let dir = scratch("stacks-nginx-run");
     let out = dir.join("prof");
     let master = nginx.child.id() as i32;
-    let pids: Vec<String> = common::procs::tree(master)
-        .iter()
-        .map(|p| p.pid.to_string())
-        .collect();
-    let data = dir.join("perf.data");
     let mut profile = Command::new(sockscope())
         .args([
             "profile",
@@ -633,20 +593,10 @@ fn nginx_stacks_are_deep_and_agree_with_perf_dwarf() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut perf = Command::new("perf")
-        .args(["record", "-q", "-F", "199", "--call-graph", "dwarf", "-o"])
-        .arg(&data)
-        .args(["-p", &pids.join(","), "--", "sleep", "8"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     let st = common::wait_bounded(&mut profile, Duration::from_secs(90));
-    let pst = common::wait_bounded(&mut perf, Duration::from_secs(60));
     let mut err = String::new();
     std::io::Read::read_to_string(profile.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(st.success(), "profile failed: {err}");
-    assert!(pst.success(), "perf record failed");
     let rep = read_json(&out.join("run.json"));
     let s = &rep["stacks"];
     let on = &s["on_cpu"];
@@ -668,28 +618,15 @@ fn nginx_stacks_are_deep_and_agree_with_perf_dwarf() {
             )
         })
         .collect();
-    let theirs = perf_top(&data, 200);
-    let share = |list: &[(String, f64)], name: &str| {
-        list.iter()
-            .find(|(n, _)| n == name)
-            .map_or(0.0, |(_, s)| *s)
-    };
-    // Each of either side's top five has the same share of the samples on
-    // the other side, within 25 % of it or 3 points (nginx's profile has
-    // two large functions and then a flat tail of 1-2 % each, where ranks
-    // are noise but shares are not).
-    for (name, _) in ours.iter().take(5).chain(theirs.iter().take(5)) {
-        let (a, b) = (share(&ours, name), share(&theirs, name));
-        assert!(
-            (a - b).abs() <= (0.25 * a.max(b)).max(0.03),
-            "{name}: {:.1} % of sockscope's samples, {:.1} % of perf's\n sockscope {:?}\n perf {:?}",
-            a * 100.0,
-            b * 100.0,
-            &ours[..10.min(ours.len())],
-            &theirs[..10.min(theirs.len())]
-        );
-    }
-    // The report shows it: the flame graph's page and the folded file.
+    // Debian's nginx has no frame pointers: unwound through its own
+    // functions, named from its symbols (nginx exports them).
+    let st = stacks_of(on);
+    let through_ngx = weight_with(&st, |f| f.iter().any(|x| x.starts_with("ngx_")));
+    assert!(
+        through_ngx as f64 >= 0.5 * on["total"].as_u64().unwrap() as f64,
+        "only {through_ngx} samples pass through an ngx_ function: {ours:?}"
+    );
+    // The report shows it: the flame graph's page.
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
         page.contains(&ours[0].0),
