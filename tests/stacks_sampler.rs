@@ -189,6 +189,26 @@ fn a_busy_loop_gets_a_sample_per_tick_of_its_cpu_time_with_user_registers_and_st
     assert_eq!(raw.counter("lost"), 0);
     assert_eq!(raw.counter("copy_failed"), 0);
     assert!(raw.counter("bpf_ns") > 0);
+    // Every CPU's clock owes 99 ticks a second of the window: those that
+    // fired and those the timer skipped by firing late add up to them
+    // (one per CPU may fall outside: the first comes up to a period after
+    // the event is enabled, the last before it is disabled).
+    let window_s = raw.last["window_ns"].as_u64().unwrap() as f64 / 1e9;
+    // SAFETY: sysconf reads a constant of the running system.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as f64;
+    let due = window_s * 99.0 * cpus;
+    let (ticks, missed) = (raw.counter("ticks"), raw.counter("ticks_missed"));
+    assert!(
+        ticks >= on.len() as u64,
+        "{ticks} ticks, {} samples",
+        on.len()
+    );
+    let counted = (ticks + missed) as f64;
+    assert!(
+        counted >= 0.9 * due - cpus && counted <= 1.05 * due + cpus,
+        "{ticks} ticks fired and {missed} skipped over {window_s:.2} s on {cpus} CPUs at 99 Hz \
+         (due: {due:.0})"
+    );
 }
 
 #[test]

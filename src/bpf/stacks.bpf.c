@@ -260,11 +260,27 @@ out:
 	emit(b, kframes, ubytes);
 }
 
+/* Counts the tick, and the periods since the last one on this CPU that
+ * had none: the cpu-clock timer moves on by whole periods when it fires
+ * late (a busy virtual CPU's timer can lose most of them), and those
+ * ticks are gone for every sampler, perf's too. */
+static __always_inline void count_tick(__u64 now)
+{
+	struct ss_stk_cpu *c = cpu_here();
+	__u64 prev = c->last_tick_ns;
+
+	c->last_tick_ns = now;
+	c->count[SS_STK_CNT_TICKS] += 1;
+	if (prev && period_ns && now - prev > period_ns + period_ns / 2)
+		c->count[SS_STK_CNT_TICKS_MISSED] += (now - prev + period_ns / 2) / period_ns - 1;
+}
+
 SEC("perf_event")
 int ss_tick(struct bpf_perf_event_data *ctx)
 {
 	__u64 t0 = bpf_ktime_get_ns();
 
+	count_tick(t0);
 	tick_work(ctx);
 	count(SS_STK_CNT_RUN_NS, bpf_ktime_get_ns() - t0);
 	return 0;

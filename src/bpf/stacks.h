@@ -47,7 +47,9 @@ enum ss_stk_count {
 	SS_STK_CNT_COPY_FAILED = 3, /* user stacks whose first read failed */
 	SS_STK_CNT_RUN_NS = 4,      /* the programs' own run time */
 	SS_STK_CNT_STORAGE_FULL = 5, /* task storage the kernel could not make */
-	SS_STK_COUNTS = 6,
+	SS_STK_CNT_TICKS = 6,       /* cpu-clock ticks that ran the program (any task) */
+	SS_STK_CNT_TICKS_MISSED = 7, /* periods the timer skipped (it fired late) */
+	SS_STK_COUNTS = 8,
 };
 
 /* One sample as the ring buffer carries it: this header, then
@@ -89,6 +91,7 @@ struct ss_stk_task {
 /* Per-CPU counters (plain adds: a program's updates on its CPU). */
 struct ss_stk_cpu {
 	__u64 count[SS_STK_COUNTS];
+	__u64 last_tick_ns; /* the previous tick on this CPU */
 };
 
 #endif

@@ -429,6 +429,8 @@ pub fn stacks(scale: u64) -> super::stacks::StacksReport {
             window_s: 2.0,
             target_share: Some(0.0042),
             machine_share: 0.0126,
+            ticks: 396,
+            ticks_missed: 0,
         },
         on_cpu: on,
         off_cpu: Some(off),

@@ -130,6 +130,14 @@ pub struct StacksCost {
     /// `bpf_ns + unwind_ns + symbolize_ns` over the machine's CPU time in
     /// the window (window x CPUs).
     pub machine_share: f64,
+    /// cpu-clock ticks that fired on every CPU, whatever ran there (0 in
+    /// artifacts older than this count).
+    #[serde(default)]
+    pub ticks: u64,
+    /// Ticks the kernel's timer skipped by firing late (it moves on by
+    /// whole periods): time no sampler saw.
+    #[serde(default)]
+    pub ticks_missed: u64,
 }
 
 /// The suffix FlameGraph's stackcollapse-perf puts on kernel frames, which

@@ -72,6 +72,8 @@ pub fn run(spec: &StacksRawSpec) -> Result<u8> {
             "lost": c.lost,
             "copy_failed": c.copy_failed,
             "bpf_ns": c.bpf_ns,
+            "ticks": c.ticks,
+            "ticks_missed": c.ticks_missed,
         },
         "window_ns": stop.saturating_sub(start),
         "pid_cpu_ns": cpu_stop.saturating_sub(cpu_start),

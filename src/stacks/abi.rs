@@ -35,6 +35,10 @@ pub mod count {
     pub const COPY_FAILED: usize = C::SS_STK_CNT_COPY_FAILED.0 as usize;
     /// The programs' own run time, ns.
     pub const RUN_NS: usize = C::SS_STK_CNT_RUN_NS.0 as usize;
+    /// cpu-clock ticks that ran the program, any task's.
+    pub const TICKS: usize = C::SS_STK_CNT_TICKS.0 as usize;
+    /// Periods the timer skipped by firing late.
+    pub const TICKS_MISSED: usize = C::SS_STK_CNT_TICKS_MISSED.0 as usize;
 }
 
 /// `ss_stk_sample.kind`: an on-CPU tick.

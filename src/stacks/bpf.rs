@@ -91,6 +91,11 @@ pub struct SamplerCounters {
     pub copy_failed: u64,
     /// The programs' own run time (their bodies, timed by themselves).
     pub bpf_ns: u64,
+    /// cpu-clock ticks that fired, on every CPU, whatever ran there.
+    pub ticks: u64,
+    /// Ticks the timer skipped: it fired late and moved on by whole
+    /// periods (measured per CPU from the gap to the previous tick).
+    pub ticks_missed: u64,
 }
 
 /// The loaded sampler. Its programs run only while it holds their links.
@@ -262,6 +267,8 @@ impl<'obj> Sampler<'obj> {
             lost: sum[count::LOST],
             copy_failed: sum[count::COPY_FAILED],
             bpf_ns: sum[count::RUN_NS],
+            ticks: sum[count::TICKS],
+            ticks_missed: sum[count::TICKS_MISSED],
         })
     }
 }

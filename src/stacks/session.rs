@@ -390,6 +390,27 @@ fn online_cpus() -> u64 {
         .map_or(1, |n| n.max(1) as u64)
 }
 
+/// The share of skipped ticks worth a note: below it, the counts are
+/// within what a sampling's own noise moves.
+const SKIPPED_NOTE_SHARE: f64 = 0.05;
+
+/// A note when the cpu-clock timer skipped a noticeable share of its
+/// ticks. The kernel moves a late timer on by whole periods without a
+/// sample for the ones it missed (perf's samples lose them the same way),
+/// which on a busy virtual CPU can be most of them: the counts then fall
+/// short of CPU time x rate, and the shares are those of the ticks that
+/// fired.
+fn skipped_ticks_note(ticks: u64, missed: u64) -> Option<String> {
+    let due = ticks + missed;
+    let share = missed as f64 / due.max(1) as f64;
+    (due > 0 && share >= SKIPPED_NOTE_SHARE).then(|| {
+        format!(
+            "the cpu-clock timer fired late and skipped {missed} of its {due} ticks ({:.0} %):              the sample counts are short by that share of the time sampled, and the shares              are of the ticks that fired (a busy virtual CPU's timer; perf's samples lose the              same ticks)",
+            share * 100.0
+        )
+    })
+}
+
 /// The artifact's section: both graphs, the modules without names, the
 /// cost as shares of the target's CPU (`target_cpu_ns` over the same
 /// window, when known) and of the machine's.
@@ -411,6 +432,7 @@ pub fn report(c: &Collected, target_cpu_ns: Option<u64>) -> StacksReport {
             k.lost
         ));
     }
+    notes.extend(skipped_ticks_note(k.ticks, k.ticks_missed));
     if k.copy_failed > 0 {
         notes.push(format!(
             "{} samples' user stacks could not be copied (the stack's page was not resident); \
@@ -453,7 +475,24 @@ pub fn report(c: &Collected, target_cpu_ns: Option<u64>) -> StacksReport {
             } else {
                 0.0
             },
+            ticks: k.ticks,
+            ticks_missed: k.ticks_missed,
         },
         notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_ticks_get_a_note_from_five_percent_of_those_due() {
+        assert_eq!(skipped_ticks_note(0, 0), None);
+        assert_eq!(skipped_ticks_note(1000, 0), None);
+        assert_eq!(skipped_ticks_note(1000, 52), None);
+        let n = skipped_ticks_note(300, 700).unwrap();
+        assert!(n.contains("skipped 700 of its 1000 ticks (70 %)"), "{n}");
+        assert!(n.contains("perf's samples lose"), "{n}");
     }
 }
