@@ -256,17 +256,6 @@ pub fn block_signals() {
     );
 }
 
-/// The processes of a tree scope now: each root and its descendants.
-fn tree_pids(roots: &[i32]) -> Vec<i32> {
-    let mut out: Vec<i32> = roots.to_vec();
-    for &r in roots {
-        out.extend(crate::procfs::descendants(r));
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
 /// Loads, registers, attaches, reads the baseline and opens the window.
 fn open<'obj>(
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
@@ -275,7 +264,7 @@ fn open<'obj>(
     let mut progs = bpf::Programs::load(storage, &cfg.scope, cfg.max_ports)?;
     let pids = match cfg.scope {
         ScopeFilter::Tree => {
-            let pids = tree_pids(&cfg.roots);
+            let pids = crate::procfs::tree_pids(&cfg.roots);
             progs.add_tree(&pids)?;
             pids
         }

@@ -324,6 +324,34 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
     write(path, &bytes)
 }
 
+/// Writes a command's `--json` FILE, then its table to `-o` FILE (or to
+/// stderr unless `quiet`). Every output is attempted even when an earlier
+/// one failed, and a table that could not be written to `-o` is printed
+/// on stderr instead, so nothing measured is lost to a full disk; the
+/// first failure is returned.
+pub fn json_and_table<T: serde::Serialize>(
+    json: Option<&Path>,
+    output: Option<&Path>,
+    quiet: bool,
+    value: &T,
+    table: &str,
+) -> Result<()> {
+    use std::io::Write as _;
+    let json = json.map_or(Ok(()), |path| write_json(path, value));
+    let text = match output {
+        Some(path) => write(path, table.as_bytes()).inspect_err(|_| {
+            let _ = std::io::stderr().write_all(table.as_bytes());
+        }),
+        None => {
+            if !quiet {
+                let _ = std::io::stderr().write_all(table.as_bytes());
+            }
+            Ok(())
+        }
+    };
+    json.and(text)
+}
+
 /// Longest time a stream may accept no byte before the write fails (a
 /// FIFO whose reader stopped reading, a non-blocking pipe nobody drains).
 pub const STALL_LIMIT: Duration = Duration::from_secs(10);

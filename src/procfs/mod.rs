@@ -65,6 +65,18 @@ pub fn descendants(root: i32) -> Vec<i32> {
     out.into_iter().collect()
 }
 
+/// The processes of a tree scope now: each root and its descendants,
+/// sorted, each once (what the BPF tree maps are seeded with).
+pub fn tree_pids(roots: &[i32]) -> Vec<i32> {
+    let mut out: Vec<i32> = roots.to_vec();
+    for &r in roots {
+        out.extend(descendants(r));
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// A `Key:   value kB` field of /proc/PID/status, in kB.
 pub fn status_kb(pid: i32, key: &str) -> Option<u64> {
     let s = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

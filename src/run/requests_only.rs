@@ -12,7 +12,6 @@
 //! processes' /proc/PID/stat (user + system) for -p (the tree), --comm and
 //! --system.
 
-use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
@@ -244,21 +243,11 @@ pub(super) fn target_record(target: &TargetSpec, root: i32, threads: u64) -> Tar
 /// attempted, a table -o could not take goes to stderr, and the first
 /// failure is returned (exit 1).
 fn write_outputs(spec: &RequestsOnlySpec, rep: &RequestsReport) -> Result<()> {
-    let json = match &spec.json {
-        Some(path) => crate::report::write_json(path, rep),
-        None => Ok(()),
-    };
-    let table = requests::render(rep);
-    let text = match &spec.output {
-        Some(path) => crate::report::write_atomic(path, table.as_bytes()).inspect_err(|_| {
-            let _ = std::io::stderr().write_all(table.as_bytes());
-        }),
-        None => {
-            if !spec.quiet {
-                let _ = std::io::stderr().write_all(table.as_bytes());
-            }
-            Ok(())
-        }
-    };
-    json.and(text)
+    crate::output::json_and_table(
+        spec.json.as_deref(),
+        spec.output.as_deref(),
+        spec.quiet,
+        rep,
+        &requests::render(rep),
+    )
 }

@@ -5,7 +5,6 @@
 //! --duration, SIGINT, SIGTERM or SIGHUP; it writes the stacks' tables, a
 //! `sockscope.stacks` artifact with --json, and the folded files asked for.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
@@ -137,21 +136,11 @@ fn who(target: &TargetSpec, root: i32) -> String {
 /// attempted, tables -o could not take go to stderr, and the first failure
 /// is returned (exit 1).
 fn write_outputs(spec: &StacksOnlySpec, rep: &StacksOnlyReport) -> Result<()> {
-    let json = match &spec.json {
-        Some(path) => crate::report::write_json(path, rep),
-        None => Ok(()),
-    };
-    let table = stacks_only::render(rep);
-    let text = match &spec.output {
-        Some(path) => crate::report::write_atomic(path, table.as_bytes()).inspect_err(|_| {
-            let _ = std::io::stderr().write_all(table.as_bytes());
-        }),
-        None => {
-            if !spec.quiet {
-                let _ = std::io::stderr().write_all(table.as_bytes());
-            }
-            Ok(())
-        }
-    };
-    json.and(text)
+    crate::output::json_and_table(
+        spec.json.as_deref(),
+        spec.output.as_deref(),
+        spec.quiet,
+        rep,
+        &stacks_only::render(rep),
+    )
 }

@@ -5,15 +5,14 @@
 //! `trace/`, so that `metrics` reads `trace` and `trace` imports no
 //! `metrics`. The options and their checks are in `crate::cli::trace`.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 
 use std::sync::Arc;
 
+use crate::report::trace::TraceReport;
 use crate::report::trace_text::{self, TableView};
-use crate::report::{self, trace::TraceReport};
 use crate::trace::interval::{IntervalWriter, JsonLines, Tables};
 use crate::trace::snapshot::SnapshotSink;
 use crate::trace::{TargetSpec, TraceOptions};
@@ -221,23 +220,13 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
 /// be written to -o is printed on stderr instead, so nothing measured is
 /// lost to a full disk; the first failure is returned (exit 1).
 fn write_outputs(spec: &TraceSpec, rep: &TraceReport) -> Result<()> {
-    let json = match &spec.json {
-        Some(path) => report::write_json(path, rep),
-        None => Ok(()),
-    };
-    let table = trace_text::render(rep, &spec.view);
-    let text = match &spec.output {
-        Some(path) => report::write_atomic(path, table.as_bytes()).inspect_err(|_| {
-            let _ = std::io::stderr().write_all(table.as_bytes());
-        }),
-        None => {
-            if !spec.quiet {
-                let _ = std::io::stderr().write_all(table.as_bytes());
-            }
-            Ok(())
-        }
-    };
-    json.and(text)
+    crate::output::json_and_table(
+        spec.json.as_deref(),
+        spec.output.as_deref(),
+        spec.quiet,
+        rep,
+        &trace_text::render(rep, &spec.view),
+    )
 }
 
 /// How often the exporter gets a fresh reading.

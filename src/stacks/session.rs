@@ -146,17 +146,6 @@ impl Drop for Session {
     }
 }
 
-/// The processes of a tree now: each root and its descendants.
-fn tree_pids(roots: &[i32]) -> Vec<i32> {
-    let mut out: Vec<i32> = roots.to_vec();
-    for &r in roots {
-        out.extend(crate::procfs::descendants(r));
-    }
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
 /// Loads the sampler, registers the tree and attaches.
 fn open<'obj>(
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
@@ -173,7 +162,7 @@ fn open<'obj>(
         },
     )?;
     if cfg.scope == ScopeFilter::Tree {
-        s.add_tree(&tree_pids(&cfg.roots))?;
+        s.add_tree(&crate::procfs::tree_pids(&cfg.roots))?;
     }
     s.attach()?;
     Ok(s)
