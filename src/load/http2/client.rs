@@ -96,6 +96,10 @@ struct Client<'w> {
     conn_half: usize,
     /// Streams whose request body is not all sent.
     sending: usize,
+    /// The server's preface (its first SETTINGS) came: streams wait for
+    /// it, so none is refused for a SETTINGS_MAX_CONCURRENT_STREAMS the
+    /// server announced while our first requests were on the way.
+    settled: bool,
     /// A GOAWAY came: no new streams.
     goaway: bool,
     /// The connection failed (its streams were cut) or the peer closed it.
@@ -260,6 +264,7 @@ impl<'w> Client<'w> {
             stream_half: (w.windows.stream as usize / 2).max(1),
             conn_half: (w.windows.connection as usize / 2).max(1),
             sending: 0,
+            settled: false,
             goaway: false,
             dead: false,
             writable: true,
@@ -274,7 +279,8 @@ impl<'w> Client<'w> {
 
     /// May a new stream start now?
     fn can_open(&self) -> bool {
-        !self.goaway
+        self.settled
+            && !self.goaway
             && !self.dead
             && !self.free.is_empty()
             && self.active() < self.peer_max_streams

@@ -35,6 +35,15 @@ impl Client<'_> {
 
     fn on_frame(&mut self, h: &frame::Head, p: &[u8]) -> Result<(), ConnError> {
         let f = frame::parse(h, p)?;
+        if !self.settled {
+            if !matches!(f, Frame::Settings { ack: false, .. }) {
+                return Err(bad(
+                    frame::PROTOCOL_ERROR,
+                    "the server's first frame is not SETTINGS",
+                ));
+            }
+            self.settled = true;
+        }
         if let Some((sid, _)) = self.cont {
             if !matches!(f, Frame::Continuation { stream, .. } if stream == sid) {
                 return Err(bad(
