@@ -165,6 +165,22 @@ impl Decoder {
     pub fn decode(
         &mut self,
         block: &[u8],
+        field: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), HpackError> {
+        self.decode_wanted(block, |_| true, field)
+    }
+
+    /// Decodes one whole header block, calling `field` with each name
+    /// `want` accepts. The value of a field not wanted and not to be
+    /// indexed is skipped, not Huffman-decoded: a response's other
+    /// headers (nginx sends its server, date, type, length, etag... as
+    /// Huffman-coded literals without indexing) then cost the decoder
+    /// their length, not a table walk of every nibble; their coding is
+    /// therefore not checked.
+    pub fn decode_wanted(
+        &mut self,
+        block: &[u8],
+        want: impl Fn(&[u8]) -> bool,
         mut field: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), HpackError> {
         let mut p = 0;
@@ -176,7 +192,9 @@ impl Decoder {
                 let i = integer(block, &mut p, 7)?;
                 let (name, value) = lookup(&self.table, i)?;
                 list += name.len() + value.len() + 32;
-                field(name, value);
+                if want(name) {
+                    field(name, value);
+                }
             } else if b & 0xe0 == 0x20 {
                 let size = integer(block, &mut p, 5)?;
                 if !first {
@@ -196,18 +214,25 @@ impl Decoder {
                 } else {
                     lookup(&self.table, i)?.0
                 };
-                let value = string(block, &mut p, &mut self.value_buf)?;
-                list += name.len() + value.len() + 32;
-                field(name, value);
-                if indexing {
-                    let mut bytes = Vec::with_capacity(name.len() + value.len());
-                    bytes.extend_from_slice(name);
-                    bytes.extend_from_slice(value);
-                    let e = Entry {
-                        bytes: bytes.into_boxed_slice(),
-                        name_len: name.len(),
-                    };
-                    self.insert(e);
+                let wanted = want(name);
+                if !indexing && !wanted {
+                    list += name.len() + skip_string(block, &mut p)? + 32;
+                } else {
+                    let value = string(block, &mut p, &mut self.value_buf)?;
+                    list += name.len() + value.len() + 32;
+                    if wanted {
+                        field(name, value);
+                    }
+                    if indexing {
+                        let mut bytes = Vec::with_capacity(name.len() + value.len());
+                        bytes.extend_from_slice(name);
+                        bytes.extend_from_slice(value);
+                        let e = Entry {
+                            bytes: bytes.into_boxed_slice(),
+                            name_len: name.len(),
+                        };
+                        self.insert(e);
+                    }
                 }
             }
             first = false;
@@ -297,6 +322,16 @@ fn string<'a>(b: &'a [u8], p: &mut usize, buf: &'a mut Vec<u8>) -> Result<&'a [u
     huffman::decode(raw, buf).map_err(|_| HpackError::Huffman)?;
     let buf: &'a Vec<u8> = buf;
     Ok(buf.as_slice())
+}
+
+/// Skips a string literal at `*p`; its length as coded.
+fn skip_string(b: &[u8], p: &mut usize) -> Result<usize, HpackError> {
+    let len = integer(b, p, 7)?;
+    if b.len() - *p < len {
+        return Err(HpackError::Truncated);
+    }
+    *p += len;
+    Ok(len)
 }
 
 /// Appends an integer with an `n`-bit prefix whose other bits are `flags`.

@@ -280,6 +280,28 @@ fn request_fields_encode_to_what_the_decoder_reads() {
     assert_eq!(table(&d).1, 0);
 }
 
+#[test]
+fn unwanted_unindexed_values_are_skipped_and_the_rest_still_decodes() {
+    let mut block = Vec::new();
+    // server: <bad Huffman>, literal without indexing (name index 54).
+    block.extend([0x0f, 0x27, 0x81, 0xff]);
+    // x-kept: v, literal with incremental indexing: always decoded.
+    block.extend([0x40, 0x06]);
+    block.extend(b"x-kept");
+    block.extend([0x01, b'v']);
+    block.push(0x88); // :status 200
+    let mut d = Decoder::new(4096, 1 << 16);
+    let mut got = Vec::new();
+    let want = |n: &[u8]| n == b":status";
+    d.decode_wanted(&block, want, |n, v| got.push((n.to_vec(), v.to_vec())))
+        .unwrap();
+    assert_eq!(got, [(b":status".to_vec(), b"200".to_vec())]);
+    assert_eq!(table(&d).0, pairs(&[("x-kept", "v")]));
+    // Decoding every field finds the bad string.
+    let mut d = Decoder::new(4096, 1 << 16);
+    assert_eq!(d.decode(&block, |_, _| {}), Err(HpackError::Huffman));
+}
+
 /// A seeded xorshift: the same bytes every run.
 pub fn noise(seed: u64, n: usize) -> Vec<u8> {
     let mut x = seed | 1;

@@ -209,16 +209,20 @@ impl Client<'_> {
         let mut bad_status = false;
         let mut grpc = None;
         self.dec
-            .decode(block, |name, value| match name {
-                b":status" => match parse_status(value) {
-                    Some(s) => status = Some(s),
-                    None => bad_status = true,
+            .decode_wanted(
+                block,
+                |n| n == b":status" || n == b"grpc-status",
+                |name, value| match name {
+                    b":status" => match parse_status(value) {
+                        Some(s) => status = Some(s),
+                        None => bad_status = true,
+                    },
+                    b"grpc-status" => {
+                        grpc = Some(std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()));
+                    }
+                    _ => {}
                 },
-                b"grpc-status" => {
-                    grpc = Some(std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()));
-                }
-                _ => {}
-            })
+            )
             .map_err(|_| bad(frame::COMPRESSION_ERROR, "bad HPACK header block"))?;
         let Some(&slot) = self.by_id.get(&stream) else {
             return Ok(());
