@@ -141,8 +141,44 @@ pub struct Decoder {
     limit: usize,
     /// The most a block's fields may add up to (RFC 9113 6.5.2's size).
     max_list: usize,
-    name_buf: Vec<u8>,
-    value_buf: Vec<u8>,
+    names: Memo,
+    values: Memo,
+}
+
+/// Huffman-coded strings recently decoded, by their coded bytes: a
+/// server sends the same header values in every response (nginx: its
+/// server, content type, length, etag, last-modified, and the date for a
+/// second), literal and to be indexed, so each must be decoded for the
+/// table, and a comparison of the coded bytes replaces the decoding.
+#[derive(Default)]
+struct Memo {
+    /// (coded, decoded), direct-mapped by the coded string's length and
+    /// last byte.
+    slots: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Slots of a [`Memo`].
+const MEMO_SLOTS: usize = 32;
+
+impl Memo {
+    /// The decoding of `coded`.
+    fn decode(&mut self, coded: &[u8]) -> Result<&[u8], HpackError> {
+        if self.slots.is_empty() {
+            self.slots.resize_with(MEMO_SLOTS, Default::default);
+        }
+        let i = (coded.len() * 7 + usize::from(coded.last().copied().unwrap_or(0))) % MEMO_SLOTS;
+        let (c, d) = &mut self.slots[i];
+        if c.as_slice() != coded {
+            c.clear();
+            d.clear();
+            if huffman::decode(coded, d).is_err() {
+                d.clear();
+                return Err(HpackError::Huffman);
+            }
+            c.extend_from_slice(coded);
+        }
+        Ok(d.as_slice())
+    }
 }
 
 impl Decoder {
@@ -155,8 +191,8 @@ impl Decoder {
             max: limit,
             limit,
             max_list,
-            name_buf: Vec::new(),
-            value_buf: Vec::new(),
+            names: Memo::default(),
+            values: Memo::default(),
         }
     }
 
@@ -210,7 +246,7 @@ impl Decoder {
                 let indexing = b & 0x40 != 0;
                 let i = integer(block, &mut p, if indexing { 6 } else { 4 })?;
                 let name = if i == 0 {
-                    string(block, &mut p, &mut self.name_buf)?
+                    string(block, &mut p, &mut self.names)?
                 } else {
                     lookup(&self.table, i)?.0
                 };
@@ -218,7 +254,7 @@ impl Decoder {
                 if !indexing && !wanted {
                     list += name.len() + skip_string(block, &mut p)? + 32;
                 } else {
-                    let value = string(block, &mut p, &mut self.value_buf)?;
+                    let value = string(block, &mut p, &mut self.values)?;
                     list += name.len() + value.len() + 32;
                     if wanted {
                         field(name, value);
@@ -309,8 +345,8 @@ fn integer(b: &[u8], p: &mut usize, n: u32) -> Result<usize, HpackError> {
 }
 
 /// A string literal (RFC 7541 5.2) at `*p`: a slice of the block, or,
-/// Huffman-coded, its decoding in `buf`.
-fn string<'a>(b: &'a [u8], p: &mut usize, buf: &'a mut Vec<u8>) -> Result<&'a [u8], HpackError> {
+/// Huffman-coded, its decoding (through `memo`).
+fn string<'a>(b: &'a [u8], p: &mut usize, memo: &'a mut Memo) -> Result<&'a [u8], HpackError> {
     let huff = *b.get(*p).ok_or(HpackError::Truncated)? & 0x80 != 0;
     let len = integer(b, p, 7)?;
     let raw = b.get(*p..*p + len).ok_or(HpackError::Truncated)?;
@@ -318,10 +354,7 @@ fn string<'a>(b: &'a [u8], p: &mut usize, buf: &'a mut Vec<u8>) -> Result<&'a [u
     if !huff {
         return Ok(raw);
     }
-    buf.clear();
-    huffman::decode(raw, buf).map_err(|_| HpackError::Huffman)?;
-    let buf: &'a Vec<u8> = buf;
-    Ok(buf.as_slice())
+    memo.decode(raw)
 }
 
 /// Skips a string literal at `*p`; its length as coded.

@@ -302,6 +302,27 @@ fn unwanted_unindexed_values_are_skipped_and_the_rest_still_decodes() {
     assert_eq!(d.decode(&block, |_, _| {}), Err(HpackError::Huffman));
 }
 
+#[test]
+fn memoized_huffman_strings_decode_as_fresh_ones() {
+    // C.4.2's block twice, then C.4.3's on the same connection: the second
+    // "no-cache" comes from the memo, and a bad string in a slot's place
+    // is still an error.
+    let mut d = Decoder::new(4096, 1 << 16);
+    fields(&mut d, "8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff").unwrap();
+    for _ in 0..2 {
+        let got = fields(&mut d, "8286 84be 5886 a8eb 1064 9cbf").unwrap();
+        assert_eq!(
+            got[4],
+            ("cache-control".to_string(), "no-cache".to_string())
+        );
+    }
+    let mut m = Memo::default();
+    assert_eq!(m.decode(&hex("a8eb 1064 9cbf")).unwrap(), b"no-cache");
+    assert_eq!(m.decode(&hex("a8eb 1064 9cbf")).unwrap(), b"no-cache");
+    assert_eq!(m.decode(&hex("ffff ffff")), Err(HpackError::Huffman));
+    assert_eq!(m.decode(&hex("ffff ffff")), Err(HpackError::Huffman));
+}
+
 /// A seeded xorshift: the same bytes every run.
 pub fn noise(seed: u64, n: usize) -> Vec<u8> {
     let mut x = seed | 1;
