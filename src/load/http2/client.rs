@@ -166,8 +166,9 @@ pub(super) async fn drive(w: &Worker, mut io: Box<dyn Io>) -> bool {
             }
         }
         if let Some(gone) = c.over(pacer_done) {
-            if c.writable {
-                // A polite end; the socket closes when dropped anyway.
+            if c.writable && !c.dead {
+                // A polite end (a failed connection sent its GOAWAY with
+                // the error above); the socket closes when dropped anyway.
                 c.out.clear();
                 frame::put_goaway(&mut c.out, 0, frame::NO_ERROR);
                 let _ = tokio::time::timeout(Duration::from_secs(1), write(&mut io, &c.out)).await;
