@@ -185,6 +185,124 @@ fn streams_are_in_flight_together_on_one_connection() {
     assert_eq!(stats(&st), (160, 8));
 }
 
+/// The server's four counts ("requests max_waiting resets body_bytes")
+/// once `done` holds for them (the last reset may land after the client
+/// exits), or as they are after 10 s.
+fn stats_when(path: &Path, done: impl Fn(&[u64]) -> bool) -> Vec<u64> {
+    let read = || -> Vec<u64> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect()
+    };
+    for _ in 0..200 {
+        let v = read();
+        if v.len() == 4 && done(&v) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    read()
+}
+
+#[test]
+fn the_servers_stream_limit_is_honoured_from_its_first_settings() {
+    let test = "h2_stream_limit";
+    // At most 3 streams (refused beyond, from the server's first
+    // SETTINGS on); answers once 3 wait.
+    let Some((srv, st)) = h2_server(test, "limit", "3") else {
+        return;
+    };
+    let dir = scratch(test);
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    let args = ["http", &url, "--http2", "--streams", "8", "-n", "60"];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["errors"]["total"]), 0, "{}", rep["errors"]);
+    assert_eq!(u(&rep["transactions"]), 60);
+    assert_eq!(u(&rep["connections"]["connects"]), 1);
+    // Never more than the limit in flight, and the limit reached.
+    assert_eq!(stats(&st), (60, 3));
+}
+
+#[test]
+fn a_timed_out_stream_is_cancelled_and_the_connection_goes_on() {
+    let test = "h2_timeout";
+    // Every 4th request is never answered.
+    let Some((srv, st)) = h2_server(test, "drop", "4") else {
+        return;
+    };
+    let dir = scratch(test);
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    let args = [
+        "http",
+        &url,
+        "--http2",
+        "--streams",
+        "2",
+        "-n",
+        "16",
+        "--timeout",
+        "2",
+        "--max-errors",
+        "100",
+    ];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(by_class(&rep, "ETIMEDOUT"), 4, "{}", rep["errors"]);
+    assert_eq!(u(&rep["errors"]["total"]), 4);
+    assert_eq!(u(&rep["transactions"]), 12);
+    assert_eq!(u(&rep["connections"]["connects"]), 1);
+    // Each timed-out stream was reset (CANCEL) for the server to see.
+    let v = stats_when(&st, |v| v[2] >= 4);
+    assert_eq!((v[0], v[2]), (16, 4), "{v:?}");
+}
+
+#[test]
+fn bodies_flow_both_ways_within_small_windows() {
+    let test = "h2_flow";
+    // 100 kB answers, sent as our 4 kB stream windows allow.
+    let Some((srv, st)) = h2_server(test, "big", "100000") else {
+        return;
+    };
+    let dir = scratch(test);
+    // 200 kB requests: more than the server's 64 kB windows (and its
+    // 16 kB frames), so they go out as WINDOW_UPDATEs allow.
+    let body = dir.join("body");
+    std::fs::write(&body, vec![b'b'; 200_000]).unwrap();
+    let at = format!("@{}", body.display());
+    let url = format!("http://127.0.0.1:{}/", srv.port);
+    let args = [
+        "http",
+        &url,
+        "--http2",
+        "--method",
+        "POST",
+        "--body",
+        &at,
+        "--streams",
+        "4",
+        "--window",
+        "4096",
+        "--conn-window",
+        "65535",
+        "-n",
+        "12",
+    ];
+    let (code, rep, err) = load(&dir, &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(u(&rep["errors"]["total"]), 0, "{}", rep["errors"]);
+    assert_eq!(u(&rep["transactions"]), 12);
+    let v = stats_when(&st, |v| v[0] >= 12);
+    assert_eq!((v[0], v[3]), (12, 12 * 200_000), "{v:?}");
+    // Every answer's bytes were read: 12 x 100 kB at least.
+    assert!(
+        u(&rep["bytes"]["received"]) >= 1_200_000,
+        "{}",
+        rep["bytes"]
+    );
+}
+
 #[test]
 fn open_loop_paces_the_streams_and_times_requests_from_their_intended_send() {
     let test = "h2_open_loop_hold";

@@ -13,11 +13,10 @@
 use anyhow::Result;
 use bytes::{BufMut, Bytes, BytesMut};
 use clap::Args;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::json;
 
 use super::Load;
-use super::http2::{Call, H2Load, Judge, Windows, refuse_driver_options};
+use super::http2::{Call, H2Load, Judge, Windows, field_error, refuse_driver_options};
 use super::protoset;
 use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
 use super::workload::{ConnMode, TcpWorkload, TlsSpec};
@@ -232,15 +231,14 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
     // A Unix socket has no host: the :authority is localhost, as grpc-go
     // and grpcurl send for unix: targets.
     let authority = if unix { "localhost" } else { a.addr.as_str() };
-    let uri: http::Uri = format!("{scheme}://{authority}{path}")
-        .parse()
-        .map_err(|e| error::usage(format!("{}: not an address for a URI: {e}", a.addr)))?;
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/grpc"),
-    );
-    headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
+    let uri = url::Url::parse(&format!("{scheme}://{authority}{path}"))
+        .ok()
+        .filter(|u| u.path() == path)
+        .ok_or_else(|| error::usage(format!("{}: not an address for a URI", a.addr)))?;
+    let mut headers = vec![
+        ("content-type".to_string(), "application/grpc".to_string()),
+        ("te".to_string(), "trailers".to_string()),
+    ];
     for m in &a.metadata {
         let bad = |why: &dyn std::fmt::Display| error::usage(format!("-H `{m}`: {why}"));
         let (name, value) = m
@@ -250,12 +248,13 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
         if name.starts_with("grpc-") || name == "content-type" || name == "te" {
             return Err(bad(&format!("{name} is set by load grpc")));
         }
-        headers.append(
-            HeaderName::from_bytes(name.as_bytes()).map_err(|e| bad(&e))?,
-            HeaderValue::from_str(value.trim()).map_err(|e| bad(&e))?,
-        );
+        let value = value.trim();
+        if let Some(why) = field_error(&name, value) {
+            return Err(bad(&why));
+        }
+        headers.push((name, value.to_string()));
     }
-    let host = uri.host().unwrap_or_default();
+    let host = uri.host_str().unwrap_or_default();
     let server_name = host
         .trim_start_matches('[')
         .trim_end_matches(']')
@@ -322,8 +321,10 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
         },
         exchange: Ok(H2Load {
             call: Call {
-                method: http::Method::POST,
-                uri,
+                method: "POST".into(),
+                scheme,
+                authority: authority.to_string(),
+                path: path.clone(),
                 headers,
                 body,
             },

@@ -4,10 +4,9 @@
 
 use anyhow::Result;
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::json;
 
-use super::super::http2::{Call, H2Load, Judge, Windows, refuse_driver_options};
+use super::super::http2::{Call, H2Load, Judge, Windows, field_error, refuse_driver_options};
 use super::super::workload::{ConnMode, TcpWorkload};
 use super::HttpArgs;
 use super::request::{self, Target};
@@ -24,6 +23,15 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "transfer-encoding",
     "upgrade",
 ];
+
+/// A URL's `:authority`: its host, and its port when it names one.
+fn authority(u: &url::Url) -> String {
+    let host = u.host_str().unwrap_or_default();
+    match u.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    }
+}
 
 /// The HTTP/2 workload of a command line with `--http2`; what HTTP/2
 /// cannot carry is a usage error.
@@ -50,7 +58,7 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<H2Load>> {
              for HTTP/1.1 (leave out --http2)"
         )));
     }
-    let mut headers = HeaderMap::new();
+    let mut headers = Vec::new();
     for h in &a.headers {
         let (name, value) = request::parse_header(h)?;
         let lower = name.to_ascii_lowercase();
@@ -59,11 +67,10 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<H2Load>> {
                 "-H `{h}`: {name} is a connection-specific header, which HTTP/2 forbids"
             )));
         }
-        let bad = |e: &dyn std::fmt::Display| error::usage(format!("-H `{h}`: {e}"));
-        headers.append(
-            HeaderName::from_bytes(lower.as_bytes()).map_err(|e| bad(&e))?,
-            HeaderValue::from_str(&value).map_err(|e| bad(&e))?,
-        );
+        if let Some(why) = field_error(&lower, &value) {
+            return Err(error::usage(format!("-H `{h}`: {why}")));
+        }
+        headers.push((lower, value));
     }
     let body = a.body.as_deref().map(request::read_body).transpose()?;
     let templated_header = a.headers.iter().any(|h| {
@@ -81,17 +88,18 @@ pub fn workload(a: &HttpArgs) -> Result<TcpWorkload<H2Load>> {
         ));
     }
     if let Some(b) = &body {
-        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len()));
+        headers.push(("content-length".into(), b.len().to_string()));
     }
     let ok = OkStatus::parse(&a.ok_status)?;
     let call = Call {
-        method: http::Method::from_bytes(a.method.as_bytes())
-            .map_err(|e| error::usage(format!("--method {}: {e}", a.method)))?,
-        uri: target
-            .url
-            .as_str()
-            .parse()
-            .map_err(|e| error::usage(format!("{}: {e}", target.url)))?,
+        method: a.method.clone(),
+        scheme: if target.url.scheme() == "https" {
+            "https"
+        } else {
+            "http"
+        },
+        authority: authority(&target.url),
+        path: target.url[url::Position::BeforePath..url::Position::AfterQuery].to_string(),
         headers,
         body: body.map(Bytes::from).unwrap_or_default(),
     };

@@ -21,8 +21,8 @@ pub enum Verdict {
     Retry,
 }
 
-/// What the h2 crate told about a failure, as plain values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the connection saw of a failure, as plain values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Failure {
     /// The HTTP/2 error code, when the failure carries one.
     pub code: Option<u32>,
@@ -30,28 +30,16 @@ pub struct Failure {
     pub go_away: bool,
     /// It came from a RST_STREAM frame.
     pub reset: bool,
-    /// The peer sent it (not our own library's verdict).
+    /// The peer sent it (not our own codec's verdict).
     pub remote: bool,
     /// A socket error, classed as a plain connection's would be.
     pub io: Option<ErrorClass>,
 }
 
-impl Failure {
-    /// The plain values of `e`.
-    pub fn of(e: &h2::Error) -> Self {
-        Self {
-            code: e.reason().map(u32::from),
-            go_away: e.is_go_away(),
-            reset: e.is_reset(),
-            remote: e.is_remote(),
-            io: e.get_io().map(io_class),
-        }
-    }
-}
-
-/// The class of a socket error under a connection; h2 reports some without
-/// an errno (a close in the middle of its frames), so by kind as well.
-fn io_class(e: &std::io::Error) -> ErrorClass {
+/// The class of a socket error under a connection; TLS reports some
+/// without an errno (a close in the middle of a record), so by kind as
+/// well.
+pub fn io_class(e: &std::io::Error) -> ErrorClass {
     use std::io::ErrorKind as K;
     if e.raw_os_error().is_some() {
         return ErrorClass::of(e);
@@ -75,7 +63,7 @@ pub fn verdict(f: Failure) -> Verdict {
         Some(NO_ERROR) if f.go_away => Verdict::Retry,
         Some(code) if f.go_away => Verdict::Connection(ErrorClass::GoAway(code)),
         Some(code) if f.reset && f.remote => Verdict::Stream(ErrorClass::RstStream(code)),
-        // Our own library reset the stream or ended the connection: the
+        // Our own codec reset the stream or ended the connection: the
         // peer broke the protocol.
         _ => Verdict::Connection(ErrorClass::Protocol),
     }
@@ -108,7 +96,7 @@ mod tests {
         assert_eq!(ErrorClass::GoAway(0x42).name(), "goaway:0x42");
         // A graceful GOAWAY is no error: the request goes again.
         assert_eq!(verdict(f(Some(0), true, false, true)), Verdict::Retry);
-        // Our library's own reset: the peer broke the protocol.
+        // Our codec's own verdict: the peer broke the protocol.
         let v = verdict(f(Some(1), false, true, false));
         assert_eq!(v, Verdict::Connection(ErrorClass::Protocol));
         let io = Failure {

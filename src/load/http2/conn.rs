@@ -1,7 +1,8 @@
 //! One HTTP/2 connection's set-up: the TCP or Unix-socket connect, TLS with ALPN `h2`
-//! (https) or prior knowledge (h2c), and the HTTP/2 handshake with the
-//! run's flow-control windows. The socket is wrapped so the bytes on the
-//! wire (TLS records included) are counted as the driver counts them.
+//! (https) or prior knowledge (h2c). The HTTP/2 preface and settings are
+//! the connection's first write (`client`). The socket is wrapped so the
+//! bytes on the wire (TLS records included) are counted as the driver
+//! counts them.
 
 use std::cell::Cell;
 use std::io;
@@ -10,7 +11,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -103,20 +103,22 @@ pub struct Windows {
 /// ALPN `h2`, and the server name.
 pub type Tls = (Arc<ClientConfig>, ServerName<'static>);
 
-/// A connection that is up: the handle streams are opened on, and the
-/// connection's own future (its frames; the caller spawns it).
+/// A byte stream an HTTP/2 connection runs over (TCP, Unix, TLS).
+pub trait Io: AsyncRead + AsyncWrite + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
+
+/// A connection that is up, before the HTTP/2 preface.
 pub struct Up {
-    /// Opens streams.
-    pub send: h2::client::SendRequest<Bytes>,
-    /// Reads and writes the connection's frames until it ends.
-    pub driver: Pin<Box<dyn std::future::Future<Output = Result<(), h2::Error>>>>,
+    /// The socket (TLS over it when asked), its bytes counted.
+    pub io: Box<dyn Io>,
     /// TLS: how long the handshake took (ns) and what it negotiated.
     pub tls: Option<(u64, Option<Negotiated>)>,
 }
 
 /// Why a connection could not be set up.
 pub enum SetupError {
-    /// The socket or HTTP/2 handshake failed with this class.
+    /// The socket failed with this class.
     Class(ErrorClass),
     /// TLS failed (the class and reason come from it).
     Tls(TlsFailure),
@@ -124,12 +126,11 @@ pub enum SetupError {
     NoH2(Option<Vec<u8>>),
 }
 
-/// Connects to `addr` (TCP, or a Unix stream socket) and sets up HTTP/2
-/// over it (TLS first when `tls`); `now` is the run clock.
+/// Connects to `addr` (TCP, or a Unix stream socket), with TLS over it
+/// when `tls`; `now` is the run clock.
 pub async fn open(
     addr: &Endpoint,
     tls: Option<&Tls>,
-    windows: Windows,
     bytes: Rc<WireBytes>,
     now: impl Fn() -> u64,
 ) -> Result<Up, SetupError> {
@@ -137,14 +138,14 @@ pub async fn open(
     match addr {
         Endpoint::Inet(a) => {
             let tcp = TcpStream::connect(*a).await.map_err(class)?;
-            // Frames are written whole by h2; Nagle would hold a small one
-            // back behind an unacknowledged one.
+            // A loop turn's frames go in one write; Nagle would hold a
+            // small one back behind an unacknowledged one.
             let _ = tcp.set_nodelay(true);
-            setup(Counted { inner: tcp, bytes }, tls, windows, now).await
+            setup(Counted { inner: tcp, bytes }, tls, now).await
         }
         Endpoint::Unix(_) => {
             let s = unix_connect(addr).await.map_err(class)?;
-            setup(Counted { inner: s, bytes }, tls, windows, now).await
+            setup(Counted { inner: s, bytes }, tls, now).await
         }
     }
 }
@@ -164,25 +165,15 @@ async fn unix_connect(addr: &Endpoint) -> io::Result<UnixStream> {
     Ok(s)
 }
 
-/// TLS (when asked) and the HTTP/2 handshake over a connected socket.
+/// TLS (when asked, with the ALPN h2 check) over a connected socket.
 async fn setup<T: AsyncRead + AsyncWrite + Unpin + 'static>(
     io: Counted<T>,
     tls: Option<&Tls>,
-    windows: Windows,
     now: impl Fn() -> u64,
 ) -> Result<Up, SetupError> {
-    let mut builder = h2::client::Builder::new();
-    builder
-        .initial_window_size(windows.stream)
-        .initial_connection_window_size(windows.connection);
     let Some((config, name)) = tls else {
-        let (send, conn) = builder
-            .handshake::<_, Bytes>(io)
-            .await
-            .map_err(|e| SetupError::Class(handshake_class(&e)))?;
         return Ok(Up {
-            send,
-            driver: Box::pin(conn),
+            io: Box::new(io),
             tls: None,
         });
     };
@@ -199,23 +190,10 @@ async fn setup<T: AsyncRead + AsyncWrite + Unpin + 'static>(
     }
     let negotiated = Negotiated::of(session);
     let took = now() - t0;
-    let (send, conn) = builder
-        .handshake::<_, Bytes>(stream)
-        .await
-        .map_err(|e| SetupError::Class(handshake_class(&e)))?;
     Ok(Up {
-        send,
-        driver: Box::pin(conn),
+        io: Box::new(stream),
         tls: Some((took, negotiated)),
     })
-}
-
-/// The class of a failed HTTP/2 handshake.
-fn handshake_class(e: &h2::Error) -> ErrorClass {
-    match e.get_io() {
-        Some(io) => ErrorClass::of(io),
-        None => ErrorClass::Protocol,
-    }
 }
 
 /// tokio-rustls reports TLS errors as io::Errors wrapping rustls' own.

@@ -2,16 +2,19 @@
 //! beside the TCP driver, because the driver keeps one request in flight
 //! per connection (or a pipeline answered in order), while HTTP/2 carries
 //! many concurrent streams per connection, answered in any order, with
-//! per-stream flow control. Framing, HPACK and flow control are the `h2`
-//! crate's; each worker thread runs its share of the connections on a
-//! tokio current-thread runtime (no work stealing, no cross-thread
-//! wake-ups: like the driver's one epoll loop per thread).
+//! per-stream flow control. The codec is our own, built for a load
+//! generator ([`frame`], [`hpack`], [`client`]: no header map, no task or
+//! channel per stream, one write per loop turn; docs/dependencies.md says
+//! what the `h2` crate cost); each worker thread runs its share of the
+//! connections on a tokio current-thread runtime (no work stealing, no
+//! cross-thread wake-ups: like the driver's one epoll loop per thread).
 //!
-//! Each connection runs `--streams` stream loops; each loop issues a
-//! request, waits for its whole response (body read, flow-control
-//! capacity released, trailers read) and issues the next: at once (closed
-//! loop), or, with `--rate`, at the next intended send time its worker's
-//! [`pacer`] released (open loop, latency from the intended time).
+//! Each connection has `--streams` stream slots, all driven by the
+//! connection's one task; each slot issues a request, waits for its whole
+//! response (body read, flow-control window given back, trailers read)
+//! and issues the next: at once (closed loop), or, with `--rate`, at the
+//! next intended send time its worker's [`pacer`] released (open loop,
+//! latency from the intended time).
 //! Everything around the workers (threads, the watch, per-second
 //! intervals, the merge, the report) is the TCP engine's, through
 //! [`WorkerLoop`]: the report has the same shape as every workload's.
@@ -25,7 +28,11 @@
 //! `--ok-status`; gRPC: grpc-status not 0) is an error of its class.
 
 pub mod classify;
+pub mod client;
 pub mod conn;
+pub mod frame;
+pub mod hpack;
+pub mod huffman;
 pub mod pacer;
 
 use std::borrow::Cow;
@@ -36,9 +43,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Uri};
 
-use self::classify::{Failure, Verdict};
 use self::conn::{SetupError, Tls, Up, WireBytes};
 use self::pacer::Pacer;
 use super::driver::{Backoff, WorkerEnd};
@@ -67,17 +72,55 @@ pub fn refuse_driver_options(t: &super::spec::TcpArgs, what: &str) -> anyhow::Re
     Ok(())
 }
 
+/// Why `name: value` cannot go in a request's header block, if it
+/// cannot: a name must be a lowercase token (RFC 9113 8.2.1), a value
+/// free of control characters.
+pub fn field_error(name: &str, value: &str) -> Option<&'static str> {
+    // RFC 9110 5.6.2's token characters.
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || !name.bytes().all(tchar) {
+        return Some("not a header name (letters, digits and !#$%&'*+-.^_`|~)");
+    }
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Some("HTTP/2 header names are lowercase");
+    }
+    if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        return Some("the value holds a control character (CR, LF...)");
+    }
+    None
+}
+
 /// The request every stream sends.
 #[derive(Clone, Debug)]
 pub struct Call {
     /// Method.
-    pub method: Method,
-    /// The absolute URI (scheme and authority become the pseudo-headers).
-    pub uri: Uri,
-    /// Further headers.
-    pub headers: HeaderMap,
+    pub method: String,
+    /// `http` or `https` (`:scheme`).
+    pub scheme: &'static str,
+    /// `:authority`: host, and port when the URL gives one.
+    pub authority: String,
+    /// `:path`: path and query.
+    pub path: String,
+    /// Further headers, names lowercase (checked by the caller).
+    pub headers: Vec<(String, String)>,
     /// Body (empty: none; the HEADERS frame ends the stream).
     pub body: Bytes,
+}
+
+impl Call {
+    /// The request's HPACK header block: the same bytes for every stream
+    /// (no dynamic table), so it is encoded once.
+    pub fn header_block(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        hpack::put_field(&mut b, ":method", &self.method);
+        hpack::put_field(&mut b, ":scheme", self.scheme);
+        hpack::put_field(&mut b, ":authority", &self.authority);
+        hpack::put_field(&mut b, ":path", &self.path);
+        for (n, v) in &self.headers {
+            hpack::put_field(&mut b, n, v);
+        }
+        b
+    }
 }
 
 /// How a whole response is judged.
@@ -144,6 +187,7 @@ impl WorkerLoop for H2Load {
             None => None,
         };
         let w = Rc::new(Worker {
+            block: self.call.header_block(),
             call: self.call.clone(),
             judge: self.judge.clone(),
             check_reply: self.check_reply.clone(),
@@ -225,6 +269,8 @@ impl WorkerLoop for H2Load {
 /// One worker's run, shared by its tasks (one thread: no locks).
 struct Worker {
     call: Call,
+    /// The call's header block, encoded once.
+    block: Vec<u8>,
     judge: Judge,
     check_reply: Option<ReplyCheck>,
     /// A response was checked (or none is to be).
@@ -274,14 +320,7 @@ impl Worker {
     /// closed loop, when the pacer releases one in open loop.
     async fn take_turn(&self) -> Option<Turn> {
         let Some(pacer) = &self.pacer else {
-            if !self.may_continue() {
-                return None;
-            }
-            let measured = self.tally.borrow().measuring(self.now());
-            if measured {
-                self.issued.set(self.issued.get() + 1);
-            }
-            return Some(Turn::Closed { measured });
+            return self.closed_turn();
         };
         let intended = pacer.take().await?;
         if !self.run_going() {
@@ -291,6 +330,18 @@ impl Worker {
             return None;
         }
         Some(Turn::Open { intended })
+    }
+
+    /// A closed-loop turn, if the run has one left.
+    fn closed_turn(&self) -> Option<Turn> {
+        if !self.may_continue() {
+            return None;
+        }
+        let measured = self.tally.borrow().measuring(self.now());
+        if measured {
+            self.issued.set(self.issued.get() + 1);
+        }
+        Some(Turn::Closed { measured })
     }
 
     /// Gives back a turn whose request was never processed.
@@ -306,18 +357,9 @@ impl Worker {
         let now = self.now();
         self.tally.borrow_mut().error(now, class);
     }
-
-    /// The request of one stream.
-    fn request(&self) -> Request<()> {
-        let mut r = Request::new(());
-        *r.method_mut() = self.call.method.clone();
-        *r.uri_mut() = self.call.uri.clone();
-        *r.headers_mut() = self.call.headers.clone();
-        r
-    }
 }
 
-/// One connection slot: connects, runs its stream loops until the
+/// One connection slot: connects, runs its streams until the
 /// connection ends or the run does, and replaces a connection that ended
 /// while the run goes on (after a backoff when it failed to come up).
 async fn connection(w: Rc<Worker>) {
@@ -327,13 +369,9 @@ async fn connection(w: Rc<Worker>) {
         let t0 = w.now();
         let opened = tokio::time::timeout(
             w.plan.timeout,
-            conn::open(
-                &w.plan.addr,
-                w.tls.as_ref(),
-                w.windows,
-                Rc::clone(&w.bytes),
-                || w.ctx.clock.now(),
-            ),
+            conn::open(&w.plan.addr, w.tls.as_ref(), Rc::clone(&w.bytes), || {
+                w.ctx.clock.now()
+            }),
         )
         .await
         .unwrap_or(Err(SetupError::Class(ErrorClass::TimedOut)));
@@ -380,9 +418,8 @@ fn setup_failed(w: &Worker, e: SetupError) {
     w.error(class);
 }
 
-/// Runs the stream loops of a connection that is up; true when the
-/// connection ended under them (it is to be replaced), false when they
-/// ended because the run did.
+/// Runs a connection that is up; true when it ended under its streams
+/// (it is to be replaced), false when they ended because the run did.
 async fn run_connection(w: &Rc<Worker>, up: Up, t0: u64) -> bool {
     let now = w.now();
     {
@@ -392,145 +429,7 @@ async fn run_connection(w: &Rc<Worker>, up: Up, t0: u64) -> bool {
             t.tls_handshake(now, ns, negotiated);
         }
     }
-    let mut driver = tokio::task::spawn_local(up.driver);
-    let conn = Rc::new(ConnState::default());
-    let loops: Vec<_> = (0..w.streams)
-        .map(|_| {
-            tokio::task::spawn_local(stream_loop(Rc::clone(w), up.send.clone(), Rc::clone(&conn)))
-        })
-        .collect();
-    drop(up.send);
-    for l in loops {
-        let _ = l.await;
-    }
-    // With every handle and stream gone the connection closes (GOAWAY);
-    // one that does not within a second is dropped.
-    if tokio::time::timeout(Duration::from_secs(1), &mut driver)
-        .await
-        .is_err()
-    {
-        driver.abort();
-    }
-    conn.gone.get()
-}
-
-/// What the stream loops of one connection share.
-#[derive(Default)]
-struct ConnState {
-    /// The connection ended under a stream.
-    gone: Cell<bool>,
-    /// Its failure was counted (once per connection, not per stream that
-    /// found it gone before sending).
-    counted: Cell<bool>,
-}
-
-/// One stream slot of a connection: request, whole response, next, until
-/// the run ends or the connection does.
-async fn stream_loop(w: Rc<Worker>, send: h2::client::SendRequest<Bytes>, conn: Rc<ConnState>) {
-    while !conn.gone.get() {
-        let Some(turn) = w.take_turn().await else {
-            return;
-        };
-        let ready = match send.clone().ready().await {
-            Ok(s) => s,
-            Err(e) => {
-                // Nothing was sent: the turn goes to the next connection.
-                w.give_back(turn);
-                conn.gone.set(true);
-                if let Verdict::Connection(class) | Verdict::Stream(class) =
-                    classify::verdict(Failure::of(&e))
-                {
-                    if !conn.counted.replace(true) {
-                        w.error(class);
-                    }
-                }
-                return;
-            }
-        };
-        let sent = w.now();
-        let intended = match turn {
-            Turn::Open { intended } => intended,
-            Turn::Closed { .. } => sent,
-        };
-        let r = tokio::time::timeout(w.plan.timeout, exchange(&w, ready)).await;
-        let now = w.now();
-        let mut t = w.tally.borrow_mut();
-        if w.ctx.end.is_some_and(|e| now >= e) {
-            t.close_window();
-        }
-        match r {
-            // Dropping the stream resets it (CANCEL); the connection goes
-            // on.
-            Err(_) => t.error(now, ErrorClass::TimedOut),
-            Ok(Ok(outcome)) => t.answer(now, &outcome, intended, sent),
-            Ok(Err(e)) => match classify::verdict(Failure::of(&e)) {
-                Verdict::Retry => {
-                    drop(t);
-                    w.give_back(turn);
-                    conn.gone.set(true);
-                }
-                Verdict::Stream(class) => t.error(now, class),
-                Verdict::Connection(class) => {
-                    t.error(now, class);
-                    conn.counted.set(true);
-                    conn.gone.set(true);
-                }
-            },
-        }
-    }
-}
-
-/// One request and its whole response.
-async fn exchange(
-    w: &Worker,
-    mut send: h2::client::SendRequest<Bytes>,
-) -> Result<Outcome, h2::Error> {
-    let end = w.call.body.is_empty();
-    let (response, mut body_out) = send.send_request(w.request(), end)?;
-    if !end {
-        // h2 queues what the peer's window cannot take yet.
-        body_out.send_data(w.call.body.clone(), true)?;
-    }
-    let response = response.await?;
-    let status = response.status().as_u16();
-    let head_grpc = grpc_status(response.headers());
-    let mut body = response.into_body();
-    let keep = w.check_reply.is_some() && !w.checked.get();
-    let mut kept = Vec::new();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk?;
-        let _ = body.flow_control().release_capacity(chunk.len());
-        if keep && kept.len() <= CHECKED_BODY {
-            kept.extend_from_slice(&chunk);
-        }
-    }
-    let trailers = body.trailers().await?;
-    let mut outcome = judge(
-        &w.judge,
-        status,
-        head_grpc.or_else(|| trailers.as_ref().and_then(grpc_status)),
-    );
-    // Streams in flight together may each keep their first body; the
-    // first to finish OK is checked, the others are dropped unchecked.
-    if keep && outcome.error.is_none() && !w.checked.replace(true) {
-        if let Some(check) = w
-            .check_reply
-            .as_ref()
-            .filter(|_| kept.len() <= CHECKED_BODY)
-        {
-            if !check(&kept) {
-                outcome.error = Some(ErrorClass::GrpcBadResponse);
-            }
-        }
-    }
-    Ok(outcome)
-}
-
-/// The grpc-status of a header block, when it has one (None also for a
-/// value that is not a number).
-fn grpc_status(h: &HeaderMap) -> Option<Option<u8>> {
-    h.get("grpc-status")
-        .map(|v: &HeaderValue| v.to_str().ok().and_then(|s| s.parse().ok()))
+    client::drive(w, up.io).await
 }
 
 /// What a whole response meant.
