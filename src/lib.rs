@@ -51,6 +51,7 @@ pub mod process;
 pub mod procfs;
 pub mod progress;
 pub mod proto;
+pub mod recorder;
 pub mod report;
 pub mod run;
 pub mod serve;

@@ -29,13 +29,13 @@ pub mod summary;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 
 pub use self::counts::{Counts, Part, PortTurns, Transport};
 pub use self::ports::{ServedPort, served_ports};
+use crate::recorder::Recorder;
 use crate::report::anatomy::{AnatomyInterval, AnatomyReport, AnatomySampling};
 use crate::trace::bpf::ScopeFilter;
 
@@ -182,10 +182,7 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
 
 /// A running anatomy window, on its own thread (it owns the BPF object;
 /// the links close with it, and with the process however it ends).
-pub struct Session {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<Recorded>>>,
-}
+pub struct Session(Recorder<Recorded>);
 
 /// The programs time themselves this long in every [`COST_PERIOD`].
 const COST_SLICE: Duration = Duration::from_millis(50);
@@ -196,64 +193,16 @@ impl Session {
     /// Loads and attaches the programs, registers the target, and opens
     /// the window; returns once it is open (or with why it could not).
     pub fn start(cfg: AnatomyConfig) -> Result<Session> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel::<Result<()>>();
-        let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("ss-anatomy".into())
-            .spawn(move || {
-                block_signals();
-                run(cfg, flag, tx)
-            })
-            .context("starting the anatomy thread")?;
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Ok(())) => Ok(Session {
-                stop,
-                handle: Some(handle),
-            }),
-            Ok(Err(e)) => {
-                let _ = handle.join();
-                Err(e)
-            }
-            Err(_) => {
-                stop.store(true, Ordering::Relaxed);
-                match handle.join() {
-                    Ok(Err(e)) => Err(e),
-                    _ => Err(anyhow!("the request anatomy did not start within 30 s")),
-                }
-            }
-        }
+        Recorder::start("anatomy", "request anatomy", move |stop, ready| {
+            run(cfg, stop, ready)
+        })
+        .map(Session)
     }
 
     /// Closes the window and returns what it recorded.
-    pub fn finish(mut self) -> Result<Recorded> {
-        self.stop.store(true, Ordering::Relaxed);
-        let h = self.handle.take().expect("finish is called once");
-        h.join()
-            .map_err(|_| anyhow!("the anatomy thread panicked"))?
+    pub fn finish(self) -> Result<Recorded> {
+        self.0.finish()
     }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-/// Keeps every signal off the calling thread. The anatomy's threads may
-/// start before the command's loop blocks the signals it reads from a
-/// signalfd (trace's tracer does so only once loaded): a SIGINT delivered
-/// here would kill the process instead of ending the window, and a SIGCHLD
-/// would be lost to launch mode's reaper.
-pub fn block_signals() {
-    let _ = nix::sys::signal::pthread_sigmask(
-        nix::sys::signal::SigmaskHow::SIG_BLOCK,
-        Some(&nix::sys::signal::SigSet::all()),
-        None,
-    );
 }
 
 /// Loads, registers, attaches, reads the baseline and opens the window.

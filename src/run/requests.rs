@@ -40,7 +40,7 @@ impl Beside {
             .spawn(move || {
                 // Started before the tracer blocks its signals; the
                 // anatomy's own thread inherits this mask.
-                anatomy::block_signals();
+                crate::recorder::block_signals();
                 let Ok(root) = opened.recv() else {
                     // The tracer ended before its window opened: it says why.
                     return Ok(None);

@@ -34,7 +34,7 @@ impl Beside {
         let handle = std::thread::Builder::new()
             .name("ss-stacks-wait".into())
             .spawn(move || {
-                crate::anatomy::block_signals();
+                crate::recorder::block_signals();
                 let Ok(root) = opened.recv() else {
                     return Ok(None);
                 };

@@ -9,14 +9,14 @@ use std::mem::MaybeUninit;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 
 use super::bpf::{Sampler, SamplerConfig, SamplerCounters};
 use super::sample::{RawSample, SampleKind};
 use super::{Frame, Resolver};
+use crate::recorder::Recorder;
 use crate::report::stacks::{
     FrameKey, ModuleNote, StackGraph, StacksCost, StacksReport, WeightUnit, WeightedStack,
 };
@@ -90,59 +90,21 @@ pub struct Collected {
 }
 
 /// A running stacks window.
-pub struct Session {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<Collected>>>,
-}
+pub struct Session(Recorder<Collected>);
 
 impl Session {
     /// Loads and attaches the sampler and registers the target; returns
     /// once samples are being taken (or with why they cannot be).
     pub fn start(cfg: StacksConfig) -> Result<Session> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel::<Result<()>>();
-        let flag = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("ss-stacks".into())
-            .spawn(move || {
-                crate::anatomy::block_signals();
-                run(cfg, flag, tx)
-            })
-            .context("starting the stacks thread")?;
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Ok(())) => Ok(Session {
-                stop,
-                handle: Some(handle),
-            }),
-            Ok(Err(e)) => {
-                let _ = handle.join();
-                Err(e)
-            }
-            Err(_) => {
-                stop.store(true, Ordering::Relaxed);
-                match handle.join() {
-                    Ok(Err(e)) => Err(e),
-                    _ => Err(anyhow!("the stack sampler did not start within 30 s")),
-                }
-            }
-        }
+        Recorder::start("stacks", "stack sampler", move |stop, ready| {
+            run(cfg, stop, ready)
+        })
+        .map(Session)
     }
 
     /// Ends the window and returns what it collected.
-    pub fn finish(mut self) -> Result<Collected> {
-        self.stop.store(true, Ordering::Relaxed);
-        let h = self.handle.take().expect("finish is called once");
-        h.join()
-            .map_err(|_| anyhow!("the stacks thread panicked"))?
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    pub fn finish(self) -> Result<Collected> {
+        self.0.finish()
     }
 }
 
