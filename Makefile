@@ -32,8 +32,9 @@ DEMO_PKGS := strace linux-perf haproxy
 # gRPC test servers of tests/http2.rs (RST_STREAM, GOAWAY, grpc-status).
 # libc6-dbg is libc's debug file: tests/stacks_resolve.rs expects it to
 # name libc's local functions (__libc_start_call_main).
-# binutils' strip makes the stripped target of tests/stacks.rs, whose nginx
-# test checks the sampled stacks against perf record --call-graph dwarf.
+# binutils' strip makes the stripped target of tests/stacks.rs; linux-perf
+# and util-linux's taskset serve tests/stacks_perf.rs, which checks nginx's
+# sampled stacks against perf record --call-graph dwarf.
 TEST_PKGS := binutils strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 \
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
 	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio libc6-dbg

@@ -1,8 +1,9 @@
 //! Sampled stacks end to end (issue 25): `trace --stacks` and `profile`
 //! on programs whose answer is known (tests/workload/stacks_prog.c, built
 //! here with and without frame pointers, and stripped), on Debian's own
-//! nginx against `perf record --call-graph dwarf` in the same run, and
-//! through the lives a target can have (exit, exec, sockscope killed).
+//! nginx (its agreement with `perf record --call-graph dwarf` is
+//! tests/stacks_perf.rs), and through the lives a target can have (exit,
+//! exec, sockscope killed).
 
 mod common;
 

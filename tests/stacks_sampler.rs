@@ -190,7 +190,7 @@ fn a_busy_loop_gets_a_sample_per_tick_of_its_cpu_time_with_user_registers_and_st
     assert_eq!(raw.counter("copy_failed"), 0);
     assert!(raw.counter("bpf_ns") > 0);
     // Every CPU's clock owes 99 ticks a second of the window: those that
-    // fired and those the timer skipped by firing late add up to them
+    // fired and the periods that had none add up to them
     // (one per CPU may fall outside: the first comes up to a period after
     // the event is enabled, the last before it is disabled).
     let window_s = raw.last["window_ns"].as_u64().unwrap() as f64 / 1e9;

@@ -4,8 +4,8 @@
  * where they wait (off-CPU), as raw samples through a ring buffer; user
  * space unwinds and symbolizes them (src/stacks/, docs/stacks.md).
  *
- * On-CPU: a cpu-clock software perf event per online CPU, in frequency
- * mode, runs ss_tick. A tick that hit a task of the scope (not the idle
+ * On-CPU: a cpu-clock software perf event per online CPU, firing every
+ * 1/hz s, runs ss_tick. A tick that hit a task of the scope (not the idle
  * task, not sockscope) writes its kernel stack (empty when the tick hit
  * user mode), its user registers (the interrupted ones when the tick hit
  * user mode, else those saved at its kernel entry; none for a kernel
@@ -261,9 +261,8 @@ out:
 }
 
 /* Counts the tick, and the periods since the last one on this CPU that
- * had none: the cpu-clock timer moves on by whole periods when it fires
- * late (a busy virtual CPU's timer can lose most of them), and those
- * ticks are gone for every sampler, perf's too. */
+ * had none: time no cpu-clock sampler saw (a virtual CPU's timer may not
+ * fire for tens of ms at a time, or while that CPU idles; perf's neither). */
 static __always_inline void count_tick(__u64 now)
 {
 	struct ss_stk_cpu *c = cpu_here();

@@ -431,6 +431,7 @@ pub fn stacks(scale: u64) -> super::stacks::StacksReport {
             machine_share: 0.0126,
             ticks: 396,
             ticks_missed: 0,
+            coverage: Some(0.98),
         },
         on_cpu: on,
         off_cpu: Some(off),

@@ -134,10 +134,16 @@ pub struct StacksCost {
     /// artifacts older than this count).
     #[serde(default)]
     pub ticks: u64,
-    /// Ticks the kernel's timer skipped by firing late (it moves on by
-    /// whole periods): time no sampler saw.
+    /// Periods with no tick, counted on each CPU from the time since its
+    /// previous tick: time no cpu-clock sampler saw (a virtual CPU's timer
+    /// may not fire for tens of ms at a time, or while that CPU idles).
     #[serde(default)]
     pub ticks_missed: u64,
+    /// On-CPU samples over those due at the rate for the target's CPU time
+    /// in the window (1.0: every period it ran has its sample; None when
+    /// its CPU time is unknown).
+    #[serde(default)]
+    pub coverage: Option<f64>,
 }
 
 /// The suffix FlameGraph's stackcollapse-perf puts on kernel frames, which

@@ -78,8 +78,17 @@ pub fn graph_line(g: &StackGraph) -> String {
 /// symbolizing CPU, and their shares of the target's CPU and of the
 /// machine's.
 pub fn cost_line(c: &StacksCost) -> String {
+    let covered = c
+        .coverage
+        .map(|k| {
+            format!(
+                " ({:.0}% of the ticks due in the target's CPU time)",
+                100.0 * k
+            )
+        })
+        .unwrap_or_default();
     let mut s = format!(
-        "{} samples on-CPU, {} off-CPU, {} lost over {:.2} s; BPF {}, unwinding {}, \
+        "{} samples on-CPU{covered}, {} off-CPU, {} lost over {:.2} s; BPF {}, unwinding {}, \
          symbolizing {} of CPU",
         c.samples,
         c.off_cpu_samples,
@@ -212,7 +221,7 @@ mod tests {
             "/usr/lib/x86_64-linux-gnu/libc.so.6: 25 frames without a name; install libc6-dbg"
         ));
         assert!(text.contains(
-            "Stacks cost: 100 samples on-CPU, 4210 off-CPU, 3 lost over 2.00 s; BPF 1.20ms, \
+            "Stacks cost: 100 samples on-CPU (98% of the ticks due in the target's CPU time), 4210 off-CPU, 3 lost over 2.00 s; BPF 1.20ms, \
              unwinding 8.50ms, symbolizing 41.0ms of CPU; 0.42% of the target's CPU (BPF and \
              unwinding), 1.26% of the machine's (all three)"
         ));

@@ -273,8 +273,16 @@ impl<'obj> Sampler<'obj> {
     }
 }
 
-/// Opens a cpu-clock software event on `cpu` (every task), in frequency
-/// mode at `hz`, disabled (attaching the program enables it).
+/// Opens a cpu-clock software event on `cpu` (every task), firing every
+/// 1/`hz` s, disabled (attaching the program enables it).
+///
+/// A fixed period, not perf's frequency mode: cpu-clock counts
+/// nanoseconds, so a period of 1e9/hz ns is exactly `hz` a second already.
+/// Frequency mode would add the kernel's estimator, which stops and
+/// restarts the timer at every scheduler tick to re-derive the period from
+/// the count since the last tick: variation with nothing to gain for this
+/// event (systing moved its sampler off frequency mode after measuring the
+/// estimator oversample wake-up paths).
 fn open_cpu_clock(cpu: u32, hz: u32) -> Result<OwnedFd> {
     let mut attr = libbpf_sys::perf_event_attr {
         type_: libbpf_sys::PERF_TYPE_SOFTWARE,
@@ -282,8 +290,7 @@ fn open_cpu_clock(cpu: u32, hz: u32) -> Result<OwnedFd> {
         config: u64::from(libbpf_sys::PERF_COUNT_SW_CPU_CLOCK),
         ..Default::default()
     };
-    attr.__bindgen_anon_1.sample_freq = u64::from(hz);
-    attr.set_freq(1);
+    attr.__bindgen_anon_1.sample_period = 1_000_000_000 / u64::from(hz);
     attr.set_disabled(1);
     const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
     // SAFETY: attr is a valid, fully initialised perf_event_attr whose

@@ -1,0 +1,304 @@
+//! Issue 25's agreement check: Debian's stock nginx under a sockscope http
+//! load, sampled by sockscope and by `perf record --call-graph dwarf` in
+//! the same window; each side's five hottest functions have the same share
+//! on the other side, and the samples cover nginx's CPU time.
+//!
+//! nginx runs on one CPU and everything else (the load, perf, sockscope's
+//! own threads) on the others. That is not for speed: on this project's
+//! 2-vCPU VM the second vCPU's cpu-clock timers stop for tens of ms at a
+//! time, one timer at a time, so two samplers there lose different ticks
+//! and their shares drift apart by whole points (perf against perf as much
+//! as sockscope against perf; docs/stacks.md, "Agreement with perf
+//! record"). On the first CPU both timers keep time, and the comparison is
+//! of what it should be: the two tools' unwinding, naming and scope.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{read_json, require_bpf, scratch, sockscope};
+
+/// The sampling rate on both sides, and perf's fixed period for it (the
+/// way sockscope's cpu-clock event fires).
+const HZ: u64 = 199;
+const PERIOD_NS: u64 = 1_000_000_000 / HZ;
+
+/// A child killed (and reaped) if the test ends before it does.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// The CPUs this test may use, from its own affinity mask.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is the empty set; sched_getaffinity fills
+    // it for this thread and reads nothing else.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    assert_eq!(
+        rc,
+        0,
+        "sched_getaffinity: {}",
+        std::io::Error::last_os_error()
+    );
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: cpu < CPU_SETSIZE, within the set.
+        .filter(|cpu| unsafe { libc::CPU_ISSET(*cpu, &set) })
+        .collect()
+}
+
+/// Pins every thread of `pid` and of its child processes to `cpu`.
+fn pin_tree(pid: i32, cpu: usize) {
+    // SAFETY: as in allowed_cpus; CPU_SET writes inside the set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    for t in tasks {
+        let tid: i32 = t.unwrap().file_name().to_str().unwrap().parse().unwrap();
+        // SAFETY: set is a valid cpu_set_t; tid is a thread of the nginx
+        // this test started.
+        let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+        assert_eq!(rc, 0, "pinning {tid}: {}", std::io::Error::last_os_error());
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children")).unwrap_or_default();
+        for c in children.split_whitespace() {
+            pin_tree(c.parse().unwrap(), cpu);
+        }
+    }
+}
+
+/// perf's nginx samples by the symbol of each sample's own address
+/// (`perf script -G`: the call graph hidden, not `perf report
+/// --no-children`, whose self column moved functions by whole points
+/// against the raw samples here), and their count.
+fn perf_leaves(data: &Path) -> (BTreeMap<String, u64>, u64) {
+    let out = Command::new("perf")
+        .args(["script", "-F", "comm,ip,sym", "-G", "--comm", "nginx", "-i"])
+        .arg(data)
+        .output()
+        .expect("running perf script");
+    assert!(out.status.success(), "perf script: {out:?}");
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut n = 0;
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        // `nginx IP SYM`
+        let words: Vec<&str> = l.split_whitespace().collect();
+        if words.len() >= 3 && words[0] == "nginx" {
+            *counts.entry(words[2].to_string()).or_default() += 1;
+            n += 1;
+        }
+    }
+    (counts, n)
+}
+
+/// sockscope's samples by their stacks' leaf frame, and their count.
+fn our_leaves(graph: &serde_json::Value) -> (BTreeMap<String, u64>, u64) {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut n = 0;
+    for s in graph["stacks"].as_array().unwrap() {
+        let leaf = s["frames"].as_array().unwrap().last().unwrap();
+        let w = s["weight"].as_u64().unwrap();
+        *counts
+            .entry(leaf.as_str().unwrap().to_string())
+            .or_default() += w;
+        n += w;
+    }
+    (counts, n)
+}
+
+/// One function's name as both tools can spell it: perf names glibc's
+/// functions by their internal aliases from libc6-dbg (`__GI___writev`,
+/// `__GI___fstatat64`), sockscope by the exported ones (`writev`,
+/// `fstatat`): the same address.
+fn comparable(name: &str) -> String {
+    let n = name.strip_suffix("_[k]").unwrap_or(name);
+    match n.strip_prefix("__GI_") {
+        Some(alias) => {
+            let alias = alias.trim_start_matches('_');
+            alias.strip_suffix("64").unwrap_or(alias).to_string()
+        }
+        None => n.to_string(),
+    }
+}
+
+/// Functions both tools can name: perf's `[unknown]` and sockscope's
+/// `module+0x...` are the same unnamed code counted by address on one
+/// side and as one bucket on the other.
+fn named(name: &str) -> bool {
+    name != "[unknown]" && !name.contains("+0x")
+}
+
+/// Self shares (0..1) by comparable name, hottest first.
+fn shares(counts: BTreeMap<String, u64>, total: u64) -> Vec<(String, f64)> {
+    let mut m: BTreeMap<String, f64> = BTreeMap::new();
+    for (n, c) in counts {
+        *m.entry(comparable(&n)).or_default() += c as f64 / total.max(1) as f64;
+    }
+    let mut v: Vec<_> = m.into_iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v
+}
+
+#[test]
+fn comparable_names_join_glibc_aliases_only() {
+    assert_eq!(comparable("__GI___writev"), comparable("writev"));
+    assert_eq!(comparable("__GI___fstatat64"), comparable("fstatat"));
+    assert_eq!(comparable("tcp_ack_[k]"), comparable("tcp_ack"));
+    assert_ne!(comparable("tcp_ack"), comparable("tcp_ack_snd_check"));
+    assert_eq!(comparable("do_syscall_64_[k]"), "do_syscall_64");
+    assert!(!named("[unknown]") && !named("nginx+0x4f2a0") && named("ngx_http_core_run_phases"));
+    let s = shares(
+        BTreeMap::from([
+            ("__GI___writev".to_string(), 1),
+            ("writev".to_string(), 1),
+            ("tcp_ack_[k]".to_string(), 2),
+        ]),
+        4,
+    );
+    assert_eq!(
+        s,
+        vec![("tcp_ack".to_string(), 0.5), ("writev".to_string(), 0.5)]
+    );
+}
+
+#[test]
+fn nginx_top_functions_agree_with_perf_dwarf_in_the_same_window() {
+    const TEST: &str = "nginx_top_functions_agree_with_perf_dwarf_in_the_same_window";
+    if !require_bpf(TEST) || !common::require_program("perf", TEST) {
+        return;
+    }
+    let Some(nginx) = common::nginx::Nginx::start("stacks-perf-nginx") else {
+        return;
+    };
+    let cpus = allowed_cpus();
+    let nginx_cpu = cpus[0];
+    let rest: Vec<String> = match cpus[1..].is_empty() {
+        true => vec![nginx_cpu.to_string()],
+        false => cpus[1..].iter().map(|c| c.to_string()).collect(),
+    };
+    let rest = rest.join(",");
+    pin_tree(nginx.child.id() as i32, nginx_cpu);
+    let dir = scratch("stacks-perf-run");
+    let data = dir.join("perf.data");
+    let json = dir.join("stacks.json");
+    let load = Command::new("taskset")
+        .args(["-c", &rest])
+        .arg(sockscope())
+        .args(["load", "http", &nginx.url("/"), "-c", "4", "-d", "14", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running taskset (util-linux)");
+    let mut load = Reaped(load);
+    std::thread::sleep(Duration::from_secs(1));
+    // perf samples the way sockscope does (a cpu-clock event per CPU, a
+    // fixed period of 1/199 s; nginx's samples picked by comm) over
+    // sockscope's own lifetime: the same seconds on both sides. Not per
+    // task (-p): a per-task cpu-clock timer restarts at each switch-in
+    // with interrupts off, and so lands on the interrupt-enable points
+    // after a switch far more often than a per-CPU one.
+    let perf = Command::new("taskset")
+        .args(["-c", &rest, "perf", "record", "-q", "-a", "-e", "cpu-clock"])
+        .args(["-c", &PERIOD_NS.to_string(), "--call-graph", "dwarf", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(sockscope())
+        .args(["trace", "--stacks-only", "--pid"])
+        .arg(nginx.child.id().to_string())
+        .args(["--stack-hz", &HZ.to_string(), "-d", "8", "-q", "--json"])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut perf = Reaped(perf);
+    let st = common::wait_bounded(&mut perf.0, Duration::from_secs(60));
+    common::wait_bounded(&mut load.0, Duration::from_secs(30));
+    let mut err = String::new();
+    std::io::Read::read_to_string(perf.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(
+        st.success(),
+        "perf record -- sockscope trace --stacks-only: {err}"
+    );
+    let rep = read_json(&json);
+    let s = &rep["stacks"];
+    let (ours, our_n) = our_leaves(&s["on_cpu"]);
+    let (theirs, their_n) = perf_leaves(&data);
+    let cost = &s["cost"];
+    eprintln!(
+        "nginx samples: sockscope {our_n}, perf {their_n}; sockscope's coverage of nginx's \
+         CPU time {}; ticks with none, all CPUs: {} of {}",
+        cost["coverage"], cost["ticks_missed"], cost["ticks"]
+    );
+    assert!(
+        our_n > 600,
+        "sockscope took {our_n} samples of nginx: {s:#}"
+    );
+    // The samples are an even sample of nginx's time: one per period it
+    // ran (its CPU time from /proc, over sockscope's window).
+    let coverage = cost["coverage"]
+        .as_f64()
+        .expect("coverage of a --pid scope");
+    assert!(
+        (0.85..=1.1).contains(&coverage),
+        "sockscope's samples cover {:.0} % of nginx's CPU time x {HZ} Hz",
+        coverage * 100.0
+    );
+    // perf's window holds sockscope's start and end too (its child), a
+    // few tenths of a second more of the same load.
+    let ratio = our_n as f64 / their_n.max(1) as f64;
+    assert!(
+        (0.75..=1.1).contains(&ratio),
+        "sockscope took {our_n} samples of nginx, perf {their_n} in a window that holds \
+         sockscope's"
+    );
+    let (ours, theirs) = (shares(ours, our_n), shares(theirs, their_n));
+    let share = |list: &[(String, f64)], name: &str| {
+        list.iter()
+            .find(|(n, _)| n == name)
+            .map_or(0.0, |(_, s)| *s)
+    };
+    let top5 = |l: &[(String, f64)]| -> Vec<String> {
+        l.iter()
+            .filter(|(n, _)| named(n))
+            .take(5)
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    // Each of either side's top five named functions has the same share
+    // on the other side, within 25 % of it or 2 points: at least three
+    // standard errors of the difference between two samplings of ~1,500
+    // ticks each for shares from 1 to 30 %.
+    let mut names = top5(&ours);
+    let more: Vec<String> = top5(&theirs)
+        .into_iter()
+        .filter(|n| !names.contains(n))
+        .collect();
+    names.extend(more);
+    for name in &names {
+        let (a, b) = (share(&ours, name), share(&theirs, name));
+        eprintln!(
+            "{name}: sockscope {:.1} %, perf {:.1} %",
+            a * 100.0,
+            b * 100.0
+        );
+        assert!(
+            (a - b).abs() <= (0.25 * a.max(b)).max(0.02),
+            "{name}: {:.1} % of sockscope's samples, {:.1} % of perf's\n sockscope {:?}\n \
+             perf {:?}",
+            a * 100.0,
+            b * 100.0,
+            &ours[..12.min(ours.len())],
+            &theirs[..12.min(theirs.len())]
+        );
+    }
+}
