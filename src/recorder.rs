@@ -1,7 +1,8 @@
 //! A recording thread beside a command's own loop, as the request anatomy
 //! and the stack sampler each run one: it loads and attaches its programs,
 //! says when its window is open (or why it cannot be), records until told
-//! to stop, and hands back what it recorded.
+//! to stop, and hands back what it recorded. [`Beside`] starts one when
+//! another's window opens (the tracer's, for `trace --requests/--stacks`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,4 +95,48 @@ pub fn block_signals() {
         Some(&nix::sys::signal::SigSet::all()),
         None,
     );
+}
+
+/// A session started beside another's window: a thread waits for that
+/// window's root pid, then starts it; finished after that window closed.
+/// A failure to start is kept for `finish`, so the caller loses nothing
+/// else it measured.
+pub struct Beside<S> {
+    handle: JoinHandle<Result<Option<S>>>,
+    /// The thread's short name in messages ("anatomy", "stacks").
+    thread: &'static str,
+}
+
+impl<S: Send + 'static> Beside<S> {
+    /// Waits on `opened` on a thread named `ss-{thread}-wait`, with every
+    /// signal blocked (the session's own thread inherits the mask), then
+    /// runs `start` with the window's root pid. When `opened` closes first
+    /// (the window never opened: its owner says why), nothing starts.
+    pub fn when_open(
+        opened: mpsc::Receiver<i32>,
+        thread: &'static str,
+        start: impl FnOnce(i32) -> Result<S> + Send + 'static,
+    ) -> Result<Self> {
+        let handle = std::thread::Builder::new()
+            .name(format!("ss-{thread}-wait"))
+            .spawn(move || {
+                block_signals();
+                match opened.recv() {
+                    Ok(root) => start(root).map(Some),
+                    Err(_) => Ok(None),
+                }
+            })
+            .with_context(|| format!("starting the {thread} thread"))?;
+        Ok(Beside { handle, thread })
+    }
+
+    /// Waits for the session to have started (or not), then ends it with
+    /// `finish`; None when the window never opened.
+    pub fn finish<T>(self, finish: impl FnOnce(S) -> Result<T>) -> Result<Option<T>> {
+        let session = self
+            .handle
+            .join()
+            .map_err(|_| anyhow!("the {} thread panicked", self.thread))??;
+        session.map(finish).transpose()
+    }
 }

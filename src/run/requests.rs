@@ -7,65 +7,39 @@
 use std::fs;
 use std::path::Path;
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::Result;
 
-use crate::anatomy::{self, AnatomyConfig, Latest, Recorded, Session};
+use crate::anatomy::{self, AnatomyConfig, Latest, Session};
 use crate::trace::bpf::ScopeFilter;
 use crate::trace::{ScopeTarget, TargetSpec};
 
 /// An anatomy waiting for (or running in) the tracer's window.
-pub struct Beside {
-    handle: JoinHandle<Result<Option<Session>>>,
-}
+pub type Beside = crate::recorder::Beside<Session>;
 
-impl Beside {
-    /// Waits on `opened` (the tracer's `window_opened`) on a thread of its
-    /// own, then starts the anatomy for `target`, publishing its counts to
-    /// `latest` (for `--metrics`) when given; `verbose` says on stderr when
-    /// its window is open, which is later than the tracer's "attached" (its
-    /// programs load after that), so a caller that starts traffic on the
-    /// tracer's line alone would lose the first requests.
-    pub fn when_open(
-        opened: mpsc::Receiver<i32>,
-        target: &TargetSpec,
-        latest: Option<Latest>,
-        verbose: bool,
-    ) -> Result<Beside> {
-        let target = target.clone();
-        let handle = std::thread::Builder::new()
-            .name("ss-anatomy-wait".into())
-            .spawn(move || {
-                // Started before the tracer blocks its signals; the
-                // anatomy's own thread inherits this mask.
-                crate::recorder::block_signals();
-                let Ok(root) = opened.recv() else {
-                    // The tracer ended before its window opened: it says why.
-                    return Ok(None);
-                };
-                let mut cfg = config_for(&target, root)?;
-                cfg.latest = latest;
-                let session = Session::start(cfg)?;
-                if verbose {
-                    eprintln!("sockscope: request anatomy attached: its window is open");
-                }
-                Ok(Some(session))
-            })
-            .context("starting the anatomy's thread")?;
-        Ok(Beside { handle })
-    }
-
-    /// Closes the anatomy's window (after the tracer's) and returns what
-    /// it recorded; None when the tracer's window never opened.
-    pub fn finish(self) -> Result<Option<Recorded>> {
-        let session = self
-            .handle
-            .join()
-            .map_err(|_| anyhow!("the anatomy's thread panicked"))??;
-        session.map(Session::finish).transpose()
-    }
+/// Starts the anatomy for `target` when `opened` (the tracer's
+/// `window_opened`) gives its root pid, publishing its counts to `latest`
+/// (for `--metrics`) when given; `verbose` says on stderr when its window
+/// is open, which is later than the tracer's "attached" (its programs load
+/// after that), so a caller that starts traffic on the tracer's line alone
+/// would lose the first requests.
+pub fn when_open(
+    opened: mpsc::Receiver<i32>,
+    target: &TargetSpec,
+    latest: Option<Latest>,
+    verbose: bool,
+) -> Result<Beside> {
+    let target = target.clone();
+    Beside::when_open(opened, "anatomy", move |root| {
+        let mut cfg = config_for(&target, root)?;
+        cfg.latest = latest;
+        let session = Session::start(cfg)?;
+        if verbose {
+            eprintln!("sockscope: request anatomy attached: its window is open");
+        }
+        Ok(session)
+    })
 }
 
 /// The length of the anatomy's intervals (its `intervals`, its

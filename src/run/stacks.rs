@@ -6,61 +6,38 @@
 //! else the run measured is lost to it.
 
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 
 use crate::report::stacks::{StacksReport, folded_text};
-use crate::stacks::{Collected, Session, StacksConfig, StacksOptions};
+use crate::stacks::{Session, StacksConfig, StacksOptions};
 use crate::trace::TargetSpec;
 use crate::trace::bpf::ScopeFilter;
 
 /// A stacks window waiting for (or running in) the tracer's window.
-pub struct Beside {
-    handle: JoinHandle<Result<Option<Session>>>,
-}
+pub type Beside = crate::recorder::Beside<Session>;
 
-impl Beside {
-    /// Waits on `opened` (one of the tracer's `window_opened`) on a thread
-    /// of its own, then starts sampling `target`.
-    pub fn when_open(
-        opened: mpsc::Receiver<i32>,
-        target: &TargetSpec,
-        options: &StacksOptions,
-        verbose: bool,
-    ) -> Result<Beside> {
-        let target = target.clone();
-        let options = options.clone();
-        let handle = std::thread::Builder::new()
-            .name("ss-stacks-wait".into())
-            .spawn(move || {
-                crate::recorder::block_signals();
-                let Ok(root) = opened.recv() else {
-                    return Ok(None);
-                };
-                let session = Session::start(config_for(&target, root, &options)?)?;
-                if verbose {
-                    eprintln!(
-                        "sockscope: stack sampling attached ({} Hz per CPU{})",
-                        options.hz,
-                        if options.off_cpu { ", off-CPU too" } else { "" }
-                    );
-                }
-                Ok(Some(session))
-            })
-            .context("starting the stacks' thread")?;
-        Ok(Beside { handle })
-    }
-
-    /// Ends sampling (after the tracer's window) and returns what it
-    /// collected; None when the tracer's window never opened.
-    pub fn finish(self) -> Result<Option<Collected>> {
-        let session = self
-            .handle
-            .join()
-            .map_err(|_| anyhow!("the stacks' thread panicked"))??;
-        session.map(Session::finish).transpose()
-    }
+/// Starts sampling `target` when `opened` (one of the tracer's
+/// `window_opened`) gives its root pid.
+pub fn when_open(
+    opened: mpsc::Receiver<i32>,
+    target: &TargetSpec,
+    options: &StacksOptions,
+    verbose: bool,
+) -> Result<Beside> {
+    let target = target.clone();
+    let options = options.clone();
+    Beside::when_open(opened, "stacks", move |root| {
+        let session = Session::start(config_for(&target, root, &options)?)?;
+        if verbose {
+            eprintln!(
+                "sockscope: stack sampling attached ({} Hz per CPU{})",
+                options.hz,
+                if options.off_cpu { ", off-CPU too" } else { "" }
+            );
+        }
+        Ok(session)
+    })
 }
 
 /// What the sampler follows for a trace target whose root pid (tree

@@ -132,7 +132,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             e.serve_requests(l.clone());
             l
         });
-        Some(super::requests::Beside::when_open(
+        Some(super::requests::when_open(
             rx,
             &options.target,
             latest,
@@ -145,7 +145,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         Some(s) => {
             let (tx, rx) = std::sync::mpsc::channel();
             options.window_opened.push(tx);
-            Some(super::stacks::Beside::when_open(
+            Some(super::stacks::when_open(
                 rx,
                 &options.target,
                 s,
@@ -159,8 +159,8 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     // The anatomy's opener goes too, so its thread never waits in vain.
     drop(options);
     drop(exporter);
-    let anatomy = beside.map(super::requests::Beside::finish);
-    let stacks = stacks.map(super::stacks::Beside::finish);
+    let anatomy = beside.map(|b| b.finish(crate::anatomy::Session::finish));
+    let stacks = stacks.map(|b| b.finish(crate::stacks::Session::finish));
     let mut outcome = outcome?;
     let mut anatomy_failed = None;
     match anatomy {
