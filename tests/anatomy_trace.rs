@@ -2,8 +2,10 @@
 //! transaction a load made (turns = transactions + those answered after
 //! the load's end) with no syscall program loaded, finds a cgroup scope's
 //! served port, serves the per-port request counter with --metrics, leaves
-//! no program behind when killed, and refuses the tracer's options; `trace
-//! --requests --metrics` serves both kinds of series and ends on SIGINT.
+//! no program behind when killed, refuses the tracer's options, and stops
+//! following a tree's process once it exited (its pid reused by another);
+//! `trace --requests --metrics` serves both kinds of series and ends on
+//! SIGINT.
 
 mod common;
 
@@ -495,4 +497,96 @@ fn requests_duty_refuses_what_it_cannot_sample() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// A tree target (python3) that, once `go` exists, forks a child that
+/// exits at once, writes the child's pid to `out` and sleeps.
+const FORK_ONE: &str = "import os, sys, time
+go, out = sys.argv[1], sys.argv[2]
+while not os.path.exists(go):
+    time.sleep(0.01)
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+open(out + '.tmp', 'w').write(str(pid))
+os.rename(out + '.tmp', out)
+time.sleep(60)
+";
+
+/// An echo server whose pid is `pid`: the kernel's last pid set just below
+/// it (`ns_last_pid`, root), retried while another fork takes it first.
+fn echo_server_as(pid: i32) -> Option<Server> {
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string())
+            .expect("writing /proc/sys/kernel/ns_last_pid");
+        let srv = echo_server();
+        if srv.pid == pid {
+            return Some(srv);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_pid_reused_after_a_tree_process_exited_is_not_followed() {
+    let test = "a_pid_reused_after_a_tree_process_exited_is_not_followed";
+    if !common::require_bpf(test) || !common::require_program("python3", test) {
+        return;
+    }
+    let dir = common::scratch("reqonly-pid-reuse");
+    let (go, out, json) = (dir.join("go"), dir.join("child"), dir.join("r.json"));
+    let target = std::process::Command::new("python3")
+        .args(["-c", FORK_ONE])
+        .arg(&go)
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let target = Killed(target);
+    let mut bg = Background::start(&[
+        "trace",
+        "--requests-only",
+        "-p",
+        &target.0.id().to_string(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    bg.attached();
+    std::fs::write(&go, "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let child: i32 = loop {
+        if let Ok(s) = std::fs::read_to_string(&out) {
+            break s.trim().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the target's child never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The child joined the tree at its fork and has exited: an unrelated
+    // server that gets its pid is not the target's.
+    let srv = echo_server_as(child).expect("no fork got the exited child's pid in 50 tries");
+    load(&dir, srv.addr);
+    interrupt(bg);
+    let rep = common::read_json(&json);
+    let followed: Vec<(u64, u64)> = rep["anatomy"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["port"].as_u64().unwrap(), p["turns"].as_u64().unwrap()))
+        .collect();
+    assert!(
+        !followed
+            .iter()
+            .any(|(p, _)| *p == u64::from(srv.addr.port())),
+        "the server on port {} with the exited child's pid {child} was followed (port, turns): \
+         {followed:?}",
+        srv.addr.port()
+    );
+    assert_eq!(rep["anatomy"]["turns"], 0, "(port, turns): {followed:?}");
 }

@@ -24,8 +24,8 @@ use crate::trace::pod::{self, as_bytes};
 /// The loaded programs. They run only while this holds their links.
 pub struct Programs<'obj> {
     skel: AnatomySkel<'obj>,
-    /// The connection-life and fork hooks (rare events: attached for the
-    /// whole window).
+    /// The connection-life, fork and exit hooks (rare events: attached for
+    /// the whole window).
     links: Vec<Link>,
     /// The per-request hooks (data ready, read, write): detached while a
     /// sampled window is paused.
@@ -190,6 +190,7 @@ impl<'obj> Programs<'obj> {
         let p = &self.skel.progs;
         for (prog, name) in [
             (&p.ss_fork, "sched_process_fork"),
+            (&p.ss_exit, "sched_process_exit"),
             (&p.ss_sock_state, "inet_sock_set_state"),
         ] {
             let link = prog

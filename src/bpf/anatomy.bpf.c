@@ -38,6 +38,7 @@
 #include <bpf/bpf_core_read.h>
 #include "anatomy.h"
 #include "hist.h"
+#include "scope.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -52,14 +53,6 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * send_work need from each other (on arm64, whose loads and stores the
  * JIT does not order, the race they close is only narrowed). */
 #define barrier() asm volatile("" ::: "memory")
-
-/* Set by the loader before load (see syscalls.bpf.c for their meaning). */
-const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
-const volatile __u64 scope_cgroup_id = 0;
-const volatile __u32 scope_cgroup_level = 0;
-const volatile __u64 scope_comm_lo = 0;
-const volatile __u64 scope_comm_hi = 0;
-const volatile __u32 self_tgid = 0;
 
 /* Written by the loader (mmapped .bss). */
 __u32 window_open = 0;
@@ -113,14 +106,6 @@ struct {
 	__type(value, __u8);
 } ports SEC(".maps");
 
-/* Tree scope: the processes (tgids) of the target's tree. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u8);
-} tree SEC(".maps");
-
 /* Per-port statistics; max_entries (the series limit) set by the loader.
  * Not preallocated: a value is 23 KB per CPU, and preallocating the limit
  * would cost that times ports times CPUs. The loader creates the entries
@@ -156,21 +141,7 @@ static __always_inline void count(enum ss_anat_count c)
 /* Is the current task one of the target's? */
 static __always_inline bool current_in_scope(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 tgid = task->tgid;
-
-	if (tgid == self_tgid)
-		return false;
-	if (scope_mode == SS_SCOPE_TREE)
-		return bpf_map_lookup_elem(&tree, &tgid) != 0;
-	if (scope_mode == SS_SCOPE_CGROUP)
-		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
-	if (scope_mode == SS_SCOPE_COMM) {
-		const __u64 *c = (const __u64 *)task->group_leader->comm;
-
-		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
-	}
-	return true;
+	return in_scope(bpf_get_current_task_btf());
 }
 
 static __always_inline void port_key_of(const struct sock *sk, struct ss_anat_port_key *k)
@@ -855,24 +826,19 @@ int BPF_PROG(ss_sock_state, const struct sock *sk, const int oldstate, const int
 
 /* --- the tree ---------------------------------------------------------- */
 
-/* Tree scope: a process forked by one of the tree's joins it. */
-static __always_inline bool fork_work(struct task_struct *parent, struct task_struct *child)
-{
-	__u32 ptgid = parent->tgid, ctgid = child->tgid;
-	__u8 one = 1;
-
-	if (scope_mode != SS_SCOPE_TREE || ptgid == ctgid)
-		return false;
-	if (!bpf_map_lookup_elem(&tree, &ptgid))
-		return false;
-	bpf_map_update_elem(&tree, &ctgid, &one, BPF_ANY);
-	return true;
-}
-
+/* Tree scope: a process forked by one of the tree's joins it, and leaves
+ * it when its last thread exits (rare events; both timed as "fork"). */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(ss_fork, struct task_struct *parent, struct task_struct *child)
 {
-	TIMED(SS_PROG_FORK, fork_work(parent, child));
+	TIMED(SS_PROG_FORK, tree_fork(parent, child));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ss_exit, struct task_struct *p)
+{
+	TIMED(SS_PROG_FORK, tree_exit(p));
 	return 0;
 }
 

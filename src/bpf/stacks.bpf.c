@@ -39,19 +39,13 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "stacks.h"
+#include "scope.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define PF_KTHREAD 0x00200000
 
-/* Set by the loader before load (see syscalls.bpf.c for the scope's). */
-const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
-const volatile __u64 scope_cgroup_id = 0;
-const volatile __u32 scope_cgroup_level = 0;
-const volatile __u64 scope_comm_lo = 0;
-const volatile __u64 scope_comm_hi = 0;
-const volatile __u32 self_tgid = 0;
-/* Bytes of user stack copied per sample (at most SS_STK_MAX_BYTES). */
+/* Set by the loader before load. Bytes of user stack copied per sample (at most SS_STK_MAX_BYTES). */
 const volatile __u32 stack_bytes = 16384;
 /* The on-CPU period, 1e9 / hz: the off-CPU sampling unit. */
 const volatile __u64 period_ns = 10101010;
@@ -98,14 +92,6 @@ struct {
 	__type(value, struct ss_stk_task);
 } tasks SEC(".maps");
 
-/* Tree scope: the processes (tgids) of the target's tree. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, __u8);
-} tree SEC(".maps");
-
 static __always_inline struct ss_stk_cpu *cpu_here(void)
 {
 	return &cpus[bpf_get_smp_processor_id() & (SS_MAX_CPUS - 1)];
@@ -122,25 +108,6 @@ static __always_inline struct ss_stk_buf *scratch_of(enum ss_stk_limits slot)
 	__u32 k = bpf_get_smp_processor_id() * SS_STK_SLOTS + slot;
 
 	return bpf_map_lookup_elem(&scratch, &k);
-}
-
-/* Is this task (the current one, for the cgroup test) one of the target's? */
-static __always_inline bool in_scope(struct task_struct *task)
-{
-	__u32 tgid = task->tgid;
-
-	if (tgid == self_tgid || task->pid == 0)
-		return false;
-	if (scope_mode == SS_SCOPE_TREE)
-		return bpf_map_lookup_elem(&tree, &tgid) != 0;
-	if (scope_mode == SS_SCOPE_CGROUP)
-		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
-	if (scope_mode == SS_SCOPE_COMM) {
-		const __u64 *c = (const __u64 *)task->group_leader->comm;
-
-		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
-	}
-	return true;
 }
 
 static __always_inline bool is_kthread(struct task_struct *task)
@@ -479,14 +446,7 @@ int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(ss_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = parent->tgid, ctgid = child->tgid;
-	__u8 one = 1;
-
-	if (scope_mode != SS_SCOPE_TREE || ptgid == ctgid)
-		return 0;
-	if (!bpf_map_lookup_elem(&tree, &ptgid))
-		return 0;
-	bpf_map_update_elem(&tree, &ctgid, &one, BPF_ANY);
+	tree_fork(parent, child);
 	return 0;
 }
 
@@ -497,7 +457,6 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(ss_exit, struct task_struct *p)
 {
 	struct ss_stk_task *st;
-	__u32 tgid = p->tgid;
 
 	if (pending_total) {
 		st = bpf_task_storage_get(&tasks, p, 0, 0);
@@ -509,9 +468,6 @@ int BPF_PROG(ss_exit, struct task_struct *p)
 			clear_pending(st);
 		}
 	}
-	/* do_exit drops signal->live before this tracepoint: 0 once the
-	 * whole group is exiting. */
-	if (scope_mode == SS_SCOPE_TREE && p->signal->live.counter == 0)
-		bpf_map_delete_elem(&tree, &tgid);
+	tree_exit(p);
 	return 0;
 }
