@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
- * The target's scope, for the programs that follow it by process, cgroup
- * or name (anatomy.bpf.c, stacks.bpf.c): the loader's settings, the tree
- * of processes, the membership test and the tree's fork and exit steps.
- * syscalls.bpf.c keeps its own: it marks members in its task storage.
- * Included after vmlinux.h and libbpf's headers.
+ * The target's scope, for every program that follows it by process,
+ * cgroup or name: the loader's settings and the cgroup/name/system test
+ * (syscalls.bpf.c, anatomy.bpf.c, stacks.bpf.c); and, unless
+ * SS_SCOPE_NO_TREE is defined, the tree of processes with its fork and
+ * exit steps (the anatomy and the stack sampler; the tracer marks its
+ * members in its task storage instead). Included after vmlinux.h and
+ * libbpf's headers.
  */
 #ifndef SOCKSCOPE_SCOPE_H
 #define SOCKSCOPE_SCOPE_H
 
-/* Set by the loader before load (see syscalls.bpf.c for their meaning). */
+/* Set by the loader before load (see enum ss_scope_mode): the cgroup's
+ * id and depth, or the name as two words of NUL-padded bytes, and
+ * sockscope's own tgid (never in scope: its own reads would be counted). */
 const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
 const volatile __u64 scope_cgroup_id = 0;
 const volatile __u32 scope_cgroup_level = 0;
@@ -17,6 +21,24 @@ const volatile __u64 scope_comm_lo = 0;
 const volatile __u64 scope_comm_hi = 0;
 const volatile __u32 self_tgid = 0;
 
+/* The cgroup, name and system scopes' test of a task (the current one,
+ * for the cgroup test), decided at each event, so that a task that joins
+ * the cgroup or takes the name later is in scope from then on; true in
+ * the system scope (and in the tree scope, which is tested apart). */
+static __always_inline bool in_named_scope(struct task_struct *task)
+{
+	if (scope_mode == SS_SCOPE_CGROUP)
+		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
+	if (scope_mode == SS_SCOPE_COMM) {
+		/* Two direct 8-byte loads through the BTF pointer, no helper. */
+		const __u64 *c = (const __u64 *)task->group_leader->comm;
+
+		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
+	}
+	return true;
+}
+
+#ifndef SS_SCOPE_NO_TREE
 /* Tree scope: the processes (tgids) of the target's tree. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -35,14 +57,7 @@ static __always_inline bool in_scope(struct task_struct *task)
 		return false;
 	if (scope_mode == SS_SCOPE_TREE)
 		return bpf_map_lookup_elem(&tree, &tgid) != 0;
-	if (scope_mode == SS_SCOPE_CGROUP)
-		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
-	if (scope_mode == SS_SCOPE_COMM) {
-		const __u64 *c = (const __u64 *)task->group_leader->comm;
-
-		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
-	}
-	return true;
+	return in_named_scope(task);
 }
 
 /* Tree scope: a process forked by one of the tree's joins it. True when
@@ -72,5 +87,7 @@ static __always_inline bool tree_exit(struct task_struct *p)
 		return false;
 	return bpf_map_delete_elem(&tree, &tgid) == 0;
 }
+
+#endif /* SS_SCOPE_NO_TREE */
 
 #endif

@@ -22,6 +22,9 @@
 #include <bpf/bpf_core_read.h>
 #include "syscalls.h"
 #include "hist.h"
+/* The tracer marks its tree in its task storage (struct ss_task.flags). */
+#define SS_SCOPE_NO_TREE
+#include "scope.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -45,15 +48,6 @@ const volatile bool follow_forks = true;
 const volatile bool per_thread = false;
 const volatile __u32 max_slots = 0;
 const volatile __u64 ringbuf_wake_bytes = 1 << 20;
-/* Scope (see enum ss_scope_mode): the cgroup's id and depth, or the name
- * as two words of NUL-padded bytes, and sockscope's own tgid (never traced
- * in a scope mode: its map reads would be counted). */
-const volatile enum ss_scope_mode scope_mode = SS_SCOPE_TREE;
-const volatile __u64 scope_cgroup_id = 0;
-const volatile __u32 scope_cgroup_level = 0;
-const volatile __u64 scope_comm_lo = 0;
-const volatile __u64 scope_comm_hi = 0;
-const volatile __u32 self_tgid = 0;
 const volatile enum ss_by_mode by_mode = SS_BY_NONE;
 
 /* Written by the loader between phases (mmapped .bss). */
@@ -302,17 +296,7 @@ static __always_inline void count_entry(struct task_struct *task, struct ss_task
  * then on, and one that leaves is not. */
 static __always_inline bool in_scope(struct task_struct *task)
 {
-	if (task->tgid == self_tgid)
-		return false;
-	if (scope_mode == SS_SCOPE_CGROUP)
-		return bpf_get_current_ancestor_cgroup_id(scope_cgroup_level) == scope_cgroup_id;
-	if (scope_mode == SS_SCOPE_COMM) {
-		/* Two direct 8-byte loads through the BTF pointer, no helper. */
-		const __u64 *c = (const __u64 *)task->group_leader->comm;
-
-		return c[0] == scope_comm_lo && c[1] == scope_comm_hi;
-	}
-	return true;
+	return task->tgid != self_tgid && in_named_scope(task);
 }
 
 static __always_inline void read_res(struct task_struct *task, struct ss_res *r);
