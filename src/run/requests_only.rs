@@ -55,15 +55,7 @@ pub struct RequestsOnlySpec {
 /// the target exited before --duration (the window is incomplete).
 pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     let target = &spec.target;
-    let duration = match target {
-        TargetSpec::Attach { duration, .. } | TargetSpec::Scope { duration, .. } => *duration,
-        TargetSpec::Launch { .. } => {
-            return Err(error::usage(
-                "--requests-only follows a running process or a scope (-p PID, --cgroup, \
-                 --unit, --comm, --system); to launch a command, use --requests -- CMD",
-            ));
-        }
-    };
+    let duration = alone_duration(target, "requests")?;
     // Bound before the BPF programs load: an address in use costs nothing.
     let latest = anatomy::latest();
     let exporter = match spec.metrics {
@@ -92,10 +84,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     // Blocked before the anatomy's thread starts, which inherits the mask:
     // the signals reach the signalfd only.
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
-    let (root, pidfd) = match target {
-        TargetSpec::Attach { pid, .. } => (*pid, Some(crate::trace::open_attach_pidfd(*pid)?)),
-        _ => (0, None),
-    };
+    let (root, pidfd) = attach_root(target)?;
     let mut cfg = super::requests::config_for(target, root)?;
     cfg.latest = Some(latest);
     cfg.duty = spec.duty;
@@ -184,6 +173,28 @@ fn opening_line(target: &TargetSpec, root: i32, duration: Option<Duration>) -> S
             crate::text::escape(&crate::procfs::comm(root).unwrap_or_default())
         ),
     }
+}
+
+/// The --duration of `trace --{mode}-only` (`mode`: "requests" or
+/// "stacks"), which follows a running process or a scope; a launched
+/// command is a usage error that names `--{mode} -- CMD` instead.
+pub(super) fn alone_duration(target: &TargetSpec, mode: &str) -> Result<Option<Duration>> {
+    match target {
+        TargetSpec::Attach { duration, .. } | TargetSpec::Scope { duration, .. } => Ok(*duration),
+        TargetSpec::Launch { .. } => Err(error::usage(format!(
+            "--{mode}-only follows a running process or a scope (-p PID, --cgroup, --unit, \
+             --comm, --system); to launch a command, use --{mode} -- CMD"
+        ))),
+    }
+}
+
+/// The root pid of `-p` and a pidfd on it (whose readiness ends the
+/// window when the process exits); 0 and none for a scope.
+pub(super) fn attach_root(target: &TargetSpec) -> Result<(i32, Option<OwnedFd>)> {
+    Ok(match target {
+        TargetSpec::Attach { pid, .. } => (*pid, Some(crate::trace::open_attach_pidfd(*pid)?)),
+        _ => (0, None),
+    })
 }
 
 /// Waits for the window's end: a signal, the target's exit, or the

@@ -12,7 +12,6 @@ use anyhow::Result;
 use nix::sys::signal::Signal;
 
 use super::target_cpu::CpuProbe;
-use crate::error;
 use crate::report::requests::TargetCpu;
 use crate::report::stacks_only::{self, StacksOnlyReport};
 use crate::report::trace::Window;
@@ -39,22 +38,11 @@ pub struct StacksOnlySpec {
 /// before --duration (the window is incomplete).
 pub fn run(spec: &StacksOnlySpec) -> Result<u8> {
     let target = &spec.target;
-    let duration = match target {
-        TargetSpec::Attach { duration, .. } | TargetSpec::Scope { duration, .. } => *duration,
-        TargetSpec::Launch { .. } => {
-            return Err(error::usage(
-                "--stacks-only follows a running process or a scope (-p PID, --cgroup, --unit, \
-                 --comm, --system); to launch a command, use --stacks -- CMD",
-            ));
-        }
-    };
+    let duration = super::requests_only::alone_duration(target, "stacks")?;
     crate::trace::preflight::check()?;
     // Blocked before the sampler's thread starts, which inherits the mask.
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
-    let (root, pidfd) = match target {
-        TargetSpec::Attach { pid, .. } => (*pid, Some(crate::trace::open_attach_pidfd(*pid)?)),
-        _ => (0, None),
-    };
+    let (root, pidfd) = super::requests_only::attach_root(target)?;
     let cfg = super::stacks::config_for(target, root, &spec.stacks)?;
     let probe = CpuProbe::new(target, root);
     let before = probe.read();
