@@ -542,14 +542,7 @@ fn a_pid_reused_after_a_tree_process_exited_is_not_followed() {
         .arg(&out)
         .spawn()
         .unwrap();
-    struct Killed(std::process::Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let target = Killed(target);
+    let target = common::Reaped(target);
     let mut bg = Background::start(&[
         "trace",
         "--requests-only",
@@ -560,14 +553,10 @@ fn a_pid_reused_after_a_tree_process_exited_is_not_followed() {
     ]);
     bg.attached();
     std::fs::write(&go, "").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let child: i32 = loop {
-        if let Ok(s) = std::fs::read_to_string(&out) {
-            break s.trim().parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "the target's child never ran");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let child: i32 = common::procs::wait_for(Duration::from_secs(10), || {
+        Some(std::fs::read_to_string(&out).ok()?.trim().parse().unwrap())
+    })
+    .expect("the target's child never ran");
     // The child joined the tree at its fork and has exited: an unrelated
     // server that gets its pid is not the target's.
     let srv = echo_server_as(child).expect("no fork got the exited child's pid in 50 tries");

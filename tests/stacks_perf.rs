@@ -16,27 +16,15 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{read_json, require_bpf, scratch, sockscope};
+use common::{Reaped, read_json, require_bpf, scratch, sockscope};
 
 /// The sampling rate on both sides, and perf's fixed period for it (the
 /// way sockscope's cpu-clock event fires).
 const HZ: u64 = 199;
 const PERIOD_NS: u64 = 1_000_000_000 / HZ;
-
-/// A child killed (and reaped) if the test ends before it does.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 /// The CPUs this test may use, from its own affinity mask.
 fn allowed_cpus() -> Vec<usize> {

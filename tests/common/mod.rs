@@ -165,6 +165,19 @@ impl Waiting {
     }
 }
 
+/// A child killed and reaped when dropped, unless it already ended: the
+/// processes a test starts stop with it, even when an assertion fails.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Waits for a child, killing it (and failing) after `limit`.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let end = Instant::now() + limit;
