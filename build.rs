@@ -71,19 +71,40 @@ fn generate_prometheus_model(out: &Path) {
     println!("cargo:rerun-if-changed={PROTO}");
 }
 
+/// The files the binary is built from: what makes SOCKSCOPE_GIT_DIRTY
+/// true, and what the build script watches besides the commit.
+const BUILD_INPUTS: &[&str] = &["src", "proto", "build.rs", "Cargo.toml", "Cargo.lock"];
+
 /// Sets SOCKSCOPE_GIT_COMMIT and SOCKSCOPE_GIT_DIRTY ("true", "false" or
 /// "unknown") for env!(); "unknown" when this is not a git checkout or git
 /// is missing, so a build from a tarball still works.
+///
+/// Dirty means the binary's own inputs differ from the commit: a change
+/// under tests/, docs/ or bench/ does not make another binary, so it
+/// neither sets the flag nor reruns this script (which would rebuild the
+/// crate for nothing). Git is asked without writing anything: `git diff`
+/// with optional locks off never refreshes .git/index, and the index is
+/// not watched (`git status` rewrote it, so `make test` after `make demo`
+/// rebuilt the whole crate).
 fn embed_git_state() {
-    let git = |args: &[&str]| -> Option<String> {
-        let out = Command::new("git").args(args).output().ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let git = |args: &[&str]| -> Option<(bool, String)> {
+        let out = Command::new("git")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args(args)
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Some((out.status.success(), text))
     };
-    let commit = git(&["rev-parse", "HEAD"]).filter(|c| !c.is_empty());
-    let dirty = match (&commit, git(&["status", "--porcelain"])) {
-        (Some(_), Some(s)) => if s.is_empty() { "false" } else { "true" }.to_string(),
+    let ok = |args: &[&str]| git(args).filter(|(ok, _)| *ok).map(|(_, t)| t);
+    let commit = ok(&["rev-parse", "HEAD"]).filter(|c| !c.is_empty());
+    let mut diff = vec!["diff", "--quiet", "HEAD", "--"];
+    diff.extend(BUILD_INPUTS);
+    // Untracked files under src/ change the binary too (a new module).
+    let mut untracked = vec!["ls-files", "--others", "--exclude-standard", "--"];
+    untracked.extend(BUILD_INPUTS);
+    let dirty = match (&commit, git(&diff), ok(&untracked)) {
+        (Some(_), Some((clean, _)), Some(new)) => (!clean || !new.is_empty()).to_string(),
         _ => "unknown".to_string(),
     };
     println!(
@@ -91,18 +112,24 @@ fn embed_git_state() {
         commit.as_deref().unwrap_or("unknown")
     );
     println!("cargo:rustc-env=SOCKSCOPE_GIT_DIRTY={dirty}");
-    // Re-run when the commit or the index moves, or a source changes (a
-    // directory is scanned recursively), so the dirty flag follows edits.
-    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
-        let dir = Path::new(&dir);
-        for f in ["HEAD", "index"] {
-            println!("cargo:rerun-if-changed={}", dir.join(f).display());
-        }
-        if let Some(common) = git(&["rev-parse", "--git-common-dir"]) {
-            println!("cargo:rerun-if-changed={}/refs", common);
+    // Re-run when the commit moves (HEAD, or the branch it names) or an
+    // input changes (a directory is scanned recursively).
+    if let Some(dir) = ok(&["rev-parse", "--git-dir"]) {
+        println!(
+            "cargo:rerun-if-changed={}",
+            Path::new(&dir).join("HEAD").display()
+        );
+        if let Some(common) = ok(&["rev-parse", "--git-common-dir"]) {
+            println!("cargo:rerun-if-changed={common}/refs");
+            // A watched file that does not exist reruns the script on
+            // every build.
+            let packed = Path::new(&common).join("packed-refs");
+            if packed.exists() {
+                println!("cargo:rerun-if-changed={}", packed.display());
+            }
         }
     }
-    for p in ["src", "tests", "Cargo.toml", "build.rs"] {
+    for p in BUILD_INPUTS {
         println!("cargo:rerun-if-changed={p}");
     }
 }
