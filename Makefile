@@ -91,6 +91,7 @@ bench: deps build
 	bench/h2.sh
 	bench/capacity.sh
 	bench/stacks.sh
+	bench/stacks_perf.sh
 	bench/kv.sh
 	bench/evidence.sh
 	bench/udp_rr.sh

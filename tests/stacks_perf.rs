@@ -1,7 +1,13 @@
 //! Issue 25's agreement check: Debian's stock nginx under a sockscope http
 //! load, sampled by sockscope and by `perf record --call-graph dwarf` in
-//! the same window; each side's five hottest functions have the same share
-//! on the other side, and the samples cover nginx's CPU time.
+//! the same window; each side's five hottest functions outside the
+//! interrupt-enable points have the same share on the other side, within
+//! what the two sample counts allow, and the samples cover nginx's CPU
+//! time. Where a tick deferred by interrupts-off lands (a quarter to a
+//! third of nginx's samples) is not reproducible between two cpu-clock
+//! timers on this VM: 10.1 % against 23.7 % once in a fresh-clone suite,
+//! within 2 points in most windows; bench/stacks_perf.sh keeps that part
+//! of the comparison.
 //!
 //! nginx runs on one CPU and everything else (the load, perf, sockscope's
 //! own threads) on the others. That is not for speed: on this project's
@@ -22,8 +28,10 @@ use std::time::Duration;
 use common::{Reaped, read_json, require_bpf, scratch, sockscope};
 
 /// The sampling rate on both sides, and perf's fixed period for it (the
-/// way sockscope's cpu-clock event fires).
-const HZ: u64 = 199;
+/// way sockscope's cpu-clock event fires): 499 Hz gives about 3,800
+/// samples of nginx in 8 s, where 199 Hz gave 1,500 and bounds on shares
+/// 1.6 times as wide.
+const HZ: u64 = 499;
 const PERIOD_NS: u64 = 1_000_000_000 / HZ;
 
 /// The CPUs this test may use, from its own affinity mask.
@@ -131,6 +139,32 @@ fn deferred_landing(name: &str) -> bool {
     name.contains("unlock_irq") || name.starts_with("finish_task_switch")
 }
 
+/// Samples at the interrupt-enable points, and the rest by name.
+fn split_deferred(counts: BTreeMap<String, u64>) -> (u64, BTreeMap<String, u64>) {
+    let (irq, rest): (BTreeMap<_, _>, BTreeMap<_, _>) = counts
+        .into_iter()
+        .partition(|(n, _)| deferred_landing(&comparable(n)));
+    (irq.values().sum(), rest)
+}
+
+/// Samples each side must have outside the interrupt-enable points for
+/// shares to be compared at all: about half a second of nginx's CPU.
+const MIN_COMPARED: u64 = 100;
+
+/// How far apart two samplings' shares of one function may be: 4.5
+/// standard errors of the difference between two binomial shares (the
+/// pooled share over `n1` and `n2` samples), and half a point for the
+/// rounding of small shares. In 14 pinned windows (bench/stacks_perf.sh,
+/// docs/benchmarks.md SP) the largest gap among the top functions was
+/// 2.6 standard errors; 4.5 is passed by chance once in 150,000
+/// comparisons.
+fn agreement_bound(a: f64, n1: u64, b: f64, n2: u64) -> f64 {
+    let (n1, n2) = (n1.max(1) as f64, n2.max(1) as f64);
+    let p = (a * n1 + b * n2) / (n1 + n2);
+    let se = (p * (1.0 - p) * (1.0 / n1 + 1.0 / n2)).sqrt();
+    4.5 * se + 0.005
+}
+
 /// Self shares (0..1) by comparable name, hottest first.
 fn shares(counts: BTreeMap<String, u64>, total: u64) -> Vec<(String, f64)> {
     let mut m: BTreeMap<String, f64> = BTreeMap::new();
@@ -165,6 +199,25 @@ fn comparable_names_join_glibc_aliases_only() {
         s,
         vec![("tcp_ack".to_string(), 0.5), ("writev".to_string(), 0.5)]
     );
+    let (irq, rest) = split_deferred(BTreeMap::from([
+        ("_raw_spin_unlock_irqrestore_[k]".to_string(), 3),
+        ("finish_task_switch.isra.0_[k]".to_string(), 2),
+        ("tcp_ack_[k]".to_string(), 5),
+    ]));
+    assert_eq!(irq, 5);
+    assert_eq!(rest.keys().collect::<Vec<_>>(), ["tcp_ack_[k]"]);
+}
+
+#[test]
+fn the_agreement_bound_follows_the_sample_counts() {
+    // 10 % of 1,000 samples each side: a standard error of 1.34 points.
+    let b = agreement_bound(0.1, 1000, 0.1, 1000);
+    assert!((b - (4.5 * 0.013416 + 0.005)).abs() < 1e-4, "{b}");
+    // Four times the samples, half the bound (less the half point).
+    let b4 = agreement_bound(0.1, 4000, 0.1, 4000);
+    assert!(((b4 - 0.005) * 2.0 - (b - 0.005)).abs() < 1e-9);
+    // A share no side has: only the rounding allowance.
+    assert_eq!(agreement_bound(0.0, 1000, 0.0, 1000), 0.005);
 }
 
 #[test]
@@ -236,29 +289,59 @@ fn nginx_top_functions_agree_with_perf_dwarf_in_the_same_window() {
          CPU time {}; ticks with none, all CPUs: {} of {}",
         cost["coverage"], cost["ticks_missed"], cost["ticks"]
     );
-    assert!(
-        our_n > 600,
-        "sockscope took {our_n} samples of nginx: {s:#}"
-    );
-    // The samples are an even sample of nginx's time: one per period it
-    // ran (its CPU time from /proc, over sockscope's window).
+    // The samples are an even sample of nginx's time: at least one per
+    // period it ran (its CPU time from /proc, over sockscope's window),
+    // and at most one per period of the window on its one CPU. More than
+    // its CPU time is due (coverage 1.01 to 1.11 measured here) where its
+    // CPU also idles: a tick that came due in the idle task fires as the
+    // CPU wakes, in the task woken, for perf as for sockscope (their
+    // counts agree below).
     let coverage = cost["coverage"]
         .as_f64()
         .expect("coverage of a --pid scope");
     assert!(
-        (0.85..=1.1).contains(&coverage),
+        coverage >= 0.85,
         "sockscope's samples cover {:.0} % of nginx's CPU time x {HZ} Hz",
         coverage * 100.0
     );
+    let window_s = rep["window"]["duration_s"].as_f64().unwrap();
+    let ticks_on_its_cpu = window_s * HZ as f64;
+    assert!(
+        (our_n as f64) <= ticks_on_its_cpu * 1.02,
+        "sockscope put {our_n} samples on nginx, pinned to one CPU whose timer fired about \
+         {ticks_on_its_cpu:.0} times in the window"
+    );
     // perf's window holds sockscope's start and end too (its child), a
-    // few tenths of a second more of the same load.
+    // few tenths of a second more of the same load. The counts agree only
+    // roughly when other work shares nginx's CPU: with two CPU hogs beside
+    // the suite, the two timers split that CPU's ticks between nginx and a
+    // hog at 37 % and 32 % (1,487 against 1,303 samples, neither losing
+    // any); coverage, against nginx's own clock, is the exact check.
     let ratio = our_n as f64 / their_n.max(1) as f64;
     assert!(
-        (0.75..=1.1).contains(&ratio),
+        (0.7..=1.3).contains(&ratio),
         "sockscope took {our_n} samples of nginx, perf {their_n} in a window that holds \
          sockscope's"
     );
-    let (ours, theirs) = (shares(ours, our_n), shares(theirs, their_n));
+    // Where a tick that came due with interrupts off lands is not
+    // reproducible between two cpu-clock timers here (both sides' shares
+    // printed; the whole comparison is bench/stacks_perf.sh's): shares
+    // are compared among the samples outside those points.
+    let (ours_irq, ours) = split_deferred(ours);
+    let (theirs_irq, theirs) = split_deferred(theirs);
+    let (our_m, their_m) = (our_n - ours_irq, their_n - theirs_irq);
+    eprintln!(
+        "interrupt-enable points (not compared): sockscope {:.1} %, perf {:.1} %",
+        100.0 * ours_irq as f64 / our_n.max(1) as f64,
+        100.0 * theirs_irq as f64 / their_n.max(1) as f64
+    );
+    assert!(
+        our_m >= MIN_COMPARED && their_m >= MIN_COMPARED,
+        "too few samples outside the interrupt-enable points to compare shares \
+         (sockscope {our_m}, perf {their_m}; nginx ran {:.2} s of CPU in the window)",
+        rep["target_cpu"]["cpu_s"]
+    );
+    let (ours, theirs) = (shares(ours, our_m), shares(theirs, their_m));
     let share = |list: &[(String, f64)], name: &str| {
         list.iter()
             .find(|(n, _)| n == name)
@@ -271,38 +354,35 @@ fn nginx_top_functions_agree_with_perf_dwarf_in_the_same_window() {
             .map(|(n, _)| n.clone())
             .collect()
     };
-    // Each of either side's top five named functions has the same share
-    // on the other side, within 25 % of it or 2 points: at least three
-    // standard errors of the difference between two samplings of ~1,500
-    // ticks each for shares from 1 to 30 %. The interrupt-enable points,
-    // within 40 %: two on-time timers in one window put 24 to 29 % of
-    // nginx's samples on _raw_spin_unlock_irqrestore in 19 windows of 20,
-    // and 32.3 against 24.1 % in one (docs/stacks.md).
     let mut names = top5(&ours);
     let more: Vec<String> = top5(&theirs)
         .into_iter()
         .filter(|n| !names.contains(n))
         .collect();
     names.extend(more);
-    let rows: Vec<(&String, f64, f64)> = names
+    let rows: Vec<(&String, f64, f64, f64)> = names
         .iter()
-        .map(|n| (n, share(&ours, n), share(&theirs, n)))
+        .map(|n| {
+            let (a, b) = (share(&ours, n), share(&theirs, n));
+            (n, a, b, agreement_bound(a, our_m, b, their_m))
+        })
         .collect();
-    for (name, a, b) in &rows {
+    for (name, a, b, bound) in &rows {
         eprintln!(
-            "{name}: sockscope {:.1} %, perf {:.1} %",
-            a * 100.0,
-            b * 100.0
-        );
-    }
-    for (name, a, b) in rows {
-        let within = if deferred_landing(name) { 0.4 } else { 0.25 };
-        assert!(
-            (a - b).abs() <= (within * a.max(b)).max(0.02),
-            "{name}: {:.1} % of sockscope's samples, {:.1} % of perf's\n sockscope {:?}\n \
-             perf {:?}",
+            "{name}: sockscope {:.1} %, perf {:.1} % (may differ by {:.1} points)",
             a * 100.0,
             b * 100.0,
+            bound * 100.0
+        );
+    }
+    for (name, a, b, bound) in rows {
+        assert!(
+            (a - b).abs() <= bound,
+            "{name}: {:.1} % of sockscope's samples, {:.1} % of perf's (at most {:.1} points \
+             apart for these counts)\n sockscope {:?}\n perf {:?}",
+            a * 100.0,
+            b * 100.0,
+            bound * 100.0,
             &ours[..12.min(ours.len())],
             &theirs[..12.min(theirs.len())]
         );
