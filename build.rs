@@ -51,6 +51,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/stacks.h");
     println!("cargo:rerun-if-changed=src/bpf/hist.h");
     println!("cargo:rerun-if-changed=src/bpf/scope.h");
+    println!("cargo:rerun-if-changed=src/bpf/common.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");
     embed_git_state();
     generate_prometheus_model(&out);

@@ -21,6 +21,9 @@
 //!   tracepoints (queue wait, CPU wait, service, send);
 //! - [`trace`]: the eBPF syscall profiler for a process tree, a cgroup, a
 //!   unit or the machine;
+//! - [`probe`]: the BPF plumbing trace, anatomy, stacks and serve share
+//!   (what is observed, the scope and its filter, preflight checks,
+//!   libbpf's log, map layouts, the histogram layout);
 //! - [`load`]: the load generator; [`serve`]: the reference targets;
 //! - [`report`]: artifact schemas, text tables, HTML/SVG reports, compare,
 //!   merge, atomic writes (a leaf: it imports none of the above);
@@ -47,6 +50,7 @@ pub mod metrics;
 pub mod netpath;
 pub mod output;
 pub mod poller;
+pub mod probe;
 pub mod process;
 pub mod procfs;
 pub mod progress;

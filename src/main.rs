@@ -5,32 +5,28 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
-use sockscope::cli::{self, Cli, Plan};
-use sockscope::{error, load, process, run, serve, tune};
+use sockscope::cli::{Cli, Plan};
+use sockscope::run;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Whatever this run launches dies with it, SIGKILL included. The
-    // watchdog starts with the first launch; /proc/self/exe still names
-    // this binary if the file is replaced meanwhile.
-    process::watchdog::enable("/proc/self/exe".into());
+    run::lifecycle::begin();
     let res = cli.into_plan().and_then(dispatch);
-    process::watchdog::shutdown();
+    run::lifecycle::end();
     match res {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let code = e.downcast_ref::<error::Exit>().map_or(1, |x| x.code);
-            // Errors quote targets' output, peers' bytes and artifacts' strings.
-            let message = format!("{e:#}");
-            eprintln!("sockscope: {}", sockscope::text::escape_block(&message));
+            let (code, message) = run::lifecycle::failure(&e);
+            eprintln!("sockscope: {message}");
             ExitCode::from(code)
         }
     }
 }
 
-/// Runs one validated command; returns its exit status.
+/// Runs one validated command; returns its exit status. Every arm calls
+/// one `run::` function (tests/layering.rs checks it).
 fn dispatch(plan: Plan) -> Result<u8> {
     match plan {
         Plan::Trace(spec) => run::trace::run(&spec),
@@ -38,13 +34,13 @@ fn dispatch(plan: Plan) -> Result<u8> {
             spec,
             quiet,
             served: None,
-        } => load::run(spec, quiet),
+        } => run::load::run(spec, quiet),
         Plan::Load {
             spec,
             quiet,
             served: Some(sp),
         } => run::pathload::run(spec, quiet, &sp),
-        Plan::Serve { spec, quiet } => serve::run(spec, quiet),
+        Plan::Serve { spec, quiet } => run::serve::run(spec, quiet),
         Plan::Profile { spec, out } => run::profile::run(&spec, out.as_deref()),
         Plan::Bench {
             experiment,
@@ -62,12 +58,12 @@ fn dispatch(plan: Plan) -> Result<u8> {
             force,
             quiet,
         } => run::merge::run(&files, &out, force, quiet),
-        Plan::Tune(spec) => tune::command::run(&spec),
+        Plan::Tune(spec) => run::tune::run(&spec),
         Plan::GetppidLoop { calls } => run::hidden::getppid_loop(calls),
-        Plan::Watchdog => process::watchdog::run(),
+        Plan::Watchdog => run::hidden::watchdog(),
         Plan::Idle { secs } => run::hidden::idle(secs),
-        Plan::StacksRaw(spec) => run::stacks_raw::run(&spec),
-        Plan::Completions(shell) => cli::print_completions(shell),
-        Plan::Manpage => cli::print_manpage(),
+        Plan::StacksRaw(spec) => run::trace::stacks_raw::run(&spec),
+        Plan::Completions(shell) => run::help::completions(Cli::command(), shell),
+        Plan::Manpage => run::help::manpage(Cli::command()),
     }
 }

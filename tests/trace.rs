@@ -751,8 +751,9 @@ fn embedded_trace_is_stopped_by_its_caller() {
     if !require_bpf("embedded_trace_is_stopped_by_its_caller") {
         return;
     }
+    use sockscope::probe::TargetSpec;
     use sockscope::signals::StopFlag;
-    use sockscope::trace::{TargetSpec, TraceOptions};
+    use sockscope::trace::TraceOptions;
     use std::sync::{Arc, mpsc};
     let mut target = Command::new(workload())
         .args(["-b", "60000"])

@@ -3,13 +3,15 @@
 //! header src/bpf/anatomy.h shares with Rust. The only module that includes
 //! this skeleton.
 
-use crate::trace::pod::Plain;
+use crate::probe::pod::Plain;
 
 mod skel {
     #![allow(clippy::all, clippy::pedantic, unused_imports)]
     include!(concat!(env!("OUT_DIR"), "/anatomy.skel.rs"));
 }
 pub(super) use skel::{AnatomySkel, AnatomySkelBuilder, types};
+
+crate::probe::scope_filter::check_common_abi!(types);
 
 /// The parts of a turn, in the order of the kernel's arrays
 /// (`enum ss_anat_part`): queue wait, CPU wait, service, send, server time.

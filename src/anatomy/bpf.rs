@@ -17,9 +17,10 @@ use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
 use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, PARTS, PROGS, types};
 use super::counts::{Counts, PortTurns, ProgRuns, Transport};
 use super::ports::ServedPort;
-use crate::trace::bpf::ScopeFilter;
-use crate::trace::hist;
-use crate::trace::pod::{self, as_bytes};
+use crate::probe::ScopeFilter;
+use crate::probe::hist;
+use crate::probe::pod::{self, as_bytes};
+use crate::probe::scope_filter::set_scope_globals;
 
 /// The loaded programs. They run only while this holds their links.
 pub struct Programs<'obj> {
@@ -79,7 +80,7 @@ impl<'obj> Programs<'obj> {
                  (SOCKSCOPE_ANATOMY_HOOKS_ONLY, for bench/anatomy.sh): no turn is recorded"
             );
         }
-        crate::trace::bpf::capture_libbpf_log();
+        crate::probe::libbpf_log::capture_libbpf_log();
         let mut open = AnatomySkelBuilder::default()
             .open(storage)
             .map_err(|e| failed("opening the anatomy BPF object", e))?;
@@ -90,20 +91,15 @@ impl<'obj> Programs<'obj> {
                 .as_deref_mut()
                 .ok_or_else(|| anyhow!("the anatomy BPF object has no .rodata"))?;
             ro.self_tgid = std::process::id();
-            let w = scope.words();
-            ro.scope_mode = types::ss_scope_mode(w.mode);
-            ro.scope_cgroup_id = w.cgroup_id;
-            ro.scope_cgroup_level = w.cgroup_level;
-            ro.scope_comm_lo = w.comm_lo;
-            ro.scope_comm_hi = w.comm_hi;
+            set_scope_globals!(&mut *ro, types::ss_scope_mode, scope.words());
         }
         open.maps
             .stats
             .set_max_entries(max_ports.max(1))
             .context("sizing the per-port statistics")?;
-        let skel = open
-            .load()
-            .map_err(|e| crate::trace::bpf::load_error("loading the anatomy BPF programs", e))?;
+        let skel = open.load().map_err(|e| {
+            crate::probe::libbpf_log::load_error("loading the anatomy BPF programs", e)
+        })?;
         let ncpus = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
         Ok(Self {
             skel,
@@ -116,14 +112,7 @@ impl<'obj> Programs<'obj> {
     /// Tree scope: these processes are the target's (their children join
     /// through the fork hook).
     pub fn add_tree(&self, tgids: &[i32]) -> Result<()> {
-        for &tgid in tgids {
-            self.skel
-                .maps
-                .tree
-                .update(&(tgid as u32).to_ne_bytes(), &[1], MapFlags::ANY)
-                .with_context(|| format!("registering process {tgid}"))?;
-        }
-        Ok(())
+        crate::probe::scope_filter::add_tree(&self.skel.maps.tree, tgids)
     }
 
     /// The ports whose connections are followed: each registered in its

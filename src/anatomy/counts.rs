@@ -5,7 +5,7 @@
 //! window or an interval.
 
 use super::abi::{COUNTS, PARTS, PROGS};
-use crate::trace::hist::{self, Histogram};
+use crate::probe::hist::{self, Histogram};
 
 /// The parts of a turn, in the kernel's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

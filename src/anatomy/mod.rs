@@ -35,9 +35,9 @@ use anyhow::{Result, anyhow};
 
 pub use self::counts::{Counts, Part, PortTurns, Transport};
 pub use self::ports::{ServedPort, served_ports};
+use crate::probe::ScopeFilter;
 use crate::recorder::Recorder;
 use crate::report::anatomy::{AnatomyInterval, AnatomyReport, AnatomySampling};
-use crate::trace::bpf::ScopeFilter;
 
 /// Ports that keep their own statistics; turns on further ones are added
 /// to the totals only.

@@ -5,12 +5,12 @@
 
 use super::abi::{PROG_NAMES, count};
 use super::counts::{Counts, Part, PortTurns, ProgRuns};
+use crate::probe::hist::{self, Histogram};
 use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
 use crate::stats::{LatencySummary, TailInterval, tail};
-use crate::trace::hist::{self, Histogram};
 
 /// The quantile of a named percentile.
 fn quantile_of(name: &str) -> f64 {

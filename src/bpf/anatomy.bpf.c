@@ -77,6 +77,8 @@ enum ss_anat_part layout_part __attribute__((unused));
 enum ss_anat_state layout_state __attribute__((unused));
 enum ss_anat_conn_flags layout_conn_flags __attribute__((unused));
 enum ss_anat_limits layout_anat_limits __attribute__((unused));
+enum ss_common_limits layout_common_limits __attribute__((unused));
+enum ss_scope_mode layout_scope_mode __attribute__((unused));
 enum ss_anat_prog layout_prog __attribute__((unused));
 enum ss_anat_count layout_count __attribute__((unused));
 struct ss_anat_conn layout_conn __attribute__((unused));

@@ -8,7 +8,7 @@
 #ifndef SOCKSCOPE_ANATOMY_H
 #define SOCKSCOPE_ANATOMY_H
 
-#include "syscalls.h"
+#include "common.h"
 
 /* The parts of a turn, in the order of ss_anat_stats' arrays. Queue wait,
  * CPU wait, service and send add up to the server time, turn by turn. */

@@ -57,6 +57,8 @@ __s64 pending_total = 0;
 
 /* Keeps the enums no field uses in BTF, for the skeleton's types. */
 enum ss_stk_limits layout_stk_limits __attribute__((unused));
+enum ss_common_limits layout_common_limits __attribute__((unused));
+enum ss_scope_mode layout_scope_mode __attribute__((unused));
 enum ss_stk_kind layout_stk_kind __attribute__((unused));
 enum ss_stk_flags layout_stk_flags __attribute__((unused));
 enum ss_stk_count layout_stk_count __attribute__((unused));

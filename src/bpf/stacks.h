@@ -9,7 +9,7 @@
 #ifndef SOCKSCOPE_STACKS_H
 #define SOCKSCOPE_STACKS_H
 
-#include "syscalls.h"
+#include "common.h"
 
 enum ss_stk_limits {
 	/* Kernel return addresses kept per sample (PERF_MAX_STACK_DEPTH). */

@@ -72,6 +72,8 @@ struct ss_ev_fork layout_ev_fork __attribute__((unused));
 struct ss_ev_task layout_ev_task __attribute__((unused));
 struct ss_ev_exec layout_ev_exec __attribute__((unused));
 enum ss_limits layout_limits __attribute__((unused));
+enum ss_common_limits layout_common_limits __attribute__((unused));
+enum ss_scope_mode layout_scope_mode __attribute__((unused));
 enum ss_task_flags layout_task_flags __attribute__((unused));
 struct ss_group_key layout_group_key __attribute__((unused));
 

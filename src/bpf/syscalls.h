@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
  * Layouts and constants shared by syscalls.bpf.c and the Rust loader
- * (src/trace/bpf.rs). The Rust side uses the skeleton's generated twins of
+ * (src/trace/bpf/); those every object shares are in common.h. The Rust side uses the skeleton's generated twins of
  * these structs and enums (libbpf-cargo, from the object's BTF), so it
  * holds no copy that could drift.
  */
 #ifndef SOCKSCOPE_SYSCALLS_H
 #define SOCKSCOPE_SYSCALLS_H
+
+#include "common.h"
 
 /*
  * Constants are enums, not #defines: enums reach the object's BTF, so the
@@ -21,28 +23,12 @@ enum ss_limits {
 	SS_MAX_SYSCALLS = 512,
 	SS_OTHER_SYSCALL = SS_MAX_SYSCALLS - 1,
 
-	/* Log-linear latency histogram: values 0..7 ns exact, then 8
-	 * sub-buckets per power of two (bucket width <= 1/8 of its lower
-	 * bound, so a value reported as the bucket middle is within 6.25%).
-	 * 320 buckets reach 2^42 ns (73 minutes); longer calls land in the
-	 * last bucket. */
-	SS_HIST_SUB_BITS = 3,
-	SS_HIST_SUB = 1 << SS_HIST_SUB_BITS,
-	SS_HIST_BUCKETS = 320,
-
 	/* errno slots per syscall: 1..149 are errno values as is; the
 	 * kernel's internal restart codes 512..521 (ERESTARTSYS...) seen at
 	 * sys_exit go to 150..159; slot 0 collects anything else. */
 	SS_ERRNO_SLOTS = 160,
 	SS_ERRNO_DIRECT = 150,
 	SS_ERRNO_RESTART_BASE = 512,
-
-	SS_COMM_LEN = 16,
-
-	/* Per-CPU counters in .bss, a cache line each, indexed by CPU id
-	 * modulo this (ids past it share a line: a few increments could then
-	 * be lost). */
-	SS_MAX_CPUS = 256,
 };
 
 /* ss_task.flags (bits) */
@@ -55,13 +41,6 @@ enum ss_task_flags {
 	SS_MEMBER = 32,        /* cgroup scope: in the cgroup when last checked */
 };
 
-/* What decides which tasks are traced (.rodata scope_mode). */
-enum ss_scope_mode {
-	SS_SCOPE_TREE = 0,     /* tasks registered by the loader, and their children */
-	SS_SCOPE_CGROUP = 1,   /* tasks in a cgroup v2 directory or below it */
-	SS_SCOPE_COMM = 2,     /* tasks whose thread-group leader has this name */
-	SS_SCOPE_SYSTEM = 3,   /* every task but sockscope's own */
-};
 
 /* How the per-group aggregates are keyed (.rodata by_mode). */
 enum ss_by_mode {

@@ -12,7 +12,7 @@
 //!   built from `crate::load::registry` (profile's `--load` and the
 //!   experiments parse load lines through the same registry); `--path`;
 //! - [`bench`](mod@bench) (bench, demo), [`report`] (report, compare): plain fields;
-//! - [`tune`] -> [`crate::tune::command::TuneSpec`].
+//! - [`tune`] -> [`crate::run::tune::TuneSpec`].
 
 pub mod bench;
 pub mod load;
@@ -28,7 +28,7 @@ pub mod values;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use self::bench::{BenchArgs, DemoArgs};
 use self::profile::{PROFILE_HELP, ProfileArgs};
@@ -259,7 +259,7 @@ pub enum Plan {
         quiet: bool,
     },
     /// `sockscope tune`.
-    Tune(crate::tune::command::TuneSpec),
+    Tune(crate::run::tune::TuneSpec),
     /// `sockscope __getppid-loop`.
     GetppidLoop {
         /// Calls to time.
@@ -273,7 +273,7 @@ pub enum Plan {
         secs: u64,
     },
     /// `sockscope __stacks-raw`.
-    StacksRaw(crate::run::stacks_raw::StacksRawSpec),
+    StacksRaw(crate::run::trace::stacks_raw::StacksRawSpec),
     /// `sockscope completions`.
     Completions(clap_complete::Shell),
     /// `sockscope manpage`.
@@ -338,7 +338,7 @@ impl Cli {
                 secs,
                 hz,
                 off_cpu,
-            } => Plan::StacksRaw(crate::run::stacks_raw::StacksRawSpec {
+            } => Plan::StacksRaw(crate::run::trace::stacks_raw::StacksRawSpec {
                 pid,
                 secs,
                 hz,
@@ -348,24 +348,6 @@ impl Cli {
             Command::Manpage => Plan::Manpage,
         })
     }
-}
-
-/// Prints the completion script for `shell`, generated from these
-/// definitions.
-pub fn print_completions(shell: clap_complete::Shell) -> Result<u8> {
-    clap_complete::generate(
-        shell,
-        &mut Cli::command(),
-        "sockscope",
-        &mut std::io::stdout(),
-    );
-    Ok(0)
-}
-
-/// Prints the man page (roff), generated from these definitions.
-pub fn print_manpage() -> Result<u8> {
-    clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
-    Ok(0)
 }
 
 // The import rules (nothing outside cli/ and main.rs imports cli, report/

@@ -15,7 +15,6 @@ use crate::report::sweep::Slo;
 use crate::run::profile::loadcmd::LoadCommand;
 use crate::run::profile::loadline::LoadLine;
 use crate::run::profile::{self, ProfileSpec, ProfileTarget, Recorders, StepPlan, Steps, Workload};
-use crate::trace;
 
 pub(super) const PROFILE_HELP: &str = "\
 The load line is a `sockscope load` command without `load` and without the
@@ -221,7 +220,7 @@ impl ProfileArgs {
             (Some(l), None, None) => Workload::Own(LoadLine::parse(l)?),
             (None, Some(c), None) => Workload::Command(
                 LoadCommand::parse(c, Duration::from_secs_f64(self.load_timeout))?,
-                trace::launch::resolve_run_as(None, false)?,
+                crate::process::run_as::resolve(None, false)?,
             ),
             (None, None, Some(d)) => Workload::Observe(Duration::from_secs_f64(d)),
             (None, None, None) => {
@@ -327,9 +326,9 @@ impl ProfileArgs {
             ));
         }
         let scope = match (&self.cgroup, &self.unit) {
-            (Some(c), _) => Some(trace::scope::resolve_cgroup(c)?),
+            (Some(c), _) => Some(crate::probe::scope::resolve_cgroup(c)?),
             (None, Some(u)) => {
-                let target = trace::scope::resolve_unit(u)?;
+                let target = crate::probe::scope::resolve_unit(u)?;
                 if let Some(note) = target.unit_note().filter(|_| !quiet) {
                     eprintln!("{note}");
                 }
@@ -368,7 +367,7 @@ impl ProfileArgs {
         };
         let run_as = match target {
             ProfileTarget::Pid(_) | ProfileTarget::Cgroup(_) => None,
-            _ => trace::launch::resolve_run_as(self.user.as_deref(), self.as_root)?,
+            _ => crate::process::run_as::resolve(self.user.as_deref(), self.as_root)?,
         };
         let path = match &self.path {
             Some(p) => crate::netpath::PathSpec::parse(p)?,

@@ -10,10 +10,11 @@ use clap::Args;
 
 use super::values;
 use crate::error;
+use crate::probe::{ScopeTarget, TargetSpec};
 use crate::report::trace_text::{SortKey, TableView};
 use crate::run::trace::TraceSpec;
+use crate::trace::TraceOptions;
 use crate::trace::snapshot::Breakdown;
-use crate::trace::{self, ScopeTarget, TargetSpec, TraceOptions};
 
 /// `sockscope trace` options.
 #[derive(Debug, Args)]
@@ -227,15 +228,15 @@ impl TraceArgs {
                 ));
             }
             let scope = if let Some(path) = &self.cgroup {
-                ScopeTarget::Cgroup(trace::scope::resolve_cgroup(path)?)
+                ScopeTarget::Cgroup(crate::probe::scope::resolve_cgroup(path)?)
             } else if let Some(unit) = &self.unit {
-                let target = trace::scope::resolve_unit(unit)?;
+                let target = crate::probe::scope::resolve_unit(unit)?;
                 if let Some(note) = target.unit_note().filter(|_| !quiet) {
                     eprintln!("{note}");
                 }
                 ScopeTarget::Cgroup(target)
             } else if let Some(name) = &self.comm {
-                trace::scope::comm_name(name)?;
+                crate::probe::scope::comm_name(name)?;
                 ScopeTarget::Comm(name.clone())
             } else {
                 ScopeTarget::System
@@ -334,7 +335,7 @@ impl TraceArgs {
                 }
             }
             (None, false) => TargetSpec::Launch {
-                run_as: trace::launch::resolve_run_as(self.user.as_deref(), self.as_root)?,
+                run_as: crate::process::run_as::resolve(self.user.as_deref(), self.as_root)?,
                 argv: self.command.clone(),
             },
             (None, true) => {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::run::tune::TuneSpec;
 use crate::tune::Goal;
-use crate::tune::command::TuneSpec;
 
 /// Help after the options.
 pub const TUNE_HELP: &str = "Examples:\n  sockscope tune\n  sockscope tune --for latency\n  \
@@ -40,7 +40,7 @@ pub struct TuneArgs {
 }
 
 impl TuneArgs {
-    /// The spec `crate::tune::command::run` takes (--quiet changes
+    /// The spec `crate::run::tune::run` takes (--quiet changes
     /// nothing: the audit prints only what was asked for).
     pub fn into_spec(self) -> TuneSpec {
         TuneSpec {

@@ -387,7 +387,7 @@ impl LoadSpec {
     }
 
     /// The run, with the target in place as it is now.
-    pub(super) fn into_load(self) -> Result<Load> {
+    pub fn into_load(self) -> Result<Load> {
         let mut options = self.options;
         if let Some(t) = self.target.text() {
             options.set_target(t.to_string());

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::trace::hist;
+use crate::probe::hist;
 use crate::trace::snapshot::{Breakdown, GroupKey, Snapshot};
 use crate::trace::stat::{SyscallStat, add_stat};
 use crate::trace::syscall_names;

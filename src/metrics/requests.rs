@@ -83,7 +83,7 @@ pub fn families(c: &Counts) -> Vec<pb::MetricFamily> {
 mod tests {
     use super::*;
     use crate::anatomy::Transport;
-    use crate::trace::hist;
+    use crate::probe::hist;
 
     fn port(port: u16, servers: &[u64]) -> PortTurns {
         let mut t = PortTurns::empty(port, Transport::Tcp);

@@ -15,12 +15,13 @@
 //!   announced (profile, bench, demo, report).
 //!
 //! It imports `report` (schemas, the `Artifact` trait), `output`, `error`,
-//! `signals`, `procfs` and `trace::launch::RunAs`; never `run`, `cli`,
+//! `signals` and `procfs`; never `run`, `cli`,
 //! `load`, `serve` or `netpath`.
 
 pub mod pidfd;
 pub mod publish;
 pub mod ready;
+pub mod run_as;
 pub mod staging;
 pub mod target;
 pub mod watchdog;

@@ -31,9 +31,9 @@ use anyhow::{Context, Result, bail};
 // Re-exported: what a caller holding a `Launched::exit_fd` waits with.
 pub use super::pidfd::{pidfd_open, wait_pidfd};
 use super::watchdog;
+use crate::process::run_as::RunAs;
 use crate::report::profile::StopRecord;
 use crate::signals::signal_name;
-use crate::trace::launch::RunAs;
 
 /// How long a launched target gets to stop after SIGTERM before SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);

@@ -1,6 +1,7 @@
 //! The hidden subcommands sockscope runs as its own helper processes:
 //! `__getppid-loop` (the timed loop of `bench overhead`) and `__idle` (an
-//! idle process to trace). `__watchdog` is [`crate::process::watchdog::run`].
+//! idle process to trace) and `__watchdog` (the process that stops
+//! whatever sockscope launched once sockscope is gone).
 
 use std::time::Duration;
 
@@ -18,4 +19,9 @@ pub fn getppid_loop(calls: u64) -> Result<u8> {
 pub fn idle(secs: u64) -> Result<u8> {
     std::thread::sleep(Duration::from_secs(secs));
     Ok(0)
+}
+
+/// `__watchdog`: [`crate::process::watchdog::run`].
+pub fn watchdog() -> Result<u8> {
+    crate::process::watchdog::run()
 }

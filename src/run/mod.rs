@@ -7,16 +7,21 @@
 //!   `profile::collect`, `profile::share`; its `--load` line:
 //!   `profile::loadline`);
 //! - [`trace`]: `sockscope trace` (the tracer's outputs, the Prometheus
-//!   exporter); [`pathload`]: `load --path --serve`;
+//!   exporter; `--requests-only`, `--stacks-only` and their parts);
+//! - [`load`]: `sockscope load` (the summary, `--json`, the exit status);
+//!   [`pathload`]: `load --path --serve`; [`serve`]: `sockscope serve`;
+//!   [`tune`]: `sockscope tune` (the audit's table, JSON or sysctl.d);
 //! - [`bench`]: the experiments; [`demo`]: all of them with one report;
 //! - [`report`]: re-renders an artifact; [`compare`]: two profile
 //!   artifacts side by side; [`merge`]: load artifacts merged;
 //! - [`hidden`]: the helper subcommands sockscope runs itself
-//!   (`__getppid-loop`, `__idle`; `__watchdog` is
-//!   [`crate::process::watchdog::run`]); [`stacks_raw`]: `__stacks-raw`,
-//!   the stack sampler alone, for its tests;
-//! - shared by them: [`target_cpu`] (the target's CPU without the
-//!   tracer, for `--requests-only`), [`machine`] (the kernel, CPU and sysctls read into
+//!   (`__getppid-loop`, `__idle`, `__watchdog`); `trace::stacks_raw`:
+//!   `__stacks-raw`, the stack sampler alone, for its tests;
+//! - [`help`]: `completions` and `manpage`, from the definition `main.rs`
+//!   hands over;
+//! - [`lifecycle`]: what every command's process does first and last (the
+//!   watchdog), and an error's exit status and message;
+//! - shared by them: [`machine`] (the kernel, CPU and sysctls read into
 //!   report::machine::Machine, and the caveats), [`exit`] (the failure
 //!   statuses), [`timestamp`], [`scratch_dir`].
 
@@ -24,20 +29,18 @@ pub mod bench;
 pub mod compare;
 pub mod demo;
 pub mod exit;
+pub mod help;
 pub mod hidden;
+pub mod lifecycle;
+pub mod load;
 pub mod machine;
 pub mod merge;
 pub mod pathload;
 pub mod profile;
 pub mod report;
-pub mod requests;
-pub mod requests_live;
-pub mod requests_only;
-pub mod stacks;
-pub mod stacks_only;
-pub mod stacks_raw;
-pub mod target_cpu;
+pub mod serve;
 pub mod trace;
+pub mod tune;
 
 use anyhow::Result;
 

@@ -133,7 +133,7 @@ pub fn run(mut spec: LoadSpec, quiet: bool, sp: &ServedPath) -> Result<u8> {
         ));
     }
     out.report.path = Some(NetPath::Emulated(Box::new(record)));
-    crate::load::finish(&out.report, out.failure, json.as_deref(), quiet)
+    super::load::finish(&out.report, out.failure, json.as_deref(), quiet)
 }
 
 /// A failure with no error to show ("no error reported": nothing came

@@ -143,19 +143,6 @@ pub struct UdpSinkSpec {
     pub json: Option<PathBuf>,
 }
 
-/// Runs a serve command; returns the exit status.
-pub fn run(spec: ServeSpec, quiet: bool) -> Result<u8> {
-    // A peer that vanishes must cost one connection, not the process; sends
-    // also pass MSG_NOSIGNAL, this covers any write that does not.
-    // SAFETY: installing SIG_IGN has no preconditions.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    match spec {
-        ServeSpec::Echo(s) => echo::run(&s, quiet),
-        ServeSpec::Relay(s) => relay::run(&s, quiet),
-        ServeSpec::UdpSink(s) => udp_sink::run(&s, quiet),
-    }
-}
-
 /// Prints the ready line on stdout and flushes it: the one line a launcher
 /// waits for. Nothing else sockscope serve prints goes to stdout. When
 /// `--json` goes to stdout (`--json -`), the line goes to stderr instead,

@@ -3,13 +3,15 @@
 //! header src/bpf/stacks.h shares with Rust. The only module that includes
 //! this skeleton.
 
-use crate::trace::pod::Plain;
+use crate::probe::pod::Plain;
 
 mod skel {
     #![allow(clippy::all, clippy::pedantic, unused_imports)]
     include!(concat!(env!("OUT_DIR"), "/stacks.skel.rs"));
 }
 pub(super) use skel::{StacksSkel, StacksSkelBuilder, types};
+
+crate::probe::scope_filter::check_common_abi!(types);
 
 use types::ss_stk_limits as L;
 

@@ -17,12 +17,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder, libbpf_sys};
+use libbpf_rs::{Link, OpenObject, RingBuffer, RingBufferBuilder, libbpf_sys};
 
 use super::abi::{self, COUNTS, KERNEL_FRAMES, StacksSkel, StacksSkelBuilder, count, types};
 use super::sample::{RawSample, SampleKind, UserRegs};
-use crate::trace::bpf::ScopeFilter;
-use crate::trace::pod;
+use crate::probe::ScopeFilter;
+use crate::probe::pod;
+use crate::probe::scope_filter::set_scope_globals;
 
 /// What to sample and how.
 #[derive(Clone, Debug)]
@@ -124,7 +125,7 @@ impl<'obj> Sampler<'obj> {
     /// Opens, configures and loads the programs (nothing attached yet).
     pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, cfg: &SamplerConfig) -> Result<Self> {
         cfg.check()?;
-        crate::trace::bpf::capture_libbpf_log();
+        crate::probe::libbpf_log::capture_libbpf_log();
         let ncpus = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
         let mut open = StacksSkelBuilder::default()
             .open(storage)
@@ -136,12 +137,7 @@ impl<'obj> Sampler<'obj> {
                 .as_deref_mut()
                 .ok_or_else(|| anyhow!("the stack sampler's BPF object has no .rodata"))?;
             ro.self_tgid = std::process::id();
-            let w = cfg.scope.words();
-            ro.scope_mode = types::ss_scope_mode(w.mode);
-            ro.scope_cgroup_id = w.cgroup_id;
-            ro.scope_cgroup_level = w.cgroup_level;
-            ro.scope_comm_lo = w.comm_lo;
-            ro.scope_comm_hi = w.comm_hi;
+            set_scope_globals!(&mut *ro, types::ss_scope_mode, cfg.scope.words());
             ro.stack_bytes = cfg.stack_bytes;
             ro.period_ns = 1_000_000_000 / u64::from(cfg.hz);
         }
@@ -154,7 +150,7 @@ impl<'obj> Sampler<'obj> {
             .set_max_entries(cfg.ringbuf_bytes)
             .context("sizing the ring buffer")?;
         let skel = open.load().map_err(|e| {
-            crate::trace::bpf::load_error("loading the stack sampler's BPF programs", e)
+            crate::probe::libbpf_log::load_error("loading the stack sampler's BPF programs", e)
         })?;
         let queue = Rc::new(RefCell::new(Vec::new()));
         let ring = {
@@ -183,14 +179,7 @@ impl<'obj> Sampler<'obj> {
     /// Tree scope: these processes (and the children they fork from now
     /// on) are sampled.
     pub fn add_tree(&self, tgids: &[i32]) -> Result<()> {
-        for &tgid in tgids {
-            self.skel
-                .maps
-                .tree
-                .update(&(tgid as u32).to_ne_bytes(), &[1], MapFlags::ANY)
-                .with_context(|| format!("registering process {tgid}"))?;
-        }
-        Ok(())
+        crate::probe::scope_filter::add_tree(&self.skel.maps.tree, tgids)
     }
 
     /// Attaches the tree hooks, the off-CPU hooks when asked for, and a

@@ -16,11 +16,11 @@ use anyhow::{Result, anyhow};
 use super::bpf::{Sampler, SamplerConfig, SamplerCounters};
 use super::sample::{RawSample, SampleKind};
 use super::{Frame, Resolver};
+use crate::probe::ScopeFilter;
 use crate::recorder::Recorder;
 use crate::report::stacks::{
     FrameKey, ModuleNote, StackGraph, StacksCost, StacksReport, WeightUnit, WeightedStack,
 };
-use crate::trace::bpf::ScopeFilter;
 
 /// The default sampling frequency: 99 Hz, as perf's and the profilers'
 /// custom, off the 100 Hz of periodic kernel work so the two do not beat.

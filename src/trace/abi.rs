@@ -1,16 +1,17 @@
 //! The syscall tracer's BPF object as libbpf-rs generated it from
 //! src/bpf/syscalls.bpf.c (the skeleton and its `types`), and the limits
 //! and flags its header src/bpf/syscalls.h shares with Rust. The only
-//! module that includes the skeleton: `bpf/` drives it, `hist` takes its
-//! bucket layout from here, so neither needs the other's internals.
+//! module that includes the skeleton: `bpf/` drives it.
 
-use super::pod::Plain;
+use crate::probe::pod::Plain;
 
 mod skel {
     #![allow(clippy::all, clippy::pedantic, unused_imports)]
     include!(concat!(env!("OUT_DIR"), "/syscalls.skel.rs"));
 }
 pub(super) use skel::{SyscallsSkel, SyscallsSkelBuilder, types};
+
+crate::probe::scope_filter::check_common_abi!(types);
 
 use types::{ss_event_type as EvType, ss_limits as Limits};
 
@@ -19,10 +20,6 @@ use types::{ss_event_type as EvType, ss_limits as Limits};
 pub const MAX_SYSCALLS: usize = Limits::SS_MAX_SYSCALLS.0 as usize;
 /// The slot that pools every syscall number from it up (SS_OTHER_SYSCALL).
 pub const OTHER_SYSCALL: u32 = Limits::SS_OTHER_SYSCALL.0;
-/// Buckets of the latency histogram (SS_HIST_BUCKETS).
-pub const HIST_BUCKETS: usize = Limits::SS_HIST_BUCKETS.0 as usize;
-/// Sub-buckets per power of two, as a shift (SS_HIST_SUB_BITS).
-pub const HIST_SUB_BITS: u32 = Limits::SS_HIST_SUB_BITS.0;
 pub(super) const ERRNO_SLOTS: u32 = Limits::SS_ERRNO_SLOTS.0;
 pub(super) const ERRNO_DIRECT: u32 = Limits::SS_ERRNO_DIRECT.0;
 pub(super) const ERRNO_RESTART_BASE: u32 = Limits::SS_ERRNO_RESTART_BASE.0;

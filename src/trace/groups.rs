@@ -11,7 +11,8 @@ use anyhow::Result;
 use super::bpf::RawGroup;
 use super::snapshot::{Breakdown, GroupKey, GroupStats};
 use super::stat::{SyscallStat, add_stat};
-use super::{Session, account, scope};
+use super::{Session, account};
+use crate::probe::scope;
 
 /// Exited processes the final report still lists one by one.
 const RETIRED_ROWS: usize = 4096;

@@ -16,14 +16,11 @@ pub mod bpf;
 pub mod calibrate;
 pub mod errno;
 mod groups;
-pub mod hist;
 pub mod interval;
 pub mod launch;
-pub mod pod;
-pub mod preflight;
 mod rows;
 mod schedule;
-pub mod scope;
+mod scope_run;
 pub mod selfcost;
 pub mod snapshot;
 pub mod startup;
@@ -44,68 +41,17 @@ use libbpf_rs::{RingBuffer, RingBufferBuilder};
 use nix::sys::signal::Signal;
 
 pub(crate) use self::rows::{group_rows, syscall_rows, totals_of};
+pub use self::scope_run::{filter_of as scope_filter_of, scope_target};
 
 use self::account::EventLog;
 use self::bpf::{Tracer, TracerConfig};
 use self::wait::{Signals, Wake};
+use crate::probe::TargetSpec;
 use crate::report::trace::{
     SCHEMA, SCHEMA_VERSION, Target, TraceOptionsRecord, TraceReport, Window,
 };
 use crate::signals::StopFlag;
 use crate::{error, procfs};
-
-/// What to trace.
-#[derive(Clone, Debug)]
-pub enum TargetSpec {
-    /// Start this command and trace it from its first instruction.
-    Launch {
-        /// argv of the command.
-        argv: Vec<OsString>,
-        /// Run it as this user (see launch::resolve_run_as).
-        run_as: Option<launch::RunAs>,
-    },
-    /// Trace a running process.
-    Attach {
-        /// Its pid.
-        pid: i32,
-        /// Detach after this long (else on Ctrl-C/SIGTERM or its exit).
-        duration: Option<Duration>,
-    },
-    /// Trace every task of a scope (a cgroup, a name, the machine), those
-    /// that join it later included.
-    Scope {
-        /// Which tasks.
-        scope: ScopeTarget,
-        /// Detach after this long (else on Ctrl-C/SIGTERM).
-        duration: Option<Duration>,
-    },
-}
-
-/// The tasks a scope mode traces.
-#[derive(Clone, Debug)]
-pub enum ScopeTarget {
-    /// Every task in this cgroup v2 directory or below it.
-    Cgroup(scope::CgroupTarget),
-    /// Every task whose process (thread-group leader) has this name.
-    Comm(String),
-    /// Every task on the machine but sockscope's own.
-    System,
-}
-
-impl ScopeTarget {
-    /// How the scope is named in messages and labels: `cgroup:/a/b`,
-    /// `unit:nginx.service`, `comm:nginx`, `system`.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Cgroup(c) => match &c.unit {
-                Some(u) => format!("unit:{u}"),
-                None => format!("cgroup:{}", c.rel),
-            },
-            Self::Comm(n) => format!("comm:{n}"),
-            Self::System => "system".into(),
-        }
-    }
-}
 
 /// Where a running trace's snapshots go (the interval writer, the metrics
 /// exporter), and how often each wants one.
@@ -270,7 +216,7 @@ impl Session<'_, '_> {
 /// Runs a whole trace: preflight, load, attach, window, report.
 pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
     let mut startup = startup::Timeline::begin();
-    preflight::check()?;
+    crate::probe::preflight::check()?;
     startup.mark("preflight");
     let mut storage = MaybeUninit::uninit();
     let tracer = Tracer::load(
@@ -282,8 +228,8 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
             max_threads: opts.max_threads,
             ringbuf_bytes: if opts.per_thread { 32 << 20 } else { 4 << 20 },
             scope: match &opts.target {
-                TargetSpec::Scope { scope, .. } => scope::filter_of(scope)?,
-                _ => bpf::ScopeFilter::Tree,
+                TargetSpec::Scope { scope, .. } => scope_run::filter_of(scope)?,
+                _ => crate::probe::ScopeFilter::Tree,
             },
             by: opts.by,
             max_series: opts.max_series,
@@ -343,7 +289,7 @@ pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
     match &opts.target {
         TargetSpec::Launch { argv, run_as } => run_launch(&mut s, opts, argv, run_as.as_ref()),
         TargetSpec::Attach { pid, duration } => run_attach(&mut s, opts, *pid, *duration),
-        TargetSpec::Scope { scope, duration } => scope::run(&mut s, opts, scope, *duration),
+        TargetSpec::Scope { scope, duration } => scope_run::run(&mut s, opts, scope, *duration),
     }
 }
 
@@ -351,7 +297,7 @@ fn run_launch(
     s: &mut Session<'_, '_>,
     opts: &TraceOptions,
     argv: &[OsString],
-    run_as: Option<&launch::RunAs>,
+    run_as: Option<&crate::process::run_as::RunAs>,
 ) -> Result<TraceOutcome> {
     let program = launch::resolve_program(&argv[0])?;
     launch::become_subreaper()?;

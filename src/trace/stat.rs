@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::hist::{self, Histogram};
+use crate::probe::hist::{self, Histogram};
 
 /// Aggregated figures for one syscall number, summed over CPUs.
 #[derive(Clone, Debug)]

@@ -6,10 +6,10 @@
 //! - [`rules`]: what a latency-, throughput- or connections-oriented
 //!   server wants of each, and why (pure);
 //! - [`advice`]: the rows a run's evidence supports, quoting it (pure);
-//! - [`command`]: the `tune` command's output (table, JSON, sysctl.d).
+//!
+//! The `tune` command's output (table, JSON, sysctl.d) is `run::tune`.
 
 pub mod advice;
-pub mod command;
 pub mod rules;
 pub mod settings;
 

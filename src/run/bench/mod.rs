@@ -16,6 +16,7 @@ use anyhow::Result;
 use nix::sys::signal::Signal;
 
 use super::exit::{self, fail};
+use crate::probe::preflight::{self, Programs};
 use crate::process::publish::{Dest, Show, publish};
 use crate::process::ready::{self, Proto};
 use crate::process::staging::Staging;
@@ -24,7 +25,6 @@ use crate::report::bench::{BenchReport, ExperimentResult, Results, SCHEMA, SCHEM
 use crate::report::load::LoadReport;
 use crate::report::machine::Machine;
 use crate::signals::Signals;
-use crate::trace::preflight::{self, Programs};
 
 /// One built-in experiment, as `sockscope bench` and the demo run it.
 /// Each is a unit struct in its own file, registered in [`EXPERIMENTS`];

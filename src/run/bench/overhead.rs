@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::{BenchContext, Size};
+use crate::probe::TargetSpec;
 use crate::process::target::{self, Launched, STOP_GRACE, quote_block};
 use crate::report::bench::overhead::{OverheadResult, OverheadRow};
 use crate::run::exit::{self, fail};
 use crate::signals::StopFlag;
-use crate::trace::{self, TargetSpec, TraceOptions};
+use crate::trace::{self, TraceOptions};
 
 /// Longest any single measured run may take.
 const RUN_LIMIT: Duration = Duration::from_secs(180);
@@ -183,8 +184,8 @@ impl super::Experiment for Overhead {
     fn about(&self) -> &'static str {
         "The tracer's overhead on a getppid loop, against strace and perf (where installed)"
     }
-    fn bpf(&self) -> Option<crate::trace::preflight::Programs> {
-        Some(crate::trace::preflight::Programs::Tracing)
+    fn bpf(&self) -> Option<crate::probe::preflight::Programs> {
+        Some(crate::probe::preflight::Programs::Tracing)
     }
     fn caveats(&self, machine: &crate::report::machine::Machine) -> Vec<String> {
         let mut c = crate::run::machine::caveats(machine, None, false);

@@ -351,8 +351,8 @@ impl super::Experiment for Relay {
         "serve relay's data paths (userspace, splice, sockmap) against HAProxy (when installed) \
          and the echo server reached directly"
     }
-    fn bpf(&self) -> Option<crate::trace::preflight::Programs> {
-        Some(crate::trace::preflight::Programs::Sockmap)
+    fn bpf(&self) -> Option<crate::probe::preflight::Programs> {
+        Some(crate::probe::preflight::Programs::Sockmap)
     }
     fn caveats(&self, machine: &crate::report::machine::Machine) -> Vec<String> {
         super::loopback_caveats(

@@ -70,8 +70,8 @@ impl super::Experiment for Transport {
         "Echo transports (threaded, epoll, uring) across connection counts under tcp-rr and \
          tcp-crr, each point a traced profile"
     }
-    fn bpf(&self) -> Option<crate::trace::preflight::Programs> {
-        Some(crate::trace::preflight::Programs::Tracing)
+    fn bpf(&self) -> Option<crate::probe::preflight::Programs> {
+        Some(crate::probe::preflight::Programs::Tracing)
     }
     fn takes_path(&self) -> bool {
         true

@@ -41,7 +41,7 @@ impl super::Experiment for UdpRcvbuf {
     fn about(&self) -> &'static str {
         "UDP loss with a small, the default and a large receive buffer"
     }
-    fn bpf(&self) -> Option<crate::trace::preflight::Programs> {
+    fn bpf(&self) -> Option<crate::probe::preflight::Programs> {
         None
     }
     fn caveats(&self, machine: &crate::report::machine::Machine) -> Vec<String> {

@@ -17,11 +17,11 @@ use anyhow::Result;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::error;
+use crate::process::run_as::RunAs;
 use crate::process::target::{self, Launched};
 use crate::report::workload::CommandOutput;
 use crate::run::exit::{self, fail};
 use crate::signals::Signals;
-use crate::trace::launch::RunAs;
 
 /// The placeholders a command may hold, with what fills them.
 pub const PLACEHOLDERS: [&str; 3] = ["ADDR", "HOST", "PORT"];

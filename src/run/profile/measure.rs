@@ -47,16 +47,16 @@ use crate::endpoint::Endpoint;
 use crate::load;
 use crate::netpath::{EmulatedPath, PathRecord};
 use crate::process::ready::{OwnedSocket, Proto, UnixListener};
+use crate::process::run_as::RunAs;
 use crate::report::anatomy::AnatomyReport;
 use crate::report::evidence::KernelEvidence;
 use crate::report::machine::Machine;
 use crate::report::profile::{ProfileReport, Sharer, StopRecord, TargetRecord};
 use crate::run::exit::{self, fail};
 use crate::run::machine;
-use crate::run::target_cpu::{CpuProbe, CpuReading};
+use crate::run::trace::target_cpu::{CpuProbe, CpuReading};
 use crate::signals::{Signals, StopFlag};
-use crate::trace::launch::RunAs;
-use crate::trace::{self, TraceOutcome};
+use crate::trace::TraceOutcome;
 
 /// Runs one profile and returns its report; writes nothing. A launched
 /// target is started on the calling thread (its PR_SET_PDEATHSIG is tied
@@ -84,8 +84,11 @@ pub(super) fn block_signals() -> Result<Signals> {
 /// What is checked before anything starts: the tracing programs load,
 /// and a `--load-cmd` program exists.
 pub(super) fn preflight(spec: &ProfileSpec) -> Result<()> {
-    trace::preflight::check_for(trace::preflight::Programs::Tracing, "sockscope profile")
-        .map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}")))?;
+    crate::probe::preflight::check_for(
+        crate::probe::preflight::Programs::Tracing,
+        "sockscope profile",
+    )
+    .map_err(|e| fail(exit::TRACER_FAILED, format!("{e:#}")))?;
     if let Workload::Command(c, _) = &spec.workload {
         c.check_program()?;
     }
@@ -424,7 +427,7 @@ fn attach(
         // The anatomy follows TCP/UDP ports: on a Unix socket it has
         // nothing to see (the report says so).
         let anatomy = (spec.recorders.requests() && !addr.is_unix()).then(|| {
-            crate::run::requests::config_for(&target, root)
+            crate::run::trace::requests::config_for(&target, root)
                 .and_then(Session::start)
                 .map_err(|e| format!("{e:#}"))
         });
@@ -435,7 +438,7 @@ fn attach(
         // fails it now, before the load.
         let probe = CpuProbe::new(&target, subject.pid);
         let before = probe.read();
-        let session = crate::run::requests::config_for(&target, subject.pid)
+        let session = crate::run::trace::requests::config_for(&target, subject.pid)
             .and_then(Session::start)
             .map_err(|e| {
                 fail(

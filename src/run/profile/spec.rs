@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use super::loadcmd::LoadCommand;
 use super::loadline::LoadLine;
-use crate::trace::launch::RunAs;
+use crate::process::run_as::RunAs;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -21,7 +21,7 @@ pub enum ProfileTarget {
     Pid(i32),
     /// Trace every process of this cgroup (a service under systemd or a
     /// container runtime); nothing in it is stopped afterwards.
-    Cgroup(crate::trace::scope::CgroupTarget),
+    Cgroup(crate::probe::scope::CgroupTarget),
 }
 
 /// What drives the window.

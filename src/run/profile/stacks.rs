@@ -7,11 +7,11 @@
 use anyhow::Result;
 
 use super::ProfileSpec;
+use crate::probe::TargetSpec;
 use crate::report::profile::ProfileReport;
 use crate::report::stacks::StacksReport;
 use crate::run::exit::{self, fail};
 use crate::stacks::{Collected, Session};
-use crate::trace::TargetSpec;
 
 /// Starts sampling `target` (whose tree is rooted at `root`) when the
 /// profile asks for stacks.
@@ -22,7 +22,7 @@ pub(super) fn start(
 ) -> Option<std::result::Result<Session, String>> {
     let options = spec.stacks.as_ref()?;
     Some(
-        crate::run::stacks::config_for(target, root, options)
+        crate::run::trace::stacks::config_for(target, root, options)
             .and_then(Session::start)
             .map_err(|e| format!("{e:#}")),
     )
@@ -67,7 +67,7 @@ pub(super) fn put(
 /// status), though the rest of it was measured and written.
 pub(super) fn verdict(spec: &ProfileSpec, rep: &ProfileReport) -> Result<()> {
     if let (Some(options), Some(s)) = (&spec.stacks, &rep.stacks) {
-        crate::run::stacks::write_folded(options, s)?;
+        crate::run::trace::stacks::write_folded(options, s)?;
     }
     match &rep.stacks_failure {
         Some(why) => Err(fail(

@@ -12,9 +12,10 @@ use anyhow::{Context, Result};
 use super::spec::{ProfileSpec, ProfileTarget};
 use super::subject::Subject;
 use super::watch::check_signals;
+use crate::probe::TargetSpec;
 use crate::run::exit::{self, fail};
 use crate::signals::{Signals, StopFlag};
-use crate::trace::{self, TargetSpec, TraceOptions, TraceOutcome};
+use crate::trace::{self, TraceOptions, TraceOutcome};
 
 /// Longest wait for the tracer to load, attach and open its window.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -61,7 +62,7 @@ impl Drop for TracerThread {
 pub(super) fn trace_target(spec: &ProfileSpec, pid: i32) -> TargetSpec {
     match &spec.target {
         ProfileTarget::Cgroup(cg) => TargetSpec::Scope {
-            scope: trace::ScopeTarget::Cgroup(cg.clone()),
+            scope: crate::probe::ScopeTarget::Cgroup(cg.clone()),
             duration: None,
         },
         _ => TargetSpec::Attach {

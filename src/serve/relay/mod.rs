@@ -43,8 +43,8 @@ pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
         RelayMode::Splice => (RelayPath::Splice, None),
         RelayMode::Sockmap => {
             // Named capabilities first: libbpf alone says only EPERM.
-            let loaded = crate::trace::preflight::check_for(
-                crate::trace::preflight::Programs::Sockmap,
+            let loaded = crate::probe::preflight::check_for(
+                crate::probe::preflight::Programs::Sockmap,
                 "sockscope serve relay --mode sockmap",
             )
             .and_then(|()| {

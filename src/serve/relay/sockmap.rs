@@ -35,8 +35,8 @@ mod skel {
 }
 use skel::{RelaySkel, RelaySkelBuilder, types};
 
+use crate::probe::pod::{self, Plain, as_bytes};
 use crate::report::serve::relay::VerdictStats;
-use crate::trace::pod::{self, Plain, as_bytes};
 
 // SAFETY: skeleton structs generated from src/bpf/relay.h: repr(C),
 // integers and explicit padding only (see trace/pod.rs).

@@ -8,8 +8,10 @@ use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::super::abi::{NEED_BASELINE, PENDING_EXEC, types};
-use super::super::pod::as_bytes;
-use super::{ScopeFilter, Tracer, take_libbpf_log};
+use super::Tracer;
+use crate::probe::ScopeFilter;
+use crate::probe::libbpf_log::take_libbpf_log;
+use crate::probe::pod::as_bytes;
 use types::ss_event_type as EvType;
 
 /// The syscall tracepoints a calibration attaches one by one.

@@ -8,7 +8,8 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use libbpf_rs::libbpf_sys;
 
 use super::super::abi::types;
-use super::{ScopeFilter, Tracer};
+use super::Tracer;
+use crate::probe::ScopeFilter;
 
 /// Kernel-measured run time of one program (bpf_enable_stats).
 #[derive(Clone, Debug)]

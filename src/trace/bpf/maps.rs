@@ -9,13 +9,13 @@ use anyhow::{Context, Result, bail};
 use libbpf_rs::{Iter, MapCore, MapFlags, MapHandle};
 
 use super::super::abi::{ERRNO_DIRECT, ERRNO_RESTART_BASE, ERRNO_SLOTS, MAX_SYSCALLS, types};
-use super::super::hist::{self, Histogram};
-use super::super::pod::{self, as_bytes};
 use super::super::snapshot::Breakdown;
 use super::super::stat::SyscallStat;
 use super::attach::attach_error;
 use super::records::parse_all;
 use super::{Event, HookCounters, RawGroup, Tracer};
+use crate::probe::hist::{self, Histogram};
+use crate::probe::pod::{self, as_bytes};
 use types::ss_iter_mode as IterMode;
 
 /// errno slot (as stored by the BPF side) back to the errno value.

@@ -17,14 +17,16 @@ mod records;
 
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
-use std::sync::Mutex;
 
 use anyhow::{Context, Result, anyhow};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, OpenObject, PrintLevel};
+use libbpf_rs::{Link, OpenObject};
 
 use super::abi::{SyscallsSkel, SyscallsSkelBuilder, types};
 use super::snapshot::Breakdown;
+use crate::probe::ScopeFilter;
+use crate::probe::libbpf_log::{capture_libbpf_log, load_error};
+use crate::probe::scope_filter::set_scope_globals;
 
 pub use self::attach::{Registered, SyscallHook};
 pub use self::cost::{ProgCost, ProgSplit, SplitSums};
@@ -55,66 +57,6 @@ pub struct TracerConfig {
     pub max_series: u32,
 }
 
-/// Which tasks the programs trace (the BPF side's `scope_mode`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum ScopeFilter {
-    /// Tasks the loader registers, and their children.
-    #[default]
-    Tree,
-    /// Every task in the cgroup v2 directory with this id, which sits at
-    /// this depth below the root, or in one below it.
-    Cgroup {
-        /// The cgroup id (its directory's inode number).
-        id: u64,
-        /// Its depth (root = 0).
-        level: u32,
-    },
-    /// Every task whose thread-group leader has this name (NUL-padded).
-    Comm([u8; 16]),
-    /// Every task but sockscope's own.
-    System,
-}
-
-/// A [`ScopeFilter`] as the read-only globals every program that filters
-/// by scope takes (`scope_mode` and its operands, in syscalls.bpf.c and
-/// anatomy.bpf.c); each loader copies them into its own skeleton.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ScopeWords {
-    /// `enum ss_scope_mode`'s value.
-    pub mode: u32,
-    /// Cgroup scope: the cgroup's id.
-    pub cgroup_id: u64,
-    /// Cgroup scope: its depth.
-    pub cgroup_level: u32,
-    /// Comm scope: the name's first 8 bytes, as a native-endian word.
-    pub comm_lo: u64,
-    /// Comm scope: its last 8 bytes.
-    pub comm_hi: u64,
-}
-
-impl ScopeFilter {
-    /// The globals that select this scope in the programs.
-    pub fn words(&self) -> ScopeWords {
-        use types::ss_scope_mode as M;
-        let mut w = ScopeWords::default();
-        w.mode = match *self {
-            ScopeFilter::Tree => M::SS_SCOPE_TREE.0,
-            ScopeFilter::Cgroup { id, level } => {
-                w.cgroup_id = id;
-                w.cgroup_level = level;
-                M::SS_SCOPE_CGROUP.0
-            }
-            ScopeFilter::Comm(name) => {
-                w.comm_lo = u64::from_ne_bytes(name[..8].try_into().expect("8 bytes"));
-                w.comm_hi = u64::from_ne_bytes(name[8..].try_into().expect("8 bytes"));
-                M::SS_SCOPE_COMM.0
-            }
-            ScopeFilter::System => M::SS_SCOPE_SYSTEM.0,
-        };
-        w
-    }
-}
-
 /// The group of a per-group aggregate, as the kernel keys it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RawGroup {
@@ -134,40 +76,6 @@ impl RawGroup {
     }
 }
 
-static LIBBPF_LOG: Mutex<String> = Mutex::new(String::new());
-
-fn libbpf_print(level: PrintLevel, msg: String) {
-    if level == PrintLevel::Debug {
-        return;
-    }
-    if let Ok(mut log) = LIBBPF_LOG.lock() {
-        // Keep the tail: the verifier's verdict is at the end of its log.
-        if log.len() > 64 * 1024 {
-            let cut = log.len() - 32 * 1024;
-            let cut = (cut..log.len())
-                .find(|i| log.is_char_boundary(*i))
-                .unwrap_or(0);
-            log.drain(..cut);
-        }
-        log.push_str(&msg);
-    }
-}
-
-/// Sends libbpf's messages (the verifier's log among them) to the buffer
-/// [`load_error`] quotes from, and empties it: call before opening an
-/// object.
-pub fn capture_libbpf_log() {
-    libbpf_rs::set_print(Some((PrintLevel::Info, libbpf_print)));
-    take_libbpf_log();
-}
-
-fn take_libbpf_log() -> String {
-    LIBBPF_LOG
-        .lock()
-        .map(|mut l| std::mem::take(&mut *l))
-        .unwrap_or_default()
-}
-
 /// The loaded tracer. Programs run only while it holds their links.
 pub struct Tracer<'obj> {
     skel: SyscallsSkel<'obj>,
@@ -182,8 +90,7 @@ impl<'obj> Tracer<'obj> {
     /// Opens, configures and loads the programs (no attach yet). A verifier
     /// rejection comes back with the verifier's own last lines.
     pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, cfg: TracerConfig) -> Result<Self> {
-        libbpf_rs::set_print(Some((PrintLevel::Info, libbpf_print)));
-        take_libbpf_log();
+        capture_libbpf_log();
         let builder = SyscallsSkelBuilder::default();
         let mut open = builder
             .open(storage)
@@ -204,12 +111,7 @@ impl<'obj> Tracer<'obj> {
             };
             ro.ringbuf_wake_bytes = u64::from(cfg.ringbuf_bytes / 4);
             ro.self_tgid = std::process::id();
-            let w = cfg.scope.words();
-            ro.scope_mode = types::ss_scope_mode(w.mode);
-            ro.scope_cgroup_id = w.cgroup_id;
-            ro.scope_cgroup_level = w.cgroup_level;
-            ro.scope_comm_lo = w.comm_lo;
-            ro.scope_comm_hi = w.comm_hi;
+            set_scope_globals!(&mut *ro, types::ss_scope_mode, cfg.scope.words());
             ro.by_mode = match cfg.by {
                 Breakdown::None => types::ss_by_mode::SS_BY_NONE,
                 Breakdown::Process => types::ss_by_mode::SS_BY_PROCESS,
@@ -253,29 +155,4 @@ impl<'obj> Tracer<'obj> {
             .as_deref_mut()
             .ok_or_else(|| anyhow!("BPF object has no .bss"))
     }
-}
-
-/// A load failure with the verifier's last lines (see
-/// [`capture_libbpf_log`]).
-pub fn load_error(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
-    let log = take_libbpf_log();
-    let tail: Vec<&str> = log.lines().rev().take(25).collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
-    let mut msg = format!("{what} failed: {e}");
-    let verifier = log.contains("END PROG LOAD LOG") || log.contains("processed ");
-    if verifier {
-        msg.push_str(
-            "\n  the BPF verifier rejected a program; its verdict is the last lines below",
-        );
-    } else if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
-        msg.push_str(
-            "\n  the kernel refused: sockscope trace needs CAP_BPF and CAP_PERFMON \
-             (or CAP_SYS_ADMIN); run it as root",
-        );
-    }
-    if !tail.is_empty() {
-        msg.push_str("\n  libbpf/verifier said:\n    ");
-        msg.push_str(&tail.join("\n    "));
-    }
-    anyhow!(msg)
 }

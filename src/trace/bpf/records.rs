@@ -7,7 +7,7 @@ use std::mem::size_of;
 use anyhow::{Result, anyhow, bail};
 
 use super::super::abi::{MAX_SYSCALLS, NEED_BASELINE, types};
-use super::super::pod;
+use crate::probe::pod;
 use types::ss_event_type as EvType;
 
 /// Per-thread totals for one syscall.
@@ -297,7 +297,7 @@ fn page_kb() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::pod::as_bytes;
+    use crate::probe::pod::as_bytes;
 
     #[test]
     fn records_parse_through_the_generated_layouts() {

@@ -24,10 +24,10 @@ use super::requests_live::{self, Live};
 use super::target_cpu::CpuProbe;
 use crate::anatomy::{self, Session};
 use crate::error;
+use crate::probe::TargetSpec;
 use crate::report::requests::{self, RequestsReport, TargetCpu};
 use crate::report::trace::{Target, Window};
 use crate::signals::{Signals, signal_name};
-use crate::trace::TargetSpec;
 
 /// One `trace --requests-only` run, validated (`run::trace` builds it
 /// from the trace options, which it shares).
@@ -80,7 +80,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
         }
         None => None,
     };
-    crate::trace::preflight::check()?;
+    crate::probe::preflight::check()?;
     // Blocked before the anatomy's thread starts, which inherits the mask:
     // the signals reach the signalfd only.
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
@@ -247,7 +247,7 @@ pub(super) fn target_record(target: &TargetSpec, root: i32, threads: u64) -> Tar
             scope: None,
         };
     };
-    crate::trace::scope::scope_target(scope, threads)
+    crate::trace::scope_target(scope, threads)
 }
 
 /// Writes --json, then the table to -o (or stderr); every output is

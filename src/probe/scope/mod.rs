@@ -21,7 +21,6 @@ mod mounts;
 mod names;
 mod open;
 mod place;
-mod run;
 mod unit;
 mod walk;
 
@@ -34,8 +33,6 @@ pub use self::cgroup::resolve_cgroup;
 pub use self::comm::comm_name;
 pub use self::mounts::v2_mount;
 pub use self::names::CgroupNames;
-pub(super) use self::run::run;
-pub use self::run::{filter_of, scope_target};
 pub use self::unit::resolve_unit;
 
 /// A cgroup v2 directory to trace: every task in it or below it.

@@ -12,12 +12,12 @@ use anyhow::Result;
 use nix::sys::signal::Signal;
 
 use super::target_cpu::CpuProbe;
+use crate::probe::TargetSpec;
 use crate::report::requests::TargetCpu;
 use crate::report::stacks_only::{self, StacksOnlyReport};
 use crate::report::trace::Window;
 use crate::signals::Signals;
 use crate::stacks::{Session, StacksOptions};
-use crate::trace::TargetSpec;
 
 /// One `trace --stacks-only` run, validated.
 #[derive(Clone, Debug)]
@@ -39,7 +39,7 @@ pub struct StacksOnlySpec {
 pub fn run(spec: &StacksOnlySpec) -> Result<u8> {
     let target = &spec.target;
     let duration = super::requests_only::alone_duration(target, "stacks")?;
-    crate::trace::preflight::check()?;
+    crate::probe::preflight::check()?;
     // Blocked before the sampler's thread starts, which inherits the mask.
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
     let (root, pidfd) = super::requests_only::attach_root(target)?;

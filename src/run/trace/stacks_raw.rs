@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::json;
 
+use crate::probe::ScopeFilter;
 use crate::stacks::bpf::{Sampler, SamplerConfig};
 use crate::stacks::sample::{RawSample, SampleKind};
-use crate::trace::bpf::ScopeFilter;
 
 /// What to sample (the hidden command's options).
 #[derive(Clone, Copy, Debug)]

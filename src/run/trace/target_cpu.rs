@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::trace::{ScopeTarget, TargetSpec};
+use crate::probe::{ScopeTarget, TargetSpec};
 
 /// Where the target's CPU time is read.
 pub enum CpuProbe {

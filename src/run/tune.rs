@@ -1,4 +1,5 @@
-//! `sockscope tune`'s output: the audit as a table (with a header saying
+//! `sockscope tune`: reads the settings ([`crate::tune`]) and prints the
+//! audit: the audit as a table (with a header saying
 //! what was read, for which goal, ranked by which run), as JSON, or as a
 //! sysctl.d snippet. Nothing here writes to /proc/sys.
 
@@ -11,7 +12,7 @@ use crate::error;
 use crate::report::profile::{self, ProfileReport};
 use crate::report::tune::{AuditRow, table};
 
-use super::{Goal, Settings};
+use crate::tune::{Goal, Settings};
 
 /// A validated `sockscope tune`.
 #[derive(Debug, Clone)]
@@ -62,7 +63,7 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
     let evidence = run
         .as_ref()
         .and_then(|r| r.evidence.as_ref().map(|e| (e, r.load.as_ref())));
-    let rows = super::ranked(&settings, spec.goal, evidence);
+    let rows = crate::tune::ranked(&settings, spec.goal, evidence);
     let evidence_rows = rows.iter().take_while(|r| r.evidence.is_some()).count();
     if let (Some(p), Some((_, _))) = (&spec.from, evidence)
         && evidence_rows == 0
@@ -101,7 +102,7 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
         );
         header.extend(notes.iter().map(|n| format!("Note: {n}.")));
         // The --from path and the notes are a user's or an artifact's text.
-        let snippet = super::sysctl_snippet(&rows, &header);
+        let snippet = crate::tune::sysctl_snippet(&rows, &header);
         print!("{}", crate::text::escape_block(&snippet));
         return Ok(0);
     }
@@ -153,7 +154,7 @@ fn text(
     if settings.child_netns {
         out.push_str(&format!(
             "{netns} is not the host's network namespace: its own interfaces are listed, and sysctls only the host's namespace has say \"{}\".\n",
-            super::settings::HOST_NAMESPACE_ONLY
+            crate::tune::settings::HOST_NAMESPACE_ONLY
         ));
     }
     if let (Some(p), Some(r)) = (&spec.from, run.filter(|r| r.evidence.is_some())) {

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 use nix::sys::signal::Signal;
 
+use crate::probe::ScopeFilter;
+use crate::probe::ScopeTarget;
 use crate::report::trace::{ScopeRecord, Target};
-use crate::trace::bpf::ScopeFilter;
 use crate::trace::schedule::{Schedule, publish_last};
 use crate::trace::wait::{self, Wake};
-use crate::trace::{ScopeTarget, Session, TraceOptions, TraceOutcome, WindowEnd, account};
+use crate::trace::{Session, TraceOptions, TraceOutcome, WindowEnd, account};
 
 /// The BPF filter for a scope.
 pub fn filter_of(scope: &ScopeTarget) -> Result<ScopeFilter> {
@@ -25,7 +26,7 @@ pub fn filter_of(scope: &ScopeTarget) -> Result<ScopeFilter> {
             id: c.id,
             level: c.level,
         },
-        ScopeTarget::Comm(name) => ScopeFilter::Comm(super::comm_name(name)?),
+        ScopeTarget::Comm(name) => ScopeFilter::Comm(crate::probe::scope::comm_name(name)?),
         ScopeTarget::System => ScopeFilter::System,
     })
 }

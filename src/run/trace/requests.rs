@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::anatomy::{self, AnatomyConfig, Latest, Session};
-use crate::trace::bpf::ScopeFilter;
-use crate::trace::{ScopeTarget, TargetSpec};
+use crate::probe::ScopeFilter;
+use crate::probe::{ScopeTarget, TargetSpec};
 
 /// An anatomy waiting for (or running in) the tracer's window.
 pub type Beside = crate::recorder::Beside<Session>;
@@ -55,7 +55,7 @@ pub fn config_for(target: &TargetSpec, root: i32) -> Result<AnatomyConfig> {
             (ScopeFilter::Tree, vec![root], Vec::new())
         }
         TargetSpec::Scope { scope, .. } => (
-            crate::trace::scope::filter_of(scope)?,
+            crate::trace::scope_filter_of(scope)?,
             Vec::new(),
             members_of(scope),
         ),

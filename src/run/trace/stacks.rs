@@ -9,10 +9,10 @@ use std::sync::mpsc;
 
 use anyhow::{Context, Result};
 
+use crate::probe::ScopeFilter;
+use crate::probe::TargetSpec;
 use crate::report::stacks::{StacksReport, folded_text};
 use crate::stacks::{Session, StacksConfig, StacksOptions};
-use crate::trace::TargetSpec;
-use crate::trace::bpf::ScopeFilter;
 
 /// A stacks window waiting for (or running in) the tracer's window.
 pub type Beside = crate::recorder::Beside<Session>;
@@ -45,7 +45,7 @@ pub fn when_open(
 pub fn config_for(target: &TargetSpec, root: i32, options: &StacksOptions) -> Result<StacksConfig> {
     let (scope, roots) = match target {
         TargetSpec::Attach { .. } | TargetSpec::Launch { .. } => (ScopeFilter::Tree, vec![root]),
-        TargetSpec::Scope { scope, .. } => (crate::trace::scope::filter_of(scope)?, Vec::new()),
+        TargetSpec::Scope { scope, .. } => (crate::trace::scope_filter_of(scope)?, Vec::new()),
     };
     Ok(StacksConfig {
         scope,

@@ -3,12 +3,14 @@
 //! Values 0..7 ns have exact buckets; above that each power of two is split
 //! into 8 buckets, so a bucket is at most 1/8 as wide as its lower bound and
 //! its middle is within 6.25% of any value in it. `bucket_of` must stay the
-//! exact twin of `hist_bucket` in src/bpf/syscalls.bpf.c; the unit tests pin
+//! exact twin of `hist_bucket` in src/bpf/hist.h; the unit tests pin
 //! the boundaries so a drift on either side is caught.
 
-/// Number of buckets (SS_HIST_BUCKETS in src/bpf/syscalls.h).
-pub const BUCKETS: usize = super::abi::HIST_BUCKETS;
-const SUB_BITS: u32 = super::abi::HIST_SUB_BITS;
+/// Number of buckets (SS_HIST_BUCKETS in src/bpf/common.h; every skeleton's
+/// twin is checked against it at compile time, `check_common_abi!`).
+pub const BUCKETS: usize = 320;
+/// Sub-buckets per power of two, as a shift (SS_HIST_SUB_BITS).
+pub const SUB_BITS: u32 = 3;
 const SUB: u64 = 1 << SUB_BITS;
 
 /// Bucket index of a value in nanoseconds (twin of the BPF code).

@@ -4,6 +4,21 @@
 //! `crate::metrics`, fed by the running trace's snapshots). Here, not in
 //! `trace/`, so that `metrics` reads `trace` and `trace` imports no
 //! `metrics`. The options and their checks are in `crate::cli::trace`.
+//!
+//! Its parts: [`requests`] (the anatomy beside the tracer's window),
+//! [`requests_only`] and [`requests_live`] (`--requests-only` and its
+//! `--interval` lines), [`stacks`] (the stack sampler beside the window, the
+//! folded files), [`stacks_only`] (`--stacks-only`), [`target_cpu`] (the
+//! target's CPU without the tracer, for both `--*-only` modes) and
+//! [`stacks_raw`] (`__stacks-raw`, the sampler alone for its tests).
+
+pub mod requests;
+pub mod requests_live;
+pub mod requests_only;
+pub mod stacks;
+pub mod stacks_only;
+pub mod stacks_raw;
+pub mod target_cpu;
 
 use std::path::PathBuf;
 
@@ -11,11 +26,12 @@ use anyhow::Result;
 
 use std::sync::Arc;
 
+use crate::probe::TargetSpec;
 use crate::report::trace::TraceReport;
 use crate::report::trace_text::{self, TableView};
+use crate::trace::TraceOptions;
 use crate::trace::interval::{IntervalWriter, JsonLines, Tables};
 use crate::trace::snapshot::SnapshotSink;
-use crate::trace::{TargetSpec, TraceOptions};
 
 /// One `sockscope trace` run, validated: what to trace and where the
 /// results go (both destinations already checked writable).
@@ -39,13 +55,13 @@ pub struct TraceSpec {
     /// `--requests`: the request anatomy over the same window.
     pub requests: bool,
     /// `--requests-only`: the request anatomy alone, no syscall tracer
-    /// (`super::requests_only`).
+    /// (`requests_only`).
     pub requests_only: bool,
     /// `--requests-duty`: sample the anatomy's window.
     pub requests_duty: Option<crate::anatomy::Duty>,
     /// `--stacks`: sampled stacks over the same window.
     pub stacks: Option<crate::stacks::StacksOptions>,
-    /// `--stacks-only`: the stack sampler alone (`super::stacks_only`).
+    /// `--stacks-only`: the stack sampler alone (`stacks_only`).
     pub stacks_only: bool,
 }
 
@@ -53,7 +69,7 @@ pub struct TraceSpec {
 /// command's own, or 0/1 in attach mode.
 pub fn run(spec: &TraceSpec) -> Result<u8> {
     if spec.requests_only {
-        return super::requests_only::run(&super::requests_only::RequestsOnlySpec {
+        return self::requests_only::run(&self::requests_only::RequestsOnlySpec {
             target: spec.options.target.clone(),
             json: spec.json.clone(),
             output: spec.output.clone(),
@@ -65,7 +81,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         });
     }
     if spec.stacks_only {
-        return super::stacks_only::run(&super::stacks_only::StacksOnlySpec {
+        return self::stacks_only::run(&self::stacks_only::StacksOnlySpec {
             target: spec.options.target.clone(),
             stacks: spec.stacks.clone().unwrap_or_default(),
             json: spec.json.clone(),
@@ -132,7 +148,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             e.serve_requests(l.clone());
             l
         });
-        Some(super::requests::when_open(
+        Some(self::requests::when_open(
             rx,
             &options.target,
             latest,
@@ -145,7 +161,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         Some(s) => {
             let (tx, rx) = std::sync::mpsc::channel();
             options.window_opened.push(tx);
-            Some(super::stacks::when_open(
+            Some(self::stacks::when_open(
                 rx,
                 &options.target,
                 s,
@@ -178,7 +194,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             let r = &outcome.report.resources;
             let cpu_ns = ((r.user_cpu_s + r.system_cpu_s) * 1e9) as u64;
             let s = crate::stacks::report(&collected, Some(cpu_ns));
-            if let Err(e) = super::stacks::write_folded(options, &s) {
+            if let Err(e) = self::stacks::write_folded(options, &s) {
                 stacks_failed = Some(e);
             }
             outcome.report.stacks = Some(s);
