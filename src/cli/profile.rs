@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::values;
 use crate::error;
-use crate::load::rate_plan::RatePlan;
+use crate::load::schedule::rate_plan::RatePlan;
 use crate::report::sweep::Slo;
 use crate::run::profile::loadcmd::LoadCommand;
 use crate::run::profile::loadline::LoadLine;

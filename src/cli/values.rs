@@ -2,7 +2,7 @@
 //! reporting interval), and every shared one re-exported from
 //! [`crate::values`], so each option of `cli/` names its parser as
 //! `values::NAME` whichever module owns it. Load's `--ratio` and
-//! `--key-dist` parsers are beside their types in `crate::load::kv`.
+//! `--key-dist` parsers are beside their types in `crate::load::workloads::kv`.
 
 pub use crate::values::*;
 

@@ -1,4 +1,6 @@
 //! `sockscope load`: a load generator meant never to be the bottleneck.
+//! This is the library ([`execute`], [`Load`]); the command (printing,
+//! `--json`, the exit status) is `run::load`.
 //!
 //! A load is a [`LoadSpec`] (`spec`): a workload, its options and its
 //! target, which may still be a slot (`ADDR`) filled once the target
@@ -7,74 +9,48 @@
 //! (`registry::parse_line`); both come from `registry`, one line per
 //! workload.
 //!
-//! A request/response workload is a thin file (`tcp_rr`, `tcp_crr`; the
-//! key-value protocols `redis` and `memcached`, codecs of one exchange
-//! core, `kv`, over `keyspace`, their options in `kv_options`; `http` is a
-//! folder: its exchange frames real responses) that declares its options
-//! (a `clap::Args` struct), registers itself (`static WORKLOAD`), picks how
-//! it uses connections and supplies its exchange (`workload`: what to
-//! send, how to recognise a whole response, what counts as an error; `raw`
-//! is the exchange both tcp workloads share). Everything else is the TCP
-//! driver's:
-//! one epoll loop per worker thread (`driver`) drives its share of the
-//! connections, persistent (`persistent`) or one per transaction
-//! (`per_txn`), over `socket`; workers keep their own counts and lossless
-//! histograms (`tally`), merged at the end (`engine`; the main thread
-//! watches them, `watch`, and `tcp_report` writes the report); open-loop
-//! rates are
-//! paced per worker (`schedule`) with latency measured from the intended
-//! send time. udp-rr (`udp_rr`: request/response with a real UDP server)
-//! is a workload of the same driver over connected UDP sockets
-//! (`datagram`): per-request timeouts, request ids, loss. `udp` is its own
-//! engine: sequenced datagrams and loss accounting with `serve udp-sink`.
+//! Three folders and two protocol folders:
+//! - `workloads/`: a request/response workload is a thin file (`tcp_rr`,
+//!   `tcp_crr`; the key-value protocols `redis` and `memcached`, codecs of
+//!   one exchange core, `kv`, over `keyspace`, their options in
+//!   `kv_options`; `udp_rr`; `grpc` on the HTTP/2 engine) that declares its
+//!   options (a `clap::Args` struct), registers itself (`static WORKLOAD`),
+//!   picks how it uses connections and supplies its exchange (`workload`,
+//!   here: what to send, how to recognise a whole response, what counts as
+//!   an error, and an optional on-connect step; `raw` is the exchange both
+//!   tcp workloads share). `udp` is its own engine: sequenced datagrams
+//!   and loss accounting with `serve udp-sink`.
+//! - `driver/`: everything else of a TCP or datagram run: one epoll loop
+//!   per worker thread (`driver`) drives its share of the connections,
+//!   persistent (`persistent`), one per transaction (`per_txn`) or
+//!   connected UDP sockets (`datagram`), over `socket`, with TLS (`tls`:
+//!   a workload only names it); workers keep their own counts and lossless
+//!   histograms (`tally`), merged at the end (`engine`; the main thread
+//!   watches them, `watch`, and `tcp_report` writes the report, with a
+//!   `--rate` schedule's per-step results from `steps`); `plan` is a run's
+//!   validated plan; `clock` and `timerfd` are the time base and the
+//!   one-shot timer.
+//! - `schedule/`: open-loop intended send times (`schedule`), `--rate`
+//!   schedules (`rate_plan`) and the one rule that says a step was
+//!   generator-limited (`limited`).
+//! - `http/` (HTTP/1.1 and https) and `http2/` (the HTTP/2 engine of
+//!   `--http2` and `grpc`).
 //!
-//! TLS (https) is the driver's too: a workload only names it
-//! (`TcpWorkload::tls`); `tls` builds the run's client and drives each
-//! connection's session over the same sockets and epoll loop.
-//!
-//! Imports point one way: `workload` <- `raw`, `workload`/`socket` <-
-//! `tls` <- `tally` <- `plan` <- `driver` <- `persistent`/`per_txn`/
-//! `datagram` <- `engine` <- this module, and `watch` <- `tcp_report` <-
-//! `engine`; a workload file imports only `spec`, `workload` (`TlsSpec`,
-//! also named `tls::TlsSpec`), `raw` or `kv`/`kv_options`/`keyspace`, and
-//! its options; `registry` imports the workload files.
+//! Imports point one way: `workload` <- `workloads/raw`, `workload` and
+//! `driver/socket` <- `driver/tls` <- `driver/tally` <- `driver/plan`
+//! <- `driver` <- `persistent`/`per_txn`/`datagram` <- `engine` <- this
+//! module, and `watch` <- `tcp_report` <- `engine`; a workload file
+//! imports only `spec`, `workload`, `raw` or `kv`/`kv_options`/`keyspace`,
+//! and its options; `registry` imports the workload files.
 
-pub mod clock;
-pub mod datagram;
-pub mod dns;
 pub mod driver;
-pub mod engine;
-pub mod fields;
-pub mod grpc;
 pub mod http;
 pub mod http2;
-pub mod keyspace;
-pub mod kv;
-pub mod kv_options;
-pub mod limited;
-pub mod memcached;
-pub mod per_txn;
-pub mod persistent;
-pub mod plan;
-pub mod protoset;
-pub mod rate_plan;
-pub mod raw;
-pub mod redis;
 pub mod registry;
 pub mod schedule;
-pub mod socket;
 pub mod spec;
-pub mod steps;
-pub mod tally;
-pub mod tcp_crr;
-pub mod tcp_report;
-pub mod tcp_rr;
-pub mod timerfd;
-pub mod tls;
-pub mod udp;
-pub mod udp_rr;
-pub mod watch;
 pub mod workload;
+pub mod workloads;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -82,18 +58,20 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-pub use self::driver::ConnTally;
-use self::engine::WorkerLoop;
-pub use self::kv_options::{KeyDist, KvArgs, Ratio};
-use self::plan::{Stop, TcpPlan};
-use self::rate_plan::RatePlan;
-pub use self::raw::RawArgs;
+use self::driver::{engine, socket};
 pub use self::spec::{LoadSpec, TcpArgs};
-use self::tls::TlsSpec;
-pub use self::udp::UdpArgs;
 use self::workload::TcpWorkload;
+use self::workloads::udp;
 use crate::endpoint::Endpoint;
 use crate::error;
+pub use crate::load::driver::ConnTally;
+use crate::load::driver::engine::WorkerLoop;
+use crate::load::driver::plan::{Stop, TcpPlan};
+use crate::load::driver::tls::TlsSpec;
+use crate::load::schedule::rate_plan::RatePlan;
+pub use crate::load::workloads::kv_options::{KeyDist, KvArgs, Ratio};
+pub use crate::load::workloads::raw::RawArgs;
+pub use crate::load::workloads::udp::UdpArgs;
 use crate::report;
 use crate::report::load::{LoadConfig, TlsConfig};
 use crate::signals::StopFlag;

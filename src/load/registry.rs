@@ -2,24 +2,24 @@
 //! parses workloads goes through it: `sockscope load`'s subcommands and
 //! its help (`cli/load.rs`), the load lines of profile's `--load` and of
 //! the experiments ([`parse_line`]). A workload's file declares its
-//! `static WORKLOAD` ([`Registered`](super::spec::Registered)) next to its
+//! `static WORKLOAD` ([`Registered`](crate::load::spec::Registered)) next to its
 //! options and its exchange; adding one is that file and one line here.
 
 use anyhow::Result;
 
-use super::spec::{LoadSpec, Workload};
 use crate::error;
+use crate::load::spec::{LoadSpec, Workload};
 
 /// Every workload, in the order `load --help` lists them: one line each.
 pub static WORKLOADS: &[&dyn Workload] = &[
-    &super::tcp_rr::WORKLOAD,
-    &super::tcp_crr::WORKLOAD,
-    &super::http::WORKLOAD,
-    &super::grpc::WORKLOAD,
-    &super::redis::WORKLOAD,
-    &super::memcached::WORKLOAD,
-    &super::udp_rr::WORKLOAD,
-    &super::udp::WORKLOAD,
+    &crate::load::workloads::tcp_rr::WORKLOAD,
+    &crate::load::workloads::tcp_crr::WORKLOAD,
+    &crate::load::http::WORKLOAD,
+    &crate::load::workloads::grpc::WORKLOAD,
+    &crate::load::workloads::redis::WORKLOAD,
+    &crate::load::workloads::memcached::WORKLOAD,
+    &crate::load::workloads::udp_rr::WORKLOAD,
+    &crate::load::workloads::udp::WORKLOAD,
 ];
 
 /// The workload named `name`.

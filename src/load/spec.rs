@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::{ArgMatches, Args, FromArgMatches};
 
-use super::Load;
-use super::rate_plan::RatePlan;
 use crate::endpoint::Endpoint;
 use crate::error;
+use crate::load::Load;
+use crate::load::schedule::rate_plan::RatePlan;
 use crate::values;
 
 /// The word that stands for the target's address until it is known

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::load::LoadSpec;
+use crate::load::driver::tcp_report::NOTHING_REPORTED;
 use crate::load::spec::{PLACEHOLDER, Target};
-use crate::load::tcp_report::NOTHING_REPORTED;
 use crate::netpath::{BackendChoice, EmulatedPath, NetPath, PathSpec};
 use crate::process::ready::{self, Proto};
 use crate::process::target::{Launched, STOP_GRACE, quote_block};

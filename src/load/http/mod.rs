@@ -34,12 +34,12 @@ use self::request::{Extras, Target};
 use self::status::OkStatus;
 use self::template::{Built, Expansion, Field, Pieces};
 use super::Load;
-use super::keyspace::{KeySpace, value_bytes};
-use super::kv_options::{self, KeyDist, MAX_KEYS, MAX_VALUE_SIZE};
-use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
-use super::tls::TlsSpec;
-use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
 use crate::error;
+use crate::load::driver::tls::TlsSpec;
+use crate::load::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
+use crate::load::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
+use crate::load::workloads::keyspace::{KeySpace, value_bytes};
+use crate::load::workloads::kv_options::{self, KeyDist, MAX_KEYS, MAX_VALUE_SIZE};
 use crate::report::load::LoadConfig;
 
 /// The registration of `load http`.

@@ -6,13 +6,13 @@ use anyhow::Result;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::super::http2::{Call, H2Load, Judge, Windows, field_error, refuse_driver_options};
-use super::super::workload::{ConnMode, TcpWorkload};
 use super::HttpArgs;
 use super::request::{self, Target};
 use super::status::OkStatus;
 use super::template;
 use crate::error;
+use crate::load::http2::{Call, H2Load, Judge, Windows, field_error, refuse_driver_options};
+use crate::load::workload::{ConnMode, TcpWorkload};
 
 /// Headers HTTP/2 forbids (RFC 9113 8.2.2): the connection's own, which a
 /// multiplexed connection does not have.

@@ -29,8 +29,8 @@ use anyhow::Result;
 use url::Url;
 
 use crate::error;
-use crate::load::fields::{self, Piece};
-use crate::load::keyspace::KeySpace;
+use crate::load::workloads::fields::{self, Piece};
+use crate::load::workloads::keyspace::KeySpace;
 
 /// A field of an http template.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! connection it came on can carry more streams. Pure, so each case is
 //! tested without a peer.
 
-use super::super::workload::ErrorClass;
+use crate::load::workload::ErrorClass;
 
 /// What a failed request means for the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,10 +16,10 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
-use super::super::socket;
-use super::super::tls::{Negotiated, TlsFailure};
-use super::super::workload::ErrorClass;
 use crate::endpoint::Endpoint;
+use crate::load::driver::socket;
+use crate::load::driver::tls::{Negotiated, TlsFailure};
+use crate::load::workload::ErrorClass;
 
 /// Bytes written and read on the wire by a worker's connections.
 #[derive(Default)]

@@ -46,19 +46,19 @@ use bytes::Bytes;
 
 use self::conn::{SetupError, Tls, Up, WireBytes};
 use self::pacer::Pacer;
-use super::driver::{Backoff, WorkerEnd};
-use super::engine::WorkerLoop;
-use super::plan::{TcpPlan, WorkerCtx};
-use super::schedule::Schedule;
-use super::tally::WorkerTally;
-use super::workload::{ErrorClass, Outcome};
+use crate::load::driver::engine::WorkerLoop;
+use crate::load::driver::plan::{TcpPlan, WorkerCtx};
+use crate::load::driver::tally::WorkerTally;
+use crate::load::driver::{Backoff, WorkerEnd};
+use crate::load::schedule::Schedule;
+use crate::load::workload::{ErrorClass, Outcome};
 
 pub use self::conn::Windows;
 
 /// Refuses the driver's options the HTTP/2 engine does not have (`what`
 /// names the workload or option that chose it): connect pacing, several
 /// source addresses.
-pub fn refuse_driver_options(t: &super::spec::TcpArgs, what: &str) -> anyhow::Result<()> {
+pub fn refuse_driver_options(t: &crate::load::spec::TcpArgs, what: &str) -> anyhow::Result<()> {
     for (given, name) in [
         (t.connect_rate.is_some(), "--connect-rate"),
         (t.source_ips.is_some(), "--source-ips"),
@@ -261,7 +261,7 @@ impl WorkerLoop for H2Load {
     fn status_name(&self, status: u16) -> Cow<'static, str> {
         match self.judge {
             Judge::Http(_) => Cow::Owned(status.to_string()),
-            Judge::Grpc => super::workload::grpc_status_name(status as u8),
+            Judge::Grpc => crate::load::workload::grpc_status_name(status as u8),
         }
     }
 }

@@ -20,9 +20,9 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
-use super::super::schedule::Schedule;
-use super::super::tally::WorkerTally;
-use super::super::timerfd;
+use crate::load::driver::tally::WorkerTally;
+use crate::load::driver::timerfd;
+use crate::load::schedule::Schedule;
 
 /// Shortest sleep between releases, ns (the driver's quantum).
 const QUANTUM_NS: u64 = 50_000;
@@ -151,7 +151,7 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::rate_plan::RatePlan;
+    use crate::load::schedule::rate_plan::RatePlan;
     use std::rc::Rc;
 
     #[test]
@@ -162,7 +162,7 @@ mod tests {
             .build()
             .unwrap();
         let local = tokio::task::LocalSet::new();
-        let clock = crate::load::clock::RunClock::start();
+        let clock = crate::load::driver::clock::RunClock::start();
         let (tx, _rx) = std::sync::mpsc::channel();
         let tally = Rc::new(RefCell::new(WorkerTally::new(
             0,

@@ -84,7 +84,7 @@ pub enum StepPlan {
     /// `--sweep`: the schedule and its text as given.
     Sweep {
         /// The parsed schedule.
-        plan: crate::load::rate_plan::RatePlan,
+        plan: crate::load::schedule::rate_plan::RatePlan,
         /// As given.
         text: String,
     },

@@ -20,7 +20,7 @@ use super::search::{self, Next, Outcome, Verdict};
 use super::spec::{ProfileSpec, StepPlan, Steps, Workload};
 use super::watch::check_signals;
 use crate::error::Exit;
-use crate::load::limited::{self, GeneratorSigns};
+use crate::load::schedule::limited::{self, GeneratorSigns};
 use crate::report::profile::{ProfileReport, SWEEP_SCHEMA_VERSION};
 use crate::report::sweep::{self, Capacity, Sweep, SweepPoint, Tried};
 use crate::run::exit::{self, fail};
@@ -244,7 +244,7 @@ fn sweep_steps(
     run: &mut Progress<'_>,
     live: &mut Live,
     signals: &mut Signals,
-    plan: &crate::load::rate_plan::RatePlan,
+    plan: &crate::load::schedule::rate_plan::RatePlan,
     text: &str,
 ) -> Result<Sweep> {
     let steps = plan.steps();
@@ -258,7 +258,10 @@ fn sweep_steps(
             }
         }
     }
-    let ramp = matches!(plan, crate::load::rate_plan::RatePlan::Ramp { .. });
+    let ramp = matches!(
+        plan,
+        crate::load::schedule::rate_plan::RatePlan::Ramp { .. }
+    );
     let mut sweep = Sweep {
         schedule: text.to_string(),
         note: format!(

@@ -28,9 +28,9 @@ use std::marker::PhantomData;
 
 use anyhow::Result;
 
-use super::KvArgs;
-use super::keyspace::{KvSpec, Mix, Request, Template};
-use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
+use crate::load::KvArgs;
+use crate::load::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, TcpWorkload};
+use crate::load::workloads::keyspace::{KvSpec, Mix, Request, Template};
 use crate::report::load::LoadConfig;
 
 /// The protocol side of a key-value workload: its codec and its defaults.

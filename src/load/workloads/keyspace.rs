@@ -33,11 +33,11 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
-use super::KeyDist;
-use super::KvArgs;
-use super::fields::{self, Piece};
-use super::workload::ErrorClass;
 use crate::error;
+use crate::load::KeyDist;
+use crate::load::KvArgs;
+use crate::load::workload::ErrorClass;
+use crate::load::workloads::fields::{self, Piece};
 
 /// Most commands one run may mix (`Outcome::op` is a u16, and a longer
 /// list is not a workload anyone means).

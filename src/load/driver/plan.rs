@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use super::clock::RunClock;
-use super::rate_plan::RatePlan;
-use super::schedule::Schedule;
-use super::tally::ProgressCounters;
-use super::tls::TlsClient;
-use super::workload::ConnMode;
 use crate::endpoint::Endpoint;
+use crate::load::driver::clock::RunClock;
+use crate::load::driver::tally::ProgressCounters;
+use crate::load::driver::tls::TlsClient;
+use crate::load::schedule::Schedule;
+use crate::load::schedule::rate_plan::RatePlan;
+use crate::load::workload::ConnMode;
 
 /// When a run stops.
 #[derive(Clone, Copy, Debug)]

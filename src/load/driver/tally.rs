@@ -12,8 +12,8 @@ use std::sync::mpsc::Sender;
 
 use hdrhistogram::Histogram;
 
-use super::tls::{Negotiated, TlsFailure};
-use super::workload::{ErrorClass, Outcome};
+use crate::load::driver::tls::{Negotiated, TlsFailure};
+use crate::load::workload::{ErrorClass, Outcome};
 use crate::stats::LatencyHist;
 
 /// Latency histogram used per one-second interval: 2 significant digits
@@ -481,7 +481,7 @@ impl WorkerTally {
         let start = self.measure_from + second * 1_000_000_000;
         self.interval_span = (start, start.saturating_add(1_000_000_000));
         if self.cpu_mark.is_none() {
-            self.cpu_mark = Some(super::clock::thread_cpu_ns());
+            self.cpu_mark = Some(crate::load::driver::clock::thread_cpu_ns());
         }
         if second != self.interval_second {
             self.flush_interval();
@@ -496,7 +496,7 @@ impl WorkerTally {
         }
         // One clock read per worker and second: what the step's busy
         // share is made of.
-        let cpu = super::clock::thread_cpu_ns();
+        let cpu = crate::load::driver::clock::thread_cpu_ns();
         let cpu_ns = cpu.saturating_sub(self.cpu_mark.unwrap_or(cpu));
         self.cpu_mark = Some(cpu);
         let rec = IntervalRecord {

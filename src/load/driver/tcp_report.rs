@@ -11,11 +11,11 @@ use std::time::SystemTime;
 
 use anyhow::Result;
 
-use super::driver::WorkerEnd;
-use super::plan::{Stop, TcpPlan};
-use super::tally::{self, WorkerTally};
-use super::watch::Watched;
-use super::workload::ErrorClass;
+use crate::load::driver::WorkerEnd;
+use crate::load::driver::plan::{Stop, TcpPlan};
+use crate::load::driver::tally::{self, WorkerTally};
+use crate::load::driver::watch::Watched;
+use crate::load::workload::ErrorClass;
 use crate::report::load::{
     Bytes, CommandCounts, Connections, Errors, Generator, Interval, LatencyRecord, LoadConfig,
     LoadReport, Responses, SCHEMA, SCHEMA_VERSION, UdpRrResult, seal_intervals,
@@ -28,17 +28,17 @@ pub const NOTHING_REPORTED: &str = "no error reported";
 
 /// The measured window on the run clock.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Window {
+pub(in crate::load) struct Window {
     /// Its start (after the warm-up), ns.
-    pub(super) measure_from: u64,
+    pub(in crate::load) measure_from: u64,
     /// Its end in duration mode, ns.
-    pub(super) end: Option<u64>,
+    pub(in crate::load) end: Option<u64>,
 }
 
 impl Window {
     /// The window of `plan`: after its warm-up, for its duration (none in
     /// count mode).
-    pub(super) fn of(plan: &TcpPlan) -> Self {
+    pub(in crate::load) fn of(plan: &TcpPlan) -> Self {
         let measure_from = plan.warmup.as_nanos() as u64;
         Self {
             measure_from,
@@ -51,17 +51,17 @@ impl Window {
 }
 
 /// What the workers measured, merged, and what the run cost.
-pub(super) struct Merged {
+pub(in crate::load) struct Merged {
     /// The workers' tallies, merged.
-    pub(super) tally: WorkerTally,
+    pub(in crate::load) tally: WorkerTally,
     /// What each worker reported besides its tally.
-    pub(super) ends: Vec<WorkerEnd>,
+    pub(in crate::load) ends: Vec<WorkerEnd>,
     /// Each worker thread's busy share (CPU / wall).
-    pub(super) shares: Vec<f64>,
+    pub(in crate::load) shares: Vec<f64>,
     /// When the last worker stopped, on the run clock.
-    pub(super) stopped_at: u64,
+    pub(in crate::load) stopped_at: u64,
     /// The whole process's (user, system) CPU over the run, s.
-    pub(super) cpu_s: (f64, f64),
+    pub(in crate::load) cpu_s: (f64, f64),
 }
 
 /// Why the run ended (`end_reason`) and, when it counts as failed, why.
@@ -150,7 +150,7 @@ fn verdict(
 /// but were not valid (mismatched, malformed, late, naming no request)
 /// say so, apart from requests that got no reply at all.
 fn no_valid_reply(plan: &TcpPlan, m: &Merged) -> String {
-    let mut c = super::driver::DatagramCounts::default();
+    let mut c = crate::load::driver::DatagramCounts::default();
     for e in &m.ends {
         c.add(&e.datagrams);
     }
@@ -185,7 +185,7 @@ fn no_valid_reply(plan: &TcpPlan, m: &Merged) -> String {
 fn saturated_any(m: &Merged) -> bool {
     m.shares
         .iter()
-        .any(|s| *s >= crate::load::limited::BUSY_SHARE)
+        .any(|s| *s >= crate::load::schedule::limited::BUSY_SHARE)
 }
 
 /// Connections spread over several 127.x source addresses that mostly
@@ -240,7 +240,7 @@ fn notes(m: &Merged, saturated: bool) -> Vec<String> {
 }
 
 /// The report of a finished run and, when it counts as failed, why.
-pub(super) fn report(
+pub(in crate::load) fn report(
     plan: &TcpPlan,
     config: LoadConfig,
     started_at: SystemTime,
@@ -276,7 +276,7 @@ pub(super) fn report(
     let all_tx = t.transactions + t.warmup_transactions;
     let saturated = saturated_any(m);
     let steps = match &plan.rate {
-        Some(p) => super::steps::assemble(p, &watched.intervals)?,
+        Some(p) => crate::load::driver::steps::assemble(p, &watched.intervals)?,
         None => None,
     };
     let report = LoadReport {
@@ -363,7 +363,7 @@ pub(super) fn report(
 
 /// The report's `responses` from the merged tally; `ops` names the
 /// operations `Outcome::op` indexes, `status_name` the statuses.
-pub(super) fn responses(
+pub(in crate::load) fn responses(
     r: &tally::ResponseTally,
     ops: &[String],
     status_name: impl Fn(u16) -> std::borrow::Cow<'static, str>,
@@ -406,8 +406,8 @@ pub(super) fn responses(
 }
 
 /// The report's `udp_rr` from the merged workers of a datagram run.
-pub(super) fn udp_rr(m: &Merged, rep: &LoadReport) -> UdpRrResult {
-    let mut c = super::driver::DatagramCounts::default();
+pub(in crate::load) fn udp_rr(m: &Merged, rep: &LoadReport) -> UdpRrResult {
+    let mut c = crate::load::driver::DatagramCounts::default();
     for e in &m.ends {
         c.add(&e.datagrams);
     }

@@ -11,8 +11,8 @@ use std::marker::PhantomData;
 use anyhow::Result;
 use clap::Args;
 
-use super::Load;
-use super::spec::{ConnModel, Options, TcpArgs};
+use crate::load::Load;
+use crate::load::spec::{ConnModel, Options, TcpArgs};
 
 /// A key-value protocol: how its file makes a run of the shared options.
 pub trait KvLoad: Send + 'static {

@@ -35,17 +35,31 @@
 //! waits (at most [`drain_limit`]) for the answers still owed, so the target
 //! sees orderly closes instead of resets from the generator's teardown.
 
+pub mod clock;
+pub mod datagram;
+pub mod engine;
+pub mod per_txn;
+pub mod persistent;
+pub mod plan;
+pub mod socket;
+pub mod steps;
+pub mod tally;
+pub mod tcp_report;
+pub mod timerfd;
+pub mod tls;
+pub mod watch;
+
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use super::plan::{Stop, TcpPlan, WorkerCtx};
-use super::schedule::Schedule;
-use super::socket::{self, ReadOutcome};
-use super::tally::WorkerTally;
-use super::tls::{Handshake, TlsConn};
-use super::workload::ErrorClass;
+use self::socket::ReadOutcome;
+use crate::load::driver::plan::{Stop, TcpPlan, WorkerCtx};
+use crate::load::driver::tally::WorkerTally;
+use crate::load::driver::tls::{Handshake, TlsConn};
+use crate::load::schedule::Schedule;
+use crate::load::workload::ErrorClass;
 use crate::poller::{self, Poller, Ready};
 
 /// How often timeouts and reconnects are checked.
@@ -232,7 +246,7 @@ struct WakeTimer {
 impl WakeTimer {
     /// A disarmed timer, registered in `poller` under [`TIMER_TOKEN`].
     fn new(poller: &Poller) -> io::Result<Self> {
-        let fd = super::timerfd::create()?;
+        let fd = crate::load::driver::timerfd::create()?;
         poller.add(fd.as_raw_fd(), TIMER_TOKEN, poller::IN)?;
         Ok(Self { fd, armed: None })
     }
@@ -243,7 +257,7 @@ impl WakeTimer {
         if self.armed == Some(at) {
             return Ok(());
         }
-        super::timerfd::fire_after(&self.fd, at.saturating_sub(now))?;
+        crate::load::driver::timerfd::fire_after(&self.fd, at.saturating_sub(now))?;
         self.armed = Some(at);
         Ok(())
     }
@@ -252,7 +266,7 @@ impl WakeTimer {
     /// poller stops reporting it, and leaves it disarmed.
     fn fired(&mut self) {
         // Not fired (a report that a re-arm made stale) needs nothing done.
-        let _ = super::timerfd::drain(&self.fd);
+        let _ = crate::load::driver::timerfd::drain(&self.fd);
         self.armed = None;
     }
 }

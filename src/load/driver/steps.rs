@@ -11,16 +11,16 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use hdrhistogram::Histogram;
 
-use super::limited::{GeneratorSigns, judge};
-use super::rate_plan::RatePlan;
-use super::tally::SecondTally;
+use crate::load::driver::tally::SecondTally;
+use crate::load::schedule::limited::{GeneratorSigns, judge};
+use crate::load::schedule::rate_plan::RatePlan;
 use crate::report::load::{LatencyRecord, Step, StepErrors};
 use crate::stats::LatencyHist;
 
 /// The steps of `plan` from the run's `seconds` (None for a constant
 /// rate). Seconds past the schedule's end (answers recorded as the run
 /// stopped) count in the last step, so nothing measured is left out.
-pub(super) fn assemble(
+pub(crate) fn assemble(
     plan: &RatePlan,
     seconds: &BTreeMap<u64, SecondTally>,
 ) -> Result<Option<Vec<Step>>> {
@@ -120,7 +120,7 @@ fn to_latency(h: &Histogram<u32>) -> LatencyHist {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::tally::{IntervalRecord, interval_hist, lag_hist};
+    use crate::load::driver::tally::{IntervalRecord, interval_hist, lag_hist};
     use crate::load::workload::ErrorClass;
 
     /// A worker's record of `second`: `tx` transactions of 50 us, each

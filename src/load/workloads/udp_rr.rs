@@ -36,12 +36,14 @@ use std::borrow::Cow;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
-use super::Load;
-use super::dns::{self, IdCipher};
-use super::memcached::{Answer, Feed, Kind, McCursor};
-use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
-use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed, ReplyId, TcpWorkload};
 use crate::error;
+use crate::load::Load;
+use crate::load::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
+use crate::load::workload::{
+    ConnMode, ErrorClass, Exchange, Outcome, Parsed, ReplyId, TcpWorkload,
+};
+use crate::load::workloads::dns::{self, IdCipher};
+use crate::load::workloads::memcached::{Answer, Feed, Kind, McCursor};
 use crate::report::load::LoadConfig;
 use crate::values::unescape;
 

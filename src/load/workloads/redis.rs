@@ -21,12 +21,12 @@
 
 use anyhow::Result;
 
-use super::KvArgs;
-use super::keyspace::{Block, KvSpec, RequestBuilder, Template};
-use super::kv::{self, KvExchange, KvProtocol};
-use super::kv_options::{KvLoad, KvOptions};
-use super::spec::{Registered, TargetForm};
-use super::workload::{ErrorClass, Outcome, Parsed, TcpWorkload};
+use crate::load::KvArgs;
+use crate::load::spec::{Registered, TargetForm};
+use crate::load::workload::{ErrorClass, Outcome, Parsed, TcpWorkload};
+use crate::load::workloads::keyspace::{Block, KvSpec, RequestBuilder, Template};
+use crate::load::workloads::kv::{self, KvExchange, KvProtocol};
+use crate::load::workloads::kv_options::{KvLoad, KvOptions};
 
 /// The commands when no --command is given (memtier_benchmark's mix: a
 /// SET per ten GETs, so GETs find keys once SETs have filled them).
@@ -376,8 +376,8 @@ pub static WORKLOAD: Registered<KvOptions<Redis>> = Registered::new(
 pub struct Redis;
 
 impl KvLoad for Redis {
-    fn load(a: KvArgs) -> Result<super::Load> {
-        Ok(super::Load::tcp(workload(&a), a.tcp))
+    fn load(a: KvArgs) -> Result<crate::load::Load> {
+        Ok(crate::load::Load::tcp(workload(&a), a.tcp))
     }
 }
 

@@ -18,12 +18,12 @@ use std::os::fd::RawFd;
 
 use socket2::Socket;
 
-use super::driver::{self, Backoff, ConnTally, WorkerConns, WorkerCore, WorkerEnd};
-use super::plan::{TcpPlan, WorkerCtx};
-use super::socket::{self, ReadOutcome};
-use super::tally::WorkerTally;
-use super::tls::TlsConn;
-use super::workload::{ErrorClass, Exchange, Outcome, Parsed};
+use crate::load::driver::plan::{TcpPlan, WorkerCtx};
+use crate::load::driver::socket::{self, ReadOutcome};
+use crate::load::driver::tally::WorkerTally;
+use crate::load::driver::tls::TlsConn;
+use crate::load::driver::{self, Backoff, ConnTally, WorkerConns, WorkerCore, WorkerEnd};
+use crate::load::workload::{ErrorClass, Exchange, Outcome, Parsed};
 use crate::poller;
 
 /// A request in flight.

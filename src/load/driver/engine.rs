@@ -16,14 +16,16 @@ use anyhow::{Context, Result, anyhow};
 use indicatif::ProgressBar;
 use nix::sys::signal::Signal;
 
-use super::clock::{RunClock, rusage_ns, thread_cpu_ns};
-use super::driver::{ConnTally, WorkerEnd};
-use super::plan::{Stop, TcpPlan, WorkerCtx};
-use super::tally::{self, IntervalRecord, ProgressCounters, WorkerTally};
-use super::tcp_report::{Merged, Window, report, responses, udp_rr};
-use super::watch::{self, Watched, add_interval, progress_bar, wait_for_start};
-use super::workload::{ConnMode, Exchange};
-use super::{datagram, per_txn, persistent};
+use crate::load::driver::clock::{RunClock, rusage_ns, thread_cpu_ns};
+use crate::load::driver::datagram;
+use crate::load::driver::per_txn;
+use crate::load::driver::persistent;
+use crate::load::driver::plan::{Stop, TcpPlan, WorkerCtx};
+use crate::load::driver::tally::{self, IntervalRecord, ProgressCounters, WorkerTally};
+use crate::load::driver::tcp_report::{Merged, Window, report, responses, udp_rr};
+use crate::load::driver::watch::{self, Watched, add_interval, progress_bar, wait_for_start};
+use crate::load::driver::{ConnTally, WorkerEnd};
+use crate::load::workload::{ConnMode, Exchange};
 use crate::report::load::{LoadConfig, LoadReport, StartAtRecord};
 use crate::signals::Signals;
 
@@ -606,7 +608,7 @@ mod tests {
         addr: std::net::SocketAddr,
         mode: ConnMode,
         n: u64,
-        spec: crate::load::tls::TlsSpec,
+        spec: crate::load::driver::tls::TlsSpec,
     ) -> TcpPlan {
         TcpPlan {
             tls: Some(spec.client().unwrap()),
@@ -614,8 +616,11 @@ mod tests {
         }
     }
 
-    fn spec(insecure: bool, ca_file: Option<std::path::PathBuf>) -> crate::load::tls::TlsSpec {
-        crate::load::tls::TlsSpec {
+    fn spec(
+        insecure: bool,
+        ca_file: Option<std::path::PathBuf>,
+    ) -> crate::load::driver::tls::TlsSpec {
+        crate::load::driver::tls::TlsSpec {
             server_name: "localhost".into(),
             insecure,
             ca_file,
@@ -681,7 +686,7 @@ mod tests {
             // Open loop: sends wait for a connection that is up (its
             // handshake done), none is lost.
             let p = TcpPlan {
-                rate: Some(crate::load::rate_plan::RatePlan::Constant(2000.0)),
+                rate: Some(crate::load::schedule::rate_plan::RatePlan::Constant(2000.0)),
                 ..tls_plan(addr, mode, 200, spec(true, None))
             };
             let out = run_tcp(&p, &LineExchange, tls_config(), 0, true).unwrap();
@@ -734,7 +739,7 @@ mod tests {
             assert_eq!(out.report.transactions, 50, "{mode:?}");
         }
         // The same name with a certificate for another one is refused.
-        let other = crate::load::tls::TlsSpec {
+        let other = crate::load::driver::tls::TlsSpec {
             server_name: "example.com".into(),
             ..spec(false, Some(ca))
         };

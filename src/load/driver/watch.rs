@@ -13,19 +13,19 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use indicatif::ProgressBar;
 
-use super::plan::{Stop, TcpPlan, WorkerCtx};
-use super::tally::{IntervalRecord, ProgressCounters, SecondTally};
+use crate::load::driver::plan::{Stop, TcpPlan, WorkerCtx};
+use crate::load::driver::tally::{IntervalRecord, ProgressCounters, SecondTally};
 use crate::signals::{Signals, StopFlag, signal_name};
 
 /// What the watching (main) thread saw while the workers ran.
 #[derive(Default)]
-pub(super) struct Watched {
+pub(in crate::load) struct Watched {
     /// Per second: every worker's records added up.
-    pub(super) intervals: BTreeMap<u64, SecondTally>,
+    pub(in crate::load) intervals: BTreeMap<u64, SecondTally>,
     /// The signal that stopped the run, if one did.
-    pub(super) interrupted: Option<String>,
+    pub(in crate::load) interrupted: Option<String>,
     /// True when the embedding caller aborted the run.
-    pub(super) aborted: bool,
+    pub(in crate::load) aborted: bool,
 }
 
 /// Waits until `--start-at`, watching for Ctrl-C (and SIGTERM, SIGHUP)
@@ -33,7 +33,7 @@ pub(super) struct Watched {
 /// 128+N and no artifact, since nothing was measured. Sleeps in poll until
 /// a millisecond before the instant, then reads the clock in a loop, so
 /// the start is late by microseconds, not by a timer's slack.
-pub(super) fn wait_for_start(
+pub(in crate::load) fn wait_for_start(
     at: &crate::values::StartAt,
     signals: &mut Signals,
     abort: Option<&StopFlag>,
@@ -91,7 +91,7 @@ fn total(ctxs: &[WorkerCtx], counter: impl Fn(&ProgressCounters) -> &AtomicU64) 
 /// The main thread while the workers run (until `all_done`): progress,
 /// intervals, signals, the caller's abort, and a target nobody can connect
 /// to (no point waiting out -d).
-pub(super) fn watch(
+pub(in crate::load) fn watch(
     plan: &TcpPlan,
     ctxs: &[WorkerCtx],
     signals: &mut Signals,
@@ -141,7 +141,7 @@ pub(super) fn watch(
 }
 
 /// Adds one worker's second to the run's intervals.
-pub(super) fn add_interval(map: &mut BTreeMap<u64, SecondTally>, rec: IntervalRecord) {
+pub(in crate::load) fn add_interval(map: &mut BTreeMap<u64, SecondTally>, rec: IntervalRecord) {
     map.entry(rec.second).or_default().add(rec);
 }
 
@@ -159,7 +159,7 @@ fn wait_signal_or(signals: &Signals, abort: Option<&StopFlag>, d: Duration) {
 }
 
 /// The progress bar of a run on stderr, unless --quiet or not a terminal.
-pub(super) fn progress_bar(plan: &TcpPlan, quiet: bool) -> Option<ProgressBar> {
+pub(in crate::load) fn progress_bar(plan: &TcpPlan, quiet: bool) -> Option<ProgressBar> {
     if !crate::progress::wanted(quiet) {
         return None;
     }

@@ -7,8 +7,8 @@
 use anyhow::Result;
 use clap::Args;
 
-use super::workload::{ErrorClass, Exchange, Outcome, Parsed};
 use crate::error;
+use crate::load::workload::{ErrorClass, Exchange, Outcome, Parsed};
 use crate::proto::rr;
 use crate::values::unescape;
 

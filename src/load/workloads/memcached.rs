@@ -34,13 +34,15 @@
 
 use anyhow::Result;
 
-use super::KvArgs;
-use super::keyspace::{Block, KvSpec, Part, RequestBuilder, Template, Word, literal};
-use super::kv::{self, KvExchange, KvProtocol};
-use super::kv_options::{KvLoad, KvOptions};
-use super::spec::{Registered, TargetForm};
-use super::workload::{ErrorClass, Outcome, Parsed, TcpWorkload};
 use crate::error;
+use crate::load::KvArgs;
+use crate::load::spec::{Registered, TargetForm};
+use crate::load::workload::{ErrorClass, Outcome, Parsed, TcpWorkload};
+use crate::load::workloads::keyspace::{
+    Block, KvSpec, Part, RequestBuilder, Template, Word, literal,
+};
+use crate::load::workloads::kv::{self, KvExchange, KvProtocol};
+use crate::load::workloads::kv_options::{KvLoad, KvOptions};
 
 /// The commands when no --command is given (memtier_benchmark's mix).
 pub const DEFAULT_COMMANDS: [&str; 2] = ["set key:{key} {value}", "get key:{key}"];
@@ -493,8 +495,8 @@ pub static WORKLOAD: Registered<KvOptions<Memcached>> = Registered::new(
 pub struct Memcached;
 
 impl KvLoad for Memcached {
-    fn load(a: KvArgs) -> Result<super::Load> {
-        Ok(super::Load::tcp(workload(&a), a.tcp))
+    fn load(a: KvArgs) -> Result<crate::load::Load> {
+        Ok(crate::load::Load::tcp(workload(&a), a.tcp))
     }
 }
 

@@ -43,12 +43,12 @@ use rustls::{
     ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
 
-use super::socket::{self, ReadOutcome};
+use crate::load::driver::socket::{self, ReadOutcome};
 // The spec is the workload's (what it asks for); how it becomes a client
 // is this module's.
-use super::workload::ErrorClass;
-pub use super::workload::TlsSpec;
 use crate::error;
+use crate::load::workload::ErrorClass;
+pub use crate::load::workload::TlsSpec;
 
 /// The longest TLS record on the wire: a 5-byte header and at most
 /// 2^14 + 2048 bytes of ciphertext (RFC 5246 6.2.3; TLS 1.3 allows less).

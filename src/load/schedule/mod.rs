@@ -10,9 +10,12 @@
 //! measured window, so its steps are the window's whole seconds; the
 //! warm-up before it runs at the schedule's first step's rate.
 
+pub mod limited;
+pub mod rate_plan;
+
 use std::collections::VecDeque;
 
-use super::rate_plan::RatePlan;
+use crate::load::schedule::rate_plan::RatePlan;
 
 /// A worker's open-loop schedule.
 pub struct Schedule {

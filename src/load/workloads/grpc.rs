@@ -15,12 +15,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use clap::Args;
 use serde_json::json;
 
-use super::Load;
-use super::http2::{Call, H2Load, Judge, Windows, field_error, refuse_driver_options};
-use super::protoset;
-use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
-use super::workload::{ConnMode, TcpWorkload, TlsSpec};
 use crate::error;
+use crate::load::Load;
+use crate::load::http2::{Call, H2Load, Judge, Windows, field_error, refuse_driver_options};
+use crate::load::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
+use crate::load::workload::{ConnMode, TcpWorkload, TlsSpec};
+use crate::load::workloads::protoset;
 
 /// The registration of `load grpc`.
 pub static WORKLOAD: Registered<GrpcArgs> = Registered::new(
@@ -297,7 +297,7 @@ pub fn workload(a: &GrpcArgs) -> Result<TcpWorkload<H2Load>> {
     }
     let check_reply = unary.map(|u| {
         let output = u.output();
-        let check: super::http2::ReplyCheck =
+        let check: crate::load::http2::ReplyCheck =
             std::sync::Arc::new(move |body: &[u8]| protoset::is_reply(&output, body));
         check
     });

@@ -6,10 +6,10 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
-use super::Load;
-use super::raw::{RawArgs, RawExchange};
-use super::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
-use super::workload::{ConnMode, TcpWorkload};
+use crate::load::Load;
+use crate::load::spec::{ConnModel, Options, Registered, TargetForm, TcpArgs};
+use crate::load::workload::{ConnMode, TcpWorkload};
+use crate::load::workloads::raw::{RawArgs, RawExchange};
 
 /// The registration of `load tcp-crr`.
 pub static WORKLOAD: Registered<CrrArgs> = Registered::new(

@@ -15,12 +15,12 @@ use std::os::fd::RawFd;
 
 use socket2::Socket;
 
-use super::driver::{self, Backoff, WorkerConns, WorkerCore, WorkerEnd};
-use super::plan::{TcpPlan, WorkerCtx};
-use super::socket::{self, ReadOutcome};
-use super::tally::WorkerTally;
-use super::tls::TlsConn;
-use super::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed};
+use crate::load::driver::plan::{TcpPlan, WorkerCtx};
+use crate::load::driver::socket::{self, ReadOutcome};
+use crate::load::driver::tally::WorkerTally;
+use crate::load::driver::tls::TlsConn;
+use crate::load::driver::{self, Backoff, WorkerConns, WorkerCore, WorkerEnd};
+use crate::load::workload::{ConnMode, ErrorClass, Exchange, Outcome, Parsed};
 use crate::poller;
 
 #[derive(Debug, PartialEq)]

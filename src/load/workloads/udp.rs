@@ -15,9 +15,9 @@ use indicatif::ProgressBar;
 use nix::sys::signal::Signal;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::Load;
-use super::clock::rusage_ns;
-use super::spec::{ConnModel, Options, Registered, TargetForm};
+use crate::load::Load;
+use crate::load::driver::clock::rusage_ns;
+use crate::load::spec::{ConnModel, Options, Registered, TargetForm};
 use crate::procfs::snmp;
 use crate::proto::udp::{
     Header, Kind, MAX_DATAGRAM, SinkReport, fin_datagram, monotonic_ns, parse_report,
@@ -40,14 +40,16 @@ pub static WORKLOAD: Registered<UdpArgs> = Registered::new(
 /// `--rate` of `load udp`: a number. A schedule is refused by name: the
 /// one-way blast reports no steps (its sink counts the whole run only).
 fn constant_rate(s: &str) -> Result<f64, String> {
-    values::rate(s).map_err(|e| match super::rate_plan::RatePlan::parse(s) {
-        Ok(p) if p.constant().is_none() => format!(
-            "`{s}`: load udp sends at one constant rate (its sink reports the whole run, \
+    values::rate(s).map_err(
+        |e| match crate::load::schedule::rate_plan::RatePlan::parse(s) {
+            Ok(p) if p.constant().is_none() => format!(
+                "`{s}`: load udp sends at one constant rate (its sink reports the whole run, \
                  not steps); rate schedules are for tcp-rr, tcp-crr, http, redis, memcached \
                  and udp-rr"
-        ),
-        _ => e,
-    })
+            ),
+            _ => e,
+        },
+    )
 }
 
 /// `load udp` options.

@@ -35,11 +35,11 @@ use std::os::fd::RawFd;
 
 use socket2::{Protocol, SockAddr, Socket, Type};
 
-use super::driver::{self, Backoff, DatagramCounts, WorkerConns, WorkerCore, WorkerEnd};
-use super::plan::{TcpPlan, WorkerCtx};
-use super::tally::WorkerTally;
-use super::workload::{ErrorClass, Exchange, Parsed, ReplyId};
 use crate::endpoint::Endpoint;
+use crate::load::driver::plan::{TcpPlan, WorkerCtx};
+use crate::load::driver::tally::WorkerTally;
+use crate::load::driver::{self, Backoff, DatagramCounts, WorkerConns, WorkerCore, WorkerEnd};
+use crate::load::workload::{ErrorClass, Exchange, Parsed, ReplyId};
 use crate::poller;
 
 /// Requests a socket may send before an id repeats.
@@ -150,7 +150,7 @@ fn open_socket(
         // SAFETY: valid fd and option value.
         let rc = unsafe {
             libc::setsockopt(
-                super::socket::fd_of(&sock),
+                crate::load::driver::socket::fd_of(&sock),
                 libc::SOL_SOCKET,
                 libc::SO_RCVTIMEO,
                 (&BLOCKING_WAIT as *const libc::timeval).cast(),
@@ -288,7 +288,7 @@ impl<E: Exchange> DatagramWorker<'_, E> {
         let plan = self.core.plan;
         let src = self.core.source_for(i, 0);
         let opened = open_socket(&plan.addr, src, self.blocking).and_then(|sock| {
-            let fd = super::socket::fd_of(&sock);
+            let fd = crate::load::driver::socket::fd_of(&sock);
             self.core.poller.add(fd, i as u64, poller::IN)?;
             Ok((sock, fd))
         });
