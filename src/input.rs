@@ -48,6 +48,51 @@ pub fn read_text_bounded(path: &Path, limit: usize, what: &str) -> Result<String
         .map_err(|_| error::usage(format!("{what}: not UTF-8 text")))
 }
 
+/// Reads a secret (a password) from a regular file the user named, at
+/// most `limit` bytes. The path is resolved as output paths are
+/// ([`crate::output::locate`]): a symbolic link is followed only when
+/// root, sockscope's user or the sudo user owns it, so a link another user
+/// planted (in /tmp, to a root-only file) cannot make sockscope, running
+/// as root, send that file's bytes to a server. The last name is opened
+/// with O_NOFOLLOW relative to its directory's descriptor, and must be a
+/// regular file. Errors name `what` and never quote the file's bytes.
+pub fn read_secret(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>> {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::Mode;
+    let entry = match crate::output::locate(path)? {
+        crate::output::Located::Entry(e) => e,
+        crate::output::Located::Alias(_) => {
+            return Err(error::usage(format!(
+                "{what}: give a file, not a descriptor or stdout"
+            )));
+        }
+    };
+    let fd = openat(
+        &entry.dir,
+        entry.name.as_os_str(),
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| error::usage(format!("{what}: cannot read it: {}", errno_text(&e.into()))))?;
+    let file = File::from(fd);
+    let meta = file
+        .metadata()
+        .map_err(|e| error::usage(format!("{what}: cannot read it: {}", errno_text(&e))))?;
+    if !meta.file_type().is_file() {
+        return Err(error::usage(format!("{what}: not a regular file")));
+    }
+    let mut out = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| error::usage(format!("{what}: cannot read it: {}", errno_text(&e))))?;
+    if out.len() > limit {
+        return Err(error::usage(format!(
+            "{what}: larger than {limit} bytes, the most it takes"
+        )));
+    }
+    Ok(out)
+}
+
 fn clear_nonblock(file: &File) {
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();

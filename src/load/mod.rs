@@ -60,6 +60,7 @@ use anyhow::Result;
 
 use self::driver::{engine, socket};
 pub use self::spec::{LoadSpec, TcpArgs};
+use self::workload::ConnMode;
 use self::workload::TcpWorkload;
 use self::workloads::udp;
 use crate::endpoint::Endpoint;
@@ -197,6 +198,12 @@ fn run_tcp<E: WorkerLoop>(
         ));
     }
     let exchange = w.exchange?;
+    if exchange.has_on_connect() && !matches!(w.mode, ConnMode::Persistent { .. }) {
+        return Err(error::usage(format!(
+            "{}: an on-connect step needs persistent connections",
+            w.name
+        )));
+    }
     if let Some(path) = &a.full_log {
         if a.json.as_deref().is_some_and(crate::output::is_stdout) && crate::output::is_stdout(path)
         {

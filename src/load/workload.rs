@@ -3,6 +3,9 @@
 //!
 //! - its [`Exchange`]: the request of transaction `seq`, how to recognise
 //!   a whole response as bytes arrive, and what counts as an error;
+//! - its on-connect step, when the protocol opens with one (h2load's
+//!   `on_connect`): bytes written on every new connection and an answer
+//!   read whole before the first request (redis AUTH/HELLO);
 //! - its [`ConnMode`]: persistent connections (tcp-rr) or one connection
 //!   per transaction (tcp-crr);
 //! - its name, which is also the report's `workload`;
@@ -56,6 +59,10 @@ pub enum ErrorClass {
     Protocol,
     /// The TLS handshake or record layer failed.
     Tls,
+    /// The server refused the workload's on-connect step (redis: a wrong
+    /// `--auth` password, an unknown `--user`, a HELLO it does not speak):
+    /// the connection is closed.
+    OnConnect,
     /// HTTP/2: the server reset the stream (RST_STREAM) with this error
     /// code; the connection goes on.
     RstStream(u32),
@@ -90,6 +97,7 @@ impl ErrorClass {
             Self::ClientError => "client_error",
             Self::Protocol => "protocol_error",
             Self::Tls => "tls_error",
+            Self::OnConnect => "on_connect_refused",
             Self::RstStream(code) => return Cow::Owned(format!("rst_stream:{}", h2_code(code))),
             Self::GoAway(code) => return Cow::Owned(format!("goaway:{}", h2_code(code))),
             Self::GrpcStatus(code) => {
@@ -112,6 +120,7 @@ impl ErrorClass {
                 | Self::ServerError
                 | Self::ClientError
                 | Self::Protocol
+                | Self::OnConnect
                 | Self::RstStream(_)
                 | Self::GrpcStatus(_)
                 | Self::GrpcBadResponse
@@ -317,6 +326,28 @@ pub trait Exchange: Sync {
     /// it is up, before its first request goes out.
     fn unsolicited(&self) -> Option<ErrorClass> {
         None
+    }
+
+    /// The on-connect step (h2load's `on_connect`): bytes written on every
+    /// new persistent connection, after its TLS handshake and before its
+    /// first request, whose answer ([`parse_on_connect`]) must come whole
+    /// before requests go out: redis `AUTH`/`HELLO`, PostgreSQL's startup
+    /// message. None (the default): the connection takes requests at once.
+    /// The step is no transaction: not timed, not counted.
+    ///
+    /// [`parse_on_connect`]: Exchange::parse_on_connect
+    fn on_connect(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// Consumes `data`, the next bytes of the answer to the on-connect
+    /// step, with the connection's cursor (reset to its default before the
+    /// first request). `Complete(n, outcome)` ends the step; an
+    /// `outcome.error` means the server refused it, and the connection
+    /// fails with [`ErrorClass::OnConnect`]. Bytes after the `n` answer
+    /// nothing (no request went out yet) and fail it as unsolicited.
+    fn parse_on_connect(&self, _cursor: &mut Self::Cursor, _data: &[u8]) -> Parsed {
+        Parsed::Error(ErrorClass::Protocol)
     }
 
     /// How the report names a response status (`Outcome::status`): the

@@ -112,6 +112,12 @@ pub trait WorkerLoop: Sync {
 
     /// How the report names a response status.
     fn status_name(&self, status: u16) -> std::borrow::Cow<'static, str>;
+
+    /// True when every connection opens with an on-connect step
+    /// ([`Exchange::on_connect`]).
+    fn has_on_connect(&self) -> bool {
+        false
+    }
 }
 
 impl<E: Exchange> WorkerLoop for E {
@@ -146,6 +152,10 @@ impl<E: Exchange> WorkerLoop for E {
 
     fn status_name(&self, status: u16) -> std::borrow::Cow<'static, str> {
         Exchange::status_name(self, status)
+    }
+
+    fn has_on_connect(&self) -> bool {
+        self.on_connect().is_some()
     }
 }
 

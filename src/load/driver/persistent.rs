@@ -10,6 +10,11 @@
 //! counts as up (established, taking requests) only once the handshake is
 //! done; its writes and reads go through its session ([`TlsConn`]). The
 //! plain path pays one check of `tls` per write and per read.
+//!
+//! A workload with an on-connect step ([`Exchange::on_connect`]: redis
+//! AUTH/HELLO) writes it once the connection is connected (and
+//! handshaken) and takes requests only once its answer came whole; the
+//! step is neither timed nor counted as a transaction.
 
 use std::collections::VecDeque;
 use std::io;
@@ -46,6 +51,10 @@ enum ConnState {
     Handshaking {
         since: u64,
         connect_ns: u64,
+    },
+    /// The on-connect step written at `since`, its answer awaited.
+    Opening {
+        since: u64,
     },
     Up,
 }
@@ -219,6 +228,15 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
                 self.handshake(i, now, tally);
                 return;
             }
+            ConnState::Opening { .. } => {
+                if ev.writable() && self.conns[i].writing {
+                    self.flush(i, now, tally);
+                }
+                if ev.readable() && self.conns[i].sock.is_some() {
+                    self.read_opening(i, now, tally);
+                }
+                return;
+            }
             _ => {}
         }
         if ev.writable() && self.conns[i].writing {
@@ -239,7 +257,9 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
                     self.connects_started += 1;
                     self.connect(i, now, tally);
                 }
-                ConnState::Connecting { since } | ConnState::Handshaking { since, .. }
+                ConnState::Connecting { since }
+                | ConnState::Handshaking { since, .. }
+                | ConnState::Opening { since }
                     if now - since > timeout =>
                 {
                     self.fail(i, now, ErrorClass::TimedOut, tally);
@@ -316,7 +336,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
             }
         }
         tally.connected(now, now - since);
-        self.up(i, now, tally);
+        self.open(i, now, tally);
     }
 
     /// TLS: takes connection `i`'s handshake as far as the socket allows
@@ -333,14 +353,85 @@ impl<E: Exchange> PersistentWorker<'_, E> {
             .core
             .handshake(i, c.fd, t, since, connect_ns, now, tally)
         {
-            Ok(true) => self.up(i, now, tally),
+            Ok(true) => self.open(i, now, tally),
             Ok(false) => {}
             Err(class) => self.fail(i, now, class, tally),
         }
     }
 
-    /// Connection `i` is up (connected, and handshaken with TLS): it sends
-    /// again what a server close left unanswered, then takes requests.
+    /// Connection `i` is connected (and handshaken with TLS): it writes the
+    /// workload's on-connect step and waits for its answer, or is up at
+    /// once when there is none.
+    fn open(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let Some(step) = self.exchange.on_connect() else {
+            self.up(i, now, tally);
+            return;
+        };
+        let c = &mut self.conns[i];
+        c.state = ConnState::Opening { since: now };
+        c.out.clear();
+        c.out_off = 0;
+        c.out.extend_from_slice(step);
+        if let Err(e) = self.core.poller.modify(c.fd, i as u64, poller::IN) {
+            self.fail(i, now, ErrorClass::of(&e), tally);
+            return;
+        }
+        self.flush(i, now, tally);
+    }
+
+    /// Reads the answer to connection `i`'s on-connect step; once it came
+    /// whole and says yes, the connection is up.
+    fn read_opening(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let c = &mut self.conns[i];
+        let got = driver::read_conn(
+            c.fd,
+            c.tls.as_mut(),
+            &mut self.core.wire,
+            &mut self.core.buf,
+            tally,
+        );
+        let n = match got {
+            Ok(ReadOutcome::Data(n)) => n,
+            Ok(ReadOutcome::WouldBlock) => return,
+            Ok(ReadOutcome::Eof) => {
+                let class = self.exchange.on_eof(&self.conns[i].cursor);
+                self.fail(i, now, class, tally);
+                return;
+            }
+            Err(class) => {
+                self.fail(i, now, class, tally);
+                return;
+            }
+        };
+        let c = &mut self.conns[i];
+        match self
+            .exchange
+            .parse_on_connect(&mut c.cursor, &self.core.buf[..n])
+        {
+            Parsed::Partial => {}
+            Parsed::Complete(k, outcome) if outcome.error.is_some() => {
+                if tally.on_connect_error.is_none() {
+                    let answer = String::from_utf8_lossy(&self.core.buf[..k.min(200)]);
+                    tally.on_connect_error = Some(crate::text::escape(answer.trim_end()).into());
+                }
+                self.fail(i, now, ErrorClass::OnConnect, tally);
+            }
+            Parsed::Complete(k, _) if k < n => {
+                // Bytes beyond the answer, before any request.
+                let class = self.exchange.unsolicited();
+                self.fail(i, now, class.unwrap_or(ErrorClass::Unexpected), tally);
+            }
+            Parsed::Complete(..) => {
+                c.cursor = E::Cursor::default();
+                self.up(i, now, tally);
+            }
+            Parsed::Error(class) => self.fail(i, now, class, tally),
+        }
+    }
+
+    /// Connection `i` is up (connected, handshaken with TLS, its on-connect
+    /// step answered): it sends again what a server close left unanswered,
+    /// then takes requests.
     fn up(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
         let c = &mut self.conns[i];
         c.state = ConnState::Up;

@@ -250,6 +250,8 @@ pub struct WorkerTally {
     pub tls_negotiated: Option<Negotiated>,
     /// Why the first TLS failure of this worker happened.
     pub tls_error: Option<String>,
+    /// The server's answer to the first on-connect step it refused.
+    pub on_connect_error: Option<String>,
     /// Transactions completed inside the measured window.
     pub transactions: u64,
     /// Transactions completed during warm-up.
@@ -315,6 +317,7 @@ impl WorkerTally {
             tls_handshake: tls.then(LatencyHist::new),
             tls_negotiated: None,
             tls_error: None,
+            on_connect_error: None,
             transactions: 0,
             warmup_transactions: 0,
             errors: BTreeMap::new(),
@@ -552,6 +555,7 @@ pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
         }
         acc.tls_negotiated = acc.tls_negotiated.or(t.tls_negotiated);
         acc.tls_error = acc.tls_error.or(t.tls_error);
+        acc.on_connect_error = acc.on_connect_error.or(t.on_connect_error);
         acc.transactions += t.transactions;
         acc.warmup_transactions += t.warmup_transactions;
         for (k, v) in t.errors {

@@ -108,8 +108,11 @@ fn verdict(
                 NOTHING_REPORTED.into()
             }
         });
+        let on_connect_why = t.on_connect_error.as_ref().map_or_else(String::new, |e| {
+            format!("; the server refused the on-connect step: {e}")
+        });
         Some(format!(
-            "no connection to {} could be established ({why}){tls_why}",
+            "no connection to {} could be established ({why}){tls_why}{on_connect_why}",
             plan.addr,
         ))
     } else if let Some(sig) = &watched.interrupted {
@@ -232,6 +235,9 @@ fn notes(m: &Merged, saturated: bool) -> Vec<String> {
     }
     if let Some(e) = &m.tally.tls_error {
         notes.push(format!("first TLS error: {e}"));
+    }
+    if let Some(e) = &m.tally.on_connect_error {
+        notes.push(format!("the server refused the on-connect step: {e}"));
     }
     notes.push(
         "loopback or single-host figures include the generator and the target sharing CPUs".into(),

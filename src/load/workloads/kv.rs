@@ -61,6 +61,14 @@ pub trait KvProtocol {
     /// True once any byte of the awaited response has been consumed (a
     /// close then cuts it short instead of falling between responses).
     fn started(cursor: &Self::Cursor) -> bool;
+
+    /// Consumes `data`, the next bytes of the answer to the on-connect
+    /// step ([`KvExchange::with_on_connect`]); a refusal is a whole answer
+    /// whose outcome has an error. Only a protocol that has a step needs
+    /// it.
+    fn parse_on_connect(_cursor: &mut Self::Cursor, _data: &[u8]) -> Parsed {
+        Parsed::Error(ErrorClass::Protocol)
+    }
 }
 
 /// The exchange of a key-value protocol `P` over a set of templates.
@@ -72,6 +80,8 @@ pub struct KvExchange<P: KvProtocol> {
     op_of: Vec<u16>,
     /// Per template: what the parser needs to know of it.
     commands: Vec<P::Command>,
+    /// The on-connect step's bytes (redis AUTH/HELLO), if any.
+    on_connect: Option<Vec<u8>>,
     // `fn() -> P`: the exchange holds no `P`, so it is Send and Sync
     // whatever `P` is.
     protocol: PhantomData<fn() -> P>,
@@ -93,8 +103,16 @@ impl<P: KvProtocol> KvExchange<P> {
             ops,
             op_of,
             commands,
+            on_connect: None,
             protocol: PhantomData,
         }
+    }
+
+    /// Opens every connection with `step` (its answer read by
+    /// [`KvProtocol::parse_on_connect`]).
+    pub fn with_on_connect(mut self, step: Option<Vec<u8>>) -> Self {
+        self.on_connect = step;
+        self
     }
 }
 
@@ -143,6 +161,14 @@ impl<P: KvProtocol> Exchange for KvExchange<P> {
 
     fn counts_responses(&self) -> bool {
         true
+    }
+
+    fn on_connect(&self) -> Option<&[u8]> {
+        self.on_connect.as_deref()
+    }
+
+    fn parse_on_connect(&self, cursor: &mut P::Cursor, data: &[u8]) -> Parsed {
+        P::parse_on_connect(cursor, data)
     }
 }
 

@@ -9,23 +9,36 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, FromArgMatches};
 
 use crate::load::Load;
 use crate::load::spec::{ConnModel, Options, TcpArgs};
 
-/// A key-value protocol: how its file makes a run of the shared options.
+/// A key-value protocol: how its file makes a run of the shared options
+/// and of its own.
 pub trait KvLoad: Send + 'static {
-    /// The run of `a` (the target in place).
-    fn load(a: KvArgs) -> Result<Load>;
+    /// The options only this protocol takes (redis: `--auth`, `--user`,
+    /// `--hello`; [`NoOptions`] for none).
+    type Own: Args + FromArgMatches + Clone + fmt::Debug + Send + Sync + 'static;
+
+    /// The run of `a` and `own` (the target in place).
+    fn load(a: KvArgs, own: Self::Own) -> Result<Load>;
 }
 
-/// The options of key-value protocol `P`: [`KvArgs`], run by `P`.
+/// A protocol with no options of its own (memcached).
+#[derive(Args, Clone, Debug, Default)]
+pub struct NoOptions {}
+
+/// The options of key-value protocol `P`: [`KvArgs`] and its own, run by
+/// `P`.
 #[derive(Args)]
 pub struct KvOptions<P: KvLoad> {
     /// The options every key-value workload takes.
     #[command(flatten)]
     pub kv: KvArgs,
+    /// The protocol's own.
+    #[command(flatten)]
+    pub own: P::Own,
     #[arg(skip)]
     protocol: PhantomData<fn() -> P>,
 }
@@ -34,6 +47,7 @@ impl<P: KvLoad> Clone for KvOptions<P> {
     fn clone(&self) -> Self {
         Self {
             kv: self.kv.clone(),
+            own: self.own.clone(),
             protocol: PhantomData,
         }
     }
@@ -41,7 +55,10 @@ impl<P: KvLoad> Clone for KvOptions<P> {
 
 impl<P: KvLoad> fmt::Debug for KvOptions<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.kv.fmt(f)
+        f.debug_struct("KvOptions")
+            .field("kv", &self.kv)
+            .field("own", &self.own)
+            .finish()
     }
 }
 
@@ -59,7 +76,8 @@ impl<P: KvLoad> Options for KvOptions<P> {
     }
 
     fn into_load(self: Box<Self>) -> Result<Load> {
-        P::load(self.kv)
+        let this = *self;
+        P::load(this.kv, this.own)
     }
 }
 

@@ -495,7 +495,9 @@ pub static WORKLOAD: Registered<KvOptions<Memcached>> = Registered::new(
 pub struct Memcached;
 
 impl KvLoad for Memcached {
-    fn load(a: KvArgs) -> Result<crate::load::Load> {
+    type Own = crate::load::workloads::kv_options::NoOptions;
+
+    fn load(a: KvArgs, _own: Self::Own) -> Result<crate::load::Load> {
         Ok(crate::load::Load::tcp(workload(&a), a.tcp))
     }
 }

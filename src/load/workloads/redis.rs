@@ -10,14 +10,24 @@
 //! stack of remaining element counts. Lengths are bounded (a bulk string
 //! of at most [`MAX_BULK`], arrays of at most [`MAX_ARRAY`] elements
 //! nested at most [`MAX_DEPTH`] deep, simple lines of at most
-//! [`MAX_LINE`]), and anything that is not RESP2 is a protocol error that
-//! closes the connection. What a whole reply means:
+//! [`MAX_LINE`]), and anything that is not RESP is a protocol error that
+//! closes the connection. RESP3's types are read too, for connections
+//! opened with `--hello 3`: null `_`, boolean `#`, double `,`, big number
+//! `(` and blob error `!`, verbatim string `=`, map `%` (two elements a
+//! pair), set `~`, and attribute `|` (its pairs, then the element they
+//! annotate); a push `>` answers no request and is a protocol error. What
+//! a whole reply means:
 //!
-//! - `-...` at the top: the request failed (`server_error`: `-ERR`,
-//!   `-WRONGTYPE`...); the connection goes on.
-//! - to a lookup command (GET, GETDEL, GETEX, HGET): a bulk string is a
-//!   hit, the null bulk string `$-1` a miss.
+//! - `-...` or `!N` at the top: the request failed (`server_error`:
+//!   `-ERR`, `-WRONGTYPE`...); the connection goes on.
+//! - to a lookup command (GET, GETDEL, GETEX, HGET): a bulk or verbatim
+//!   string is a hit, a null (`$-1`, `*-1`, RESP3's `_`) a miss.
 //! - anything else well-formed: a plain answer.
+//!
+//! `--auth @FILE` (or REDISCLI_AUTH), `--user` and `--hello` open every
+//! connection with one `AUTH` or `HELLO` command ([`RedisArgs`]), the
+//! workload's on-connect step; a refusal fails the connection as
+//! `on_connect_refused` and the report quotes the server's answer.
 
 use anyhow::Result;
 
@@ -125,6 +135,12 @@ impl KvProtocol for Resp {
     fn started(cursor: &RespCursor) -> bool {
         cursor.started()
     }
+
+    /// AUTH's `+OK`, HELLO's map (or array, with HELLO 2); a `-...` is a
+    /// refusal.
+    fn parse_on_connect(cursor: &mut RespCursor, data: &[u8]) -> Parsed {
+        Self::parse(cursor, data, false)
+    }
 }
 
 /// What a whole top-level reply was.
@@ -155,11 +171,21 @@ pub enum Feed {
 /// What the header line being read introduces.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Head {
+    /// `+`, `-`, and RESP3's `#`, `,`, `(`: a line that is the element.
     #[default]
     Simple,
+    /// RESP3's `_`: an empty line, a null.
+    Null,
     Int,
+    /// `$`, and RESP3's `!` (an error) and `=` (verbatim): a length, then
+    /// that many bytes.
     Bulk,
+    /// `*`, and RESP3's `~`: that many elements.
     Array,
+    /// RESP3's `%`: that many pairs.
+    Map,
+    /// RESP3's `|`: that many pairs, then the element they annotate.
+    Attribute,
 }
 
 /// Where the parser is inside a reply.
@@ -193,6 +219,11 @@ pub struct RespCursor {
     line: u32,
     /// What the top-level reply is, once its type byte is read.
     reply: Reply,
+    /// The reply opened with an attribute: its last element (depth 1, one
+    /// left) is the top-level reply.
+    attributed: bool,
+    /// The line being read is RESP3's null (`_`), which must be empty.
+    null_line: bool,
     /// Any byte of the reply consumed.
     started: bool,
 }
@@ -201,6 +232,12 @@ impl RespCursor {
     /// True once any byte of the reply has been consumed.
     pub fn started(&self) -> bool {
         self.started
+    }
+
+    /// True when the element about to be read is the top-level reply: at
+    /// depth 0, or the element an opening attribute annotates.
+    fn at_top(&self) -> bool {
+        self.depth == 0 || (self.attributed && self.depth == 1 && self.stack[0] == 1)
     }
 
     /// Consumes `data`, the next bytes of the reply; stops at its end.
@@ -212,27 +249,36 @@ impl RespCursor {
         while i < data.len() {
             match self.state {
                 State::Type => {
+                    let top = self.at_top();
                     let head = match data[i] {
-                        b'+' => Head::Simple,
-                        b'-' => {
-                            if self.depth == 0 {
+                        b'+' | b'#' | b',' | b'(' => Head::Simple,
+                        b'-' | b'!' => {
+                            if top {
                                 self.reply = Reply::Error;
                             }
-                            Head::Simple
+                            if data[i] == b'-' {
+                                Head::Simple
+                            } else {
+                                Head::Bulk
+                            }
                         }
+                        b'_' => Head::Null,
                         b':' => Head::Int,
-                        b'$' => Head::Bulk,
-                        b'*' => Head::Array,
+                        b'$' | b'=' => Head::Bulk,
+                        b'*' | b'~' => Head::Array,
+                        b'%' => Head::Map,
+                        b'|' => Head::Attribute,
                         _ => return Feed::Error(ErrorClass::Protocol),
                     };
                     i += 1;
                     self.line = 0;
                     (self.num, self.neg, self.digits) = (0, false, 0);
-                    self.state = if head == Head::Simple {
-                        State::Simple
-                    } else {
-                        State::Number(head)
+                    self.state = match head {
+                        Head::Simple => State::Simple,
+                        Head::Null => State::Simple,
+                        _ => State::Number(head),
                     };
+                    self.null_line = head == Head::Null;
                 }
                 State::Simple => {
                     let rest = &data[i..];
@@ -244,11 +290,16 @@ impl RespCursor {
                     }
                     i += take;
                     if let Some(e) = end {
-                        if rest[e] == b'\n' {
+                        if rest[e] == b'\n' || (self.null_line && self.line > 0) {
                             return Feed::Error(ErrorClass::Protocol);
                         }
                         i += 1;
-                        self.state = State::HeadLf(Head::Simple);
+                        let head = if self.null_line {
+                            Head::Null
+                        } else {
+                            Head::Simple
+                        };
+                        self.state = State::HeadLf(head);
                     }
                 }
                 State::Number(head) => {
@@ -305,13 +356,19 @@ impl RespCursor {
     /// string, error, integer, null, empty array), Ok(false) when a payload
     /// or elements follow.
     fn header_done(&mut self, head: Head) -> Result<bool, ErrorClass> {
-        let top = self.depth == 0;
+        let top = self.at_top();
         match head {
             Head::Simple | Head::Int => {
                 // ':' takes any sign; a '-' alone was refused at its CR.
                 Ok(true)
             }
-            Head::Bulk | Head::Array if self.neg => {
+            Head::Null => {
+                if top {
+                    self.reply = Reply::Null;
+                }
+                Ok(true)
+            }
+            Head::Bulk | Head::Array | Head::Map | Head::Attribute if self.neg => {
                 if self.num != 1 {
                     return Err(ErrorClass::Protocol);
                 }
@@ -324,23 +381,34 @@ impl RespCursor {
                 if self.num > MAX_BULK {
                     return Err(ErrorClass::Protocol);
                 }
-                if top {
+                if top && self.reply != Reply::Error {
                     self.reply = Reply::Bulk;
                 }
                 self.state = State::Payload(Block::Bytes(self.num));
                 Ok(false)
             }
-            Head::Array => {
-                if self.num > MAX_ARRAY {
+            Head::Array | Head::Map | Head::Attribute => {
+                // Elements to read: a map's pairs are two each, and an
+                // attribute's pairs are followed by the element they
+                // annotate.
+                let elements = match head {
+                    Head::Array => Some(self.num),
+                    Head::Map => self.num.checked_mul(2),
+                    _ => self.num.checked_mul(2).and_then(|n| n.checked_add(1)),
+                };
+                let Some(elements) = elements.filter(|n| *n <= MAX_ARRAY) else {
                     return Err(ErrorClass::Protocol);
-                }
-                if self.num == 0 {
+                };
+                if elements == 0 {
                     return Ok(true);
                 }
                 if self.depth as usize == MAX_DEPTH {
                     return Err(ErrorClass::Protocol);
                 }
-                self.stack[self.depth as usize] = self.num as u32;
+                if head == Head::Attribute && self.depth == 0 {
+                    self.attributed = true;
+                }
+                self.stack[self.depth as usize] = elements as u32;
                 self.depth += 1;
                 self.state = State::Type;
                 Ok(false)
@@ -376,8 +444,126 @@ pub static WORKLOAD: Registered<KvOptions<Redis>> = Registered::new(
 pub struct Redis;
 
 impl KvLoad for Redis {
-    fn load(a: KvArgs) -> Result<crate::load::Load> {
-        Ok(crate::load::Load::tcp(workload(&a), a.tcp))
+    type Own = RedisArgs;
+
+    fn load(a: KvArgs, own: RedisArgs) -> Result<crate::load::Load> {
+        let step = own.on_connect(std::env::var_os(AUTH_ENV))?;
+        let mut w = workload(&a);
+        if let Some(step) = step {
+            w.config
+                .workload_options
+                .insert("on_connect".into(), serde_json::json!(step.described));
+            w.exchange = w.exchange.map(|e| e.with_on_connect(Some(step.bytes)));
+        }
+        Ok(crate::load::Load::tcp(w, a.tcp))
+    }
+}
+
+/// The environment variable a password is taken from when `--auth` is
+/// not given, as redis-cli does.
+pub const AUTH_ENV: &str = "REDISCLI_AUTH";
+/// The longest password file read.
+pub const MAX_PASSWORD: usize = 64 * 1024;
+
+/// `load redis`'s own options: how each connection opens.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct RedisArgs {
+    /// The password every connection authenticates with, from a file:
+    /// @FILE (its bytes, less one final newline). Without --auth, the
+    /// REDISCLI_AUTH environment variable is used when set, as redis-cli
+    /// does. Never the password itself: every local user can read a
+    /// command line in /proc. Neither is written to any report.
+    #[arg(long, value_name = "@FILE")]
+    pub auth: Option<String>,
+    /// The ACL user to authenticate as (default: the server's `default`
+    /// user); needs a password.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Open every connection with HELLO 2 or HELLO 3 (RESP3 replies), with
+    /// the password when there is one.
+    #[arg(long, value_name = "2|3", value_parser = clap::value_parser!(u8).range(2..=3))]
+    pub hello: Option<u8>,
+}
+
+/// The on-connect step of a run: the command's bytes and how the report
+/// names it (without the password).
+#[derive(Debug)]
+pub struct OnConnect {
+    /// The RESP command (it holds the password: never printed).
+    pub bytes: Vec<u8>,
+    /// `AUTH (password from @FILE)`, `HELLO 3 AUTH app (password from
+    /// REDISCLI_AUTH)`.
+    pub described: String,
+}
+
+impl RedisArgs {
+    /// The step these options ask for (`env`: REDISCLI_AUTH's value), or
+    /// None. Usage errors name the option, never the password.
+    pub fn on_connect(&self, env: Option<std::ffi::OsString>) -> Result<Option<OnConnect>> {
+        use std::os::unix::ffi::OsStringExt;
+        let password = match (&self.auth, env) {
+            (Some(a), _) => {
+                let Some(path) = a.strip_prefix('@') else {
+                    return Err(crate::error::usage(format!(
+                        "--auth takes @FILE, a file holding the password (or set {AUTH_ENV}): a \
+                         password on the command line is readable by every local user"
+                    )));
+                };
+                let what = format!("--auth {a}");
+                let mut bytes =
+                    crate::input::read_secret(std::path::Path::new(path), MAX_PASSWORD, &what)?;
+                if bytes.ends_with(b"\n") {
+                    bytes.pop();
+                    if bytes.ends_with(b"\r") {
+                        bytes.pop();
+                    }
+                }
+                Some((bytes, format!("password from {a}")))
+            }
+            (None, Some(v)) => Some((v.into_vec(), format!("password from {AUTH_ENV}"))),
+            (None, None) => None,
+        };
+        if let Some((_, from)) = password.as_ref().filter(|(p, _)| p.is_empty()) {
+            return Err(crate::error::usage(format!("the {from} is empty")));
+        }
+        if self.user.is_some() && password.is_none() {
+            return Err(crate::error::usage(format!(
+                "--user needs a password: --auth @FILE or {AUTH_ENV}"
+            )));
+        }
+        let mut words: Vec<Vec<u8>> = Vec::new();
+        let mut shown: Vec<String> = Vec::new();
+        if let Some(v) = self.hello {
+            words.push(b"HELLO".to_vec());
+            words.push(v.to_string().into_bytes());
+            shown.push(format!("HELLO {v}"));
+        }
+        if let Some((pw, from)) = password {
+            let user = self.user.clone();
+            words.push(b"AUTH".to_vec());
+            match (&user, self.hello.is_some()) {
+                (Some(u), _) => words.push(u.clone().into_bytes()),
+                // HELLO's AUTH always names a user.
+                (None, true) => words.push(b"default".to_vec()),
+                (None, false) => {}
+            }
+            words.push(pw);
+            let who = user.map(|u| format!(" {u}")).unwrap_or_default();
+            shown.push(format!("AUTH{who} ({from})"));
+        }
+        if words.is_empty() {
+            return Ok(None);
+        }
+        let mut bytes = format!("*{}\r\n", words.len()).into_bytes();
+        for w in &words {
+            bytes.extend_from_slice(format!("${}\r\n", w.len()).as_bytes());
+            bytes.extend_from_slice(w);
+            bytes.extend_from_slice(b"\r\n");
+        }
+        Ok(Some(OnConnect {
+            bytes,
+            described: shown.join(" "),
+        }))
     }
 }
 
@@ -386,6 +572,111 @@ mod tests {
     use super::*;
     use crate::load::KeyDist;
     use crate::load::workload::Exchange;
+
+    #[test]
+    fn resp3_types_are_read_and_nulls_are_misses() {
+        let whole = |b: &[u8]| match parse_every_way(b) {
+            Feed::Complete(n, r) => {
+                assert_eq!(n, b.len(), "{:?}", String::from_utf8_lossy(b));
+                r
+            }
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(b)),
+        };
+        assert_eq!(whole(b"_\r\n"), Reply::Null);
+        assert_eq!(whole(b"#t\r\n"), Reply::Plain);
+        assert_eq!(whole(b",3.14\r\n"), Reply::Plain);
+        assert_eq!(
+            whole(b"(3492890328409238509324850943850943825024385\r\n"),
+            Reply::Plain
+        );
+        assert_eq!(whole(b"!21\r\nSYNTAX invalid syntax\r\n"), Reply::Error);
+        assert_eq!(whole(b"=15\r\ntxt:Some string\r\n"), Reply::Bulk);
+        assert_eq!(
+            whole(b"%2\r\n+first\r\n:1\r\n+second\r\n_\r\n"),
+            Reply::Plain
+        );
+        assert_eq!(whole(b"~2\r\n+a\r\n+b\r\n"), Reply::Plain);
+        assert_eq!(whole(b"%0\r\n"), Reply::Plain);
+        // An attribute, then the element it annotates: that element is the
+        // reply (a bulk string here: a hit).
+        assert_eq!(
+            whole(b"|1\r\n+key-popularity\r\n%1\r\n$1\r\na\r\n,0.19\r\n$3\r\nabc\r\n"),
+            Reply::Bulk
+        );
+        assert_eq!(whole(b"|1\r\n+ttl\r\n:3\r\n_\r\n"), Reply::Null);
+        // HELLO 3's answer: a map with a nested array.
+        assert_eq!(
+            whole(b"%3\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n$7\r\nmodules\r\n*0\r\n"),
+            Reply::Plain
+        );
+        for bad in [
+            &b">2\r\n+message\r\n+x\r\n"[..],
+            b"_x\r\n",
+            b"%-2\r\n",
+            b"%4294967296\r\n",
+            b"|2147483648\r\n",
+        ] {
+            assert!(
+                matches!(
+                    RespCursor::default().feed(bad),
+                    Feed::Error(ErrorClass::Protocol)
+                ),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // A miss and a hit under RESP3, as a lookup's outcome.
+        let miss = Resp::parse(&mut RespCursor::default(), b"_\r\n", true);
+        assert!(matches!(miss, Parsed::Complete(3, o) if o.hit == Some(false)));
+    }
+
+    #[test]
+    fn the_on_connect_step_is_one_auth_or_hello_command_and_never_a_password_word() {
+        let dir = std::env::temp_dir().join(format!("ss-redis-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pw");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let at = format!("@{}", file.display());
+        let args = |auth: Option<&str>, user: Option<&str>, hello: Option<u8>| RedisArgs {
+            auth: auth.map(String::from),
+            user: user.map(String::from),
+            hello,
+        };
+        let step = |a: RedisArgs, env: Option<&str>| a.on_connect(env.map(Into::into)).unwrap();
+        assert!(step(args(None, None, None), None).is_none());
+        let s = step(args(Some(&at), None, None), None).unwrap();
+        assert_eq!(s.bytes, b"*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n");
+        assert!(!s.described.contains("s3cret"), "{}", s.described);
+        assert!(s.described.contains(&at), "{}", s.described);
+        let s = step(args(Some(&at), Some("app"), None), None).unwrap();
+        assert_eq!(
+            s.bytes,
+            b"*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$6\r\ns3cret\r\n"
+        );
+        let s = step(args(None, None, Some(3)), Some("envpw")).unwrap();
+        assert_eq!(
+            s.bytes,
+            b"*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n$7\r\ndefault\r\n$5\r\nenvpw\r\n"
+        );
+        assert_eq!(s.described, "HELLO 3 AUTH (password from REDISCLI_AUTH)");
+        let s = step(args(None, None, Some(2)), None).unwrap();
+        assert_eq!(s.bytes, b"*2\r\n$5\r\nHELLO\r\n$1\r\n2\r\n");
+        // --auth beats the environment.
+        let s = step(args(Some(&at), None, None), Some("envpw")).unwrap();
+        assert!(s.bytes.ends_with(b"s3cret\r\n"));
+        // Refused: a password as a word, a user without one, an empty one.
+        for (a, env) in [
+            (args(Some("s3cret"), None, None), None),
+            (args(None, Some("app"), None), None),
+            (args(None, None, None), Some("")),
+        ] {
+            let e = a.on_connect(env.map(Into::into)).unwrap_err();
+            assert!(!format!("{e:#}").contains("s3cret"), "{e:#}");
+            let code = e.downcast_ref::<crate::error::Exit>().map(|x| x.code);
+            assert_eq!(code, Some(2), "{e:#}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Feeds `bytes` whole and split at every boundary (and byte by byte):
     /// each way must give the same answer.
