@@ -3,14 +3,17 @@
 //! every figure, the derived sentences and the caveats.
 //!
 //! This file is the page's chrome (style sheet, header, cards, tables,
-//! the environment table). [`profile`] holds the sections of a profile,
-//! [`load`] the page of a load artifact, [`requests`] that of a
-//! `sockscope.requests` artifact; each experiment's section lives
+//! the environment table) and the parts several pages share: [`latency`]
+//! (a load's latency and throughput) and [`anatomy`] (a request anatomy's
+//! card). A profile's sections are `report/sections/`, [`load`] the page
+//! of a load artifact, [`requests`] that of a `sockscope.requests`
+//! artifact; each experiment's section lives
 //! with its results (`report/bench/<name>.rs`), and `report::bench::page`
 //! puts them on the page of one experiment or of the demo.
 
+pub mod anatomy;
+pub mod latency;
 pub mod load;
-pub mod profile;
 pub mod requests;
 
 use std::fmt::Write as _;
@@ -20,7 +23,6 @@ use super::svg::esc;
 use super::table::Table;
 
 pub use load::load_page;
-pub use profile::profile_page;
 pub use requests::requests_page;
 
 const CSS: &str = r#"
