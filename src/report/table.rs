@@ -6,10 +6,37 @@
 //! it, the text's header is usually shorter and names the unit ("server
 //! us/tx"), while the page's header names the figure ("server CPU/tx") and
 //! its cells carry the unit.
+//!
+//! The text is drawn as [`TextLayout`] says: by default every cell padded
+//! and one space between columns; `strace -c` style tables (trace's) also
+//! rule off their header and totals and let their last column run free.
+//!
+//! A cell longer than [`CELL_MAX`] characters (a generated function name,
+//! a perf map's, a crafted artifact's string) is cut in both, saying how
+//! many characters were cut; the JSON keeps it whole.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use super::svg::esc;
+
+/// The most characters of a cell a table shows, text and page alike.
+/// Beyond it a column would be unreadable anyway, and a format width is
+/// at most 65,535 (a wider one panics).
+pub const CELL_MAX: usize = 1000;
+
+/// `cell` as a table shows it: whole, or its first [`CELL_MAX`]
+/// characters and how many more were cut.
+pub fn shown(cell: &str) -> Cow<'_, str> {
+    match cell.char_indices().nth(CELL_MAX) {
+        None => Cow::Borrowed(cell),
+        Some((at, _)) => Cow::Owned(format!(
+            "{}... [{} characters cut]",
+            &cell[..at],
+            cell[at..].chars().count()
+        )),
+    }
+}
 
 /// How a column's cells line up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,15 +185,19 @@ impl Table {
     /// The text as two parts: the header and body, and the footer (its
     /// rule included), for a caller that puts a line between them.
     pub fn text_parts(&self, layout: &TextLayout) -> (String, String) {
+        let rows: Vec<Vec<Cow<'_, str>>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|c| shown(c)).collect())
+            .collect();
         // (column, header, width, least width) of each text column.
-        let shown: Vec<(usize, &str, usize, usize)> = self
+        let columns: Vec<(usize, &str, usize, usize)> = self
             .columns
             .iter()
             .enumerate()
             .filter_map(|(i, c)| {
                 let (header, least) = c.text.as_ref()?;
-                let widest = self
-                    .rows
+                let widest = rows
                     .iter()
                     .filter_map(|r| r.get(i))
                     .map(|cell| cell.chars().count())
@@ -176,7 +207,7 @@ impl Table {
                 Some((i, header.as_str(), widest, *least))
             })
             .collect();
-        let mut header: Vec<&str> = shown.iter().map(|&(_, h, _, _)| h).collect();
+        let mut header: Vec<&str> = columns.iter().map(|&(_, h, _, _)| h).collect();
         if layout.open_end {
             while header.last().is_some_and(|h| h.is_empty()) {
                 header.pop();
@@ -184,7 +215,7 @@ impl Table {
         }
         let line = |s: &mut String, cells: &[&str]| {
             let last = cells.len().saturating_sub(1);
-            for (k, (cell, &(i, _, width, _))) in cells.iter().zip(&shown).enumerate() {
+            for (k, (cell, &(i, _, width, _))) in cells.iter().zip(&columns).enumerate() {
                 let column = &self.columns[i];
                 if k > 0 {
                     s.extend(std::iter::repeat_n(' ', column.gap));
@@ -202,8 +233,8 @@ impl Table {
             s.push('\n');
         };
         let rule = |s: &mut String| {
-            let last = shown.len().saturating_sub(1);
-            let dashes: Vec<String> = shown
+            let last = columns.len().saturating_sub(1);
+            let dashes: Vec<String> = columns
                 .iter()
                 .enumerate()
                 .map(|(k, &(_, _, width, least))| {
@@ -217,27 +248,27 @@ impl Table {
             line(s, &strs(&dashes));
         };
         // A row that stops short ends its line at its last cell.
-        let row_cells = |r: &'_ [String]| -> Vec<String> {
-            shown
+        let row_cells = |r: &[Cow<'_, str>]| -> Vec<String> {
+            columns
                 .iter()
-                .map_while(|&(i, _, _, _)| r.get(i).cloned())
+                .map_while(|&(i, _, _, _)| r.get(i).map(|c| c.to_string()))
                 .collect()
         };
-        let split = self.rows.len().saturating_sub(layout.footer);
+        let split = rows.len().saturating_sub(layout.footer);
         let mut body = String::new();
         line(&mut body, &header);
         if layout.ruled {
             rule(&mut body);
         }
-        for r in &self.rows[..split] {
+        for r in &rows[..split] {
             line(&mut body, &strs(&row_cells(r)));
         }
         let mut footer = String::new();
-        if split < self.rows.len() {
+        if split < rows.len() {
             if layout.ruled {
                 rule(&mut footer);
             }
-            for r in &self.rows[split..] {
+            for r in &rows[split..] {
                 line(&mut footer, &strs(&row_cells(r)));
             }
         }
@@ -246,7 +277,7 @@ impl Table {
 
     /// The page columns as an HTML table (scrolling sideways when wide).
     pub fn to_html(&self) -> String {
-        let shown: Vec<(usize, &Column, &str)> = self
+        let on_page: Vec<(usize, &Column, &str)> = self
             .columns
             .iter()
             .enumerate()
@@ -257,16 +288,16 @@ impl Table {
             Align::Left => "",
         };
         let mut s = String::from("<div class=\"tw\"><table><thead><tr>");
-        for &(_, c, h) in &shown {
+        for &(_, c, h) in &on_page {
             let _ = write!(s, "<th{}>{}</th>", class(c), esc(h));
         }
         s.push_str("</tr></thead><tbody>");
         for r in &self.rows {
             s.push_str("<tr>");
-            for &(i, c, _) in &shown {
-                let cell = r.get(i).map_or("", String::as_str);
+            for &(i, c, _) in &on_page {
+                let cell = shown(r.get(i).map_or("", String::as_str));
                 let unit = c.unit.filter(|_| cell != PLACEHOLDER).unwrap_or("");
-                let _ = write!(s, "<td{}>{}{}</td>", class(c), esc(cell), esc(unit));
+                let _ = write!(s, "<td{}>{}{}</td>", class(c), esc(&cell), esc(unit));
             }
             s.push_str("</tr>");
         }
@@ -315,5 +346,32 @@ mod tests {
         // A placeholder takes no unit.
         assert!(h.contains("<td class=\"n\">-</td><td></td>"));
         assert!(!h.contains("short"));
+    }
+
+    /// A cell longer than any format width (65,535) panicked the whole
+    /// run: a generated function name, a perf map's, a crafted artifact's.
+    #[test]
+    fn a_cell_of_100000_characters_is_cut_with_a_marker_in_text_and_html() {
+        let long = "f".repeat(100_000);
+        let t = Table {
+            columns: vec![
+                Column::both("function", "function", 8, Align::Left),
+                Column::both("samples", "samples", 7, Align::Right),
+            ],
+            rows: vec![
+                vec![long.clone(), "1".into()],
+                vec!["short".into(), "2".into()],
+            ],
+        };
+        let text = t.to_text();
+        let marker = "... [99000 characters cut]";
+        assert!(text.contains(marker), "{}", &text[..200]);
+        assert!(!text.contains(&long));
+        assert!(text.lines().all(|l| l.chars().count() < 1100));
+        let html = t.to_html();
+        assert!(html.contains(marker));
+        assert!(!html.contains(&long));
+        // What fits is left alone.
+        assert!(text.contains("short") && html.contains("<td>short</td>"));
     }
 }

@@ -68,9 +68,10 @@ details { margin: 8px 0; }
 summary { cursor: pointer; color: #0b5394; }
 footer { color: #6a737d; font-size: 12.5px; margin-top: 36px; }
 .headline { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 10px; margin: 6px 0 12px; }
-.headline .figure { border: 1px solid #e3e7ec; border-radius: 6px; padding: 8px 10px; background: #fafbfc; }
+.headline .figure { border: 1px solid #e3e7ec; border-radius: 6px; padding: 8px 10px; background: #fafbfc; min-width: 0; }
 .headline .label { color: #6a737d; font-size: 12.5px; }
-.headline .value { font-size: 16px; font-weight: 600; }
+.headline .value { font-size: 16px; font-weight: 600; overflow-wrap: anywhere;
+  display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 5; line-clamp: 5; overflow: hidden; }
 iframe.flame { background: #fff; margin: 6px 0 4px; }
 "#;
 

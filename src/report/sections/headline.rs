@@ -1,5 +1,8 @@
 //! The headline (the figures of `report/headline.rs`): the summary's first
-//! block after the steps, the page's first card.
+//! block after the steps, the page's first card. A value longer than a
+//! table cell (a generated function name) is cut as a cell is in the
+//! summary; on the page its tile wraps it over at most five lines and
+//! holds it whole in its title.
 
 use std::fmt::Write as _;
 
@@ -9,6 +12,7 @@ use crate::report::html::anatomy::bars;
 use crate::report::html::card;
 use crate::report::profile::ProfileReport;
 use crate::report::svg::esc;
+use crate::report::table::shown;
 
 /// The headline: every run has one.
 pub struct Headline;
@@ -23,7 +27,7 @@ impl ProfileSection for Headline {
     fn text(&self, r: &ProfileReport) -> Option<String> {
         let mut s = String::from("Headline:\n");
         for f in figures(r) {
-            let _ = writeln!(s, "  {:<18}{}", f.label, f.value);
+            let _ = writeln!(s, "  {:<18}{}", f.label, shown(&f.value));
         }
         Some(s)
     }
@@ -43,9 +47,11 @@ fn headline_card(p: &str, r: &ProfileReport) -> String {
     for f in figures(r) {
         let _ = write!(
             inner,
-            "<div class=\"figure\"><div class=\"label\">{}</div><div class=\"value\">{}</div></div>",
+            "<div class=\"figure\"><div class=\"label\">{}</div>\
+             <div class=\"value\" title=\"{}\">{}</div></div>",
             esc(f.label),
-            esc(&f.value)
+            esc(&f.value),
+            esc(&shown(&f.value))
         );
     }
     inner.push_str("</div>");
