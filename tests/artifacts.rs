@@ -634,6 +634,13 @@ fn escape_sequences_in_a_crafted_artifact_are_written_out() {
         assert!(!raw(&so) && !raw(&se), "{name}: {so:?} {se:?}");
         assert!(!raw(&summary), "{name}: {summary:?}");
         assert!(summary.contains(POISON_SHOWN), "{name}: {summary}");
+        // The page writes them out too (as text does, then HTML-escaped).
+        let html = std::fs::read_to_string(sub.join("report.html")).unwrap();
+        assert!(
+            !raw(&html),
+            "{name}: a raw control character in report.html"
+        );
+        assert!(html.contains(POISON_SHOWN), "{name}: {html}");
     }
 
     let p = poisoned(
