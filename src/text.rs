@@ -8,7 +8,8 @@
 //! `\x1b` (C0 and DEL), `\u{9b}` (C1, and the bidirectional overrides that
 //! reorder what a terminal shows), and bytes that are not UTF-8 as `\xNN`.
 //! A backslash is left as it is, so escaping twice changes nothing. JSON
-//! (serde escapes) and HTML (`report::svg::esc`) have their own escaping.
+//! has serde's own escaping; HTML (`report::svg::esc`) writes control
+//! characters out through [`escape_block`] before its own entities.
 //! A leaf: it imports nothing of the crate, so every module may use it.
 
 use std::borrow::Cow;

@@ -634,6 +634,13 @@ fn escape_sequences_in_a_crafted_artifact_are_written_out() {
         assert!(!raw(&so) && !raw(&se), "{name}: {so:?} {se:?}");
         assert!(!raw(&summary), "{name}: {summary:?}");
         assert!(summary.contains(POISON_SHOWN), "{name}: {summary}");
+        // The page writes them out too (as text does, then HTML-escaped).
+        let html = std::fs::read_to_string(sub.join("report.html")).unwrap();
+        assert!(
+            !raw(&html),
+            "{name}: a raw control character in report.html"
+        );
+        assert!(html.contains(POISON_SHOWN), "{name}: {html}");
     }
 
     let p = poisoned(
@@ -679,4 +686,92 @@ fn escape_sequences_in_a_crafted_artifact_are_written_out() {
     let (st, _, se) = run_bounded(&["report", bad.to_str().unwrap()], LIMIT);
     assert_eq!(st.code(), Some(2), "{se}");
     assert!(se.contains("unknown variant") && !raw(&se), "{se:?}");
+}
+
+/// A function name of 70,000 characters (a generated symbol, a perf map's
+/// line, a crafted artifact) in the stacks and in the advice: `report` and
+/// `compare` render it (a table cell over 65,535 characters panicked, exit
+/// 101, the whole run lost), cut with a visible marker in the tables of
+/// summary.txt, report.html and compare's output, kept whole in the folded
+/// stacks.
+#[test]
+fn a_name_of_70000_characters_is_cut_in_tables_and_kept_whole_in_folded_stacks() {
+    use sockscope::report::stacks::{
+        FrameKey, StackGraph, StacksReport, WeightUnit, WeightedStack,
+    };
+    let dir = scratch("artifacts-long-name");
+    let long = format!("app::{}", "x".repeat(69_995));
+    assert_eq!(long.chars().count(), 70_000);
+    let marker = "... [69000 characters cut]";
+    let frame = |name: &str| FrameKey {
+        name: name.into(),
+        module: "/srv/app".into(),
+        kernel: false,
+    };
+    let stacks = |weight: u64| StacksReport {
+        hz: 99,
+        on_cpu: StackGraph::build(
+            WeightUnit::Samples,
+            vec![
+                WeightedStack {
+                    process: "app".into(),
+                    frames: vec![frame("main"), frame(&long)],
+                    weight,
+                    complete: true,
+                },
+                WeightedStack {
+                    process: "app".into(),
+                    frames: vec![frame("main"), frame("idle")],
+                    weight: 10,
+                    complete: true,
+                },
+            ],
+            20,
+        ),
+        ..Default::default()
+    };
+    let mut v = read_json(&v1_fixture("profile.json"));
+    v["advice"] = serde_json::json!([{
+        "setting": long, "current": "1", "advised": "2", "ok": false,
+        "why": long, "evidence": long
+    }]);
+    let mut runs = Vec::new();
+    for (name, weight) in [("a", 90), ("b", 300)] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        v["stacks"] = serde_json::to_value(stacks(weight)).unwrap();
+        std::fs::write(d.join("run.json"), serde_json::to_vec(&v).unwrap()).unwrap();
+        runs.push(d.join("run.json").to_str().unwrap().to_string());
+    }
+    let (st, so, se) = run_bounded(&["report", "-q", &runs[0]], LIMIT);
+    assert_eq!(st.code(), Some(0), "{so}{se}");
+    let read = |f: &str| std::fs::read_to_string(dir.join("a").join(f)).unwrap();
+    let summary = read("summary.txt");
+    assert!(!summary.contains(&long), "the name is whole in summary.txt");
+    // The name's own cells (the top functions' row, the advice's setting)
+    // say 69,000 were cut; the headline and the advice's why hold more.
+    let cuts = |s: &str| s.matches(" characters cut]").count();
+    let shown = |s: &str| {
+        s.lines()
+            .map(|l| l.chars().take(160).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        summary.matches(marker).count() == 2 && cuts(&summary) == 4,
+        "{}",
+        shown(&summary)
+    );
+    let html = read("report.html");
+    assert!(
+        html.matches(marker).count() == 2 && cuts(&html) == 4,
+        "the tables and the headline's tile of report.html"
+    );
+    // Whole where a program reads it.
+    assert!(read("stacks.folded").contains(&format!("app;main;{long} 90\n")));
+
+    let (st, so, se) = run_bounded(&["compare", &runs[0], &runs[1]], LIMIT);
+    assert_eq!(st.code(), Some(0), "{se}");
+    let grew = &so[so.find("Functions that grew").expect(&so)..];
+    assert!(grew.contains(marker) && !grew.contains(&long), "{grew}");
 }

@@ -285,6 +285,47 @@ fn a_failing_target_s_escape_sequences_are_written_out_in_the_error() {
     );
 }
 
+/// A target that prints escape sequences and names itself with them (the
+/// comm the page shows, and its command line): report.html writes them out
+/// as summary.txt does and carries none of the bytes.
+#[test]
+fn a_target_s_escape_sequences_do_not_reach_report_html() {
+    if !require_bpf("a_target_s_escape_sequences_do_not_reach_report_html") {
+        return;
+    }
+    let dir = scratch("profile-escapes-html");
+    let bin = dir.join("\x1b[31m\x07srv");
+    std::os::unix::fs::symlink(sockscope(), &bin).unwrap();
+    let out = dir.join("art");
+    let script = format!(
+        "printf '\\033[31m\\007'; printf '\\033[31m\\007' >&2; exec '{}' serve echo \
+         --transport epoll --listen 127.0.0.1:0",
+        bin.display()
+    );
+    let (code, so, se) = profile(&[
+        "-q",
+        "--load",
+        "tcp-rr -c 1 -d 0.5",
+        "--no-stacks",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(code, Some(0), "{so}{se}");
+    let html = std::fs::read(out.join("report.html")).unwrap();
+    assert!(
+        !html.iter().any(|b| matches!(b, 0x1b | 0x07)),
+        "a raw ESC or BEL in report.html"
+    );
+    let html = String::from_utf8(html).unwrap();
+    assert!(html.contains(r"\x1b[31m\x07srv"), "the name, written out");
+    let summary = std::fs::read(out.join("summary.txt")).unwrap();
+    assert!(!summary.iter().any(|b| matches!(b, 0x1b | 0x07)));
+}
+
 #[test]
 fn port_taken_exits_5() {
     if !require_bpf("port_taken_exits_5") {

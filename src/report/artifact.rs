@@ -15,7 +15,7 @@ use super::load::{self, LoadReport};
 use super::profile::{self, ProfileReport};
 use super::requests::{self, RequestsReport};
 use super::stacks::folded_text;
-use super::{html, load_text, profile_text};
+use super::{html, load_text, sections};
 
 /// The summary's file name in an artifact directory.
 pub const SUMMARY_FILE: &str = "summary.txt";
@@ -59,10 +59,10 @@ impl Artifact for ProfileReport {
         pretty(self)
     }
     fn summary(&self) -> String {
-        profile_text::render(self)
+        sections::text::render(self)
     }
     fn page(&self) -> String {
-        html::profile_page(self)
+        sections::page::profile_page(self)
     }
     /// The folded stacks (on-CPU, and off-CPU when sampled), when the run
     /// has stacks.

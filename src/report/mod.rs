@@ -3,7 +3,8 @@
 //! through. [`artifact`] is what the profile, experiment and demo
 //! artifacts have in common (their JSON, summary and page); [`table`] a
 //! table rendered to text and to HTML; [`bench`] each experiment's
-//! results, table, text and page section.
+//! results, table, text and page section; [`sections`] a profile's
+//! sections, which its summary and its page walk in one order.
 
 pub mod anatomy;
 pub mod artifact;
@@ -24,8 +25,8 @@ pub mod merge;
 pub mod path;
 pub mod path_insight;
 pub mod profile;
-pub mod profile_text;
 pub mod requests;
+pub mod sections;
 pub mod serve;
 pub mod stacks;
 pub mod stacks_compare;

@@ -12,8 +12,14 @@ pub const PALETTE: [&str; 8] = [
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
 ];
 
-/// Escapes text for HTML and SVG.
+/// Escapes text for HTML and SVG: control characters written out (as
+/// [`crate::text::escape_block`] writes them; newlines kept), then `&`,
+/// `<`, `>` and both quotes as entities.
 pub fn esc(s: &str) -> String {
+    // Control characters written out first, as `crate::text` writes them
+    // for a terminal: a name, an output or an artifact's string could
+    // otherwise carry ESC, BEL or a bidirectional override into the page.
+    let s = crate::text::escape_block(s);
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -594,6 +600,18 @@ pub fn stack_chart(c: &StackChart<'_>) -> String {
 mod tests {
     use super::*;
     use crate::report::units::{fmt_ns, fmt_si};
+
+    /// A name, an output or any artifact string reaches the page through
+    /// `esc`: its control characters are written out as `crate::text`
+    /// writes them, never sent as bytes.
+    #[test]
+    fn esc_writes_control_characters_out() {
+        assert_eq!(
+            esc("a\x1b[31m\x07<b>\u{9b}\n"),
+            "a\\x1b[31m\\x07&lt;b&gt;\\u{9b}\n"
+        );
+        assert_eq!(esc("plain & simple"), "plain &amp; simple");
+    }
 
     #[test]
     fn log_axis_spans_decades_and_maps_monotonically() {

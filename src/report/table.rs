@@ -6,10 +6,37 @@
 //! it, the text's header is usually shorter and names the unit ("server
 //! us/tx"), while the page's header names the figure ("server CPU/tx") and
 //! its cells carry the unit.
+//!
+//! The text is drawn as [`TextLayout`] says: by default every cell padded
+//! and one space between columns; `strace -c` style tables (trace's) also
+//! rule off their header and totals and let their last column run free.
+//!
+//! A cell longer than [`CELL_MAX`] characters (a generated function name,
+//! a perf map's, a crafted artifact's string) is cut in both, saying how
+//! many characters were cut; the JSON keeps it whole.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use super::svg::esc;
+
+/// The most characters of a cell a table shows, text and page alike.
+/// Beyond it a column would be unreadable anyway, and a format width is
+/// at most 65,535 (a wider one panics).
+pub const CELL_MAX: usize = 1000;
+
+/// `cell` as a table shows it: whole, or its first [`CELL_MAX`]
+/// characters and how many more were cut.
+pub fn shown(cell: &str) -> Cow<'_, str> {
+    match cell.char_indices().nth(CELL_MAX) {
+        None => Cow::Borrowed(cell),
+        Some((at, _)) => Cow::Owned(format!(
+            "{}... [{} characters cut]",
+            &cell[..at],
+            cell[at..].chars().count()
+        )),
+    }
+}
 
 /// How a column's cells line up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +60,9 @@ pub struct Column {
     /// Appended to every cell on the page, except a placeholder ("-"),
     /// for a column whose text header names the unit instead (" us").
     pub unit: Option<&'static str>,
+    /// Spaces before it in the text (after the previous column): 1, or 2
+    /// to set a name column off from the numbers before it.
+    pub gap: usize,
 }
 
 impl Column {
@@ -44,6 +74,7 @@ impl Column {
             text: Some((text.into(), width)),
             align,
             unit: None,
+            gap: 1,
         }
     }
 
@@ -54,6 +85,7 @@ impl Column {
             text: None,
             align,
             unit: None,
+            gap: 1,
         }
     }
 
@@ -64,6 +96,15 @@ impl Column {
             text: Some((header.into(), width)),
             align,
             unit: None,
+            gap: 1,
+        }
+    }
+
+    /// The same column, `spaces` after the previous one in the text.
+    pub fn gap(self, spaces: usize) -> Self {
+        Column {
+            gap: spaces,
+            ..self
         }
     }
 
@@ -76,13 +117,35 @@ impl Column {
     }
 }
 
-/// Columns and rows; each row has one cell per column, in order.
+/// Columns and rows; each row has one cell per column, in order (a row
+/// may stop short: the columns it lacks are empty on the page, and its
+/// text line ends at its last cell).
 #[derive(Clone, Debug, Default)]
 pub struct Table {
     /// The columns.
     pub columns: Vec<Column>,
     /// The rows' cells, as shown (numbers already formatted).
     pub rows: Vec<Vec<String>>,
+}
+
+/// How [`Table::to_text_with`] draws the text; the default is what
+/// [`Table::to_text`] draws.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TextLayout {
+    /// The last this many rows are the footer (totals), set apart.
+    pub footer: usize,
+    /// A rule of dashes under the header and above the footer.
+    pub ruled: bool,
+    /// The last column runs free (as `strace -c`'s syscall names do): a
+    /// line's last cell is not padded when it is left-aligned, the last
+    /// column's rule is as long as its least width, and the header stops
+    /// at its last title.
+    pub open_end: bool,
+}
+
+/// The cells as the `&str`s a line is drawn from.
+fn strs(cells: &[String]) -> Vec<&str> {
+    cells.iter().map(String::as_str).collect()
 }
 
 /// What stands in a cell that has no value; it takes no unit.
@@ -110,46 +173,111 @@ impl Table {
     /// The text columns: a header line, then a line per row, every cell
     /// padded to its column's width and separated by one space.
     pub fn to_text(&self) -> String {
-        let shown: Vec<(usize, &str, usize)> = self
+        self.to_text_with(&TextLayout::default())
+    }
+
+    /// The text columns drawn as `layout` says.
+    pub fn to_text_with(&self, layout: &TextLayout) -> String {
+        let (body, footer) = self.text_parts(layout);
+        body + &footer
+    }
+
+    /// The text as two parts: the header and body, and the footer (its
+    /// rule included), for a caller that puts a line between them.
+    pub fn text_parts(&self, layout: &TextLayout) -> (String, String) {
+        let rows: Vec<Vec<Cow<'_, str>>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|c| shown(c)).collect())
+            .collect();
+        // (column, header, width, least width) of each text column.
+        let columns: Vec<(usize, &str, usize, usize)> = self
             .columns
             .iter()
             .enumerate()
             .filter_map(|(i, c)| {
                 let (header, least) = c.text.as_ref()?;
-                let widest = self
-                    .rows
+                let widest = rows
                     .iter()
-                    .map(|r| r[i].chars().count())
+                    .filter_map(|r| r.get(i))
+                    .map(|cell| cell.chars().count())
                     .chain([header.chars().count(), *least])
                     .max()
                     .unwrap_or(0);
-                Some((i, header.as_str(), widest))
+                Some((i, header.as_str(), widest, *least))
             })
             .collect();
-        let header = shown.iter().map(|&(_, h, _)| h).collect::<Vec<_>>();
-        let rows = self
-            .rows
-            .iter()
-            .map(|r| shown.iter().map(|&(i, _, _)| r[i].as_str()).collect());
-        let mut s = String::new();
-        for cells in std::iter::once(header).chain(rows) {
-            for (k, (cell, &(i, _, width))) in cells.iter().zip(&shown).enumerate() {
+        let mut header: Vec<&str> = columns.iter().map(|&(_, h, _, _)| h).collect();
+        if layout.open_end {
+            while header.last().is_some_and(|h| h.is_empty()) {
+                header.pop();
+            }
+        }
+        let line = |s: &mut String, cells: &[&str]| {
+            let last = cells.len().saturating_sub(1);
+            for (k, (cell, &(i, _, width, _))) in cells.iter().zip(&columns).enumerate() {
+                let column = &self.columns[i];
                 if k > 0 {
-                    s.push(' ');
+                    s.extend(std::iter::repeat_n(' ', column.gap));
                 }
-                let _ = match self.columns[i].align {
-                    Align::Left => write!(s, "{cell:<width$}"),
-                    Align::Right => write!(s, "{cell:>width$}"),
+                // Padding a left-aligned last cell would add only blanks.
+                let _ = if layout.open_end && k == last && column.align == Align::Left {
+                    write!(s, "{cell}")
+                } else {
+                    match column.align {
+                        Align::Left => write!(s, "{cell:<width$}"),
+                        Align::Right => write!(s, "{cell:>width$}"),
+                    }
                 };
             }
             s.push('\n');
+        };
+        let rule = |s: &mut String| {
+            let last = columns.len().saturating_sub(1);
+            let dashes: Vec<String> = columns
+                .iter()
+                .enumerate()
+                .map(|(k, &(_, _, width, least))| {
+                    "-".repeat(if layout.open_end && k == last {
+                        least
+                    } else {
+                        width
+                    })
+                })
+                .collect();
+            line(s, &strs(&dashes));
+        };
+        // A row that stops short ends its line at its last cell.
+        let row_cells = |r: &[Cow<'_, str>]| -> Vec<String> {
+            columns
+                .iter()
+                .map_while(|&(i, _, _, _)| r.get(i).map(|c| c.to_string()))
+                .collect()
+        };
+        let split = rows.len().saturating_sub(layout.footer);
+        let mut body = String::new();
+        line(&mut body, &header);
+        if layout.ruled {
+            rule(&mut body);
         }
-        s
+        for r in &rows[..split] {
+            line(&mut body, &strs(&row_cells(r)));
+        }
+        let mut footer = String::new();
+        if split < rows.len() {
+            if layout.ruled {
+                rule(&mut footer);
+            }
+            for r in &rows[split..] {
+                line(&mut footer, &strs(&row_cells(r)));
+            }
+        }
+        (body, footer)
     }
 
     /// The page columns as an HTML table (scrolling sideways when wide).
     pub fn to_html(&self) -> String {
-        let shown: Vec<(usize, &Column, &str)> = self
+        let on_page: Vec<(usize, &Column, &str)> = self
             .columns
             .iter()
             .enumerate()
@@ -160,16 +288,16 @@ impl Table {
             Align::Left => "",
         };
         let mut s = String::from("<div class=\"tw\"><table><thead><tr>");
-        for &(_, c, h) in &shown {
+        for &(_, c, h) in &on_page {
             let _ = write!(s, "<th{}>{}</th>", class(c), esc(h));
         }
         s.push_str("</tr></thead><tbody>");
         for r in &self.rows {
             s.push_str("<tr>");
-            for &(i, c, _) in &shown {
-                let cell = &r[i];
+            for &(i, c, _) in &on_page {
+                let cell = shown(r.get(i).map_or("", String::as_str));
                 let unit = c.unit.filter(|_| cell != PLACEHOLDER).unwrap_or("");
-                let _ = write!(s, "<td{}>{}{}</td>", class(c), esc(cell), esc(unit));
+                let _ = write!(s, "<td{}>{}{}</td>", class(c), esc(&cell), esc(unit));
             }
             s.push_str("</tr>");
         }
@@ -218,5 +346,32 @@ mod tests {
         // A placeholder takes no unit.
         assert!(h.contains("<td class=\"n\">-</td><td></td>"));
         assert!(!h.contains("short"));
+    }
+
+    /// A cell longer than any format width (65,535) panicked the whole
+    /// run: a generated function name, a perf map's, a crafted artifact's.
+    #[test]
+    fn a_cell_of_100000_characters_is_cut_with_a_marker_in_text_and_html() {
+        let long = "f".repeat(100_000);
+        let t = Table {
+            columns: vec![
+                Column::both("function", "function", 8, Align::Left),
+                Column::both("samples", "samples", 7, Align::Right),
+            ],
+            rows: vec![
+                vec![long.clone(), "1".into()],
+                vec!["short".into(), "2".into()],
+            ],
+        };
+        let text = t.to_text();
+        let marker = "... [99000 characters cut]";
+        assert!(text.contains(marker), "{}", &text[..200]);
+        assert!(!text.contains(&long));
+        assert!(text.lines().all(|l| l.chars().count() < 1100));
+        let html = t.to_html();
+        assert!(html.contains(marker));
+        assert!(!html.contains(&long));
+        // What fits is left alone.
+        assert!(text.contains("short") && html.contains("<td>short</td>"));
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::table::{Align, Column, Table, TextLayout};
 use super::trace::{
     CostAttribution, GroupRow, Resources, SlowPath, StartupCost, StartupPhase, SyscallRow,
     ThreadRow, Totals, TraceReport, TracerCost,
@@ -35,7 +36,9 @@ pub struct TableView {
     pub errors_only: bool,
 }
 
-fn sort_rows<'a>(rows: &'a [SyscallRow], view: &TableView) -> Vec<&'a SyscallRow> {
+/// The rows `view` shows, in its order: what the syscall table of a trace
+/// and of a profile (text and page alike) list.
+pub fn shown_rows<'a>(rows: &'a [SyscallRow], view: &TableView) -> Vec<&'a SyscallRow> {
     let mut out: Vec<&SyscallRow> = rows
         .iter()
         .filter(|r| !view.errors_only || r.errors.unwrap_or(0) > 0)
@@ -120,7 +123,7 @@ pub fn syscall_table(
     view: &TableView,
 ) -> String {
     let mut s = String::new();
-    let shown = sort_rows(rows, view);
+    let shown = shown_rows(rows, view);
     if count_only {
         count_table(&mut s, totals, &shown);
     } else {
@@ -168,51 +171,56 @@ by {by}:"
     );
     let total_time = totals.time_ns.unwrap_or(0).max(1) as f64;
     let total_calls = totals.calls.max(1) as f64;
-    if count_only {
-        let _ = writeln!(
-            s,
-            "{:>7} {:>10}  {:<32} top syscalls",
-            "% calls", "calls", by
-        );
+    let mut columns = if count_only {
+        vec![Column::text("% calls", 7, Align::Right)]
     } else {
-        let _ = writeln!(
-            s,
-            "{:>6} {:>10} {:>10} {:>8}  {:<32} top syscalls",
-            "% time", "total", "calls", "errors", by
-        );
+        vec![
+            Column::text("% time", 6, Align::Right),
+            Column::text("total", 10, Align::Right),
+        ]
+    };
+    columns.push(Column::text("calls", 10, Align::Right));
+    if !count_only {
+        columns.push(Column::text("errors", 8, Align::Right));
     }
+    columns.push(Column::text(by, 32, Align::Left).gap(2));
+    columns.push(Column::text("top syscalls", 0, Align::Left));
     let shown = top.unwrap_or(usize::MAX).min(groups.len());
-    for g in &groups[..shown] {
-        let mut by_calls: Vec<&SyscallRow> = g.syscalls.iter().collect();
-        by_calls.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
-        let tops = by_calls
-            .iter()
-            .take(3)
-            .map(|r| format!("{} {}", r.name, r.calls))
-            .collect::<Vec<_>>()
-            .join(", ");
-        if count_only {
-            let _ = writeln!(
-                s,
-                "{:>7.2} {:>10}  {:<32} {}",
-                100.0 * g.calls as f64 / total_calls,
-                g.calls,
-                name(g),
-                tops
-            );
-        } else {
-            let _ = writeln!(
-                s,
-                "{:>6.2} {:>10} {:>10} {:>8}  {:<32} {}",
-                100.0 * g.time_ns.unwrap_or(0) as f64 / total_time,
-                human_ns(g.time_ns.unwrap_or(0)),
-                g.calls,
-                g.errors.unwrap_or(0),
-                name(g),
-                tops
-            );
-        }
-    }
+    let mut rows: Vec<Vec<String>> = groups[..shown]
+        .iter()
+        .map(|g| {
+            let mut by_calls: Vec<&SyscallRow> = g.syscalls.iter().collect();
+            by_calls.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
+            let tops = by_calls
+                .iter()
+                .take(3)
+                .map(|r| format!("{} {}", r.name, r.calls))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut row = if count_only {
+                vec![format!("{:.2}", 100.0 * g.calls as f64 / total_calls)]
+            } else {
+                vec![
+                    format!("{:.2}", 100.0 * g.time_ns.unwrap_or(0) as f64 / total_time),
+                    human_ns(g.time_ns.unwrap_or(0)),
+                ]
+            };
+            row.push(g.calls.to_string());
+            if !count_only {
+                row.push(g.errors.unwrap_or(0).to_string());
+            }
+            row.extend([name(g), tops]);
+            row
+        })
+        .collect();
+    rows.push(totals_row(totals, count_only, &[]));
+    let table = Table { columns, rows };
+    let (body, total) = table.text_parts(&TextLayout {
+        footer: 1,
+        ruled: false,
+        open_end: true,
+    });
+    s.push_str(&body);
     if shown < groups.len() {
         let _ = writeln!(
             s,
@@ -220,20 +228,32 @@ by {by}:"
             groups.len()
         );
     }
-    if count_only {
-        let _ = writeln!(s, "{:>7.2} {:>10}  total", 100.0, totals.calls);
-    } else {
-        let _ = writeln!(
-            s,
-            "{:>6.2} {:>10} {:>10} {:>8}  total",
-            100.0,
-            human_ns(totals.time_ns.unwrap_or(0)),
-            totals.calls,
-            totals.errors.unwrap_or(0)
-        );
-    }
+    s.push_str(&total);
     s
 }
+
+/// The totals row of a syscall or group table: the shares (100.00), time,
+/// calls and errors of them all, `blank` cells, and "total".
+fn totals_row(totals: &Totals, count_only: bool, blank: &[&str]) -> Vec<String> {
+    let mut row = vec!["100.00".to_string()];
+    if !count_only {
+        row.push(human_ns(totals.time_ns.unwrap_or(0)));
+    }
+    row.push(totals.calls.to_string());
+    if !count_only {
+        row.push(totals.errors.unwrap_or(0).to_string());
+    }
+    row.extend(blank.iter().map(|b| b.to_string()));
+    row.push("total".into());
+    row
+}
+
+/// The layout of a syscall table: ruled off, its names running free.
+const SYSCALL_LAYOUT: TextLayout = TextLayout {
+    footer: 1,
+    ruled: true,
+    open_end: true,
+};
 
 /// The first line: what was traced, how long, and how it ended.
 fn title(s: &mut String, rep: &TraceReport) {
@@ -258,115 +278,131 @@ fn title(s: &mut String, rep: &TraceReport) {
 
 /// The syscall table of a count-only trace: calls and their share.
 fn count_table(s: &mut String, totals: &Totals, rows: &[&SyscallRow]) {
-    let _ = writeln!(s, "{:>6} {:>10}  syscall", "% calls", "calls");
-    let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
     let total_calls = totals.calls.max(1) as f64;
-    for r in rows {
-        let _ = writeln!(
-            s,
-            "{:>7.2} {:>10}  {}",
-            100.0 * r.calls as f64 / total_calls,
-            r.calls,
-            r.name
-        );
-    }
-    let _ = writeln!(s, "{:-<7} {:-<10}  {:-<16}", "", "", "");
-    let _ = writeln!(s, "{:>7.2} {:>10}  total", 100.0, totals.calls);
+    let mut cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{:.2}", 100.0 * r.calls as f64 / total_calls),
+                r.calls.to_string(),
+                r.name.clone(),
+            ]
+        })
+        .collect();
+    cells.push(totals_row(totals, true, &[]));
+    let table = Table {
+        columns: vec![
+            Column::text("% calls", 7, Align::Right),
+            Column::text("calls", 10, Align::Right),
+            Column::text("syscall", 16, Align::Left).gap(2),
+        ],
+        rows: cells,
+    };
+    s.push_str(&table.to_text_with(&SYSCALL_LAYOUT));
 }
 
 /// The syscall table with latency: time, calls, errors, percentiles and
 /// the most frequent errnos.
 fn latency_table(s: &mut String, totals: &Totals, rows: &[&SyscallRow]) {
     let total_time = totals.time_ns.unwrap_or(0).max(1) as f64;
-    let _ = writeln!(
-        s,
-        "{:>6} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} errors",
-        "% time", "total", "calls", "errors", "avg", "min", "p50", "p90", "p99", "max", "syscall"
-    );
-    let rule = format!(
-        "{:-<6} {:-<10} {:-<10} {:-<8} {:-<9} {:-<9} {:-<9} {:-<9} {:-<9} {:-<9}  {:-<18} {:-<6}",
-        "", "", "", "", "", "", "", "", "", "", "", ""
-    );
-    let _ = writeln!(s, "{rule}");
-    for r in rows {
-        let l = r.latency.as_ref();
-        let g = |f: fn(&super::trace::Latency) -> u64| l.map_or("-".into(), |l| human_ns(f(l)));
-        let _ = writeln!(
-            s,
-            "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<18} {}",
-            100.0 * l.map_or(0, |l| l.total_ns) as f64 / total_time,
-            g(|l| l.total_ns),
-            r.calls,
-            r.errors.unwrap_or(0),
-            g(|l| l.avg_ns),
-            g(|l| l.min_ns),
-            g(|l| l.p50_ns),
-            g(|l| l.p90_ns),
-            g(|l| l.p99_ns),
-            g(|l| l.max_ns),
-            r.name,
-            errno_summary(r)
-        );
+    let mut columns = vec![
+        Column::text("% time", 6, Align::Right),
+        Column::text("total", 10, Align::Right),
+        Column::text("calls", 10, Align::Right),
+        Column::text("errors", 8, Align::Right),
+    ];
+    for h in ["avg", "min", "p50", "p90", "p99", "max"] {
+        columns.push(Column::text(h, 9, Align::Right));
     }
-    let _ = writeln!(s, "{rule}");
-    let _ = writeln!(
-        s,
-        "{:>6.2} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  total",
-        100.0,
-        human_ns(totals.time_ns.unwrap_or(0)),
-        totals.calls,
-        totals.errors.unwrap_or(0),
-        "",
-        "",
-        "",
-        "",
-        "",
-        ""
-    );
+    columns.push(Column::text("syscall", 18, Align::Left).gap(2));
+    columns.push(Column::text("errors", 6, Align::Left));
+    let mut cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let l = r.latency.as_ref();
+            let g = |f: fn(&super::trace::Latency) -> u64| l.map_or("-".into(), |l| human_ns(f(l)));
+            vec![
+                format!(
+                    "{:.2}",
+                    100.0 * l.map_or(0, |l| l.total_ns) as f64 / total_time
+                ),
+                g(|l| l.total_ns),
+                r.calls.to_string(),
+                r.errors.unwrap_or(0).to_string(),
+                g(|l| l.avg_ns),
+                g(|l| l.min_ns),
+                g(|l| l.p50_ns),
+                g(|l| l.p90_ns),
+                g(|l| l.p99_ns),
+                g(|l| l.max_ns),
+                r.name.clone(),
+                errno_summary(r),
+            ]
+        })
+        .collect();
+    cells.push(totals_row(totals, false, &[""; 6]));
+    let table = Table {
+        columns,
+        rows: cells,
+    };
+    s.push_str(&table.to_text_with(&SYSCALL_LAYOUT));
 }
 
 /// Per thread: calls, errors, time and top syscalls (--per-thread).
 fn thread_table(s: &mut String, threads: &[ThreadRow], count_only: bool) {
     let _ = writeln!(s, "\nper thread:");
-    let _ = writeln!(
-        s,
-        "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  top syscalls",
-        "tid", "pid", "comm", "calls", "errors", "time"
-    );
-    for t in threads {
-        let top = t
-            .syscalls
-            .iter()
-            .take(3)
-            .map(|c| format!("{} {}", c.name, c.calls))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let tid = if t.tid == 0 {
-            "other".to_string()
-        } else {
-            t.tid.to_string()
-        };
-        let _ = writeln!(
-            s,
-            "{:>8} {:>8} {:<16} {:>10} {:>8} {:>10}  {}{}",
-            tid,
-            t.pid,
-            escape(&t.comm),
-            t.calls,
-            t.errors,
-            if count_only {
-                "-".into()
-            } else {
-                human_ns(t.time_ns)
-            },
-            top,
-            match t.ended.as_deref() {
-                Some("exec") => " (then exec'd)",
-                Some(_) => " (exited)",
-                None => "",
-            }
-        );
-    }
+    let rows = threads
+        .iter()
+        .map(|t| {
+            let top = t
+                .syscalls
+                .iter()
+                .take(3)
+                .map(|c| format!("{} {}", c.name, c.calls))
+                .collect::<Vec<_>>()
+                .join(", ");
+            vec![
+                if t.tid == 0 {
+                    "other".to_string()
+                } else {
+                    t.tid.to_string()
+                },
+                t.pid.to_string(),
+                escape(&t.comm).into_owned(),
+                t.calls.to_string(),
+                t.errors.to_string(),
+                if count_only {
+                    "-".into()
+                } else {
+                    human_ns(t.time_ns)
+                },
+                format!(
+                    "{top}{}",
+                    match t.ended.as_deref() {
+                        Some("exec") => " (then exec'd)",
+                        Some(_) => " (exited)",
+                        None => "",
+                    }
+                ),
+            ]
+        })
+        .collect();
+    let table = Table {
+        columns: vec![
+            Column::text("tid", 8, Align::Right),
+            Column::text("pid", 8, Align::Right),
+            Column::text("comm", 16, Align::Left),
+            Column::text("calls", 10, Align::Right),
+            Column::text("errors", 8, Align::Right),
+            Column::text("time", 10, Align::Right),
+            Column::text("top syscalls", 0, Align::Left).gap(2),
+        ],
+        rows,
+    };
+    s.push_str(&table.to_text_with(&TextLayout {
+        open_end: true,
+        ..TextLayout::default()
+    }));
 }
 
 /// The traced tree's CPU, context switches, faults, memory and tasks.
@@ -592,38 +628,50 @@ pub fn process_table(rep: &TraceReport) -> Option<String> {
     if rep.processes.len() < 2 {
         return None;
     }
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:>8} {:<16} {:>7} {:>9} {:>9} {:>10} {:>8} {:>10} {:>9} {:>9}",
-        "pid",
-        "comm",
-        "threads",
-        "user s",
-        "system s",
-        "syscalls",
-        "errors",
-        "sys time",
-        "min flt",
-        "maj flt"
-    );
-    for p in rep.processes.iter().take(PROCESS_ROWS) {
-        let _ = writeln!(
-            s,
-            "{:>8} {:<16} {:>7} {:>9.3} {:>9.3} {:>10} {:>8} {:>10} {:>9} {:>9}{}",
-            p.pid,
-            escape(&p.comm),
-            p.threads,
-            p.user_cpu_s,
-            p.system_cpu_s,
-            p.calls,
-            p.errors.map_or_else(|| "-".into(), |e| e.to_string()),
-            p.time_ns.map_or_else(|| "-".into(), human_ns),
-            p.minor_faults,
-            p.major_faults,
-            if p.exited { "  (exited)" } else { "" }
-        );
-    }
+    let rows = rep
+        .processes
+        .iter()
+        .take(PROCESS_ROWS)
+        .map(|p| {
+            let mut row = vec![
+                p.pid.to_string(),
+                escape(&p.comm).into_owned(),
+                p.threads.to_string(),
+                format!("{:.3}", p.user_cpu_s),
+                format!("{:.3}", p.system_cpu_s),
+                p.calls.to_string(),
+                p.errors.map_or_else(|| "-".into(), |e| e.to_string()),
+                p.time_ns.map_or_else(|| "-".into(), human_ns),
+                p.minor_faults.to_string(),
+                p.major_faults.to_string(),
+            ];
+            // The row of a process still running stops at its faults.
+            if p.exited {
+                row.push("(exited)".into());
+            }
+            row
+        })
+        .collect();
+    let table = Table {
+        columns: vec![
+            Column::text("pid", 8, Align::Right),
+            Column::text("comm", 16, Align::Left),
+            Column::text("threads", 7, Align::Right),
+            Column::text("user s", 9, Align::Right),
+            Column::text("system s", 9, Align::Right),
+            Column::text("syscalls", 10, Align::Right),
+            Column::text("errors", 8, Align::Right),
+            Column::text("sys time", 10, Align::Right),
+            Column::text("min flt", 9, Align::Right),
+            Column::text("maj flt", 9, Align::Right),
+            Column::text("", 0, Align::Left).gap(2),
+        ],
+        rows,
+    };
+    let mut s = table.to_text_with(&TextLayout {
+        open_end: true,
+        ..TextLayout::default()
+    });
     if rep.processes.len() > PROCESS_ROWS {
         let _ = writeln!(
             s,

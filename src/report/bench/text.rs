@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{BenchReport, DemoReport};
-use crate::report::profile_text::wrap;
+use crate::report::sections::text::wrap;
 
 /// Renders one experiment.
 pub fn render(r: &BenchReport) -> String {

@@ -2,7 +2,7 @@
 //! several): its latency and throughput (the profile's sections), and for
 //! a merge the generators it was made from.
 
-use super::profile::{latency_section, throughput_section};
+use super::latency::{latency_section, throughput_section};
 use super::{card, caveats_box, page, table};
 use crate::report::load::LoadReport;
 

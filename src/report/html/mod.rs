@@ -3,14 +3,17 @@
 //! every figure, the derived sentences and the caveats.
 //!
 //! This file is the page's chrome (style sheet, header, cards, tables,
-//! the environment table). [`profile`] holds the sections of a profile,
-//! [`load`] the page of a load artifact, [`requests`] that of a
-//! `sockscope.requests` artifact; each experiment's section lives
+//! the environment table) and the parts several pages share: [`latency`]
+//! (a load's latency and throughput) and [`anatomy`] (a request anatomy's
+//! card). A profile's sections are `report/sections/`, [`load`] the page
+//! of a load artifact, [`requests`] that of a `sockscope.requests`
+//! artifact; each experiment's section lives
 //! with its results (`report/bench/<name>.rs`), and `report::bench::page`
 //! puts them on the page of one experiment or of the demo.
 
+pub mod anatomy;
+pub mod latency;
 pub mod load;
-pub mod profile;
 pub mod requests;
 
 use std::fmt::Write as _;
@@ -20,7 +23,6 @@ use super::svg::esc;
 use super::table::Table;
 
 pub use load::load_page;
-pub use profile::profile_page;
 pub use requests::requests_page;
 
 const CSS: &str = r#"
@@ -66,9 +68,10 @@ details { margin: 8px 0; }
 summary { cursor: pointer; color: #0b5394; }
 footer { color: #6a737d; font-size: 12.5px; margin-top: 36px; }
 .headline { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: 10px; margin: 6px 0 12px; }
-.headline .figure { border: 1px solid #e3e7ec; border-radius: 6px; padding: 8px 10px; background: #fafbfc; }
+.headline .figure { border: 1px solid #e3e7ec; border-radius: 6px; padding: 8px 10px; background: #fafbfc; min-width: 0; }
 .headline .label { color: #6a737d; font-size: 12.5px; }
-.headline .value { font-size: 16px; font-weight: 600; }
+.headline .value { font-size: 16px; font-weight: 600; overflow-wrap: anywhere;
+  display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 5; line-clamp: 5; overflow: hidden; }
 iframe.flame { background: #fff; margin: 6px 0 4px; }
 "#;
 

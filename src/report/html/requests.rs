@@ -2,7 +2,7 @@
 //! --requests-only --json`): the request anatomy's card as a profile shows
 //! it, then the window and what the anatomy cost.
 
-use super::profile::anatomy_card;
+use super::anatomy::anatomy_card;
 use super::{card, caveats_box, page, table};
 use crate::report::requests::{self, RequestsReport};
 use crate::report::units::{fmt_ns, fmt_pct};

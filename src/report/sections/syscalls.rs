@@ -1,13 +1,75 @@
-//! The target's syscall mix per transaction.
+//! The target's syscalls: the summary's table (the trace's, with what it
+//! saw besides) and the page's mix per transaction, both over the rows
+//! [`shown`] picks; or, without the tracer, that they were not recorded.
 
-use super::super::{card, table};
+use std::fmt::Write as _;
+
+use super::ProfileSection;
+use crate::report::html::{card, table};
 use crate::report::profile::ProfileReport;
 use crate::report::svg::{self, StackChart};
-use crate::report::trace_text;
+use crate::report::trace::{SyscallRow, TraceReport};
+use crate::report::trace_text::{self, SortKey, TableView};
 use crate::report::units::human_ns;
 
+/// What the summary says in place of the syscall table of a run without
+/// the syscall tracer.
+pub const NO_SYSCALLS: &str = "Target syscalls: not recorded (--requests-only: no syscall tracer \
+     was attached; the request anatomy above is what this run measured at the server).";
+
+/// The syscalls, or that they were not recorded: every run has them.
+pub struct Syscalls;
+
+impl ProfileSection for Syscalls {
+    fn name(&self) -> &'static str {
+        "syscalls"
+    }
+    fn present(&self, _r: &ProfileReport) -> bool {
+        true
+    }
+    fn text(&self, r: &ProfileReport) -> Option<String> {
+        let mut s = String::new();
+        match &r.trace {
+            Some(trace) => {
+                let _ = writeln!(s, "Target syscalls over the trace window (top 15):");
+                for l in trace_text::render(trace, &view(trace)).lines() {
+                    let _ = writeln!(s, "  {l}");
+                }
+            }
+            None => {
+                let _ = writeln!(s, "{NO_SYSCALLS}");
+            }
+        }
+        Some(s)
+    }
+    fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
+        // A trace with no syscall (a target that made none) has no mix.
+        let shown = r.trace.is_none() || !r.derived.top_syscalls.is_empty();
+        shown.then(|| syscall_section(p, r))
+    }
+}
+
+/// What a profile shows of its syscall table: the busiest 15 by time (by
+/// calls in count-only mode).
+fn view(trace: &TraceReport) -> TableView {
+    TableView {
+        sort: if trace.options.count_only {
+            SortKey::Calls
+        } else {
+            SortKey::Time
+        },
+        top: Some(15),
+        errors_only: false,
+    }
+}
+
+/// The rows a profile's syscall table lists, text and page alike.
+pub fn shown(trace: &TraceReport) -> Vec<&SyscallRow> {
+    trace_text::shown_rows(&trace.syscalls, &view(trace))
+}
+
 /// The target's syscall mix per transaction.
-pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
+fn syscall_section(p: &str, r: &ProfileReport) -> String {
     let d = &r.derived;
     let Some(trace) = &r.trace else {
         return card(
@@ -18,9 +80,6 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
             "",
         );
     };
-    if d.top_syscalls.is_empty() {
-        return String::new();
-    }
     let target_tx = d.target_transactions();
     let chart = target_tx.map_or_else(String::new, |_| {
         svg::stack_chart(&StackChart {
@@ -36,10 +95,8 @@ pub fn syscall_section(p: &str, r: &ProfileReport) -> String {
             fmt: |v| format!("{v:.2}"),
         })
     });
-    let rows: Vec<Vec<String>> = trace
-        .syscalls
-        .iter()
-        .take(15)
+    let rows: Vec<Vec<String>> = shown(trace)
+        .into_iter()
         .map(|s| {
             let l = s.latency.as_ref();
             let total = trace.totals.time_ns.unwrap_or(0);

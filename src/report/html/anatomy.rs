@@ -1,32 +1,17 @@
-//! The request anatomy's section: what the turns at each server-time
+//! The request anatomy's card, on a profile's page and on that of a
+//! `sockscope.requests` artifact: what the turns at each server-time
 //! percentile were made of (one stacked bar each: queue wait, CPU wait,
 //! service, send) with the client's latency at the same percentile beside
 //! it, the parts' means over time, the table of the parts, and the
 //! sentences.
 
-use super::super::{card, list, table};
+use super::{card, list, table};
 use crate::report::anatomy::{AnatomyReport, PERCENTILES};
-use crate::report::profile::ProfileReport;
 use crate::report::svg::{self, LineChart, Scale, Series, StackChart};
 use crate::report::units::{self, human_ns};
 
 /// The parts in the order they are stacked.
 const PARTS: [&str; 4] = ["queue wait", "CPU wait", "service", "send"];
-
-/// The section (nothing when the run has no anatomy; a note when it was
-/// asked for and failed).
-pub fn anatomy_section(p: &str, r: &ProfileReport) -> String {
-    match (&r.anatomy, &r.anatomy_failure) {
-        (Some(a), _) => anatomy_card(p, a),
-        (None, Some(f)) => card(
-            &format!("{p}anatomy"),
-            "Anatomy of a request",
-            &format!("Not recorded: {f}."),
-            "",
-        ),
-        (None, None) => String::new(),
-    }
-}
 
 /// The card of one anatomy (a profile's, or a `sockscope.requests`
 /// artifact's): the bars, the table of the parts, the parts over time and
@@ -54,7 +39,7 @@ pub fn anatomy_card(p: &str, a: &AnatomyReport) -> String {
 }
 
 /// One stacked bar per percentile, its label naming the client's latency.
-pub(super) fn bars(p: &str, a: &AnatomyReport) -> String {
+pub fn bars(p: &str, a: &AnatomyReport) -> String {
     let rows = PERCENTILES
         .iter()
         .filter_map(|name| {

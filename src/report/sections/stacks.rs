@@ -1,19 +1,49 @@
-//! The stacks of a run on report.html: the flame graphs of where the CPU
-//! goes and where the threads wait, the top functions of each, the
-//! modules without symbols, and what the sampling cost.
+//! The stacks of a run: in the summary their top-functions tables
+//! (`report/stacks_text.rs`); on the page the flame graphs of where the
+//! CPU goes and where the threads wait, the top functions of each, the
+//! modules without symbols, and what the sampling cost. Or why they are
+//! missing.
 
 use std::fmt::Write as _;
 
-use super::super::{card, list, table};
+use super::ProfileSection;
 use crate::report::flame;
+use crate::report::html::{card, list, table};
+use crate::report::profile::ProfileReport;
 use crate::report::stacks::StacksReport;
 use crate::report::stacks_text::{PAGE_TOP, cost_line, graph_line, module_lines, top_table};
 use crate::report::svg::esc;
 
+/// The stacks, or why they failed; absent when the run did not ask for
+/// them (or predates them).
+pub struct Stacks;
+
+impl ProfileSection for Stacks {
+    fn name(&self) -> &'static str {
+        "stacks"
+    }
+    fn present(&self, r: &ProfileReport) -> bool {
+        r.stacks.is_some() || r.stacks_failure.is_some()
+    }
+    fn text(&self, r: &ProfileReport) -> Option<String> {
+        Some(match (&r.stacks, &r.stacks_failure) {
+            (Some(st), _) => crate::report::stacks_text::render(st),
+            (None, why) => format!("Stacks: not recorded: {}.\n", why.as_deref()?),
+        })
+    }
+    fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
+        Some(stacks_section(
+            p,
+            r.stacks.as_ref(),
+            r.stacks_failure.as_deref(),
+        ))
+    }
+}
+
 /// The "Stacks" card of a run (ids prefixed with `p`): nothing when the
 /// run did not ask for stacks (or predates them), the reason when they
 /// failed.
-pub fn stacks_section(p: &str, stacks: Option<&StacksReport>, failure: Option<&str>) -> String {
+fn stacks_section(p: &str, stacks: Option<&StacksReport>, failure: Option<&str>) -> String {
     let id = format!("{p}stacks");
     const TITLE: &str = "Stacks: where the CPU goes and where it waits";
     let Some(r) = stacks else {
@@ -85,7 +115,7 @@ pub fn stacks_section(p: &str, stacks: Option<&StacksReport>, failure: Option<&s
 #[cfg(test)]
 mod tests {
     use crate::report::fixtures;
-    use crate::report::html::profile_page;
+    use crate::report::sections::page::profile_page;
 
     #[test]
     fn the_page_embeds_both_flame_graphs_and_the_tables() {

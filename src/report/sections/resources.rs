@@ -3,15 +3,48 @@
 
 use std::fmt::Write as _;
 
-use super::super::{card, table};
+use super::ProfileSection;
+use crate::report::html::{card, table};
 use crate::report::profile::ProfileReport;
 use crate::report::svg::{self, StackChart};
 use crate::report::units::{self};
 
+/// User vs kernel CPU per transaction, target and generator, on the page
+/// (the summary has the trace's and the load's lines): every run has it.
+pub struct Cpu;
+
+impl ProfileSection for Cpu {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+    fn present(&self, _r: &ProfileReport) -> bool {
+        true
+    }
+    fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
+        Some(cpu_section(p, r))
+    }
+}
+
+/// Page faults, memory, threads and processes, on the page (the summary
+/// has them among the trace's lines): counted by the tracer.
+pub struct Resources;
+
+impl ProfileSection for Resources {
+    fn name(&self) -> &'static str {
+        "resources"
+    }
+    fn present(&self, r: &ProfileReport) -> bool {
+        r.trace.is_some()
+    }
+    fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
+        Some(resources_section(p, r))
+    }
+}
+
 /// What else the target's threads cost over the trace window: page
 /// faults, peak memory, the threads and processes seen (as summary.txt
 /// lists them); left out without the tracer, which counts them.
-pub fn resources_section(p: &str, r: &ProfileReport) -> String {
+fn resources_section(p: &str, r: &ProfileReport) -> String {
     let Some(trace) = &r.trace else {
         return String::new();
     };
@@ -84,7 +117,7 @@ pub fn resources_section(p: &str, r: &ProfileReport) -> String {
 }
 
 /// User vs kernel CPU per transaction, target and generator.
-pub fn cpu_section(p: &str, r: &ProfileReport) -> String {
+fn cpu_section(p: &str, r: &ProfileReport) -> String {
     let d = &r.derived;
     let gen_cpu = d.generator_cpu_us_per_transaction;
     // The generator's control-thread share is taken out pro rata (NaN,

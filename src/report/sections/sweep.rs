@@ -1,17 +1,44 @@
-//! The steps of `profile --sweep` / `--find-capacity` on the page: the
-//! partial mark, the capacity, the p50/p99 curve against the achieved
-//! rate with the knee marked, the anatomy stacked per step, and the table.
+//! The steps of `profile --sweep` / `--find-capacity`: in the summary
+//! their table and lines; on the page the partial mark, the capacity, the
+//! p50/p99 curve against the achieved rate with the knee marked, the
+//! anatomy stacked per step, and the table.
 
 use std::fmt::Write as _;
 
-use super::{card, list};
+use super::ProfileSection;
+use crate::report::html::{card, list};
 use crate::report::profile::ProfileReport;
 use crate::report::svg::{self, LineChart, Scale, Series, StackChart, esc};
 use crate::report::sweep::{self, Sweep};
 use crate::report::{sweep_text, units};
 
+/// The steps, for a run of several windows.
+pub struct Steps;
+
+impl ProfileSection for Steps {
+    fn name(&self) -> &'static str {
+        "sweep"
+    }
+    fn present(&self, r: &ProfileReport) -> bool {
+        r.sweep.is_some()
+    }
+    fn text(&self, r: &ProfileReport) -> Option<String> {
+        let sw = r.sweep.as_ref()?;
+        let mut s = sweep_text::render(sw, r.capacity.as_ref());
+        let _ = write!(
+            s,
+            "\nThe sections below are the last step's window (step {}).\n",
+            sw.points.last().map_or(0, |p| p.step)
+        );
+        Some(s)
+    }
+    fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
+        Some(sweep_section(p, r))
+    }
+}
+
 /// The steps' card (empty for a single window).
-pub fn sweep_section(p: &str, r: &ProfileReport) -> String {
+fn sweep_section(p: &str, r: &ProfileReport) -> String {
     let Some(s) = &r.sweep else {
         return String::new();
     };

@@ -1,10 +1,11 @@
-//! The load's sections: latency percentiles (log scale) with their table and
+//! A load's sections, on a profile's page and on that of a load artifact:
+//! latency percentiles (log scale) with their table and
 //! the tail percentiles' confidence intervals, and throughput and latency
 //! per second of the load window.
 
 use std::fmt::Write as _;
 
-use super::super::{card, table};
+use super::{card, table};
 use crate::report::load::{Interval, LoadReport};
 use crate::report::svg::{self, LineChart, Scale, Series};
 use crate::report::tails;

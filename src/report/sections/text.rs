@@ -1,17 +1,10 @@
-//! summary.txt of a profile: what ran, the headline figures, the derived
-//! sentences, the syscall table, the stacks' top functions and the
-//! caveats, for a terminal.
+//! summary.txt of a profile: what ran, then the block of each section the
+//! run has ([`super::SECTIONS`], in order), a blank line between them, for
+//! a terminal.
 
 use std::fmt::Write as _;
 
-use super::load_text;
-use super::profile::ProfileReport;
-use super::trace_text::{self, SortKey, TableView};
-
-/// What the summary says in place of the syscall table of a run without
-/// the syscall tracer.
-pub const NO_SYSCALLS: &str = "Target syscalls: not recorded (--requests-only: no syscall tracer \
-     was attached; the request anatomy above is what this run measured at the server).";
+use crate::report::profile::ProfileReport;
 
 /// Renders the whole summary.
 pub fn render(r: &ProfileReport) -> String {
@@ -32,98 +25,9 @@ pub fn render(r: &ProfileReport) -> String {
     let _ = writeln!(s, "machine  {}", r.machine.describe());
     let _ = writeln!(s, "build    sockscope {}", r.header.build.describe());
     let _ = writeln!(s, "windows  {}", r.windows.note);
-    let _ = writeln!(s);
-    if let Some(sw) = &r.sweep {
-        s.push_str(&super::sweep_text::render(sw, r.capacity.as_ref()));
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "The sections below are the last step's window (step {}).",
-            sw.points.last().map_or(0, |p| p.step)
-        );
-        let _ = writeln!(s);
-    }
-    let _ = writeln!(s, "Headline:");
-    for f in super::headline::figures(r) {
-        let _ = writeln!(s, "  {:<18}{}", f.label, f.value);
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "What the run says:");
-    for line in &r.insights {
-        let _ = writeln!(s, "  * {}", wrap(line, 96, "    "));
-    }
-    let _ = writeln!(s);
-    match &r.load {
-        Some(load) => {
-            let _ = writeln!(s, "Load:");
-            for l in load_text::render(load).lines() {
-                let _ = writeln!(s, "  {l}");
-            }
-        }
-        None => workload_text(&mut s, &r.workload),
-    }
-    if let Some(a) = &r.anatomy {
-        let _ = writeln!(s);
-        for l in super::anatomy::render(a).lines() {
-            let _ = writeln!(s, "{l}");
-        }
-    }
-    let _ = writeln!(s);
-    match &r.trace {
-        Some(trace) => {
-            let _ = writeln!(s, "Target syscalls over the trace window (top 15):");
-            let view = TableView {
-                sort: if trace.options.count_only {
-                    SortKey::Calls
-                } else {
-                    SortKey::Time
-                },
-                top: Some(15),
-                errors_only: false,
-            };
-            for l in trace_text::render(trace, &view).lines() {
-                let _ = writeln!(s, "  {l}");
-            }
-        }
-        None => {
-            let _ = writeln!(s, "{NO_SYSCALLS}");
-        }
-    }
-    match (&r.stacks, &r.stacks_failure) {
-        (Some(st), _) => {
-            let _ = writeln!(s);
-            s.push_str(&super::stacks_text::render(st));
-        }
-        (None, Some(why)) => {
-            let _ = writeln!(s);
-            let _ = writeln!(s, "Stacks: not recorded: {why}.");
-        }
-        (None, None) => {}
-    }
-    if let Some(e) = &r.evidence {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "Kernel evidence over the window:");
-        for l in e.text().lines() {
-            let _ = writeln!(s, "  {l}");
-        }
-    }
-    if !r.caveats.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "Caveats:");
-        for c in &r.caveats {
-            let _ = writeln!(s, "  * {}", wrap(c, 96, "    "));
-        }
-    }
-    if !r.advice.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "Settings this run's evidence points at (sockscope tune --from run.json; \
-             nothing was changed):"
-        );
-        for l in super::tune::table(&r.advice).to_text().lines() {
-            let _ = writeln!(s, "  {}", l.trim_end());
-        }
+    for block in super::present(r).filter_map(|sec| sec.text(r)) {
+        s.push('\n');
+        s.push_str(&block);
     }
     s
 }
@@ -147,53 +51,6 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
-/// The workload section of a run under a `--load-cmd` command or observe
-/// only: who counted the requests, and the end of the command's output.
-fn workload_text(s: &mut String, w: &crate::report::workload::WorkloadRecord) {
-    let c = &w.requests;
-    let _ = writeln!(
-        s,
-        "Workload ({}):",
-        if w.source == crate::report::workload::COMMAND {
-            "an external command, --load-cmd"
-        } else {
-            "observed: no load was sent"
-        }
-    );
-    let _ = writeln!(
-        s,
-        "  requests      {} in {:.2} s, counted by the {} ({})",
-        c.count, c.window_s, c.counted_by, c.note
-    );
-    if let Some(cmd) = &w.command {
-        let _ = writeln!(s, "  command       {}", shell_words::join(cmd));
-    }
-    if let Some(e) = &w.exit {
-        let _ = writeln!(s, "  ended         {e} after {:.2} s", w.window_s);
-    }
-    if let Some(o) = w.output.as_ref().filter(|o| !o.tail.trim().is_empty()) {
-        let lines: Vec<&str> = o.tail.trim_end().lines().collect();
-        let tail = &lines[lines.len().saturating_sub(OUTPUT_LINES)..];
-        let _ = writeln!(
-            s,
-            "  its output ({} bytes; the last {} lines{}):",
-            o.bytes,
-            tail.len(),
-            if lines.len() > tail.len() || o.cut {
-                "; run.json keeps more"
-            } else {
-                ""
-            }
-        );
-        for l in tail {
-            let _ = writeln!(s, "    | {l}");
-        }
-    }
-}
-
-/// Lines of a command's output the summary shows.
-const OUTPUT_LINES: usize = 12;
-
 #[cfg(test)]
 mod tests {
     use super::wrap;
@@ -204,7 +61,7 @@ mod tests {
         let r = fixtures::untraced(fixtures::profile(&fixtures::epoll_echo()));
         let s = super::render(&r);
         assert!(s.contains("Anatomy of a request"), "{s}");
-        assert!(s.contains(super::NO_SYSCALLS), "{s}");
+        assert!(s.contains(super::super::syscalls::NO_SYSCALLS), "{s}");
         assert!(!s.contains("Target syscalls over the trace window"), "{s}");
         // No figure the tracer would have measured prints as a number.
         assert!(!s.contains("NaN") && !s.contains("syscalls per"), "{s}");
@@ -267,7 +124,7 @@ mod tests {
             "{s}"
         );
         // The HTML says the same, and the artifact reads back as it was.
-        let html = crate::report::html::profile::profile_page(&r);
+        let html = super::super::page::profile_page(&r);
         assert!(html.contains("The load: an external command"), "{html}");
         assert!(!html.contains("NaN"));
         let mut v = serde_json::to_value(&r).unwrap();

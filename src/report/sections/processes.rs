@@ -1,13 +1,45 @@
 //! Who else serves the load's address (attribution), and the per-process
 //! breakdown of a multi-process target.
 
-use super::super::{card, table};
+use super::ProfileSection;
+use crate::report::html::{card, table};
 use crate::report::profile::ProfileReport;
 use crate::report::units::human_ns;
 
+/// Who else serves the load's address, on the page: when others do.
+pub struct Attribution;
+
+impl ProfileSection for Attribution {
+    fn name(&self) -> &'static str {
+        "attribution"
+    }
+    fn present(&self, r: &ProfileReport) -> bool {
+        r.derived.attribution.is_some()
+    }
+    fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
+        Some(attribution_section(p, r))
+    }
+}
+
+/// The per-process breakdown, on the page (the summary has it among the
+/// trace's lines): for a traced tree of several processes.
+pub struct Processes;
+
+impl ProfileSection for Processes {
+    fn name(&self) -> &'static str {
+        "processes"
+    }
+    fn present(&self, r: &ProfileReport) -> bool {
+        r.trace.as_ref().is_some_and(|t| t.processes.len() >= 2)
+    }
+    fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
+        Some(processes_section(p, r))
+    }
+}
+
 /// Who else serves the load's address, and the traced tree's share of it
 /// (empty when only the traced tree serves it).
-pub fn attribution_section(p: &str, r: &ProfileReport) -> String {
+fn attribution_section(p: &str, r: &ProfileReport) -> String {
     let Some(a) = &r.derived.attribution else {
         return String::new();
     };
@@ -51,7 +83,7 @@ pub fn attribution_section(p: &str, r: &ProfileReport) -> String {
 
 /// The per-process breakdown of a multi-process target (empty for one
 /// process, or without the tracer).
-pub fn processes_section(p: &str, r: &ProfileReport) -> String {
+fn processes_section(p: &str, r: &ProfileReport) -> String {
     let Some(trace) = &r.trace else {
         return String::new();
     };
