@@ -37,13 +37,17 @@
 //!   header values redacted), [`values`] (the value parsers and value types options
 //!   share: seconds, rates, instants, addresses, escapes), [`error`]
 //!   (exit-status carrying errors), [`text`] (untrusted text made safe to
-//!   print: control characters written out visibly).
+//!   print: control characters written out visibly); in tests,
+//!   `hostile` (the mutations and bounded configuration of the parsers'
+//!   property tests).
 
 pub mod anatomy;
 pub mod cli;
 pub mod cmdline;
 pub mod endpoint;
 pub mod error;
+#[cfg(test)]
+pub(crate) mod hostile;
 pub mod input;
 pub mod load;
 pub mod metrics;

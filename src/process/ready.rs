@@ -111,7 +111,9 @@ const UNIX_STREAM: u16 = 1;
 
 /// The listening stream sockets of a /proc/net/unix table, as (inode,
 /// name); unnamed sockets and malformed rows are skipped. The name is the
-/// rest of the row, so a path holding spaces is kept whole.
+/// rest of the row, so a path holding spaces is kept whole. (The kernel
+/// prints a name's bytes as they are: one holding a newline cannot be told
+/// from the rows after it; UNIX_DIAG, `procfs::unix_diag`, can.)
 pub fn parse_unix_listeners(text: &str) -> Vec<(u64, String)> {
     text.lines()
         .skip(1)
@@ -125,9 +127,11 @@ pub fn parse_unix_listeners(text: &str) -> Vec<(u64, String)> {
             let _state = f.next()?;
             let inode_text = f.next()?;
             let inode = inode_text.parse().ok()?;
-            // The name starts after the inode column (one space apart).
+            // The name starts after the inode column, one space apart
+            // (af_unix.c `unix_seq_show`); a path may itself start with
+            // spaces, so none is trimmed.
             let at = l.find(&format!(" {inode_text} "))? + inode_text.len() + 2;
-            let name = l.get(at..)?.trim_start().to_string();
+            let name = l.get(at..)?.to_string();
             (flags & SO_ACCEPTCON != 0 && kind == UNIX_STREAM && !name.is_empty())
                 .then_some((inode, name))
         })
@@ -142,10 +146,13 @@ pub fn owned_unix_listeners(pid: i32) -> Vec<UnixListener> {
     if inodes.is_empty() {
         return Vec::new();
     }
-    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/unix")) else {
+    // Bytes, not a String: the kernel prints names as they are, and one
+    // socket anywhere in the namespace named in bytes that are not UTF-8
+    // must not hide the target's (its own name is compared as text).
+    let Ok(bytes) = fs::read(format!("/proc/{pid}/net/unix")) else {
         return Vec::new();
     };
-    parse_unix_listeners(&text)
+    parse_unix_listeners(&String::from_utf8_lossy(&bytes))
         .into_iter()
         .filter(|(inode, _)| inodes.contains(inode))
         .map(|(inode, name)| UnixListener {
@@ -438,5 +445,177 @@ mod tests {
         let mut other = addr;
         other.set_port(1);
         assert!(!serves(&socks, Proto::TcpListen, other));
+    }
+
+    /// Found while writing the properties below: one socket of the
+    /// namespace bound to a name that is not UTF-8 (any local user can)
+    /// made the whole of /proc/net/unix unreadable as a String, and with
+    /// it every Unix listener of every target.
+    #[test]
+    fn a_name_that_is_not_utf8_hides_no_other_listener() {
+        use std::os::linux::net::SocketAddrExt;
+        let mut raw = b"sockscope-".to_vec();
+        raw.push(0xff);
+        raw.extend_from_slice(format!("-{}", std::process::id()).as_bytes());
+        let odd_name = std::os::unix::net::SocketAddr::from_abstract_name(&raw).unwrap();
+        let _odd = std::os::unix::net::UnixListener::bind_addr(&odd_name).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ok.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let found = owned_unix_listeners(std::process::id() as i32);
+        assert!(
+            found.iter().any(|l| l.name == path.to_str().unwrap()),
+            "{found:?}"
+        );
+    }
+
+    /// A path that starts with a space is kept whole.
+    #[test]
+    fn a_path_starting_with_a_space_is_not_trimmed() {
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path
+0000000000000000: 00000002 00000000 00010000 0001 01     7  /tmp/x y
+";
+        assert_eq!(parse_unix_listeners(table), [(7, " /tmp/x y".to_string())]);
+    }
+
+    // Property tests: tables written the way the kernel writes them
+    // (/proc/net/{tcp,udp}[6]: `tcp4_seq_show`, `tcp6_seq_show`;
+    // /proc/net/unix: `unix_seq_show`) parse back to their rows; mutated
+    // tables parse to rows or skip them, never a panic.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    fn socket_addr() -> impl Strategy<Value = SocketAddr> {
+        prop_oneof![
+            (any::<[u8; 4]>(), any::<u16>()).prop_map(|(a, p)| SocketAddr::new(IpAddr::from(a), p)),
+            (any::<[u8; 16]>(), any::<u16>())
+                .prop_map(|(a, p)| SocketAddr::new(IpAddr::from(a), p)),
+        ]
+    }
+
+    /// `%08X:%04X` of the address as the kernel's words in host order.
+    fn hex_addr(a: SocketAddr) -> String {
+        let words: Vec<u32> = match a.ip() {
+            IpAddr::V4(v) => vec![u32::from_ne_bytes(v.octets())],
+            IpAddr::V6(v) => v
+                .octets()
+                .chunks(4)
+                .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+                .collect(),
+        };
+        let w: String = words.iter().map(|w| format!("{w:08X}")).collect();
+        format!("{w}:{:04X}", a.port())
+    }
+
+    fn rows() -> impl Strategy<Value = Vec<(Row, u32, u32)>> {
+        let row = (
+            socket_addr(),
+            socket_addr(),
+            any::<u8>(),
+            any::<u64>(),
+            any::<(u32, u32)>(),
+        )
+            .prop_map(|(local, remote, state, inode, (tx, uid))| {
+                // One family per table row.
+                let remote = if local.is_ipv4() == remote.is_ipv4() {
+                    remote
+                } else {
+                    SocketAddr::new(
+                        if local.is_ipv4() {
+                            IpAddr::from([0u8; 4])
+                        } else {
+                            IpAddr::from([0u8; 16])
+                        },
+                        remote.port(),
+                    )
+                };
+                (
+                    Row {
+                        local,
+                        remote,
+                        state,
+                        inode,
+                    },
+                    tx,
+                    uid,
+                )
+            });
+        prop::collection::vec(row, 0..6)
+    }
+
+    fn table(rows: &[(Row, u32, u32)]) -> String {
+        let mut t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n".to_string();
+        for (i, (r, tx, uid)) in rows.iter().enumerate() {
+            t += &format!(
+                "{i:4}: {} {} {:02X} {tx:08X}:00000000 00:00000000 00000000 {uid:5} 0 {} 1 ffff8e0a4c3b0000 100 0 0 10 0\n",
+                hex_addr(r.local),
+                hex_addr(r.remote),
+                r.state,
+                r.inode
+            );
+        }
+        t
+    }
+
+    /// A Unix socket row: flags, type, state, inode, name.
+    fn unix_rows() -> impl Strategy<Value = Vec<(u32, u16, u8, u64, Option<String>)>> {
+        let name = prop_oneof![
+            // Paths: any characters but a newline, spaces included.
+            prop::collection::vec(
+                any::<char>().prop_filter("no line end", |c| *c != '\n' && *c != '\r'),
+                1..30
+            )
+            .prop_map(|v| v.into_iter().collect::<String>()),
+            prop::collection::vec(prop::char::range('a', 'z'), 1..8)
+                .prop_map(|v| format!("@{} x", v.into_iter().collect::<String>())),
+        ];
+        let row = (
+            prop_oneof![Just(0x10000u32), Just(0u32), any::<u32>()],
+            prop_oneof![Just(1u16), Just(2), Just(5)],
+            any::<u8>(),
+            any::<u64>(),
+            prop::option::of(name),
+        );
+        prop::collection::vec(row, 0..6)
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        /// A table parses back to its rows; mutated, to rows or fewer.
+        #[test]
+        fn socket_tables_round_trip_and_mutations_never_panic(
+            rs in rows(),
+            ms in hostile::mutations(),
+        ) {
+            let t = table(&rs);
+            let want: Vec<Row> = rs.into_iter().map(|(r, _, _)| r).collect();
+            prop_assert_eq!(parse_table(&t), want);
+            let _ = parse_table(&hostile::mutate_text(&t, &ms));
+        }
+
+        /// The named stream listeners of a Unix table, names whole
+        /// (spaces and all); mutated, listeners or fewer, never a panic.
+        #[test]
+        fn unix_tables_round_trip_and_mutations_never_panic(
+            rs in unix_rows(),
+            ms in hostile::mutations(),
+        ) {
+            let mut t = "Num       RefCount Protocol Flags    Type St Inode Path\n".to_string();
+            let mut want = Vec::new();
+            for (flags, kind, state, inode, name) in &rs {
+                t += &format!("0000000000000000: 00000002 00000000 {flags:08X} {kind:04X} {state:02X} {inode:5}");
+                if let Some(n) = name {
+                    t += &format!(" {n}");
+                    if flags & SO_ACCEPTCON != 0 && *kind == UNIX_STREAM {
+                        want.push((*inode, n.clone()));
+                    }
+                }
+                t += "\n";
+            }
+            prop_assert_eq!(parse_unix_listeners(&t), want);
+            let _ = parse_unix_listeners(&hostile::mutate_text(&t, &ms));
+        }
     }
 }

@@ -169,4 +169,83 @@ mod tests {
         // The machine's own files parse.
         assert!(read(false).is_some());
     }
+
+    // Property tests: /proc/net/snmp and /proc/net/netstat written from a
+    // model (pairs of `Group:` lines of names and values), and snmp6
+    // (`Name value` lines), parse back to every counter; mutated files
+    // parse to counters or fewer, never a panic.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    fn word(first: std::ops::RangeInclusive<char>) -> impl Strategy<Value = String> {
+        (
+            prop::char::range(*first.start(), *first.end()),
+            prop::collection::vec(prop::char::range('a', 'z'), 0..8),
+        )
+            .prop_map(|(c, rest)| std::iter::once(c).chain(rest).collect())
+    }
+
+    /// Groups of (name, value) counters; Udp among them.
+    fn groups() -> impl Strategy<Value = Vec<(String, Vec<(String, u64)>)>> {
+        let counters = prop::collection::btree_map(word('A'..='Z'), any::<u64>(), 1..6)
+            .prop_map(|m| m.into_iter().collect::<Vec<_>>());
+        let udp = (any::<u64>(), any::<u64>()).prop_map(|(r, e)| {
+            (
+                "Udp".to_string(),
+                vec![("InErrors".to_string(), e), ("RcvbufErrors".to_string(), r)],
+            )
+        });
+        (
+            prop::collection::vec((word('A'..='T'), counters), 0..4),
+            udp,
+        )
+            .prop_map(|(mut g, udp)| {
+                g.push(udp);
+                g
+            })
+    }
+
+    fn snmp_text(groups: &[(String, Vec<(String, u64)>)]) -> String {
+        let mut t = String::new();
+        for (g, cs) in groups {
+            let names: Vec<&str> = cs.iter().map(|(n, _)| n.as_str()).collect();
+            let values: Vec<String> = cs.iter().map(|(_, v)| v.to_string()).collect();
+            t += &format!("{g}: {}\n{g}: {}\n", names.join(" "), values.join(" "));
+        }
+        t
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        #[test]
+        fn snmp_files_round_trip_and_mutations_never_panic(
+            gs in groups(),
+            ms in hostile::mutations(),
+        ) {
+            let t = snmp_text(&gs);
+            let want: Vec<(String, u64)> = gs
+                .iter()
+                .flat_map(|(g, cs)| cs.iter().map(move |(n, v)| (format!("{g}.{n}"), *v)))
+                .collect();
+            prop_assert_eq!(parse_pairs(&t), want);
+            let (_, udp) = gs.last().unwrap();
+            prop_assert_eq!(
+                parse_snmp(&t),
+                Some(UdpDrops { in_errors: udp[0].1, rcvbuf_errors: udp[1].1 })
+            );
+            let v6 = format!(
+                "Udp6InDatagrams \t 9\nUdp6InErrors {}\nUdp6RcvbufErrors\t{}\n",
+                udp[0].1, udp[1].1
+            );
+            prop_assert_eq!(
+                parse_snmp6(&v6),
+                Some(UdpDrops { in_errors: udp[0].1, rcvbuf_errors: udp[1].1 })
+            );
+            let bad = hostile::mutate_text(&t, &ms);
+            let _ = (parse_pairs(&bad), parse_snmp(&bad));
+            let _ = parse_snmp6(&hostile::mutate_text(&v6, &ms));
+        }
+    }
 }

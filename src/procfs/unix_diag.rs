@@ -277,6 +277,153 @@ mod tests {
         }
     }
 
+    // Property tests: entries from a reference model, encoded as the
+    // kernel does (attributes in any order, unknown ones among them, flag
+    // bits on the type), parse back whole; cut anywhere, the fixed part
+    // and every attribute before the cut survive; mutated, never a panic.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    /// A bound name: a path (no NUL; the kernel sends it NUL-terminated)
+    /// or an abstract name (a NUL, then any bytes).
+    fn name() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::collection::vec(1..=255u8, 1..100),
+            prop::collection::vec(any::<u8>(), 0..100).prop_map(|mut v| {
+                v.insert(0, 0);
+                v
+            }),
+        ]
+    }
+
+    fn entry() -> impl Strategy<Value = UnixEntry> {
+        (
+            any::<(u8, u8, u32, u64)>(),
+            prop::option::of(name()),
+            any::<Option<u32>>(),
+            any::<Option<(u32, u32)>>(),
+        )
+            .prop_map(
+                |((kind, state, inode, cookie), name, peer, queues)| UnixEntry {
+                    kind,
+                    state,
+                    inode: u64::from(inode),
+                    cookie,
+                    name,
+                    peer: peer.map(u64::from),
+                    queues: queues.map(|(rqueue, wqueue)| Queues { rqueue, wqueue }),
+                },
+            )
+    }
+
+    /// The attributes of `e` (and unknown ones), in the order `order`
+    /// draws; the type's flag bits set from `flags`.
+    fn encode(
+        e: &UnixEntry,
+        extra: &[(u16, Vec<u8>)],
+        order: &[Index],
+        flags: u16,
+    ) -> (Vec<u8>, Vec<(u16, usize)>) {
+        let mut attrs: Vec<(u16, Vec<u8>)> = extra
+            .iter()
+            .map(|(t, d)| (*t % 13 + 5, d.clone()))
+            .collect();
+        if let Some(n) = &e.name {
+            let mut d = n.clone();
+            if n.first() != Some(&0) {
+                d.push(0);
+            }
+            attrs.push((ATTR_NAME, d));
+        }
+        if let Some(p) = e.peer {
+            attrs.push((ATTR_PEER, (p as u32).to_ne_bytes().to_vec()));
+        }
+        if let Some(q) = e.queues {
+            attrs.push((ATTR_RQLEN, rqlen(q.rqueue, q.wqueue)));
+        }
+        for (i, o) in order.iter().enumerate() {
+            let n = attrs.len();
+            if n > 1 {
+                attrs.swap(i % n, o.index(n));
+            }
+        }
+        let mut m = msg(e.kind, e.state, e.inode as u32, e.cookie);
+        let mut ends = Vec::new();
+        for (t, d) in &attrs {
+            attr(&mut m, *t | (flags & 0xc000), d);
+            // Where the attribute's own bytes end (before its padding).
+            ends.push((*t, m.len() - (4 - (ATTR_HDR + d.len()) % 4) % 4));
+        }
+        (m, ends)
+    }
+
+    fn extra() -> impl Strategy<Value = Vec<(u16, Vec<u8>)>> {
+        prop::collection::vec(
+            (any::<u16>(), prop::collection::vec(any::<u8>(), 0..12)),
+            0..3,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        /// An entry round-trips, and every cut keeps the fixed part and
+        /// exactly the attributes wholly before it.
+        #[test]
+        fn entries_round_trip_and_cuts_keep_what_came_whole(
+            e in entry(),
+            x in extra(),
+            order in prop::collection::vec(any::<Index>(), 0..6),
+            flags in any::<u16>(),
+        ) {
+            let (m, ends) = encode(&e, &x, &order, flags);
+            prop_assert_eq!(parse(&m), Some(e.clone()));
+            for cut in 0..m.len() {
+                let got = parse(&m[..cut]);
+                if cut < MSG_LEN {
+                    prop_assert_eq!(got, None);
+                    continue;
+                }
+                let mut want = UnixEntry { name: None, peer: None, queues: None, ..e.clone() };
+                for &(t, _) in ends.iter().filter(|(_, end)| *end <= cut) {
+                    match t {
+                        ATTR_NAME => want.name = e.name.clone(),
+                        ATTR_PEER => want.peer = e.peer,
+                        ATTR_RQLEN => want.queues = e.queues,
+                        _ => {}
+                    }
+                }
+                prop_assert_eq!(got, Some(want), "cut at {}", cut);
+            }
+        }
+
+        /// Mutated messages and any bytes: an entry or None, never a
+        /// panic; an entry read with its fixed part intact keeps it.
+        #[test]
+        fn mutated_messages_never_panic(
+            e in entry(),
+            x in extra(),
+            ms in hostile::mutations(),
+            noise in prop::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let (m, _) = encode(&e, &x, &[], 0);
+            let bad = hostile::mutate(&m, &ms);
+            if let Some(got) = parse(&bad) {
+                if bad.get(..MSG_LEN) == m.get(..MSG_LEN) {
+                    prop_assert_eq!((got.inode, got.cookie), (e.inode, e.cookie));
+                }
+            }
+            let _ = parse(&noise);
+            let mut family = noise.clone();
+            if let Some(b) = family.first_mut() {
+                *b = libc::AF_UNIX as u8;
+            }
+            let _ = parse(&family);
+        }
+    }
+
     #[test]
     fn the_request_asks_for_a_dump_of_names_peers_and_queues() {
         let r = request(1 << LISTEN);

@@ -246,4 +246,60 @@ mod tests {
         assert_eq!(parse_report(&b).unwrap(), rep);
         assert!(parse_report(&b[..HEADER_LEN + 3]).is_err());
     }
+
+    // Property tests: headers of every kind and REPORTs round-trip;
+    // mutated datagrams (from any sender: the sink and the client read
+    // what the network brings) decode or are foreign, never a panic.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    fn header() -> impl Strategy<Value = Header> {
+        let kind = prop::sample::select(vec![Kind::Data, Kind::Fin, Kind::Report, Kind::Need]);
+        (any::<u32>(), any::<u64>(), any::<u64>(), kind).prop_map(|(run, seq, sent_ns, kind)| {
+            Header {
+                run,
+                seq,
+                sent_ns,
+                kind,
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        #[test]
+        fn datagrams_round_trip_and_mutations_never_panic(
+            h in header(),
+            pad in 0..64usize,
+            counts in any::<(u64, u64, u64, Option<u64>)>(),
+            jitter in -1e12..1e12f64,
+            ms in hostile::mutations(),
+        ) {
+            let mut d = vec![0u8; HEADER_LEN + pad];
+            h.encode(&mut d);
+            prop_assert_eq!(Header::decode(&d), Some(h));
+            let rep = SinkReport {
+                run: h.run,
+                received: counts.0,
+                interior_gaps: counts.1,
+                reordered: counts.2,
+                max_seq: counts.3,
+                jitter_ns: jitter,
+                latency_hist: "HISTFAAAAB".into(),
+                ..Default::default()
+            };
+            let r = report_datagram(&rep, h.seq).unwrap();
+            prop_assert_eq!(parse_report(&r).unwrap(), rep);
+            for bad in [hostile::mutate(&d, &ms), hostile::mutate(&r, &ms)] {
+                if let Some(got) = Header::decode(&bad) {
+                    prop_assert_eq!(&bad[..4], &MAGIC);
+                    prop_assert!(matches!(bad[24], 0..=3));
+                    let _ = got;
+                }
+                let _ = parse_report(&bad);
+            }
+        }
+    }
 }

@@ -251,12 +251,16 @@ pub fn file_name(path: &str) -> String {
     crate::text::escape(name).into_owned()
 }
 
-/// Reads the executable lines of `/proc/PID/maps`.
+/// Reads the executable lines of `/proc/PID/maps`. Lines are read as
+/// bytes: the kernel prints file names as they are, and one mapping of a
+/// file named in bytes that are not UTF-8 must not fail the whole read
+/// (its name is shown lossily; the file is opened through map_files).
 pub fn read_maps(pid: u32) -> io::Result<Vec<MapsLine>> {
     let f = File::open(format!("/proc/{pid}/maps"))?;
     let mut out = Vec::new();
-    for line in BufReader::new(f).lines().take(MAX_MAPS_LINES) {
-        if let Some(m) = parse_maps_line(&line?).filter(|m| m.exec) {
+    for line in BufReader::new(f).split(b'\n').take(MAX_MAPS_LINES) {
+        let line = line?;
+        if let Some(m) = parse_maps_line(&String::from_utf8_lossy(&line)).filter(|m| m.exec) {
             out.push(m);
         }
     }
@@ -523,5 +527,74 @@ mod tests {
         let f = own_vdso_file().expect("vdso");
         let e = parse_elf(&f).expect("the vdso is an ELF");
         assert!(e.eh_frame.is_some(), "the vdso carries .eh_frame");
+    }
+
+    /// Found while writing the properties below: a mapping of a file
+    /// whose name is not UTF-8 (any data file the target maps) failed
+    /// the whole read of /proc/PID/maps, and with it every frame of the
+    /// process.
+    #[test]
+    fn a_file_name_that_is_not_utf8_fails_no_read() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir
+            .path()
+            .join(std::ffi::OsStr::from_bytes(b"odd-\xff.bin"));
+        std::fs::write(&path, [0u8; 4096]).unwrap();
+        let f = File::open(&path).unwrap();
+        // SAFETY: a fresh private read-only mapping of an open file,
+        // unmapped below; nothing reads through it.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let got = read_maps(std::process::id());
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(at, 4096) };
+        assert!(
+            !got.unwrap().is_empty(),
+            "our own code is mapped executable"
+        );
+    }
+
+    // Property tests: maps lines written the way the kernel writes them
+    // (`show_map_vma`: the path padded to its column) parse back; mutated
+    // lines parse or are skipped, never a panic.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        #[test]
+        fn maps_lines_round_trip_and_mutations_never_panic(
+            (start, end, offset) in any::<(u64, u64, u64)>(),
+            perms in prop::sample::select(vec!["r-xp", "r--p", "rw-s", "--xp"]),
+            (major, minor, inode) in any::<(u8, u8, u64)>(),
+            path in prop_oneof![
+                Just(String::new()),
+                Just("[vdso]".to_string()),
+                prop::collection::vec(any::<char>().prop_filter("no newline", |c| *c != '\n'), 1..40)
+                    .prop_map(|v| format!("/{}", v.into_iter().collect::<String>())),
+            ],
+            ms in hostile::mutations(),
+        ) {
+            let head = format!("{start:08x}-{end:08x} {perms} {offset:08x} {major:02x}:{minor:02x} {inode} ");
+            // The kernel pads to the path's column (73 bytes on 64-bit).
+            let line = format!("{head:<73}{path}");
+            let m = parse_maps_line(&line).unwrap();
+            prop_assert_eq!((m.start, m.end, m.offset, m.inode), (start, end, offset, inode));
+            prop_assert_eq!(m.exec, perms.as_bytes()[2] == b'x');
+            prop_assert_eq!(m.path, path.trim_start());
+            let _ = parse_maps_line(&hostile::mutate_text(&line, &ms));
+        }
     }
 }

@@ -498,9 +498,11 @@ fn read_perf_map(pid: u32) -> Option<PerfMap> {
     if !meta.file_type().is_file() || meta.uid() != euid {
         return None;
     }
-    let mut text = String::new();
-    f.take(MAX_PERF_MAP).read_to_string(&mut text).ok()?;
-    Some(parse_perf_map(&text))
+    // Bytes, not a String: a name that is not UTF-8, or the cap cutting
+    // a character in two, must not lose every other symbol of the map.
+    let mut bytes = Vec::new();
+    f.take(MAX_PERF_MAP).read_to_end(&mut bytes).ok()?;
+    Some(parse_perf_map(&String::from_utf8_lossy(&bytes)))
 }
 
 /// Parses perf map lines, `START SIZE name` (hex, hex, the rest).
@@ -560,6 +562,12 @@ mod tests {
         std::fs::write(&path, "1000 10 jitted\n").unwrap();
         let map = read_perf_map(pid).expect("our own map, owned by our uid");
         assert_eq!(map.find(0x1008), Some("jitted"));
+        // A name that is not UTF-8 (found while writing the properties
+        // below: it lost the whole map) costs only itself.
+        std::fs::write(&path, b"1000 10 jitted\n2000 10 odd\xff\n").unwrap();
+        let map = read_perf_map(pid).expect("a map with one odd name");
+        assert_eq!(map.find(0x1008), Some("jitted"));
+        assert_eq!(map.find(0x2000), Some("odd\u{fffd}"));
 
         // Owned by another user than the process's: refused.
         std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
@@ -578,5 +586,50 @@ mod tests {
         let f = Frame::named("evil\x1b]0;title\x07", "m", false);
         assert!(!f.name.contains('\x1b'));
         assert!(f.name.contains("\\x1b"));
+    }
+
+    // Property tests: perf maps written from a model (hex with or without
+    // 0x, names with spaces) find each symbol at its start and its last
+    // byte; mutated maps parse to entries or fewer, never a panic.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    /// A symbol name as JITs write them: letters, punctuation, spaces.
+    fn name() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(b"azAZ_:*/. ()<>$0".to_vec()), 1..30)
+            .prop_map(|v| String::from_utf8(v).unwrap())
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        #[test]
+        fn perf_maps_round_trip_and_mutations_never_panic(
+            es in prop::collection::vec((0..1u64 << 40, 1..4096u64, any::<bool>(), name()), 0..8),
+            ms in hostile::mutations(),
+        ) {
+            // Disjoint ranges, in order of their starts.
+            let mut at = 0x1000u64;
+            let mut text = String::new();
+            let mut want = Vec::new();
+            for (gap, size, hex, name) in &es {
+                let start = at + gap % 4096;
+                let name = name.trim().to_string();
+                if name.is_empty() {
+                    continue;
+                }
+                let p = if *hex { "0x" } else { "" };
+                text += &format!("{p}{start:x} {p}{size:x} {name}\n");
+                want.push((start, start + size - 1, name));
+                at = start + size;
+            }
+            let m = parse_perf_map(&text);
+            for (first, last, name) in &want {
+                prop_assert_eq!(m.find(*first), Some(name.as_str()));
+                prop_assert_eq!(m.find(*last), Some(name.as_str()));
+            }
+            let _ = parse_perf_map(&hostile::mutate_text(&text, &ms)).find(at);
+        }
     }
 }

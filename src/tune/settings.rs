@@ -505,4 +505,42 @@ mod tests {
         assert!(mask_is_empty("00000000,00000000"));
         assert!(!mask_is_empty("3"));
     }
+
+    // Property tests: /proc/net/dev and /proc/net/tcp written from a
+    // model parse back to the interface names and the listening ports;
+    // mutated files parse to names and ports or fewer, never a panic.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        #[test]
+        fn net_dev_and_tcp_tables_round_trip_and_mutations_never_panic(
+            devs in prop::collection::vec(prop::collection::vec(prop::sample::select(b"abcxyz019-_.@".to_vec()), 1..15), 0..5),
+            socks in prop::collection::vec((any::<u16>(), prop::sample::select(vec![0x0Au8, 0x01, 0x06])), 0..6),
+            ms in hostile::mutations(),
+        ) {
+            let mut dev = "Inter-|   Receive\n face |bytes    packets\n".to_string();
+            let mut want = Vec::new();
+            for d in &devs {
+                let name = String::from_utf8(d.clone()).unwrap();
+                dev += &format!("{name:>6}: 1234 5 0 0 0 0 0 0 1234 5 0 0 0 0 0 0\n");
+                want.push(name);
+            }
+            prop_assert_eq!(parse_net_dev(&dev), want);
+            let _ = parse_net_dev(&hostile::mutate_text(&dev, &ms));
+            let mut tcp = "  sl  local_address rem_address   st tx_queue\n".to_string();
+            let mut ports = Vec::new();
+            for (i, (port, st)) in socks.iter().enumerate() {
+                tcp += &format!("{i:4}: 0100007F:{port:04X} 00000000:0000 {st:02X} 00000000:00000000 00:00000000 00000000     0        0 1 1\n");
+                if *st == 0x0A {
+                    ports.push(*port);
+                }
+            }
+            prop_assert_eq!(parse_listening(&tcp), ports);
+            let _ = parse_listening(&hostile::mutate_text(&tcp, &ms));
+        }
+    }
 }

@@ -613,4 +613,493 @@ mod tests {
             assert_eq!(cur.eof_error(), ErrorClass::ShortRead, "{cut}");
         }
     }
+
+    // Property tests: responses from a reference model (interim ones
+    // first; bodies framed by Content-Length, chunked with extensions and
+    // trailers, none, or the close; Connection and HTTP/1.0 rules), read
+    // in pipelines under random cuts; mutated ones read alike whatever
+    // the reads, never a panic, errors only protocol errors.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    #[derive(Clone, Debug)]
+    enum Framing {
+        /// Content-Length (the header written `copies` times, or as a list).
+        Length {
+            body: Vec<u8>,
+            copies: u8,
+            list: bool,
+        },
+        /// Chunked: chunks with an optional extension, trailer lines;
+        /// `gzip, chunked` when `coded`.
+        Chunked {
+            chunks: Vec<(Vec<u8>, bool)>,
+            trailers: Vec<(String, String)>,
+            coded: bool,
+            upper: bool,
+        },
+        /// Nothing says where the body ends: the close does (only last).
+        UntilClose { body: Vec<u8>, gzip: bool },
+    }
+
+    #[derive(Clone, Debug)]
+    struct Response {
+        http10: bool,
+        interim: Vec<u16>,
+        code: u16,
+        reason: String,
+        headers: Vec<(String, String)>,
+        /// Connection: close (Some(true)), keep-alive (Some(false)).
+        connection: Option<bool>,
+        framing: Framing,
+    }
+
+    fn token() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop::sample::select(b"abcXYZ019-_!#$%&'*+.^`|~".to_vec()),
+            1..10,
+        )
+        .prop_map(|v| String::from_utf8(v).unwrap())
+    }
+
+    fn field_value() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(b"abcXYZ019 ,;=/\"()".to_vec()), 0..16)
+            .prop_map(|v| String::from_utf8(v).unwrap().trim().to_string())
+    }
+
+    fn framing(last: bool) -> impl Strategy<Value = Framing> {
+        let body = prop::collection::vec(any::<u8>(), 0..64);
+        let length = (body.clone(), 1..=2u8, any::<bool>())
+            .prop_map(|(body, copies, list)| Framing::Length { body, copies, list });
+        let chunked = (
+            prop::collection::vec(
+                (prop::collection::vec(any::<u8>(), 1..40), any::<bool>()),
+                0..4,
+            ),
+            prop::collection::vec((token(), field_value()), 0..2),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(chunks, trailers, coded, upper)| Framing::Chunked {
+                chunks,
+                trailers,
+                coded,
+                upper,
+            });
+        let until =
+            (body, any::<bool>()).prop_map(|(body, gzip)| Framing::UntilClose { body, gzip });
+        if last {
+            prop_oneof![2 => length, 2 => chunked, 1 => until].boxed()
+        } else {
+            prop_oneof![length, chunked].boxed()
+        }
+    }
+
+    fn response(last: bool) -> impl Strategy<Value = Response> {
+        let code = prop_oneof![4 => 200..=599u16, 1 => Just(204u16), 1 => Just(304u16)];
+        let reserved = ["content-length", "transfer-encoding", "connection"];
+        (
+            any::<bool>(),
+            prop::collection::vec(prop::sample::select(vec![100u16, 102, 103]), 0..2),
+            code,
+            prop::collection::vec(prop::sample::select(b"OK Fine x".to_vec()), 0..12)
+                .prop_map(|v| String::from_utf8(v).unwrap()),
+            prop::collection::vec((token(), field_value()), 0..4).prop_map(move |h| {
+                h.into_iter()
+                    .filter(|(n, _)| !reserved.contains(&n.to_ascii_lowercase().as_str()))
+                    .collect()
+            }),
+            any::<Option<bool>>(),
+            framing(last),
+        )
+            .prop_map(
+                |(http10, interim, code, reason, headers, connection, framing)| Response {
+                    http10,
+                    interim,
+                    code,
+                    reason,
+                    headers,
+                    connection,
+                    framing,
+                },
+            )
+    }
+
+    /// A header name in a random-looking but fixed mix of cases.
+    fn cased(name: &str, upper: bool) -> String {
+        name.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if upper && i % 2 == 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+
+    impl Response {
+        /// The bytes; to a HEAD request when `head`.
+        fn encode(&self, out: &mut Vec<u8>, head: bool) {
+            let version = if self.http10 { "1.0" } else { "1.1" };
+            for code in &self.interim {
+                out.extend_from_slice(
+                    format!("HTTP/1.1 {code} Interim\r\nX-I: 1\r\n\r\n").as_bytes(),
+                );
+            }
+            let mut h = format!("HTTP/{version} {} {}\r\n", self.code, self.reason);
+            for (n, v) in &self.headers {
+                h += &format!("{n}: {v}\r\n");
+            }
+            match self.connection {
+                Some(true) => h += "Connection: keep-alive, close\r\n",
+                Some(false) => h += "connection: Keep-Alive\r\n",
+                None => {}
+            }
+            let no_body = head || self.code == 204 || self.code == 304;
+            let mut body = Vec::new();
+            match &self.framing {
+                Framing::Length {
+                    body: b,
+                    copies,
+                    list,
+                } => {
+                    let n = b.len();
+                    if *list {
+                        h += &format!("Content-Length: {n}, {n}\r\n");
+                    }
+                    for i in 0..*copies {
+                        h += &format!("{}: {n}\r\n", cased("content-length", i == 1));
+                    }
+                    body.extend_from_slice(b);
+                }
+                Framing::Chunked {
+                    chunks,
+                    trailers,
+                    coded,
+                    upper,
+                } => {
+                    let coding = if *coded { "gzip, Chunked" } else { "chunked" };
+                    h += &format!("{}: {coding}\r\n", cased("transfer-encoding", *upper));
+                    for (c, ext) in chunks {
+                        let size = if *upper {
+                            format!("{:X}", c.len())
+                        } else {
+                            format!("{:x}", c.len())
+                        };
+                        body.extend_from_slice(size.as_bytes());
+                        if *ext {
+                            body.extend_from_slice(b";name=\"v\";flag");
+                        }
+                        body.extend_from_slice(b"\r\n");
+                        body.extend_from_slice(c);
+                        body.extend_from_slice(b"\r\n");
+                    }
+                    body.extend_from_slice(b"0\r\n");
+                    for (n, v) in trailers {
+                        body.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+                    }
+                    body.extend_from_slice(b"\r\n");
+                }
+                Framing::UntilClose { body: b, gzip } => {
+                    if *gzip {
+                        h += "Transfer-Encoding: gzip\r\n";
+                    }
+                    body.extend_from_slice(b);
+                }
+            }
+            h += "\r\n";
+            out.extend_from_slice(h.as_bytes());
+            if !no_body {
+                out.extend_from_slice(&body);
+            }
+        }
+
+        /// (status, close, whole before the close) as the cursor must say.
+        fn expect(&self, head: bool) -> (u16, bool, bool) {
+            let no_body = head || self.code == 204 || self.code == 304;
+            let until_close = !no_body && matches!(self.framing, Framing::UntilClose { .. });
+            let close = match self.connection {
+                Some(true) => true,
+                Some(false) => false,
+                None => self.http10,
+            } || until_close;
+            (self.code, close, !until_close)
+        }
+    }
+
+    /// A whole response as read: status, close, length.
+    type Framed = (u16, bool, usize);
+
+    /// Feeds a connection's bytes in reads cut at `cuts`; returns each
+    /// whole response (status, close, length) and the cursor after them,
+    /// or the error.
+    fn feed_all(bytes: &[u8], cuts: &[usize], head: bool) -> (Vec<Framed>, Result<Cursor, Step>) {
+        let mut cur = Cursor::default();
+        let mut done = Vec::new();
+        let mut start = 0;
+        let mut edges: Vec<usize> = cuts.iter().map(|&c| c.min(bytes.len())).collect();
+        edges.push(bytes.len());
+        edges.sort_unstable();
+        let mut from = 0;
+        for &to in &edges {
+            let mut at = from;
+            while at < to {
+                match cur.feed(&bytes[at..to], head) {
+                    Step::Partial => break,
+                    Step::Done(n) => {
+                        assert!(n > 0 && at + n <= to, "done after {n} of {}", to - at);
+                        done.push((cur.status(), cur.closes(), at + n - start));
+                        cur = Cursor::default();
+                        at += n;
+                        start = at;
+                    }
+                    e @ Step::Error(_) => return (done, Err(e)),
+                }
+            }
+            from = to;
+        }
+        (done, Ok(cur))
+    }
+
+    fn cut_points(cuts: &[Index], len: usize) -> Vec<usize> {
+        cuts.iter().map(|c| c.index(len + 1)).collect()
+    }
+
+    /// What the reference reader makes of the bytes at the start.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Ref {
+        /// A whole response: length, status, close.
+        Whole(usize, u16, bool),
+        /// A head whose body runs to the close: status.
+        UntilClose(u16),
+        /// The bytes end first.
+        More,
+        /// Not HTTP.
+        Bad,
+    }
+
+    /// One response from the start of `b`, read whole by a reader of the
+    /// same rules written without the cursor's machinery (no states, no
+    /// bytes kept across reads): httparse for heads, chunk-size lines and
+    /// trailers, the framing decided and walked here.
+    fn reference(b: &[u8], head_request: bool) -> Ref {
+        let mut p = 0;
+        let (code, close, length, coded, chunked) = loop {
+            let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut r = httparse::Response::new(&mut hs);
+            let lim = b.len().min(p + MAX_HEAD);
+            let n = match r.parse(&b[p..lim]) {
+                Ok(Status::Complete(n)) => n,
+                Ok(Status::Partial) if lim - p == MAX_HEAD => return Ref::Bad,
+                Ok(Status::Partial) => return Ref::More,
+                Err(_) => return Ref::Bad,
+            };
+            p += n;
+            let code = r.code.unwrap();
+            match code {
+                101 | 0..=99 => return Ref::Bad,
+                100..=199 => continue,
+                _ => {}
+            }
+            let (mut length, mut coded, mut chunked) = (None, false, false);
+            let (mut close, mut keep) = (false, false);
+            for h in r.headers.iter() {
+                let v = h.value;
+                match h.name.to_ascii_lowercase().as_str() {
+                    "content-length" => {
+                        for one in v.split(|c| *c == b',') {
+                            let one = one.trim_ascii();
+                            let n = std::str::from_utf8(one)
+                                .ok()
+                                .filter(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+                                .and_then(|d| d.parse::<u64>().ok());
+                            let Some(n) = n else { return Ref::Bad };
+                            if length.is_some_and(|m| m != n) {
+                                return Ref::Bad;
+                            }
+                            length = Some(n);
+                        }
+                    }
+                    "transfer-encoding" => {
+                        coded = true;
+                        let last = v.split(|c| *c == b',').next_back().unwrap_or_default();
+                        chunked = last.trim_ascii().eq_ignore_ascii_case(b"chunked");
+                    }
+                    "connection" => {
+                        for o in v.split(|c| *c == b',') {
+                            close |= o.trim_ascii().eq_ignore_ascii_case(b"close");
+                            keep |= o.trim_ascii().eq_ignore_ascii_case(b"keep-alive");
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            break (
+                code,
+                close || (r.version == Some(0) && !keep),
+                length,
+                coded,
+                chunked,
+            );
+        };
+        if head_request || code == 204 || code == 304 {
+            return Ref::Whole(p, code, close);
+        }
+        match (coded, chunked, length) {
+            (true, _, Some(_)) => return Ref::Bad,
+            (true, false, None) | (false, _, None) => return Ref::UntilClose(code),
+            (false, _, Some(n)) => {
+                return if (b.len() - p) as u64 >= n {
+                    Ref::Whole(p + n as usize, code, close)
+                } else {
+                    Ref::More
+                };
+            }
+            (true, true, None) => {}
+        }
+        loop {
+            let rest = &b[p..];
+            match rest.first() {
+                None => return Ref::More,
+                Some(c) if !c.is_ascii_hexdigit() => return Ref::Bad,
+                Some(_) => {}
+            }
+            let lim = rest.len().min(MAX_CHUNK_LINE);
+            let (n, size) = match httparse::parse_chunk_size(&rest[..lim]) {
+                Ok(Status::Complete(done)) => done,
+                Ok(Status::Partial) if lim == MAX_CHUNK_LINE => return Ref::Bad,
+                Ok(Status::Partial) => return Ref::More,
+                Err(_) => return Ref::Bad,
+            };
+            p += n;
+            if size == 0 {
+                break;
+            }
+            if (b.len() - p) as u64 <= size {
+                return Ref::More;
+            }
+            p += size as usize;
+            for want in *b"\r\n" {
+                match b.get(p) {
+                    None => return Ref::More,
+                    Some(&c) if c == want => p += 1,
+                    Some(_) => return Ref::Bad,
+                }
+            }
+        }
+        let rest = &b[p..];
+        if rest.starts_with(b"\r\n") {
+            return Ref::Whole(p + 2, code, close);
+        }
+        if rest.is_empty() || rest == b"\r" {
+            return Ref::More;
+        }
+        let lim = rest.len().min(MAX_HEAD);
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        match httparse::parse_headers(&rest[..lim], &mut hs) {
+            Ok(Status::Complete((n, _))) => Ref::Whole(p + n, code, close),
+            Ok(Status::Partial) if lim == MAX_HEAD => Ref::Bad,
+            Ok(Status::Partial) => Ref::More,
+            Err(_) => Ref::Bad,
+        }
+    }
+
+    /// The reference's reading of a connection's bytes: its whole
+    /// responses, then how it ends.
+    fn reference_all(b: &[u8], head: bool) -> (Vec<Framed>, Ref) {
+        let (mut done, mut at) = (Vec::new(), 0);
+        loop {
+            match reference(&b[at..], head) {
+                Ref::Whole(n, code, close) => {
+                    done.push((code, close, n));
+                    at += n;
+                    if at == b.len() {
+                        return (done, Ref::More);
+                    }
+                }
+                end => return (done, end),
+            }
+        }
+    }
+
+    fn pipeline() -> impl Strategy<Value = Vec<Response>> {
+        (prop::collection::vec(response(false), 0..3), response(true)).prop_map(|(mut v, last)| {
+            v.push(last);
+            v
+        })
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        /// A pipeline of responses, in reads cut anywhere: each whole one
+        /// framed to its length with its status and close; a body that
+        /// runs to the close waits for it.
+        #[test]
+        fn responses_round_trip_in_pipelines_at_any_cuts(
+            rs in pipeline(),
+            head in any::<bool>(),
+            cuts in prop::collection::vec(any::<Index>(), 0..8),
+        ) {
+            let mut bytes = Vec::new();
+            let mut want = Vec::new();
+            for r in &rs {
+                let from = bytes.len();
+                r.encode(&mut bytes, head);
+                let (code, close, whole) = r.expect(head);
+                if whole {
+                    // Interim responses are skipped: they count in the length.
+                    want.push((code, close, bytes.len() - from));
+                }
+            }
+            let (done, cur) = feed_all(&bytes, &cut_points(&cuts, bytes.len()), head);
+            prop_assert_eq!(&done, &want, "{}", bytes.escape_ascii());
+            prop_assert_eq!(&reference_all(&bytes, head).0, &want);
+            let cur = cur.unwrap();
+            let last = rs.last().unwrap().expect(head);
+            prop_assert_eq!(cur.ends_at_eof(), !last.2);
+            if !last.2 {
+                prop_assert_eq!((cur.status(), cur.closes()), (last.0, true));
+            }
+        }
+
+        /// Mutated pipelines: the same verdict in one read and in reads
+        /// cut anywhere (responses, then an error of the protocol class or
+        /// more to come); a whole response is never empty.
+        #[test]
+        fn mutated_responses_read_alike_at_any_cuts(
+            rs in pipeline(),
+            head in any::<bool>(),
+            ms in hostile::mutations(),
+            cuts in prop::collection::vec(any::<Index>(), 1..8),
+        ) {
+            let mut bytes = Vec::new();
+            for r in &rs {
+                r.encode(&mut bytes, head);
+            }
+            let bad = hostile::mutate(&bytes, &ms);
+            let (done, end) = feed_all(&bad, &[], head);
+            let (done_cut, end_cut) = feed_all(&bad, &cut_points(&cuts, bad.len()), head);
+            prop_assert_eq!(&done, &done_cut, "{}", bad.escape_ascii());
+            let (ref_done, ref_end) = reference_all(&bad, head);
+            prop_assert_eq!(&done, &ref_done, "{}", bad.escape_ascii());
+            match (end, end_cut) {
+                (Err(a), Err(b)) => {
+                    prop_assert_eq!(a, b);
+                    prop_assert_eq!(a, Step::Error(ErrorClass::Protocol));
+                    prop_assert_eq!(ref_end, Ref::Bad);
+                }
+                (Ok(a), Ok(b)) => {
+                    prop_assert_eq!(a.ends_at_eof(), b.ends_at_eof());
+                    let want = if a.ends_at_eof() { Ref::UntilClose(a.status()) } else { Ref::More };
+                    prop_assert_eq!(ref_end, want, "{}", bad.escape_ascii());
+                }
+                (a, b) => prop_assert!(false, "{:?} whole, {:?} cut", a.err(), b.err()),
+            }
+        }
+    }
 }

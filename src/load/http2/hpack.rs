@@ -415,4 +415,8 @@ pub fn put_field(out: &mut Vec<u8>, name: &str, value: &str) {
 
 #[cfg(test)]
 #[path = "hpack_tests.rs"]
-pub(super) mod tests;
+mod tests;
+
+#[cfg(test)]
+#[path = "hpack_props.rs"]
+mod props;

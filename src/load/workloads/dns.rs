@@ -108,7 +108,10 @@ fn skip_name(m: &[u8], mut i: usize) -> Option<usize> {
 /// The end of the question section of `m` (after its QDCOUNT questions),
 /// or None when it runs past the message.
 pub fn questions_end(m: &[u8]) -> Option<usize> {
-    let n = u16::from_be_bytes([*m.get(4)?, *m.get(5)?]);
+    if m.len() < HEADER {
+        return None;
+    }
+    let n = u16::from_be_bytes([m[4], m[5]]);
     let mut i = HEADER;
     for _ in 0..n {
         i = skip_name(m, i)? + 4;
@@ -123,7 +126,9 @@ pub fn questions_end(m: &[u8]) -> Option<usize> {
 /// same QDCOUNT and, question by question, the same QNAME (labels compared
 /// without regard to ASCII case, as servers may echo a name's case
 /// differently, e.g. under 0x20 randomisation), QTYPE and QCLASS. A query's
-/// names are never compressed, so neither may the echo's be.
+/// names are never compressed, so neither may the echo's be; a query that
+/// holds a compression pointer anyway (`--request` takes any bytes) is
+/// echoed by the same two bytes.
 pub fn echoes_question(q: &[u8], r: &[u8]) -> bool {
     if q.get(4..6) != r.get(4..6) {
         return false;
@@ -131,29 +136,44 @@ pub fn echoes_question(q: &[u8], r: &[u8]) -> bool {
     let Some(end) = questions_end(q) else {
         return false;
     };
-    let Some(theirs) = r.get(HEADER..end) else {
+    if r.len() < end {
         return false;
+    }
+    // Walk the query's questions as `questions_end` did: label lengths,
+    // pointers, type and class bytes compare exactly, label bytes without
+    // case. Every range lies within `end` (checked again by `get`).
+    let same = |i: usize, n: usize, fold: bool| match (q.get(i..i + n), r.get(i..i + n)) {
+        (Some(a), Some(b)) if fold => a.eq_ignore_ascii_case(b),
+        (Some(a), Some(b)) => a == b,
+        _ => false,
     };
-    let ours = &q[HEADER..end];
-    // Walk the query's structure: label lengths and the type and class
-    // bytes compare exactly, label bytes without case.
-    let mut i = 0;
-    while i < ours.len() {
-        let len = usize::from(ours[i]);
-        if theirs[i] != ours[i] {
+    let mut i = HEADER;
+    while i < end {
+        let len = q[i];
+        if !same(i, 1, false) {
             return false;
         }
-        i += 1;
-        if len == 0 {
-            if ours[i..i + 4] != theirs[i..i + 4] {
-                return false;
+        match len & 0xc0 {
+            0x00 if len == 0 => {
+                if !same(i + 1, 4, false) {
+                    return false;
+                }
+                i += 5;
             }
-            i += 4;
-        } else {
-            if !ours[i..i + len].eq_ignore_ascii_case(&theirs[i..i + len]) {
-                return false;
+            0x00 => {
+                if !same(i + 1, usize::from(len), true) {
+                    return false;
+                }
+                i += 1 + usize::from(len);
             }
-            i += len;
+            _ => {
+                // A pointer (the only other kind questions_end lets
+                // through) ends the name; then type and class.
+                if !same(i + 1, 5, false) {
+                    return false;
+                }
+                i += 6;
+            }
         }
     }
     true
@@ -179,7 +199,7 @@ pub fn has_answer(r: &[u8]) -> bool {
 /// The first question of a DNS message: its type and name, when the
 /// message has one that can be read (no compression in a query).
 pub fn question(q: &[u8]) -> Option<String> {
-    if u16::from_be_bytes([q[4], q[5]]) == 0 {
+    if u16::from_be_bytes([*q.get(4)?, *q.get(5)?]) == 0 {
         return None;
     }
     let mut i = HEADER;
@@ -310,5 +330,197 @@ mod tests {
         assert_eq!(rcode_name(3), "NXDOMAIN");
         assert_eq!(rcode_name(5), "REFUSED");
         assert_eq!(rcode_name(9), "rcode 9");
+    }
+
+    // Property tests: queries of one or more questions and replies that
+    // echo them (in any case) with answer records, from a reference
+    // encoder; mutated messages on either side never panic a reader.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    /// A question: labels (1 to 63 bytes each), QTYPE, QCLASS.
+    #[derive(Clone, Debug)]
+    struct Question {
+        labels: Vec<Vec<u8>>,
+        qtype: u16,
+        qclass: u16,
+    }
+
+    fn questions() -> impl Strategy<Value = Vec<Question>> {
+        let label = prop::collection::vec(any::<u8>(), 1..=63);
+        let q = (
+            prop::collection::vec(label, 0..4),
+            any::<u16>(),
+            any::<u16>(),
+        )
+            .prop_map(|(labels, qtype, qclass)| Question {
+                labels,
+                qtype,
+                qclass,
+            });
+        prop::collection::vec(q, 1..3)
+    }
+
+    fn put_question(m: &mut Vec<u8>, q: &Question, flip_case: bool) {
+        for l in &q.labels {
+            m.push(l.len() as u8);
+            m.extend(l.iter().map(|&b| {
+                if flip_case && b.is_ascii_alphabetic() {
+                    b ^ 0x20
+                } else {
+                    b
+                }
+            }));
+        }
+        m.push(0);
+        m.extend_from_slice(&q.qtype.to_be_bytes());
+        m.extend_from_slice(&q.qclass.to_be_bytes());
+    }
+
+    fn message(id: u16, flags: u16, qs: &[Question], flip_case: bool) -> Vec<u8> {
+        let mut m = Vec::new();
+        for v in [id, flags, qs.len() as u16, 0, 0, 0] {
+            m.extend_from_slice(&v.to_be_bytes());
+        }
+        for q in qs {
+            put_question(&mut m, q, flip_case);
+        }
+        m
+    }
+
+    /// A reply to `qs` with `answers` records (owner name a pointer to
+    /// the first question, or written out), each with its RDATA.
+    fn reply(qs: &[Question], answers: &[(bool, Vec<u8>)], flip_case: bool) -> Vec<u8> {
+        let mut r = message(0xabcd, 0x8180, qs, flip_case);
+        r[6..8].copy_from_slice(&(answers.len() as u16).to_be_bytes());
+        for (pointer, rdata) in answers {
+            if *pointer {
+                r.extend_from_slice(&[0xc0, 0x0c]);
+            } else {
+                r.extend_from_slice(&[3, b'w', b'w', b'w', 0]);
+            }
+            r.extend_from_slice(&[0, 1, 0, 1, 0, 0, 0, 60]);
+            r.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+            r.extend_from_slice(rdata);
+        }
+        r
+    }
+
+    fn answers() -> impl Strategy<Value = Vec<(bool, Vec<u8>)>> {
+        prop::collection::vec(
+            (any::<bool>(), prop::collection::vec(any::<u8>(), 0..20)),
+            0..3,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        /// The question section ends where the encoder put its end; a
+        /// reply echoing it in any case echoes it, one asking anything
+        /// else does not; records are found when there are some; the
+        /// first question is named.
+        #[test]
+        fn queries_and_replies_read_as_encoded(
+            qs in questions(),
+            ans in answers(),
+            flip in any::<bool>(),
+            other in questions(),
+        ) {
+            let q = message(0x1234, 0x0100, &qs, false);
+            prop_assert_eq!(questions_end(&q), Some(q.len()));
+            let r = reply(&qs, &ans, flip);
+            prop_assert!(echoes_question(&q, &r));
+            prop_assert_eq!(has_answer(&r), !ans.is_empty());
+            let r2 = reply(&other, &ans, false);
+            let same = qs.len() == other.len() && qs.iter().zip(&other).all(|(a, b)| {
+                a.qtype == b.qtype && a.qclass == b.qclass && a.labels.len() == b.labels.len()
+                    && a.labels.iter().zip(&b.labels).all(|(x, y)| x.eq_ignore_ascii_case(y))
+            });
+            prop_assert_eq!(echoes_question(&q, &r2), same);
+            let first = &qs[0];
+            let name = if first.labels.is_empty() {
+                ".".to_string()
+            } else {
+                first.labels.iter().map(|l| String::from_utf8_lossy(l)).collect::<Vec<_>>().join(".")
+            };
+            prop_assert_eq!(question(&q), Some(format!("{} {name}", qtype_name(first.qtype))));
+        }
+
+        /// A reply whose question differs from the query's in one byte
+        /// (a label byte other than by case, a length, type or class)
+        /// does not echo it.
+        #[test]
+        fn a_reply_one_byte_off_does_not_echo(
+            qs in questions(),
+            at in any::<proptest::sample::Index>(),
+            x in 1..=255u8,
+        ) {
+            let q = message(0x1234, 0x0100, &qs, false);
+            let mut r = reply(&qs, &[], true);
+            let i = HEADER + at.index(q.len() - HEADER);
+            r[i] ^= x;
+            // A letter changed in case only still echoes (the reply
+            // already flips every letter's case).
+            prop_assume!(!(q[i].is_ascii_alphabetic() && r[i].eq_ignore_ascii_case(&q[i])));
+            prop_assert!(!echoes_question(&q, &r), "byte {} {:02x} -> {:02x}", i, q[i], r[i]);
+        }
+
+        /// Mutated queries and replies (and any bytes) in every reader,
+        /// on both sides of the comparison: an answer, never a panic; an
+        /// echo is never claimed for a reply shorter than the question.
+        #[test]
+        fn mutated_messages_never_panic_a_reader(
+            qs in questions(),
+            ans in answers(),
+            ms in hostile::mutations(),
+            mq in hostile::mutations(),
+            noise in prop::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let q = message(1, 0x0100, &qs, false);
+            let r = reply(&qs, &ans, false);
+            let bad_r = hostile::mutate(&r, &ms);
+            let bad_q = hostile::mutate(&q, &mq);
+            for m in [&bad_r, &bad_q, &noise] {
+                if let Some(end) = questions_end(m) {
+                    prop_assert!(end <= m.len());
+                }
+                let _ = has_answer(m);
+                let _ = question(m);
+            }
+            for (a, b) in [(&q, &bad_r), (&bad_q, &r), (&bad_q, &bad_r), (&noise, &r), (&q, &noise)] {
+                if echoes_question(a, b) {
+                    prop_assert!(b.len() >= questions_end(a).unwrap());
+                }
+            }
+        }
+    }
+
+    /// A query whose question is a compression pointer (found by the
+    /// properties above: the walk indexed past the question). Echoed by
+    /// the same pointer, it matches; by another, it does not.
+    #[test]
+    fn a_compressed_query_is_compared_by_its_pointer() {
+        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        q.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1]);
+        let mut r = q.clone();
+        r[2] |= 0x80;
+        assert!(echoes_question(&q, &r));
+        r[13] = 0x0d;
+        assert!(!echoes_question(&q, &r));
+        assert_eq!(question(&q), None);
+        assert_eq!(question(&q[..5]), None);
+    }
+
+    /// Found by the properties above: a message cut inside its header
+    /// with QDCOUNT 0 had its question section "end" at byte 12, past
+    /// its own end (and the comparison then sliced the query there).
+    #[test]
+    fn a_message_shorter_than_its_header_has_no_question_section() {
+        let q = [0x12, 0x34, 0x01, 0x00, 0, 0, 0];
+        assert_eq!(questions_end(&q), None);
+        assert!(!echoes_question(&q, &q));
+        assert!(!has_answer(&q));
     }
 }

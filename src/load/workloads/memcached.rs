@@ -459,7 +459,7 @@ impl McCursor {
             Kind::Retrieval if head.starts_with(b"VALUE ") && (3..=4).contains(&self.field) => {
                 match self.f3 {
                     Some(n) if n <= MAX_DATA => {
-                        self.values += 1;
+                        self.values = self.values.saturating_add(1);
                         self.state = State::Data(Block::Bytes(n));
                         Ok(None)
                     }
@@ -792,5 +792,184 @@ mod tests {
             ex.parse(&mut McCursor::default(), b"STORED\r\n", get_seq),
             Parsed::Error(ErrorClass::Protocol)
         );
+    }
+
+    // Property tests: responses from a reference model of the text
+    // protocol, for each kind of command, read whole, cut at every byte
+    // and pipelined; mutated ones read alike whatever the cuts, end on a
+    // CR LF when whole, and fail only as protocol errors.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    /// A VALUE block: key, flags, data, cas.
+    type Value = (Vec<u8>, u32, Vec<u8>, Option<u64>);
+
+    /// A response, and the command kind it answers.
+    #[derive(Clone, Debug)]
+    enum Resp {
+        /// VALUE blocks then END.
+        Values(Vec<Value>),
+        /// A one-word answer (STORED, DELETED, NOT_FOUND...).
+        Word(&'static str),
+        /// incr/decr's new value.
+        Number(u64),
+        Version(Vec<u8>),
+        ServerError(Vec<u8>),
+        ClientError(Vec<u8>),
+        Error,
+    }
+
+    /// Text without CR or LF.
+    fn message(min: usize) -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(
+            any::<u8>().prop_filter("no CR or LF", |b| *b != b'\r' && *b != b'\n'),
+            min..24,
+        )
+    }
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(0x21..0x7fu8, 1..20)
+    }
+
+    fn response() -> impl Strategy<Value = (Kind, Resp)> {
+        let values = prop::collection::vec(
+            (
+                key(),
+                any::<u32>(),
+                prop::collection::vec(any::<u8>(), 0..24),
+                any::<Option<u64>>(),
+            ),
+            0..3,
+        );
+        let failure = prop_oneof![
+            message(0).prop_map(Resp::ServerError),
+            message(0).prop_map(Resp::ClientError),
+            Just(Resp::Error),
+        ];
+        let kind = prop::sample::select(vec![
+            Kind::Retrieval,
+            Kind::Storage,
+            Kind::Delete,
+            Kind::Arith,
+            Kind::Touch,
+            Kind::Version,
+        ]);
+        let word =
+            |w: &'static [&'static str]| prop::sample::select(w.to_vec()).prop_map(Resp::Word);
+        prop_oneof![
+            values.prop_map(|v| (Kind::Retrieval, Resp::Values(v))),
+            word(&["STORED", "NOT_STORED", "EXISTS", "NOT_FOUND"]).prop_map(|r| (Kind::Storage, r)),
+            word(&["DELETED", "NOT_FOUND"]).prop_map(|r| (Kind::Delete, r)),
+            prop_oneof![
+                any::<u64>().prop_map(Resp::Number),
+                Just(Resp::Word("NOT_FOUND"))
+            ]
+            .prop_map(|r| (Kind::Arith, r)),
+            word(&["TOUCHED", "NOT_FOUND"]).prop_map(|r| (Kind::Touch, r)),
+            message(1).prop_map(|v| (Kind::Version, Resp::Version(v))),
+            (kind, failure),
+        ]
+    }
+
+    impl Resp {
+        fn encode(&self, out: &mut Vec<u8>) {
+            let line = |out: &mut Vec<u8>, parts: &[&[u8]]| {
+                out.extend_from_slice(&parts.concat());
+                out.extend_from_slice(b"\r\n");
+            };
+            match self {
+                Resp::Values(v) => {
+                    for (k, flags, data, cas) in v {
+                        let mut head = format!(" {flags} {}", data.len());
+                        if let Some(c) = cas {
+                            head += &format!(" {c}");
+                        }
+                        line(out, &[b"VALUE ", k, head.as_bytes()]);
+                        line(out, &[data]);
+                    }
+                    line(out, &[b"END"]);
+                }
+                Resp::Word(w) => line(out, &[w.as_bytes()]),
+                Resp::Number(n) => line(out, &[n.to_string().as_bytes()]),
+                Resp::Version(v) => line(out, &[b"VERSION ", v]),
+                Resp::ServerError(m) => line(out, &[b"SERVER_ERROR ", m]),
+                Resp::ClientError(m) => line(out, &[b"CLIENT_ERROR ", m]),
+                Resp::Error => line(out, &[b"ERROR"]),
+            }
+        }
+
+        fn answer(&self) -> Answer {
+            match self {
+                Resp::Values(v) => Answer {
+                    hit: Some(!v.is_empty()),
+                    error: None,
+                },
+                Resp::ServerError(_) => Answer {
+                    hit: None,
+                    error: Some(ErrorClass::ServerError),
+                },
+                Resp::ClientError(_) | Resp::Error => Answer {
+                    hit: None,
+                    error: Some(ErrorClass::ClientError),
+                },
+                _ => OK,
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        /// Each response reads whole to its length and answer at any cut,
+        /// and a pipeline of them ends where each does.
+        #[test]
+        fn responses_round_trip_at_every_cut_and_pipelined(rs in prop::collection::vec(response(), 1..5)) {
+            let mut all = Vec::new();
+            for (kind, r) in &rs {
+                let mut one = Vec::new();
+                r.encode(&mut one);
+                prop_assert_eq!(parse_every_way(&one, *kind), Feed::Complete(one.len(), r.answer()));
+                all.extend_from_slice(&one);
+            }
+            let mut at = 0;
+            for (kind, r) in &rs {
+                match McCursor::default().feed(&all[at..], *kind) {
+                    Feed::Complete(n, a) => {
+                        prop_assert_eq!(a, r.answer());
+                        at += n;
+                    }
+                    other => prop_assert!(false, "{:?} at {}", other, at),
+                }
+            }
+            prop_assert_eq!(at, all.len());
+        }
+
+        /// Mutated responses, read as any kind: the same verdict at every
+        /// cut; a whole one ends on CR LF; errors are protocol errors.
+        #[test]
+        fn mutated_responses_read_alike_and_fail_as_protocol_errors(
+            (kind, r) in response(),
+            as_kind in prop::sample::select(vec![Kind::Retrieval, Kind::Storage, Kind::Arith, Kind::Version]),
+            ms in hostile::mutations(),
+        ) {
+            let mut one = Vec::new();
+            r.encode(&mut one);
+            let bad = hostile::mutate(&one, &ms);
+            for k in [kind, as_kind] {
+                match parse_every_way(&bad, k) {
+                    Feed::Complete(n, a) => {
+                        prop_assert!(n >= 2 && n <= bad.len());
+                        prop_assert_eq!(&bad[n - 2..n], b"\r\n");
+                        prop_assert!(matches!(
+                            a.error,
+                            None | Some(ErrorClass::ServerError | ErrorClass::ClientError)
+                        ));
+                    }
+                    Feed::Partial => {}
+                    Feed::Error(class) => prop_assert_eq!(class, ErrorClass::Protocol),
+                }
+            }
+        }
     }
 }

@@ -891,4 +891,253 @@ mod tests {
         // A SET answered by a bulk string is no lookup.
         assert_eq!(out(b"$1\r\nx\r\n", 3).hit, None);
     }
+
+    // Property tests: replies from a reference model of RESP2, encoded,
+    // read whole, cut at every byte and pipelined; mutated replies read
+    // as a recursive reference reader of the same grammar reads them.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    /// A RESP2 value.
+    #[derive(Clone, Debug)]
+    enum Value {
+        Simple(Vec<u8>),
+        Error(Vec<u8>),
+        Int(i64),
+        Bulk(Vec<u8>),
+        NullBulk,
+        NullArray,
+        Array(Vec<Value>),
+    }
+
+    /// Bytes of a simple line: anything but CR and LF.
+    fn line() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(
+            any::<u8>().prop_filter("no CR or LF", |b| *b != b'\r' && *b != b'\n'),
+            0..24,
+        )
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            line().prop_map(Value::Simple),
+            line().prop_map(Value::Error),
+            any::<i64>().prop_map(Value::Int),
+            prop::collection::vec(any::<u8>(), 0..32).prop_map(Value::Bulk),
+            Just(Value::NullBulk),
+            Just(Value::NullArray),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop::collection::vec(inner, 0..6).prop_map(Value::Array)
+        })
+    }
+
+    impl Value {
+        fn encode(&self, out: &mut Vec<u8>) {
+            match self {
+                Value::Simple(s) | Value::Error(s) => {
+                    out.push(if matches!(self, Value::Simple(_)) {
+                        b'+'
+                    } else {
+                        b'-'
+                    });
+                    out.extend_from_slice(s);
+                    out.extend_from_slice(b"\r\n");
+                }
+                Value::Int(i) => out.extend_from_slice(format!(":{i}\r\n").as_bytes()),
+                Value::Bulk(b) => {
+                    out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
+                    out.extend_from_slice(b);
+                    out.extend_from_slice(b"\r\n");
+                }
+                Value::NullBulk => out.extend_from_slice(b"$-1\r\n"),
+                Value::NullArray => out.extend_from_slice(b"*-1\r\n"),
+                Value::Array(v) => {
+                    out.extend_from_slice(format!("*{}\r\n", v.len()).as_bytes());
+                    for e in v {
+                        e.encode(out);
+                    }
+                }
+            }
+        }
+
+        /// What the reply is as a whole.
+        fn reply(&self) -> Reply {
+            match self {
+                Value::Error(_) => Reply::Error,
+                Value::Bulk(_) => Reply::Bulk,
+                Value::NullBulk | Value::NullArray => Reply::Null,
+                _ => Reply::Plain,
+            }
+        }
+    }
+
+    /// RESP2 read by recursive descent, with the cursor's bounds: Ok(Some)
+    /// a whole reply and its length, Ok(None) the bytes end first, Err
+    /// anything else.
+    fn reference(b: &[u8]) -> Result<Option<(usize, Reply)>, ()> {
+        /// A header line's number: Ok(None) when the bytes end first.
+        fn number(b: &[u8], p: &mut usize) -> Result<Option<(bool, u64)>, ()> {
+            let (mut neg, mut num, mut digits) = (false, 0u64, 0);
+            loop {
+                let Some(&c) = b.get(*p) else { return Ok(None) };
+                *p += 1;
+                match c {
+                    b'-' if digits == 0 && !neg => neg = true,
+                    b'0'..=b'9' => {
+                        num = num
+                            .checked_mul(10)
+                            .and_then(|n| n.checked_add(u64::from(c - b'0')))
+                            .ok_or(())?;
+                        digits += 1;
+                    }
+                    b'\r' if digits > 0 => break,
+                    _ => return Err(()),
+                }
+            }
+            match b.get(*p) {
+                None => Ok(None),
+                Some(b'\n') => {
+                    *p += 1;
+                    Ok(Some((neg, num)))
+                }
+                Some(_) => Err(()),
+            }
+        }
+        /// One element at `depth` enclosing arrays: Ok(Some(kind)).
+        fn element(b: &[u8], p: &mut usize, depth: usize) -> Result<Option<Reply>, ()> {
+            let Some(&t) = b.get(*p) else { return Ok(None) };
+            *p += 1;
+            match t {
+                b'+' | b'-' => {
+                    let start = *p;
+                    loop {
+                        if *p - start > MAX_LINE as usize {
+                            return Err(());
+                        }
+                        let Some(&c) = b.get(*p) else { return Ok(None) };
+                        *p += 1;
+                        match c {
+                            b'\n' => return Err(()),
+                            b'\r' => break,
+                            _ => {}
+                        }
+                    }
+                    match b.get(*p) {
+                        None => Ok(None),
+                        Some(b'\n') => {
+                            *p += 1;
+                            Ok(Some(if t == b'-' {
+                                Reply::Error
+                            } else {
+                                Reply::Plain
+                            }))
+                        }
+                        Some(_) => Err(()),
+                    }
+                }
+                b':' => Ok(number(b, p)?.map(|_| Reply::Plain)),
+                b'$' | b'*' => {
+                    let Some((neg, n)) = number(b, p)? else {
+                        return Ok(None);
+                    };
+                    if neg {
+                        return if n == 1 {
+                            Ok(Some(Reply::Null))
+                        } else {
+                            Err(())
+                        };
+                    }
+                    if t == b'$' {
+                        if n > MAX_BULK {
+                            return Err(());
+                        }
+                        let end = *p + n as usize;
+                        if end + 2 > b.len() {
+                            // The bytes end inside; what came of the CR LF
+                            // must be right.
+                            if end < b.len() && b[end] != b'\r' {
+                                return Err(());
+                            }
+                            return Ok(None);
+                        }
+                        if &b[end..end + 2] != b"\r\n" {
+                            return Err(());
+                        }
+                        *p = end + 2;
+                        return Ok(Some(Reply::Bulk));
+                    }
+                    if n > MAX_ARRAY {
+                        return Err(());
+                    }
+                    if n > 0 && depth == MAX_DEPTH {
+                        return Err(());
+                    }
+                    for _ in 0..n {
+                        if element(b, p, depth + 1)?.is_none() {
+                            return Ok(None);
+                        }
+                    }
+                    Ok(Some(Reply::Plain))
+                }
+                _ => Err(()),
+            }
+        }
+        let mut p = 0;
+        Ok(element(b, &mut p, 0)?.map(|r| (p, r)))
+    }
+
+    fn verdict(f: Feed) -> Result<Option<(usize, Reply)>, ()> {
+        match f {
+            Feed::Complete(n, r) => Ok(Some((n, r))),
+            Feed::Partial => Ok(None),
+            Feed::Error(ErrorClass::Protocol) => Err(()),
+            Feed::Error(other) => panic!("an error of another class: {other:?}"),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        /// A reply reads whole to its length and kind, at any cut, and
+        /// several in one read end where each does.
+        #[test]
+        fn replies_round_trip_at_every_cut_and_pipelined(vs in prop::collection::vec(value(), 1..5)) {
+            let mut all = Vec::new();
+            for v in &vs {
+                let mut one = Vec::new();
+                v.encode(&mut one);
+                prop_assert_eq!(parse_every_way(&one), Feed::Complete(one.len(), v.reply()));
+                prop_assert_eq!(reference(&one), Ok(Some((one.len(), v.reply()))));
+                all.extend_from_slice(&one);
+            }
+            let mut at = 0;
+            for v in &vs {
+                match RespCursor::default().feed(&all[at..]) {
+                    Feed::Complete(n, r) => {
+                        prop_assert_eq!(r, v.reply());
+                        at += n;
+                    }
+                    other => prop_assert!(false, "{:?} at {}", other, at),
+                }
+            }
+            prop_assert_eq!(at, all.len());
+        }
+
+        /// Mutated replies: the cursor says what the reference reader
+        /// says (a reply and its length, more to come, or a protocol
+        /// error), whatever the reads cut them into.
+        #[test]
+        fn mutated_replies_read_as_the_reference_reads_them(
+            v in value(),
+            ms in hostile::mutations(),
+        ) {
+            let mut one = Vec::new();
+            v.encode(&mut one);
+            let bad = hostile::mutate(&one, &ms);
+            let got = parse_every_way(&bad);
+            prop_assert_eq!(verdict(got), reference(&bad), "{:?}", String::from_utf8_lossy(&bad));
+        }
+    }
 }

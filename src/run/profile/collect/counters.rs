@@ -427,4 +427,58 @@ TcpExt: Last
         let e = snapshot(i32::MAX).unwrap_err();
         assert!(e.contains("has exited"), "{e}");
     }
+
+    // Property tests: /proc/net/snmp6 and /proc/net/softnet_stat written
+    // from a model parse back to their counters (softnet summed over the
+    // CPUs); mutated files parse to counters or fewer, never a panic.
+
+    use crate::hostile;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(hostile::config(2048))]
+
+        #[test]
+        fn snmp6_and_softnet_round_trip_and_mutations_never_panic(
+            six in prop::collection::vec(
+                (prop::sample::select(vec!["Ip6", "Icmp6", "Udp6", "UdpLite6"]),
+                 prop::collection::vec(prop::char::range('A', 'Z'), 1..10),
+                 any::<u64>(),
+                 1..30usize),
+                0..6,
+            ),
+            cpus in prop::collection::vec(prop::collection::vec(any::<u32>(), 3..14), 0..5),
+            ms in hostile::mutations(),
+        ) {
+            let mut t = String::new();
+            let mut want = Vec::new();
+            for (group, field, v, pad) in &six {
+                let field: String = field.iter().collect();
+                t += &format!("{group}{field}{}{v}\n", " ".repeat(*pad));
+                want.push((format!("{group}.{field}"), *v));
+            }
+            prop_assert_eq!(parse_snmp6(&t), want);
+            let _ = parse_snmp6(&hostile::mutate_text(&t, &ms));
+            let mut soft = String::new();
+            let mut sums = [0u64; 3];
+            for cols in &cpus {
+                let line: Vec<String> = cols.iter().map(|c| format!("{c:08x}")).collect();
+                soft += &line.join(" ");
+                soft += "\n";
+                for (s, c) in sums.iter_mut().zip(cols) {
+                    *s += u64::from(*c);
+                }
+            }
+            let got = parse_softnet(&soft);
+            if cpus.is_empty() {
+                prop_assert!(got.is_empty());
+            } else {
+                let names = ["softnet.processed", "softnet.dropped", "softnet.time_squeeze"];
+                let want: Vec<(String, u64)> =
+                    names.iter().zip(sums).map(|(n, v)| (n.to_string(), v)).collect();
+                prop_assert_eq!(got, want);
+            }
+            let _ = parse_softnet(&hostile::mutate_text(&soft, &ms));
+        }
+    }
 }
