@@ -219,11 +219,15 @@ pub struct RespCursor {
     line: u32,
     /// What the top-level reply is, once its type byte is read.
     reply: Reply,
-    /// The reply opened with an attribute: its last element (depth 1, one
-    /// left) is the top-level reply.
-    attributed: bool,
+    /// The depth of the top-level reply's element: 0, or, when the reply
+    /// opens with attributes, the depth inside the innermost of them
+    /// (whose last element is the one annotated).
+    top_depth: u8,
     /// The line being read is RESP3's null (`_`), which must be empty.
     null_line: bool,
+    /// The header being read may be RESP2's null (`$-1`, `*-1`): RESP3's
+    /// own lengths are never negative.
+    nullable: bool,
     /// Any byte of the reply consumed.
     started: bool,
 }
@@ -237,7 +241,8 @@ impl RespCursor {
     /// True when the element about to be read is the top-level reply: at
     /// depth 0, or the element an opening attribute annotates.
     fn at_top(&self) -> bool {
-        self.depth == 0 || (self.attributed && self.depth == 1 && self.stack[0] == 1)
+        let d = self.top_depth;
+        self.depth == d && (d == 0 || self.stack[d as usize - 1] == 1)
     }
 
     /// Consumes `data`, the next bytes of the reply; stops at its end.
@@ -279,6 +284,7 @@ impl RespCursor {
                         _ => State::Number(head),
                     };
                     self.null_line = head == Head::Null;
+                    self.nullable = matches!(data[i - 1], b'$' | b'*');
                 }
                 State::Simple => {
                     let rest = &data[i..];
@@ -369,7 +375,7 @@ impl RespCursor {
                 Ok(true)
             }
             Head::Bulk | Head::Array | Head::Map | Head::Attribute if self.neg => {
-                if self.num != 1 {
+                if self.num != 1 || !self.nullable {
                     return Err(ErrorClass::Protocol);
                 }
                 if top {
@@ -405,8 +411,8 @@ impl RespCursor {
                 if self.depth as usize == MAX_DEPTH {
                     return Err(ErrorClass::Protocol);
                 }
-                if head == Head::Attribute && self.depth == 0 {
-                    self.attributed = true;
+                if head == Head::Attribute && top {
+                    self.top_depth = self.depth + 1;
                 }
                 self.stack[self.depth as usize] = elements as u32;
                 self.depth += 1;
@@ -899,7 +905,7 @@ mod tests {
     use crate::hostile;
     use proptest::prelude::*;
 
-    /// A RESP2 value.
+    /// A RESP2 or RESP3 value.
     #[derive(Clone, Debug)]
     enum Value {
         Simple(Vec<u8>),
@@ -909,6 +915,16 @@ mod tests {
         NullBulk,
         NullArray,
         Array(Vec<Value>),
+        /// RESP3: `_`.
+        Null,
+        /// RESP3's line types: `#`, `,`, `(` with their line.
+        Line(u8, Vec<u8>),
+        /// RESP3: `!` (an error) or `=` (verbatim) with their bytes.
+        Blob(u8, Vec<u8>),
+        /// RESP3: `~` (a set) or `%` (a map: pairs, flattened here).
+        Aggregate(u8, Vec<Value>),
+        /// RESP3: `|`, its pairs (flattened), then the element they annotate.
+        Attribute(Vec<Value>, Box<Value>),
     }
 
     /// Bytes of a simple line: anything but CR and LF.
@@ -927,9 +943,30 @@ mod tests {
             prop::collection::vec(any::<u8>(), 0..32).prop_map(Value::Bulk),
             Just(Value::NullBulk),
             Just(Value::NullArray),
+            Just(Value::Null),
+            (prop::sample::select(vec![b'#', b',', b'(']), line())
+                .prop_map(|(t, l)| Value::Line(t, l)),
+            (
+                prop::sample::select(vec![b'!', b'=']),
+                prop::collection::vec(any::<u8>(), 0..32)
+            )
+                .prop_map(|(t, b)| Value::Blob(t, b)),
         ];
         leaf.prop_recursive(4, 40, 6, |inner| {
-            prop::collection::vec(inner, 0..6).prop_map(Value::Array)
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(inner.clone(), 0..6).prop_map(|v| Value::Aggregate(b'~', v)),
+                prop::collection::vec(inner.clone(), 0..3).prop_map(|v| {
+                    let mut flat = v.clone();
+                    flat.extend(v);
+                    Value::Aggregate(b'%', flat)
+                }),
+                (prop::collection::vec(inner.clone(), 0..2), inner).prop_map(|(v, e)| {
+                    let mut flat = v.clone();
+                    flat.extend(v);
+                    Value::Attribute(flat, Box::new(e))
+                }),
+            ]
         })
     }
 
@@ -959,21 +996,47 @@ mod tests {
                         e.encode(out);
                     }
                 }
+                Value::Null => out.extend_from_slice(b"_\r\n"),
+                Value::Line(t, l) => {
+                    out.push(*t);
+                    out.extend_from_slice(l);
+                    out.extend_from_slice(b"\r\n");
+                }
+                Value::Blob(t, b) => {
+                    out.extend_from_slice(format!("{}{}\r\n", *t as char, b.len()).as_bytes());
+                    out.extend_from_slice(b);
+                    out.extend_from_slice(b"\r\n");
+                }
+                Value::Aggregate(t, v) => {
+                    let n = if *t == b'%' { v.len() / 2 } else { v.len() };
+                    out.extend_from_slice(format!("{}{n}\r\n", *t as char).as_bytes());
+                    for e in v {
+                        e.encode(out);
+                    }
+                }
+                Value::Attribute(v, e) => {
+                    out.extend_from_slice(format!("|{}\r\n", v.len() / 2).as_bytes());
+                    for x in v {
+                        x.encode(out);
+                    }
+                    e.encode(out);
+                }
             }
         }
 
         /// What the reply is as a whole.
         fn reply(&self) -> Reply {
             match self {
-                Value::Error(_) => Reply::Error,
-                Value::Bulk(_) => Reply::Bulk,
-                Value::NullBulk | Value::NullArray => Reply::Null,
+                Value::Error(_) | Value::Blob(b'!', _) => Reply::Error,
+                Value::Bulk(_) | Value::Blob(..) => Reply::Bulk,
+                Value::NullBulk | Value::NullArray | Value::Null => Reply::Null,
+                Value::Attribute(_, e) => e.reply(),
                 _ => Reply::Plain,
             }
         }
     }
 
-    /// RESP2 read by recursive descent, with the cursor's bounds: Ok(Some)
+    /// RESP2 and RESP3 read by recursive descent, with the cursor's bounds: Ok(Some)
     /// a whole reply and its length, Ok(None) the bytes end first, Err
     /// anything else.
     fn reference(b: &[u8]) -> Result<Option<(usize, Reply)>, ()> {
@@ -1010,7 +1073,7 @@ mod tests {
             let Some(&t) = b.get(*p) else { return Ok(None) };
             *p += 1;
             match t {
-                b'+' | b'-' => {
+                b'+' | b'-' | b'#' | b',' | b'(' | b'_' => {
                     let start = *p;
                     loop {
                         if *p - start > MAX_LINE as usize {
@@ -1024,32 +1087,36 @@ mod tests {
                             _ => {}
                         }
                     }
+                    // `_`'s line is empty.
+                    if t == b'_' && *p - start > 1 {
+                        return Err(());
+                    }
                     match b.get(*p) {
                         None => Ok(None),
                         Some(b'\n') => {
                             *p += 1;
-                            Ok(Some(if t == b'-' {
-                                Reply::Error
-                            } else {
-                                Reply::Plain
+                            Ok(Some(match t {
+                                b'-' => Reply::Error,
+                                b'_' => Reply::Null,
+                                _ => Reply::Plain,
                             }))
                         }
                         Some(_) => Err(()),
                     }
                 }
                 b':' => Ok(number(b, p)?.map(|_| Reply::Plain)),
-                b'$' | b'*' => {
+                b'$' | b'*' | b'!' | b'=' | b'~' | b'%' | b'|' => {
                     let Some((neg, n)) = number(b, p)? else {
                         return Ok(None);
                     };
                     if neg {
-                        return if n == 1 {
+                        return if n == 1 && (t == b'$' || t == b'*') {
                             Ok(Some(Reply::Null))
                         } else {
                             Err(())
                         };
                     }
-                    if t == b'$' {
+                    if matches!(t, b'$' | b'!' | b'=') {
                         if n > MAX_BULK {
                             return Err(());
                         }
@@ -1066,20 +1133,28 @@ mod tests {
                             return Err(());
                         }
                         *p = end + 2;
-                        return Ok(Some(Reply::Bulk));
+                        return Ok(Some(if t == b'!' { Reply::Error } else { Reply::Bulk }));
                     }
+                    let n = match t {
+                        b'%' => n.checked_mul(2).ok_or(())?,
+                        b'|' => n.checked_mul(2).and_then(|n| n.checked_add(1)).ok_or(())?,
+                        _ => n,
+                    };
                     if n > MAX_ARRAY {
                         return Err(());
                     }
                     if n > 0 && depth == MAX_DEPTH {
                         return Err(());
                     }
+                    let mut last = Reply::Plain;
                     for _ in 0..n {
-                        if element(b, p, depth + 1)?.is_none() {
-                            return Ok(None);
+                        match element(b, p, depth + 1)? {
+                            Some(r) => last = r,
+                            None => return Ok(None),
                         }
                     }
-                    Ok(Some(Reply::Plain))
+                    // An attribute's reply is the element it annotates.
+                    Ok(Some(if t == b'|' { last } else { Reply::Plain }))
                 }
                 _ => Err(()),
             }
