@@ -610,3 +610,141 @@ fn reader_resolves_super_to_siblings() {
     let p: Vec<String> = ["super", "ConnTally"].map(String::from).to_vec();
     assert_eq!(resolve(&cur, &p, &known), Some(vec!["load".to_string()]));
 }
+
+/// Top-level modules that may import `trace` besides itself: `metrics`
+/// (which reads its snapshots), and the two layers above every measuring
+/// module: `cli` (which builds the tracer's options) and `run` (whose
+/// commands drive it). The BPF plumbing other modules share is `probe`.
+const TRACE_MAY_BE_IMPORTED_BY: &[&str] = &["trace", "metrics", "cli", "run"];
+
+#[test]
+fn only_metrics_cli_and_run_import_trace() {
+    let srcs = sources();
+    let bad: Vec<String> = graph(&srcs)
+        .into_iter()
+        .filter(|((a, b), _)| {
+            b.first().map(String::as_str) == Some("trace")
+                && a.first()
+                    .is_some_and(|t| !TRACE_MAY_BE_IMPORTED_BY.contains(&t.as_str()))
+        })
+        .map(|((_, b), at)| format!("{at} imports crate::{}", b.join("::")))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "only {TRACE_MAY_BE_IMPORTED_BY:?} may import trace (the shared BPF plumbing is \
+         crate::probe):\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The library paths src/main.rs names (`sockscope::a::b`), with lines.
+fn main_paths() -> Vec<(String, usize)> {
+    let text = fs::read_to_string(src_dir().join("main.rs")).unwrap();
+    let code = strip(&text);
+    let mut out = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let mut rest = line;
+        while let Some(p) = rest.find("sockscope::") {
+            let tail = &rest[p + "sockscope::".len()..];
+            let end = tail
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '{'))
+                .unwrap_or(tail.len());
+            out.push((tail[..end].to_string(), n + 1));
+            rest = &tail[end..];
+        }
+    }
+    out
+}
+
+#[test]
+fn main_calls_only_cli_and_run() {
+    let text = fs::read_to_string(src_dir().join("main.rs")).unwrap();
+    let code = strip(&text);
+    let bad: Vec<String> = main_paths()
+        .into_iter()
+        .filter(|(p, _)| {
+            let head = p.trim_start_matches('{');
+            !(head.starts_with("cli") || head.starts_with("run"))
+        })
+        .map(|(p, n)| format!("src/main.rs:{n}: sockscope::{p}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "main.rs parses with cli and dispatches into run only:\n{}",
+        bad.join("\n")
+    );
+    // Every dispatch arm calls one run:: function.
+    let dispatch = &code[code.find("fn dispatch").expect("main.rs has dispatch")..];
+    for arm in dispatch.split("=>").skip(1) {
+        let call = arm.trim_start();
+        assert!(
+            call.starts_with("run::"),
+            "a dispatch arm of main.rs calls {:?}, not run::",
+            call.lines().next().unwrap_or("")
+        );
+    }
+}
+
+#[test]
+fn every_top_level_module_is_in_architecture_md() {
+    let lib = strip(&fs::read_to_string(src_dir().join("lib.rs")).unwrap());
+    let arch = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+        .unwrap();
+    let mut missing = Vec::new();
+    for line in lib.lines() {
+        let l = line.trim();
+        let Some(name) = l
+            .strip_prefix("pub mod ")
+            .or_else(|| l.strip_prefix("pub(crate) mod "))
+            .or_else(|| l.strip_prefix("mod "))
+            .and_then(|r| r.strip_suffix(';'))
+        else {
+            continue;
+        };
+        // Test support compiled only for unit tests.
+        if name == "hostile" {
+            continue;
+        }
+        let named = [
+            format!("`src/{name}/`"),
+            format!("`src/{name}.rs`"),
+            format!("`{name}`"),
+        ];
+        if !named.iter().any(|n| arch.contains(n.as_str())) {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "modules of lib.rs that docs/architecture.md does not name: {missing:?}"
+    );
+}
+
+#[test]
+fn every_crate_in_cargo_toml_is_in_dependencies_md() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let toml = fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let deps = fs::read_to_string(root.join("docs/dependencies.md")).unwrap();
+    let mut section = String::new();
+    let mut missing = Vec::new();
+    for line in toml.lines() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            section = l.to_string();
+            continue;
+        }
+        if !section.ends_with("dependencies]") || l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let Some(name) = l.split('=').next().map(str::trim) else {
+            continue;
+        };
+        if !deps.contains(&format!("`{name}`")) {
+            missing.push(format!("{name} ({section})"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "crates in Cargo.toml that docs/dependencies.md does not name (as `name`): {missing:?}"
+    );
+}

@@ -114,9 +114,24 @@ fn our_leaves(graph: &serde_json::Value) -> (BTreeMap<String, u64>, u64) {
 /// One function's name as both tools can spell it: perf names glibc's
 /// functions by their internal aliases from libc6-dbg (`__GI___writev`,
 /// `__GI___fstatat64`), sockscope by the exported ones (`writev`,
-/// `fstatat`): the same address.
+/// `fstatat`): the same address. The kernel's aliases (`memset`,
+/// `__memset` and `__pi_memset` at one address) are joined by their
+/// address in /proc/kallsyms: which of them each tool shows is its own
+/// choice (perf's differs between versions).
 fn comparable(name: &str) -> String {
+    static ALIASES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+    let aliases = ALIASES.get_or_init(|| {
+        kernel_aliases(&std::fs::read_to_string("/proc/kallsyms").unwrap_or_default())
+    });
+    comparable_with(name, aliases)
+}
+
+/// [`comparable`] with the kernel's aliases given.
+fn comparable_with(name: &str, kernel: &BTreeMap<String, String>) -> String {
     let n = name.strip_suffix("_[k]").unwrap_or(name);
+    if let Some(first) = kernel.get(n) {
+        return first.clone();
+    }
     match n.strip_prefix("__GI_") {
         Some(alias) => {
             let alias = alias.trim_start_matches('_');
@@ -124,6 +139,31 @@ fn comparable(name: &str) -> String {
         }
         None => n.to_string(),
     }
+}
+
+/// Every kernel function name that shares its address with another, to
+/// the first name listed at that address (kallsyms' text format:
+/// `ADDRESS TYPE NAME [MODULE]`). Addresses all zero (read without
+/// root) join nothing.
+fn kernel_aliases(kallsyms: &str) -> BTreeMap<String, String> {
+    let mut by_addr: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    for line in kallsyms.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() < 3 || !matches!(w[1], "T" | "t" | "W" | "w") {
+            continue;
+        }
+        match u64::from_str_radix(w[0], 16) {
+            Ok(a) if a != 0 => by_addr.entry(a).or_default().push(w[2]),
+            _ => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    for names in by_addr.values().filter(|n| n.len() > 1) {
+        for n in names {
+            out.entry(n.to_string()).or_insert_with(|| names[0].to_string());
+        }
+    }
+    out
 }
 
 /// Functions both tools can name: perf's `[unknown]` and sockscope's
@@ -177,7 +217,15 @@ fn shares(counts: BTreeMap<String, u64>, total: u64) -> Vec<(String, f64)> {
 }
 
 #[test]
-fn comparable_names_join_glibc_aliases_only() {
+fn comparable_names_join_glibc_and_kernel_aliases_only() {
+    let k = kernel_aliases(
+        "ffffffff821f67c0 T memset\nffffffff821f67c0 T __memset\nffffffff821f67c0 T __pi_memset\n\
+         ffffffff821f6800 T memmove\n0000000000000000 T zeroed\n0000000000000000 T also_zeroed\n",
+    );
+    assert_eq!(comparable_with("__pi_memset_[k]", &k), "memset");
+    assert_eq!(comparable_with("__memset", &k), "memset");
+    assert_eq!(comparable_with("memmove", &k), "memmove");
+    assert_eq!(comparable_with("also_zeroed", &k), "also_zeroed");
     assert_eq!(comparable("__GI___writev"), comparable("writev"));
     assert_eq!(comparable("__GI___fstatat64"), comparable("fstatat"));
     assert_eq!(comparable("tcp_ack_[k]"), comparable("tcp_ack"));
