@@ -13,34 +13,29 @@
 //! The tests take one lock: they load BPF, the SIGKILL case checks that no
 //! sockscope program is left in the kernel, and timings on a 2-core
 //! machine would not survive two of them at once. A missing peer (nginx,
-//! redis-server, memcached, python3) skips its test with a printed reason
+//! redis, memcached, python3) skips its test with a printed reason
 //! outside CI and fails it under CI=true.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::nginx::Nginx;
+use common::pyserver::PyServer;
+use common::redis::Redis;
 use common::server::Server;
 use common::*;
 use serde_json::Value;
 
 /// Every load here is bounded by -n or -d; this catches a hang.
 const LIMIT: Duration = Duration::from_secs(60);
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// One test at a time (see the module's doc).
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
@@ -241,85 +236,6 @@ fn http_turns_against_nginx_equal_its_access_log_lines_closes_included() {
     an.assert_sums_add_up();
 }
 
-/// A redis-server on a free loopback port, killed on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start(test: &str) -> Option<Self> {
-        if !require_program("redis-server", test) {
-            return None;
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting redis-server");
-        let mut r = Self { child, port };
-        let end = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(st) = r.child.try_wait().unwrap() {
-                panic!("redis-server exited ({st})");
-            }
-            assert!(Instant::now() < end, "redis did not listen on {port}");
-            thread::sleep(Duration::from_millis(20));
-        }
-        Some(r)
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// Calls of every command but INFO (the cross-check's own).
-    fn calls(&self) -> u64 {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n")
-            .unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 65536];
-        loop {
-            let n = s.read(&mut buf).unwrap();
-            assert!(n > 0, "redis closed");
-            got.extend_from_slice(&buf[..n]);
-            // A bulk string: `$N\r\n`, N bytes, CR LF.
-            if let Some(eol) = got.windows(2).position(|w| w == b"\r\n") {
-                let len: usize = std::str::from_utf8(&got[1..eol]).unwrap().parse().unwrap();
-                if got.len() >= eol + 2 + len + 2 {
-                    break;
-                }
-            }
-        }
-        String::from_utf8_lossy(&got)
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
-            .map(|l| {
-                l.split([':', ','])
-                    .find_map(|kv| kv.strip_prefix("calls="))
-                    .map_or(0, |v| v.parse::<u64>().unwrap())
-            })
-            .sum()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn redis_turns_equal_its_command_calls_and_a_pipelined_batch_is_one_turn() {
     let test = "redis_turns_equal_its_command_calls";
@@ -332,11 +248,11 @@ fn redis_turns_equal_its_command_calls_and_a_pipelined_batch_is_one_turn() {
     };
     let dir = scratch("anatomy-redis");
     let addr = redis.addr();
-    let before = redis.calls();
+    let before = redis.calls_but_info();
     let w = Window::open(&dir, redis.child.id() as i32);
     let rep = load_ok(&dir, &["redis", &addr, "-c", "2", "-n", "2000"]);
     let an = w.close();
-    let calls = redis.calls() - before;
+    let calls = redis.calls_but_info() - before;
     assert_eq!(calls, u(&rep["transactions"]), "{}", rep["errors"]);
     assert_eq!(an.turns(), calls, "{}", an.brief());
     assert_eq!(an.multiplexed(), (0, 0));
@@ -390,32 +306,14 @@ fn tcp_rr_pipelined_against_serve_echo_times_each_batch_as_one_turn() {
 }
 
 /// memcached with its UDP port on and `threads` workers, and that port.
-/// A memcached this test started, killed and reaped however the test ends
-/// (a failed assertion included).
-struct Memcached(Child);
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn memcached_udp(test: &str, threads: &str) -> Option<(Memcached, u16)> {
+fn memcached_udp(test: &str, threads: &str) -> Option<(Reaped, u16)> {
     if !require_program("memcached", test) {
         return None;
     }
     let probe = b"\x00\x01\x00\x00\x00\x01\x00\x00version\r\n";
     for _ in 0..5 {
-        let free = || {
-            UdpSocket::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        };
-        let (udp, tcp) = (free(), free());
-        let mut child = Memcached(
+        let (udp, tcp) = (ports::free_udp(), ports::free_tcp());
+        let mut child = Reaped(
             Command::new("memcached")
                 .args(["-U", &udp.to_string(), "-p", &tcp.to_string()])
                 .args(["-l", "127.0.0.1", "-u", "nobody", "-t", threads])
@@ -432,7 +330,7 @@ fn memcached_udp(test: &str, threads: &str) -> Option<(Memcached, u16)> {
         let end = Instant::now() + Duration::from_secs(10);
         let mut buf = [0u8; 2048];
         loop {
-            if child.0.try_wait().unwrap().is_some() {
+            if child.try_wait().unwrap().is_some() {
                 break; // a port taken meanwhile: another pair
             }
             assert!(Instant::now() < end, "memcached: no answer on {udp}");
@@ -460,7 +358,7 @@ fn udp_turns_against_memcached_equal_the_answered_requests() {
     };
     let dir = scratch("anatomy-udp");
     let addr = format!("127.0.0.1:{udp}");
-    let w = Window::open(&dir, mc.0.id() as i32);
+    let w = Window::open(&dir, mc.id() as i32);
     let (code, rep, err) = load_json(
         &dir,
         &[
@@ -636,12 +534,6 @@ fn a_server_pinned_beside_busy_loops_spends_its_tail_waiting_for_the_cpu() {
     assert_eq!(part, "cpu_wait_ns", "at p99: {c}");
 }
 
-/// A python3 server running `script` (which prints its port first).
-struct PyServer {
-    child: Child,
-    port: u16,
-}
-
 /// An echo server, one thread per connection, that sleeps argv[1]
 /// seconds before each read: the next request waits in the socket.
 const SLOW_READER: &str = r#"
@@ -664,37 +556,6 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
 
-impl PyServer {
-    fn start(test: &str, script: &str, arg: &str) -> Option<Self> {
-        if !require_program("python3", test) {
-            return None;
-        }
-        let mut child = Command::new("python3")
-            .args(["-c", script, arg])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting python3");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("python3 said {line:?}"));
-        Some(Self { child, port })
-    }
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_server_that_reads_slowly_spends_its_time_in_the_queue() {
     let test = "a_server_that_reads_slowly";
@@ -702,7 +563,7 @@ fn a_server_that_reads_slowly_spends_its_time_in_the_queue() {
         return;
     }
     let _one = serial();
-    let Some(srv) = PyServer::start(test, SLOW_READER, "0.002") else {
+    let Some(srv) = PyServer::start(test, "socket", SLOW_READER, &["0.002"]) else {
         return;
     };
     let dir = scratch("anatomy-slow-reader");
@@ -757,7 +618,7 @@ fn a_request_that_arrives_while_the_last_answer_is_still_being_written_is_its_ow
     let _one = serial();
     const SIZE: usize = 1 << 20;
     const REQUESTS: u64 = 20;
-    let Some(srv) = PyServer::start(test, BIG_ANSWER, &SIZE.to_string()) else {
+    let Some(srv) = PyServer::start(test, "socket", BIG_ANSWER, &[&SIZE.to_string()]) else {
         return;
     };
     let dir = scratch("anatomy-next-in-write");

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use common::Background;
 use common::cgroup::{TestCgroup, move_to};
+use common::ports;
 use common::progs::{loaded_programs, prog_ids_of, program_names_of};
-use common::prometheus::{free_port, http_get};
+use common::prometheus::http_get;
 use common::server::Server;
 use serde_json::Value;
 
@@ -108,7 +109,6 @@ fn requests_only_pid_times_every_transaction_with_no_syscall_program() {
     let dir = common::scratch("reqonly-pid");
     let json = dir.join("r.json");
     let srv = echo_server();
-    let maddr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut bg = Background::start(&[
         "trace",
         "--requests-only",
@@ -117,9 +117,10 @@ fn requests_only_pid_times_every_transaction_with_no_syscall_program() {
         "--json",
         json.to_str().unwrap(),
         "--metrics",
-        &maddr.to_string(),
+        "127.0.0.1:0",
     ]);
     bg.attached();
+    let maddr = ports::listening(&mut bg.child, Duration::from_secs(10));
     let names = program_names_of(bg.child.id());
     assert!(
         names.iter().any(|n| n == "ss_data_ready"),
@@ -152,16 +153,16 @@ fn requests_beside_a_trace_ends_on_sigint_and_exports_both_series() {
     }
     let dir = common::scratch("req-beside-metrics");
     let srv = echo_server();
-    let maddr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut bg = Background::start(&[
         "trace",
         "--requests",
         "-p",
         &srv.pid.to_string(),
         "--metrics",
-        &maddr.to_string(),
+        "127.0.0.1:0",
     ]);
     bg.attached();
+    let maddr = ports::listening(&mut bg.child, Duration::from_secs(10));
     // The anatomy starts once the tracer's window is open and takes its
     // own moment to load: its port's series says its window is open.
     let ready = Instant::now() + Duration::from_secs(30);

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::procs::processes_with;
+use common::tmpfs::Tmpfs;
 use common::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -113,49 +114,6 @@ fn a_stale_staging_directory_of_a_dead_run_is_cleaned_up_by_the_next_run_into_th
         "{:?}",
         staging_dirs(&dir, "art")
     );
-}
-
-/// A tmpfs of `size` mounted at `at`, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Self {
-        std::fs::create_dir_all(at).unwrap();
-        let st = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0755"),
-                "tmpfs",
-            ])
-            .arg(at)
-            .status()
-            .unwrap();
-        assert!(st.success(), "mounting a tmpfs at {}", at.display());
-        Self(at.to_path_buf())
-    }
-
-    /// Fills it: a file grown until ENOSPC.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
-        let chunk = vec![0u8; 4096];
-        loop {
-            match f.write(&chunk) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-                Err(e) => panic!("filling the tmpfs: {e}"),
-            }
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
 }
 
 #[test]

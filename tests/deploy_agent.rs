@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::ports;
 use common::progs::{loaded_programs, prog_ids_of};
-use common::prometheus::{free_port, http_get};
+use common::prometheus::http_get;
 use common::server::Server;
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -389,6 +390,13 @@ fn agent(maddr: SocketAddr, cwd: &Path, log: &Path) -> Child {
         .unwrap()
 }
 
+/// The agent serving on a port it chose (127.0.0.1:0), and that address.
+fn agent_on_port_0(cwd: &Path, log: &Path) -> (Child, SocketAddr) {
+    let mut child = agent("127.0.0.1:0".parse().unwrap(), cwd, log);
+    let maddr = ports::listening(&mut child, Duration::from_secs(30));
+    (child, maddr)
+}
+
 /// Stops the agent with SIGTERM; asserts it exits 0.
 fn stop(mut child: Child, log: &Path) {
     // SAFETY: signalling our own child.
@@ -470,9 +478,8 @@ fn every_metric_the_rules_and_dashboard_query_is_exported() {
     }
     let dir = common::scratch("agent-queried");
     let srv = echo_server();
-    let maddr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let log = dir.join("agent.log");
-    let child = agent(maddr, &dir, &log);
+    let (child, maddr) = agent_on_port_0(&dir, &log);
     // Served once the programs are attached and the first reading is in.
     scrape_until(maddr, |b| b.contains("sockscope_agent_series "));
     traffic(srv.addr);
@@ -502,8 +509,7 @@ fn a_killed_agent_leaves_nothing_and_its_successor_serves_at_once() {
     std::fs::create_dir(&cwd).unwrap();
     let log = dir.join("agent.log");
     let srv = echo_server();
-    let maddr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut child = agent(maddr, &cwd, &log);
+    let (mut child, maddr) = agent_on_port_0(&cwd, &log);
     scrape_until(maddr, |b| b.contains("sockscope_agent_series "));
     traffic(srv.addr);
     // Killed while serving: a scrape has just been answered and the

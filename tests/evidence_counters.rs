@@ -15,7 +15,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::netns::Netns;
@@ -218,19 +218,9 @@ fn udp_rcvbuf_errors_equal_the_loads_loss() {
     );
 }
 
-/// A process started by the test, killed on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A busy loop pinned on CPU 0.
-fn busy_loop() -> Killed {
-    Killed(
+fn busy_loop() -> Reaped {
+    Reaped(
         Command::new("taskset")
             .args(["-c", "0", "sh", "-c", "while :; do :; done"])
             .stdin(Stdio::null())

@@ -16,6 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::nginx::Nginx;
+use common::pyserver::PyServer;
 use common::*;
 use serde_json::Value;
 
@@ -607,39 +608,24 @@ s.serve_forever()
 
 /// The python3 logging server; killed on drop.
 struct LoggingServer {
-    child: std::process::Child,
-    port: u16,
+    srv: PyServer,
     log: std::path::PathBuf,
 }
 
 impl LoggingServer {
     fn start(test: &str, dir: &Path) -> Option<Self> {
-        use std::io::BufRead;
-        if !require_program("python3", test) {
-            return None;
-        }
         let log = dir.join("requests.jsonl");
-        let mut child = std::process::Command::new("python3")
-            .args(["-c", LOGGING_SERVER])
-            .arg(&log)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("starting python3");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("python3 said {line:?}"));
-        Some(Self { child, port, log })
+        let srv = PyServer::start(
+            test,
+            "http.server",
+            LOGGING_SERVER,
+            &[log.to_str().unwrap()],
+        )?;
+        Some(Self { srv, log })
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://127.0.0.1:{}{path}", self.srv.port)
     }
 
     /// The requests logged since the last call (the log is emptied; the
@@ -650,13 +636,6 @@ impl LoggingServer {
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
-    }
-}
-
-impl Drop for LoggingServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

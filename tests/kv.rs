@@ -3,7 +3,7 @@
 //! in-test servers that answer garbage or close mid-response, and with bad
 //! options. The cross-checks set the load's own counts against the
 //! servers' counters (redis `INFO commandstats`/`stats`, memcached
-//! `stats`). A missing redis-server or memcached skips a test with a
+//! `stats`). A missing redis or memcached server skips a test with a
 //! printed reason, and fails it under CI=true.
 
 mod common;
@@ -12,80 +12,49 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::redis::{Redis, field};
 use common::*;
 use serde_json::Value;
 
 /// Every load here is bounded by -n or -d; this catches a hang.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A third-party server on a free loopback port, killed on drop.
-struct Daemon {
-    child: Child,
+/// A memcached on a free loopback port (TCP only), killed on drop.
+struct Memcached {
+    _child: Reaped,
     port: u16,
 }
 
-impl Daemon {
-    /// Starts `bin` with `args(port)`, or None (the test skips) when it is
-    /// not installed; under CI=true a missing server fails the test.
-    fn start(bin: &str, args: impl Fn(&str) -> Vec<String>) -> Option<Self> {
-        if !common::require_program(bin, &format!("a test with {bin}")) {
+impl Memcached {
+    /// Started, or None (the test skips) when it is not installed; under
+    /// CI=true a missing memcached fails the test.
+    fn start() -> Option<Self> {
+        if !common::require_program("memcached", "a test with memcached") {
             return None;
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(bin)
-            .args(args(&port.to_string()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
-        let mut d = Self { child, port };
-        let end = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(st)) = d.child.try_wait() {
-                panic!("{bin} exited ({st}) before listening on {port}");
-            }
-            assert!(Instant::now() < end, "{bin} did not listen on {port}");
-            thread::sleep(Duration::from_millis(20));
-        }
-        Some(d)
-    }
-
-    fn redis() -> Option<Self> {
-        Self::start("redis-server", |port| {
-            [
-                "--port",
+        Some(ports::on_free_port("memcached", |port| {
+            // -u applies only when run as root (memcached refuses root
+            // otherwise); -U 0: no UDP.
+            let mut child = Reaped(
+                Command::new("memcached")
+                    .args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"])
+                    .args(["-u", "nobody"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("starting memcached: {e}")),
+            );
+            // An exit before listening: the port was taken meanwhile.
+            ports::await_tcp(&mut child, port).ok().map(|()| Self {
+                _child: child,
                 port,
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ]
-            .map(String::from)
-            .to_vec()
-        })
-    }
-
-    fn memcached() -> Option<Self> {
-        // -u applies only when run as root (memcached refuses root
-        // otherwise); -U 0: no UDP.
-        Self::start("memcached", |port| {
-            ["-p", port, "-U", "0", "-l", "127.0.0.1", "-u", "nobody"]
-                .map(String::from)
-                .to_vec()
-        })
+            })
+        }))
     }
 
     fn addr(&self) -> String {
@@ -107,31 +76,6 @@ impl Daemon {
         String::from_utf8_lossy(&got).into_owned()
     }
 
-    /// Redis `INFO section` as `name -> value` (commandstats rows keep
-    /// their `calls=...` text).
-    fn redis_info(&self, section: &str) -> BTreeMap<String, String> {
-        let req = format!("*2\r\n$4\r\nINFO\r\n${}\r\n{section}\r\n", section.len());
-        let text = self.ask(req.as_bytes(), |b| {
-            // A bulk string: `$N\r\n` then N bytes and CR LF.
-            let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
-                return false;
-            };
-            let n: usize = std::str::from_utf8(&b[1..eol]).unwrap().parse().unwrap();
-            b.len() >= eol + 2 + n + 2
-        });
-        text.lines()
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
-            .collect()
-    }
-
-    /// Redis commandstats `calls` of `cmd` (lower case), 0 if never called.
-    fn redis_calls(&self, cmd: &str) -> u64 {
-        self.redis_info("commandstats")
-            .get(&format!("cmdstat_{cmd}"))
-            .map_or(0, |row| field(row, "calls"))
-    }
-
     /// Memcached `stats` as `name -> value`.
     fn memcached_stats(&self) -> BTreeMap<String, u64> {
         self.ask(b"stats\r\n", |b| b.ends_with(b"END\r\n"))
@@ -144,18 +88,9 @@ impl Daemon {
     }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `name=N` in a commandstats row.
-fn field(row: &str, name: &str) -> u64 {
-    row.split(',')
-        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-        .map_or(0, |v| v.parse().unwrap())
+/// A redis for a kv test, or None when it is missing (outside CI).
+fn redis() -> Option<Redis> {
+    Redis::start("a test with redis")
 }
 
 /// Runs `sockscope load ARGS --json FILE`; returns the exit code, the
@@ -181,7 +116,7 @@ fn agrees(what: &str, server: u64, ours: u64, rep: &Value) {
 
 #[test]
 fn redis_counts_agree_with_info_commandstats_and_keyspace_hits() {
-    let Some(redis) = Daemon::redis() else { return };
+    let Some(redis) = redis() else { return };
     let dir = scratch("kv-redis-counts");
     // A duration run with a warm-up and requests in flight at the end: the
     // responses cover the whole run, and what was never answered is the
@@ -216,21 +151,11 @@ fn redis_counts_agree_with_info_commandstats_and_keyspace_hits() {
     let total = u(&get["answered"]) + u(&set["answered"]);
     assert!(u(&set["answered"]).abs_diff(total / 11) <= 16, "{r}");
     assert_eq!(u(&r["answered"]), u(&get["answered"]) + u(&set["answered"]));
-    agrees(
-        "GET calls",
-        redis.redis_calls("get"),
-        u(&get["answered"]),
-        &rep,
-    );
-    agrees(
-        "SET calls",
-        redis.redis_calls("set"),
-        u(&set["answered"]),
-        &rep,
-    );
+    agrees("GET calls", redis.calls("get"), u(&get["answered"]), &rep);
+    agrees("SET calls", redis.calls("set"), u(&set["answered"]), &rep);
     // Redis counts a GET's hit or miss in keyspace_hits/misses (SET does
     // not look keys up).
-    let stats = redis.redis_info("stats");
+    let stats = redis.info("stats");
     let (hits, misses) = (u(&r["hits"]), u(&r["misses"]));
     assert_eq!(hits + misses, u(&get["answered"]));
     assert!(hits > 0 && misses > 0, "{r}");
@@ -255,7 +180,7 @@ fn redis_counts_agree_with_info_commandstats_and_keyspace_hits() {
 
 #[test]
 fn redis_gets_after_a_set_phase_all_hit_and_other_keys_all_miss() {
-    let Some(redis) = Daemon::redis() else { return };
+    let Some(redis) = redis() else { return };
     let dir = scratch("kv-redis-hits");
     let addr = redis.addr();
     // 20000 SETs over 500 keys leave no key unset (a key is missed with
@@ -306,16 +231,16 @@ fn redis_gets_after_a_set_phase_all_hit_and_other_keys_all_miss() {
     assert_eq!(r["hit_ratio"].as_f64(), Some(0.75));
     // The payload came back whole: 100 value bytes per hit.
     assert!(u(&rep["bytes"]["received"]) >= 7500 * 100);
-    assert_eq!(redis.redis_calls("get"), 10000);
-    assert_eq!(redis.redis_calls("set"), 20000);
-    let stats = redis.redis_info("stats");
+    assert_eq!(redis.calls("get"), 10000);
+    assert_eq!(redis.calls("set"), 20000);
+    let stats = redis.info("stats");
     assert_eq!(stats["keyspace_hits"], "7500");
     assert_eq!(stats["keyspace_misses"], "2500");
 }
 
 #[test]
 fn redis_error_replies_are_server_errors_and_the_connection_goes_on() {
-    let Some(redis) = Daemon::redis() else { return };
+    let Some(redis) = redis() else { return };
     let dir = scratch("kv-redis-err");
     let addr = redis.addr();
     // Every one of 50 keys holds a string that is not a number (2000 SETs
@@ -361,13 +286,10 @@ fn redis_error_replies_are_server_errors_and_the_connection_goes_on() {
     assert_eq!(u(&rep["errors"]["by_class"]["server_error"]), 2000);
     let mut tolerant = args.to_vec();
     tolerant.extend_from_slice(&["--max-errors", "2000"]);
-    let before = redis.redis_info("errorstats");
+    let before = redis.info("errorstats");
     let before_err = field(&before["errorstat_ERR"], "count");
-    let incr_before = redis.redis_calls("incr");
-    let failed_before = field(
-        &redis.redis_info("commandstats")["cmdstat_incr"],
-        "failed_calls",
-    );
+    let incr_before = redis.calls("incr");
+    let failed_before = field(&redis.info("commandstats")["cmdstat_incr"], "failed_calls");
     let (code, rep, err) = load(&dir, &tolerant);
     assert_eq!(code, Some(0), "{err}");
     let r = &rep["responses"];
@@ -385,19 +307,16 @@ fn redis_error_replies_are_server_errors_and_the_connection_goes_on() {
     // Redis's own count of its -ERR replies, and of the INCRs it ran and
     // failed (a command it does not know is rejected before it counts as
     // a call).
-    let after_err = field(&redis.redis_info("errorstats")["errorstat_ERR"], "count");
+    let after_err = field(&redis.info("errorstats")["errorstat_ERR"], "count");
     assert_eq!(after_err - before_err, 2000);
-    assert_eq!(redis.redis_calls("incr") - incr_before, 1000);
-    let failed = field(
-        &redis.redis_info("commandstats")["cmdstat_incr"],
-        "failed_calls",
-    );
+    assert_eq!(redis.calls("incr") - incr_before, 1000);
+    let failed = field(&redis.info("commandstats")["cmdstat_incr"], "failed_calls");
     assert_eq!(failed - failed_before, 1000);
 }
 
 #[test]
 fn redis_pipeline_16_counts_exactly() {
-    let Some(redis) = Daemon::redis() else { return };
+    let Some(redis) = redis() else { return };
     let dir = scratch("kv-redis-p16");
     let (code, rep, err) = load(
         &dir,
@@ -425,8 +344,8 @@ fn redis_pipeline_16_counts_exactly() {
         u(&r["by_command"]["GET"]["answered"]),
         u(&r["by_command"]["SET"]["answered"]),
     );
-    assert_eq!(redis.redis_calls("get"), get);
-    assert_eq!(redis.redis_calls("set"), set);
+    assert_eq!(redis.calls("get"), get);
+    assert_eq!(redis.calls("set"), set);
     // 1:3 per connection, within one round of the schedule on each.
     assert!(set.abs_diff(10000) <= 4, "{set}");
     assert_eq!(rep["config"]["pipeline"], 16);
@@ -434,7 +353,7 @@ fn redis_pipeline_16_counts_exactly() {
 
 #[test]
 fn memcached_counts_agree_with_stats() {
-    let Some(mc) = Daemon::memcached() else {
+    let Some(mc) = Memcached::start() else {
         return;
     };
     let dir = scratch("kv-mc-counts");
@@ -508,7 +427,7 @@ fn memcached_counts_agree_with_stats() {
 
 #[test]
 fn memcached_server_and_client_errors_are_counted_by_class() {
-    let Some(mc) = Daemon::memcached() else {
+    let Some(mc) = Memcached::start() else {
         return;
     };
     let dir = scratch("kv-mc-err");

@@ -1,5 +1,5 @@
 //! `sockscope load` against real sockets on loopback: small in-test servers
-//! that misbehave on purpose (corrupt, close, stall), a real redis-server,
+//! that misbehave on purpose (corrupt, close, stall), a real redis server,
 //! and bad input. These need no privileges.
 
 mod common;
@@ -7,11 +7,12 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::redis::Redis;
 use common::*;
 
 /// How an in-test server treats each connection.
@@ -484,12 +485,9 @@ fn a_stalled_server_ends_on_time_with_timeouts() {
 
 #[test]
 fn an_unreachable_port_fails_fast_without_artifact() {
-    // Bind then drop to get a port nothing listens on.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port held by this test that nothing listens on.
+    let closed = ports::Closed::tcp();
+    let port = closed.port;
     let dir = scratch("load-refused");
     let json = dir.join("l.json");
     let addr = format!("127.0.0.1:{port}");
@@ -548,59 +546,14 @@ fn malformed_input_is_a_usage_error() {
     }
 }
 
-/// A redis-server on a free port, killed on drop.
-struct Redis {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Option<Self> {
-        if !common::require_program("redis-server", "a test with redis-server") {
-            return None;
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let end = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < end, "redis-server did not start");
-            thread::sleep(Duration::from_millis(20));
-        }
-        Some(Self { child, port })
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn tcp_rr_drives_a_real_redis_with_ping_pong() {
-    let Some(redis) = Redis::start() else { return };
+    let Some(redis) = Redis::start("a test with redis") else {
+        return;
+    };
     let dir = scratch("load-redis");
     let json = dir.join("l.json");
-    let addr = format!("127.0.0.1:{}", redis.port);
+    let addr = format!("127.0.0.1:{}", redis.port());
     let out = load(&[
         "tcp-rr",
         &addr,
@@ -623,7 +576,7 @@ fn tcp_rr_drives_a_real_redis_with_ping_pong() {
     assert_eq!(rep["bytes"]["received"], 20000 * 7);
     // Redis counts the commands it processed (the INFO that asks is
     // counted after it answers).
-    let mut s = TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    let mut s = TcpStream::connect(("127.0.0.1", redis.port())).unwrap();
     s.write_all(b"INFO stats\r\n").unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut text = String::new();
@@ -927,20 +880,15 @@ fn client_and_server_transaction_counts_agree_exactly() {
     }
 }
 
-/// UDP tests run one at a time: one reads the namespace-wide RcvbufErrors
-/// counter, which another's datagrams could move.
-static UDP: Mutex<()> = Mutex::new(());
-
-fn udp_lock() -> std::sync::MutexGuard<'static, ()> {
-    UDP.lock().unwrap_or_else(|p| p.into_inner())
-}
+// The UDP tests take common::serial(): one reads the namespace-wide
+// RcvbufErrors counter, which another's datagrams could move.
 
 #[test]
 fn udp_loss_equals_published_minus_received_and_the_kernel_agrees() {
     // Serialised with the other UDP tests here, but the kernel counter is
     // namespace-wide: the assertion accepts no slack, so a concurrent UDP
     // drop elsewhere would fail it loudly rather than hide.
-    let _g = udp_lock();
+    let _g = serial();
     let dir = scratch("udp-loss");
     let sj = dir.join("sink.json");
     let srv = Server::start(&[
@@ -1002,7 +950,7 @@ fn udp_sink(dir: &std::path::Path) -> (Server, std::path::PathBuf) {
 
 #[test]
 fn udp_sink_gives_each_of_200_sequential_runs_its_report() {
-    let _g = udp_lock();
+    let _g = serial();
     const RUNS: u64 = 200;
     let dir = scratch("udp-200");
     let (srv, sj) = udp_sink(&dir);
@@ -1080,7 +1028,7 @@ fn spoof_runs(sink: SocketAddr, n: u32) {
 
 #[test]
 fn udp_sink_still_answers_a_real_run_after_1000_made_up_runs() {
-    let _g = udp_lock();
+    let _g = serial();
     const SPOOFED: u32 = 1000;
     let dir = scratch("udp-spoofed");
     let (srv, sj) = udp_sink(&dir);
@@ -1135,7 +1083,7 @@ fn udp_sink_still_answers_a_real_run_after_1000_made_up_runs() {
 fn a_sustained_flood_of_run_ids_cannot_evict_a_sending_run() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let _g = udp_lock();
+    let _g = serial();
     let dir = scratch("udp-flood");
     let (srv, sj) = udp_sink(&dir);
     let addr = srv.addr;
@@ -1207,11 +1155,8 @@ fn a_sustained_flood_of_run_ids_cannot_evict_a_sending_run() {
 
 #[test]
 fn udp_without_a_sink_fails_and_says_so() {
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = ports::Closed::udp();
+    let port = closed.port;
     let dir = scratch("udp-nosink");
     let lj = dir.join("udp.json");
     let addr = format!("127.0.0.1:{port}");

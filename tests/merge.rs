@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::netns::{Netns, veth};
-use common::{read_json, run, run_bounded, scratch, sockscope};
+use common::{Reaped, read_json, run, run_bounded, scratch, sockscope};
 use serde_json::Value;
 use sockscope::stats::LatencyHist;
 
@@ -23,19 +23,9 @@ use sockscope::stats::LatencyHist;
 /// service address reachable from several hosts, as in a cluster).
 const SERVICE_IP: &str = "10.231.251.1";
 
-/// A process killed and reaped on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `sockscope serve echo` inside `ns` on 0.0.0.0: the process and its
 /// port.
-fn serve_in(ns: &Netns) -> (Killed, u16) {
+fn serve_in(ns: &Netns) -> (Reaped, u16) {
     let mut child = ns
         .command(sockscope())
         .args([
@@ -55,7 +45,7 @@ fn serve_in(ns: &Netns) -> (Killed, u16) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let guard = Killed(child);
+    let guard = Reaped(child);
     let port = line
         .trim()
         .strip_prefix("listening on 0.0.0.0:")

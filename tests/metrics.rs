@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::prometheus::{Prometheus, free_port, http_get};
+use common::ports;
+use common::prometheus::{Prometheus, http_get};
 
 const N: u64 = 123_457;
 
@@ -30,14 +31,13 @@ fn start_trace(args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Starts `sockscope trace ARGS --metrics 127.0.0.1:<free port> -q` and
-/// waits until it serves; returns it and the address.
+/// Starts `sockscope trace ARGS --metrics 127.0.0.1:0 -q` and waits
+/// until it serves; returns it and the address it chose.
 fn exporting(args: &[&str]) -> (Child, SocketAddr) {
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let a = addr.to_string();
     let mut full = args.to_vec();
-    full.extend_from_slice(&["--metrics", &a, "-q"]);
-    let trace = start_trace(&full);
+    full.extend_from_slice(&["--metrics", "127.0.0.1:0", "-q"]);
+    let mut trace = start_trace(&full);
+    let addr = ports::listening(&mut trace, Duration::from_secs(30));
     wait_serving(addr);
     (trace, addr)
 }

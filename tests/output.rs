@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::server::Server;
+use common::tmpfs::Tmpfs;
 use common::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -619,36 +620,13 @@ fn a_fifo_another_user_planted_in_a_sticky_directory_is_refused_before_measuring
     );
 }
 
-/// A tmpfs mounted for one test, unmounted when dropped.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: std::path::PathBuf, size: &str) -> Self {
-        std::fs::create_dir_all(&dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0755")])
-            .arg("tmpfs")
-            .arg(&dir)
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount tmpfs on {}", dir.display());
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn report_out_on_a_full_filesystem_leaves_no_partial_set() {
     if !require_root("report_out_on_a_full_filesystem_leaves_no_partial_set") {
         return;
     }
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1/profile.json");
-    let fs = Tmpfs::mount(scratch("output-report-full").join("mnt"), "64k");
+    let fs = Tmpfs::mount(&scratch("output-report-full").join("mnt"), "64k");
     // 16 pages; 14 taken: room for summary.txt (about 6 kB), not for
     // report.html (over 20 kB).
     std::fs::write(fs.0.join("filler"), vec![0u8; 14 * 4096]).unwrap();
@@ -691,7 +669,7 @@ fn a_full_disk_under_a_staged_set_names_the_final_path() {
         return;
     }
     use sockscope::process::staging::Staging;
-    let fs = Tmpfs::mount(scratch("output-staging-full").join("mnt"), "64k");
+    let fs = Tmpfs::mount(&scratch("output-staging-full").join("mnt"), "64k");
     let dest = fs.0.join("p");
     let staging = Staging::new(&dest).unwrap();
     let err = staging

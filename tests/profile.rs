@@ -23,6 +23,20 @@ fn profile(args: &[&str]) -> (Option<i32>, String, String) {
     (st.code(), out, err)
 }
 
+/// `profile ARGS` where the target launched binds a port the test chose
+/// (`args(port)`): run again on another port when the target found it
+/// taken (exit 5) meanwhile. Returns the port and the run.
+fn profile_on_free_port(
+    args: impl Fn(&str) -> Vec<String>,
+) -> (u16, (Option<i32>, String, String)) {
+    ports::on_free_port("a profile's target", |port| {
+        let args = args(&port.to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let res = profile(&args);
+        (res.0 != Some(5)).then_some((port, res))
+    })
+}
+
 /// Asserts the run failed with `code`, said `needle`, and left nothing.
 fn assert_failed(res: (Option<i32>, String, String), code: i32, needle: &str, out: &Path) {
     let (c, so, se) = res;
@@ -609,32 +623,24 @@ fn profile_of_an_arbitrary_command_redis() {
     if !require_bpf("profile_of_an_arbitrary_command_redis") {
         return;
     }
-    if !common::require_program("redis-server", "profile_of_an_arbitrary_command_redis") {
+    if !redis::available("profile_of_an_arbitrary_command_redis") {
         return;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let dir = scratch("profile-redis");
     let out = dir.join("art");
-    let (c, so, se) = profile(&[
-        "--load",
-        r"tcp-rr -c 4 -n 4000 --request 'PING\r\n' --expect '+PONG\r\n'",
-        "--out",
-        out.to_str().unwrap(),
-        "--",
-        "redis-server",
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]);
+    let (port, (c, so, se)) = profile_on_free_port(|port| {
+        let mut args: Vec<String> = [
+            "--load",
+            r"tcp-rr -c 4 -n 4000 --request 'PING\r\n' --expect '+PONG\r\n'",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(redis::tcp_command(port.parse().unwrap()));
+        args
+    });
     assert_eq!(c, Some(0), "{so}{se}");
     let rep = read_json(&out.join("run.json"));
     assert_eq!(rep["target"]["mode"], "command");
@@ -659,25 +665,24 @@ fn profile_of_a_forking_server_names_process_creation() {
     if !require_bpf("profile_of_a_forking_server_names_process_creation") {
         return;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let dir = scratch("profile-fork");
     let out = dir.join("art");
-    let (c, so, se) = profile(&[
-        "--load",
-        "tcp-crr -c 2 -n 300 --req 16 --resp 16 --verify",
-        "--out",
-        out.to_str().unwrap(),
-        "--",
-        "perl",
-        "-MIO::Socket::INET",
-        "-e",
-        FORKING_ECHO,
-        &port.to_string(),
-    ]);
+    let (_, (c, so, se)) = profile_on_free_port(|port| {
+        [
+            "--load",
+            "tcp-crr -c 2 -n 300 --req 16 --resp 16 --verify",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "perl",
+            "-MIO::Socket::INET",
+            "-e",
+            FORKING_ECHO,
+            port,
+        ]
+        .map(String::from)
+        .to_vec()
+    });
     assert_eq!(c, Some(0), "{so}{se}");
     let rep = read_json(&out.join("run.json"));
     assert_eq!(rep["load"]["transactions"], 300);
@@ -904,12 +909,17 @@ fn socket_inodes(pid: i32) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// Waits (at most 10 s) until a child of `master`, and not `master`
-/// itself, holds the listener on 127.0.0.1:`port`: haproxy -W has then
-/// handed it over to its worker.
-fn wait_for_a_child_listener(master: i32, port: u16) {
+/// Waits (at most 10 s) until a child of haproxy's master, and not the
+/// master itself, holds the listener on 127.0.0.1:`port` (haproxy -W has
+/// then handed it over to its worker): true; false when the master exited
+/// first (it could not bind the port).
+fn wait_for_a_child_listener(hap: &mut Group, port: u16) -> bool {
+    let master = hap.pid();
     let t0 = Instant::now();
     loop {
+        if hap.child.try_wait().unwrap().is_some() {
+            return false;
+        }
         let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
         let listener: Vec<u64> = tcp
             .lines()
@@ -923,7 +933,7 @@ fn wait_for_a_child_listener(master: i32, port: u16) {
         let held_by = |pid: i32| socket_inodes(pid).iter().any(|i| listener.contains(i));
         let child = children_of(master).into_iter().any(held_by);
         if !listener.is_empty() && child && !held_by(master) {
-            return;
+            return true;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(10),
@@ -942,33 +952,31 @@ fn profile_pid_of_a_master_whose_worker_listens() {
     // haproxy -W: the master forks a worker, and only the worker holds the
     // listening socket; the master is what a service manager knows.
     let upstream = server::Server::start(&["serve", "echo", "--transport", "epoll"]);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let dir = scratch("profile-haproxy");
     let cfg = dir.join("haproxy.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global\n    nbthread 1\ndefaults\n    mode tcp\n    timeout connect 5s\n    \
-             timeout client 30s\n    timeout server 30s\nfrontend fe\n    bind \
-             127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s1 {}\n",
-            upstream.addr
-        ),
-    )
-    .unwrap();
-    let mut hap = Group::spawn(
-        Command::new("haproxy")
-            .args(["-W", "-db", "-f"])
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
+    let (mut hap, port) = ports::on_free_port("haproxy", |port| {
+        std::fs::write(
+            &cfg,
+            format!(
+                "global\n    nbthread 1\ndefaults\n    mode tcp\n    timeout connect 5s\n    \
+                 timeout client 30s\n    timeout server 30s\nfrontend fe\n    bind \
+                 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s1 {}\n",
+                upstream.addr
+            ),
+        )
+        .unwrap();
+        let mut hap = Group::spawn(
+            Command::new("haproxy")
+                .args(["-W", "-db", "-f"])
+                .arg(&cfg)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        // haproxy exits when it cannot bind: the port was taken meanwhile.
+        wait_for_a_child_listener(&mut hap, port).then_some((hap, port))
+    });
     let master = hap.pid();
-    wait_for_a_child_listener(master, port);
     let out = dir.join("art");
     let (c, so, se) = profile(&[
         "--pid",
@@ -1017,12 +1025,8 @@ fn profile_pid_not_ready_names_the_tree_and_never_says_use_pid() {
     let pf = Prefork::start(1, 0, &dir.join("counts"));
     // Nobody listens on the load's explicit port: not ready. Its worker
     // (a child) holds the master's listener.
-    let free = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let load = format!("tcp-rr 127.0.0.1:{free} -c 1 -n 10");
+    let free = ports::Closed::tcp();
+    let load = format!("tcp-rr {} -c 1 -n 10", free.addr());
     let out = dir.join("art");
     let res = profile(&[
         "--pid",
@@ -1181,34 +1185,26 @@ fn profile_of_one_worker_under_crr_and_unattributed_count_only() {
 #[test]
 fn profile_of_redis_for_a_duration_shows_no_teardown_resets() {
     let test = "profile_of_redis_for_a_duration_shows_no_teardown_resets";
-    if !require_bpf(test) || !common::require_program("redis-server", test) {
+    if !require_bpf(test) || !redis::available(test) {
         return;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let dir = scratch("profile-redis-drain");
     let out = dir.join("art");
     // Many connections, each with a request in flight when the duration
     // ends: closing them then used to reset them under redis' reads.
-    let (c, so, se) = profile(&[
-        "--load",
-        r"tcp-rr -c 64 -d 1 --request 'PING\r\n' --expect '+PONG\r\n'",
-        "--out",
-        out.to_str().unwrap(),
-        "--",
-        "redis-server",
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]);
+    let (_, (c, so, se)) = profile_on_free_port(|port| {
+        let mut args: Vec<String> = [
+            "--load",
+            r"tcp-rr -c 64 -d 1 --request 'PING\r\n' --expect '+PONG\r\n'",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(redis::tcp_command(port.parse().unwrap()));
+        args
+    });
     assert_eq!(c, Some(0), "{so}{se}");
     let rep = read_json(&out.join("run.json"));
     for s in rep["trace"]["syscalls"].as_array().unwrap() {

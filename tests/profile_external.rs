@@ -6,15 +6,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::nginx::Nginx;
+use common::redis::{self, Redis};
 use common::server::Server;
 use common::*;
 
@@ -127,87 +125,15 @@ fn wrk_as_the_load_command_is_counted_as_nginx_and_wrk_count() {
     assert!(dir.join("report.html").is_file());
 }
 
-/// A redis-server on a free loopback port, stopped on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting redis-server");
-        let r = Redis { child, port };
-        let end = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < end, "redis did not listen on {port}");
-            thread::sleep(Duration::from_millis(20));
-        }
-        r
-    }
-
-    /// INFO `section` as `name -> value`.
-    fn stats_of(&self, section: &str) -> BTreeMap<String, String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let req = format!("*2\r\n$4\r\nINFO\r\n${}\r\n{section}\r\n", section.len());
-        s.write_all(req.as_bytes()).unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 65536];
-        loop {
-            let n = s.read(&mut buf).unwrap();
-            assert!(n > 0);
-            got.extend_from_slice(&buf[..n]);
-            let eol = got.windows(2).position(|w| w == b"\r\n");
-            if let Some(eol) = eol {
-                let len: usize = std::str::from_utf8(&got[1..eol]).unwrap().parse().unwrap();
-                if got.len() >= eol + 2 + len + 2 {
-                    break;
-                }
-            }
-        }
-        String::from_utf8_lossy(&got)
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
-            .collect()
-    }
-
-    fn commands(&self) -> u64 {
-        self.stats_of("stats")["total_commands_processed"]
-            .parse()
-            .unwrap()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn redis_benchmark_as_the_load_command_counts_what_info_counts() {
     let name = "redis_benchmark_as_the_load_command_counts_what_info_counts";
-    if !require_bpf(name)
-        || !require_program("redis-server", name)
-        || !require_program("redis-benchmark", name)
-    {
+    if !require_bpf(name) || !redis::available(name) || !require_program("redis-benchmark", name) {
         return;
     }
-    let redis = Redis::start();
+    let Some(redis) = Redis::start(name) else {
+        return;
+    };
     let before = redis.commands();
     let (code, out, dir) = profile(
         "ext-redis",
@@ -227,7 +153,7 @@ fn redis_benchmark_as_the_load_command_counts_what_info_counts() {
     // redis-benchmark first asks CONFIG GET save and CONFIG GET appendonly
     // in one write, answered in one: one turn at the socket layer (a
     // pipelined batch, docs/anatomy.md), two commands for INFO.
-    let config = redis.stats_of("commandstats")["cmdstat_config|get"].clone();
+    let config = redis.info("commandstats")["cmdstat_config|get"].clone();
     assert!(config.starts_with("calls=2,"), "{config}");
     assert_eq!(
         counted,

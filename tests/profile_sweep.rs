@@ -7,23 +7,17 @@
 
 mod common;
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::*;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
-/// The steps measure rates and latencies: one test at a time, so that a
-/// sibling's load does not become this one's noise (cargo runs a file's
-/// tests in parallel).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+// The steps measure rates and latencies: every test takes
+// common::serial(), so that a sibling's load does not become this one's
+// noise (the tests of a binary run in parallel).
 
 fn profile(args: &[&str]) -> (Option<i32>, String, String) {
     let mut all = vec!["profile"];
@@ -37,48 +31,25 @@ fn f(v: &serde_json::Value) -> f64 {
 }
 
 /// A `serve echo` started apart from profile (so `--pid` finds it and only
-/// the generator is profile's), killed on drop.
+/// the generator is profile's) on a port it chose, killed on drop.
 struct Echo {
-    child: Child,
+    srv: server::Server,
     addr: String,
 }
 
 impl Echo {
     fn start(args: &[&str]) -> Echo {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(sockscope())
-            .args(["serve", "echo", "--listen", &addr])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        while TcpStream::connect(&addr).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "echo never listened"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        let mut all = vec!["serve", "echo", "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let srv = server::Server::start(&all);
+        Echo {
+            addr: srv.addr.to_string(),
+            srv,
         }
-        Echo { child, addr }
     }
 
     fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-}
-
-impl Drop for Echo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.srv.pid.to_string()
     }
 }
 

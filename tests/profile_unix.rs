@@ -9,13 +9,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::redis::{self, Redis};
 use common::server::Server;
 use common::*;
 use serde_json::Value;
@@ -33,69 +32,6 @@ fn profile(dir: &Path, extra: &[&str]) -> (Option<i32>, String, PathBuf) {
     args.extend_from_slice(extra);
     let (st, so, se) = run_bounded(&args, LIMIT);
     (st.code(), format!("{so}{se}"), out)
-}
-
-/// A redis-server listening only on `DIR/redis.sock`, killed on drop.
-struct Redis {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Redis {
-    fn start(dir: &Path) -> Self {
-        let sock = dir.join("redis.sock");
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket", sock.to_str().unwrap()])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--dir", dir.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting redis-server");
-        let r = Redis { child, sock };
-        let end = Instant::now() + Duration::from_secs(10);
-        while UnixStream::connect(&r.sock).is_err() {
-            assert!(Instant::now() < end, "redis did not listen on {:?}", r.sock);
-            thread::sleep(Duration::from_millis(20));
-        }
-        r
-    }
-
-    /// INFO stats' total_commands_processed (the INFO itself counted).
-    fn commands(&self) -> u64 {
-        let mut s = UnixStream::connect(&self.sock).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.write_all(b"*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n").unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 65536];
-        loop {
-            let n = s.read(&mut buf).unwrap();
-            assert!(n > 0, "redis closed");
-            got.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&got);
-            if let Some(eol) = text.find("\r\n") {
-                let len: usize = text[1..eol].parse().unwrap();
-                if got.len() >= eol + 2 + len + 2 {
-                    break;
-                }
-            }
-        }
-        String::from_utf8_lossy(&got)
-            .lines()
-            .find_map(|l| l.strip_prefix("total_commands_processed:"))
-            .expect("total_commands_processed")
-            .trim()
-            .parse()
-            .unwrap()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// What every profile of a Unix target records: the address and socket
@@ -171,12 +107,14 @@ fn somaxconn() -> u64 {
 #[test]
 fn profile_of_redis_on_a_unix_socket_loads_it_and_counts_what_info_counts() {
     let name = "profile_of_redis_on_a_unix_socket";
-    if !require_bpf(name) || !require_program("redis-server", name) {
+    if !require_bpf(name) || !redis::available(name) {
         return;
     }
     let dir = scratch("prof-unix-redis");
-    let redis = Redis::start(&dir);
-    let listen = format!("unix:{}", redis.sock.display());
+    let Some(redis) = Redis::start_unix(name, &dir) else {
+        return;
+    };
+    let listen = redis.addr();
     let before = redis.commands();
     let pid = redis.child.id().to_string();
     let (code, msg, out) = profile(&dir, &["--pid", &pid, "--load", "redis -c 4 -d 1"]);
@@ -212,7 +150,7 @@ fn profile_of_redis_on_a_unix_socket_loads_it_and_counts_what_info_counts() {
 /// `DIR/echo.sock` (threads, for the load) and `DIR/full.sock`, listening
 /// with backlog 2 and never accepting. Killed on drop.
 struct TwoListeners {
-    child: Child,
+    child: Reaped,
     echo: PathBuf,
     full: PathBuf,
 }
@@ -255,16 +193,13 @@ impl TwoListeners {
             &mut line,
         )
         .unwrap();
-        let t = TwoListeners { child, echo, full };
+        let t = TwoListeners {
+            child: Reaped(child),
+            echo,
+            full,
+        };
         assert_eq!(line.trim(), "ready", "python3 said {line:?}");
         t
-    }
-}
-
-impl Drop for TwoListeners {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -336,28 +271,15 @@ fn a_full_unix_accept_queue_is_seen_in_every_sample() {
 #[test]
 fn a_launched_redis_on_a_unix_socket_only_is_ready_on_it() {
     let name = "a_launched_redis_on_a_unix_socket_only";
-    if !require_bpf(name) || !require_program("redis-server", name) {
+    if !require_bpf(name) || !redis::available(name) {
         return;
     }
     let dir = scratch("prof-unix-launch");
     let sock = dir.join("redis.sock");
-    let (code, msg, out) = profile(
-        &dir,
-        &[
-            "--load",
-            "redis -c 2 -n 500",
-            "--",
-            "redis-server",
-            "--port",
-            "0",
-            "--unixsocket",
-            sock.to_str().unwrap(),
-            "--save",
-            "",
-            "--dir",
-            dir.to_str().unwrap(),
-        ],
-    );
+    let command = redis::unix_command(&sock, &dir);
+    let mut args = vec!["--load", "redis -c 2 -n 500", "--"];
+    args.extend(command.iter().map(String::as_str));
+    let (code, msg, out) = profile(&dir, &args);
     assert_eq!(code, Some(0), "{msg}");
     let rep = read_json(&out.join("run.json"));
     assert_eq!(u(&rep["load"]["transactions"]), 500, "{}", rep["load"]);

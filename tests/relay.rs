@@ -259,12 +259,9 @@ fn an_upstream_closing_mid_stream_closes_the_client() {
 #[test]
 fn an_upstream_that_is_down_gives_a_prompt_close() {
     for mode in modes("upstream_down") {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let up: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        // A port held by this test that nothing listens on.
+        let closed = common::ports::Closed::tcp();
+        let up: SocketAddr = closed.addr().parse().unwrap();
         let dir = scratch(&format!("relay-down-{mode}"));
         let rj = dir.join("relay.json");
         let r = relay(up, mode, &rj, &[]);

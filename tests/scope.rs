@@ -34,21 +34,14 @@ fn stop(bg: Background) -> String {
 }
 
 /// A `sleep` put in a cgroup, killed on drop.
-struct Sleeper(std::process::Child);
+struct Sleeper(common::Reaped);
 
 impl Sleeper {
     fn in_cgroup(dir: &Path) -> Self {
         let child = Command::new("sleep").arg("60").spawn().unwrap();
-        let s = Self(child);
+        let s = Self(common::Reaped(child));
         move_to(dir, s.0.id() as i32);
         s
-    }
-}
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -367,33 +360,28 @@ fn sigkill_of_a_scope_trace_leaves_no_bpf_program() {
     let mut bg = Background::start(&["trace", "--system", "--by", "comm", "--duration", "60"]);
     bg.attached();
     let pid = bg.child.id();
-    let before = prog_count_named("ss_sys_enter");
-    assert!(before >= 1);
+    // Its own ss_sys_enter, found by what it holds: the other tests of
+    // this binary load theirs meanwhile.
+    let held = common::progs::prog_ids_of(pid);
+    let ours: Vec<u32> = common::progs::loaded_programs()
+        .into_iter()
+        .filter(|(id, name)| held.contains(id) && name == "ss_sys_enter")
+        .map(|(id, _)| id)
+        .collect();
+    assert!(!ours.is_empty(), "it holds no ss_sys_enter: {held:?}");
     bg.child.kill().unwrap();
     bg.child.wait().unwrap();
     // The kernel frees the programs once the last descriptor closes.
     let mut gone = false;
     for _ in 0..50 {
-        if prog_count_named("ss_sys_enter") == before - 1 {
+        let loaded = common::progs::loaded_programs();
+        if !loaded.iter().any(|(id, _)| ours.contains(id)) {
             gone = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(gone, "sockscope {pid}'s programs outlived it");
-}
-
-fn prog_count_named(name: &str) -> usize {
-    let out = Command::new("bpftool")
-        .args(["-j", "prog", "show"])
-        .output()
-        .expect("bpftool");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["name"] == name)
-        .count()
 }
 
 /// A server started inside a cgroup, the way a runtime starts a service.

@@ -10,8 +10,8 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -530,13 +530,8 @@ fn work_us_burns_cpu_per_request() {
 
 // ---------------------------------------------------------------- udp-sink
 
-/// UDP tests run one at a time: the burst test reads system-wide UDP drop
-/// counters, which another UDP test could move.
-static UDP: Mutex<()> = Mutex::new(());
-
-fn udp_lock() -> std::sync::MutexGuard<'static, ()> {
-    UDP.lock().unwrap_or_else(|p| p.into_inner())
-}
+// The UDP tests take common::serial(): the burst test reads system-wide
+// UDP drop counters, which another UDP test could move.
 
 fn datagram(run: u32, seq: u64, kind: Kind, size: usize) -> Vec<u8> {
     let mut b = vec![0u8; size.max(HEADER_LEN)];
@@ -595,7 +590,7 @@ fn sink(extra: &[&str], json: &Path) -> Server {
 
 #[test]
 fn udp_sink_accounts_holes_reorders_duplicates_and_late_fills() {
-    let _g = udp_lock();
+    let _g = common::serial();
     let json = json_path("udp-exact");
     let srv = sink(&[], &json);
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -648,7 +643,7 @@ fn udp_sink_accounts_holes_reorders_duplicates_and_late_fills() {
 
 #[test]
 fn udp_sink_burst_loss_matches_kernel_rcvbuf_errors() {
-    let _g = udp_lock();
+    let _g = common::serial();
     const N: u64 = 20_000;
     let json = json_path("udp-burst");
     let srv = sink(&["--rcvbuf", "4096"], &json);
@@ -698,7 +693,7 @@ fn softnet_dropped() -> u64 {
 
 #[test]
 fn udp_sink_ends_on_expect_and_on_idle() {
-    let _g = udp_lock();
+    let _g = common::serial();
     let json = json_path("udp-expect");
     let mut srv = sink(&["--expect", "100"], &json);
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -735,7 +730,7 @@ fn reply(sock: &UdpSocket) -> (usize, Header) {
 
 #[test]
 fn udp_sink_never_answers_with_more_bytes_than_the_fin_carried() {
-    let _g = udp_lock();
+    let _g = common::serial();
     let json = json_path("udp-noamp");
     let srv = sink(&[], &json);
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -791,7 +786,7 @@ fn udp_sink_never_answers_with_more_bytes_than_the_fin_carried() {
 
 #[test]
 fn udp_sink_answers_a_run_only_at_the_address_of_its_data() {
-    let _g = udp_lock();
+    let _g = common::serial();
     let json = json_path("udp-source");
     let srv = sink(&[], &json);
     let a = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -837,7 +832,7 @@ fn udp_sink_answers_a_run_only_at_the_address_of_its_data() {
 #[test]
 fn udp_sink_flags_a_run_evicted_while_it_was_receiving() {
     use sockscope::serve::udp_sink::table::MAX_LIVE;
-    let _g = udp_lock();
+    let _g = common::serial();
     let json = json_path("udp-evicted");
     let srv = sink(&[], &json);
     let a = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -10,21 +10,17 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::{read_json, require_bpf, run_bounded, scratch, sockscope};
+use common::{Reaped, read_json, require_bpf, run_bounded, scratch, serial, sockscope};
 use serde_json::Value;
 
-/// The tests run one at a time: the shares they check are of the target's
-/// own time, but a sleeper's wait is measured until it is woken, and
-/// siblings' busy loops would make its wakeups late and the graphs noisy.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+// The tests run one at a time (common::serial): the shares they check are
+// of the target's own time, but a sleeper's wait is measured until it is
+// woken, and siblings' busy loops would make its wakeups late and the
+// graphs noisy.
 
 /// The fixture built with `flags` (once per test binary), at a path named
 /// `name`; `strip` strips the copy of its symbols.
@@ -82,8 +78,9 @@ fn stripped() -> &'static Path {
     })
 }
 
-/// The fixture running `mode` for `secs`, once it said "ready".
-struct Prog(Child);
+/// The fixture running `mode` for `secs`, once it said "ready"; killed on
+/// drop.
+struct Prog(Reaped);
 
 impl Prog {
     fn start(bin: &Path, mode: &str, secs: f64) -> Prog {
@@ -97,18 +94,11 @@ impl Prog {
             .read_line(&mut line)
             .unwrap();
         assert_eq!(line.trim(), "ready");
-        Prog(child)
+        Prog(Reaped(child))
     }
 
     fn pid(&self) -> u32 {
         self.0.id()
-    }
-}
-
-impl Drop for Prog {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

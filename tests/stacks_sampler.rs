@@ -8,9 +8,10 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::Reaped;
 use serde_json::Value;
 
 /// A busy loop in a named function for SECS seconds.
@@ -109,16 +110,6 @@ fn compile(dir: &Path, name: &str, src: &str) -> PathBuf {
         .expect("running cc (is gcc installed? `make deps` installs it)");
     assert!(st.success(), "compiling {name}");
     exe
-}
-
-/// A child killed (and reaped) when the test ends, however it ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn spawn(exe: &Path, args: &[&str], stdin: Stdio) -> Reaped {
@@ -236,7 +227,7 @@ fn a_syscall_loop_has_kernel_frames_beneath_its_user_registers() {
     if !common::require_bpf("a_syscall_loop_has_kernel_frames") {
         return;
     }
-    let dir = common::scratch("stacks-syscalls");
+    let dir = common::scratch("sampler-syscalls");
     let exe = compile(&dir, "sysloop", SYSCALLS);
     let child = spawn(&exe, &["20"], Stdio::null());
     let raw = sample(child.0.id(), 2, &[]);
@@ -265,7 +256,7 @@ fn a_thread_sleeping_half_the_time_shows_its_sleep_weighted_by_time() {
     if !common::require_bpf("a_thread_sleeping_half_the_time") {
         return;
     }
-    let dir = common::scratch("stacks-offcpu");
+    let dir = common::scratch("sampler-offcpu");
     let exe = compile(&dir, "half", HALF);
     let mut child = spawn(&exe, &["3"], Stdio::piped());
     let pid = child.0.id().to_string();

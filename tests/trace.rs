@@ -800,17 +800,6 @@ fn embedded_trace_is_stopped_by_its_caller() {
     assert_eq!(wait_bounded(&mut target, LIMIT).code(), Some(0));
 }
 
-/// An untraced process making syscalls for as long as it lives (the
-/// workload's busy mode, ended by closing its stdin or by the kill in Drop).
-struct Busy(std::process::Child);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_short_run_reports_its_start_up_and_skips_the_calibration() {
     if !require_bpf("a_short_run_reports_its_start_up_and_skips_the_calibration") {
@@ -867,8 +856,9 @@ fn tracer_cost_parts_add_up_to_the_kernel_figure() {
         return;
     }
     // Everyone else's syscalls: an untraced getppid loop, so the programs
-    // have filter runs to time.
-    let _busy = Busy(
+    // have filter runs to time (the workload's busy mode, for as long as it
+    // lives: killed when the test ends).
+    let _busy = Reaped(
         Command::new(workload())
             .args(["-b", "60000"])
             .stdin(Stdio::piped())

@@ -11,7 +11,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,17 +21,8 @@ use serde_json::Value;
 /// Every load here is bounded by -n or -d; this catches a hang.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A loopback UDP port free right now.
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A third-party server, killed on drop.
-struct Daemon(Child);
+struct Daemon(Reaped);
 
 impl Daemon {
     fn spawn(bin: &str, args: &[String]) -> Self {
@@ -42,20 +33,12 @@ impl Daemon {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
-        Self(child)
+        Self(Reaped(child))
     }
 
     /// Waits until a UDP `probe` to `port` is answered; returns the probes
-    /// sent.
-    fn await_udp(&mut self, port: u16, probe: &[u8]) -> u64 {
-        match self.try_await_udp(port, probe) {
-            Ok(sent) => sent,
-            Err(st) => panic!("the server exited ({st}) before answering on {port}"),
-        }
-    }
-
-    /// As [`Daemon::await_udp`], but a server that exits early (a port
-    /// another test took meanwhile) is returned as its status.
+    /// sent, or the server's status when it exits first (a port another
+    /// test took meanwhile).
     fn try_await_udp(&mut self, port: u16, probe: &[u8]) -> Result<u64, std::process::ExitStatus> {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect(("127.0.0.1", port)).unwrap();
@@ -76,13 +59,6 @@ impl Daemon {
             }
             thread::sleep(Duration::from_millis(20));
         }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -118,16 +94,12 @@ fn dnsmasq(test: &str, log: &Path) -> Option<(Daemon, u16)> {
     // dnsmasq binds TCP too: a port free for UDP can be taken for TCP by
     // a test running beside this one, and dnsmasq then exits (status 2).
     // A few fresh ports make that race harmless.
-    for attempt in 1..=5 {
-        let port = free_udp_port();
+    Some(ports::on_free_udp_port("dnsmasq", |port| {
         let mut d = Daemon::spawn("dnsmasq", &dnsmasq_args(port, log));
-        match d.try_await_udp(port, &dns_query("bench.test")) {
-            Ok(_) => return Some((d, port)),
-            Err(st) if attempt < 5 => eprintln!("dnsmasq on {port} exited ({st}); another port"),
-            Err(st) => panic!("dnsmasq exited ({st}) on 5 ports in a row"),
-        }
-    }
-    unreachable!("the loop returns or panics")
+        d.try_await_udp(port, &dns_query("bench.test"))
+            .ok()
+            .map(|_| (d, port))
+    }))
 }
 
 /// dnsmasq's arguments for `port`, logging to `log`.
@@ -302,32 +274,23 @@ fn memcached_udp_replies_reassemble_and_match_its_stats() {
     // free can be taken by a test beside this one before memcached binds it
     // (seen in CI: exit 71): then another pair of ports.
     let probe = b"\x00\x01\x00\x00\x00\x01\x00\x00version\r\n";
-    let (_d, udp, tcp) = (1..=5)
-        .find_map(|attempt| {
-            let (udp, tcp) = (free_udp_port(), free_udp_port());
-            let args: Vec<String> = [
-                "-U",
-                &udp.to_string(),
-                "-p",
-                &tcp.to_string(),
-                "-l",
-                "127.0.0.1",
-                "-u",
-                "nobody",
-            ]
-            .map(String::from)
-            .to_vec();
-            let mut d = Daemon::spawn("memcached", &args);
-            match d.try_await_udp(udp, probe) {
-                Ok(_) => Some((d, udp, tcp)),
-                Err(st) if attempt < 5 => {
-                    eprintln!("memcached on {udp}/{tcp} exited ({st}); other ports");
-                    None
-                }
-                Err(st) => panic!("memcached exited ({st}) on 5 port pairs in a row"),
-            }
-        })
-        .expect("the loop returns or panics");
+    let (_d, udp, tcp) = ports::on_free_udp_port("memcached", |udp| {
+        let tcp = ports::free_tcp();
+        let args: Vec<String> = [
+            "-U",
+            &udp.to_string(),
+            "-p",
+            &tcp.to_string(),
+            "-l",
+            "127.0.0.1",
+            "-u",
+            "nobody",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut d = Daemon::spawn("memcached", &args);
+        d.try_await_udp(udp, probe).ok().map(|_| (d, udp, tcp))
+    });
     // A value of 3000 bytes: its reply spans three datagrams (1400 each).
     let big = "v".repeat(3000);
     ask(
@@ -405,17 +368,18 @@ fn sockperf_server_echoes_and_latency_is_recorded() {
         return;
     }
     let dir = scratch("udp-rr-sockperf");
-    let port = free_udp_port();
-    let args: Vec<String> = ["sr", "-i", "127.0.0.1", "-p", &port.to_string()]
-        .map(String::from)
-        .to_vec();
-    let mut d = Daemon::spawn("sockperf", &args);
     // sockperf's 14-byte header: sequence number (u64), flags (u16:
     // client | pong request = 3) and length (u32), big-endian; then the
     // payload. The server answers with the message, flags set to 2.
     let mut msg = vec![0, 0, 0, 0, 0, 0, 0, 1, 0, 3, 0, 0, 0, 64];
     msg.resize(64, b'x');
-    d.await_udp(port, &msg);
+    let (_d, port) = ports::on_free_udp_port("sockperf", |port| {
+        let args: Vec<String> = ["sr", "-i", "127.0.0.1", "-p", &port.to_string()]
+            .map(String::from)
+            .to_vec();
+        let mut d = Daemon::spawn("sockperf", &args);
+        d.try_await_udp(port, &msg).ok().map(|_| (d, port))
+    });
     let req = msg
         .iter()
         .map(|b| format!("\\x{b:02x}"))
@@ -484,7 +448,8 @@ fn a_server_that_never_answers_loses_every_request() {
 #[test]
 fn a_port_nothing_listens_on_is_refused() {
     let dir = scratch("udp-rr-refused");
-    let port = free_udp_port();
+    let closed = ports::Closed::udp();
+    let port = closed.port;
     let (code, rep, err) = udp_rr(
         &dir,
         &[

@@ -11,11 +11,12 @@ mod common;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::nginx::Nginx;
+use common::redis::Redis;
 use common::server::{Server, stop_ok};
 use common::*;
 use serde_json::Value;
@@ -222,7 +223,7 @@ fn udp_rr_over_a_unix_datagram_socket_gets_every_reply() {
         signal.signal(signal.SIGTERM,done);signal.alarm(30)\n\
         while True:\n    d,a=s.recvfrom(65536);n+=1;s.sendto(d,a)\n";
     let count = dir.join("count");
-    let mut child = Command::new("python3")
+    let child = Command::new("python3")
         .args([
             "-c",
             script,
@@ -232,7 +233,7 @@ fn udp_rr_over_a_unix_datagram_socket_gets_every_reply() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let _guard = Killed(&mut child);
+    let mut child = Reaped(child);
     let end = Instant::now() + Duration::from_secs(10);
     while !sock.exists() {
         assert!(Instant::now() < end, "python3 did not bind");
@@ -261,87 +262,23 @@ fn udp_rr_over_a_unix_datagram_socket_gets_every_reply() {
         u(&rep["udp_rr"]["requests_sent"])
     );
     // SAFETY: signalling the child this test started.
-    unsafe { libc::kill(_guard.0.id() as i32, libc::SIGTERM) };
-    let st = wait_bounded(_guard.0, Duration::from_secs(10));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = wait_bounded(&mut child, Duration::from_secs(10));
     assert!(st.success());
     let served: u64 = std::fs::read_to_string(&count).unwrap().parse().unwrap();
     assert_eq!(served, u(&rep["udp_rr"]["requests_sent"]));
 }
 
-/// Kills (and reaps) a child on drop.
-struct Killed<'a>(&'a mut Child);
-
-impl Drop for Killed<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Redis `INFO stats`' total_commands_processed over `sock`.
-fn redis_commands(sock: &Path) -> u64 {
-    let mut s = UnixStream::connect(sock).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n").unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 65536];
-    loop {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "redis closed");
-        got.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&got);
-        if let Some(eol) = text.find("\r\n") {
-            let len: usize = text[1..eol].parse().unwrap();
-            if got.len() >= eol + 2 + len + 2 {
-                break;
-            }
-        }
-    }
-    let text = String::from_utf8_lossy(&got);
-    text.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .expect("total_commands_processed in INFO stats")
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn redis_on_a_unix_socket_processes_exactly_the_commands_answered() {
-    if !require_program("redis-server", "redis_on_a_unix_socket") {
-        return;
-    }
     let dir = scratch("unix-redis");
-    let sock = dir.join("redis.sock");
-    let mut child = Command::new("redis-server")
-        .args(["--port", "0", "--unixsocket", sock.to_str().unwrap()])
-        .args([
-            "--unixsocketperm",
-            "700",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--daemonize", "no", "--dir", dir.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = Killed(&mut child);
-    let end = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(&sock).is_err() {
-        assert!(
-            Instant::now() < end,
-            "redis-server did not listen on {sock:?}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-    let before = redis_commands(&sock);
-    let target = format!("unix:{}", sock.display());
+    let Some(redis) = Redis::start_unix("redis_on_a_unix_socket", &dir) else {
+        return;
+    };
+    let before = redis.commands();
+    let target = redis.addr();
     let rep = load_ok(&dir, &["redis", &target, "-c", "4", "-d", "1"]);
-    let after = redis_commands(&sock);
+    let after = redis.commands();
     assert_eq!(rep["target"], target.as_str());
     let answered = u(&rep["responses"]["answered"]);
     assert!(answered > 100, "{rep}");
@@ -352,7 +289,6 @@ fn redis_on_a_unix_socket_processes_exactly_the_commands_answered() {
         server >= answered && server - answered <= unanswered,
         "redis processed {server}, the load had {answered} answered (+ up to {unanswered})"
     );
-    drop(guard);
 }
 
 #[test]
@@ -435,14 +371,14 @@ fn memcached_on_a_unix_socket_counts_every_get_and_set() {
     // memcached drops to nobody before it binds: the directory must let it.
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let sock = dir.join("mc.sock");
-    let mut child = Command::new("memcached")
+    let child = Command::new("memcached")
         .args(["-s", sock.to_str().unwrap(), "-a", "0700", "-u", "nobody"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let guard = Killed(&mut child);
+    let guard = Reaped(child);
     let end = Instant::now() + Duration::from_secs(10);
     while UnixStream::connect(&sock).is_err() {
         assert!(Instant::now() < end, "memcached did not listen on {sock:?}");

@@ -1,20 +1,27 @@
 //! Helpers shared by the integration tests: the binaries under test, the
-//! ground-truth workload, and the root/BPF gate.
+//! ground-truth workload, the root/BPF gate, and one of each tool a test
+//! needs around its processes: the kill-and-reap guard ([`Reaped`]), the
+//! serial lock ([`serial`]), ports without races (`ports`), and the real
+//! peers (`redis`, `nginx`, `prometheus`, `pyserver`, `server` for
+//! sockscope's own).
 #![allow(dead_code)]
 
 pub mod cgroup;
 pub mod netns;
 pub mod nginx;
+pub mod ports;
 pub mod procs;
 pub mod progs;
 pub mod prometheus;
 pub mod pyserver;
+pub mod redis;
 pub mod server;
+pub mod tmpfs;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Path of the sockscope binary built for these tests.
@@ -22,8 +29,33 @@ pub fn sockscope() -> &'static str {
     env!("CARGO_BIN_EXE_sockscope")
 }
 
-/// A scratch directory unique to this test.
+/// The lock of tests that must not run beside each other in one test
+/// binary (its tests run on parallel threads): those that read or move
+/// something machine-wide (a namespace-wide UDP counter, the list of named
+/// network namespaces) or need the CPUs to themselves (timings, pinned
+/// busy loops). Every test of the `quiet` binary takes it, so that one
+/// runs a test at a time. A test that failed while holding it does not
+/// poison it for the rest.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A scratch directory unique to this test: the tests of one binary share
+/// its pid, so a name claimed by two tests (test threads) fails the second.
 pub fn scratch(name: &str) -> PathBuf {
+    static CLAIMED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let test = std::thread::current().name().unwrap_or("").to_string();
+    {
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        match claimed.iter().find(|(n, _)| n == name) {
+            Some((_, by)) => assert!(
+                *by == test,
+                "scratch name {name:?} is used by both {by} and {test}"
+            ),
+            None => claimed.push((name.to_string(), test)),
+        }
+    }
     let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("scratch")
         .join(format!("{name}-{}", std::process::id()));
@@ -167,7 +199,22 @@ impl Waiting {
 
 /// A child killed and reaped when dropped, unless it already ended: the
 /// processes a test starts stop with it, even when an assertion fails.
+/// The one guard of that kind: a helper that owns a child holds it in one
+/// of these. It derefs to the child.
 pub struct Reaped(pub Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
 
 impl Drop for Reaped {
     fn drop(&mut self) {

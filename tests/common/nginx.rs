@@ -1,6 +1,6 @@
 //! A real nginx as a test peer (tests/http.rs, tests/anatomy.rs).
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -116,11 +116,7 @@ impl Nginx {
         };
         // A port taken between probing and nginx's bind: try another.
         for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
+            let port = super::ports::free_tcp();
             let d = dir.display();
             // SAFETY: geteuid has no preconditions.
             let user = if unsafe { libc::geteuid() } == 0 {

@@ -1,23 +1,17 @@
 //! A real Prometheus server (Debian's `prometheus`) for tests: its own
-//! config and storage in a scratch directory, on a free loopback port,
-//! scraping given targets every second; killed in Drop.
+//! config and storage in a scratch directory, on a loopback port it picks
+//! itself (port 0), scraping given targets every second; killed in Drop.
+//! And the HTTP GET the exporter tests scrape with.
 
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A free loopback port (bound and released: good enough for tests).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use super::{Reaped, ports};
 
 /// One HTTP/1.0 GET on loopback: (status, headers, body). None when the
 /// connection fails.
@@ -42,7 +36,7 @@ pub fn http_get(
 
 /// A running Prometheus.
 pub struct Prometheus {
-    child: Child,
+    child: Reaped,
     /// Its web address.
     pub addr: SocketAddr,
 }
@@ -62,21 +56,20 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let port = free_port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let mut cmd = Command::new("prometheus");
         cmd.arg(format!("--config.file={}", config.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
                 dir.join("data").display()
             ))
-            .arg(format!("--web.listen-address={addr}"))
+            .arg("--web.listen-address=127.0.0.1:0")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap());
         if native {
             cmd.arg("--enable-feature=native-histograms");
         }
-        let child = cmd.spawn().expect("starting prometheus");
+        let mut child = Reaped(cmd.spawn().expect("starting prometheus"));
+        let addr = ports::listening(&mut child, Duration::from_secs(30));
         let p = Self { child, addr };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
@@ -109,12 +102,5 @@ impl Prometheus {
             return None;
         }
         arr[0]["value"][1].as_str()?.parse().ok()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -1,20 +1,24 @@
 //! A python3 test server started from a `-c` script that prints its port
-//! first (tests/http2.rs: an h2 server, a gRPC server). Debian's
+//! first (tests/http2.rs: an h2 server, a gRPC server; tests/anatomy.rs: a
+//! slow reader; tests/http.rs: a server logging each request). Debian's
 //! python3-h2 and python3-grpcio are test dependencies (Makefile
 //! TEST_PKGS): a missing module skips the test with a printed reason
-//! outside CI and fails it under CI=true. Killed on drop. The interpreter
-//! is Debian's own, /usr/bin/python3 (the one those packages serve), not
-//! whichever python3 comes first in PATH.
+//! outside CI and fails it under CI=true (a script that needs nothing but
+//! the standard library names a module of it, `socket`). Killed on drop.
+//! The interpreter is Debian's own, /usr/bin/python3 (the one those
+//! packages serve), not whichever python3 comes first in PATH.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use super::Reaped;
 
 /// Debian's python3.
 const PYTHON: &str = "/usr/bin/python3";
 
 /// A running python3 server.
 pub struct PyServer {
-    pub child: Child,
+    pub child: Reaped,
     pub port: u16,
 }
 
@@ -52,13 +56,9 @@ impl PyServer {
             .trim()
             .parse()
             .unwrap_or_else(|_| panic!("{test}: python3 said {line:?}"));
-        Some(Self { child, port })
-    }
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Some(Self {
+            child: Reaped(child),
+            port,
+        })
     }
 }
