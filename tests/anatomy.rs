@@ -16,7 +16,7 @@
 //! redis, memcached, python3) skips its test with a printed reason
 //! outside CI and fails it under CI=true.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};

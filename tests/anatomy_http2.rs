@@ -5,7 +5,7 @@
 //! stream at a time the connection is lockstep and its turns are the
 //! requests (docs/anatomy.md, "HTTP/2").
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

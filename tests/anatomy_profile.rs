@@ -4,7 +4,7 @@
 //! summary.txt table, report.html's section, `--no-requests`, and
 //! `--requests-only` (the anatomy alone, no syscall tracer).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -7,7 +7,7 @@
 //! `trace --requests --metrics` serves both kinds of series and ends on
 //! SIGINT.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

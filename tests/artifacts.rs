@@ -4,7 +4,7 @@
 //! out of --out, and a full filesystem reported as ENOSPC with nothing
 //! left behind.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

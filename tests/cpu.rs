@@ -6,7 +6,7 @@
 //! (ss_exit_tail in src/bpf/syscalls.bpf.c) the trace saw about a tenth of
 //! their time. Needs root; see common::require_bpf.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

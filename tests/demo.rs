@@ -4,7 +4,7 @@
 //! holds the charts and that Chromium logged no console error, and keeps a
 //! screenshot under target/test-artifacts/demo-report.png.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -8,7 +8,7 @@
 //! rules. A SIGKILLed agent leaves no program loaded, no file behind, and
 //! its successor serves on the same address at once.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

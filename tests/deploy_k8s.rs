@@ -4,7 +4,7 @@
 //! volume, the merge Job reads them from there, and every sockscope flag
 //! the manifests use exists in this build (`--help` of each command).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -12,7 +12,7 @@
 //!   threads' run-queue wait, against the same target unstarved;
 //! - `--no-evidence`: no evidence at all.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -81,6 +81,7 @@ while True:
 
 #[test]
 fn a_backlog_of_one_overflows_under_a_connect_burst() {
+    let _serial = serial();
     let test = "a_backlog_of_one_overflows_under_a_connect_burst";
     if !require_bpf(test) || !common::require_program("python3", test) {
         return;
@@ -175,6 +176,7 @@ fn a_backlog_of_one_overflows_under_a_connect_burst() {
 
 #[test]
 fn udp_rcvbuf_errors_equal_the_loads_loss() {
+    let _serial = serial();
     let test = "udp_rcvbuf_errors_equal_the_loads_loss";
     if !require_bpf(test) {
         return;
@@ -260,6 +262,7 @@ fn pinned_echo(ns: &Netns, out: &Path) -> serde_json::Value {
 
 #[test]
 fn a_cpu_starved_target_waits_on_the_run_queue() {
+    let _serial = serial();
     let test = "a_cpu_starved_target_waits_on_the_run_queue";
     if !require_bpf(test) || !common::require_program("taskset", test) {
         return;
@@ -304,6 +307,7 @@ fn a_cpu_starved_target_waits_on_the_run_queue() {
 
 #[test]
 fn no_evidence_writes_none() {
+    let _serial = serial();
     let test = "no_evidence_writes_none";
     if !require_bpf(test) {
         return;

@@ -3,9 +3,11 @@
 //! connect burst, a port range of ten ports exhausted by tcp-crr, and a
 //! veth link that drops some of the target's packets. Each profile runs
 //! inside fresh network namespaces, so the host's sysctls and counters are
-//! untouched; every run is bounded and killed if it overstays.
+//! untouched; every run is bounded and killed if it overstays. The tests
+//! take common::serial(): their named namespaces would show in the path
+//! tests' `ip netns list` (tests/path.rs).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -100,6 +102,7 @@ fn sockets_of(rep: &serde_json::Value) -> &serde_json::Value {
 
 #[test]
 fn backlog_of_one_is_seen_full_under_a_connect_burst() {
+    let _serial = common::serial();
     let test = "backlog_of_one_is_seen_full_under_a_connect_burst";
     if !require_bpf(test) || !common::require_program("python3", test) {
         return;
@@ -139,6 +142,7 @@ fn backlog_of_one_is_seen_full_under_a_connect_burst() {
 
 #[test]
 fn a_ten_port_range_runs_out_and_time_wait_is_counted() {
+    let _serial = common::serial();
     let test = "a_ten_port_range_runs_out_and_time_wait_is_counted";
     if !require_bpf(test) {
         return;
@@ -210,6 +214,7 @@ fn a_ten_port_range_runs_out_and_time_wait_is_counted() {
 
 #[test]
 fn loss_on_the_targets_link_shows_as_its_retransmits() {
+    let _serial = common::serial();
     let test = "loss_on_the_targets_link_shows_as_its_retransmits";
     if !require_bpf(test) || !common::require_program("python3", test) {
         return;

@@ -4,7 +4,7 @@
 //! not a profile, the error classes of a failed load, and what a signal
 //! does to `trace -- CMD`.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};

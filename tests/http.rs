@@ -5,7 +5,7 @@
 //! scratch directory (its access log is the server's own count). No
 //! privileges needed; under CI=true a missing nginx fails the nginx tests.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

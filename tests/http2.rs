@@ -7,7 +7,7 @@
 //! that answers and one that fails with a known status. No privileges
 //! needed; under CI=true a missing peer fails its test.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

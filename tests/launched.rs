@@ -4,7 +4,7 @@
 //! running as another user cannot make it print or embed a file only root
 //! may read.
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

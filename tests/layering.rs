@@ -8,7 +8,10 @@
 //! - no import circle between top-level modules, nor between the files
 //!   (or folders) that sit side by side in one folder;
 //! - no source file has more than 800 lines before its unit tests
-//!   (generated tables aside).
+//!   (generated tables aside);
+//! - every tests/*.rs file is built into exactly one test binary (Cargo.toml
+//!   lists them; autotests is off), and every test of the `quiet` binary
+//!   takes `common::serial()`.
 //!
 //! The reader is deliberately small: it strips comments, strings and
 //! `#[cfg(test)]` items, then follows every `crate::`, `super::` and
@@ -688,8 +691,9 @@ fn main_calls_only_cli_and_run() {
 #[test]
 fn every_top_level_module_is_in_architecture_md() {
     let lib = strip(&fs::read_to_string(src_dir().join("lib.rs")).unwrap());
-    let arch = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
-        .unwrap();
+    let arch =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
     let mut missing = Vec::new();
     for line in lib.lines() {
         let l = line.trim();
@@ -709,6 +713,7 @@ fn every_top_level_module_is_in_architecture_md() {
             format!("`src/{name}/`"),
             format!("`src/{name}.rs`"),
             format!("`{name}`"),
+            format!("`{name}/`"),
         ];
         if !named.iter().any(|n| arch.contains(n.as_str())) {
             missing.push(name.to_string());
@@ -747,4 +752,99 @@ fn every_crate_in_cargo_toml_is_in_dependencies_md() {
         missing.is_empty(),
         "crates in Cargo.toml that docs/dependencies.md does not name (as `name`): {missing:?}"
     );
+}
+
+/// Cargo.toml's `[[test]]` binaries: (name, path).
+fn test_binaries() -> Vec<(String, String)> {
+    let toml =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let value = |line: &str, key: &str| {
+        let rest = line.strip_prefix(key)?.trim_start().strip_prefix('=')?;
+        Some(rest.trim().trim_matches('"').to_string())
+    };
+    let mut out = Vec::new();
+    let mut in_test = false;
+    let (mut name, mut path) = (None, None);
+    for line in toml.lines().map(str::trim).chain(["[end]"]) {
+        if line.starts_with('[') {
+            if let (true, Some(n), Some(p)) = (in_test, name.take(), path.take()) {
+                out.push((n, p));
+            }
+            in_test = line == "[[test]]";
+            continue;
+        }
+        if in_test {
+            name = value(line, "name").or(name);
+            path = value(line, "path").or(path);
+        }
+    }
+    out
+}
+
+/// The tests/*.rs files a suite root includes (`#[path = "../X.rs"]`;
+/// `common/mod.rs`, in every suite, is not one).
+fn suite_files(root: &str) -> Vec<String> {
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(root)).unwrap();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("#[path = \"../")?.strip_suffix("\"]"))
+        .filter(|f| !f.contains('/'))
+        .map(|f| format!("tests/{f}"))
+        .collect()
+}
+
+#[test]
+fn every_test_file_is_in_exactly_one_test_binary() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut count: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in fs::read_dir(&tests).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "rs") {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            count.insert(format!("tests/{name}"), Vec::new());
+        }
+    }
+    let binaries = test_binaries();
+    assert!(
+        binaries.len() >= 2,
+        "no [[test]] in Cargo.toml: {binaries:?}"
+    );
+    for (bin, path) in &binaries {
+        let files = if path.starts_with("tests/suites/") {
+            suite_files(path)
+        } else {
+            vec![path.clone()]
+        };
+        for f in files {
+            match count.get_mut(&f) {
+                Some(by) => by.push(bin.clone()),
+                None => panic!("{bin} names {f}, which is not a file under tests/"),
+            }
+        }
+    }
+    let wrong: Vec<_> = count.iter().filter(|(_, by)| by.len() != 1).collect();
+    assert!(
+        wrong.is_empty(),
+        "tests/*.rs files not in exactly one [[test]] binary (a file in none is never built): {wrong:?}"
+    );
+}
+
+#[test]
+fn every_test_of_the_quiet_binary_takes_the_serial_lock() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for f in suite_files("tests/suites/quiet.rs") {
+        let text = fs::read_to_string(root.join(&f)).unwrap();
+        for (at, _) in text.match_indices("#[test]") {
+            // The test function runs to the first closing brace in the
+            // first column (rustfmt's layout).
+            let body = &text[at..at + text[at..].find("\n}\n").unwrap()];
+            let name = body.lines().nth(1).unwrap_or("?");
+            assert!(
+                body.contains("serial()"),
+                "{f}: {name} does not take common::serial()"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no test found in the quiet binary");
 }

@@ -2,7 +2,7 @@
 //! that misbehave on purpose (corrupt, close, stall), a real redis server,
 //! and bad input. These need no privileges.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};

@@ -3,7 +3,7 @@
 //! socket) and an in-test UDP echo whose per-step results must add up
 //! exactly to the run's and to its per-second intervals.
 
-mod common;
+use crate::common;
 
 use std::net::UdpSocket;
 use std::sync::Arc;
@@ -249,6 +249,7 @@ impl Drop for UdpEcho {
 
 #[test]
 fn udp_rr_runs_a_schedule_and_its_steps_add_up() {
+    let _serial = common::serial();
     let dir = scratch("sched-udp-rr");
     let srv = UdpEcho::start();
     let addr = format!("127.0.0.1:{}", srv.port);

@@ -6,7 +6,7 @@
 //! Addresses are 10.231.0.0/16 (tests/common/netns.rs), used only between
 //! the namespaces this test made.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! exactly what the workload did; bad addresses fail before any BPF loads;
 //! a scrape while detaching gets an answer, and nothing is left behind.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

@@ -8,7 +8,7 @@
 //! a link meanwhile redirects nothing); a FIFO another user planted in a
 //! sticky directory is refused; `report --out` writes its files as a set.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};

@@ -4,7 +4,7 @@
 //! message where netem is missing; and nothing left behind after SIGKILL
 //! or Ctrl-C.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -268,6 +268,8 @@ fn ip(args: &[&str]) -> String {
 /// namespace (neither held by a process nor open anywhere), no interface in
 /// the root namespace, nothing in `ip netns list`.
 fn stop_and_check(name: &str, signal: libc::c_int, expect_code: Option<i32>) {
+    // No other test of this binary adds a named namespace meanwhile.
+    let _serial = common::serial();
     let out = scratch(name).join("art");
     let netns_before = ip(&["netns", "list"]);
     let mut run = Command::new(sockscope())

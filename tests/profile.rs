@@ -3,7 +3,7 @@
 //! server's own counters; and every failure mode with its own exit status,
 //! its message and no artifact left behind.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::path::Path;

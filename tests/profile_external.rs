@@ -4,7 +4,7 @@
 //! and without traffic), a load command that fails or is not there, and
 //! the options that do not go together.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

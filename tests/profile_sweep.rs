@@ -5,7 +5,7 @@
 //! quota) named as the limit, Ctrl-C keeping the steps finished before
 //! it, and the usage errors.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -126,6 +126,7 @@ fn a_sweep_has_a_point_per_step_counted_like_the_anatomy() {
 
 #[test]
 fn steps_refuse_what_they_cannot_pace_with_usage_errors() {
+    let _serial = serial();
     let dir = scratch("sweep-usage");
     let out = dir.join("art");
     let o = out.to_str().unwrap();

@@ -7,7 +7,7 @@
 //! serves). BPF and redis are required (skipped outside CI with a printed
 //! reason).
 
-mod common;
+use crate::common;
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! delivered, no payload through userspace, nothing left loaded after
 //! SIGKILL). sockmap needs root and BPF: see common::require_bpf.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

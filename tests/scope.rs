@@ -2,7 +2,7 @@
 //! `--max-series` and `--interval`, with exact counts from the getppid
 //! workload (tests/workload/ss_workload.c).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

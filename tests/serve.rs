@@ -3,7 +3,7 @@
 //! any other user. Every wait is bounded; a server left behind by a failed
 //! test is killed when its handle drops.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};

@@ -5,7 +5,7 @@
 //! tests/stacks_perf.rs), and through the lives a target can have (exit,
 //! exec, sockscope killed).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -528,6 +528,7 @@ fn folded_file_adds_up_to_the_graph() {
 
 #[test]
 fn usage_errors_exit_2() {
+    let _serial = serial();
     for args in [
         &["trace", "--stacks", "--stack-hz", "0", "-p", "1"][..],
         &["trace", "--stacks", "--stack-hz", "5000", "-p", "1"],

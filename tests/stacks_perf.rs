@@ -160,7 +160,8 @@ fn kernel_aliases(kallsyms: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for names in by_addr.values().filter(|n| n.len() > 1) {
         for n in names {
-            out.entry(n.to_string()).or_insert_with(|| names[0].to_string());
+            out.entry(n.to_string())
+                .or_insert_with(|| names[0].to_string());
         }
     }
     out

@@ -5,7 +5,7 @@
 //! /proc/PID/mem, as the sampler copies them; and kernel addresses from
 //! /proc/kallsyms.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;

@@ -4,7 +4,7 @@
 //! thread that sleeps half the time, and the tree scope. Needs root and BPF
 //! (skipped with a reason outside CI).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! `compare` of two profile artifacts (a change only when the intervals do
 //! not overlap), and for artifacts written before the intervals existed.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! ground-truth workload and against strace, attach/detach safety, failure
 //! paths. Needs root; see common::require_bpf.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! sysctl.d snippet, ranking by a profile's evidence (`--from`), bad
 //! `--from` files, and that nothing under /proc/sys changes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 //! memcached or sockperf skips its test with a printed reason, and fails it
 //! under CI=true.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
+
+// The tests that send datagrams take common::serial(): they count every
+// answer, and in the load binary a UDP burst beside them (load, serve)
+// could overflow loopback's backlog and drop theirs.
 
 /// Every load here is bounded by -n or -d; this catches a hang.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -139,6 +143,7 @@ fn logged_queries(log: &Path) -> u64 {
 
 #[test]
 fn dnsmasq_answers_every_query_by_id_and_its_log_counts_the_same() {
+    let _serial = serial();
     let dir = scratch("udp-rr-dnsmasq");
     let log = dir.join("dnsmasq.log");
     let Some((_d, port)) = dnsmasq("dnsmasq_answers_every_query", &log) else {
@@ -200,6 +205,7 @@ fn dnsmasq_answers_every_query_by_id_and_its_log_counts_the_same() {
 
 #[test]
 fn a_query_dnsmasq_drops_is_lost_after_the_timeout() {
+    let _serial = serial();
     let dir = scratch("udp-rr-dnsmasq-drop");
     let log = dir.join("dnsmasq.log");
     let Some((_d, port)) = dnsmasq("a_query_dnsmasq_drops_is_lost", &log) else {
@@ -264,6 +270,7 @@ fn ask(port: u16, req: &[u8], end: &[u8]) -> String {
 
 #[test]
 fn memcached_udp_replies_reassemble_and_match_its_stats() {
+    let _serial = serial();
     let test = "memcached_udp_replies_reassemble";
     if !common::require_program("memcached", test) {
         return;
@@ -363,6 +370,7 @@ fn memcached_udp_replies_reassemble_and_match_its_stats() {
 
 #[test]
 fn sockperf_server_echoes_and_latency_is_recorded() {
+    let _serial = serial();
     let test = "sockperf_server_echoes";
     if !common::require_program("sockperf", test) {
         return;
@@ -413,6 +421,7 @@ fn sockperf_server_echoes_and_latency_is_recorded() {
 
 #[test]
 fn a_server_that_never_answers_loses_every_request() {
+    let _serial = serial();
     let dir = scratch("udp-rr-silent");
     // Bound, so no ICMP comes back; never read.
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -447,6 +456,7 @@ fn a_server_that_never_answers_loses_every_request() {
 
 #[test]
 fn a_port_nothing_listens_on_is_refused() {
+    let _serial = serial();
     let dir = scratch("udp-rr-refused");
     let closed = ports::Closed::udp();
     let port = closed.port;
@@ -574,6 +584,7 @@ fn against_fake_dns(
 
 #[test]
 fn a_dns_server_answering_with_its_own_ids_answers_nothing() {
+    let _serial = serial();
     // Sequential ids (0, 1, 2...) once made a server that numbers its
     // replies itself look like it answered every query.
     let dir = scratch("udp-rr-counter-ids");
@@ -596,6 +607,7 @@ fn a_dns_server_answering_with_its_own_ids_answers_nothing() {
 
 #[test]
 fn a_dns_reply_to_another_question_is_a_mismatch_and_rcodes_have_names() {
+    let _serial = serial();
     let dir = scratch("udp-rr-other-question");
     // Our id, another name.
     let (code, rep, err) = against_fake_dns(

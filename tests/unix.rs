@@ -6,7 +6,7 @@
 //! exit 2 and a reason. A missing peer skips its test with a printed
 //! reason, and fails it under CI=true.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

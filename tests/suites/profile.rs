@@ -1,0 +1,27 @@
+//! `sockscope profile` end to end: launched and attached targets, external
+//! load commands, Unix-socket targets, the request anatomy in a profile
+//! (HTTP/1 and HTTP/2), the socket evidence provoked in network namespaces
+//! and the emulated paths. The evidence tests (named namespaces) and the
+//! path tests that compare `ip netns list` before and after take
+//! `common::serial()`.
+//!
+//! One binary for these files (docs/architecture.md, "Tests"): each file is
+//! a module; their tests run on parallel threads.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+#[path = "../anatomy_http2.rs"]
+mod anatomy_http2;
+#[path = "../anatomy_profile.rs"]
+mod anatomy_profile;
+#[path = "../evidence_sockets.rs"]
+mod evidence_sockets;
+#[path = "../path.rs"]
+mod path;
+#[path = "../profile.rs"]
+mod profile;
+#[path = "../profile_external.rs"]
+mod profile_external;
+#[path = "../profile_unix.rs"]
+mod profile_unix;
