@@ -39,7 +39,7 @@ TEST_PKGS := binutils strace bpftool util-linux linux-perf procps redis-server s
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
 	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio libc6-dbg
 
-.PHONY: all deps deps-build deps-demo build test test-unit test-integration bench demo lint clean
+.PHONY: all deps deps-build deps-demo build test test-steps bench demo lint clean
 
 all: build
 
@@ -78,7 +78,12 @@ build: deps-build
 
 # The whole suite. Integration tests load BPF: as root they run; otherwise
 # they print why they skip, and under CI=true they fail instead.
-test: deps build
+# It ends by printing how long it took, packages and build included.
+test:
+	@start=$$(date +%s); $(MAKE) --no-print-directory test-steps; rc=$$?; \
+	  echo "make test: $$(( $$(date +%s) - start )) s, exit status $$rc"; exit $$rc
+
+test-steps: deps build
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	$(CARGO) test --release --locked

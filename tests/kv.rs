@@ -6,7 +6,7 @@
 //! `stats`). A missing redis or memcached server skips a test with a
 //! printed reason, and fails it under CI=true.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -654,4 +654,150 @@ fn bad_kv_options_are_usage_errors() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(rep.is_null(), "{args:?} wrote a report");
     }
+}
+
+/// A password file for `--auth @FILE`, mode 600, under `dir`.
+fn password_file(dir: &Path, name: &str, password: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{password}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    format!("@{}", path.display())
+}
+
+#[test]
+fn redis_with_a_password_authenticates_every_connection_once_and_never_records_it() {
+    let test = "redis_with_a_password";
+    // The default user's password, and an ACL user of its own (redis.conf's
+    // `user` directive as command-line words).
+    let (default_pw, acl_pw) = ("d3fault-Pw", "acl-user-Pw");
+    let acl_rule = format!(">{acl_pw}");
+    let extra = [
+        "--user",
+        "loadgen",
+        "on",
+        acl_rule.as_str(),
+        "~*",
+        "&*",
+        "+@all",
+    ];
+    let Some(redis) = Redis::start_with(test, &extra, Some(default_pw)) else {
+        return;
+    };
+    let dir = scratch("kv-redis-auth");
+    let good = password_file(&dir, "default.pass", default_pw);
+    let acl = password_file(&dir, "acl.pass", acl_pw);
+    let wrong = password_file(&dir, "wrong.pass", "not-the-password");
+    let addr = redis.addr();
+
+    // Without a password the server refuses every request: NOAUTH replies
+    // are server errors, and no AUTH was sent.
+    let (_, rep, err) = load(&dir, &["redis", &addr, "-c", "2", "-n", "50"]);
+    assert!(
+        u(&rep["errors"]["by_class"]["server_error"]) > 0,
+        "{rep} {err}"
+    );
+    assert_eq!(redis.calls("auth"), 0);
+
+    // --auth @FILE: one AUTH per connection, then the commands, every one
+    // in the server's counters; the password in no artifact.
+    let before_auth = redis.calls("auth");
+    let (code, rep, err) = load(
+        &dir,
+        &["redis", &addr, "-c", "4", "-n", "2000", "--auth", &good],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let r = &rep["responses"];
+    assert_eq!(u(&r["answered"]), 2000, "{r}");
+    let connects = u(&rep["connections"]["connects"]);
+    assert!(connects >= 4, "{rep}");
+    assert_eq!(
+        redis.calls("auth") - before_auth,
+        connects,
+        "one AUTH per connection"
+    );
+    let gets = u(&r["by_command"]["GET"]["answered"]);
+    agrees("GET calls", redis.calls("get"), gets, &rep);
+    let step = rep["config"]["workload_options"]["on_connect"]
+        .as_str()
+        .unwrap();
+    assert!(step.starts_with("AUTH ("), "{step}");
+    let text = serde_json::to_string(&rep).unwrap();
+    assert!(
+        !text.contains(default_pw) && !err.contains(default_pw),
+        "the password leaked"
+    );
+
+    // An ACL user over RESP3: HELLO 3 AUTH user pass opens each
+    // connection; RESP3's null answers a GET miss, still a miss.
+    let before_hello = redis.calls("hello");
+    let (code, rep, err) = load(
+        &dir,
+        &[
+            "redis", &addr, "-c", "2", "-n", "500", "--auth", &acl, "--user", "loadgen",
+        ]
+        .into_iter()
+        .chain(["--hello", "3", "--keys", "1000000"])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let r = &rep["responses"];
+    assert_eq!(u(&r["answered"]), 500, "{r}");
+    assert!(u(&r["misses"]) > 0, "a GET of 1,000,000 keys misses: {r}");
+    assert_eq!(
+        redis.calls("hello") - before_hello,
+        u(&rep["connections"]["connects"]),
+        "one HELLO per connection"
+    );
+    let step = rep["config"]["workload_options"]["on_connect"]
+        .as_str()
+        .unwrap();
+    assert!(
+        step.starts_with("HELLO 3") && step.contains("AUTH loadgen"),
+        "{step}"
+    );
+    let text = serde_json::to_string(&rep).unwrap();
+    assert!(
+        !text.contains(acl_pw) && !err.contains(acl_pw),
+        "the password leaked"
+    );
+
+    // A wrong password: the run fails saying what the server answered, and
+    // no request was sent.
+    let gets_before = redis.calls("get");
+    let (code, rep, err) = load(
+        &dir,
+        &["redis", &addr, "-c", "2", "-n", "100", "--auth", &wrong],
+    );
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("WRONGPASS") && err.contains("on-connect"),
+        "{err}"
+    );
+    assert!(!err.contains("not-the-password"), "{err}");
+    assert_eq!(u(&rep["responses"]["answered"]), 0, "{rep}");
+    assert_eq!(
+        redis.calls("get"),
+        gets_before,
+        "a request went out unauthenticated"
+    );
+
+    // REDISCLI_AUTH, as redis-cli reads it; a password as a word is refused.
+    let json = dir.join("env.json");
+    let out = Command::new(sockscope())
+        .args(["load", "redis", &addr, "-c", "1", "-n", "100", "--json"])
+        .arg(&json)
+        .env("REDISCLI_AUTH", default_pw)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(u(&read_json(&json)["responses"]["answered"]), 100);
+    let (code, _, err) = load(&dir, &["redis", &addr, "-n", "1", "--auth", default_pw]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("@FILE") && !err.contains(default_pw), "{err}");
 }

@@ -57,12 +57,25 @@ enum Listen {
 pub struct Redis {
     pub child: Reaped,
     listen: Listen,
+    /// The default user's password (`--requirepass`), which the INFO of
+    /// the cross-checks sends first.
+    password: Option<String>,
+    /// The AUTHs those INFOs sent, which redis counts too.
+    own_auths: std::cell::Cell<u64>,
 }
 
 impl Redis {
     /// One on a free loopback port (another is tried when the port was
     /// taken before it bound); None when redis-server is missing outside CI.
     pub fn start(test: &str) -> Option<Self> {
+        Self::start_with(test, &[], None)
+    }
+
+    /// One on a free loopback port with `extra` configuration words
+    /// (`--user NAME on >PASS ...`), the default user's password
+    /// `password` (`--requirepass`); None when redis-server is missing
+    /// outside CI.
+    pub fn start_with(test: &str, extra: &[&str], password: Option<&str>) -> Option<Self> {
         if !available(test) {
             return None;
         }
@@ -71,11 +84,17 @@ impl Redis {
                 .join(format!("redis-{}-{port}.log", std::process::id()));
             let mut args = tcp_command(port);
             args.extend(["--logfile".to_string(), log.to_str().unwrap().to_string()]);
+            if let Some(p) = password {
+                args.extend(["--requirepass".to_string(), p.to_string()]);
+            }
+            args.extend(extra.iter().map(|w| w.to_string()));
             let mut child = Reaped(spawn(&args));
             match ports::await_tcp(&mut child, port) {
                 Ok(()) => Some(Self {
                     child,
                     listen: Listen::Tcp(port),
+                    password: password.map(String::from),
+                    own_auths: Default::default(),
                 }),
                 Err(st) => {
                     let said = std::fs::read_to_string(&log).unwrap_or_default();
@@ -107,6 +126,8 @@ impl Redis {
         Some(Self {
             child,
             listen: Listen::Unix(sock),
+            password: None,
+            own_auths: Default::default(),
         })
     }
 
@@ -142,7 +163,12 @@ impl Redis {
     /// `INFO section` as `name -> value` (commandstats rows keep their
     /// `calls=...,usec=...` text). The INFO itself is counted by redis.
     pub fn info(&self, section: &str) -> BTreeMap<String, String> {
-        let req = format!("*2\r\n$4\r\nINFO\r\n${}\r\n{section}\r\n", section.len());
+        let mut req = String::new();
+        if let Some(p) = &self.password {
+            self.own_auths.set(self.own_auths.get() + 1);
+            req += &format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{p}\r\n", p.len());
+        }
+        req += &format!("*2\r\n$4\r\nINFO\r\n${}\r\n{section}\r\n", section.len());
         let limit = Some(Duration::from_secs(5));
         let text = match &self.listen {
             Listen::Tcp(p) => {
@@ -162,11 +188,18 @@ impl Redis {
             .collect()
     }
 
-    /// commandstats `calls` of `cmd` (lower case); 0 if never called.
+    /// commandstats `calls` of `cmd` (lower case); 0 if never called. The
+    /// AUTHs these checks sent are not counted.
     pub fn calls(&self, cmd: &str) -> u64 {
-        self.info("commandstats")
+        let n = self
+            .info("commandstats")
             .get(&format!("cmdstat_{cmd}"))
-            .map_or(0, |row| field(row, "calls"))
+            .map_or(0, |row| field(row, "calls"));
+        if cmd == "auth" {
+            n - self.own_auths.get()
+        } else {
+            n
+        }
     }
 
     /// commandstats `calls` of every command but INFO (the cross-check's
@@ -205,13 +238,21 @@ fn spawn(args: &[String]) -> std::process::Child {
 }
 
 /// Sends `req` and reads the bulk string that answers it (`$N`, CR LF, N
-/// bytes, CR LF; at most 1 MiB). `s` has a read timeout.
+/// bytes, CR LF; at most 1 MiB), after the `+OK` of an AUTH before it.
+/// `s` has a read timeout.
 fn ask<S: Read + Write>(mut s: S, req: &str) -> String {
     s.write_all(req.as_bytes()).unwrap();
     let mut got = Vec::new();
+    let mut ok_pending = req.starts_with("*2\r\n$4\r\nAUTH\r\n");
     let mut buf = [0u8; 65536];
     loop {
-        if let Some(eol) = got.windows(2).position(|w| w == b"\r\n") {
+        if ok_pending && got.starts_with(b"+OK\r\n") {
+            got.drain(..5);
+            ok_pending = false;
+        }
+        if ok_pending && b"+OK\r\n".starts_with(&got) {
+            // Still reading AUTH's answer.
+        } else if let Some(eol) = got.windows(2).position(|w| w == b"\r\n") {
             let len: usize = std::str::from_utf8(&got[1..eol])
                 .ok()
                 .and_then(|n| n.parse().ok())
