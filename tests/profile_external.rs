@@ -309,3 +309,43 @@ fn the_workload_options_that_do_not_go_together_are_usage_errors() {
         assert!(err.contains(why), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_load_command_child_that_calls_setsid_is_stopped_with_the_command() {
+    let name = "a_load_command_child_that_calls_setsid_is_stopped";
+    if !require_bpf(name) || !redis::available(name) || !require_program("redis-benchmark", name) {
+        return;
+    }
+    let Some(redis) = Redis::start(name) else {
+        return;
+    };
+    let pidfile = scratch("ext-setsid-pid").join("escaped.pid");
+    // The command's background job leaves its process group (setsid) and
+    // would outlive it; the command itself loads the target and exits 0.
+    let cmd = format!(
+        "sh -c \"setsid sh -c 'echo \\$\\$ > {0}.tmp; mv {0}.tmp {0}; exec sleep 300' & \
+         exec redis-benchmark -h HOST -p PORT -c 2 -n 2000 -t get -q\"",
+        pidfile.display()
+    );
+    let (code, out, _dir) = profile(
+        "ext-setsid",
+        &["--pid", &redis.child.id().to_string(), "--load-cmd", &cmd],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    let escaped: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap_or_else(|e| panic!("the background job never wrote its pid: {e}\n{out}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{escaped}/stat")).is_ok_and(|s| {
+            let state = s.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            !matches!(state, Some('Z' | 'X') | None)
+        })
+    };
+    // profile has exited: whatever its command started is gone already.
+    assert!(
+        !alive(),
+        "pid {escaped}, started by the load command with setsid, outlived profile"
+    );
+}

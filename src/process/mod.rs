@@ -18,6 +18,7 @@
 //! `signals` and `procfs`; never `run`, `cli`,
 //! `load`, `serve` or `netpath`.
 
+pub mod cage;
 pub mod pidfd;
 pub mod publish;
 pub mod ready;

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use super::cage::Cage;
+
 // Re-exported: what a caller holding a `Launched::exit_fd` waits with.
 pub use super::pidfd::{pidfd_open, wait_pidfd};
 use super::watchdog;
@@ -212,6 +214,8 @@ struct ChildSetup {
     /// A network namespace to enter before exec (an emulated path's
     /// target side).
     netns: Option<RawFd>,
+    /// Its cage's `cgroup.procs`, to move itself in before anything else.
+    cage: Option<RawFd>,
 }
 
 impl ChildSetup {
@@ -230,6 +234,12 @@ impl ChildSetup {
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             if libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+                return Err(err());
+            }
+            // Into its cage first, so nothing it starts is outside it.
+            if let Some(fd) = self.cage
+                && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
+            {
                 return Err(err());
             }
             // Before the switch of user: setns needs CAP_SYS_ADMIN.
@@ -309,6 +319,8 @@ pub struct Launched {
     /// The argv it was started with.
     pub argv: Vec<String>,
     stop: Option<StopRecord>,
+    /// Its cgroup: what a stop reaches beyond its process group.
+    cage: Option<Cage>,
 }
 
 impl Launched {
@@ -366,6 +378,9 @@ impl Launched {
         let (out_r, out_w) = pipe(0)?;
         let err_w = out_w.try_clone().context("duplicating the output pipe")?;
         let (pid_r, pid_w) = pipe(libc::O_NONBLOCK)?;
+        // Without a cage (no cgroup2, not root) the process group is the
+        // only reach, as a plain `kill -- -PGID` would have.
+        let cage = Cage::create().ok();
         let setup = ChildSetup {
             // SAFETY: getpid has no preconditions.
             parent: unsafe { libc::getpid() },
@@ -374,6 +389,7 @@ impl Launched {
             pid_w: pid_w.as_raw_fd(),
             report: report.as_ref().map(AsRawFd::as_raw_fd),
             netns,
+            cage: cage.as_ref().map(Cage::procs_fd),
         };
         let watched = setup.watchdog.is_some();
         let mut cmd = Command::new(prog);
@@ -430,6 +446,7 @@ impl Launched {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
             stop: None,
+            cage,
         })
     }
 
@@ -465,6 +482,11 @@ impl Launched {
             _ => {
                 // SAFETY: signalling the process group we created.
                 unsafe { libc::kill(-self.pid, libc::SIGTERM) };
+                // And what left the group (setsid), which may still be
+                // ours to stop in order.
+                if let Some(c) = &self.cage {
+                    c.signal(libc::SIGTERM);
+                }
                 if wait_pidfd(self.pidfd.as_fd(), grace) {
                     ("SIGTERM", child.wait().ok())
                 } else {
@@ -477,9 +499,13 @@ impl Launched {
                 }
             }
         };
-        // Whatever is left of the group (children the target started).
+        // Whatever is left of the group (children the target started),
+        // and of its cgroup (those that left the group).
         // SAFETY: as above; ESRCH when the group is gone is fine.
         unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        if let Some(c) = &self.cage {
+            c.kill(grace);
+        }
         // An unreaped leader keeps its id from being reused, so the group
         // stays registered (and is killed again if sockscope dies).
         if status.is_some() {
@@ -608,6 +634,64 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let r = t.stop(Duration::from_secs(5));
         assert_eq!(r.signal, "SIGTERM", "{r:?}");
+    }
+
+    /// Whether `pid` is a live process (a zombie is not).
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            let state = s.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            !matches!(state, Some('Z' | 'X') | None)
+        })
+    }
+
+    #[test]
+    fn a_child_that_left_the_process_group_is_stopped_too() {
+        if let Err(e) = Cage::create() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "no cgroup for a launched process under CI: {e:#}"
+            );
+            eprintln!("skipped: a launched process gets no cgroup here ({e:#})");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("escaped.pid");
+        // A background job that calls setsid: out of the group, still
+        // running after the command itself exits 0.
+        let script = format!(
+            "setsid sh -c 'echo $$ > {0}.tmp; mv {0}.tmp {0}; exec sleep 60' & exit 0",
+            pidfile.display()
+        );
+        let mut t = Launched::spawn(&argv(&["sh", "-c", &script]), None).unwrap();
+        let t0 = Instant::now();
+        while !pidfile.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the job never started"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let escaped: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: getpgid has no memory preconditions.
+        assert_ne!(
+            unsafe { libc::getpgid(escaped) },
+            t.pid,
+            "setsid left the group"
+        );
+        assert!(alive(escaped));
+        t.stop(Duration::from_secs(5));
+        let t0 = Instant::now();
+        while alive(escaped) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "pid {escaped} (setsid) outlived the stop"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     #[test]
