@@ -417,3 +417,33 @@ fn ctrl_c_after_a_step_keeps_it_in_a_partial_artifact() {
     // The target it launched is gone.
     assert!(serve_process_with("--threads 3 --json /dev/fd").is_none());
 }
+
+#[test]
+fn a_sweep_that_completes_no_request_fails_and_writes_nothing() {
+    let _serial = serial();
+    if !require_bpf("a_sweep_that_completes_no_request_fails_and_writes_nothing") {
+        return;
+    }
+    let out = scratch("sweep-nothing").join("art");
+    // The server waits for 100-byte requests; tcp-rr sends 1 byte: no
+    // request is ever answered.
+    let (c, so, se) = profile(&[
+        "--target",
+        "serve echo --transport epoll --req-size 100 --resp-size 100",
+        "--load",
+        "tcp-rr -c 2 --timeout 0.5",
+        "--sweep",
+        "100,200 every 1s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(c, Some(7), "stdout: {so}\nstderr: {se}");
+    assert!(
+        se.contains("completed no request in any of the 2 steps"),
+        "{se}"
+    );
+    assert!(
+        !out.join("run.json").exists(),
+        "an artifact of zeros was written"
+    );
+}

@@ -183,6 +183,7 @@ pub fn measure_steps(spec: &ProfileSpec, steps: &Steps) -> Result<Stepped> {
             (s, Some(c))
         }
     };
+    nothing_measured(&sweep)?;
     let Some(mut report) = run.last.take() else {
         return Err(match run.interrupted {
             Some(x) => crate::error::with_code(
@@ -223,6 +224,30 @@ pub fn measure_steps(spec: &ProfileSpec, steps: &Steps) -> Result<Stepped> {
         report,
         interrupted: run.interrupted,
     })
+}
+
+/// A sweep whose every step completed no request failed as the load of a
+/// plain profile fails (exit 7, nothing written): its curve and "knee"
+/// would be drawn from zeros.
+fn nothing_measured(sweep: &Sweep) -> Result<()> {
+    let n = sweep.points.len();
+    if n == 0 || sweep.points.iter().any(|p| p.transactions > 0) {
+        return Ok(());
+    }
+    let why = sweep
+        .points
+        .iter()
+        .find_map(|p| p.load_failure.as_deref())
+        .map_or(String::new(), |w| format!("; the load said: {w}"));
+    let errors: u64 = sweep.points.iter().map(|p| p.errors).sum();
+    Err(fail(
+        exit::LOAD_FAILED,
+        format!(
+            "the load completed no request in any of the {n} step{} ({errors} errors){why}; \
+             nothing was written",
+            if n == 1 { "" } else { "s" }
+        ),
+    ))
 }
 
 /// What a stopped run's sweep says.
