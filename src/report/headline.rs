@@ -6,6 +6,7 @@
 //! the run did not measure is left out, never shown as 0.
 
 use super::profile::ProfileReport;
+use super::stacks::TopFunction;
 use super::units::{fmt_us, human_ns};
 
 /// One headline figure.
@@ -60,11 +61,19 @@ pub fn figures(r: &ProfileReport) -> Vec<Figure> {
     if !per.is_empty() {
         add("per request", per.join(", "));
     }
-    if let Some(t) = r.stacks.as_ref().and_then(|s| s.on_cpu.hottest()) {
+    if let Some((t, landed)) = r.stacks.as_ref().and_then(|s| hottest_named(&s.on_cpu.top)) {
+        let landed = if landed >= 0.005 {
+            format!(
+                "; {:.0}% landed where the kernel re-enables interrupts",
+                100.0 * landed
+            )
+        } else {
+            String::new()
+        };
         add(
             "hottest function",
             format!(
-                "{}{} ({:.0}% of the target's CPU samples)",
+                "{}{} ({:.0}% of the target's CPU samples{landed})",
                 t.name,
                 if t.kernel { " (kernel)" } else { "" },
                 100.0 * t.self_share
@@ -98,6 +107,27 @@ pub fn figures(r: &ProfileReport) -> Vec<Figure> {
         );
     }
     out
+}
+
+/// Where a cpu-clock tick that came due while the kernel had interrupts
+/// off fires: the functions that turn them back on (docs/stacks.md). Their
+/// samples belong to whatever ran with interrupts off, so they are not a
+/// "hottest function" a person can act on.
+fn interrupt_enable_point(t: &TopFunction) -> bool {
+    t.kernel && (t.name.contains("unlock_irq") || t.name.starts_with("finish_task_switch"))
+}
+
+/// The function with the most self weight outside the interrupt-enable
+/// points, and the share of samples those points took (of the top list).
+fn hottest_named(top: &[TopFunction]) -> Option<(&TopFunction, f64)> {
+    let landed = top
+        .iter()
+        .filter(|t| interrupt_enable_point(t))
+        .map(|t| t.self_share)
+        .sum();
+    top.iter()
+        .find(|t| t.self_weight > 0 && !interrupt_enable_point(t))
+        .map(|t| (t, landed))
 }
 
 #[cfg(test)]
@@ -159,6 +189,22 @@ mod tests {
         assert_eq!(
             hot.value,
             "ngx_http_parse_request_line (40% of the target's CPU samples)"
+        );
+        // The interrupt-enable points first: the next function is named,
+        // and what landed there is said.
+        let top = &mut r.stacks.as_mut().unwrap().on_cpu.top;
+        let mut irq = top[0].clone();
+        irq.name = "_raw_spin_unlock_irqrestore".into();
+        irq.kernel = true;
+        irq.self_weight = 30;
+        irq.self_share = 0.30;
+        top.insert(0, irq);
+        let f = figures(&r);
+        let hot = f.iter().find(|f| f.label == "hottest function").unwrap();
+        assert_eq!(
+            hot.value,
+            "ngx_http_parse_request_line (40% of the target's CPU samples; 30% landed where \
+             the kernel re-enables interrupts)"
         );
         // Nothing sampled: no figure.
         r.stacks.as_mut().unwrap().on_cpu = Default::default();
