@@ -483,3 +483,41 @@ fn inside_a_network_namespace_tune_audits_that_namespace() {
     // On the host itself: not a child namespace.
     assert_eq!(tune_json(&[])["child_netns"], false);
 }
+
+#[test]
+fn reserved_ports_are_only_those_named_never_whatever_listens_now() {
+    let range = std::fs::read_to_string(proc_sys("net.ipv4.ip_local_port_range")).unwrap();
+    let lo: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+    if lo <= 1100 {
+        eprintln!("skipped: the ephemeral range here ({range:?}) is already wide");
+        return;
+    }
+    // A listener below the current range, inside the range widening would
+    // give: a port the old audit proposed to reserve.
+    let listener = (1100..lo)
+        .find_map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok())
+        .expect("a free port below the ephemeral range");
+    let port = listener.local_addr().unwrap().port();
+    let key = "net.ipv4.ip_local_reserved_ports";
+    let reserved = std::fs::read_to_string(proc_sys(key)).unwrap();
+    if !reserved.trim().is_empty() {
+        eprintln!("skipped: ports are reserved here already ({reserved:?})");
+        return;
+    }
+    let v = tune_json(&["--for", "connections"]);
+    let r = row(&v, key);
+    assert!(
+        !r.to_string().contains(&port.to_string()),
+        "a port that merely listens now was proposed: {r}"
+    );
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("--reserve") && notes.contains(&port.to_string()),
+        "{notes}"
+    );
+    // Named, it is proposed.
+    let v = tune_json(&["--for", "connections", "--reserve", &format!("{port},9999")]);
+    let r = row(&v, key);
+    assert_eq!(r["advised"], format!("{port},9999"), "{r}");
+    drop(listener);
+}

@@ -9,7 +9,7 @@ use crate::tune::Goal;
 
 /// Help after the options.
 pub const TUNE_HELP: &str = "Examples:\n  sockscope tune\n  sockscope tune --for latency\n  \
-sockscope tune --from out/run.json\n  sockscope tune --for connections --emit sysctl > 90-sockscope.conf\n\n\
+sockscope tune --from out/run.json\n  sockscope tune --for connections --reserve 8080,5432 --emit sysctl > 90-sockscope.conf\n\n\
 sockscope only reads: it never writes to /proc/sys. Network sysctls are per network namespace; \
 they are read in the one sockscope runs in. docs/tune.md explains every row and its sources.\n\n\
 Exit status: 0 the audit was printed (whatever it advises), 1 failure, 2 usage error (including \
@@ -37,6 +37,13 @@ pub struct TuneArgs {
     /// Print the rows as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The ports your services listen on, to keep out of the ephemeral
+    /// range when it is widened (net.ipv4.ip_local_reserved_ports), e.g.
+    /// `--reserve 8080,5432`. Default: the --from run's target's ports;
+    /// without either no port is proposed (whatever happens to listen now
+    /// may be a test server).
+    #[arg(long, value_name = "PORT,...", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..))]
+    pub reserve: Vec<u16>,
 }
 
 impl TuneArgs {
@@ -48,6 +55,7 @@ impl TuneArgs {
             from: self.from,
             emit_sysctl: self.emit.is_some(),
             json: self.json,
+            reserve: self.reserve,
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct TuneSpec {
     pub emit_sysctl: bool,
     /// Print JSON instead of the table.
     pub json: bool,
+    /// The ports to keep out of a widened ephemeral range (`--reserve`).
+    pub reserve: Vec<u16>,
 }
 
 /// `sockscope tune --json`.
@@ -59,7 +61,8 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
             p.display()
         ));
     }
-    let settings = Settings::read();
+    let mut settings = Settings::read();
+    protect_only_named_ports(spec, run.as_ref(), &mut settings, &mut notes);
     let evidence = run
         .as_ref()
         .and_then(|r| r.evidence.as_ref().map(|e| (e, r.load.as_ref())));
@@ -118,6 +121,59 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
     );
     print!("{}", crate::text::escape_block(&table));
     Ok(0)
+}
+
+/// The ports whose reservation the audit may propose: those named with
+/// `--reserve`, else the `--from` run's target's, else none. Whatever
+/// listens on the machine right now may be a test server or a one-off
+/// (the audit once proposed reserving a test suite's ports); the ports
+/// listening now are only named in a note.
+fn protect_only_named_ports(
+    spec: &TuneSpec,
+    run: Option<&ProfileReport>,
+    settings: &mut Settings,
+    notes: &mut Vec<String>,
+) {
+    let listening = std::mem::take(&mut settings.listening);
+    let mut ports = if !spec.reserve.is_empty() {
+        spec.reserve.clone()
+    } else {
+        run.map(|r| target_ports(&r.target.sockets))
+            .unwrap_or_default()
+    };
+    ports.sort_unstable();
+    ports.dedup();
+    if ports.is_empty() && !listening.is_empty() {
+        let mut now = listening;
+        now.sort_unstable();
+        now.dedup();
+        let now: Vec<String> = now.iter().take(20).map(u16::to_string).collect();
+        notes.push(format!(
+            "no port is proposed for net.ipv4.ip_local_reserved_ports: name your services' ports \
+             with --reserve PORT,... (or give --from a run); listening now: {}",
+            now.join(", ")
+        ));
+    }
+    settings.listening = ports;
+}
+
+/// The ports of a run's target sockets as the artifact writes them
+/// (`tcp 127.0.0.1:8080`, `udp [::1]:53 (pid 12)`, `unix:/path ...`).
+fn target_ports(sockets: &[String]) -> Vec<u16> {
+    sockets
+        .iter()
+        .filter_map(|s| {
+            let mut w = s.split_whitespace();
+            let proto = w.next()?;
+            if proto != "tcp" && proto != "udp" {
+                return None;
+            }
+            w.next()?
+                .parse::<std::net::SocketAddr>()
+                .ok()
+                .map(|a| a.port())
+        })
+        .collect()
 }
 
 /// Reads `--from`: a profile artifact, or a usage error saying what the
@@ -197,4 +253,21 @@ fn netns_id() -> String {
     std::fs::read_link("/proc/self/ns/net")
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "?".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_ports_are_read_from_its_sockets_and_nothing_else() {
+        let s = [
+            "tcp 127.0.0.1:8080",
+            "udp [::1]:53 (pid 12)",
+            "unix:/run/x.sock",
+            "tcp nonsense",
+        ]
+        .map(String::from);
+        assert_eq!(target_ports(&s), vec![8080, 53]);
+    }
 }

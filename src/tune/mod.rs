@@ -23,9 +23,16 @@ use crate::report::tune::AuditRow;
 /// The rows a profile's own evidence supports (a counted overflow, an
 /// exhausted port range, a buffer that dropped), read against this
 /// machine's current settings. Empty when the evidence shows nothing a
-/// setting would fix.
-pub fn supported_by(evidence: &KernelEvidence, load: Option<&LoadReport>) -> Vec<AuditRow> {
-    advice::rows(&Settings::read(), evidence, load)
+/// setting would fix. `ports` are the target's: the only ones a
+/// reservation of ports is proposed for.
+pub fn supported_by(
+    evidence: &KernelEvidence,
+    load: Option<&LoadReport>,
+    ports: &[u16],
+) -> Vec<AuditRow> {
+    let mut s = Settings::read();
+    s.listening = ports.to_vec();
+    advice::rows(&s, evidence, load)
 }
 
 /// The audit of `s` for `goal`, ranked by a run's evidence when given:

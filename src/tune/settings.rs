@@ -82,9 +82,11 @@ pub struct Settings {
     pub steering: Vec<Steering>,
     /// CPUs online (for RPS: fewer receive queues than CPUs).
     pub cpus: usize,
-    /// Ports TCP sockets listen on in this network namespace (from
-    /// /proc/self/net/tcp and tcp6), sorted, without repeats: services a
-    /// wider ephemeral port range must not hand out.
+    /// Ports a wider ephemeral port range must not hand out. Read as the
+    /// ports TCP sockets listen on in this network namespace (from
+    /// /proc/self/net/tcp and tcp6), sorted, without repeats; `tune` and
+    /// profile's advice replace them with the ports named (`--reserve`) or
+    /// the target's, and keep the ones read only for a note.
     pub listening: Vec<u16>,
     /// Whether this is a child network namespace (not init's): sysctls
     /// only the host's namespace has are then absent here, not missing.

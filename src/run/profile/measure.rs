@@ -297,11 +297,12 @@ impl Live {
             shares_cpus: machine::shares_cpus_with(self.subject.pid),
             anatomy,
         };
-        let mut rep = assemble::assemble(
-            spec.command_line.clone(),
-            measured,
-            crate::tune::supported_by,
-        );
+        // The ports a reservation may protect are the target's, not
+        // whatever else listens on the machine.
+        let ports: Vec<u16> = self.ready.sockets.iter().map(|s| s.local.port()).collect();
+        let mut rep = assemble::assemble(spec.command_line.clone(), measured, |e, l| {
+            crate::tune::supported_by(e, l, &ports)
+        });
         stacks::put(&mut rep, stacks);
         rep
     }
