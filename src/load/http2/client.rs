@@ -86,6 +86,8 @@ struct Stream {
     /// The body is kept for the worker's reply check.
     keep: bool,
     kept: Vec<u8>,
+    /// gRPC: the body's message framing so far.
+    messages: super::grpc_body::Messages,
 }
 
 /// How a stream ended.
@@ -368,6 +370,7 @@ impl<'w> Client<'w> {
             unacked: 0,
             keep: w.check_reply.is_some() && !w.checked.get(),
             kept: Vec::new(),
+            messages: super::grpc_body::Messages::default(),
         });
     }
 

@@ -31,6 +31,7 @@ pub mod classify;
 pub mod client;
 pub mod conn;
 pub mod frame;
+pub mod grpc_body;
 pub mod hpack;
 pub mod huffman;
 pub mod pacer;
