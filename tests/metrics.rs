@@ -391,7 +391,7 @@ fn series_the_tracer_folds_into_other_are_counted_as_folded() {
         "--",
         "sh",
         "-c",
-        "i=0; while [ $i -lt 20 ]; do /bin/true; i=$((i+1)); done; sleep 60",
+        "i=0; while [ $i -lt 20 ]; do /bin/true; i=$((i+1)); done; exec sleep 60",
     ]);
     wait_serving(addr);
     let value = |body: &str, name: &str| -> Option<f64> {
