@@ -1,8 +1,8 @@
 //! `load grpc` and `load http --http2` against a tiny hostile HTTP/2
 //! server written here frame by frame (no HTTP/2 library would send what
 //! it sends): gRPC answers whose body breaks the message framing while
-//! their grpc-status says OK. Each must fail with its class, never count
-//! as OK.
+//! their grpc-status says OK, a server that never speaks, and one that
+//! allows no stream. Each must fail with its reason, never count as OK.
 
 mod common;
 
@@ -24,6 +24,10 @@ enum Mode {
     Grpc(&'static [u8]),
     /// 1,000 one-byte messages, then grpc-status 0.
     ThousandMessages,
+    /// Accepts and reads, never writes.
+    Silent,
+    /// SETTINGS_MAX_CONCURRENT_STREAMS 0, then nothing but ACKs.
+    NoStreams,
 }
 
 const HEADERS: u8 = 1;
@@ -58,6 +62,7 @@ fn answer(mode: Mode, sid: u32) -> Vec<u8> {
     let body: Vec<u8> = match mode {
         Mode::Grpc(b) => b.to_vec(),
         Mode::ThousandMessages => (0..1000).flat_map(|_| [0, 0, 0, 0, 1, b'x']).collect(),
+        Mode::Silent | Mode::NoStreams => unreachable!(),
     };
     for chunk in body.chunks(16_384) {
         frame(&mut out, DATA, 0, sid, chunk);
@@ -76,7 +81,11 @@ fn serve(mut c: TcpStream, mode: Mode) {
         return;
     }
     let mut out = Vec::new();
-    frame(&mut out, SETTINGS, 0, 0, &[]);
+    match mode {
+        Mode::Silent => {}
+        Mode::NoStreams => frame(&mut out, SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 0]),
+        _ => frame(&mut out, SETTINGS, 0, 0, &[]),
+    }
     if c.write_all(&out).is_err() {
         return;
     }
@@ -93,11 +102,11 @@ fn serve(mut c: TcpStream, mode: Mode) {
         let (kind, flags) = (head[3], head[4]);
         let sid = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
         let mut out = Vec::new();
-        if kind == SETTINGS && flags & 1 == 0 {
+        if kind == SETTINGS && flags & 1 == 0 && !matches!(mode, Mode::Silent) {
             frame(&mut out, SETTINGS, 1, 0, &[]);
         }
         let request_ends = (kind == DATA || kind == HEADERS) && flags & END_STREAM != 0;
-        if request_ends {
+        if request_ends && matches!(mode, Mode::Grpc(_) | Mode::ThousandMessages) {
             out.extend_from_slice(&answer(mode, sid));
         }
         if !out.is_empty() && c.write_all(&out).is_err() {
@@ -172,3 +181,32 @@ fn grpc_answers_that_break_the_message_framing_are_protocol_errors() {
     }
 }
 
+/// Issue 38 (messages): a server that accepts and never speaks HTTP/2,
+/// and one whose SETTINGS allow no stream, failed the run with no reason.
+#[test]
+fn a_server_that_lets_no_request_go_is_named_in_the_failure() {
+    let dir = scratch("h2-hostile-stuck");
+    let silent = "never sent its HTTP/2 SETTINGS";
+    let none = "SETTINGS_MAX_CONCURRENT_STREAMS is 0";
+    // Past --timeout the connection fails (ETIMEDOUT), and says why.
+    let port = start(Mode::Silent);
+    let url = format!("http://127.0.0.1:{port}/");
+    let (code, rep, err) = load_json(
+        &dir,
+        &["http", &url, "--http2", "-n", "5", "--timeout", "0.5"],
+        LIMIT,
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(silent), "{err}");
+    assert!(by_class(&rep, "ETIMEDOUT") >= 1, "{}", rep["errors"]);
+    let port = start(Mode::NoStreams);
+    let (code, _, err) = grpc(&dir, port, &["-n", "5", "--timeout", "0.5"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(none), "{err}");
+    // A run that ends before --timeout says it too.
+    let (code, rep, err) = grpc(&dir, port, &["-d", "1", "--timeout", "10"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no transaction completed"), "{err}");
+    assert!(err.contains(none), "{err}");
+    assert_eq!(rep["errors"]["total"], 0, "{}", rep["errors"]);
+}

@@ -79,6 +79,10 @@ pub enum ErrorClass {
     /// unary call's answer is one whole uncompressed message); the
     /// connection goes on.
     GrpcFraming(GrpcFault),
+    /// The socket at the address is of another type than the load's
+    /// (EPROTOTYPE: a stream load to a datagram Unix socket, or the
+    /// reverse).
+    SocketType,
     /// Any other socket error.
     Other,
 }
@@ -109,6 +113,7 @@ impl ErrorClass {
             }
             Self::GrpcBadResponse => "grpc_bad_response",
             Self::GrpcFraming(f) => f.class_name(),
+            Self::SocketType => "wrong_socket_type",
             Self::Other => "other",
         })
     }
@@ -140,6 +145,7 @@ impl ErrorClass {
             Some(libc::ETIMEDOUT) => Self::TimedOut,
             Some(libc::EADDRNOTAVAIL) => Self::AddrNotAvail,
             Some(libc::ECONNRESET) | Some(libc::EPIPE) => Self::Reset,
+            Some(libc::EPROTOTYPE) => Self::SocketType,
             _ => Self::Other,
         }
     }
