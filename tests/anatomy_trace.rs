@@ -218,6 +218,51 @@ fn requests_only_cgroup_scope_finds_the_served_port() {
     drop(srv);
 }
 
+/// Issue 38 item 11: `-d N` ran from the launch, so the attach (0.25 to
+/// 2.3 s) was taken out of the window, which still said "complete", and
+/// its start was the launch time. The window is N seconds from when it
+/// opened, and starts then.
+#[test]
+fn requests_only_duration_runs_from_when_the_window_opened() {
+    if !common::require_bpf("requests_only_duration_runs_from_when_the_window_opened") {
+        return;
+    }
+    let dir = common::scratch("reqonly-window");
+    let json = dir.join("r.json");
+    let srv = echo_server();
+    let launched = std::time::SystemTime::now();
+    let (st, _, err) = common::run_bounded(
+        &[
+            "trace",
+            "--requests-only",
+            "-p",
+            &srv.pid.to_string(),
+            "-d",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    let ended = std::time::SystemTime::now();
+    assert!(st.success(), "{st}: {err}");
+    let rep = common::read_json(&json);
+    let w = &rep["window"];
+    assert_eq!(w["complete"], true, "{w}");
+    assert_eq!(w["end_reason"], "duration", "{w}");
+    let dur = w["duration_s"].as_f64().unwrap();
+    assert!(dur >= 2.0, "a 2 s window observed {dur} s");
+    let started = humantime::parse_rfc3339(w["started_at"].as_str().unwrap()).unwrap();
+    // Millisecond stamps: a millisecond of slack each way.
+    let ms = Duration::from_millis(1);
+    assert!(started + ms >= launched, "{w}");
+    assert!(
+        started + Duration::from_secs_f64(dur) <= ended + ms,
+        "the window ends after sockscope did: {w}"
+    );
+    drop(srv);
+}
+
 #[test]
 fn requests_only_killed_leaves_no_program_loaded() {
     if !common::require_bpf("requests_only_killed_leaves_no_program_loaded") {

@@ -261,6 +261,51 @@ fn load_expect_empty_is_a_usage_error() {
     }
 }
 
+/// Issue 38 item 19: a program given to --target ran as a sockscope
+/// subcommand, and the run exited 3 ("target exited before ready")
+/// quoting clap. It is a usage error pointing to `profile -- PROGRAM`.
+#[test]
+fn a_program_given_to_target_is_a_usage_error_pointing_to_the_double_dash() {
+    let dir = scratch("exits-target-program");
+    let out = dir.join("run");
+    let (st, _, err) = run_bounded(
+        &[
+            "profile",
+            "--target",
+            "nginx -g 'daemon off;'",
+            "--load",
+            "tcp-rr -n 10",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_failed(
+        st.code(),
+        &err,
+        2,
+        "sockscope profile [OPTIONS] -- nginx -g 'daemon off;'",
+        &out,
+    );
+    assert!(!err.contains("before it was ready"), "{err}");
+    // A sockscope subcommand with a wrong option: a usage error too,
+    // naming what clap could not parse.
+    let (st, _, err) = run_bounded(
+        &[
+            "profile",
+            "--target",
+            "serve echo --no-such-option",
+            "--load",
+            "tcp-rr -n 10",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_failed(st.code(), &err, 2, "is not a sockscope command line", &out);
+    assert!(err.contains("--no-such-option"), "{err}");
+}
+
 #[test]
 fn load_failure_names_its_error_classes() {
     let dir = scratch("exits-load-classes");

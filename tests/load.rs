@@ -938,6 +938,66 @@ fn udp_loss_equals_published_minus_received_and_the_kernel_agrees() {
     let _ = stop_ok(srv, &sj);
 }
 
+/// Issue 38 item 16: a sink whose REPORT is impossible (more received
+/// than published) printed `lost 0 (0.000%)`. Its loss is unknown: the
+/// text says so, the JSON's `lost` and `loss_ratio` are null, the run fails.
+#[test]
+fn an_impossible_report_prints_the_loss_as_unknown_never_zero() {
+    use sockscope::proto::udp::{Header, Kind, SinkReport, report_datagram};
+    let _g = udp_lock();
+    let dir = scratch("udp-impossible");
+    let fake = UdpSocket::bind("127.0.0.1:0").unwrap();
+    fake.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let addr = fake.local_addr().unwrap();
+    let sink = thread::spawn(move || {
+        let mut buf = vec![0u8; 70_000];
+        while let Ok((n, from)) = fake.recv_from(&mut buf) {
+            let Some(h) = Header::decode(&buf[..n]) else {
+                continue;
+            };
+            if h.kind != Kind::Fin {
+                continue;
+            }
+            // Seven more received than the FIN says were published.
+            let rep = SinkReport {
+                run: h.run,
+                received: h.seq + 7,
+                max_seq: h.seq.checked_sub(1),
+                ..Default::default()
+            };
+            fake.send_to(&report_datagram(&rep, h.seq).unwrap(), from)
+                .unwrap();
+            return;
+        }
+        panic!("no FIN came");
+    });
+    let lj = dir.join("udp.json");
+    let out = load(&[
+        "udp",
+        &addr.to_string(),
+        "--burst",
+        "50",
+        "--json",
+        lj.to_str().unwrap(),
+    ]);
+    sink.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the sink's REPORT is impossible"),
+        "{}",
+        stderr(&out)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("lost unknown"), "{text}");
+    assert!(!text.contains("lost 0"), "{text}");
+    let l = read_json(&lj);
+    assert_eq!(u(&l["udp"]["published"]), 50);
+    assert!(l["udp"]["lost"].is_null(), "{}", l["udp"]);
+    assert!(l["udp"]["loss_ratio"].is_null(), "{}", l["udp"]);
+    assert_eq!(l["complete"], false);
+}
+
 fn u(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
 }

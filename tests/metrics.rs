@@ -366,3 +366,58 @@ fn slow_clients_cannot_starve_the_scraper() {
     let (status, err) = interrupt(&mut trace);
     assert!(status.success(), "{err}");
 }
+
+/// Issue 38 item 16: `sockscope_series_folded` stayed 0 while most series
+/// were pooled into `(other)` by the tracer (its series map full, or
+/// processes retired after they exited). The gauge counts those too.
+#[test]
+fn series_the_tracer_folds_into_other_are_counted_as_folded() {
+    let test = "series_the_tracer_folds_into_other_are_counted_as_folded";
+    if !common::require_bpf(test) {
+        return;
+    }
+    // Twenty short-lived processes, each with several syscalls, in a map
+    // of four series: most land in (other).
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let a = addr.to_string();
+    let mut trace = start_trace(&[
+        "--by",
+        "process",
+        "--max-series",
+        "4",
+        "--metrics",
+        &a,
+        "-q",
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 20 ]; do /bin/true; i=$((i+1)); done; exec sleep 60",
+    ]);
+    wait_serving(addr);
+    let value = |body: &str, name: &str| -> Option<f64> {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    let seen = poll(Duration::from_secs(30), || {
+        let (_, _, body) = http_get(addr, "/metrics", None)?;
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let other = body
+            .lines()
+            .any(|l| l.starts_with("sockscope_syscalls_total{") && l.contains("pid=\"(other)\""));
+        let folded = value(&body, "sockscope_series_folded")?;
+        (other && folded > 0.0).then_some((folded, body))
+    });
+    let (status, err) = interrupt(&mut trace);
+    let (folded, body) =
+        seen.unwrap_or_else(|| panic!("no (other) series counted as folded; {err}"));
+    // At least one label set per syscall in (other).
+    let other_syscalls = body
+        .lines()
+        .filter(|l| l.starts_with("sockscope_syscalls_total{") && l.contains("pid=\"(other)\""))
+        .count();
+    assert!(
+        folded >= other_syscalls as f64,
+        "{folded} < {other_syscalls}\n{body}"
+    );
+    assert!(!err.contains("panicked"), "{status}: {err}");
+}

@@ -669,3 +669,25 @@ fn a_dns_reply_to_another_question_is_a_mismatch_and_rcodes_have_names() {
     assert_eq!(code, Some(1), "ANCOUNT 1 without a record: {err}");
     assert_eq!(u(&rep["errors"]["by_class"]["protocol_error"]), 10, "{rep}");
 }
+
+/// Issue 38: `--expect-answer` took an answer record whose owner name is a
+/// compression pointer to itself (a name that never ends) as an answer.
+#[test]
+fn a_dns_answer_whose_name_points_to_itself_is_no_answer() {
+    let dir = scratch("udp-rr-pointer-loop");
+    let (code, rep, err) = against_fake_dns(
+        &dir,
+        |q, _| {
+            let mut r = answered(q, u16::from_be_bytes([q[0], q[1]]));
+            // The owner name (0xc0 0x0c after the question) points at
+            // its own offset instead.
+            let at = q.len() as u16;
+            r[q.len()..q.len() + 2].copy_from_slice(&(0xc000 | at).to_be_bytes());
+            r
+        },
+        &[],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(u(&rep["transactions"]), 0, "{rep}");
+    assert_eq!(u(&rep["errors"]["by_class"]["protocol_error"]), 10, "{rep}");
+}

@@ -395,3 +395,41 @@ fn memcached_on_a_unix_socket_counts_every_get_and_set() {
     );
     drop(guard);
 }
+
+/// Issue 38 (messages): a stream load to a datagram Unix socket failed as
+/// `other x7`. The class says what it is, and the failure what to use;
+/// and the reverse (udp-rr to a stream socket) too. (Nothing connected:
+/// the run writes no JSON, its stderr says it all.)
+#[test]
+fn a_socket_of_the_other_type_is_named_with_what_to_use() {
+    let dir = scratch("unix-wrong-type");
+    let dgram = dir.join("dgram.sock");
+    let _d = std::os::unix::net::UnixDatagram::bind(&dgram).unwrap();
+    let target = format!("unix:{}", dgram.display());
+    let (st, _, err) = run_bounded(&["load", "tcp-rr", &target, "-n", "5"], LIMIT);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("(wrong_socket_type x"), "{err}");
+    assert!(!err.contains("other x"), "{err}");
+    assert!(err.contains("is a datagram socket (SOCK_DGRAM)"), "{err}");
+    assert!(err.contains("load it with udp-rr"), "{err}");
+    let stream = dir.join("stream.sock");
+    let _l = UnixListener::bind(&stream).unwrap();
+    let target = format!("unix:{}", stream.display());
+    let (st, _, err) = run_bounded(
+        &[
+            "load",
+            "udp-rr",
+            &target,
+            "--request",
+            "x",
+            "-n",
+            "5",
+            "--timeout",
+            "0.2",
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("(wrong_socket_type x"), "{err}");
+    assert!(err.contains("is a stream socket"), "{err}");
+}

@@ -348,6 +348,7 @@ impl ProfileArgs {
                         "--target is empty: give e.g. 'serve echo --transport epoll'",
                     ));
                 }
+                check_sockscope_line(&words)?;
                 profile::check_target_args(&words)?;
                 ProfileTarget::Sockscope(words)
             }
@@ -426,4 +427,36 @@ impl ProfileArgs {
         };
         Ok((spec, self.out))
     }
+}
+
+/// `--target` runs a sockscope subcommand: words that do not parse as one
+/// are a usage error here (exit 2), not a target that exits before it is
+/// ready (exit 3, quoting clap); a program is launched after `--`.
+fn check_sockscope_line(words: &[String]) -> Result<()> {
+    use clap::Parser;
+    use clap::error::ErrorKind;
+    let argv = std::iter::once("sockscope".to_string()).chain(words.iter().cloned());
+    let Err(e) = super::Cli::try_parse_from(argv) else {
+        return Ok(());
+    };
+    if e.kind() == ErrorKind::InvalidSubcommand {
+        return Err(error::usage(format!(
+            "--target runs a sockscope subcommand (e.g. 'serve echo --transport epoll'), and \
+             {:?} is not one; to profile a program, launch it after `--`: sockscope profile \
+             [OPTIONS] -- {}",
+            words[0],
+            shell_words::join(words)
+        )));
+    }
+    let why = e.render().to_string();
+    let why = why
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim_start_matches("error: ");
+    Err(error::usage(format!(
+        "--target {:?} is not a sockscope command line: {}",
+        shell_words::join(words),
+        crate::text::escape(why)
+    )))
 }

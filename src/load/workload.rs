@@ -75,6 +75,14 @@ pub enum ErrorClass {
     /// gRPC with --protoset: a worker's first OK response was not one
     /// uncompressed message of the method's output type.
     GrpcBadResponse,
+    /// gRPC: an OK answer whose body breaks gRPC's message framing (a
+    /// unary call's answer is one whole uncompressed message); the
+    /// connection goes on.
+    GrpcFraming(GrpcFault),
+    /// The socket at the address is of another type than the load's
+    /// (EPROTOTYPE: a stream load to a datagram Unix socket, or the
+    /// reverse).
+    SocketType,
     /// Any other socket error.
     Other,
 }
@@ -104,6 +112,8 @@ impl ErrorClass {
                 return Cow::Owned(format!("grpc_status:{}", grpc_status_name(code)));
             }
             Self::GrpcBadResponse => "grpc_bad_response",
+            Self::GrpcFraming(f) => f.class_name(),
+            Self::SocketType => "wrong_socket_type",
             Self::Other => "other",
         })
     }
@@ -124,6 +134,7 @@ impl ErrorClass {
                 | Self::RstStream(_)
                 | Self::GrpcStatus(_)
                 | Self::GrpcBadResponse
+                | Self::GrpcFraming(_)
         )
     }
 
@@ -134,7 +145,38 @@ impl ErrorClass {
             Some(libc::ETIMEDOUT) => Self::TimedOut,
             Some(libc::EADDRNOTAVAIL) => Self::AddrNotAvail,
             Some(libc::ECONNRESET) | Some(libc::EPIPE) => Self::Reset,
+            Some(libc::EPROTOTYPE) => Self::SocketType,
             _ => Self::Other,
+        }
+    }
+}
+
+/// How a gRPC answer's body breaks the message framing of a unary call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GrpcFault {
+    /// The body ended inside a message (its length prefix says more
+    /// bytes than came, or the prefix itself is cut).
+    Truncated,
+    /// A message flagged compressed, and no compression was negotiated
+    /// (we offer none).
+    Compressed,
+    /// A flag byte other than 0 or 1.
+    BadFlags,
+    /// No message at all in an OK answer.
+    NoMessage,
+    /// More than one message for a unary call.
+    ExtraMessages,
+}
+
+impl GrpcFault {
+    /// The error class's name: a protocol error, and which.
+    pub fn class_name(self) -> &'static str {
+        match self {
+            Self::Truncated => "protocol_error:grpc_message_truncated",
+            Self::Compressed => "protocol_error:grpc_compressed_unnegotiated",
+            Self::BadFlags => "protocol_error:grpc_bad_flags",
+            Self::NoMessage => "protocol_error:grpc_no_message",
+            Self::ExtraMessages => "protocol_error:grpc_extra_messages",
         }
     }
 }

@@ -371,9 +371,14 @@ pub fn families(snap: &Snapshot, scope: &str, adm: &mut Admission) -> Vec<pb::Me
     ));
     f.push(family(
         "sockscope_series_folded",
-        "Label sets beyond --max-series, counted in the (other) series instead.",
+        "Label sets counted in the (other) series instead of their own: beyond --max-series \
+         (the exporter's or the tracer's map, whose overflow counts at least one per syscall), \
+         or processes retired after they exited.",
         Gauge,
-        vec![gauge(vec![], adm.folded() as f64)],
+        vec![gauge(
+            vec![],
+            (adm.folded() as u64 + snap.folded_series) as f64,
+        )],
     ));
     f.push(family(
         "sockscope_trace_window_seconds",
@@ -413,6 +418,7 @@ mod tests {
             total,
             by,
             groups,
+            folded_series: 0,
             usage: Usage::default(),
             tracer: TracerSelf::default(),
         }
@@ -499,6 +505,31 @@ mod tests {
             .map(|m| m.counter.as_ref().unwrap().value())
             .sum();
         assert_eq!(sum, 20.0);
+    }
+
+    /// Issue 38 item 16: the tracer's own folding (its map full, exited
+    /// processes pooled) left the gauge at 0.
+    #[test]
+    fn the_folded_gauge_adds_what_the_tracer_folded_to_what_admission_folded() {
+        let gauge_of = |f: &[pb::MetricFamily]| {
+            f.iter()
+                .find(|m| m.name() == "sockscope_series_folded")
+                .map(|m| m.metric[0].gauge.as_ref().unwrap().value())
+        };
+        let other = GroupStats {
+            key: GroupKey::Other,
+            syscalls: vec![stat(110, &[100; 9])],
+        };
+        let mine = GroupStats {
+            key: GroupKey::Comm("a".into()),
+            syscalls: vec![stat(110, &[100])],
+        };
+        let mut s = snap(Breakdown::Comm, vec![mine, other], vec![]);
+        s.folded_series = 7;
+        let mut adm = Admission::new(10);
+        assert_eq!(gauge_of(&families(&s, "system", &mut adm)), Some(7.0));
+        let mut tight = Admission::new(0);
+        assert_eq!(gauge_of(&families(&s, "system", &mut tight)), Some(8.0));
     }
 
     #[test]

@@ -271,7 +271,7 @@ pub fn under_command(mut r: ProfileReport) -> ProfileReport {
         },
     };
     let trace = r.trace.as_ref().expect("a traced artifact");
-    r.derived = insight::derive_counted(&r.workload, trace, None);
+    r.derived = insight::derive_counted(&r.workload, trace, None, None);
     r.insights = insight::sentences(&r.derived, insight::Volume::Counted(&r.workload), trace);
     r.anatomy = Some(a);
     r

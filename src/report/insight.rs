@@ -50,15 +50,25 @@ pub fn derive(
 
 /// The per-request figures of a run whose requests the request anatomy
 /// counted (`--load-cmd`, observe only): [`base_counted`], then the
-/// tracer's figures over its count.
-pub fn derive_counted(w: &WorkloadRecord, trace: &TraceReport, server: Option<&Value>) -> Derived {
+/// tracer's figures over its count. `anatomy_cpu` is the target's (user,
+/// system) CPU over the anatomy's own window, when it was read: the CPU
+/// per request is then divided within that one window.
+pub fn derive_counted(
+    w: &WorkloadRecord,
+    trace: &TraceReport,
+    server: Option<&Value>,
+    anatomy_cpu: Option<(f64, f64)>,
+) -> Derived {
     let r = &trace.resources;
-    let d = base_counted(
+    let mut d = base_counted(
         w,
         (r.user_cpu_s, r.system_cpu_s),
         trace.window.duration_s,
         server,
     );
+    if let Some((user, system)) = anatomy_cpu.filter(|_| d.transactions > 0) {
+        d.target_cpu_us_per_transaction = (user + system) * 1e6 / d.transactions as f64;
+    }
     with_trace(d, trace)
 }
 
@@ -759,6 +769,28 @@ mod tests {
             "runs": [{"report": {"received": 5}}],
         });
         assert_eq!(server_figures(&old), (Some(5), None));
+    }
+
+    /// Issue 38 item 10: the CPU over the trace window was divided by the
+    /// requests over the anatomy's window, 0.1-0.7 s apart (+-5-6 %). With
+    /// the CPU over the anatomy's own window, one window divides the other.
+    #[test]
+    fn counted_requests_divide_the_cpu_of_their_own_window() {
+        let mut r = fixtures::under_command(fixtures::profile(&fixtures::epoll_echo()));
+        let trace = r.trace.clone().unwrap();
+        // The anatomy's window 10 % shorter than the trace's.
+        r.workload.requests.window_s = trace.window.duration_s * 0.9;
+        let tx = r.workload.requests.count as f64;
+        let cpu = trace.resources.user_cpu_s + trace.resources.system_cpu_s;
+        let rates = derive_counted(&r.workload, &trace, None, None);
+        let want_rates =
+            cpu * 1e6 / trace.window.duration_s / (tx / (trace.window.duration_s * 0.9));
+        assert!((rates.target_cpu_us_per_transaction - want_rates).abs() < 1e-6);
+        let own = derive_counted(&r.workload, &trace, None, Some((0.3, 0.1)));
+        assert!((own.target_cpu_us_per_transaction - 0.4e6 / tx).abs() < 1e-6);
+        // Only that figure changes: the trace window's CPU stays its own.
+        assert_eq!(own.target_user_cpu_s, rates.target_user_cpu_s);
+        assert_eq!(own.transactions, rates.transactions);
     }
 
     fn kernel_sentence(r: &super::super::profile::ProfileReport) -> &str {

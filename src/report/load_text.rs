@@ -263,17 +263,30 @@ fn udp_lines(s: &mut String, rep: &LoadReport, u: &UdpResult) {
     );
     match &u.sink {
         Some(k) => {
-            let lost = u.lost.unwrap_or(0);
-            let _ = writeln!(
-                s,
-                "received      {}  lost {} ({:.3}%, tail drops included)  interior gaps {}  reordered {}  duplicates {}",
-                k.received,
-                lost,
-                100.0 * u.loss_ratio.unwrap_or(0.0),
-                k.interior_gaps,
-                k.reordered,
-                k.duplicates
-            );
+            // A REPORT that cannot give the loss (impossible, or for a run
+            // the sink stopped tracking) is shown as the sink's word, never
+            // as a loss of 0.
+            match (u.lost, u.loss_ratio) {
+                (Some(lost), Some(ratio)) => {
+                    let _ = writeln!(
+                        s,
+                        "received      {}  lost {} ({:.3}%, tail drops included)  interior gaps {}  reordered {}  duplicates {}",
+                        k.received,
+                        lost,
+                        100.0 * ratio,
+                        k.interior_gaps,
+                        k.reordered,
+                        k.duplicates
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        s,
+                        "received      unknown (the sink's report, which cannot give this run's loss, says {})  lost unknown",
+                        k.received
+                    );
+                }
+            }
             let _ = writeln!(
                 s,
                 "sink          rcvbuf granted {} B, jitter {} (RFC 3550)",

@@ -110,10 +110,11 @@ pub fn base_counted(
         }
         .to_string()
     });
-    // The target's CPU is over the trace window, the count over the
-    // anatomy's (a few ms shorter, inside it): both are taken as rates so
-    // that steady traffic outside the anatomy's window does not inflate
-    // the per-request figures.
+    // Without a reading over the anatomy's own window (the profile reads
+    // one and replaces this figure: `insight::derive_counted`), the CPU
+    // over `window_s` and the count over the anatomy's window are taken
+    // as rates; the two windows differ by the anatomy's attach and
+    // detach (0.1-0.7 s), which shifts this by as much.
     let rate = if c.window_s > 0.0 {
         tx as f64 / c.window_s
     } else {

@@ -36,6 +36,12 @@ pub struct GroupReader {
     gone_before: HashMap<i32, ()>,
     /// The last reading: no process is retired.
     final_read: bool,
+    /// (process, syscall) series pooled into `retired` so far.
+    retired_series: u64,
+    /// Of them, those pooled into `retired_undetailed`.
+    retired_undetailed_series: u64,
+    /// Label sets the last reading pooled into `other`.
+    folded: u64,
 }
 
 impl GroupReader {
@@ -62,6 +68,15 @@ impl GroupReader {
             .unwrap_or_else(|| "?".into());
         self.comms.insert(tgid, name.clone());
         name
+    }
+
+    /// Label sets the last reading pooled into the `other` group: every
+    /// (process, syscall) series retired into it, plus one per syscall
+    /// with calls in the kernel's overflow slot (which keeps no group
+    /// apart, so that part is a lower bound). What the metrics exporter
+    /// reports as folded, beside what its own `--max-series` folds.
+    pub(super) fn folded(&self) -> u64 {
+        self.folded
     }
 
     /// Reads every group's final figures (the programs are detached):
@@ -101,6 +116,7 @@ impl GroupReader {
                             // Gone for a whole reading: nothing can add to
                             // it any more, so it moves to `other` for good.
                             add_into(&mut self.retired, &stat);
+                            self.retired_series += 1;
                             let key = GroupKey::Process {
                                 pid: tgid,
                                 comm: self.process_name(tgid, &log),
@@ -113,7 +129,10 @@ impl GroupReader {
                                     add_into(&mut m, &stat);
                                     self.retired_detail.push((key, m));
                                 }
-                                None => add_into(&mut self.retired_undetailed, &stat),
+                                None => {
+                                    add_into(&mut self.retired_undetailed, &stat);
+                                    self.retired_undetailed_series += 1;
+                                }
                             }
                             continue;
                         }
@@ -150,6 +169,12 @@ impl GroupReader {
             .collect();
         // Snapshots pool exited processes (bounded series); the final
         // report gives each its row again, as far as they were kept.
+        let retired_series = if self.final_read {
+            self.retired_undetailed_series
+        } else {
+            self.retired_series
+        };
+        self.folded = retired_series + overflow.len() as u64;
         let pooled = if self.final_read {
             for (k, m) in &self.retired_detail {
                 let g = groups.entry(k.clone()).or_default();

@@ -36,6 +36,7 @@ pub(super) fn take_snapshot(
     let total = s.tracer.syscall_stats()?;
     let mut reader = std::mem::take(&mut s.groups);
     let groups = reader.read(s, opts.by);
+    let folded_series = reader.folded();
     s.groups = reader;
     let groups = groups?;
     let counters = s.tracer.counters()?;
@@ -64,6 +65,7 @@ pub(super) fn take_snapshot(
         total,
         by: opts.by,
         groups,
+        folded_series,
         usage,
         tracer: TracerSelf {
             events: s.tracer.events_counted(),

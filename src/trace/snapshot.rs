@@ -104,6 +104,10 @@ pub struct Snapshot {
     /// Per group of the breakdown (empty with [`Breakdown::None`]). The
     /// groups' figures add up to `total`.
     pub groups: Vec<GroupStats>,
+    /// Label sets the tracer pooled into the [`GroupKey::Other`] group:
+    /// processes retired after they exited, and a lower bound (one per
+    /// syscall) of the groups that found the series map full.
+    pub folded_series: u64,
     /// The traced tasks' resource usage.
     pub usage: Usage,
     /// The tracer's own cost.

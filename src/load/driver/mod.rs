@@ -457,6 +457,10 @@ pub struct WorkerEnd {
     pub connections: Vec<ConnTally>,
     /// Datagram sockets (udp-rr): what became of the requests and replies.
     pub datagrams: DatagramCounts,
+    /// Why a connection that came up could send no request (HTTP/2: a
+    /// server that never sent SETTINGS, or allows no stream): the reason
+    /// a run that completed nothing gives when no error names one.
+    pub idle_why: Option<&'static str>,
 }
 
 /// What a datagram worker (udp-rr) counts besides its tally.

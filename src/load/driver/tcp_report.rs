@@ -74,6 +74,13 @@ fn verdict(
     let t = &m.tally;
     let established: u64 = m.ends.iter().map(|e| e.established as u64).sum();
     let stalled = m.ends.iter().any(|e| e.stalled);
+    let idle_why = m.ends.iter().find_map(|e| e.idle_why);
+    // The error classes, and what kept the connections from sending
+    // (their timeouts alone would not say).
+    let classes_why = || match (error_classes(&t.errors), idle_why) {
+        (Some(c), Some(w)) => Some(format!("{c}; {w}")),
+        (c, w) => c.or_else(|| w.map(String::from)),
+    };
     let errors_total = t.error_count();
     let end_reason = if let Some(sig) = &watched.interrupted {
         format!("signal:{sig}")
@@ -94,7 +101,7 @@ fn verdict(
         .as_ref()
         .map_or_else(String::new, |e| format!("; first TLS error: {e}"));
     let failure = if established == 0 && plan.mode.datagram() {
-        Some(no_valid_reply(plan, m))
+        Some(no_valid_reply(plan, m) + &socket_type_hint(plan, t))
     } else if established == 0 {
         let handshaking: usize = m.ends.iter().map(|e| e.handshaking).sum();
         let why = error_classes(&t.errors).unwrap_or_else(|| {
@@ -112,8 +119,9 @@ fn verdict(
             format!("; the server refused the on-connect step: {e}")
         });
         Some(format!(
-            "no connection to {} could be established ({why}){tls_why}{on_connect_why}",
+            "no connection to {} could be established ({why}){tls_why}{on_connect_why}{}",
             plan.addr,
+            socket_type_hint(plan, t),
         ))
     } else if let Some(sig) = &watched.interrupted {
         Some(format!(
@@ -124,7 +132,7 @@ fn verdict(
     } else if stalled {
         // Name what went wrong meanwhile (a server answering garbage
         // stalls a count run too: every response fails).
-        let classes = error_classes(&t.errors).map_or(String::new(), |c| format!(" ({c})"));
+        let classes = classes_why().map_or(String::new(), |c| format!(" ({c})"));
         Some(format!(
             "no transaction completed for {:.1} s: the target stalled before the count was \
              reached{classes}",
@@ -133,13 +141,14 @@ fn verdict(
     } else if errors_total > max_errors {
         Some(format!(
             "{errors_total} errors, more than --max-errors {max_errors} ({}){tls_why}",
-            error_classes(&t.errors).unwrap_or_default()
+            classes_why().unwrap_or_default()
         ))
     } else if t.transactions == 0 && t.failed_answers == 0 {
         // Whole responses in the window that were failed requests (HTTP
         // 404s within --max-errors) show the target answering: not a run
-        // that did nothing. Errors within --max-errors say why.
-        let classes = error_classes(&t.errors).map_or(String::new(), |c| format!(" ({c})"));
+        // that did nothing. Errors within --max-errors say why, else
+        // what kept the connections from sending.
+        let classes = classes_why().map_or(String::new(), |c| format!(" ({c})"));
         Some(format!(
             "no transaction completed in the measured window{classes}"
         ))
@@ -147,6 +156,28 @@ fn verdict(
         None
     };
     (end_reason, failure)
+}
+
+/// What `wrong_socket_type` errors mean here, when there were any: the
+/// socket at the address is a datagram socket and the load speaks a
+/// stream, or the reverse.
+fn socket_type_hint(plan: &TcpPlan, t: &WorkerTally) -> String {
+    if !t.errors.contains_key(&ErrorClass::SocketType) {
+        return String::new();
+    }
+    if plan.mode.datagram() {
+        format!(
+            "; the socket at {} is a stream socket, and this load sends datagrams: load it \
+             with a stream workload (tcp-rr, http, redis...)",
+            plan.addr
+        )
+    } else {
+        format!(
+            "; the socket at {} is a datagram socket (SOCK_DGRAM), and this load speaks a \
+             stream: load it with udp-rr",
+            plan.addr
+        )
+    }
 }
 
 /// Why a datagram run with no answered socket failed: replies that came

@@ -86,6 +86,8 @@ struct Stream {
     /// The body is kept for the worker's reply check.
     keep: bool,
     kept: Vec<u8>,
+    /// gRPC: the body's message framing so far.
+    messages: super::grpc_body::Messages,
 }
 
 /// How a stream ended.
@@ -127,6 +129,8 @@ struct Client<'w> {
     settled: bool,
     /// A GOAWAY came: no new streams.
     goaway: bool,
+    /// The connection failed: its streams were cut with an error.
+    failed: bool,
     /// The connection failed (its streams were cut) or the peer closed it.
     dead: bool,
     /// The socket can still take our closing GOAWAY.
@@ -136,9 +140,49 @@ struct Client<'w> {
     hblock: Vec<u8>,
 }
 
-/// Runs a connection that is up until the run ends (false) or the
-/// connection does (true: it is to be replaced).
-pub(super) async fn drive(w: &Worker, mut io: Box<dyn Io>) -> bool {
+/// How a connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// The run ended on it.
+    RunOver,
+    /// The server closed it gracefully (GOAWAY NO_ERROR): replaced, no
+    /// error (`responses.reconnects`).
+    ByServer,
+    /// It failed (its errors are counted) or we closed it (stream ids
+    /// used up): replaced.
+    Replaced,
+}
+
+/// Why a connection that came up could never send a request, if it could
+/// not: a server that never sent its SETTINGS, or one that allows no
+/// stream. Said when a run completes nothing, which otherwise has no
+/// error to name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stuck {
+    /// Connected, and the server's preface (its SETTINGS) never came.
+    Silent,
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS is 0.
+    NoStreams,
+}
+
+impl Stuck {
+    /// The sentence for a failed run.
+    pub(super) fn why(self) -> &'static str {
+        match self {
+            Self::Silent => {
+                "the server accepted the connection and never sent its HTTP/2 SETTINGS \
+                 (is it an HTTP/2 server? h2c needs prior knowledge, https needs --tls)"
+            }
+            Self::NoStreams => {
+                "the server's SETTINGS_MAX_CONCURRENT_STREAMS is 0: it allows no request"
+            }
+        }
+    }
+}
+
+/// Runs a connection that is up until the run ends or the connection
+/// does (and is to be replaced).
+pub(super) async fn drive(w: &Worker, mut io: Box<dyn Io>) -> Ended {
     let mut c = Client::new(w);
     let mut rbuf = vec![0u8; READ_BUF];
     let (mut start, mut end) = (0, 0);
@@ -146,6 +190,9 @@ pub(super) async fn drive(w: &Worker, mut io: Box<dyn Io>) -> bool {
     let mut timer = Box::pin(tokio::time::sleep(Duration::ZERO));
     let mut armed = None;
     let mut pacer_done = w.pacer.is_none();
+    // A server that never lets a request go (no SETTINGS, no stream
+    // allowed) fails the connection after --timeout, saying why.
+    let stuck_by = base.1.saturating_add(w.plan.timeout.as_nanos() as u64);
     loop {
         if !c.dead {
             if w.pacer.is_none() {
@@ -166,6 +213,11 @@ pub(super) async fn drive(w: &Worker, mut io: Box<dyn Io>) -> bool {
             }
         }
         if let Some(gone) = c.over(pacer_done) {
+            // A run that ends before --timeout on a server that let no
+            // request go says why as well.
+            if let Some(stuck) = c.stuck().filter(|_| !w.sent_any.get()) {
+                w.stuck.set(Some(stuck));
+            }
             if c.writable && !c.dead {
                 // A polite end (a failed connection sent its GOAWAY with
                 // the error above); the socket closes when dropped anyway.
@@ -175,7 +227,10 @@ pub(super) async fn drive(w: &Worker, mut io: Box<dyn Io>) -> bool {
             }
             return gone;
         }
-        let deadline = c.next_deadline().unwrap_or_else(|| w.now() + IDLE_TICK_NS);
+        let mut deadline = c.next_deadline().unwrap_or_else(|| w.now() + IDLE_TICK_NS);
+        if c.stuck().is_some() && !c.dead {
+            deadline = deadline.min(stuck_by);
+        }
         // Armed no later than the earliest deadline; an early wake-up
         // times nothing out and re-arms, far cheaper than a reset for
         // every stream that finishes.
@@ -200,7 +255,15 @@ pub(super) async fn drive(w: &Worker, mut io: Box<dyn Io>) -> bool {
             Event::Read(Err(e)) => c.fail_io(classify::io_class(&e)),
             Event::Timer => {
                 armed = None;
-                c.expire(w.now());
+                let now = w.now();
+                c.expire(now);
+                if let Some(stuck) = c.stuck().filter(|_| now >= stuck_by && !c.dead) {
+                    w.stuck.set(Some(stuck));
+                    c.fail(Failure {
+                        io: Some(ErrorClass::TimedOut),
+                        ..Failure::default()
+                    });
+                }
             }
             Event::Turn(Some(turn)) => c.open(turn),
             Event::Turn(None) => pacer_done = true,
@@ -292,6 +355,7 @@ impl<'w> Client<'w> {
             sending: 0,
             settled: false,
             goaway: false,
+            failed: false,
             dead: false,
             writable: true,
             cont: None,
@@ -313,24 +377,45 @@ impl<'w> Client<'w> {
             && self.next_id <= LAST_ID
     }
 
-    /// Whether the connection is over: Some(true) when it is to be
-    /// replaced, Some(false) when the run ended on it.
-    fn over(&self, pacer_done: bool) -> Option<bool> {
+    /// Whether the connection is over, and how.
+    fn over(&self, pacer_done: bool) -> Option<Ended> {
+        let replaced = || {
+            if self.goaway && !self.failed {
+                Ended::ByServer
+            } else {
+                Ended::Replaced
+            }
+        };
         if self.dead {
-            return Some(true);
+            return Some(replaced());
         }
         if self.active() > 0 {
             return None;
         }
         if self.goaway || self.next_id > LAST_ID {
-            return Some(true);
+            return Some(replaced());
         }
         let run_over = if self.w.pacer.is_some() {
             pacer_done
         } else {
             !self.w.may_continue()
         };
-        run_over.then_some(false)
+        run_over.then_some(Ended::RunOver)
+    }
+
+    /// Why this connection never sent a request, if it never did and a
+    /// server's word is the reason.
+    fn stuck(&self) -> Option<Stuck> {
+        if self.next_id > 1 {
+            return None;
+        }
+        if !self.settled {
+            Some(Stuck::Silent)
+        } else if self.peer_max_streams == 0 {
+            Some(Stuck::NoStreams)
+        } else {
+            None
+        }
     }
 
     /// Starts a stream for `turn`: its HEADERS (and what the peer's
@@ -348,6 +433,7 @@ impl<'w> Client<'w> {
             Turn::Open { intended } => intended,
             Turn::Closed { .. } => sent,
         };
+        w.sent_any.set(true);
         let end = w.call.body.is_empty();
         frame::put_headers(&mut self.out, id, &w.block, end, self.peer_max_frame);
         if !end {
@@ -368,6 +454,7 @@ impl<'w> Client<'w> {
             unacked: 0,
             keep: w.check_reply.is_some() && !w.checked.get(),
             kept: Vec::new(),
+            messages: super::grpc_body::Messages::default(),
         });
     }
 
@@ -463,6 +550,7 @@ impl<'w> Client<'w> {
             return;
         }
         self.dead = true;
+        self.failed = true;
         let class = match classify::verdict(f) {
             Verdict::Connection(c) | Verdict::Stream(c) => c,
             Verdict::Retry => ErrorClass::Protocol,

@@ -31,6 +31,7 @@ pub mod classify;
 pub mod client;
 pub mod conn;
 pub mod frame;
+pub mod grpc_body;
 pub mod hpack;
 pub mod huffman;
 pub mod pacer;
@@ -47,7 +48,7 @@ use bytes::Bytes;
 use self::conn::{SetupError, Tls, Up, WireBytes};
 use self::pacer::Pacer;
 use crate::load::driver::engine::WorkerLoop;
-use crate::load::driver::plan::{TcpPlan, WorkerCtx};
+use crate::load::driver::plan::{Stop, TcpPlan, WorkerCtx};
 use crate::load::driver::tally::WorkerTally;
 use crate::load::driver::{Backoff, WorkerEnd};
 use crate::load::schedule::Schedule;
@@ -202,6 +203,9 @@ impl WorkerLoop for H2Load {
             established: Cell::new(0),
             bytes: Rc::new(WireBytes::default()),
             pacer,
+            stuck: Cell::new(None),
+            sent_any: Cell::new(false),
+            stalled: Cell::new(false),
         });
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, {
@@ -210,6 +214,10 @@ impl WorkerLoop for H2Load {
                 let conns: Vec<_> = (0..w.ctx.conns)
                     .map(|_| tokio::task::spawn_local(connection(Rc::clone(&w))))
                     .collect();
+                if matches!(w.plan.stop, Stop::Count(_)) {
+                    // Dropped with the LocalSet when the run ends first.
+                    tokio::task::spawn_local(stall_watch(Rc::clone(&w)));
+                }
                 if let Some(p) = &w.pacer {
                     let ended = |t: u64| w.ctx.end.is_some_and(|e| t >= e);
                     p.run(
@@ -238,6 +246,8 @@ impl WorkerLoop for H2Load {
             established: w.established.get(),
             backlog_at_end,
             backlog_overflow,
+            idle_why: w.stuck.get().map(client::Stuck::why),
+            stalled: w.stalled.get(),
             ..WorkerEnd::default()
         })
     }
@@ -288,6 +298,13 @@ struct Worker {
     bytes: Rc<WireBytes>,
     /// Open loop: the intended send times (None: closed loop).
     pacer: Option<Pacer>,
+    /// Why a connection that came up sent no request (the last seen).
+    stuck: Cell<Option<client::Stuck>>,
+    /// A request went out on some connection.
+    sent_any: Cell<bool>,
+    /// Count mode saw no transaction complete for twice --timeout: the
+    /// run is over for this worker, as the TCP driver's stall.
+    stalled: Cell<bool>,
 }
 
 /// A turn to issue a request.
@@ -313,7 +330,9 @@ impl Worker {
     /// closed loop's quota)? (Open loop: whether sends are left is the
     /// pacer's.)
     fn run_going(&self) -> bool {
-        !self.ctx.stop.load(Ordering::Relaxed) && self.ctx.may_issue(self.issued.get(), self.now())
+        !self.ctx.stop.load(Ordering::Relaxed)
+            && !self.stalled.get()
+            && self.ctx.may_issue(self.issued.get(), self.now())
     }
 
     /// A turn to issue a request, if the run has one left: at once in
@@ -388,10 +407,35 @@ async fn connection(w: Rc<Worker>) {
             ever = true;
             w.established.set(w.established.get() + 1);
         }
-        if !run_connection(&w, up, t0).await || !w.may_continue() {
+        let ended = run_connection(&w, up, t0).await;
+        if ended == client::Ended::RunOver || !w.may_continue() {
             continue;
         }
-        w.tally.borrow_mut().reconnect();
+        if ended == client::Ended::ByServer {
+            w.tally.borrow_mut().reconnect();
+        }
+    }
+}
+
+/// Count mode has no end time: as the TCP driver does, the worker gives
+/// up when no transaction completes for twice --timeout (a server that
+/// never answers, or lets no request go), instead of running forever.
+async fn stall_watch(w: Rc<Worker>) {
+    let limit = 2 * w.plan.timeout.as_nanos() as u64;
+    let done = |w: &Worker| {
+        let t = w.tally.borrow();
+        t.transactions + t.warmup_transactions
+    };
+    let (mut last, mut since) = (done(&w), w.now());
+    while w.run_going() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (now, d) = (w.now(), done(&w));
+        if d != last {
+            (last, since) = (d, now);
+        } else if now - since > limit {
+            w.stalled.set(true);
+            return;
+        }
     }
 }
 
@@ -418,9 +462,8 @@ fn setup_failed(w: &Worker, e: SetupError) {
     w.error(class);
 }
 
-/// Runs a connection that is up; true when it ended under its streams
-/// (it is to be replaced), false when they ended because the run did.
-async fn run_connection(w: &Rc<Worker>, up: Up, t0: u64) -> bool {
+/// Runs a connection that is up until it ends or the run does.
+async fn run_connection(w: &Rc<Worker>, up: Up, t0: u64) -> client::Ended {
     let now = w.now();
     {
         let mut t = w.tally.borrow_mut();

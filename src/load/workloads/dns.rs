@@ -105,6 +105,41 @@ fn skip_name(m: &[u8], mut i: usize) -> Option<usize> {
     }
 }
 
+/// True when the name at `i` in `m` can be read whole: labels of at most
+/// 63 bytes within the message, compression pointers that each point
+/// strictly before themselves (RFC 1035 4.1.4: to a prior occurrence, so
+/// no pointer can loop, to itself or through others), and at most 255
+/// bytes in all once expanded.
+fn name_reads(m: &[u8], mut i: usize) -> bool {
+    let mut total = 0usize;
+    loop {
+        let Some(&len) = m.get(i) else {
+            return false;
+        };
+        match len & 0xc0 {
+            0x00 if len == 0 => return total < 255,
+            0x00 => {
+                total += 1 + usize::from(len);
+                if total >= 255 || i + 1 + usize::from(len) > m.len() {
+                    return false;
+                }
+                i += 1 + usize::from(len);
+            }
+            0xc0 => {
+                let Some(&low) = m.get(i + 1) else {
+                    return false;
+                };
+                let to = (usize::from(len & 0x3f) << 8) | usize::from(low);
+                if to >= i {
+                    return false;
+                }
+                i = to;
+            }
+            _ => return false,
+        }
+    }
+}
+
 /// The end of the question section of `m` (after its QDCOUNT questions),
 /// or None when it runs past the message.
 pub fn questions_end(m: &[u8]) -> Option<usize> {
@@ -186,7 +221,15 @@ pub fn has_answer(r: &[u8]) -> bool {
     if r.len() < HEADER || u16::from_be_bytes([r[6], r[7]]) == 0 {
         return false;
     }
-    let Some(i) = questions_end(r).and_then(|i| skip_name(r, i)) else {
+    let Some(owner) = questions_end(r) else {
+        return false;
+    };
+    // The owner name must read whole: a pointer to itself (or a loop) is
+    // no answer, however well its fixed part fits.
+    if !name_reads(r, owner) {
+        return false;
+    }
+    let Some(i) = skip_name(r, owner) else {
         return false;
     };
     let Some(fixed) = r.get(i..i + 10) else {
@@ -324,6 +367,50 @@ mod tests {
         assert!(!has_answer(&none));
     }
 
+    /// Issue 38: `--expect-answer` took an answer whose owner name was a
+    /// compression pointer to itself (a name that never ends).
+    #[test]
+    fn an_answer_whose_name_points_to_itself_or_forward_is_none() {
+        let mut r = query("bench.test");
+        r[2] |= 0x80;
+        r[6..8].copy_from_slice(&1u16.to_be_bytes());
+        let at = r.len() as u16;
+        let fixed = [0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1];
+        let with_owner = |owner: &[u8]| {
+            let mut m = r.clone();
+            m.extend_from_slice(owner);
+            m.extend_from_slice(&fixed);
+            m
+        };
+        assert!(has_answer(&with_owner(&[0xc0, 0x0c])));
+        let me = (0xc000 | at).to_be_bytes();
+        assert!(!has_answer(&with_owner(&me)), "a pointer to itself");
+        let ahead = (0xc000 | (at + 2)).to_be_bytes();
+        assert!(!has_answer(&with_owner(&ahead)), "a pointer forward");
+        // A label, then a pointer back to that label: a loop too.
+        let mut label_loop = vec![1, b'a'];
+        label_loop.extend_from_slice(&(0xc000 | at).to_be_bytes());
+        assert!(
+            !has_answer(&with_owner(&label_loop)),
+            "a loop through a label"
+        );
+        // Labels then a pointer to the question: whole.
+        let mut good = vec![3, b'w', b'w', b'w'];
+        good.extend_from_slice(&[0xc0, 0x0c]);
+        assert!(has_answer(&with_owner(&good)));
+        // A reserved label type, and a name over 255 bytes.
+        assert!(!has_answer(&with_owner(&[0x40, 0])));
+        let long: Vec<u8> = (0..5)
+            .flat_map(|_| {
+                let mut l = vec![63];
+                l.extend_from_slice(&[b'x'; 63]);
+                l
+            })
+            .chain([0])
+            .collect();
+        assert!(!has_answer(&with_owner(&long)));
+    }
+
     #[test]
     fn rcodes_have_names() {
         assert_eq!(rcode_name(0), "NOERROR");
@@ -358,6 +445,10 @@ mod tests {
                 labels,
                 qtype,
                 qclass,
+            })
+            // RFC 1035: a name is at most 255 bytes, its root's included.
+            .prop_filter("a name of at most 255 bytes", |q| {
+                q.labels.iter().map(|l| 1 + l.len()).sum::<usize>() < 255
             });
         prop::collection::vec(q, 1..3)
     }

@@ -78,6 +78,9 @@ pub(super) struct Measured {
     pub shares_cpus: bool,
     /// The request anatomy (None: not asked for), or why it failed.
     pub anatomy: Option<Result<AnatomyReport, String>>,
+    /// With the tracer: the target's (user, system) CPU over the anatomy's
+    /// window, for the per-request CPU of the requests it counted.
+    pub anatomy_cpu: Option<(f64, f64)>,
 }
 
 /// The report of a run: `command_line` is profile's own; `advise` gives
@@ -102,6 +105,7 @@ pub(super) fn assemble(
         path,
         shares_cpus,
         mut anatomy,
+        anatomy_cpu,
     } = m;
     let anatomy_count = match &anatomy {
         Some(Ok(a)) => Some(counted::requests(a)),
@@ -141,7 +145,7 @@ pub(super) fn assemble(
             (d, Some(*t), s, Vec::new())
         }
         (Syscalls::Traced(t), None) => {
-            let mut d = insight::derive_counted(&workload, &t, server.as_ref());
+            let mut d = insight::derive_counted(&workload, &t, server.as_ref(), anatomy_cpu);
             d.control_thread_cpu_s = control_cpu_s;
             let s = t.window.duration_s;
             (d, Some(*t), s, Vec::new())
@@ -404,6 +408,7 @@ mod tests {
             path: None,
             shares_cpus: false,
             anatomy: None,
+            anatomy_cpu: None,
         }
     }
 

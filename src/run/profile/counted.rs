@@ -116,9 +116,15 @@ pub(super) fn windows(w: &WorkloadRecord, trace_s: f64, traced: bool) -> Windows
         note: format!(
             "The {window} ({trace_s:.3} s) opens before {what} starts and closes after it \
              ends; the requests were counted by the request anatomy over its own window \
-             ({:.3} s, inside it). Per-request figures divide the target's rate of CPU and \
-             syscalls over the trace window by the anatomy's rate of requests.",
-            w.requests.window_s
+             ({:.3} s). The CPU per request is the target's CPU over that window divided by \
+             its count{}.",
+            w.requests.window_s,
+            if traced {
+                "; the tracer's per-request figures (syscalls, switches, faults) are its \
+                 counts over the trace window divided by it"
+            } else {
+                ""
+            }
         ),
     }
 }

@@ -115,6 +115,9 @@ pub(super) struct WindowParts {
     owners: Option<Owners>,
     evidence: Option<KernelEvidence>,
     anatomy: Option<std::result::Result<AnatomyReport, String>>,
+    /// With the tracer: the target's (user, system) CPU over the anatomy's
+    /// window, what its count's per-request figures divide.
+    anatomy_cpu: Option<(f64, f64)>,
     stacks: Option<std::result::Result<crate::report::stacks::StacksReport, String>>,
     /// A sweep step's load that counted as failed (errors over its
     /// budget): kept as the step's point instead of failing the run.
@@ -203,14 +206,20 @@ impl Live {
             (died || subject.exited()).then(|| subject::target_died(subject))
         })?;
 
-        let syscalls = match trace_out {
-            Some(t) => Syscalls::Traced(Box::new(t.report)),
-            None => Syscalls::NotTraced(finished.untraced_cpu.unwrap_or_else(|| UntracedCpu {
-                cpu: None,
-                source: "no probe",
-                window_s: 0.0,
-                notes: Vec::new(),
-            })),
+        let (syscalls, anatomy_cpu) = match trace_out {
+            Some(t) => (
+                Syscalls::Traced(Box::new(t.report)),
+                finished.anatomy_cpu.and_then(|c| c.cpu),
+            ),
+            None => (
+                Syscalls::NotTraced(finished.anatomy_cpu.unwrap_or_else(|| UntracedCpu {
+                    cpu: None,
+                    source: "no probe",
+                    window_s: 0.0,
+                    notes: Vec::new(),
+                })),
+                None,
+            ),
         };
         let anatomy = anatomy.map(|r| r.map(|rec| anatomy_report(&rec, target_cpu_s(&syscalls))));
         let stacks = stacks::section(finished.stacks, target_cpu_s(&syscalls));
@@ -224,6 +233,7 @@ impl Live {
             owners: finished.owners,
             evidence: finished.evidence,
             anatomy,
+            anatomy_cpu,
             stacks,
             load_failure,
             attached,
@@ -275,6 +285,7 @@ impl Live {
             owners,
             evidence,
             anatomy,
+            anatomy_cpu,
             stacks,
             attached,
             ..
@@ -296,6 +307,7 @@ impl Live {
             path,
             shares_cpus: machine::shares_cpus_with(self.subject.pid),
             anatomy,
+            anatomy_cpu,
         };
         // The ports a reservation may protect are the target's, not
         // whatever else listens on the machine.
@@ -401,8 +413,8 @@ struct Attached {
     sampler: Option<share::Sampler>,
     /// None with `--requests-only`.
     tracer: Option<TracerThread>,
-    /// Without the tracer: where the target's CPU is read, and the reading
-    /// when the anatomy's window opened.
+    /// Where the target's CPU is read, and the reading when the anatomy's
+    /// window opened (none without the anatomy).
     cpu_probe: Option<(CpuProbe, CpuReading)>,
     /// The tracer thread's CPU clock (profile's control work).
     control_clock: Option<libc::clockid_t>,
@@ -432,13 +444,20 @@ fn attach(
                 .and_then(Session::start)
                 .map_err(|e| format!("{e:#}"))
         });
+        // The anatomy's window opens later than the tracer's (its attach
+        // takes 0.1-0.7 s) and closes later: the per-request CPU of the
+        // requests it counts is read over its own window.
+        let probe = matches!(anatomy, Some(Ok(_))).then(|| {
+            let probe = CpuProbe::new(&target, root);
+            let before = probe.read();
+            (probe, before)
+        });
         let stacks = stacks::start(spec, &target, root);
-        (Some(tracer), control_clock, anatomy, None, stacks)
+        (Some(tracer), control_clock, anatomy, probe, stacks)
     } else {
         // Alone, the anatomy is all the run records: one that cannot start
         // fails it now, before the load.
         let probe = CpuProbe::new(&target, subject.pid);
-        let before = probe.read();
         let session = crate::run::trace::requests::config_for(&target, subject.pid)
             .and_then(Session::start)
             .map_err(|e| {
@@ -447,6 +466,8 @@ fn attach(
                     format!("the request anatomy could not start: {e:#}"),
                 )
             })?;
+        // Read once the window is open: the attach is not the window's.
+        let before = probe.read();
         let stacks = stacks::start(spec, &target, subject.pid);
         (None, None, Some(Ok(session)), Some((probe, before)), stacks)
     };
@@ -622,8 +643,8 @@ struct Finished {
     evidence: Option<KernelEvidence>,
     /// The tracer's outcome (None without it).
     traced: Option<Result<Result<TraceOutcome>, mpsc::RecvTimeoutError>>,
-    /// Without the tracer: the target's CPU over the anatomy's window.
-    untraced_cpu: Option<UntracedCpu>,
+    /// The target's CPU over the anatomy's window.
+    anatomy_cpu: Option<UntracedCpu>,
     /// What the request anatomy recorded, or why it did not.
     anatomy: Option<std::result::Result<Recorded, String>>,
     /// What the stack sampler collected, or why it did not.
@@ -648,26 +669,32 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
         .tracer
         .as_ref()
         .map(|t| t.done.recv_timeout(FINISH_TIMEOUT));
+    // Read as the anatomy's window is told to close (within its 10 ms
+    // tick), not after it has detached.
+    let cpu_after = attached.cpu_probe.as_ref().map(|(probe, _)| probe.read());
     let anatomy = attached
         .anatomy
         .take()
         .map(|a| a.and_then(|s| s.finish().map_err(|e| format!("{e:#}"))));
     let stacks = stacks::finish(attached.stacks.take());
-    let untraced_cpu = attached.cpu_probe.take().map(|(probe, before)| {
-        let after = probe.read();
-        let mut notes = Vec::new();
-        let cpu = probe.cpu(&before, &after, &mut notes);
-        let window_s = match &anatomy {
-            Some(Ok(rec)) => rec.window_ns as f64 / 1e9,
-            _ => 0.0,
-        };
-        UntracedCpu {
-            cpu: cpu.map(|c| (c.user_s, c.system_s)),
-            source: probe.source(),
-            window_s,
-            notes,
-        }
-    });
+    let anatomy_cpu = attached
+        .cpu_probe
+        .take()
+        .zip(cpu_after)
+        .map(|((probe, before), after)| {
+            let mut notes = Vec::new();
+            let cpu = probe.cpu(&before, &after, &mut notes);
+            let window_s = match &anatomy {
+                Some(Ok(rec)) => rec.window_ns as f64 / 1e9,
+                _ => 0.0,
+            };
+            UntracedCpu {
+                cpu: cpu.map(|c| (c.user_s, c.system_s)),
+                source: probe.source(),
+                window_s,
+                notes,
+            }
+        });
     let _ = handle.join();
     Finished {
         loaded: window.loaded,
@@ -675,7 +702,7 @@ fn finish(attached: &mut Attached, window: Window) -> Finished {
         owners,
         evidence,
         traced,
-        untraced_cpu,
+        anatomy_cpu,
         anatomy,
         stacks,
         died: died.load(Ordering::SeqCst),

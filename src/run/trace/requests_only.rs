@@ -98,10 +98,13 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
         None => None,
     };
     let probe = CpuProbe::new(target, root);
+    // The window opens once the programs are attached (which takes from
+    // a fraction of a second to seconds): --duration runs from then, the
+    // window starts then, and the target's CPU is read over it.
+    let session = Session::start(cfg)?;
     let before = probe.read();
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let session = Session::start(cfg)?;
     if !spec.quiet {
         eprintln!("sockscope: {}", opening_line(target, root, duration));
     }

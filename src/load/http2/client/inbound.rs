@@ -5,7 +5,7 @@
 
 use super::super::classify::{self, Failure, Verdict};
 use super::super::frame::{self, ConnError, Frame, HEAD_LEN, MAX_WINDOW};
-use super::super::{CHECKED_BODY, judge};
+use super::super::{CHECKED_BODY, Judge, judge};
 use super::{Client, Done, MAX_FRAME, MAX_HEADER_LIST, bad, parse_status};
 use crate::load::workload::ErrorClass;
 
@@ -184,6 +184,9 @@ impl Client<'_> {
         if s.keep && s.kept.len() <= CHECKED_BODY {
             s.kept.extend_from_slice(data);
         }
+        if matches!(self.w.judge, Judge::Grpc) {
+            s.messages.feed(data);
+        }
         if end {
             self.complete(slot);
         } else {
@@ -270,6 +273,11 @@ impl Client<'_> {
         };
         let w = self.w;
         let mut outcome = judge(&w.judge, s.status.unwrap_or_default(), s.grpc);
+        // An OK unary answer is one whole uncompressed message: the
+        // status cannot make a broken body a success.
+        if matches!(w.judge, Judge::Grpc) && outcome.error.is_none() {
+            outcome.error = s.messages.unary_fault().map(ErrorClass::GrpcFraming);
+        }
         // Streams in flight together may each keep their first body; the
         // first to finish OK is checked, the others are dropped unchecked.
         if s.keep && outcome.error.is_none() && !w.checked.replace(true) {
