@@ -18,14 +18,12 @@ use crate::report::{self, header, load_text};
 /// or a profile's run.json (its `load`). Anything else is a usage error
 /// naming the file.
 pub fn read(path: &Path) -> Result<LoadReport> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        error::usage(format!(
-            "{}: {}",
-            path.display(),
-            crate::output::errno_text(&e)
-        ))
-    })?;
-    let mut v: serde_json::Value = serde_json::from_str(&text)
+    let text = crate::input::read_artifact(
+        path,
+        crate::input::ARTIFACT_MAX,
+        &path.display().to_string(),
+    )?;
+    let mut v: serde_json::Value = serde_json::from_slice(&text)
         .map_err(|e| error::usage(format!("{}: not JSON: {e}", path.display())))?;
     let schema = v["schema"].as_str().unwrap_or("").to_string();
     if let Err(why) = header::upgrade(&mut v) {

@@ -123,15 +123,9 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
 /// Reads `--from`: a profile artifact, or a usage error saying what the
 /// file is instead.
 fn read_run(p: &Path) -> Result<ProfileReport> {
-    profile::read_for(p, "tune --from").map_err(|e| {
-        let e = format!("{e:#}");
-        // An unreadable file says only "reading PATH: ..."; name the option.
-        if e.starts_with("tune --from") {
-            error::usage(e)
-        } else {
-            error::usage(format!("tune --from: {e}"))
-        }
-    })
+    let what = format!("tune --from {}", p.display());
+    let bytes = crate::input::read_artifact(p, crate::input::ARTIFACT_MAX, &what)?;
+    profile::from_bytes(&bytes, p, "tune --from").map_err(|e| error::usage(format!("{e:#}")))
 }
 
 /// The text output: header, table, a count of the changes advised.
