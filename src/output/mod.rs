@@ -317,6 +317,35 @@ pub fn write_set(files: &[(&Path, &[u8])]) -> Result<()> {
     Ok(())
 }
 
+/// Prints a command's result on standard output, whole, and flushes it. A
+/// closed pipe (`| true`: EPIPE) or a full device (`> /dev/full`:
+/// ENOSPC) is a failure (exit 1) naming `what` and the errno, returned
+/// for the caller to report once the files it was asked for are written;
+/// `print!` would panic (exit 101) and lose them.
+pub fn print(bytes: &[u8], what: &str) -> Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            error::with_code(
+                1,
+                format!("writing {what} to standard output: {}", errno_text(&e)),
+            )
+        })
+}
+
+/// The first of two results' failures, the second's message appended
+/// when both failed (`--json` unwritable and stdout closed).
+pub fn both(first: Result<()>, second: Result<()>) -> Result<()> {
+    match (first, second) {
+        (Ok(()), r) | (r, Ok(())) => r,
+        (Err(a), Err(b)) => {
+            let code = a.downcast_ref::<error::Exit>().map_or(1, |x| x.code);
+            Err(error::with_code(code, format!("{a:#}; and {b:#}")))
+        }
+    }
+}
+
 /// Serialises `value` as pretty JSON and writes it with [`write`].
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value)?;

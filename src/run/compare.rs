@@ -12,15 +12,21 @@ use crate::report;
 
 /// Prints the comparison on stdout and, with `html`, writes its page
 /// there; an artifact that cannot be read is a usage error (exit 2), a
-/// page that cannot be written a failure (exit 1) after the text.
+/// page that cannot be written or a closed or full stdout a failure
+/// (exit 1) once both were tried.
 pub fn run(a: &Path, b: &Path, html: Option<&Path>) -> Result<u8> {
     let ra = read(a)?;
     let rb = read(b)?;
     let (na, nb) = (a.display().to_string(), b.display().to_string());
-    print!("{}", report::compare::render(&ra, &rb, &na, &nb));
-    if let Some(path) = html {
-        crate::output::write(path, report::compare::page(&ra, &rb, &na, &nb).as_bytes())?;
-    }
+    let printed = crate::output::print(
+        report::compare::render(&ra, &rb, &na, &nb).as_bytes(),
+        "the comparison",
+    );
+    // The page is written even when stdout failed.
+    let page = html.map_or(Ok(()), |path| {
+        crate::output::write(path, report::compare::page(&ra, &rb, &na, &nb).as_bytes())
+    });
+    crate::output::both(page, printed)?;
     Ok(0)
 }
 

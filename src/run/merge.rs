@@ -113,15 +113,16 @@ pub fn run(files: &[PathBuf], out: &Path, force: bool, quiet: bool) -> Result<u8
     }
     let merged =
         merge::merge(&inputs, force, crate::cmdline::recorded()).map_err(|r| error::usage(r.0))?;
+    let mut printed = Ok(());
     if !quiet {
         let text = load_text::render(&merged);
         if crate::output::is_stdout(out) {
             let _ = std::io::stderr().write_all(text.as_bytes());
         } else {
-            print!("{text}");
-            let _ = std::io::stdout().flush();
+            printed = crate::output::print(text.as_bytes(), "the merged results");
         }
     }
-    report::write_json(out, &merged)?;
+    // The merged artifact is written even when stdout failed.
+    crate::output::both(report::write_json(out, &merged), printed)?;
     Ok(0)
 }

@@ -84,7 +84,9 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
             notes: &notes,
             rows: &rows,
         };
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        let mut text = serde_json::to_string_pretty(&j)?;
+        text.push('\n');
+        crate::output::print(text.as_bytes(), "the audit")?;
         return Ok(0);
     }
     if spec.emit_sysctl {
@@ -103,7 +105,10 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
         header.extend(notes.iter().map(|n| format!("Note: {n}.")));
         // The --from path and the notes are a user's or an artifact's text.
         let snippet = crate::tune::sysctl_snippet(&rows, &header);
-        print!("{}", crate::text::escape_block(&snippet));
+        crate::output::print(
+            crate::text::escape_block(&snippet).as_bytes(),
+            "the sysctl snippet",
+        )?;
         return Ok(0);
     }
     // An artifact's strings (--from) may carry escape sequences.
@@ -116,7 +121,7 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
         evidence_rows,
         &notes,
     );
-    print!("{}", crate::text::escape_block(&table));
+    crate::output::print(crate::text::escape_block(&table).as_bytes(), "the audit")?;
     Ok(0)
 }
 
