@@ -459,3 +459,80 @@ fn memcached_on_a_unix_socket_counts_every_get_and_set() {
     );
     drop(guard);
 }
+
+#[test]
+fn a_link_another_user_planted_to_a_socket_is_not_followed() {
+    if !require_root("a_link_another_user_planted_to_a_socket_is_not_followed") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("unix-planted");
+    // The victim: a server root reaches through a directory of its own.
+    let private = dir.join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let victim = private.join("v.sock");
+    let json = dir.join("victim.json");
+    let srv = Server::start(&[
+        "serve",
+        "echo",
+        "--transport",
+        "epoll",
+        "--listen",
+        &format!("unix:{}", victim.display()),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    // A sticky directory anyone can write, like /tmp, and in it a link
+    // nobody made to the victim.
+    let sticky = dir.join("tmp");
+    std::fs::create_dir(&sticky).unwrap();
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = sticky.join("app.sock");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+    for workload in ["tcp-rr", "tcp-crr"] {
+        refused(
+            &[
+                "load",
+                workload,
+                &format!("unix:{}", planted.display()),
+                "-n",
+                "10",
+            ],
+            "is a symbolic link owned by nobody",
+        );
+    }
+    // Through a directory that is nobody's link, the same.
+    let via = sticky.join("dir");
+    std::os::unix::fs::symlink(&private, &via).unwrap();
+    std::os::unix::fs::lchown(&via, Some(65534), Some(65534)).unwrap();
+    refused(
+        &[
+            "load",
+            "tcp-rr",
+            &format!("unix:{}/v.sock", via.display()),
+            "-n",
+            "10",
+        ],
+        "is a symbolic link owned by nobody",
+    );
+    // Root's own link there is followed: the server is reachable, and the
+    // one connection it saw is this load's.
+    let own = sticky.join("own.sock");
+    std::os::unix::fs::symlink(&victim, &own).unwrap();
+    let rep = load_ok(
+        &dir,
+        &[
+            "tcp-rr",
+            &format!("unix:{}", own.display()),
+            "-c",
+            "1",
+            "-n",
+            "10",
+        ],
+    );
+    assert_eq!(u(&rep["transactions"]), 10);
+    let rep = stop_ok(srv, &json);
+    assert_eq!(u(&rep["counters"]["accepted"]), 1, "{rep}");
+}
