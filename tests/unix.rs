@@ -536,3 +536,60 @@ fn a_link_another_user_planted_to_a_socket_is_not_followed() {
     let rep = stop_ok(srv, &json);
     assert_eq!(u(&rep["counters"]["accepted"]), 1, "{rep}");
 }
+
+/// Run as nobody: binds a Unix listener whose name holds a newline and,
+/// after it, a row the way /proc/net/unix prints one, with this socket's
+/// own inode and another path (`/v`); prints the inode once listening.
+const FORGER: &str = r#"
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+ino = os.fstat(s.fileno()).st_ino
+row = "0000000000000000: 00000002 00000000 00010000 0001 01 %d /v" % ino
+path = os.path.join(sys.argv[1], "a\n" + row)
+os.makedirs(os.path.dirname(path))
+s.bind(path)
+s.listen(1)
+print(ino, flush=True)
+time.sleep(60)
+"#;
+
+#[test]
+fn a_listener_name_holding_a_newline_forges_no_listener() {
+    let test = "a_listener_name_holding_a_newline_forges_no_listener";
+    if !require_root(test) || !require_program("setpriv", test) {
+        return;
+    }
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("ss-forge")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(["/usr/bin/python3", "-c", FORGER])
+        .arg(dir.path())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let inode: u64 = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+    let found = sockscope::process::ready::owned_unix_listeners(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    let real = format!(
+        "{}/a\n0000000000000000: 00000002 00000000 00010000 0001 01 {inode} /v",
+        dir.path().display()
+    );
+    // The one listener, named whole; no row its name wrote.
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].name, real);
+    assert_eq!(found[0].inode, inode);
+}
