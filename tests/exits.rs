@@ -634,6 +634,18 @@ fn a_closed_or_full_stdout_fails_with_exit_1_and_the_files_are_still_written() {
             assert_eq!(code, Some(1), "{args:?}: {err}");
             assert!(err.contains(errno) && !err.contains("panicked"), "{err}");
             assert!(std::fs::metadata(&table).unwrap().len() > 0);
+            let args = [
+                "trace",
+                "--interval",
+                "200ms",
+                "--json",
+                "-",
+                "--",
+                "sleep",
+                "1",
+            ];
+            let (code, err) = run_bad_stdout(&args, kind);
+            assert_stdout_failed(&args, code, &err, "the interval's JSON line", errno);
 
             let out = dir.join(format!("profile-{kind}"));
             let args = [
