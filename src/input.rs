@@ -1,5 +1,6 @@
 //! Reading the files users name as inputs (`--body @FILE`, `--request
-//! @FILE`, `--urls FILE`, `--cacert FILE`), bounded while reading.
+//! @FILE`, `--urls FILE`, `--cacert FILE`, the artifacts `report`,
+//! `compare`, `merge` and `tune --from` read), bounded while reading.
 //!
 //! Why bounded while reading and not checked after: `@/dev/zero` (or any
 //! endless or huge file) would otherwise grow in memory until the machine
@@ -93,6 +94,80 @@ pub fn read_secret(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The largest artifact `report`, `compare`, `merge` and `tune --from`
+/// read. A profile's run.json with stacks is a few MiB; parsing one holds
+/// several times its size in memory, so a file past this is refused
+/// before it is read rather than parsed into gigabytes.
+pub const ARTIFACT_MAX: usize = 256 << 20;
+
+/// Reads an artifact a command was given: a regular file of at most
+/// `limit` bytes, or a pipe (`<(zcat run.json.gz)`, `/dev/stdin` from a
+/// pipe), read to at most `limit` bytes. A device (`/dev/zero`), a
+/// directory or a socket is refused before anything is read, and a
+/// regular file whose size is over the limit before it is read (a sparse
+/// file of gigabytes costs nothing). Refusals are usage errors (exit 2)
+/// naming `what`.
+pub fn read_artifact(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileTypeExt;
+    let unreadable =
+        |e: &std::io::Error| error::usage(format!("{what}: cannot read it: {}", errno_text(e)));
+    // Checked before the open too: opening a device may act (a tape
+    // rewinds), and a FIFO without a writer is opened without waiting.
+    let kind_ok = |t: std::fs::FileType| t.is_file() || t.is_fifo();
+    let before = std::fs::metadata(path).map_err(|e| unreadable(&e))?;
+    if !kind_ok(before.file_type()) {
+        return Err(not_regular(before.file_type(), what));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| unreadable(&e))?;
+    // The file opened, not the one stat'ed: the name may have changed.
+    let meta = file.metadata().map_err(|e| unreadable(&e))?;
+    if !kind_ok(meta.file_type()) {
+        return Err(not_regular(meta.file_type(), what));
+    }
+    if meta.file_type().is_file() && meta.len() > limit as u64 {
+        return Err(too_large(what, limit, Some(meta.len())));
+    }
+    clear_nonblock(&file);
+    let mut out = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| unreadable(&e))?;
+    if out.len() > limit {
+        return Err(too_large(what, limit, None));
+    }
+    Ok(out)
+}
+
+/// The refusal of an input that is not a file one can read to its end.
+fn not_regular(t: std::fs::FileType, what: &str) -> anyhow::Error {
+    use std::os::unix::fs::FileTypeExt;
+    let is = if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    error::usage(format!(
+        "{what}: is {is}, not a regular file; give an artifact file"
+    ))
+}
+
+fn too_large(what: &str, limit: usize, size: Option<u64>) -> anyhow::Error {
+    let size = size.map_or_else(String::new, |n| format!(" ({n} bytes)"));
+    error::usage(format!(
+        "{what}: larger than {limit} bytes{size}, the most an artifact may be"
+    ))
+}
+
 fn clear_nonblock(file: &File) {
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
@@ -119,6 +194,27 @@ mod tests {
                 .contains("--body @/dev/zero: larger than 1048576"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn an_artifact_must_be_a_file_or_a_pipe_within_the_limit() {
+        let code = |e: anyhow::Error| e.downcast_ref::<error::Exit>().map(|x| x.code);
+        let e = read_artifact(Path::new("/dev/zero"), 1 << 20, "A").unwrap_err();
+        assert!(e.to_string().contains("A: is a character device"), "{e}");
+        assert_eq!(code(e), Some(2));
+        let d = tempfile::tempdir().unwrap();
+        let e = read_artifact(d.path(), 10, "D").unwrap_err().to_string();
+        assert!(e.contains("D: is a directory"), "{e}");
+        let p = d.path().join("big");
+        let f = File::create(&p).unwrap();
+        f.set_len(11).unwrap();
+        let e = read_artifact(&p, 10, "B").unwrap_err().to_string();
+        assert!(e.contains("larger than 10 bytes (11 bytes)"), "{e}");
+        f.set_len(10).unwrap();
+        assert_eq!(read_artifact(&p, 10, "B").unwrap(), vec![0; 10]);
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(read_artifact(&fifo, 10, "F").unwrap(), b"");
     }
 
     #[test]

@@ -733,3 +733,86 @@ fn a_name_of_70000_characters_is_cut_in_tables_and_kept_whole_in_folded_stacks()
     let grew = &so[so.find("Functions that grew").expect(&so)..];
     assert!(grew.contains(marker) && !grew.contains(&long), "{grew}");
 }
+
+/// Runs sockscope with `args` under a 2 GiB address-space limit (so a
+/// read without a bound fails quickly instead of taking the machine's
+/// memory) and a minute's bound, returning (status, stderr).
+fn run_capped(args: &[&str]) -> (Option<i32>, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(sockscope());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; it only lowers this child's
+    // own limit between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 2 << 30,
+                rlim_max: 2 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("running sockscope");
+    let mut se = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut se, &mut s).ok();
+        s
+    });
+    let st = wait_bounded(&mut child, Duration::from_secs(60));
+    (st.code(), err.join().unwrap())
+}
+
+#[test]
+fn an_endless_device_or_an_oversized_sparse_file_is_refused_before_it_is_read() {
+    let dir = scratch("artifacts-unbounded");
+    let sparse = dir.join("sparse.json");
+    // 64 GiB of holes: nothing on disk, but a reader without a bound
+    // would try to hold all of it.
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(64 << 30)
+        .unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1");
+    let (load, profile) = (fixtures.join("load.json"), fixtures.join("profile.json"));
+    let (s, l, p) = (
+        sparse.to_str().unwrap(),
+        load.to_str().unwrap(),
+        profile.to_str().unwrap(),
+    );
+    let out = dir.join("merged.json");
+    let o = out.to_str().unwrap();
+    for (bad, why) in [
+        (
+            "/dev/zero",
+            "is a character device, not a regular file".to_string(),
+        ),
+        (
+            s,
+            format!("larger than 268435456 bytes ({} bytes)", 64u64 << 30),
+        ),
+    ] {
+        for args in [
+            vec!["compare", bad, p],
+            vec!["compare", p, bad],
+            vec!["merge", l, bad, "--out", o],
+            vec!["tune", "--from", bad],
+            vec!["report", bad, "--out", dir.to_str().unwrap()],
+        ] {
+            let (code, err) = run_capped(&args);
+            assert_eq!(code, Some(2), "{args:?}: {err}");
+            assert!(err.contains(bad) && err.contains(&why), "{args:?}: {err}");
+            assert!(!err.contains("memory"), "{args:?}: {err}");
+            // The size in the message shows the file was judged by its
+            // stat, before a byte of it was read.
+        }
+    }
+    assert!(!out.exists(), "merge wrote an artifact");
+    std::fs::remove_file(&sparse).unwrap();
+}

@@ -546,3 +546,167 @@ fn trace_ctrl_c_in_a_terminal_goes_to_the_command_which_decides() {
     assert_eq!(rep["window"]["end_reason"], "command_exited");
     assert_eq!(rep["window"]["exit_code"], 7);
 }
+
+/// What stands for a command's stdout: a pipe whose reader is gone
+/// (`| true`) or /dev/full (`> /dev/full`), and the errno each gives.
+fn bad_stdouts() -> [(&'static str, &'static str); 2] {
+    [("closed", "(EPIPE)"), ("full", "(ENOSPC)")]
+}
+
+/// Runs `sockscope ARGS` with stdout `kind` (see [`bad_stdouts`]),
+/// bounded; returns (status, stderr).
+fn run_bad_stdout(args: &[&str], kind: &str) -> (Option<i32>, String) {
+    let out: Stdio = match kind {
+        "closed" => {
+            let (r, w) = nix::unistd::pipe().unwrap();
+            drop(r);
+            w.into()
+        }
+        _ => std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+            .into(),
+    };
+    let mut child = Command::new(sockscope())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let st = wait_bounded(&mut child, LIMIT);
+    (st.code(), err.join().unwrap())
+}
+
+/// Asserts a run whose stdout failed: exit 1 naming what it printed and
+/// the errno, no panic.
+fn assert_stdout_failed(args: &[&str], code: Option<i32>, err: &str, what: &str, errno: &str) {
+    assert_eq!(code, Some(1), "{args:?}: {err}");
+    let want = format!("writing {what} to standard output: ");
+    assert!(
+        err.contains(&want) && err.contains(errno),
+        "{args:?}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+}
+
+#[test]
+fn a_closed_or_full_stdout_fails_with_exit_1_and_the_files_are_still_written() {
+    let dir = scratch("exits-stdout");
+    let srv = Server::start(&["serve", "echo", "--transport", "epoll"]);
+    let addr = srv.addr.to_string();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1");
+    let profile = fixtures.join("profile.json");
+    let p = profile.to_str().unwrap();
+    for (kind, errno) in bad_stdouts() {
+        let json = dir.join(format!("load-{kind}.json"));
+        let j = json.to_str().unwrap();
+        let args = ["load", "tcp-rr", &addr, "-n", "1000", "--json", j];
+        let (code, err) = run_bad_stdout(&args, kind);
+        assert_stdout_failed(&args, code, &err, "the results", errno);
+        assert_eq!(read_json(&json)["transactions"], 1000);
+
+        let merged = dir.join(format!("merged-{kind}.json"));
+        let other = dir.join(format!("load2-{kind}.json"));
+        let o = run(&["load", "tcp-rr", &addr, "-n", "100", "-q", "--json"]
+            .iter()
+            .copied()
+            .chain([other.to_str().unwrap()])
+            .collect::<Vec<_>>());
+        assert!(o.status.success(), "{o:?}");
+        let args = [
+            "merge",
+            j,
+            other.to_str().unwrap(),
+            "--out",
+            merged.to_str().unwrap(),
+        ];
+        let (code, err) = run_bad_stdout(&args, kind);
+        assert_stdout_failed(&args, code, &err, "the merged results", errno);
+        assert_eq!(read_json(&merged)["transactions"], 1100);
+
+        let page = dir.join(format!("compare-{kind}.html"));
+        let args = ["compare", p, p, "--html", page.to_str().unwrap()];
+        let (code, err) = run_bad_stdout(&args, kind);
+        assert_stdout_failed(&args, code, &err, "the comparison", errno);
+        assert!(std::fs::metadata(&page).unwrap().len() > 0);
+
+        let out = dir.join(format!("report-{kind}"));
+        let args = ["report", p, "--out", out.to_str().unwrap()];
+        let (code, err) = run_bad_stdout(&args, kind);
+        assert_stdout_failed(&args, code, &err, "the summary", errno);
+        assert!(out.join("report.html").is_file() && out.join("summary.txt").is_file());
+
+        for args in [
+            &["tune"][..],
+            &["tune", "--json"],
+            &["tune", "--emit", "sysctl"],
+        ] {
+            let (code, err) = run_bad_stdout(args, kind);
+            let what = if args.len() == 3 {
+                "the sysctl snippet"
+            } else {
+                "the audit"
+            };
+            assert_stdout_failed(args, code, &err, what, errno);
+        }
+        let args = ["completions", "bash"];
+        let (code, err) = run_bad_stdout(&args, kind);
+        assert_stdout_failed(&args, code, &err, "the completion script", errno);
+    }
+    if require_bpf("a_closed_or_full_stdout_fails_... (trace and profile)") {
+        for (kind, errno) in bad_stdouts() {
+            // trace prints its table on stderr: only a JSON sent to stdout
+            // can fail, and the file asked for with -o is still written.
+            let table = dir.join(format!("trace-{kind}.txt"));
+            let args = [
+                "trace",
+                "--json",
+                "-",
+                "-o",
+                table.to_str().unwrap(),
+                "--",
+                "true",
+            ];
+            let (code, err) = run_bad_stdout(&args, kind);
+            assert_eq!(code, Some(1), "{args:?}: {err}");
+            assert!(err.contains(errno) && !err.contains("panicked"), "{err}");
+            assert!(std::fs::metadata(&table).unwrap().len() > 0);
+            let args = [
+                "trace",
+                "--interval",
+                "200ms",
+                "--json",
+                "-",
+                "--",
+                "sleep",
+                "1",
+            ];
+            let (code, err) = run_bad_stdout(&args, kind);
+            assert_stdout_failed(&args, code, &err, "the interval's JSON line", errno);
+
+            let out = dir.join(format!("profile-{kind}"));
+            let args = [
+                "profile",
+                "--target",
+                "serve echo --transport epoll",
+                "--load",
+                "tcp-rr -n 200",
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            let (code, err) = run_bad_stdout(&args, kind);
+            assert_stdout_failed(&args, code, &err, "the summary", errno);
+            assert!(out.join("run.json").is_file() && out.join("report.html").is_file());
+        }
+    }
+    let (st, err) = srv.stop();
+    assert!(st.success(), "{err}");
+}

@@ -6,7 +6,7 @@
 //! exclusively created temporary file with an unpredictable name, relative
 //! to a descriptor of the directory resolved once (a directory swapped for
 //! a link meanwhile redirects nothing); a FIFO another user planted in a
-//! sticky directory is refused; `report --out` writes its files as a set.
+//! sticky directory is refused, and so is a regular file planted there; `report --out` writes its files as a set.
 
 use crate::common;
 
@@ -618,6 +618,50 @@ fn a_fifo_another_user_planted_in_a_sticky_directory_is_refused_before_measuring
             .file_type()
             .is_fifo()
     );
+}
+
+#[test]
+fn a_file_another_user_planted_in_a_sticky_directory_is_refused_and_stays_as_it_was() {
+    if !require_root(
+        "a_file_another_user_planted_in_a_sticky_directory_is_refused_and_stays_as_it_was",
+    ) {
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = scratch("output-sticky-file");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = dir.join("r.json");
+    std::fs::write(&planted, "theirs\n").unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let f = planted.to_str().unwrap();
+    let needle = "a regular file owned by nobody (uid 65534) in a sticky directory";
+    assert_refused_fast(
+        &["load", "tcp-rr", "127.0.0.1:1", "-d", "5", "--json", f],
+        needle,
+    );
+    assert_refused_fast(&["trace", "--json", f, "--", "sleep", "5"], needle);
+    let m = std::fs::metadata(&planted).unwrap();
+    assert_eq!(m.uid(), 65534);
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), "theirs\n");
+    // Root's own file in the same directory is replaced as usual.
+    let own = dir.join("own.json");
+    std::fs::write(&own, "old\n").unwrap();
+    let srv = echo();
+    let o = run(&[
+        "-q",
+        "load",
+        "tcp-rr",
+        &srv.addr.to_string(),
+        "-n",
+        "10",
+        "--req",
+        "16",
+        "--json",
+        own.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(read_json(&own)["transactions"].as_u64() == Some(10));
 }
 
 #[test]

@@ -433,3 +433,137 @@ fn a_socket_of_the_other_type_is_named_with_what_to_use() {
     assert!(err.contains("(wrong_socket_type x"), "{err}");
     assert!(err.contains("is a stream socket"), "{err}");
 }
+
+#[test]
+fn a_link_another_user_planted_to_a_socket_is_not_followed() {
+    if !require_root("a_link_another_user_planted_to_a_socket_is_not_followed") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("unix-planted");
+    // The victim: a server root reaches through a directory of its own.
+    let private = dir.join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let victim = private.join("v.sock");
+    let json = dir.join("victim.json");
+    let srv = Server::start(&[
+        "serve",
+        "echo",
+        "--transport",
+        "epoll",
+        "--listen",
+        &format!("unix:{}", victim.display()),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    // A sticky directory anyone can write, like /tmp, and in it a link
+    // nobody made to the victim.
+    let sticky = dir.join("tmp");
+    std::fs::create_dir(&sticky).unwrap();
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = sticky.join("app.sock");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+    for workload in ["tcp-rr", "tcp-crr"] {
+        refused(
+            &[
+                "load",
+                workload,
+                &format!("unix:{}", planted.display()),
+                "-n",
+                "10",
+            ],
+            "is a symbolic link owned by nobody",
+        );
+    }
+    // Through a directory that is nobody's link, the same.
+    let via = sticky.join("dir");
+    std::os::unix::fs::symlink(&private, &via).unwrap();
+    std::os::unix::fs::lchown(&via, Some(65534), Some(65534)).unwrap();
+    refused(
+        &[
+            "load",
+            "tcp-rr",
+            &format!("unix:{}/v.sock", via.display()),
+            "-n",
+            "10",
+        ],
+        "is a symbolic link owned by nobody",
+    );
+    // Root's own link there is followed: the server is reachable, and the
+    // one connection it saw is this load's.
+    let own = sticky.join("own.sock");
+    std::os::unix::fs::symlink(&victim, &own).unwrap();
+    let rep = load_ok(
+        &dir,
+        &[
+            "tcp-rr",
+            &format!("unix:{}", own.display()),
+            "-c",
+            "1",
+            "-n",
+            "10",
+        ],
+    );
+    assert_eq!(u(&rep["transactions"]), 10);
+    let rep = stop_ok(srv, &json);
+    assert_eq!(u(&rep["counters"]["accepted"]), 1, "{rep}");
+}
+
+/// Run as nobody: binds a Unix listener whose name holds a newline and,
+/// after it, a row the way /proc/net/unix prints one, with this socket's
+/// own inode and another path (`/v`); prints the inode once listening.
+const FORGER: &str = r#"
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+ino = os.fstat(s.fileno()).st_ino
+row = "0000000000000000: 00000002 00000000 00010000 0001 01 %d /v" % ino
+path = os.path.join(sys.argv[1], "a\n" + row)
+os.makedirs(os.path.dirname(path))
+s.bind(path)
+s.listen(1)
+print(ino, flush=True)
+time.sleep(60)
+"#;
+
+#[test]
+fn a_listener_name_holding_a_newline_forges_no_listener() {
+    let test = "a_listener_name_holding_a_newline_forges_no_listener";
+    if !require_root(test) || !require_program("setpriv", test) {
+        return;
+    }
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("ss-forge")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(["/usr/bin/python3", "-c", FORGER])
+        .arg(dir.path())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let inode: u64 = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+    let found = sockscope::process::ready::owned_unix_listeners(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    let real = format!(
+        "{}/a\n0000000000000000: 00000002 00000000 00010000 0001 01 {inode} /v",
+        dir.path().display()
+    );
+    // The one listener, named whole; no row its name wrote.
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].name, real);
+    assert_eq!(found[0].inode, inode);
+}

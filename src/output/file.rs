@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
-use nix::sys::stat::{Mode, SFlag, fchmod, fstatat};
+use nix::sys::stat::{Mode, SFlag, fchmod, fstat, fstatat};
 use nix::unistd::{Gid, Uid, UnlinkatFlags, fchown, unlinkat};
 
 /// What failed and the error: `("writing", ENOSPC)`.
@@ -69,11 +69,16 @@ fn sync_dir(dir: impl AsFd) {
 
 /// Writes `bytes` into a new temporary file beside `name` in `dir`. An
 /// existing regular file at `name` lends its permission bits (not set-id
-/// ones) and, when we are root, its owner and group.
+/// ones) and, when we are root, its owner and group; unless `dir` is a
+/// sticky directory others can write and an untrusted user owns it.
 pub fn prepare(dir: OwnedFd, name: &OsStr, bytes: &[u8]) -> Result<Pending, Failure> {
+    // A file another user may have planted in a sticky directory lends
+    // nothing: root's bytes must not land in a file that stays theirs.
+    let shared = fstat(&dir).is_ok_and(|d| super::sticky_shared(&d));
     let old = fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
         .ok()
-        .filter(|st| st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFREG.bits());
+        .filter(|st| st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFREG.bits())
+        .filter(|st| !shared || super::trusted_owner(st.st_uid));
     let mode = old.as_ref().map_or(0o666, |st| st.st_mode & 0o777);
     let mut last = io::Error::from_raw_os_error(libc::EEXIST);
     for _ in 0..TRIES {

@@ -28,7 +28,12 @@
 //!   and O_NOFOLLOW in the same directory, fsync'ed, and renamed over the
 //!   name; removed on any failure. A reader or a crash never sees half a
 //!   file, and a name planted beforehand is never followed. A replaced
-//!   file keeps its mode, owner and group.
+//!   file keeps its mode, owner and group; one in a sticky directory
+//!   others can write (like /tmp) owned by someone other than root,
+//!   sockscope's user or the sudo user is refused like such a FIFO (it
+//!   would stay theirs, holding what root wrote), and one planted there
+//!   between the check and the write is replaced by a fresh file of
+//!   sockscope's own, its owner and mode not kept.
 //! - Several files written as a set ([`write_set`], `report --out`): every
 //!   temporary file is written before any is renamed, so a failure (a full
 //!   disk) leaves the old set, never a new file beside an old one.
@@ -98,18 +103,18 @@ fn alias_fd(given: &Path, alias: &Path) -> Result<i32> {
     Ok(fd)
 }
 
-/// "a FIFO", "a character device": what a written-through node is.
+/// "a FIFO", "a character device", "a regular file": what a destination
+/// already is.
 fn node_kind(st: &FileStat) -> &'static str {
-    if kind(st) == SFlag::S_IFIFO {
-        "a FIFO"
-    } else {
-        "a character device"
+    match kind(st) {
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFREG => "a regular file",
+        _ => "a character device",
     }
 }
 
 /// Refuses a FIFO or device root did not name itself: one reached through
-/// a symbolic link, or one in a sticky directory others can write that an
-/// untrusted user owns (`st` is the node's stat).
+/// a symbolic link, or one another user may have planted ([`check_planted`]).
 fn check_node(given: &Path, e: &Entry, st: &FileStat) -> Result<()> {
     if e.via_link {
         return Err(error::usage(format!(
@@ -120,6 +125,21 @@ fn check_node(given: &Path, e: &Entry, st: &FileStat) -> Result<()> {
             node_kind(st)
         )));
     }
+    check_planted(given, e, st)
+}
+
+/// True when `dir` is sticky and others can write it (like /tmp): a name
+/// there may have been created by any user.
+fn sticky_shared(dir: &FileStat) -> bool {
+    dir.st_mode & libc::S_ISVTX != 0 && dir.st_mode & (libc::S_IWOTH | libc::S_IWGRP) != 0
+}
+
+/// Refuses a destination (a FIFO, a device, a regular file) in a sticky
+/// directory others can write, owned by someone other than root,
+/// sockscope's user or the sudo user (`st` is its stat): another user may
+/// have planted it to read what root writes (a FIFO) or to own the file
+/// root fills (a regular file keeps its owner and mode when replaced).
+fn check_planted(given: &Path, e: &Entry, st: &FileStat) -> Result<()> {
     let dir = fstat(&e.dir).map_err(|err| {
         error::usage(format!(
             "{}: its directory: {}",
@@ -127,9 +147,7 @@ fn check_node(given: &Path, e: &Entry, st: &FileStat) -> Result<()> {
             errno_text(&err.into())
         ))
     })?;
-    let sticky = dir.st_mode & libc::S_ISVTX != 0;
-    let others_write = dir.st_mode & (libc::S_IWOTH | libc::S_IWGRP) != 0;
-    if sticky && others_write && !trusted_owner(st.st_uid) {
+    if sticky_shared(&dir) && !trusted_owner(st.st_uid) {
         return Err(error::usage(format!(
             "{}: {} owned by {} in a sticky directory other users can write; another \
              user may have planted it to read what sockscope writes as root: remove it or \
@@ -154,6 +172,7 @@ fn plan(given: &Path) -> Result<Plan> {
     };
     let k = kind(&st);
     if k == SFlag::S_IFREG {
+        check_planted(given, &e, &st)?;
         return Ok(Plan::File(e));
     }
     if k == SFlag::S_IFCHR || k == SFlag::S_IFIFO {
@@ -315,6 +334,35 @@ pub fn write_set(files: &[(&Path, &[u8])]) -> Result<()> {
             .map_err(|(doing, err)| failure(path, doing, &err))?;
     }
     Ok(())
+}
+
+/// Prints a command's result on standard output, whole, and flushes it. A
+/// closed pipe (`| true`: EPIPE) or a full device (`> /dev/full`:
+/// ENOSPC) is a failure (exit 1) naming `what` and the errno, returned
+/// for the caller to report once the files it was asked for are written;
+/// `print!` would panic (exit 101) and lose them.
+pub fn print(bytes: &[u8], what: &str) -> Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            error::with_code(
+                1,
+                format!("writing {what} to standard output: {}", errno_text(&e)),
+            )
+        })
+}
+
+/// The first of two results' failures, the second's message appended
+/// when both failed (`--json` unwritable and stdout closed).
+pub fn both(first: Result<()>, second: Result<()>) -> Result<()> {
+    match (first, second) {
+        (Ok(()), r) | (r, Ok(())) => r,
+        (Err(a), Err(b)) => {
+            let code = a.downcast_ref::<error::Exit>().map_or(1, |x| x.code);
+            Err(error::with_code(code, format!("{a:#}; and {b:#}")))
+        }
+    }
 }
 
 /// Serialises `value` as pretty JSON and writes it with [`write`].
@@ -637,6 +685,40 @@ mod tests {
         std::os::unix::fs::symlink("/dev/stdout", d.join("link")).unwrap();
         assert!(is_stdout(&d.join("link")));
         assert!(!is_stdout(&d.join("x.json")));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_file_planted_in_a_sticky_directory_is_refused_or_replaced_fresh() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIP a_file_planted_in_a_sticky_directory_...: not root");
+            return;
+        }
+        let d = tmpdir("sticky-file");
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o1777)).unwrap();
+        let f = d.join("out.json");
+        fs::write(&f, b"theirs").unwrap();
+        std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();
+        // A mode no umask gives a fresh file.
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o602)).unwrap();
+        let e = write(&f, b"root's").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("a regular file owned by nobody"),
+            "{e:#}"
+        );
+        assert_eq!(code(e), Some(2));
+        assert_eq!(fs::read(&f).unwrap(), b"theirs");
+        // Planted after the check (the race): the file written is a fresh
+        // one of root's, not theirs with root's bytes in it.
+        let e = entry(&f);
+        file::prepare(e.dir, &e.name, b"root's")
+            .and_then(file::Pending::commit)
+            .unwrap();
+        let m = fs::metadata(&f).unwrap();
+        assert_eq!((m.uid(), m.gid()), (0, 0));
+        assert_ne!(m.permissions().mode() & 0o777, 0o602);
+        assert_eq!(fs::read(&f).unwrap(), b"root's");
         fs::remove_dir_all(&d).unwrap();
     }
 

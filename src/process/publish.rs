@@ -88,11 +88,15 @@ pub fn publish(art: &dyn Artifact, dest: Dest, show: Show) -> Result<PathBuf> {
             dir
         }
     };
+    // The files are in place: a closed or full stdout now fails the
+    // command (exit 1) without losing them.
+    let mut shown = String::new();
     if show.summary {
-        print!("{summary}");
+        shown.push_str(&summary);
     }
     if show.path {
-        println!("report: {}", dir.join(PAGE_FILE).display());
+        shown.push_str(&format!("report: {}\n", dir.join(PAGE_FILE).display()));
     }
+    crate::output::print(shown.as_bytes(), "the summary")?;
     Ok(dir)
 }

@@ -1,6 +1,7 @@
 //! Readiness: the sockets a process itself owns, found by matching the
 //! socket inodes of /proc/PID/fd against the rows of the process's own
-//! /proc/PID/net/{tcp,tcp6,udp,udp6} (its network namespace). Nothing here
+//! /proc/PID/net/{tcp,tcp6,udp,udp6} (its network namespace), and against
+//! its namespace's Unix listeners through sock_diag (UNIX_DIAG). Nothing here
 //! connects to anything: a port is learned from the kernel's tables, never
 //! assumed, and never confirmed by whoever answers on it.
 
@@ -97,70 +98,53 @@ pub fn tree_sockets(root: i32) -> Vec<OwnedSocket> {
 pub struct UnixListener {
     /// The process that holds it (the first holder found).
     pub pid: i32,
-    /// Its name as /proc/net/unix prints it: a path, or `@name` for an
+    /// Its name: a path, or `@name` for an
     /// abstract one.
     pub name: String,
     /// Socket inode.
     pub inode: u64,
 }
 
-/// `__SO_ACCEPTCON` in /proc/net/unix's Flags column: the socket listens.
-const SO_ACCEPTCON: u32 = 1 << 16;
-/// `SOCK_STREAM` in its Type column.
-const UNIX_STREAM: u16 = 1;
-
-/// The listening stream sockets of a /proc/net/unix table, as (inode,
-/// name); unnamed sockets and malformed rows are skipped. The name is the
-/// rest of the row, so a path holding spaces is kept whole. (The kernel
-/// prints a name's bytes as they are: one holding a newline cannot be told
-/// from the rows after it; UNIX_DIAG, `procfs::unix_diag`, can.)
-pub fn parse_unix_listeners(text: &str) -> Vec<(u64, String)> {
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let _num = f.next()?;
-            let _refs = f.next()?;
-            let _proto = f.next()?;
-            let flags = u32::from_str_radix(f.next()?, 16).ok()?;
-            let kind = u16::from_str_radix(f.next()?, 16).ok()?;
-            let _state = f.next()?;
-            let inode_text = f.next()?;
-            let inode = inode_text.parse().ok()?;
-            // The name starts after the inode column, one space apart
-            // (af_unix.c `unix_seq_show`); a path may itself start with
-            // spaces, so none is trimmed.
-            let at = l.find(&format!(" {inode_text} "))? + inode_text.len() + 2;
-            let name = l.get(at..)?.to_string();
-            (flags & SO_ACCEPTCON != 0 && kind == UNIX_STREAM && !name.is_empty())
-                .then_some((inode, name))
-        })
-        .collect()
-}
-
-/// Every listening Unix stream socket `pid` itself holds, read from its
-/// own /proc/PID/net/unix (its network namespace: abstract names are per
-/// namespace).
+/// Every listening Unix stream socket `pid` itself holds, learned from
+/// the kernel's socket table through sock_diag (UNIX_DIAG, in the
+/// process's network namespace: abstract names are per namespace), each
+/// checked against the process's own descriptors (`socket:[INODE]` in
+/// /proc/PID/fd). Never from /proc/net/unix: the kernel prints a name's
+/// bytes there as they are, so a target bound to a name holding a newline
+/// could write a row of its own naming any socket (a root-only one) with
+/// its inode; UNIX_DIAG carries the name as a length-delimited attribute.
+/// Empty when the process is gone or its namespace cannot be entered.
 pub fn owned_unix_listeners(pid: i32) -> Vec<UnixListener> {
+    use crate::procfs::sock_diag::Diag;
+    use crate::procfs::unix_diag;
     let inodes = socket_inodes(pid);
     if inodes.is_empty() {
         return Vec::new();
     }
-    // Bytes, not a String: the kernel prints names as they are, and one
-    // socket anywhere in the namespace named in bytes that are not UTF-8
-    // must not hide the target's (its own name is compared as text).
-    let Ok(bytes) = fs::read(format!("/proc/{pid}/net/unix")) else {
+    let Ok(mut diag) = Diag::open_in(pid) else {
         return Vec::new();
     };
-    parse_unix_listeners(&String::from_utf8_lossy(&bytes))
-        .into_iter()
-        .filter(|(inode, _)| inodes.contains(inode))
-        .map(|(inode, name)| UnixListener {
-            pid,
-            name: through_fd(pid, name),
-            inode,
-        })
-        .collect()
+    let mut out = Vec::new();
+    let dumped = unix_diag::dump(&mut diag, 1 << unix_diag::LISTEN, |e| {
+        if e.kind != unix_diag::STREAM || e.state != unix_diag::LISTEN {
+            return;
+        }
+        if !inodes.contains(&e.inode) {
+            return;
+        }
+        if let Some(name) = e.name_text().filter(|n| !n.is_empty()) {
+            out.push(UnixListener {
+                pid,
+                name: through_fd(pid, name),
+                inode: e.inode,
+            });
+        }
+    });
+    // A dump cut short is not the whole table: nothing rather than a part.
+    if dumped.is_err() {
+        return Vec::new();
+    }
+    out
 }
 
 /// The real path of a socket bound through a directory descriptor
@@ -351,24 +335,6 @@ mod tests {
 ";
 
     #[test]
-    fn unix_table_keeps_named_stream_listeners_only() {
-        let table = "Num       RefCount Protocol Flags    Type St Inode Path
-0000000000000000: 00000002 00000000 00010000 0001 01 4242 /run/redis/redis.sock
-0000000000000000: 00000002 00000000 00010000 0001 01 4243 @abstract name
-0000000000000000: 00000003 00000000 00000000 0001 03 4244 /run/redis/redis.sock
-0000000000000000: 00000002 00000000 00010000 0002 01 4245 /run/dgram.sock
-0000000000000000: 00000002 00000000 00010000 0001 01 4246
-";
-        assert_eq!(
-            parse_unix_listeners(table),
-            vec![
-                (4242, "/run/redis/redis.sock".to_string()),
-                (4243, "@abstract name".to_string())
-            ]
-        );
-    }
-
-    #[test]
     fn a_socket_bound_through_a_directory_descriptor_is_named_by_its_real_path() {
         use std::os::fd::AsRawFd;
         let dir = tempfile::tempdir().unwrap();
@@ -447,10 +413,10 @@ mod tests {
         assert!(!serves(&socks, Proto::TcpListen, other));
     }
 
-    /// Found while writing the properties below: one socket of the
-    /// namespace bound to a name that is not UTF-8 (any local user can)
-    /// made the whole of /proc/net/unix unreadable as a String, and with
-    /// it every Unix listener of every target.
+    /// Found while /proc/net/unix was read: one socket of the namespace
+    /// bound to a name that is not UTF-8 (any local user can) made the
+    /// whole table unreadable as a String, and with it every Unix
+    /// listener of every target.
     #[test]
     fn a_name_that_is_not_utf8_hides_no_other_listener() {
         use std::os::linux::net::SocketAddrExt;
@@ -469,19 +435,11 @@ mod tests {
         );
     }
 
-    /// A path that starts with a space is kept whole.
-    #[test]
-    fn a_path_starting_with_a_space_is_not_trimmed() {
-        let table = "Num       RefCount Protocol Flags    Type St Inode Path
-0000000000000000: 00000002 00000000 00010000 0001 01     7  /tmp/x y
-";
-        assert_eq!(parse_unix_listeners(table), [(7, " /tmp/x y".to_string())]);
-    }
-
     // Property tests: tables written the way the kernel writes them
-    // (/proc/net/{tcp,udp}[6]: `tcp4_seq_show`, `tcp6_seq_show`;
-    // /proc/net/unix: `unix_seq_show`) parse back to their rows; mutated
-    // tables parse to rows or skip them, never a panic.
+    // (/proc/net/{tcp,udp}[6]: `tcp4_seq_show`, `tcp6_seq_show`) parse
+    // back to their rows; mutated tables parse to rows or skip them, never
+    // a panic. (Unix listeners come from UNIX_DIAG, whose parser has its
+    // own properties in `procfs::unix_diag`.)
 
     use crate::hostile;
     use proptest::prelude::*;
@@ -558,28 +516,6 @@ mod tests {
         t
     }
 
-    /// A Unix socket row: flags, type, state, inode, name.
-    fn unix_rows() -> impl Strategy<Value = Vec<(u32, u16, u8, u64, Option<String>)>> {
-        let name = prop_oneof![
-            // Paths: any characters but a newline, spaces included.
-            prop::collection::vec(
-                any::<char>().prop_filter("no line end", |c| *c != '\n' && *c != '\r'),
-                1..30
-            )
-            .prop_map(|v| v.into_iter().collect::<String>()),
-            prop::collection::vec(prop::char::range('a', 'z'), 1..8)
-                .prop_map(|v| format!("@{} x", v.into_iter().collect::<String>())),
-        ];
-        let row = (
-            prop_oneof![Just(0x10000u32), Just(0u32), any::<u32>()],
-            prop_oneof![Just(1u16), Just(2), Just(5)],
-            any::<u8>(),
-            any::<u64>(),
-            prop::option::of(name),
-        );
-        prop::collection::vec(row, 0..6)
-    }
-
     proptest! {
         #![proptest_config(hostile::config(2048))]
 
@@ -593,29 +529,6 @@ mod tests {
             let want: Vec<Row> = rs.into_iter().map(|(r, _, _)| r).collect();
             prop_assert_eq!(parse_table(&t), want);
             let _ = parse_table(&hostile::mutate_text(&t, &ms));
-        }
-
-        /// The named stream listeners of a Unix table, names whole
-        /// (spaces and all); mutated, listeners or fewer, never a panic.
-        #[test]
-        fn unix_tables_round_trip_and_mutations_never_panic(
-            rs in unix_rows(),
-            ms in hostile::mutations(),
-        ) {
-            let mut t = "Num       RefCount Protocol Flags    Type St Inode Path\n".to_string();
-            let mut want = Vec::new();
-            for (flags, kind, state, inode, name) in &rs {
-                t += &format!("0000000000000000: 00000002 00000000 {flags:08X} {kind:04X} {state:02X} {inode:5}");
-                if let Some(n) = name {
-                    t += &format!(" {n}");
-                    if flags & SO_ACCEPTCON != 0 && *kind == UNIX_STREAM {
-                        want.push((*inode, n.clone()));
-                    }
-                }
-                t += "\n";
-            }
-            prop_assert_eq!(parse_unix_listeners(&t), want);
-            let _ = parse_unix_listeners(&hostile::mutate_text(&t, &ms));
         }
     }
 }

@@ -460,20 +460,17 @@ fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
-/// Reads a profile artifact back (compare). A file that is not one fails
-/// with a message that says what it is instead: `compare reads profile
-/// artifacts (run.json, schema sockscope.profile); X is a sockscope.trace
-/// artifact`.
-pub fn read(path: &std::path::Path) -> anyhow::Result<ProfileReport> {
-    read_for(path, "compare")
-}
-
-/// [`read`] for another command: `who` names it in the message ("tune
-/// --from reads profile artifacts ...").
-pub fn read_for(path: &std::path::Path, who: &str) -> anyhow::Result<ProfileReport> {
-    use anyhow::Context;
-    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text).map_err(|what| {
+/// A profile artifact from the bytes of `path` (read bounded by the
+/// caller: `input::read_artifact`). A file that is not one fails with a
+/// message that says what it is instead, `who` naming the command:
+/// `compare reads profile artifacts (run.json, schema sockscope.profile);
+/// X is a sockscope.trace artifact`.
+pub fn from_bytes(
+    bytes: &[u8],
+    path: &std::path::Path,
+    who: &str,
+) -> anyhow::Result<ProfileReport> {
+    parse(bytes).map_err(|what| {
         anyhow::anyhow!(
             "{who} reads profile artifacts (run.json, schema {SCHEMA}); {} {what}",
             path.display()

@@ -4,8 +4,6 @@
 //! first, so a closed or full stdout is an error with a message (exit 1),
 //! never a panic halfway through.
 
-use std::io::Write;
-
 use anyhow::{Context, Result};
 
 /// Prints the completion script for `shell`.
@@ -25,9 +23,6 @@ pub fn manpage(cmd: clap::Command) -> Result<u8> {
 }
 
 fn print_all(bytes: &[u8], what: &str) -> Result<u8> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(bytes)
-        .and_then(|()| out.flush())
-        .map_err(|e| crate::error::with_code(1, format!("writing {what} to stdout: {e}")))?;
+    crate::output::print(bytes, what)?;
     Ok(0)
 }

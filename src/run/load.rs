@@ -43,19 +43,22 @@ pub fn finish(
     // A failed run still shows what it measured (even with --quiet); a run
     // that measured nothing shows only the error.
     let show = (!quiet || failure.is_some()) && !(nothing_measured && failure.is_some());
+    // A closed or full stdout fails the run, but only after the JSON
+    // asked for is written.
+    let mut printed = Ok(());
     if show {
         let text = load_text::render(rep);
         if json.is_some_and(crate::output::is_stdout) {
             let _ = std::io::stderr().write_all(text.as_bytes());
         } else {
-            print!("{text}");
-            let _ = std::io::stdout().flush();
+            printed = crate::output::print(text.as_bytes(), "the results");
         }
     }
     let written = match json {
         Some(path) if !nothing_measured => report::write_json(path, rep),
         _ => Ok(()),
     };
+    let written = crate::output::both(written, printed);
     match (failure, written) {
         (None, Ok(())) => Ok(0),
         (None, Err(e)) => Err(e),

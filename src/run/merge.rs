@@ -18,14 +18,12 @@ use crate::report::{self, header, load_text};
 /// or a profile's run.json (its `load`). Anything else is a usage error
 /// naming the file.
 pub fn read(path: &Path) -> Result<LoadReport> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        error::usage(format!(
-            "{}: {}",
-            path.display(),
-            crate::output::errno_text(&e)
-        ))
-    })?;
-    let mut v: serde_json::Value = serde_json::from_str(&text)
+    let text = crate::input::read_artifact(
+        path,
+        crate::input::ARTIFACT_MAX,
+        &path.display().to_string(),
+    )?;
+    let mut v: serde_json::Value = serde_json::from_slice(&text)
         .map_err(|e| error::usage(format!("{}: not JSON: {e}", path.display())))?;
     let schema = v["schema"].as_str().unwrap_or("").to_string();
     if let Err(why) = header::upgrade(&mut v) {
@@ -115,15 +113,16 @@ pub fn run(files: &[PathBuf], out: &Path, force: bool, quiet: bool) -> Result<u8
     }
     let merged =
         merge::merge(&inputs, force, crate::cmdline::recorded()).map_err(|r| error::usage(r.0))?;
+    let mut printed = Ok(());
     if !quiet {
         let text = load_text::render(&merged);
         if crate::output::is_stdout(out) {
             let _ = std::io::stderr().write_all(text.as_bytes());
         } else {
-            print!("{text}");
-            let _ = std::io::stdout().flush();
+            printed = crate::output::print(text.as_bytes(), "the merged results");
         }
     }
-    report::write_json(out, &merged)?;
+    // The merged artifact is written even when stdout failed.
+    crate::output::both(report::write_json(out, &merged), printed)?;
     Ok(0)
 }

@@ -12,14 +12,12 @@ use crate::report::{self, artifact};
 /// `sockscope report FILE`: re-renders report.html and summary.txt from a
 /// profile, bench, demo, load or requests artifact, into `out` (default: beside FILE).
 pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        error::usage(format!(
-            "{}: {}",
-            file.display(),
-            crate::output::errno_text(&e)
-        ))
-    })?;
-    let mut v: serde_json::Value = serde_json::from_str(&text)
+    let text = crate::input::read_artifact(
+        file,
+        crate::input::ARTIFACT_MAX,
+        &file.display().to_string(),
+    )?;
+    let mut v: serde_json::Value = serde_json::from_slice(&text)
         .map_err(|e| error::usage(format!("{}: not JSON: {e}", file.display())))?;
     let schema = v["schema"].as_str().unwrap_or("").to_string();
     let dir = match out {

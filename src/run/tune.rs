@@ -87,7 +87,9 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
             notes: &notes,
             rows: &rows,
         };
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        let mut text = serde_json::to_string_pretty(&j)?;
+        text.push('\n');
+        crate::output::print(text.as_bytes(), "the audit")?;
         return Ok(0);
     }
     if spec.emit_sysctl {
@@ -106,7 +108,10 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
         header.extend(notes.iter().map(|n| format!("Note: {n}.")));
         // The --from path and the notes are a user's or an artifact's text.
         let snippet = crate::tune::sysctl_snippet(&rows, &header);
-        print!("{}", crate::text::escape_block(&snippet));
+        crate::output::print(
+            crate::text::escape_block(&snippet).as_bytes(),
+            "the sysctl snippet",
+        )?;
         return Ok(0);
     }
     // An artifact's strings (--from) may carry escape sequences.
@@ -119,7 +124,7 @@ pub fn run(spec: &TuneSpec) -> Result<u8> {
         evidence_rows,
         &notes,
     );
-    print!("{}", crate::text::escape_block(&table));
+    crate::output::print(crate::text::escape_block(&table).as_bytes(), "the audit")?;
     Ok(0)
 }
 
@@ -179,15 +184,9 @@ fn target_ports(sockets: &[String]) -> Vec<u16> {
 /// Reads `--from`: a profile artifact, or a usage error saying what the
 /// file is instead.
 fn read_run(p: &Path) -> Result<ProfileReport> {
-    profile::read_for(p, "tune --from").map_err(|e| {
-        let e = format!("{e:#}");
-        // An unreadable file says only "reading PATH: ..."; name the option.
-        if e.starts_with("tune --from") {
-            error::usage(e)
-        } else {
-            error::usage(format!("tune --from: {e}"))
-        }
-    })
+    let what = format!("tune --from {}", p.display());
+    let bytes = crate::input::read_artifact(p, crate::input::ARTIFACT_MAX, &what)?;
+    profile::from_bytes(&bytes, p, "tune --from").map_err(|e| error::usage(format!("{e:#}")))
 }
 
 /// The text output: header, table, a count of the changes advised.

@@ -273,7 +273,17 @@ impl State {
         match &self.json {
             Some(JsonLines::Stdout) => {
                 let mut out = std::io::stdout().lock();
-                writeln!(out, "{line}").and_then(|()| out.flush())?;
+                writeln!(out, "{line}")
+                    .and_then(|()| out.flush())
+                    .map_err(|e| {
+                        crate::error::with_code(
+                            1,
+                            format!(
+                                "writing the interval's JSON line to standard output: {}",
+                                crate::output::errno_text(&e)
+                            ),
+                        )
+                    })?;
             }
             Some(JsonLines::File(p)) => {
                 self.json_text.push_str(line);

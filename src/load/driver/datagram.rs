@@ -167,7 +167,12 @@ fn open_socket(
     } else if let Some(ip) = source {
         sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
     }
-    sock.connect(&addr.sock_addr()?)?;
+    let to = addr.connect_addr()?;
+    sock.connect(&to.addr).inspect_err(|e| {
+        if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+            to.refused();
+        }
+    })?;
     Ok(sock)
 }
 

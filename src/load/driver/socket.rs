@@ -44,12 +44,18 @@ pub fn start_connect(addr: &Endpoint, source: Option<IpAddr>) -> io::Result<(Soc
         }
         sock.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
     }
-    match sock.connect(&addr.sock_addr()?) {
+    let to = addr.connect_addr()?;
+    match sock.connect(&to.addr) {
         Ok(()) => Ok((sock, true)),
         // A Unix listener whose backlog is full answers EAGAIN to a
         // non-blocking connect: the connect fails like a refused one.
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok((sock, false)),
-        Err(e) => Err(e),
+        Err(e) => {
+            if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+                to.refused();
+            }
+            Err(e)
+        }
     }
 }
 

@@ -61,7 +61,8 @@ impl LoadCommand {
 
     /// The command with `ADDR` (HOST:PORT, `[v6]:PORT`), `HOST` (the IP)
     /// and `PORT` filled in wherever they stand as words of their own
-    /// within an argument (`http://ADDR/x`, `-hHOST` is left alone).
+    /// within an argument (`http://ADDR/x`; `-hHOST`, `$HOST` and
+    /// `${HOST}` are left alone).
     pub fn fill(&self, addr: SocketAddr) -> Vec<String> {
         let values = [
             addr.to_string(),
@@ -116,13 +117,17 @@ impl LoadCommand {
 }
 
 /// The byte index of `word` in `s` where it stands alone: not inside a
-/// longer run of letters, digits or underscores.
+/// longer run of letters, digits or underscores, and not a shell
+/// variable (`$HOST`, `${HOST}`: in `sh -c '...'` those are the shell's,
+/// and filling them gave `$127.0.0.1`, which the shell reads as `$1`).
 fn find_word(s: &str, word: &str) -> Option<usize> {
     let is_id = |c: char| c.is_ascii_alphanumeric() || c == '_';
     s.match_indices(word).map(|(i, _)| i).find(|&i| {
-        let before = s[..i].chars().next_back();
+        let head = &s[..i];
+        let before = head.chars().next_back();
         let after = s[i + word.len()..].chars().next();
-        !before.is_some_and(is_id) && !after.is_some_and(is_id)
+        let variable = head.ends_with('$') || head.ends_with("${");
+        !variable && !before.is_some_and(is_id) && !after.is_some_and(is_id)
     })
 }
 
@@ -287,6 +292,23 @@ mod tests {
         );
         assert!(cmd("wrk http://ADDR/").has_placeholders());
         assert!(!cmd("wrk http://127.0.0.1:80/ --ADDRESS").has_placeholders());
+    }
+
+    #[test]
+    fn shell_variables_named_like_placeholders_are_the_shells() {
+        let v4: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let filled = cmd(r#"sh -c 'curl "http://$HOST:${PORT}/" -H "X: $ADDR" ADDR'"#).fill(v4);
+        assert_eq!(
+            filled[2],
+            r#"curl "http://$HOST:${PORT}/" -H "X: $ADDR" 127.0.0.1:8080"#
+        );
+        // A placeholder after a variable in the same word is still filled;
+        // `$` and `${` alone mark a variable, not `$(` nor `{`.
+        assert_eq!(
+            cmd("x $HOST:PORT {HOST} $(PORT) $$HOST").fill(v4),
+            ["x", "$HOST:8080", "{127.0.0.1}", "$(8080)", "$$HOST"]
+        );
+        assert!(!cmd("sh -c 'echo $HOST ${PORT}'").has_placeholders());
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub(super) struct Learned {
 #[derive(Clone, Copy)]
 enum Explicit<'a> {
     Inet(std::net::SocketAddr),
-    /// A Unix socket's name as /proc/net/unix prints it.
+    /// A Unix socket's name as readiness names it (`ready::UnixListener`).
     Unix(&'a str),
 }
 

@@ -4,6 +4,8 @@
 //! `/run/redis.sock`) and turned into the kernel's socket address in one
 //! place, so every workload, server and report names it the same way.
 
+pub mod socket_file;
+
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
@@ -177,11 +179,27 @@ impl Endpoint {
         }
     }
 
-    /// The kernel's address.
-    pub fn sock_addr(&self) -> io::Result<SockAddr> {
+    /// Where a client's connect goes: the kernel's address, and for a
+    /// socket file the descriptor it names, resolved as output paths are
+    /// ([`socket_file`]: no symbolic link another user owns is followed).
+    /// Hold it until the connect returned.
+    pub fn connect_addr(&self) -> io::Result<ConnectAddr> {
         match self {
-            Self::Inet(a) => Ok(SockAddr::from(*a)),
-            Self::Unix(n) => n.sock_addr(),
+            Self::Inet(a) => Ok(ConnectAddr {
+                addr: SockAddr::from(*a),
+                pinned: None,
+            }),
+            Self::Unix(UnixName::Path(p)) => {
+                let pinned = socket_file::pin(p)?;
+                Ok(ConnectAddr {
+                    addr: pinned.sock_addr()?,
+                    pinned: Some(pinned),
+                })
+            }
+            Self::Unix(n) => Ok(ConnectAddr {
+                addr: n.sock_addr()?,
+                pinned: None,
+            }),
         }
     }
 
@@ -208,8 +226,11 @@ impl Endpoint {
 
     /// Checks, before a client starts, that a socket file is one: a path
     /// that exists and is something else (a regular file, a directory)
-    /// is a usage error. A missing file is left to the connects, which
-    /// fail like a refused TCP connect (the server may not be up yet).
+    /// is a usage error, and so is a path through a symbolic link another
+    /// user owns (resolved as output paths are: sockscope runs as root
+    /// and would connect wherever that link points). A missing file is
+    /// left to the connects, which fail like a refused TCP connect (the
+    /// server may not be up yet).
     pub fn check_connectable(&self) -> Result<()> {
         use std::os::unix::fs::FileTypeExt;
         let Some(path) = self.unix().and_then(UnixName::path) else {
@@ -220,7 +241,27 @@ impl Endpoint {
                 "`{self}` is not a socket ({}): give the path a server listens on",
                 describe_type(&m.file_type())
             ))),
-            _ => Ok(()),
+            Ok(_) => crate::output::locate(path)
+                .map(drop)
+                .map_err(|e| error::usage(format!("`{self}`: {e:#}"))),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// A connect's destination ([`Endpoint::connect_addr`]).
+pub struct ConnectAddr {
+    /// The kernel's address.
+    pub addr: SockAddr,
+    pinned: Option<socket_file::Pinned>,
+}
+
+impl ConnectAddr {
+    /// After a connect refused (ECONNREFUSED): a socket file is resolved
+    /// anew by the next connect, as a restarted server binds a new one.
+    pub fn refused(&self) {
+        if let Some(p) = &self.pinned {
+            p.forget();
         }
     }
 }
@@ -286,9 +327,10 @@ mod tests {
             assert_eq!(e.to_string(), shown);
             assert_eq!(e.is_unix(), text != "127.0.0.1:6379" && text != "[::1]:80");
         }
-        let a = Endpoint::parse("unix:@ab").unwrap().sock_addr().unwrap();
-        assert_eq!(a.as_abstract_namespace(), Some(&b"ab"[..]));
-        let p = Endpoint::parse("unix:/x/y").unwrap().sock_addr().unwrap();
+        let a = Endpoint::parse("unix:@ab").unwrap().connect_addr().unwrap();
+        assert_eq!(a.addr.as_abstract_namespace(), Some(&b"ab"[..]));
+        let p = Endpoint::parse("unix:/x/y").unwrap();
+        let p = p.unix().unwrap().sock_addr().unwrap();
         assert_eq!(p.as_pathname(), Some(Path::new("/x/y")));
     }
 
