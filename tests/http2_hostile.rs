@@ -4,7 +4,7 @@
 //! their grpc-status says OK, a server that never speaks, and one that
 //! allows no stream. Each must fail with its reason, never count as OK.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

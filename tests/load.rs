@@ -944,7 +944,7 @@ fn udp_loss_equals_published_minus_received_and_the_kernel_agrees() {
 #[test]
 fn an_impossible_report_prints_the_loss_as_unknown_never_zero() {
     use sockscope::proto::udp::{Header, Kind, SinkReport, report_datagram};
-    let _g = udp_lock();
+    let _g = serial();
     let dir = scratch("udp-impossible");
     let fake = UdpSocket::bind("127.0.0.1:0").unwrap();
     fake.set_read_timeout(Some(Duration::from_secs(20)))

@@ -378,21 +378,20 @@ fn series_the_tracer_folds_into_other_are_counted_as_folded() {
     }
     // Twenty short-lived processes, each with several syscalls, in a map
     // of four series: most land in (other).
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let a = addr.to_string();
     let mut trace = start_trace(&[
         "--by",
         "process",
         "--max-series",
         "4",
         "--metrics",
-        &a,
+        "127.0.0.1:0",
         "-q",
         "--",
         "sh",
         "-c",
         "i=0; while [ $i -lt 20 ]; do /bin/true; i=$((i+1)); done; exec sleep 60",
     ]);
+    let addr = ports::listening(&mut trace, Duration::from_secs(30));
     wait_serving(addr);
     let value = |body: &str, name: &str| -> Option<f64> {
         body.lines()

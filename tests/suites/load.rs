@@ -17,6 +17,8 @@ mod common;
 mod http;
 #[path = "../http2.rs"]
 mod http2;
+#[path = "../http2_hostile.rs"]
+mod http2_hostile;
 #[path = "../kv.rs"]
 mod kv;
 #[path = "../load.rs"]
