@@ -129,6 +129,8 @@ fn comparable(name: &str) -> String {
 /// [`comparable`] with the kernel's aliases given.
 fn comparable_with(name: &str, kernel: &BTreeMap<String, String>) -> String {
     let n = name.strip_suffix("_[k]").unwrap_or(name);
+    // sockscope marks its own BPF programs; perf names them plainly.
+    let n = n.strip_prefix("[sockscope] ").unwrap_or(n);
     if let Some(first) = kernel.get(n) {
         return first.clone();
     }
@@ -168,10 +170,12 @@ fn kernel_aliases(kallsyms: &str) -> BTreeMap<String, String> {
 }
 
 /// Functions both tools can name: perf's `[unknown]` and sockscope's
-/// `module+0x...` are the same unnamed code counted by address on one
-/// side and as one bucket on the other.
+/// `module+0x...` (an unnamed function, from its FDE) or `[module]` are
+/// the same unnamed code counted by address on one side and by function
+/// or module on the other.
 fn named(name: &str) -> bool {
-    name != "[unknown]" && !name.contains("+0x")
+    let bracketed = name.starts_with('[') && name.ends_with(']');
+    !bracketed && !name.contains("+0x")
 }
 
 /// Where a tick that came due while interrupts were off fires: the
@@ -233,6 +237,11 @@ fn comparable_names_join_glibc_and_kernel_aliases_only() {
     assert_ne!(comparable("tcp_ack"), comparable("tcp_ack_snd_check"));
     assert_eq!(comparable("do_syscall_64_[k]"), "do_syscall_64");
     assert!(!named("[unknown]") && !named("nginx+0x4f2a0") && named("ngx_http_core_run_phases"));
+    assert!(!named("[nginx]"));
+    assert_eq!(
+        comparable("[sockscope] bpf_prog_0123456789abcdef_ss_tick_[k]"),
+        "bpf_prog_0123456789abcdef_ss_tick"
+    );
     assert!(deferred_landing("_raw_spin_unlock_irqrestore"));
     assert!(deferred_landing("finish_task_switch.isra.0"));
     assert!(!deferred_landing("tcp_ack"));

@@ -21,8 +21,15 @@ const SYS_CLOCK_NANOSLEEP: &str = "230";
 
 /// Compiles tests/workload/stack_chain.c with `flags` into `dir/name`.
 fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    compile_src("stack_chain.c", dir, name, flags)
+}
+
+/// Compiles tests/workload/`src` with `flags` into `dir/name`.
+fn compile_src(src: &str, dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
     let out = dir.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/stack_chain.c");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/workload")
+        .join(src);
     let st = Command::new("cc")
         .args(flags)
         .arg("-o")
@@ -215,14 +222,7 @@ fn a_stripped_build_gives_module_offsets_and_says_what_would_name_them() {
     }
     let dir = common::scratch(test);
     let bin = compile(&dir, "stack_chain", &["-O2", "-fomit-frame-pointer"]);
-    let stripped = dir.join("chain_stripped");
-    let st = Command::new("strip")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(&bin)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let stripped = strip(&bin, &dir, "chain_stripped");
     let mut chain = Chain::start(&stripped);
     let s = chain.sample();
     let mut r = Resolver::new();
@@ -253,6 +253,94 @@ fn a_stripped_build_gives_module_offsets_and_says_what_would_name_them() {
     assert!(note.2.contains("unstripped build"), "{note:?}");
     drop(chain);
     r.process_gone(s.pid);
+}
+
+/// `bin` stripped into `dir/name`.
+fn strip(bin: &Path, dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    let st = Command::new("strip")
+        .arg("-o")
+        .arg(&out)
+        .arg(bin)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    out
+}
+
+/// The address `nm` gives function `name` in `bin`.
+fn symbol_address(bin: &Path, name: &str) -> u64 {
+    let out = Command::new("nm").arg(bin).output().expect("nm (binutils)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == name).then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("no {name} in {}", bin.display()))
+}
+
+#[test]
+fn a_stripped_function_is_one_frame_named_after_its_fde() {
+    let test = "a_stripped_function_is_one_frame_named_after_its_fde";
+    if !common::require_root(test) {
+        return;
+    }
+    let dir = common::scratch(test);
+    let bin = compile(&dir, "stack_chain", &["-O2", "-fomit-frame-pointer"]);
+    let want: Vec<String> = ["leaf", "middle", "main"]
+        .iter()
+        .map(|f| format!("chain_stripped+0x{:x}", symbol_address(&bin, f)))
+        .collect();
+    let stripped = strip(&bin, &dir, "chain_stripped");
+    let mut chain = Chain::start(&stripped);
+    let s = chain.sample();
+    let mut r = Resolver::new();
+    let got = r.resolve(&s);
+    let n = names(&got);
+    // Each function's frame is named after its first address (where its
+    // FDE starts, as nm names it in the unstripped build), not after the
+    // return address inside it: every sample in one function adds up.
+    let at = n
+        .iter()
+        .position(|f| *f == want[0])
+        .unwrap_or_else(|| panic!("no {}: {n:?}", want[0]));
+    assert_eq!(&n[at..at + 3], &want[..], "{n:?}");
+    assert!(got.complete, "{n:?}");
+}
+
+#[test]
+fn code_without_cfi_ends_the_walk_instead_of_inventing_frames() {
+    let test = "code_without_cfi_ends_the_walk_instead_of_inventing_frames";
+    if !common::require_root(test) {
+        return;
+    }
+    let dir = common::scratch(test);
+    let flags = [
+        "-O2",
+        "-fomit-frame-pointer",
+        "-fno-asynchronous-unwind-tables",
+    ];
+    let bin = compile_src("no_cfi.c", &dir, "no_cfi", &flags);
+    let stripped = strip(&bin, &dir, "no_cfi_stripped");
+    for (bin, leaf) in [(&bin, "leaf"), (&stripped, "[no_cfi_stripped]")] {
+        let mut chain = Chain::start(bin);
+        let s = chain.sample();
+        let got = Resolver::new().resolve(&s);
+        let n = names(&got);
+        eprintln!("{test}: {n:?}");
+        // libc's nanosleep (its CFI unwinds it) returns into leaf, which
+        // has none: the walk ends there. A frame-pointer walk would have
+        // read middle's decoy frame and made up 0x101b46a7.
+        assert!(n.iter().any(|f| f.contains("nanosleep")), "{n:?}");
+        assert_eq!(n.last(), Some(&leaf), "{n:?}");
+        assert!(
+            !n.iter()
+                .any(|f| f.contains("unknown") || f.contains("101b46a7")),
+            "{n:?}"
+        );
+        assert!(!got.complete, "{n:?}");
+    }
 }
 
 #[test]
@@ -370,5 +458,79 @@ fn resolve_cost_cold_and_warm() {
         (wu + ws) / warm_n,
         wu / warm_n,
         ws / warm_n
+    );
+}
+
+/// CLOCK_MONOTONIC, ns: the clock of a sample's `ts_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A sample of kernel frames only, taken now.
+fn kernel_sample(addrs: Vec<u64>) -> RawSample {
+    RawSample {
+        kind: SampleKind::OnCpu,
+        pid: std::process::id(),
+        tid: 0,
+        comm: [0; 16],
+        ts_ns: monotonic_ns(),
+        kernel: addrs,
+        user_regs: None,
+        user_stack: Vec::new(),
+        syscall: None,
+    }
+}
+
+#[test]
+fn a_bpf_program_loaded_after_kallsyms_was_read_gets_its_own_name_marked_as_ours() {
+    let test = "a_bpf_program_loaded_after_kallsyms_was_read_gets_its_own_name_marked_as_ours";
+    if !common::require_root(test) {
+        return;
+    }
+    let mut r = Resolver::new();
+    // kallsyms read now, before the program exists.
+    let schedule = unique_kernel_symbols(&["schedule"]);
+    assert_eq!(
+        r.resolve(&kernel_sample(vec![schedule[0].0 + 1])).frames[0].name,
+        "schedule"
+    );
+    let mut storage = std::mem::MaybeUninit::uninit();
+    let sampler = sockscope::stacks::bpf::Sampler::load(
+        &mut storage,
+        &sockscope::stacks::bpf::SamplerConfig::new(sockscope::probe::ScopeFilter::Tree),
+    )
+    .expect("loading the sampler's programs");
+    // Every sampler's tick program now listed (ours among them; another
+    // sockscope may run beside this test).
+    let ticks: Vec<(u64, String)> = std::fs::read_to_string("/proc/kallsyms")
+        .unwrap()
+        .lines()
+        .filter(|l| l.ends_with("[bpf]"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 4 && f[2].ends_with("_ss_tick"))
+                .then(|| (u64::from_str_radix(f[0], 16).unwrap(), f[2].to_string()))
+        })
+        .collect();
+    assert!(!ticks.is_empty(), "ss_tick in kallsyms (bpf_jit_kallsyms)");
+    // kallsyms is read again at most once per REREAD_EVERY.
+    std::thread::sleep(sockscope::stacks::kallsyms::REREAD_EVERY);
+    let got = r.resolve(&kernel_sample(ticks.iter().map(|(a, _)| a + 2).collect()));
+    drop(sampler);
+    for (f, (_, name)) in got.frames.iter().zip(&ticks) {
+        assert_eq!(f.name, format!("[sockscope] {name}"), "{:?}", got.frames);
+        assert_eq!(f.module, "[sockscope]");
+        assert!(f.kernel && f.symbolized);
+    }
+    // The kernel's own text kept its name.
+    assert_eq!(
+        r.resolve(&kernel_sample(vec![schedule[0].0 + 1])).frames[0].name,
+        "schedule"
     );
 }

@@ -63,8 +63,14 @@ pub struct StackGraph {
     pub deep_share: f64,
     /// Distinct stacks, heaviest first.
     pub stacks: Vec<FoldedStack>,
-    /// The functions with the most weight, by self weight.
+    /// The functions with the most weight, by self weight, from the
+    /// stacks that did not pass through sockscope's own hooks.
     pub top: Vec<TopFunction>,
+    /// Weight of the stacks with a frame in one of sockscope's own BPF
+    /// programs ([`SOCKSCOPE_MODULE`]): its hooks' cost seen from the
+    /// target's stacks, left out of `top` (0 in older artifacts).
+    #[serde(default)]
+    pub sockscope_weight: u64,
 }
 
 /// One distinct stack and its weight.
@@ -153,6 +159,15 @@ pub const KERNEL_SUFFIX: &str = "_[k]";
 /// The module a kernel frame is in.
 pub const KERNEL_MODULE: &str = "[kernel]";
 
+/// The module of a frame in one of sockscope's own BPF programs (its
+/// syscall tracer's, request anatomy's or sampler's hooks, which run in
+/// the target's threads): sockscope's cost seen from the target's stacks.
+pub const SOCKSCOPE_MODULE: &str = "[sockscope]";
+
+/// What such a frame's name starts with (then the kernel's name of the
+/// program, `bpf_prog_<tag>_<name>`), so folded stacks say it too.
+pub const SOCKSCOPE_PREFIX: &str = "[sockscope] ";
+
 /// One frame as the symbolizer named it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FrameKey {
@@ -230,7 +245,7 @@ impl StackGraph {
     pub fn build(unit: WeightUnit, stacks: Vec<WeightedStack>, top_n: usize) -> StackGraph {
         let mut merged: HashMap<Vec<String>, u64> = HashMap::new();
         let mut funcs: HashMap<FrameKey, (u64, u64)> = HashMap::new();
-        let (mut total, mut complete, mut deep) = (0u64, 0u64, 0u64);
+        let (mut total, mut complete, mut deep, mut ours) = (0u64, 0u64, 0u64, 0u64);
         for st in stacks {
             let w = st.weight;
             total += w;
@@ -251,13 +266,19 @@ impl StackGraph {
                     kernel: f.kernel,
                 })
                 .collect();
-            if let Some(inner) = keys.last() {
-                funcs.entry(inner.clone()).or_default().0 += w;
-            }
-            let mut seen = HashSet::new();
-            for k in &keys {
-                if seen.insert(k) {
-                    funcs.entry(k.clone()).or_default().1 += w;
+            // A stack through sockscope's own hooks is its cost, not the
+            // target's functions: counted apart, left out of the table.
+            if keys.iter().any(|k| k.module == SOCKSCOPE_MODULE) {
+                ours += w;
+            } else {
+                if let Some(inner) = keys.last() {
+                    funcs.entry(inner.clone()).or_default().0 += w;
+                }
+                let mut seen = HashSet::new();
+                for k in &keys {
+                    if seen.insert(k) {
+                        funcs.entry(k.clone()).or_default().1 += w;
+                    }
                 }
             }
             let folded: Vec<String> = std::iter::once(root_text(&st.process))
@@ -301,7 +322,13 @@ impl StackGraph {
             deep_share: share(deep, total),
             stacks,
             top,
+            sockscope_weight: ours,
         }
+    }
+
+    /// The share of the weight in sockscope's own hooks.
+    pub fn sockscope_share(&self) -> f64 {
+        share(self.sockscope_weight, self.total)
     }
 
     /// The function with the most self weight, if any weight was sampled.
@@ -362,6 +389,57 @@ mod tests {
 
     fn top<'a>(g: &'a StackGraph, name: &str) -> &'a TopFunction {
         g.top.iter().find(|t| t.name == name).expect(name)
+    }
+
+    #[test]
+    fn stacks_through_sockscopes_hooks_are_counted_apart_and_left_out_of_the_top() {
+        let hook = FrameKey {
+            name: "[sockscope] bpf_prog_0123456789abcdef_ss_sys_enter".into(),
+            module: SOCKSCOPE_MODULE.into(),
+            kernel: true,
+        };
+        let g = StackGraph::build(
+            WeightUnit::Samples,
+            vec![
+                stack(
+                    vec![
+                        user("main"),
+                        kernel("do_syscall_64"),
+                        hook.clone(),
+                        kernel("bpf_ktime_get_ns"),
+                    ],
+                    21,
+                    true,
+                ),
+                stack(
+                    vec![user("main"), kernel("do_syscall_64"), kernel("tcp_sendmsg")],
+                    79,
+                    true,
+                ),
+            ],
+            10,
+        );
+        assert_eq!((g.total, g.sockscope_weight), (100, 21));
+        assert!((g.sockscope_share() - 0.21).abs() < 1e-9);
+        // Neither the hook nor what it called is a top function; shares
+        // stay of all samples.
+        assert!(g.top.iter().all(|t| t.module != SOCKSCOPE_MODULE));
+        assert!(g.top.iter().all(|t| t.name != "bpf_ktime_get_ns"));
+        assert_eq!(top(&g, "tcp_sendmsg").self_share, 0.79);
+        assert_eq!(top(&g, "main").total_share, 0.79);
+        // The flame graph keeps them, marked.
+        assert!(folded_text(&g).contains("[sockscope] bpf_prog_0123456789abcdef_ss_sys_enter_[k]"));
+        let line = crate::report::stacks_text::hooks_line(&g).unwrap();
+        assert!(
+            line.starts_with("sockscope's tracer hooks: 21.0 % of samples"),
+            "{line}"
+        );
+        assert!(line.contains("left out of the top functions"), "{line}");
+        let mut r = crate::report::fixtures::stacks(1);
+        r.on_cpu = g;
+        assert!(
+            crate::report::stacks_text::render(&r).contains("sockscope's tracer hooks: 21.0 %")
+        );
     }
 
     #[test]

@@ -74,6 +74,27 @@ pub fn graph_line(g: &StackGraph) -> String {
     )
 }
 
+/// The line under a top-functions table when sockscope's own hooks were
+/// on the target's stacks: their share, left out of the table.
+pub fn hooks_line(g: &StackGraph) -> Option<String> {
+    (g.sockscope_weight > 0).then(|| {
+        let unit = match g.unit {
+            WeightUnit::Samples => "samples".to_string(),
+            WeightUnit::Nanoseconds => format!("the waiting ({})", human_ns(g.sockscope_weight)),
+        };
+        format!(
+            "sockscope's tracer hooks: {} % of {unit} (stacks through sockscope's own BPF \
+             programs, frames marked [sockscope]: its cost in the target's threads), left out \
+             of the top functions; the shares above are of all {}",
+            pct(g.sockscope_share()),
+            match g.unit {
+                WeightUnit::Samples => "samples",
+                WeightUnit::Nanoseconds => "the waiting",
+            }
+        )
+    })
+}
+
 /// The cost in a sentence: samples, lost, BPF time, unwinding and
 /// symbolizing CPU, and their shares of the target's CPU and of the
 /// machine's.
@@ -136,7 +157,7 @@ pub fn render(r: &StacksReport) -> String {
     let mut s = String::new();
     let table = |s: &mut String, title: &str, g: &StackGraph| {
         let _ = writeln!(s, "{title} ({}):", graph_line(g));
-        if g.top.is_empty() {
+        if g.top.is_empty() && g.sockscope_weight == 0 {
             let _ = writeln!(s, "  nothing sampled");
             return;
         }
@@ -148,6 +169,9 @@ pub fn render(r: &StacksReport) -> String {
                 s,
                 "  (top {TEXT_TOP} by self share; report.html shows more and the flame graph)"
             );
+        }
+        if let Some(l) = hooks_line(g) {
+            let _ = writeln!(s, "  {l}");
         }
     };
     table(

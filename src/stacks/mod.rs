@@ -8,13 +8,16 @@
 //! Layout: `sample` (what the BPF side delivers, as Rust values), `abi` and
 //! `bpf` (src/bpf/stacks.bpf.c: load, attach, drain), `modules`, `unwind`
 //! and `symbolize` (user space: a process's mapped objects, unwinding,
-//! names) with `resolve` (`Resolver`: the three per sample), `session`
+//! names; `perfmap`, JIT code's names) with `resolve` (`Resolver`: the three per sample), `session`
 //! (the sampler, resolver and aggregation on a thread of their own, for
 //! `profile` and `trace --stacks`).
 
 pub mod abi;
 pub mod bpf;
+pub mod fde;
+pub mod kallsyms;
 pub mod modules;
+pub mod perfmap;
 pub mod resolve;
 pub mod sample;
 pub mod session;

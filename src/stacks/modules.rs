@@ -16,7 +16,9 @@ use std::io::{self, BufRead, BufReader};
 use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use super::fde::{CfiSections, FdeTable};
 
 use object::read::elf::ElfFile64;
 use object::{LittleEndian, Object, ObjectSection, ObjectSegment, ReadCache, SegmentFlags};
@@ -100,9 +102,29 @@ pub struct ElfInfo {
     pub build_id: Option<Vec<u8>>,
     /// Whether it has a non-empty `.symtab` (an unstripped build).
     pub has_symtab: bool,
+    /// Its FDE ranges, read on first need ([`ElfInfo::fdes`]).
+    pub fde_table: OnceLock<FdeTable>,
 }
 
 impl ElfInfo {
+    /// The address ranges its call-frame information covers, read on
+    /// first need.
+    pub fn fdes(&self) -> &FdeTable {
+        self.fde_table
+            .get_or_init(|| FdeTable::of(&self.cfi_sections()))
+    }
+
+    /// Its CFI sections, as [`FdeTable::of`] reads them.
+    pub fn cfi_sections(&self) -> CfiSections<'_> {
+        CfiSections {
+            eh_frame: self.eh_frame.as_ref().map(|s| (&s.data[..], s.svma.start)),
+            eh_frame_hdr: self.eh_frame_hdr.as_ref().map(|s| s.svma.start),
+            text: self.text.as_ref().map(|t| t.start),
+            got: self.got.as_ref().map(|g| g.start),
+            debug_frame: self.debug_frame.as_ref().map(|s| &s.data[..]),
+        }
+    }
+
     /// The file's address (SVMA) of the byte at file offset `off`, from
     /// the segment holding it.
     pub fn svma_of_offset(&self, off: u64) -> Option<u64> {
@@ -162,6 +184,19 @@ pub enum MappingKind {
     Special(String),
 }
 
+/// Where an address stands with its module's call-frame information.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cfi {
+    /// An FDE covers it: its range, as file addresses.
+    Covered(Range<u64>),
+    /// The module has CFI, but none for this address (code built with
+    /// `-fno-asynchronous-unwind-tables`, or not code at all).
+    Uncovered,
+    /// The module has none (not an ELF, no `.eh_frame` nor
+    /// `.debug_frame`, JIT code, an unreadable file).
+    Absent,
+}
+
 /// One executable mapping of a process.
 #[derive(Clone, Debug)]
 pub struct Mapping {
@@ -179,6 +214,28 @@ impl Mapping {
     /// The file offset of address `addr` (inside this mapping).
     pub fn file_offset(&self, addr: u64) -> u64 {
         addr - self.start + self.offset
+    }
+
+    /// Where `addr` (inside this mapping) stands with its module's
+    /// call-frame information.
+    pub fn cfi(&self, addr: u64) -> Cfi {
+        let MappingKind::File(f) = &self.kind else {
+            return Cfi::Absent;
+        };
+        let Some(elf) = &f.elf else {
+            return Cfi::Absent;
+        };
+        let fdes = elf.fdes();
+        if fdes.is_empty() {
+            return Cfi::Absent;
+        }
+        match elf
+            .svma_of_offset(self.file_offset(addr))
+            .and_then(|a| fdes.find(a))
+        {
+            Some(r) => Cfi::Covered(r),
+            None => Cfi::Uncovered,
+        }
     }
 
     /// The module name frames in it carry.
@@ -417,6 +474,7 @@ pub fn parse_elf(file: &File) -> Option<ElfInfo> {
         debug_frame: section(".debug_frame"),
         build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
         has_symtab: elf.section_by_name(".symtab").is_some_and(|s| s.size() > 0),
+        fde_table: OnceLock::new(),
         loads,
     })
 }

@@ -3,6 +3,7 @@
 //! and the CPU time spent in each half.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use super::modules::{ModuleCache, ProcessMaps};
 use super::sample::RawSample;
@@ -33,17 +34,31 @@ pub struct Resolved {
     pub complete: bool,
 }
 
+/// The least time between two readings of a process's maps for frames
+/// found outside them (a frame-pointer walk through code that keeps no
+/// frame pointer finds such "frames" in every sample).
+const STRAY_REREAD: Duration = Duration::from_secs(1);
+
 /// One process: its mappings and its unwinder over them.
 struct Process {
     maps: ProcessMaps,
     unwinder: ProcessUnwinder,
+    read_at: Instant,
 }
 
 impl Process {
     fn read(modules: &mut ModuleCache, pid: u32) -> Self {
         let maps = modules.process(pid).unwrap_or_default();
         let unwinder = ProcessUnwinder::new(&maps);
-        Self { maps, unwinder }
+        Self {
+            maps,
+            unwinder,
+            read_at: Instant::now(),
+        }
+    }
+
+    fn unwind(&mut self, regs: super::sample::UserRegs, stack: &[u8]) -> Unwound {
+        self.unwinder.unwind(&self.maps, regs, stack)
     }
 }
 
@@ -79,7 +94,7 @@ impl Resolver {
     pub fn resolve(&mut self, s: &RawSample) -> Resolved {
         let t0 = thread_cpu_ns();
         self.symbolizer.begin_sample();
-        let mut frames = self.symbolizer.kernel(&s.kernel);
+        let mut frames = self.symbolizer.kernel(&s.kernel, s.ts_ns);
         let t1 = thread_cpu_ns();
         self.symbolize_ns += t1.saturating_sub(t0);
         let Some(regs) = s.user_regs else {
@@ -94,15 +109,22 @@ impl Resolver {
         self.unwind_ns += t2.saturating_sub(t1);
 
         let proc = &self.processes[&s.pid];
-        for f in &unwound.frames {
+        // A return address in no executable mapping was made up (a frame
+        // pointer that was not one): the walk ends before it.
+        let mut stray = false;
+        for (i, f) in unwound.frames.iter().enumerate() {
             frames.push(match proc.maps.find(f.lookup) {
                 Some(m) => self.symbolizer.user(s.pid, m, f.lookup),
-                None => Frame {
-                    name: format!("[unknown]+0x{:x}", f.addr),
+                None if i == 0 => Frame {
+                    name: "[unknown]".to_string(),
                     module: "[unknown]".to_string(),
                     kernel: false,
                     symbolized: false,
                 },
+                None => {
+                    stray = true;
+                    break;
+                }
             });
         }
         let outermost = frames
@@ -112,12 +134,14 @@ impl Resolver {
         self.symbolize_ns += thread_cpu_ns().saturating_sub(t2);
         Resolved {
             frames,
-            complete: unwound.ended || outermost,
+            complete: !stray && (unwound.ended || outermost),
         }
     }
 
     /// Unwinds the user stack, reading the process's maps again (once)
-    /// when an address lies outside every module known (dlopen, exec).
+    /// when an address lies outside every module known (dlopen, exec): at
+    /// once for the sampled address, at most once a second for a return
+    /// address.
     fn unwind(&mut self, s: &RawSample, regs: super::sample::UserRegs) -> Unwound {
         let mut reread = false;
         let known = self
@@ -130,18 +154,18 @@ impl Resolver {
             reread = true;
         }
         let proc = self.processes.get_mut(&s.pid).expect("inserted above");
-        let unwound = proc.unwinder.unwind(regs, &s.user_stack);
+        let unwound = proc.unwind(regs, &s.user_stack);
         let stray = unwound
             .frames
             .iter()
             .any(|f| proc.maps.find(f.lookup).is_none());
-        if !stray || reread {
+        if !stray || reread || proc.read_at.elapsed() < STRAY_REREAD {
             return unwound;
         }
         let proc = Process::read(&mut self.modules, s.pid);
         self.processes.insert(s.pid, proc);
         let proc = self.processes.get_mut(&s.pid).expect("inserted above");
-        proc.unwinder.unwind(regs, &s.user_stack)
+        proc.unwind(regs, &s.user_stack)
     }
 
     /// Drops what was kept for process `pid` (its maps, unwinder, perf
@@ -159,6 +183,12 @@ impl Resolver {
     /// (`apt install <pkg>-dbgsym`, an unstripped build, ...).
     pub fn unsymbolized(&self) -> Vec<(String, u64, String)> {
         self.symbolizer.unsymbolized()
+    }
+
+    /// What naming cut short (a perf map past its bound), for the
+    /// section's notes.
+    pub fn notes(&self) -> Vec<String> {
+        self.symbolizer.notes()
     }
 
     /// This thread's CPU time spent unwinding and symbolizing, in ns.
@@ -326,8 +356,8 @@ mod tests {
     }
 
     #[test]
-    fn garbage_and_truncated_modules_give_module_offset_frames() {
-        if !root_or_skip("garbage_and_truncated_modules_give_module_offset_frames") {
+    fn garbage_and_truncated_modules_give_module_frames() {
+        if !root_or_skip("garbage_and_truncated_modules_give_module_frames") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -351,7 +381,8 @@ mod tests {
             let first = &got.frames[0];
             assert_eq!(first.module, name);
             assert!(!first.symbolized);
-            assert!(first.name.starts_with(&format!("{name}+0x")), "{first:?}");
+            // No FDE to name a function by: the module, as one frame.
+            assert_eq!(first.name, format!("[{name}]"), "{first:?}");
         }
         let missing = r.unsymbolized();
         let garbage_note = missing

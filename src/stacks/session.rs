@@ -86,6 +86,8 @@ pub struct Collected {
     symbolize_ns: u64,
     window_ns: u64,
     unsymbolized: Vec<ModuleNote>,
+    /// What naming cut short (a perf map past its bound).
+    resolve_notes: Vec<String>,
     hz: u32,
 }
 
@@ -175,6 +177,7 @@ fn run(
         .into_iter()
         .map(|(path, frames, hint)| ModuleNote { path, frames, hint })
         .collect();
+    let resolve_notes = resolver.notes();
     let (on_cpu, off_cpu) = agg.into_stacks();
     Ok(Collected {
         on_cpu,
@@ -184,6 +187,7 @@ fn run(
         symbolize_ns,
         window_ns,
         unsymbolized,
+        resolve_notes,
         hz: cfg.hz,
     })
 }
@@ -441,6 +445,7 @@ pub fn report(c: &Collected, target_cpu_ns: Option<u64>) -> StacksReport {
             STACK_BYTES / 1024
         ));
     }
+    notes.extend(c.resolve_notes.iter().cloned());
     if on_cpu.total == 0 {
         notes.push(
             "no on-CPU sample of the target: it did not run on a CPU while sampled".to_string(),

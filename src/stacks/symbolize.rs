@@ -1,8 +1,11 @@
 //! Names for frames: blazesym reads ELF symbol tables (`.symtab`,
-//! `.dynsym`) and `/proc/kallsyms`, and demangles Rust and C++; the debug
-//! file of a stripped module is found by its build id under
-//! `/usr/lib/debug/.build-id` (where Debian's `-dbgsym` and `-dbg`
-//! packages put them); JIT code is named from `/tmp/perf-PID.map`.
+//! `.dynsym`) and demangles Rust and C++; the debug file of a stripped
+//! module is found by its build id under `/usr/lib/debug/.build-id`
+//! (where Debian's `-dbgsym` and `-dbg` packages put them); kernel
+//! addresses are named from `/proc/kallsyms` (`stacks::kallsyms`, read
+//! again for code loaded since) and JIT code from `/tmp/perf-PID.map`
+//! (`stacks::perfmap`). A frame without a name is named after the FDE
+//! holding it (`stacks::fde`), or after its module.
 //!
 //! blazesym mmaps what it reads. It is only ever given a file root alone
 //! can change: a module owned by root (off FUSE) through
@@ -20,29 +23,32 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use blazesym::MaybeDefault;
-use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat2};
 
+use super::kallsyms::KernelSymbols;
 use super::modules::{FileKey, Mapping, MappingKind, ModuleFile, sealed_copy};
+use super::perfmap::PerfMaps;
+use crate::report::stacks::{SOCKSCOPE_MODULE, SOCKSCOPE_PREFIX};
 
 /// The largest module copied for a non-root owner (bigger ones stay
 /// unsymbolized: the copy is held in memory while the module is mapped).
 const MAX_COPY: u64 = 256 << 20;
 /// The most bytes of private copies held at once.
 const COPY_BUDGET: u64 = 1 << 30;
-/// The largest perf map read.
-const MAX_PERF_MAP: u64 = 64 << 20;
 /// Where Debian installs debug files, by build id.
 const BUILD_ID_DIR: &str = "/usr/lib/debug/.build-id";
 
 /// One frame, named.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
-    /// The demangled function, or `module+0xoffset` when it has no name
-    /// (the offset is the module's own address, as `addr2line -e` takes
-    /// it, or the file offset when the module is not a readable ELF).
+    /// The demangled function; when it has no name, `module+0xSTART`, the
+    /// first address (the module's own, as `addr2line -e` takes it) of
+    /// the `.eh_frame` entry (FDE) holding it, so that one unnamed
+    /// function is one frame; `[module]` where no FDE holds it (all of the
+    /// module's unnamed code without CFI as one frame); `[kernel]+0xADDR`
+    /// for a kernel address kallsyms does not name.
     pub name: String,
     /// The module's file name, `[kernel]`, `[vdso]`, `[anon]` (JIT code)
     /// or `[unknown]` (an address in no mapping).
@@ -71,6 +77,21 @@ impl Frame {
             symbolized: false,
         }
     }
+
+    /// A frame with no name and no FDE: its module, as one frame.
+    fn in_module(module: &str) -> Self {
+        let name = if module.starts_with('[') {
+            module.to_string()
+        } else {
+            format!("[{module}]")
+        };
+        Self {
+            name,
+            module: module.to_string(),
+            kernel: false,
+            symbolized: false,
+        }
+    }
 }
 
 /// Why frames of one module have no names, and how many.
@@ -80,36 +101,20 @@ struct Missing {
     hint: String,
 }
 
-/// A JIT's perf map: sorted (start, end, name).
-#[derive(Debug, Default)]
-struct PerfMap {
-    entries: Vec<(u64, u64, String)>,
-}
-
-impl PerfMap {
-    fn find(&self, addr: u64) -> Option<&str> {
-        let i = self.entries.partition_point(|e| e.0 <= addr);
-        let e = self.entries.get(i.checked_sub(1)?)?;
-        (addr < e.1).then_some(e.2.as_str())
-    }
-}
-
 /// Names frames; see the module documentation.
 pub struct Symbolizer {
     /// blazesym for module files; rebuilt when modules go, since it keeps
     /// every file it opened.
     files: Blaze,
-    /// blazesym for the kernel (kallsyms parsed once).
-    kernel: Blaze,
+    /// The kernel's symbols (kallsyms, read again for code loaded since).
+    kernel: KernelSymbols,
     /// Per module, the files given to blazesym, in the order tried: the
     /// module (or its private copy), then its debug file.
     sources: HashMap<FileKey, Vec<File>>,
     /// (module, file offset) -> name.
     names: HashMap<(FileKey, u64), Option<String>>,
-    /// Kernel address -> name.
-    kernel_names: HashMap<u64, Option<String>>,
-    /// Per process, its perf map (None: none readable).
-    perf_maps: HashMap<u32, Option<PerfMap>>,
+    /// Every process's perf map, parsed once per change.
+    perf_maps: PerfMaps,
     /// Whether a perf map was re-read for the current sample.
     perf_reread: bool,
     /// Per module path, the unnamed frames and what would name them.
@@ -140,11 +145,10 @@ impl Symbolizer {
     pub fn new() -> Self {
         Self {
             files: blaze(),
-            kernel: blaze(),
+            kernel: KernelSymbols::new(),
             sources: HashMap::new(),
             names: HashMap::new(),
-            kernel_names: HashMap::new(),
-            perf_maps: HashMap::new(),
+            perf_maps: PerfMaps::default(),
             perf_reread: false,
             missing: HashMap::new(),
             copied: 0,
@@ -157,29 +161,19 @@ impl Symbolizer {
         self.perf_reread = false;
     }
 
-    /// Names kernel addresses (innermost first) from /proc/kallsyms.
-    pub fn kernel(&mut self, addrs: &[u64]) -> Vec<Frame> {
-        let src = Source::Kernel(Kernel {
-            kallsyms: MaybeDefault::Some(PathBuf::from("/proc/kallsyms")),
-            vmlinux: MaybeDefault::None,
-            debug_syms: false,
-            ..Kernel::default()
-        });
+    /// Names kernel addresses (innermost first, sampled at `ts_ns`) from
+    /// /proc/kallsyms; sockscope's own BPF programs are marked as its
+    /// (module [`SOCKSCOPE_MODULE`], the name after `[sockscope] `).
+    pub fn kernel(&mut self, addrs: &[u64], ts_ns: u64) -> Vec<Frame> {
         let mut out = Vec::with_capacity(addrs.len());
         for &a in addrs {
-            let name = match self.kernel_names.get(&a) {
-                Some(n) => n.clone(),
-                None => {
-                    let n = match self.kernel.symbolize_single(&src, Input::AbsAddr(a)) {
-                        Ok(Symbolized::Sym(s)) => Some(s.name.into_owned()),
-                        _ => None,
-                    };
-                    self.kernel_names.insert(a, n.clone());
-                    n
-                }
-            };
-            out.push(match name {
-                Some(n) => Frame::named(&n, "[kernel]", true),
+            out.push(match self.kernel.name(a, ts_ns) {
+                Some(n) if n.ours => Frame::named(
+                    &format!("{SOCKSCOPE_PREFIX}{}", n.name),
+                    SOCKSCOPE_MODULE,
+                    true,
+                ),
+                Some(n) => Frame::named(&n.name, "[kernel]", true),
                 None => {
                     self.count_missing(
                         "[kernel]",
@@ -199,12 +193,22 @@ impl Symbolizer {
             MappingKind::Anon => match self.perf_name(pid, lookup) {
                 Some(n) => Frame::named(&n, "[anon]", false),
                 None => {
-                    self.count_missing(
-                        "[anon]",
-                        "JIT code: a runtime that writes /tmp/perf-PID.map \
-                         (node --perf-basic-prof, perf-map-agent for Java)",
-                    );
-                    Frame::unnamed("[anon]", lookup, false)
+                    match self.perf_maps.refusal(pid) {
+                        // Its own reason, not the generic hint, and the
+                        // latest one: the map a user can fix.
+                        Some(why) => {
+                            self.count_missing("[anon]", "");
+                            if let Some(m) = self.missing.get_mut("[anon]") {
+                                m.hint = format!("JIT code: {why}");
+                            }
+                        }
+                        None => self.count_missing(
+                            "[anon]",
+                            "JIT code: a runtime that writes /tmp/perf-PID.map \
+                             (node --perf-basic-prof, perf-map-agent for Java)",
+                        ),
+                    }
+                    Frame::in_module("[anon]")
                 }
             },
             MappingKind::Unread(path) => {
@@ -212,11 +216,9 @@ impl Symbolizer {
                     path,
                     "its file could not be opened through /proc/PID/map_files (needs root)",
                 );
-                Frame::unnamed(&m.module_name(), m.file_offset(lookup), false)
+                Frame::in_module(&m.module_name())
             }
-            MappingKind::Special(_) => {
-                Frame::unnamed(&m.module_name(), m.file_offset(lookup), false)
-            }
+            MappingKind::Special(_) => Frame::in_module(&m.module_name()),
         }
     }
 
@@ -241,12 +243,16 @@ impl Symbolizer {
                 self.count_missing(&f.path, &hint);
             }
         }
-        let shown = f
-            .elf
-            .as_ref()
-            .and_then(|e| e.svma_of_offset(off))
-            .unwrap_or(off);
-        Frame::unnamed(&f.name, shown, false)
+        // The function's first address, from the FDE holding it: one
+        // frame per unnamed function, not one per instruction sampled.
+        let fde = f.elf.as_ref().and_then(|e| {
+            let svma = e.svma_of_offset(off)?;
+            e.fdes().find(svma)
+        });
+        match fde {
+            Some(r) => Frame::unnamed(&f.name, r.start, false),
+            None => Frame::in_module(&f.name),
+        }
     }
 
     fn lookup_file(&mut self, f: &ModuleFile, off: u64) -> Option<String> {
@@ -305,22 +311,20 @@ impl Symbolizer {
     }
 
     fn perf_name(&mut self, pid: u32, addr: u64) -> Option<String> {
-        let cached = self.perf_maps.get(&pid);
-        if let Some(Some(map)) = cached
-            && let Some(n) = map.find(addr)
-        {
-            return Some(n.to_string());
+        // A JIT appends as it compiles: look again on a miss, once per
+        // sample (a parse only when the map changed).
+        let recheck = !self.perf_reread;
+        let n = self.perf_maps.name(pid, addr, recheck);
+        if n.is_none() && recheck {
+            self.perf_reread = true;
         }
-        // A JIT appends as it compiles: read again on a miss, once per
-        // sample.
-        if cached.is_some() && self.perf_reread {
-            return None;
-        }
-        self.perf_reread = true;
-        let map = read_perf_map(pid);
-        let n = map.as_ref().and_then(|m| m.find(addr)).map(str::to_string);
-        self.perf_maps.insert(pid, map);
         n
+    }
+
+    /// What was cut short or refused while naming (a perf map past its
+    /// bound), for the section's notes.
+    pub fn notes(&self) -> Vec<String> {
+        self.perf_maps.notes()
     }
 
     fn count_missing(&mut self, path: &str, hint: &str) {
@@ -336,7 +340,7 @@ impl Symbolizer {
 
     /// Drops what was kept for process `pid`.
     pub fn process_gone(&mut self, pid: u32) {
-        self.perf_maps.remove(&pid);
+        self.perf_maps.process_gone(pid);
     }
 
     /// Drops what was kept for modules no longer in `live`.
@@ -466,170 +470,14 @@ fn package_of(f: &ModuleFile) -> Option<String> {
     None
 }
 
-/// Reads `/tmp/perf-PID.map` inside the process's root: only a regular
-/// file, reached through no symbolic link, owned by the process's user.
-fn read_perf_map(pid: u32) -> Option<PerfMap> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| v.split_whitespace().collect::<Vec<_>>())
-    };
-    // The pid the process sees (its own PID namespace) names the file.
-    let nspid: u32 = field("NSpid:")?.last()?.parse().ok()?;
-    let euid: u32 = field("Uid:")?.get(1)?.parse().ok()?;
-    let root = nix::fcntl::open(
-        format!("/proc/{pid}/root").as_str(),
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .ok()?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK)
-        .resolve(
-            ResolveFlag::RESOLVE_IN_ROOT
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        );
-    let fd = openat2(&root, format!("tmp/perf-{nspid}.map").as_str(), how).ok()?;
-    let f = File::from(fd);
-    let meta = f.metadata().ok()?;
-    if !meta.file_type().is_file() || meta.uid() != euid {
-        return None;
-    }
-    // Bytes, not a String: a name that is not UTF-8, or the cap cutting
-    // a character in two, must not lose every other symbol of the map.
-    let mut bytes = Vec::new();
-    f.take(MAX_PERF_MAP).read_to_end(&mut bytes).ok()?;
-    Some(parse_perf_map(&String::from_utf8_lossy(&bytes)))
-}
-
-/// Parses perf map lines, `START SIZE name` (hex, hex, the rest).
-fn parse_perf_map(text: &str) -> PerfMap {
-    let mut entries: Vec<(u64, u64, String)> = text
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(3, ' ');
-            let start = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
-            let size = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
-            let name = f.next()?.trim();
-            Some((start, start.checked_add(size)?, name.to_string()))
-        })
-        .collect();
-    entries.sort_by_key(|e| e.0);
-    PerfMap { entries }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn perf_map_lines_parse_and_look_up() {
-        let m =
-            parse_perf_map("7f00 10 LazyCompile:*handler /app.js:3\nbad line\n7e00 0x20 stub\n");
-        assert_eq!(m.find(0x7f05), Some("LazyCompile:*handler /app.js:3"));
-        assert_eq!(m.find(0x7e1f), Some("stub"));
-        assert_eq!(m.find(0x7f10), None);
-        assert_eq!(m.find(0x10), None);
-    }
-
-    /// Removes the perf map path on drop.
-    struct Remove(PathBuf);
-
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    #[test]
-    fn a_perf_map_is_read_only_when_its_owner_wrote_it_in_place() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI=true but not root"
-            );
-            eprintln!("SKIP: chown needs root");
-            return;
-        }
-        let pid = std::process::id();
-        let path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
-        let _clean = Remove(path.clone());
-        let _ = std::fs::remove_file(&path);
-        std::fs::write(&path, "1000 10 jitted\n").unwrap();
-        let map = read_perf_map(pid).expect("our own map, owned by our uid");
-        assert_eq!(map.find(0x1008), Some("jitted"));
-        // A name that is not UTF-8 (found while writing the properties
-        // below: it lost the whole map) costs only itself.
-        std::fs::write(&path, b"1000 10 jitted\n2000 10 odd\xff\n").unwrap();
-        let map = read_perf_map(pid).expect("a map with one odd name");
-        assert_eq!(map.find(0x1008), Some("jitted"));
-        assert_eq!(map.find(0x2000), Some("odd\u{fffd}"));
-
-        // Owned by another user than the process's: refused.
-        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
-        assert!(read_perf_map(pid).is_none());
-
-        // A symbolic link planted at the path: refused, whatever it names.
-        let real = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(real.path(), "1000 10 planted\n").unwrap();
-        std::fs::remove_file(&path).unwrap();
-        std::os::unix::fs::symlink(real.path(), &path).unwrap();
-        assert!(read_perf_map(pid).is_none());
-    }
 
     #[test]
     fn a_symbol_name_with_escapes_is_made_safe() {
         let f = Frame::named("evil\x1b]0;title\x07", "m", false);
         assert!(!f.name.contains('\x1b'));
         assert!(f.name.contains("\\x1b"));
-    }
-
-    // Property tests: perf maps written from a model (hex with or without
-    // 0x, names with spaces) find each symbol at its start and its last
-    // byte; mutated maps parse to entries or fewer, never a panic.
-
-    use crate::hostile;
-    use proptest::prelude::*;
-
-    /// A symbol name as JITs write them: letters, punctuation, spaces.
-    fn name() -> impl Strategy<Value = String> {
-        prop::collection::vec(prop::sample::select(b"azAZ_:*/. ()<>$0".to_vec()), 1..30)
-            .prop_map(|v| String::from_utf8(v).unwrap())
-    }
-
-    proptest! {
-        #![proptest_config(hostile::config(2048))]
-
-        #[test]
-        fn perf_maps_round_trip_and_mutations_never_panic(
-            es in prop::collection::vec((0..1u64 << 40, 1..4096u64, any::<bool>(), name()), 0..8),
-            ms in hostile::mutations(),
-        ) {
-            // Disjoint ranges, in order of their starts.
-            let mut at = 0x1000u64;
-            let mut text = String::new();
-            let mut want = Vec::new();
-            for (gap, size, hex, name) in &es {
-                let start = at + gap % 4096;
-                let name = name.trim().to_string();
-                if name.is_empty() {
-                    continue;
-                }
-                let p = if *hex { "0x" } else { "" };
-                text += &format!("{p}{start:x} {p}{size:x} {name}\n");
-                want.push((start, start + size - 1, name));
-                at = start + size;
-            }
-            let m = parse_perf_map(&text);
-            for (first, last, name) in &want {
-                prop_assert_eq!(m.find(*first), Some(name.as_str()));
-                prop_assert_eq!(m.find(*last), Some(name.as_str()));
-            }
-            let _ = parse_perf_map(&hostile::mutate_text(&text, &ms)).find(at);
-        }
     }
 }

@@ -3,13 +3,18 @@
 //! `.debug_frame`, and frame pointers where a module has no unwind
 //! information. Stack reads outside the copied bytes fail, so a stack
 //! deeper than the copy ends as incomplete rather than as invented frames.
+//! A frame in a module that has CFI but none for that address
+//! (`-fno-asynchronous-unwind-tables` code) ends the walk too: framehop
+//! would go on by frame pointers, and code built without CFI is mostly
+//! built without frame pointers as well, so `rbp` is any value and the
+//! frames it leads to are made up.
 
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 
-use super::modules::{MappingKind, ProcessMaps};
+use super::modules::{Cfi, MappingKind, ProcessMaps};
 use super::sample::UserRegs;
 
 /// The most user frames unwound per sample.
@@ -35,6 +40,8 @@ pub struct Unwound {
     /// `_start` and `clone3`), false when it stopped for want of stack
     /// bytes, unwind information or frames.
     pub ended: bool,
+    /// True when it stopped at a frame its module's CFI does not cover.
+    pub uncovered: bool,
 }
 
 /// One process's unwinder: its modules' unwind sections and a rule cache.
@@ -81,8 +88,9 @@ impl ProcessUnwinder {
         }
     }
 
-    /// Unwinds from `regs` over `stack`, the bytes from `regs.sp` upward.
-    pub fn unwind(&mut self, regs: UserRegs, stack: &[u8]) -> Unwound {
+    /// Unwinds from `regs` over `stack`, the bytes from `regs.sp` upward;
+    /// `maps` are the mappings this unwinder was made from.
+    pub fn unwind(&mut self, maps: &ProcessMaps, regs: UserRegs, stack: &[u8]) -> Unwound {
         let sp = regs.sp;
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
@@ -98,10 +106,20 @@ impl ProcessUnwinder {
         let mut out = Unwound::default();
         while out.frames.len() < MAX_FRAMES {
             match it.next() {
-                Ok(Some(f)) => out.frames.push(UserFrame {
-                    addr: f.address(),
-                    lookup: f.address_for_lookup(),
-                }),
+                Ok(Some(f)) => {
+                    let lookup = f.address_for_lookup();
+                    out.frames.push(UserFrame {
+                        addr: f.address(),
+                        lookup,
+                    });
+                    if maps
+                        .find(lookup)
+                        .is_some_and(|m| m.cfi(lookup) == Cfi::Uncovered)
+                    {
+                        out.uncovered = true;
+                        break;
+                    }
+                }
                 Ok(None) => {
                     out.ended = true;
                     break;

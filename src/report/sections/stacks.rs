@@ -11,7 +11,9 @@ use crate::report::flame;
 use crate::report::html::{card, list, table};
 use crate::report::profile::ProfileReport;
 use crate::report::stacks::StacksReport;
-use crate::report::stacks_text::{PAGE_TOP, cost_line, graph_line, module_lines, top_table};
+use crate::report::stacks_text::{
+    PAGE_TOP, cost_line, graph_line, hooks_line, module_lines, top_table,
+};
 use crate::report::svg::esc;
 
 /// The stacks, or why they failed; absent when the run did not ask for
@@ -64,6 +66,9 @@ fn stacks_section(p: &str, stacks: Option<&StacksReport>, failure: Option<&str>)
         &format!("cpu-clock samples at {} Hz; kernel frames in orange", r.hz),
     ));
     inner.push_str(&top_table(&r.on_cpu, PAGE_TOP).to_html());
+    if let Some(l) = hooks_line(&r.on_cpu) {
+        let _ = write!(inner, "<p class=\"lead\">{}</p>", esc(&l));
+    }
     if let Some(off) = &r.off_cpu {
         let _ = write!(
             inner,
@@ -77,6 +82,9 @@ fn stacks_section(p: &str, stacks: Option<&StacksReport>, failure: Option<&str>)
             "time switched out asleep, until woken; kernel frames in orange",
         ));
         inner.push_str(&top_table(off, PAGE_TOP).to_html());
+        if let Some(l) = hooks_line(off) {
+            let _ = write!(inner, "<p class=\"lead\">{}</p>", esc(&l));
+        }
     }
     let modules = module_lines(r);
     if !modules.is_empty() {

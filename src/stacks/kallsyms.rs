@@ -1,0 +1,466 @@
+//! Kernel symbols from `/proc/kallsyms`, read again when code loaded
+//! since may be sampled.
+//!
+//! The kernel's own text never moves, but BPF programs (and modules) come
+//! and go: a program loaded after the table was read would be named after
+//! the nearest older symbol. So an address whose nearest symbol is a
+//! module's or a BPF program's (a line with a `[module]` tag), or that
+//! lies past the kernel image's own symbols (where loaded code lives),
+//! sampled after the
+//! table was read, makes the table be read again (at most once per
+//! [`REREAD_EVERY`], at most [`MAX_KALLSYMS`] bytes); its name is kept
+//! only once a table read after its sample named it. Names are chosen as
+//! blazesym chose them before (the first listed of the symbols at the
+//! greatest address not above it), so kernel frames keep their names.
+//!
+//! BPF programs are listed as `bpf_prog_<tag>_<name>` with the `[bpf]`
+//! tag; sockscope's own ([`SOCKSCOPE_PROGS`]) are marked as such
+//! ([`KernelName::ours`]).
+
+use std::collections::HashMap;
+use std::io::Read as _;
+use std::time::{Duration, Instant};
+
+/// The most bytes of /proc/kallsyms read (about 10 MiB on a distribution
+/// kernel).
+pub const MAX_KALLSYMS: u64 = 64 << 20;
+/// The least time between two readings.
+pub const REREAD_EVERY: Duration = Duration::from_secs(1);
+
+/// The names sockscope gives its BPF programs (src/bpf/*.bpf.c), as the
+/// kernel keeps them (15 characters at most).
+pub const SOCKSCOPE_PROGS: &[&str] = &[
+    "relay_verdict",
+    "ss_cgroup_attac",
+    "ss_close_turns",
+    "ss_data_ready",
+    "ss_exec",
+    "ss_exit",
+    "ss_exit_tail",
+    "ss_fork",
+    "ss_iter_task",
+    "ss_recv",
+    "ss_send",
+    "ss_sock_state",
+    "ss_switch",
+    "ss_sys_enter",
+    "ss_sys_exit",
+    "ss_tick",
+    "ss_wakeup",
+];
+
+/// True for `bpf_prog_<16 hex digits>_<name>` with one of sockscope's
+/// program names.
+pub fn is_sockscope_prog(symbol: &str) -> bool {
+    let Some(rest) = symbol.strip_prefix("bpf_prog_") else {
+        return false;
+    };
+    let Some((tag, name)) = rest.split_at_checked(16) else {
+        return false;
+    };
+    tag.bytes().all(|b| b.is_ascii_hexdigit())
+        && name
+            .strip_prefix('_')
+            .is_some_and(|n| SOCKSCOPE_PROGS.contains(&n))
+}
+
+/// One symbol; its name lies in the table's arena.
+#[derive(Clone, Copy, Debug)]
+struct Sym {
+    addr: u64,
+    name_at: u32,
+    name_len: u32,
+    /// Listed with a `[module]` tag: a module's or a BPF program's.
+    loaded: bool,
+    /// Listed as `[bpf]`.
+    bpf: bool,
+}
+
+/// One reading of kallsyms, sorted by address (the order of the file
+/// kept among equal addresses).
+#[derive(Debug, Default)]
+pub struct KernelTable {
+    syms: Vec<Sym>,
+    names: String,
+    /// The highest address of the kernel image's own symbols (those with
+    /// no tag): loaded code lies above it.
+    image_end: u64,
+}
+
+impl KernelTable {
+    /// Parses kallsyms lines, `ADDR TYPE NAME [MODULE]`; lines that do not
+    /// parse, and address 0 (what an unprivileged reader sees), are left
+    /// out.
+    pub fn parse(bytes: &[u8]) -> KernelTable {
+        let mut t = KernelTable::default();
+        for line in bytes.split(|b| *b == b'\n') {
+            let line = String::from_utf8_lossy(line);
+            let mut tok = line.split_ascii_whitespace();
+            let (Some(addr), Some(_ty), Some(name)) = (tok.next(), tok.next(), tok.next()) else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
+            if addr == 0 {
+                continue;
+            }
+            let tag = tok.next();
+            let (Ok(name_at), Ok(name_len)) =
+                (u32::try_from(t.names.len()), u32::try_from(name.len()))
+            else {
+                continue;
+            };
+            t.names.push_str(name);
+            if tag.is_none() {
+                t.image_end = t.image_end.max(addr);
+            }
+            t.syms.push(Sym {
+                addr,
+                name_at,
+                name_len,
+                loaded: tag.is_some(),
+                bpf: tag == Some("[bpf]"),
+            });
+        }
+        // Stable: among equal addresses the first listed is found.
+        t.syms.sort_by_key(|s| s.addr);
+        t
+    }
+
+    /// The symbol naming `addr`: the first listed of those at the
+    /// greatest address not above it.
+    fn lookup(&self, addr: u64) -> Option<&Sym> {
+        let i = self.syms.partition_point(|s| s.addr <= addr);
+        let at = self.syms.get(i.checked_sub(1)?)?.addr;
+        let first = self.syms[..i].partition_point(|s| s.addr < at);
+        self.syms.get(first)
+    }
+
+    /// Whether `addr` lies in loaded code (a module's or a BPF
+    /// program's region, or past the kernel image, where programs loaded
+    /// since this reading may be).
+    fn in_loaded_code(&self, addr: u64) -> bool {
+        addr > self.image_end || self.lookup(addr).is_some_and(|s| s.loaded)
+    }
+
+    fn name(&self, s: &Sym) -> &str {
+        let at = s.name_at as usize;
+        self.names.get(at..at + s.name_len as usize).unwrap_or("")
+    }
+
+    /// Symbols held.
+    pub fn len(&self) -> usize {
+        self.syms.len()
+    }
+
+    /// True when it holds none (kallsyms hides addresses from this user).
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+}
+
+/// A kernel address's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelName {
+    /// The symbol.
+    pub name: String,
+    /// One of sockscope's own BPF programs.
+    pub ours: bool,
+}
+
+/// Where the table's bytes come from (/proc/kallsyms; a fixed text in
+/// tests).
+pub type Source = Box<dyn FnMut() -> Option<Vec<u8>> + Send>;
+
+/// Names kernel addresses; see the module documentation.
+pub struct KernelSymbols {
+    source: Source,
+    every: Duration,
+    table: Option<KernelTable>,
+    /// CLOCK_MONOTONIC when the table was read (samples' clock).
+    read_mono_ns: u64,
+    read_at: Option<Instant>,
+    /// Address -> name (and whether it lies in loaded code), kept once
+    /// known to be current.
+    names: HashMap<u64, (Option<KernelName>, bool)>,
+    /// Times the table was read.
+    pub reads: u64,
+}
+
+impl Default for KernelSymbols {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KernelSymbols {
+    /// Symbols from /proc/kallsyms.
+    pub fn new() -> Self {
+        Self::with_source(Box::new(read_kallsyms), REREAD_EVERY)
+    }
+
+    /// Symbols from `source`, read again at most once per `every`.
+    pub fn with_source(source: Source, every: Duration) -> Self {
+        Self {
+            source,
+            every,
+            table: None,
+            read_mono_ns: 0,
+            read_at: None,
+            names: HashMap::new(),
+            reads: 0,
+        }
+    }
+
+    fn read(&mut self) {
+        self.read_mono_ns = monotonic_ns();
+        self.read_at = Some(Instant::now());
+        self.reads += 1;
+        let table = (self.source)().map(|b| KernelTable::parse(&b));
+        self.table = Some(table.unwrap_or_default());
+        // Loaded code may have moved: its names are looked up again.
+        self.names.retain(|_, (_, loaded)| !*loaded);
+    }
+
+    /// The name of kernel address `addr`, sampled at `ts_ns`
+    /// (CLOCK_MONOTONIC).
+    pub fn name(&mut self, addr: u64, ts_ns: u64) -> Option<KernelName> {
+        if let Some((n, _)) = self.names.get(&addr) {
+            return n.clone();
+        }
+        if self.table.is_none() {
+            self.read();
+        }
+        let mut current = self.read_mono_ns >= ts_ns;
+        let loaded = self.table.as_ref().is_some_and(|t| t.in_loaded_code(addr));
+        if loaded && !current && self.read_at.is_none_or(|t| t.elapsed() >= self.every) {
+            self.read();
+            current = self.read_mono_ns >= ts_ns;
+        }
+        let table = self.table.as_ref()?;
+        let found = table.lookup(addr);
+        let loaded = table.in_loaded_code(addr);
+        let name = found.map(|s| {
+            let name = table.name(s).to_string();
+            KernelName {
+                ours: s.bpf && is_sockscope_prog(&name),
+                name,
+            }
+        });
+        // A name from a table older than the sample, for loaded code, may
+        // be stale: it is not kept, so a later reading names it.
+        if current || !loaded {
+            self.names.insert(addr, (name.clone(), loaded));
+        }
+        name
+    }
+}
+
+/// Reads /proc/kallsyms, at most [`MAX_KALLSYMS`] bytes.
+fn read_kallsyms() -> Option<Vec<u8>> {
+    let f = std::fs::File::open("/proc/kallsyms").ok()?;
+    let mut bytes = Vec::with_capacity(16 << 20);
+    f.take(MAX_KALLSYMS).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// CLOCK_MONOTONIC, ns (bpf_ktime_get_ns's clock).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    const V1: &str = "ffffffff81000000 T _stext\n\
+        ffffffff81000100 T schedule\n\
+        ffffffff81000100 t __schedule_alias\n\
+        ffffffff82000000 B _end\n\
+        ffffffffa0000000 t ext4_read\t[ext4]\n\
+        ffffffffc0001000 t bpf_prog_0123456789abcdef_other\t[bpf]\n";
+
+    /// A source whose text the test changes, and a count of its reads.
+    fn source(text: &Arc<Mutex<String>>) -> Source {
+        let text = Arc::clone(text);
+        Box::new(move || Some(text.lock().unwrap().clone().into_bytes()))
+    }
+
+    fn name(k: &mut KernelSymbols, addr: u64, ts: u64) -> Option<String> {
+        k.name(addr, ts).map(|n| n.name)
+    }
+
+    #[test]
+    fn names_are_chosen_as_before_and_kernel_text_is_read_once() {
+        let text = Arc::new(Mutex::new(V1.to_string()));
+        let mut k = KernelSymbols::with_source(source(&text), Duration::ZERO);
+        // The first listed at the address, as blazesym chose.
+        assert_eq!(
+            name(&mut k, 0xffffffff81000180, u64::MAX).as_deref(),
+            Some("schedule")
+        );
+        assert_eq!(
+            name(&mut k, 0xffffffff81000100, u64::MAX).as_deref(),
+            Some("schedule")
+        );
+        assert_eq!(name(&mut k, 0xffffffff80000000, u64::MAX), None);
+        // Kernel text sampled after the reading needs no other.
+        assert_eq!(k.reads, 1);
+        assert_eq!(
+            name(&mut k, 0xffffffff81000110, u64::MAX).as_deref(),
+            Some("schedule")
+        );
+        assert_eq!(k.reads, 1);
+    }
+
+    #[test]
+    fn a_program_loaded_after_the_reading_is_named_after_a_new_one() {
+        let text = Arc::new(Mutex::new(V1.to_string()));
+        let mut k = KernelSymbols::with_source(source(&text), Duration::ZERO);
+        let prog = 0xffffffffc0001800;
+        // Sampled before the reading: current.
+        assert_eq!(
+            name(&mut k, 0xffffffffc0001010, 0).as_deref(),
+            Some("bpf_prog_0123456789abcdef_other")
+        );
+        assert_eq!(k.reads, 1);
+        // A program loaded at 0x...1400 since; a sample in it, taken after
+        // the reading, makes kallsyms be read again.
+        text.lock()
+            .unwrap()
+            .push_str("ffffffffc0001400 t bpf_prog_fedcba9876543210_ss_sys_enter\t[bpf]\n");
+        let got = k.name(prog, monotonic_ns()).unwrap();
+        assert_eq!(got.name, "bpf_prog_fedcba9876543210_ss_sys_enter");
+        assert!(got.ours);
+        assert_eq!(k.reads, 2);
+        // Known now: no reading.
+        assert_eq!(
+            name(&mut k, prog, 0).as_deref(),
+            Some("bpf_prog_fedcba9876543210_ss_sys_enter")
+        );
+        assert_eq!(k.reads, 2);
+        // Past every known program (a new pack): read again too.
+        text.lock()
+            .unwrap()
+            .push_str("ffffffffc0200000 t bpf_prog_00000000000000aa_late\t[bpf]\n");
+        assert_eq!(
+            name(&mut k, 0xffffffffc0200010, monotonic_ns()).as_deref(),
+            Some("bpf_prog_00000000000000aa_late")
+        );
+        assert_eq!(k.reads, 3);
+        // Past the kernel image, with no program known there before.
+        text.lock()
+            .unwrap()
+            .push_str("ffffffffc0400000 t bpf_prog_00000000000000bb_first\t[bpf]\n");
+        let mut fresh = KernelSymbols::with_source(
+            source(&Arc::new(Mutex::new(
+                "ffffffff81000000 T _stext\nffffffff82000000 B _end\n".to_string(),
+            ))),
+            Duration::ZERO,
+        );
+        assert_eq!(
+            name(&mut fresh, 0xffffffff81000010, 0).as_deref(),
+            Some("_stext")
+        );
+        assert_eq!(fresh.reads, 1);
+        assert_eq!(
+            name(&mut fresh, 0xffffffffc0400010, monotonic_ns()).as_deref(),
+            Some("_end")
+        );
+        assert_eq!(fresh.reads, 2, "read again for an address past the image");
+        // A module's address too.
+        assert_eq!(
+            name(&mut k, 0xffffffffa0000010, monotonic_ns()).as_deref(),
+            Some("ext4_read")
+        );
+        assert_eq!(k.reads, 4);
+        assert_eq!(
+            name(&mut k, 0xffffffffc0400010, monotonic_ns()).as_deref(),
+            Some("bpf_prog_00000000000000bb_first")
+        );
+    }
+
+    #[test]
+    fn readings_are_rate_limited_and_stale_names_not_kept() {
+        let text = Arc::new(Mutex::new(V1.to_string()));
+        let mut k = KernelSymbols::with_source(source(&text), Duration::from_secs(3600));
+        let prog = 0xffffffffc0001800;
+        assert_eq!(
+            name(&mut k, 0xffffffff81000100, 0).as_deref(),
+            Some("schedule")
+        );
+        text.lock()
+            .unwrap()
+            .push_str("ffffffffc0001400 t bpf_prog_fedcba9876543210_new\t[bpf]\n");
+        // Within the interval: the old table's name, not kept.
+        for _ in 0..10 {
+            assert_eq!(
+                name(&mut k, prog, monotonic_ns()).as_deref(),
+                Some("bpf_prog_0123456789abcdef_other")
+            );
+        }
+        assert_eq!(k.reads, 1);
+        assert!(!k.names.contains_key(&prog));
+        // Once the interval has passed, read again and named right.
+        k.every = Duration::ZERO;
+        assert_eq!(
+            name(&mut k, prog, monotonic_ns()).as_deref(),
+            Some("bpf_prog_fedcba9876543210_new")
+        );
+        assert_eq!(k.reads, 2);
+    }
+
+    #[test]
+    fn sockscope_programs_are_recognized_by_name_and_the_list_is_whole() {
+        assert!(is_sockscope_prog("bpf_prog_0123456789abcdef_ss_sys_enter"));
+        assert!(!is_sockscope_prog("bpf_prog_0123456789abcdef_sd_fw_egress"));
+        assert!(!is_sockscope_prog("bpf_prog_0123456789abcdeX_ss_tick"));
+        assert!(!is_sockscope_prog("ss_tick"));
+        // Every program of src/bpf, by the name the kernel keeps.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bpf");
+        let mut found = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if !p.to_string_lossy().ends_with(".bpf.c") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            let mut lines = text.lines();
+            while let Some(l) = lines.next() {
+                if !l.starts_with("SEC(\"") || l.contains(".maps") || l.contains("license") {
+                    continue;
+                }
+                let def = lines.next().unwrap();
+                let name = match def.split_once("BPF_PROG(") {
+                    Some((_, r)) => r.split(',').next().unwrap(),
+                    None => def.split('(').next().unwrap().rsplit(' ').next().unwrap(),
+                };
+                let kept: String = name.trim().chars().take(15).collect();
+                found.push(kept);
+            }
+        }
+        found.sort();
+        found.dedup();
+        assert!(found.len() >= 10, "{found:?}");
+        assert_eq!(
+            found, SOCKSCOPE_PROGS,
+            "src/bpf's programs and SOCKSCOPE_PROGS"
+        );
+    }
+
+    #[test]
+    fn hostile_lines_parse_to_fewer_symbols_never_a_panic() {
+        let t =
+            KernelTable::parse(b"zz T x\n0 T zero\nffff\nffffffff81000000 T a b c d\n\xff\xfe\n");
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.lookup(0xffffffff81000001).map(|s| t.name(s)), Some("a"));
+    }
+}
