@@ -157,7 +157,11 @@ fn filter_cost(tracer: &mut Tracer<'_>, n: u64, cpu: usize) -> Option<(f64, f64)
     let rest = |name: &str, own: &ProgSplit| -> f64 {
         let runs = own.traced_runs + own.filtered_runs;
         match k.iter().find(|c| c.name == name) {
-            Some(kc) if runs > 0 => split_program(kc, own).residual_ns / runs as f64,
+            // The kernel's run time less the parts measured inside the
+            // program: on a busy machine their own clock reads can be
+            // disturbed past it, and a negative rest is that noise, not a
+            // negative cost.
+            Some(kc) if runs > 0 => (split_program(kc, own).residual_ns / runs as f64).max(0.0),
             _ => 0.0,
         }
     };
