@@ -49,6 +49,7 @@ impl Cage {
         let own = read_bounded(Path::new("/proc/self/cgroup"))?;
         let own = unified_path(&own).context("/proc/self/cgroup has no cgroup2 (0::) line")?;
         let parent = mount.join(own.trim_start_matches('/'));
+        sweep_stale(&parent);
         static SEQ: AtomicU32 = AtomicU32::new(0);
         for _ in 0..16 {
             let name = format!(
@@ -158,6 +159,33 @@ impl Drop for Cage {
     }
 }
 
+/// Removes the empty cages a sockscope that is gone left in `parent` (one
+/// killed by SIGKILL never removed its own): named `sockscope-PID-...`
+/// with no process PID any more. A cage with a member is never removed
+/// (the kernel refuses to), nor one whose PID is alive (it may be that
+/// sockscope's, or a reused PID's: left for later).
+fn sweep_stale(parent: &Path) {
+    let Ok(dir) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in dir.flatten().take(4096) {
+        let name = e.file_name();
+        let Some(pid) = stale_owner(&name.to_string_lossy()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// The sockscope PID in a cage's name (`sockscope-PID-N-NANOS`).
+fn stale_owner(name: &str) -> Option<u32> {
+    let mut w = name.strip_prefix("sockscope-")?.split('-');
+    let pid = w.next()?.parse().ok()?;
+    (w.count() == 2).then_some(pid)
+}
+
 fn nanos() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -257,5 +285,9 @@ mod tests {
         assert_eq!(unified_path("0::/a/../b\n"), None);
         assert_eq!(unified_path("1:name=systemd:/x\n"), None);
         assert_eq!(parse_pids("12\n\nx\n-3\n40\n"), vec![12, 40]);
+        assert_eq!(stale_owner("sockscope-123-0-999"), Some(123));
+        assert_eq!(stale_owner("sockscope-123-0"), None);
+        assert_eq!(stale_owner("system.slice"), None);
+        assert_eq!(stale_owner("sockscope-x-0-1"), None);
     }
 }
