@@ -379,17 +379,22 @@ impl<E: Exchange> PersistentWorker<'_, E> {
         self.flush(i, now, tally);
     }
 
-    /// Reads the answer to connection `i`'s on-connect step; once it came
-    /// whole and says yes, the connection is up.
-    fn read_opening(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+    /// One read of connection `i` (plain or TLS) into the worker's buffer.
+    fn read_some(&mut self, i: usize, tally: &mut WorkerTally) -> Result<ReadOutcome, ErrorClass> {
         let c = &mut self.conns[i];
-        let got = driver::read_conn(
+        driver::read_conn(
             c.fd,
             c.tls.as_mut(),
             &mut self.core.wire,
             &mut self.core.buf,
             tally,
-        );
+        )
+    }
+
+    /// Reads the answer to connection `i`'s on-connect step; once it came
+    /// whole and says yes, the connection is up.
+    fn read_opening(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
+        let got = self.read_some(i, tally);
         let n = match got {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,
@@ -602,14 +607,7 @@ impl<E: Exchange> PersistentWorker<'_, E> {
     }
 
     fn read(&mut self, i: usize, now: u64, tally: &mut WorkerTally) {
-        let c = &mut self.conns[i];
-        let got = driver::read_conn(
-            c.fd,
-            c.tls.as_mut(),
-            &mut self.core.wire,
-            &mut self.core.buf,
-            tally,
-        );
+        let got = self.read_some(i, tally);
         let n = match got {
             Ok(ReadOutcome::Data(n)) => n,
             Ok(ReadOutcome::WouldBlock) => return,
