@@ -29,7 +29,8 @@
 //!   merge, atomic writes (a leaf: it imports none of the above);
 //! - [`proto`]: wire formats load and serve share; [`stats`]: HDR latency
 //!   histograms; [`procfs`]: small /proc and sock_diag readers;
-//! - crate-wide utilities: [`poller`], [`signals`] (the epoll and signal
+//! - crate-wide utilities: [`clock`] (CLOCK_MONOTONIC, the BPF programs'
+//!   clock), [`poller`], [`signals`] (the epoll and signal
 //!   plumbing event loops share), [`progress`] (the progress display on
 //!   stderr), [`output`] (writing the files users name, --json and -o,
 //!   safely as root), [`input`] (reading the files users name as inputs,
@@ -43,6 +44,7 @@
 
 pub mod anatomy;
 pub mod cli;
+pub mod clock;
 pub mod cmdline;
 pub mod endpoint;
 pub mod error;

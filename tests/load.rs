@@ -1046,7 +1046,8 @@ fn udp_sink_gives_each_of_200_sequential_runs_its_report() {
 
 /// A DATA datagram of `run` (`seq`), 64 bytes.
 fn udp_data(run: u32, seq: u64) -> Vec<u8> {
-    use sockscope::proto::udp::{Header, Kind, monotonic_ns};
+    use sockscope::clock::monotonic_ns;
+    use sockscope::proto::udp::{Header, Kind};
     let mut d = vec![0u8; 64];
     Header {
         run,

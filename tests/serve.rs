@@ -538,7 +538,7 @@ fn datagram(run: u32, seq: u64, kind: Kind, size: usize) -> Vec<u8> {
     Header {
         run,
         seq,
-        sent_ns: sockscope::proto::udp::monotonic_ns(),
+        sent_ns: sockscope::clock::monotonic_ns(),
         kind,
     }
     .encode(&mut b);
@@ -737,7 +737,7 @@ fn udp_sink_never_answers_with_more_bytes_than_the_fin_carried() {
     tx.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     let run = 0xa3b1_0001;
     // Latencies spread over many buckets: a REPORT far longer than a header.
-    let now = sockscope::proto::udp::monotonic_ns();
+    let now = sockscope::clock::monotonic_ns();
     for seq in 0..200u64 {
         let mut d = vec![0u8; 64];
         Header {

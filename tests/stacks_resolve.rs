@@ -103,6 +103,7 @@ impl Chain {
             kind: SampleKind::OffCpu {
                 weight_ns: 1,
                 state: 'S',
+                open: false,
             },
             pid: self.pid,
             tid: self.pid,

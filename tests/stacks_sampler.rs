@@ -97,6 +97,32 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Three threads that wait through any window that opens after it says
+/// "ready": one asleep 60 s, one sleeping 1 s at a time, and the main
+/// thread in pthread_join.
+const EDGES: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+static void *asleep(void *a) { (void)a; sleep(60); return 0; }
+static void *seconds(void *a) {
+    (void)a;
+    for (int i = 0; i < 60; i++) sleep(1);
+    return 0;
+}
+int main(void) {
+    pthread_t a, b;
+    pthread_create(&a, 0, asleep, 0);
+    pthread_create(&b, 0, seconds, 0);
+    printf("ready\n");
+    fflush(stdout);
+    pthread_join(a, 0);
+    pthread_join(b, 0);
+    return 0;
+}
+"#;
+
 /// Compiles `src` as `name` into `dir` with cc.
 fn compile(dir: &Path, name: &str, src: &str) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
@@ -320,6 +346,68 @@ fn a_thread_sleeping_half_the_time_shows_its_sleep_weighted_by_time() {
         assert!(s["kernel_frames"].as_u64().unwrap() > 0, "{s}");
     }
     assert_eq!(raw.counter("off_cpu_samples"), off.len() as u64);
+}
+
+#[test]
+fn waits_across_the_window_edges_count_their_part_inside_it() {
+    if !common::require_bpf("waits_across_the_window_edges") {
+        return;
+    }
+    let dir = common::scratch("sampler-edges");
+    let exe = compile(&dir, "edges", EDGES);
+    let mut child = spawn(&exe, &[], Stdio::null());
+    let mut said = String::new();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said, "ready\n");
+    // Every wait began before the window: the 60 s sleep and the join last
+    // through it, and one of the 1 s sleeps is under way as it opens and
+    // another as it closes.
+    let raw = sample(child.0.id(), 3, &["--off-cpu"]);
+    drop(child);
+    let window_ns = raw.last["window_ns"].as_u64().unwrap() as f64;
+    let off = raw.of_kind("off");
+    let mut by_thread: std::collections::BTreeMap<u64, Vec<&Value>> = Default::default();
+    for s in &off {
+        by_thread
+            .entry(s["tid"].as_u64().unwrap())
+            .or_default()
+            .push(s);
+    }
+    assert_eq!(by_thread.len(), 3, "three threads wait: {off:#?}");
+    let futex = libc::SYS_futex as u64;
+    let nanosleep = libc::SYS_clock_nanosleep as u64;
+    let mut syscalls = Vec::new();
+    for (tid, waits) in &by_thread {
+        // Each waited the whole window, less its wake-ups' run time and
+        // run-queue time (a few ms a second on a busy machine) and plus the
+        // attach and detach around the window's clock reads (a few ms).
+        let weight: u64 = waits.iter().map(|s| s["weight_ns"].as_u64().unwrap()).sum();
+        let share = weight as f64 / window_ns;
+        assert!(
+            (0.95..=1.02).contains(&share),
+            "thread {tid} waited {share:.3} of the window: {waits:#?}"
+        );
+        // The wait going on as the window closed is written then, with the
+        // frames it waits in.
+        let open: Vec<_> = waits.iter().filter(|s| s["open"] == true).collect();
+        assert_eq!(open.len(), 1, "thread {tid}: {waits:#?}");
+        let last = open[0];
+        assert_eq!(last["state"], "S", "{last}");
+        assert!(last["kernel_frames"].as_u64().unwrap() > 0, "{last}");
+        assert!(last["user_ip"].as_u64().is_some_and(|ip| ip > 0), "{last}");
+        assert!(last["stack_bytes"].as_u64().unwrap() >= 64, "{last}");
+        syscalls.push(last["syscall"].as_u64().unwrap());
+    }
+    syscalls.sort_unstable();
+    let mut want = vec![futex, nanosleep, nanosleep];
+    want.sort_unstable();
+    assert_eq!(
+        syscalls, want,
+        "the join waits in futex, the sleeps in clock_nanosleep"
+    );
+    assert_eq!(raw.counter("lost"), 0);
 }
 
 #[test]

@@ -17,6 +17,7 @@ use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
 use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, PARTS, PROGS, types};
 use super::counts::{Counts, PortTurns, ProgRuns, Transport};
 use super::ports::ServedPort;
+use crate::clock::monotonic_ns;
 use crate::probe::ScopeFilter;
 use crate::probe::hist;
 use crate::probe::pod::{self, as_bytes};
@@ -44,17 +45,6 @@ fn failed(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
         );
     }
     anyhow!(msg)
-}
-
-/// CLOCK_MONOTONIC in ns: bpf_ktime_get_ns()'s clock.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl<'obj> Programs<'obj> {

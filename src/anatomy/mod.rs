@@ -288,7 +288,7 @@ fn run(
             last = now;
         }
     }
-    let window_ns = bpf::monotonic_ns().saturating_sub(start);
+    let window_ns = crate::clock::monotonic_ns().saturating_sub(start);
     if sampling {
         on_total += t0.elapsed() - since;
     }

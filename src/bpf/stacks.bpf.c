@@ -29,6 +29,16 @@
  * the user stack copied there and the syscall's number; different (it
  * waited in a page fault, not a syscall), with kernel frames only.
  *
+ * The window's edges: a wait that began before the window opened has no
+ * switch-out to date it, and one still going on when it closes has no
+ * switch-in to end it. Two walks over every task (sleepable task
+ * iterators, run by the loader) close the gap: ss_open_waits, once the
+ * hooks are attached, dates every wait of the scope going on then from
+ * that moment; ss_close_waits, once they are detached, takes every wait
+ * still open with its part up to window_end_ns (its kernel stack walked
+ * then, its user stack copied from the task's memory), as switched_in
+ * takes an ended one; and writes the taken waits no syscall exit wrote.
+ *
  * User stacks are copied in page-aligned chunks (sp to the next page
  * boundary, then whole pages) and the copy stops at the first chunk that
  * fails: a single read that runs past the end of the stack's mapping
@@ -54,6 +64,9 @@ struct ss_stk_cpu cpus[SS_MAX_CPUS] = {};
 /* Taken waits not emitted yet, machine-wide: the syscall-exit hook, which
  * runs on every syscall of the machine, returns at once while it is 0. */
 __s64 pending_total = 0;
+/* Where the window ends (CLOCK_MONOTONIC ns), set by the loader before the
+ * closing walk: the waits still open are counted up to here. */
+__u64 window_end_ns = 0;
 
 /* Keeps the enums no field uses in BTF, for the skeleton's types. */
 enum ss_stk_limits layout_stk_limits __attribute__((unused));
@@ -117,38 +130,51 @@ static __always_inline bool is_kthread(struct task_struct *task)
 	return (task->flags & PF_KTHREAD) || !task->mm;
 }
 
-/* Copies the current task's user stack from sp upward into data + off
- * (page-aligned chunks, stopping at the first failure); returns the bytes
- * copied. */
+/* Copies a user stack from sp upward into data + off (page-aligned
+ * chunks, stopping at the first failure) with READ(dst, len, addr), which
+ * returns 0 on success; sets `copied` to the bytes copied. A macro, not a
+ * function taking the reader: the iterator's reader is a sleepable-only
+ * helper that the other programs may not even name. */
+#define COPY_STACK(b, off, sp, copied, READ)                                                  \
+	do {                                                                                  \
+		/* 64-bit throughout: a 32-bit bound tested on a zero-extended                \
+		 * copy says nothing to the verifier about the register passed on. */        \
+		__u64 want_ = stack_bytes, addr_ = (sp);                                      \
+                                                                                              \
+		copied = 0;                                                                   \
+		if (want_ > SS_STK_MAX_BYTES)                                                 \
+			want_ = SS_STK_MAX_BYTES;                                             \
+		for (int i_ = 0; i_ < SS_STK_MAX_BYTES / SS_STK_PAGE + 1; i_++) {             \
+			__u64 len_ = SS_STK_PAGE - (addr_ & (SS_STK_PAGE - 1));               \
+			__u64 at_ = (__u64)(off) + copied;                                    \
+                                                                                              \
+			if (copied >= want_)                                                  \
+				break;                                                        \
+			if (len_ > want_ - copied)                                            \
+				len_ = want_ - copied;                                        \
+			/* The compiler knows both bounds; the verifier must see             \
+			 * them tested on the values the helper gets. */                     \
+			barrier_var(len_);                                                    \
+			barrier_var(at_);                                                     \
+			if (at_ > SS_STK_KERNEL_FRAMES * 8 + SS_STK_MAX_BYTES ||              \
+			    len_ > SS_STK_PAGE)                                               \
+				break;                                                        \
+			if (READ(&(b)->data[at_], len_, (void *)addr_))                      \
+				break;                                                        \
+			copied += len_;                                                       \
+			addr_ += len_;                                                        \
+		}                                                                             \
+		if (copied == 0 && want_ > 0)                                                 \
+			count(SS_STK_CNT_COPY_FAILED, 1);                                     \
+	} while (0)
+
+/* Copies the current task's user stack from sp upward into data + off;
+ * returns the bytes copied. */
 static __always_inline __u32 copy_user_stack(struct ss_stk_buf *b, __u32 off, __u64 sp)
 {
-	/* 64-bit throughout: a 32-bit bound tested on a zero-extended copy
-	 * says nothing to the verifier about the register passed on. */
-	__u64 want = stack_bytes, copied = 0, addr = sp;
+	__u64 copied;
 
-	if (want > SS_STK_MAX_BYTES)
-		want = SS_STK_MAX_BYTES;
-	for (int i = 0; i < SS_STK_MAX_BYTES / SS_STK_PAGE + 1; i++) {
-		__u64 len = SS_STK_PAGE - (addr & (SS_STK_PAGE - 1));
-		__u64 at = (__u64)off + copied;
-
-		if (copied >= want)
-			break;
-		if (len > want - copied)
-			len = want - copied;
-		/* The compiler knows both bounds; the verifier must see them
-		 * tested on the values the helper gets. */
-		barrier_var(len);
-		barrier_var(at);
-		if (at > SS_STK_KERNEL_FRAMES * 8 + SS_STK_MAX_BYTES || len > SS_STK_PAGE)
-			break;
-		if (bpf_probe_read_user(&b->data[at], len, (void *)addr))
-			break;
-		copied += len;
-		addr += len;
-	}
-	if (copied == 0 && want > 0)
-		count(SS_STK_CNT_COPY_FAILED, 1);
+	COPY_STACK(b, off, sp, copied, bpf_probe_read_user);
 	return copied;
 }
 
@@ -439,6 +465,161 @@ int BPF_PROG(ss_sys_exit, struct pt_regs *regs, long ret)
 	t0 = bpf_ktime_get_ns();
 	sys_exit_work(regs);
 	count(SS_STK_CNT_RUN_NS, bpf_ktime_get_ns() - t0);
+	return 0;
+}
+
+/* --- the window's edges ------------------------------------------------ */
+
+extern struct cgroup *bpf_cgroup_from_id(__u64 cgid) __ksym;
+extern void bpf_cgroup_release(struct cgroup *cgrp) __ksym;
+extern long bpf_task_under_cgroup(struct task_struct *task, struct cgroup *ancestor) __ksym;
+
+/* in_scope for a task that is not the current one (the walks run in
+ * sockscope's context, where the cgroup test of in_scope would test
+ * sockscope). */
+static __always_inline bool walk_in_scope(struct task_struct *t)
+{
+	struct cgroup *cg;
+	bool under;
+
+	if (scope_mode != SS_SCOPE_CGROUP)
+		return in_scope(t);
+	if (t->tgid == self_tgid || t->pid == 0)
+		return false;
+	cg = bpf_cgroup_from_id(scope_cgroup_id);
+	if (!cg)
+		return false;
+	under = bpf_task_under_cgroup(t, cg);
+	bpf_cgroup_release(cg);
+	return under;
+}
+
+/* Blocked: switched out in a sleep (not merely preempted, not on its way
+ * into schedule() with its state set). */
+static __always_inline bool blocked(struct task_struct *t)
+{
+	return t->__state != 0 && !t->on_rq && !t->on_cpu;
+}
+
+/* Dates every wait of the scope going on as the window opens from now:
+ * the wake-up (or the closing walk) ends it as any other. */
+SEC("iter.s/task")
+int ss_open_waits(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct ss_stk_task *st;
+
+	if (!t || !blocked(t) || !walk_in_scope(t))
+		return 0;
+	st = bpf_task_storage_get(&tasks, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		count(SS_STK_CNT_STORAGE_FULL, 1);
+		return 0;
+	}
+	/* A switch-out since the hooks were attached dated it already. */
+	if (!st->slept_at) {
+		st->slept_at = bpf_ktime_get_ns();
+		st->woken_at = 0;
+		st->state = t->__state;
+	}
+	return 0;
+}
+
+/* The closing walk's reader of another task's memory (the task is `t`). */
+#define COPY_FROM_TASK(dst, len, addr) bpf_copy_from_user_task(dst, len, addr, t, 0)
+
+/* Writes the wait of a task the closing walk took: its kernel stack walked
+ * now, and while it is still blocked in a syscall, its user registers as
+ * saved at that entry and its user stack from its own memory. A task
+ * running again (woken after the window closed) gives neither: its stack
+ * is moving under the walk. */
+static __always_inline void emit_walked(struct ss_stk_buf *b, struct task_struct *t,
+					__u64 weight, __u32 state, __u32 flags)
+{
+	__u32 kframes = 0, ubytes = 0;
+	__u64 copied;
+	struct pt_regs *ur;
+	long n;
+
+	b->hdr.ts_ns = bpf_ktime_get_ns();
+	b->hdr.weight_ns = weight;
+	b->hdr.ip = b->hdr.sp = b->hdr.bp = 0;
+	b->hdr.pid = t->tgid;
+	b->hdr.tid = t->pid;
+	b->hdr.kind = SS_STK_OFF_CPU;
+	b->hdr.flags = flags;
+	b->hdr.syscall = 0;
+	b->hdr.state = state;
+	bpf_probe_read_kernel_str(b->hdr.comm, sizeof(b->hdr.comm), t->comm);
+	if (t->on_cpu)
+		goto out;
+	n = bpf_get_task_stack(t, b->data, SS_STK_KERNEL_FRAMES * 8, 0);
+	if (n > 0)
+		kframes = (__u32)n / 8;
+	if (kframes > SS_STK_KERNEL_FRAMES)
+		kframes = SS_STK_KERNEL_FRAMES;
+	if (is_kthread(t))
+		goto out;
+	ur = (struct pt_regs *)bpf_task_pt_regs(t);
+	/* orig_ax is the syscall's number inside one, -1 in a fault. */
+	if (!ur || (long)ur->orig_ax < 0)
+		goto out;
+	b->hdr.ip = ur->ip;
+	b->hdr.sp = ur->sp;
+	b->hdr.bp = ur->bp;
+	b->hdr.syscall = (__u32)ur->orig_ax;
+	b->hdr.flags |= SS_STK_USER_REGS | SS_STK_SYSCALL;
+	COPY_STACK(b, kframes * 8, b->hdr.sp, copied, COPY_FROM_TASK);
+	ubytes = copied;
+out:
+	emit(b, kframes, ubytes);
+}
+
+/* Takes every wait still open as the window closes (the hooks are
+ * detached: nothing else touches the storage now), cut at window_end_ns
+ * and sampled as switched_in samples an ended one; writes the taken waits
+ * whose syscall did not return in the window. One byte to the iterator's
+ * reader per sample written, so that it can drain the ring buffer between
+ * reads. */
+SEC("iter.s/task")
+int ss_close_waits(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *t = ctx->task;
+	struct ss_stk_task *st;
+	struct ss_stk_buf *b;
+	__u64 from, to, d;
+	__u32 flags;
+	__u8 one = 1;
+
+	if (!t)
+		return 0;
+	st = bpf_task_storage_get(&tasks, t, 0, 0);
+	if (!st)
+		return 0;
+	b = scratch_of(SS_STK_SLOT_WALK);
+	if (!b)
+		return 0;
+	if (st->pending) {
+		emit_kernel_only(b, st, t);
+		clear_pending(st);
+		bpf_seq_write(seq, &one, 1);
+	}
+	from = st->slept_at;
+	st->slept_at = 0;
+	if (!from)
+		return 0;
+	to = window_end_ns;
+	if (st->woken_at && st->woken_at < to)
+		to = st->woken_at;
+	flags = to == window_end_ns ? SS_STK_OPEN : 0;
+	d = to > from ? to - from : 0;
+	if (d == 0)
+		return 0;
+	if (d < period_ns && (__u64)bpf_get_prandom_u32() * period_ns >= d << 32)
+		return 0;
+	emit_walked(b, t, d > period_ns ? d : period_ns, st->state, flags);
+	bpf_seq_write(seq, &one, 1);
 	return 0;
 }
 

@@ -24,7 +24,10 @@ enum ss_stk_limits {
 	 * they never interrupt each other. */
 	SS_STK_SLOT_TICK = 0,
 	SS_STK_SLOT_TASK = 1,
-	SS_STK_SLOTS = 2,
+	/* The window's closing walk (a sleepable iterator: preemptible,
+	 * so it cannot share the task slot). */
+	SS_STK_SLOT_WALK = 2,
+	SS_STK_SLOTS = 3,
 };
 
 /* ss_stk_sample.kind */
@@ -37,6 +40,7 @@ enum ss_stk_kind {
 enum ss_stk_flags {
 	SS_STK_USER_REGS = 1, /* ip, sp, bp are the thread's user registers */
 	SS_STK_SYSCALL = 2,   /* syscall holds the syscall it blocked in */
+	SS_STK_OPEN = 4,      /* a wait the window's end cut: it went on after */
 };
 
 /* Counters the programs keep (ss_stk_cpu.count). */

@@ -25,6 +25,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::monotonic_ns;
+
 /// Header length; the smallest datagram.
 pub const HEADER_LEN: usize = 32;
 /// Magic bytes at offset 0 (the last byte is the format version).
@@ -189,17 +191,6 @@ pub fn report_datagram(rep: &SinkReport, published: u64) -> serde_json::Result<V
 /// The SinkReport in a REPORT datagram (`buf` whole, header included).
 pub fn parse_report(buf: &[u8]) -> serde_json::Result<SinkReport> {
     serde_json::from_slice(buf.get(HEADER_LEN..).unwrap_or_default())
-}
-
-/// CLOCK_MONOTONIC now, ns (the clock the send stamps use).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

@@ -49,6 +49,8 @@ pub const KIND_ON_CPU: u32 = types::ss_stk_kind::SS_STK_ON_CPU.0;
 pub const FLAG_USER_REGS: u32 = types::ss_stk_flags::SS_STK_USER_REGS.0;
 /// `ss_stk_sample.flags`: the syscall field holds the syscall it blocked in.
 pub const FLAG_SYSCALL: u32 = types::ss_stk_flags::SS_STK_SYSCALL.0;
+/// `ss_stk_sample.flags`: a wait the window's end cut.
+pub const FLAG_OPEN: u32 = types::ss_stk_flags::SS_STK_OPEN.0;
 
 // SAFETY: a skeleton struct generated from src/bpf/stacks.h: repr(C),
 // integers, a byte array and explicit padding only (see trace/pod.rs).

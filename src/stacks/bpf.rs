@@ -9,7 +9,7 @@
 //! last descriptor closes.
 
 use std::cell::RefCell;
-use std::io;
+use std::io::{self, Read as _};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::rc::Rc;
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, OpenObject, RingBuffer, RingBufferBuilder, libbpf_sys};
+use libbpf_rs::{Iter, Link, OpenObject, RingBuffer, RingBufferBuilder, libbpf_sys};
 
 use super::abi::{self, COUNTS, KERNEL_FRAMES, StacksSkel, StacksSkelBuilder, count, types};
 use super::sample::{RawSample, SampleKind, UserRegs};
@@ -141,6 +141,11 @@ impl<'obj> Sampler<'obj> {
             ro.stack_bytes = cfg.stack_bytes;
             ro.period_ns = 1_000_000_000 / u64::from(cfg.hz);
         }
+        if !cfg.off_cpu {
+            // The window's walks serve the off-CPU side only.
+            open.progs.ss_open_waits.set_autoload(false);
+            open.progs.ss_close_waits.set_autoload(false);
+        }
         open.maps
             .scratch
             .set_max_entries(ncpus as u32 * abi::SLOTS)
@@ -216,12 +221,76 @@ impl<'obj> Sampler<'obj> {
             let _ = fd.into_raw_fd();
             self.links.push(link);
         }
+        if self.cfg.off_cpu {
+            // The hooks see every wait that begins from now; the walk
+            // dates those already going on.
+            self.walk(WalkEdge::Open, |_| Ok(()))?;
+        }
         Ok(())
     }
 
     /// Detaches every program and closes the perf events (idempotent).
     pub fn detach(&mut self) {
         self.links.clear();
+    }
+
+    /// Ends the window: detaches everything, then (off-CPU) takes the
+    /// waits still going on, up to now, and returns what the ring buffer
+    /// holds. Idempotent: a second call finds nothing left.
+    pub fn close(&mut self) -> Result<Vec<RawSample>> {
+        if self.links.is_empty() {
+            return self.drain(Duration::ZERO);
+        }
+        self.bss_mut()?.window_end_ns = crate::clock::monotonic_ns();
+        self.detach();
+        let mut out = Vec::new();
+        if self.cfg.off_cpu {
+            self.walk(WalkEdge::Close, |s| {
+                out.extend(s.drain(Duration::ZERO)?);
+                Ok(())
+            })?;
+        }
+        out.extend(self.drain(Duration::ZERO)?);
+        Ok(out)
+    }
+
+    /// Runs one of the window's walks over every task to its end. The
+    /// closing walk writes a byte per sample: reading a few at a time lets
+    /// `between` drain the ring buffer before a target with thousands of
+    /// sleeping threads fills it.
+    fn walk(
+        &mut self,
+        edge: WalkEdge,
+        mut between: impl FnMut(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let prog = match edge {
+            WalkEdge::Open => &self.skel.progs.ss_open_waits,
+            WalkEdge::Close => &self.skel.progs.ss_close_waits,
+        };
+        let what = edge.what();
+        let link = prog
+            .attach()
+            .map_err(|e| failed(&format!("starting {what}"), e))?;
+        let mut it = Iter::new(&link).map_err(|e| failed(&format!("starting {what}"), e))?;
+        let mut buf = [0u8; 64];
+        loop {
+            match it.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(_) => between(self)?,
+                // The kernel stops a read that visited a million tasks
+                // without output; the next goes on from there.
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
+                Err(e) => return Err(anyhow!("{what}: {e}")),
+            }
+        }
+    }
+
+    fn bss_mut(&mut self) -> Result<&mut types::bss> {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref_mut()
+            .ok_or_else(|| anyhow!("the stack sampler's BPF object has no .bss"))
     }
 
     /// The samples the ring buffer holds, waiting up to `timeout` for the
@@ -259,6 +328,24 @@ impl<'obj> Sampler<'obj> {
             ticks: sum[count::TICKS],
             ticks_missed: sum[count::TICKS_MISSED],
         })
+    }
+}
+
+/// The window's two walks over every task (src/bpf/stacks.bpf.c).
+#[derive(Clone, Copy)]
+enum WalkEdge {
+    /// Dates the waits going on as the window opens.
+    Open,
+    /// Takes the waits still going on as it closes.
+    Close,
+}
+
+impl WalkEdge {
+    fn what(self) -> &'static str {
+        match self {
+            WalkEdge::Open => "dating the waits going on as the window opens",
+            WalkEdge::Close => "taking the waits still going on as the window closes",
+        }
     }
 }
 
@@ -394,6 +481,7 @@ fn parse_record(bytes: &[u8]) -> Option<RawSample> {
         SampleKind::OffCpu {
             weight_ns: h.weight_ns,
             state: state_char(h.state),
+            open: h.flags & abi::FLAG_OPEN != 0,
         }
     };
     let user_regs = (h.flags & abi::FLAG_USER_REGS != 0).then_some(UserRegs {
@@ -470,7 +558,7 @@ mod tests {
     fn an_off_cpu_record_keeps_weight_state_and_syscall_and_no_regs_without_the_flag() {
         let h = types::ss_stk_sample {
             kind: 1,
-            flags: abi::FLAG_SYSCALL,
+            flags: abi::FLAG_SYSCALL | abi::FLAG_OPEN,
             weight_ns: 12_345,
             state: 1,
             syscall: 230,
@@ -481,7 +569,8 @@ mod tests {
             s.kind,
             SampleKind::OffCpu {
                 weight_ns: 12_345,
-                state: 'S'
+                state: 'S',
+                open: true,
             }
         );
         assert_eq!(s.user_regs, None);

@@ -21,6 +21,8 @@ use std::collections::HashMap;
 use std::io::Read as _;
 use std::time::{Duration, Instant};
 
+use crate::clock::monotonic_ns;
+
 /// The most bytes of /proc/kallsyms read (about 10 MiB on a distribution
 /// kernel).
 pub const MAX_KALLSYMS: u64 = 64 << 20;
@@ -263,17 +265,6 @@ fn read_kallsyms() -> Option<Vec<u8>> {
     let mut bytes = Vec::with_capacity(16 << 20);
     f.take(MAX_KALLSYMS).read_to_end(&mut bytes).ok()?;
     Some(bytes)
-}
-
-/// CLOCK_MONOTONIC, ns (bpf_ktime_get_ns's clock).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -15,6 +15,9 @@ pub enum SampleKind {
         weight_ns: u64,
         /// The task state it was switched out in (`S`, `D`, ...).
         state: char,
+        /// The window's end cut it: the thread was still waiting as the
+        /// window closed (its part inside the window is the weight).
+        open: bool,
     },
 }
 

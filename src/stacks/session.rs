@@ -153,16 +153,16 @@ fn run(
     let mut resolver = Resolver::new();
     let mut last_reap = Instant::now();
     loop {
-        let stopping = stop.load(Ordering::Relaxed);
-        if stopping {
-            // What is in the ring buffer now was sampled in the window.
-            sampler.detach();
-        }
-        for s in sampler.drain(if stopping { Duration::ZERO } else { DRAIN })? {
-            agg.add(&mut resolver, &s);
-        }
-        if stopping {
+        if stop.load(Ordering::Relaxed) {
+            // What the ring buffer holds was sampled in the window, and
+            // closing it takes the waits still going on.
+            for s in sampler.close()? {
+                agg.add(&mut resolver, &s);
+            }
             break;
+        }
+        for s in sampler.drain(DRAIN)? {
+            agg.add(&mut resolver, &s);
         }
         if last_reap.elapsed() >= REAP {
             agg.reap(&mut resolver);

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::clock::monotonic_ns;
+
 /// Monotonic run clock: ns since the run's epoch, shared by all workers so
 /// their timestamps compare.
 #[derive(Clone, Copy, Debug)]
@@ -10,20 +12,6 @@ pub struct RunClock {
     epoch: Instant,
     /// The epoch on CLOCK_MONOTONIC (the clock `Instant` reads), ns.
     epoch_ns: u64,
-}
-
-/// CLOCK_MONOTONIC, ns. Read directly: `Instant::elapsed` adds a timespec
-/// subtraction and a 128-bit conversion to every one of the two clock reads
-/// a transaction makes.
-#[inline]
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer; CLOCK_MONOTONIC cannot fail (vDSO).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl RunClock {

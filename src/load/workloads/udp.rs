@@ -15,13 +15,13 @@ use indicatif::ProgressBar;
 use nix::sys::signal::Signal;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::clock::monotonic_ns;
+
 use crate::load::Load;
 use crate::load::driver::clock::rusage_ns;
 use crate::load::spec::{ConnModel, Options, Registered, TargetForm};
 use crate::procfs::snmp;
-use crate::proto::udp::{
-    Header, Kind, MAX_DATAGRAM, SinkReport, fin_datagram, monotonic_ns, parse_report,
-};
+use crate::proto::udp::{Header, Kind, MAX_DATAGRAM, SinkReport, fin_datagram, parse_report};
 use crate::report::load::{
     Bytes, Connections, Errors, Generator, LoadConfig, LoadReport, SCHEMA, SCHEMA_VERSION,
     UdpResult,

@@ -43,7 +43,7 @@ pub fn run(spec: &StacksRawSpec) -> Result<u8> {
     let mut sampler = Sampler::load(&mut storage, &cfg)?;
     sampler.add_tree(&[spec.pid])?;
     sampler.attach()?;
-    let start = crate::anatomy::bpf::monotonic_ns();
+    let start = crate::clock::monotonic_ns();
     let cpu_start = threads_cpu_ns(spec.pid);
     eprintln!(
         "sockscope: sampling process {} for {} s",
@@ -59,9 +59,8 @@ pub fn run(spec: &StacksRawSpec) -> Result<u8> {
         }
     }
     let cpu_stop = threads_cpu_ns(spec.pid);
-    sampler.detach();
-    let stop = crate::anatomy::bpf::monotonic_ns();
-    for s in sampler.drain(Duration::ZERO)? {
+    let stop = crate::clock::monotonic_ns();
+    for s in sampler.close()? {
         writeln!(out, "{}", line(&s)).context("writing a sample")?;
     }
     let c = sampler.counters()?;
@@ -97,9 +96,13 @@ fn threads_cpu_ns(pid: i32) -> u64 {
 
 /// One sample's summary line.
 fn line(s: &RawSample) -> serde_json::Value {
-    let (kind, weight_ns, state) = match s.kind {
-        SampleKind::OnCpu => ("on", 0, None),
-        SampleKind::OffCpu { weight_ns, state } => ("off", weight_ns, Some(state.to_string())),
+    let (kind, weight_ns, state, open) = match s.kind {
+        SampleKind::OnCpu => ("on", 0, None, false),
+        SampleKind::OffCpu {
+            weight_ns,
+            state,
+            open,
+        } => ("off", weight_ns, Some(state.to_string()), open),
     };
     json!({
         "kind": kind,
@@ -110,6 +113,7 @@ fn line(s: &RawSample) -> serde_json::Value {
         )),
         "weight_ns": weight_ns,
         "state": state,
+        "open": open,
         "kernel_frames": s.kernel.len(),
         "user_ip": s.user_regs.map(|r| r.ip),
         "user_sp": s.user_regs.map(|r| r.sp),

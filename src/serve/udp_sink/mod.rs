@@ -27,8 +27,9 @@ use self::table::{MAX_LIVE, MAX_RECORDS, RunTable, Slot};
 use self::tracker::RunTracker;
 use super::signals::{block_stop_signals, timeout_ms};
 use super::{UdpSinkSpec, announce, cpu_times, finish};
+use crate::clock::monotonic_ns;
 use crate::procfs::snmp;
-use crate::proto::udp::{Header, Kind, SinkReport, monotonic_ns, need_datagram, report_datagram};
+use crate::proto::udp::{Header, Kind, SinkReport, need_datagram, report_datagram};
 use crate::report::serve::udp_sink::{
     KernelDrops, RunRecord, SCHEMA, SCHEMA_VERSION, UdpSinkReport,
 };
