@@ -28,6 +28,8 @@ DEMO_PKGS := strace linux-perf haproxy
 # tests (tests/evidence_*.rs). dnsmasq-base is the DNS server udp-rr
 # queries (tests/udp_rr.rs). prometheus is the real scraper tests/metrics.rs
 # runs against `trace --metrics` (its own instances on loopback ports).
+# postgresql (the server and pgbench) is the peer of tests/profile_unix.rs's
+# requests counted on a Unix socket.
 # python3-h2 and python3-grpcio (for /usr/bin/python3) are the HTTP/2 and
 # gRPC test servers of tests/http2.rs (RST_STREAM, GOAWAY, grpc-status).
 # libc6-dbg is libc's debug file: tests/stacks_resolve.rs expects it to
@@ -35,7 +37,7 @@ DEMO_PKGS := strace linux-perf haproxy
 # binutils' strip makes the stripped target of tests/stacks.rs; linux-perf
 # and util-linux's taskset serve tests/stacks_perf.rs, which checks nginx's
 # sampled stacks against perf record --call-graph dwarf.
-TEST_PKGS := binutils strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 \
+TEST_PKGS := binutils strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 postgresql \
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
 	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio libc6-dbg
 

@@ -1,11 +1,11 @@
 //! `sockscope profile` of a target that serves a Unix stream socket (issue
 //! 27): the listener learned from the target's descriptors and
 //! /proc/net/unix, the load sent there and counted against the server's
-//! own count (redis INFO), sockscope's own echo server as `--target`, and
-//! what cannot work there refused with exit 2 and a reason (the request
-//! anatomy follows TCP/UDP ports only) or exit 5 (a socket someone else
-//! serves). BPF and redis are required (skipped outside CI with a printed
-//! reason).
+//! own count (redis INFO), sockscope's own echo server as `--target`, the
+//! request anatomy counting the requests on the target's Unix listeners
+//! (against the load's own count and pgbench's), and a socket someone else
+//! serves refused (exit 5). BPF, redis and PostgreSQL are required
+//! (skipped outside CI with a printed reason).
 
 use crate::common;
 
@@ -35,8 +35,8 @@ fn profile(dir: &Path, extra: &[&str]) -> (Option<i32>, String, PathBuf) {
 }
 
 /// What every profile of a Unix target records: the address and socket
-/// learned, no anatomy (and no failure: it was not run), the caveat
-/// saying why, the evidence's Unix socket samples (UNIX_DIAG) with the
+/// learned, the anatomy's row of the listener, the caveat saying there is
+/// no network path, the evidence's Unix socket samples (UNIX_DIAG) with the
 /// listener by its path and none of TCP's, nothing said unsampled, and
 /// the page and summary rendered. Returns the listener's evidence.
 fn assert_unix_run(rep: &Value, out: &Path, listen: &str) -> Value {
@@ -52,11 +52,15 @@ fn assert_unix_run(rep: &Value, out: &Path, listen: &str) -> Value {
         sockets.iter().any(|s| *s == format!("unix {name}")),
         "{sockets:?}"
     );
-    assert!(rep["anatomy"].is_null(), "{}", rep["anatomy"]);
-    assert!(rep["anatomy_failure"].is_null());
+    assert!(
+        rep["anatomy_failure"].is_null(),
+        "{}",
+        rep["anatomy_failure"]
+    );
+    unix_turns(rep, name);
     let caveats = rep["caveats"].to_string();
     assert!(
-        caveats.contains("Unix socket:") && caveats.contains("not run"),
+        caveats.contains("Unix socket:") && caveats.contains("no network path"),
         "{caveats}"
     );
     let ev = &rep["evidence"];
@@ -82,6 +86,21 @@ fn assert_unix_run(rep: &Value, out: &Path, listen: &str) -> Value {
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(page.contains("</html>") && page.contains("Unix listener"));
     listener
+}
+
+/// The turns the request anatomy timed on the Unix listener `name` (its
+/// row in `anatomy.ports`), with none on a multiplexed connection.
+fn unix_turns(rep: &Value, name: &str) -> u64 {
+    let a = &rep["anatomy"];
+    let row = a["ports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no anatomy: {a}"))
+        .iter()
+        .find(|p| p["socket"] == name)
+        .unwrap_or_else(|| panic!("no row for {name}: {a}"));
+    assert_eq!(row["transport"], "unix", "{row}");
+    assert_eq!(u(&a["multiplexed"]["turns"]), 0, "{a}");
+    u(&row["turns"])
 }
 
 /// The Unix evidence's listener named `name`.
@@ -133,6 +152,13 @@ fn profile_of_redis_on_a_unix_socket_loads_it_and_counts_what_info_counts() {
         "redis processed {server}, the load answered {answered} (+ up to {unanswered})"
     );
     let l = assert_unix_run(&rep, &out, &listen);
+    // Every answer the load got is a turn at redis's socket, and every
+    // turn a command redis counted.
+    let turns = unix_turns(&rep, listen.strip_prefix("unix:").unwrap());
+    assert!(
+        answered <= turns && turns <= server,
+        "the anatomy timed {turns} turns: the load answered {answered}, redis processed {server}"
+    );
     // redis listens on its unixsocket with its tcp-backlog (511 by
     // default), which the kernel caps at somaxconn.
     assert_eq!(u(&l["backlog"]), 511.min(somaxconn()), "{l}");
@@ -309,32 +335,44 @@ fn serve_echo_on_a_unix_socket_as_the_target_under_tcp_rr() {
 }
 
 #[test]
-fn what_cannot_count_requests_on_a_unix_socket_is_refused_with_its_reason() {
-    let name = "what_cannot_count_requests_on_a_unix_socket";
+fn requests_on_a_unix_socket_are_counted_by_the_anatomy_whatever_the_load() {
+    let name = "requests_on_a_unix_socket_are_counted";
     if !require_bpf(name) {
         return;
     }
-    let dir = scratch("prof-unix-refused").canonicalize().unwrap();
-    let listen = format!("unix:{}", dir.join("echo.sock").display());
+    let dir = scratch("prof-unix-counted").canonicalize().unwrap();
+    let sock = dir.join("echo.sock");
+    let listen = format!("unix:{}", sock.display());
     let target = format!("serve echo --transport epoll --listen {listen}");
-    for (extra, why) in [
-        (
-            vec!["--requests-only", "--load", "tcp-rr -c 1 -n 10"],
-            "--requests-only",
-        ),
-        (vec!["--duration", "1"], "could not be counted"),
-        (vec!["--load-cmd", "true ADDR"], "could not be counted"),
-    ] {
+    // sockscope's load alone with the anatomy (--requests-only), and any
+    // command as the load (`ADDR` is the socket's path): each of the 300
+    // transactions is one turn at the target's socket.
+    let own_load = ["--requests-only", "--load", "tcp-rr -c 1 -n 300"];
+    let command = format!("{} load tcp-rr unix:ADDR -c 1 -n 300 --quiet", sockscope());
+    let external = ["--load-cmd", command.as_str()];
+    for (i, extra) in [&own_load[..], &external[..]].into_iter().enumerate() {
         let mut args = vec!["--target", target.as_str()];
         args.extend(extra.iter().copied());
-        let (code, msg, out) = profile(&dir, &args);
-        assert_eq!(code, Some(2), "{args:?}: {msg}");
-        assert!(
-            msg.contains(why) && msg.contains("Unix socket"),
-            "{args:?}: {msg}"
-        );
-        assert!(!out.join("run.json").exists());
+        let run = dir.join(format!("run{i}"));
+        std::fs::create_dir_all(&run).unwrap();
+        let (code, msg, out) = profile(&run, &args);
+        assert_eq!(code, Some(0), "{args:?}: {msg}");
+        let rep = read_json(&out.join("run.json"));
+        assert_eq!(unix_turns(&rep, sock.to_str().unwrap()), 300, "{args:?}");
+        if extra[0] == "--load-cmd" {
+            assert_eq!(u(&rep["workload"]["requests"]["count"]), 300);
+            let argv = rep["workload"]["command"].to_string();
+            assert!(argv.contains(&listen), "ADDR is the socket's path: {argv}");
+        } else {
+            assert_eq!(u(&rep["load"]["transactions"]), 300);
+        }
     }
+    // PORT has no value on a Unix socket: refused, saying so.
+    let args = ["--target", target.as_str(), "--load-cmd", "true -p PORT"];
+    let (code, msg, out) = profile(&dir, &args);
+    assert_eq!(code, Some(2), "{msg}");
+    assert!(msg.contains("no port"), "{msg}");
+    assert!(!out.join("run.json").exists());
 }
 
 #[test]
@@ -359,4 +397,100 @@ fn a_unix_socket_in_load_that_another_process_serves_exits_5() {
         "{msg}"
     );
     assert!(!out.join("run.json").exists());
+}
+
+/// pgbench's count of what it ran: "number of transactions actually
+/// processed: N" (with `-t`, "N/N").
+fn pgbench_processed(output: &str) -> u64 {
+    let line = output
+        .lines()
+        .find(|l| l.starts_with("number of transactions actually processed:"))
+        .unwrap_or_else(|| panic!("pgbench said: {output}"));
+    line.rsplit(':')
+        .next()
+        .unwrap()
+        .trim()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Profiles a PostgreSQL server (as user postgres) under pgbench aimed at
+/// its Unix socket (`-h SOCKDIR`): 2 clients x 400 transactions of one
+/// `SELECT 1` each. `listen` is its TCP listen_addresses (empty: none).
+/// Returns the run and pgbench's count.
+fn pgbench_over_the_unix_socket(test: &str, listen: &str) -> Option<(Value, u64)> {
+    if !require_bpf(test) || !require_program("pgbench", test) {
+        return None;
+    }
+    let pg = common::postgres::Cluster::init(test)?;
+    let dir = scratch(test);
+    let script = dir.join("select1.sql");
+    std::fs::write(&script, "SELECT 1;\n").unwrap();
+    let port = common::ports::free_tcp();
+    let load = format!(
+        "pgbench -h {} -p {port} -U postgres -n -c 2 -t 400 -f {} postgres",
+        pg.sock_dir().display(),
+        script.display()
+    );
+    let server = pg.server(listen, port);
+    let mut args = vec!["-u", "postgres", "--load-cmd", load.as_str(), "--"];
+    args.extend(server.iter().map(String::as_str));
+    let (code, msg, out) = profile(&dir, &args);
+    assert_eq!(code, Some(0), "{msg}");
+    let rep = read_json(&out.join("run.json"));
+    let said = rep["workload"]["output"]["tail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let processed = pgbench_processed(&said);
+    assert_eq!(processed, 800, "{said}");
+    // The requests counted are the answers on the socket's connections:
+    // each transaction's query, and each connection's start-up (its
+    // authentication and settings, answered in one write).
+    let sock = pg.sock_dir().join(format!(".s.PGSQL.{port}"));
+    let turns = unix_turns(&rep, sock.to_str().unwrap());
+    let connections = u(&rep["anatomy"]["connections"]);
+    assert!((2..=4).contains(&connections), "{}", rep["anatomy"]);
+    assert_eq!(
+        turns,
+        processed + connections,
+        "pgbench processed {processed} on {connections} connections"
+    );
+    assert_eq!(u(&rep["workload"]["requests"]["count"]), turns);
+    Some((rep, processed))
+}
+
+#[test]
+fn pgbench_over_postgresqls_unix_socket_is_counted_as_pgbench_counts() {
+    let Some((rep, _)) = pgbench_over_the_unix_socket("pgbench_unix_only", "") else {
+        return;
+    };
+    assert!(
+        rep["target"]["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("unix:")
+    );
+}
+
+#[test]
+fn pgbench_over_the_unix_socket_of_a_server_with_tcp_too_is_counted() {
+    let Some((rep, _)) = pgbench_over_the_unix_socket("pgbench_tcp_and_unix", "127.0.0.1") else {
+        return;
+    };
+    // The target's address is its TCP one; the requests came over the
+    // Unix socket and were counted there, none on the TCP port.
+    let addr = rep["target"]["address"].as_str().unwrap();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    let tcp: u64 = rep["anatomy"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["transport"] == "tcp")
+        .map(|p| u(&p["turns"]))
+        .sum();
+    assert_eq!(tcp, 0, "{}", rep["anatomy"]);
 }

@@ -20,6 +20,10 @@ pub const PARTS: usize = types::ss_anat_part::SS_PARTS.0 as usize;
 pub const COUNTS: usize = types::ss_anat_count::SS_COUNTS.0 as usize;
 /// Programs that count and time their runs (`enum ss_anat_prog`).
 pub const PROGS: usize = types::ss_anat_limits::SS_ANAT_PROGS.0 as usize;
+/// The proto of a Unix listener's statistics (AF_UNIX).
+pub const PROTO_UNIX: u16 = types::ss_anat_limits::SS_ANAT_PROTO_UNIX.0 as u16;
+/// Unix listeners followed at most.
+pub const UNIX_MAX: usize = types::ss_anat_limits::SS_ANAT_UNIX_MAX.0 as usize;
 
 /// The counters' indices (see src/bpf/anatomy.h for what each counts).
 pub mod count {

@@ -110,8 +110,6 @@ impl<'obj> Programs<'obj> {
     /// created here (in process context, where the allocation cannot fail
     /// the way it can in the programs).
     pub fn add_ports(&mut self, ports: &[ServedPort]) -> Result<()> {
-        let zero = vec![0u8; std::mem::size_of::<types::ss_anat_stats>()];
-        let zeros: Vec<Vec<u8>> = (0..self.ncpus).map(|_| zero.clone()).collect();
         for p in ports {
             let key = types::ss_anat_port_key {
                 netns: p.netns,
@@ -123,44 +121,99 @@ impl<'obj> Programs<'obj> {
                 .ports
                 .update(as_bytes(&key), &[1], MapFlags::ANY)
                 .with_context(|| format!("registering port {}/{}", p.port, p.transport.name()))?;
-            let skey = types::ss_anat_stats_key {
-                port: p.port,
-                proto: p.transport.number(),
-                pad: 0,
-            };
-            // NOEXIST: the same port in two namespaces shares its entry.
-            // The kernel takes a no-prealloc per-CPU value from a cache it
-            // refills asynchronously: ENOMEM right after the previous port
-            // means "not refilled yet", so it is retried for a while; a
-            // port that still gets none has its turns in the overflow (the
-            // report's overflow_turns), as one beyond the limit does.
-            for attempt in 0..200 {
-                match self.skel.maps.stats.update_percpu(
-                    as_bytes(&skey),
-                    &zeros,
-                    MapFlags::NO_EXIST,
-                ) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => break,
-                    Err(e) if e.kind() == libbpf_rs::ErrorKind::TooBig => break,
-                    Err(e) if e.kind() == libbpf_rs::ErrorKind::OutOfMemory && attempt < 199 => {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                    }
-                    Err(e) if e.kind() == libbpf_rs::ErrorKind::OutOfMemory => break,
-                    Err(e) => {
-                        return Err(anyhow!(
-                            "creating the statistics of port {}/{}: {e}",
-                            p.port,
-                            p.transport.name()
-                        ));
-                    }
-                }
-            }
+            self.create_stats(p)?;
             let word = usize::from(p.port >> 6);
             let bit = 1u64 << (p.port & 63);
             self.bss()?.port_bits[word] |= bit;
         }
         Ok(())
+    }
+
+    /// A served port's statistics entry, created here (in process
+    /// context, where the allocation cannot fail the way it can in the
+    /// programs).
+    fn create_stats(&mut self, p: &ServedPort) -> Result<()> {
+        let zero = vec![0u8; std::mem::size_of::<types::ss_anat_stats>()];
+        let zeros: Vec<Vec<u8>> = (0..self.ncpus).map(|_| zero.clone()).collect();
+        let skey = types::ss_anat_stats_key {
+            port: p.port,
+            proto: p.transport.number(),
+            pad: 0,
+        };
+        // NOEXIST: the same port in two namespaces shares its entry.
+        // The kernel takes a no-prealloc per-CPU value from a cache it
+        // refills asynchronously: ENOMEM right after the previous port
+        // means "not refilled yet", so it is retried for a while; a
+        // port that still gets none has its turns in the overflow (the
+        // report's overflow_turns), as one beyond the limit does.
+        for attempt in 0..200 {
+            match self
+                .skel
+                .maps
+                .stats
+                .update_percpu(as_bytes(&skey), &zeros, MapFlags::NO_EXIST)
+            {
+                Ok(()) => break,
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => break,
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::TooBig => break,
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::OutOfMemory && attempt < 199 => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::OutOfMemory => break,
+                Err(e) => {
+                    return Err(anyhow!(
+                        "creating the statistics of port {}/{}: {e}",
+                        p.port,
+                        p.transport.name()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The Unix listeners whose connections are followed, by socket inode,
+    /// numbered in the order given (each `ServedPort`'s port is its
+    /// number). Once the hooks are attached: an iterator over the Unix
+    /// sockets learns each listener's address, which the connections it
+    /// accepts share. Returns the numbers of those it found.
+    pub fn add_unix(&mut self, listeners: &[(u64, ServedPort)]) -> Result<Vec<u16>> {
+        if listeners.is_empty() {
+            return Ok(Vec::new());
+        }
+        for (inode, p) in listeners {
+            self.skel
+                .maps
+                .unix_inodes
+                .update(&inode.to_ne_bytes(), &p.port.to_ne_bytes(), MapFlags::ANY)
+                .context("registering a Unix listener")?;
+            self.create_stats(p)?;
+        }
+        let link = self
+            .skel
+            .progs
+            .ss_learn_unix
+            .attach()
+            .map_err(|e| failed("attaching the Unix listeners' iterator", e))?;
+        let mut it = Iter::new(&link).context("creating the Unix listeners' iterator")?;
+        std::io::copy(&mut it, &mut std::io::sink())
+            .context("running the Unix listeners' iterator")?;
+        let mut found: Vec<u16> = self
+            .skel
+            .maps
+            .unix_addrs
+            .keys()
+            .filter_map(|k| {
+                let v = self.skel.maps.unix_addrs.lookup(&k, MapFlags::ANY).ok()??;
+                Some(u16::from_ne_bytes(v.get(..2)?.try_into().ok()?))
+            })
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        if !found.is_empty() {
+            self.bss()?.unix_on = 1;
+        }
+        Ok(found)
     }
 
     /// Attaches every tracepoint program. Until the window opens they keep

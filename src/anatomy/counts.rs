@@ -42,6 +42,9 @@ pub enum Transport {
     Tcp,
     /// UDP (IPPROTO_UDP).
     Udp,
+    /// A Unix stream listener (AF_UNIX): its "port" is the listener's
+    /// number in the window's list of Unix listeners.
+    Unix,
 }
 
 impl Transport {
@@ -50,6 +53,7 @@ impl Transport {
         match self {
             Transport::Tcp => 6,
             Transport::Udp => 17,
+            Transport::Unix => super::abi::PROTO_UNIX,
         }
     }
 
@@ -58,15 +62,17 @@ impl Transport {
         match n {
             6 => Some(Transport::Tcp),
             17 => Some(Transport::Udp),
+            n if n == super::abi::PROTO_UNIX => Some(Transport::Unix),
             _ => None,
         }
     }
 
-    /// "tcp" or "udp".
+    /// "tcp", "udp" or "unix".
     pub fn name(self) -> &'static str {
         match self {
             Transport::Tcp => "tcp",
             Transport::Udp => "udp",
+            Transport::Unix => "unix",
         }
     }
 }

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow};
 
 pub use self::counts::{Counts, Part, PortTurns, Transport};
-pub use self::ports::{ServedPort, served_ports};
+pub use self::ports::{ServedPort, ServedUnix, served_ports, served_unix};
 use crate::probe::ScopeFilter;
 use crate::recorder::Recorder;
 use crate::report::anatomy::{AnatomyInterval, AnatomyReport, AnatomySampling};
@@ -156,8 +156,11 @@ pub struct Recorded {
     pub intervals: Vec<AnatomyInterval>,
     /// Its length, ns.
     pub window_ns: u64,
-    /// The served ports known when it opened.
+    /// The served ports known when it opened (Unix listeners included,
+    /// numbered as `unix` lists them).
     pub ports: Vec<ServedPort>,
+    /// The names of the Unix listeners followed, by number.
+    pub unix: Vec<String>,
     /// A sampled window: its duty, and how long it sampled in all, ns.
     pub sampled: Option<(Duty, u64)>,
 }
@@ -170,6 +173,11 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
         .unwrap_or(1);
     let cost = summary::cost(&rec.window.progs, rec.window_ns, ncpus, target_cpu_ns);
     let mut r = summary::report(&rec.window, rec.intervals.clone(), cost);
+    for p in &mut r.ports {
+        if p.transport == Transport::Unix.name() {
+            p.socket = rec.unix.get(usize::from(p.port)).cloned();
+        }
+    }
     r.window_s = rec.window_ns as f64 / 1e9;
     r.sampled = rec.sampled.map(|(d, on_ns)| AnatomySampling {
         on_s: d.on.as_secs_f64(),
@@ -209,7 +217,7 @@ impl Session {
 fn open<'obj>(
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     cfg: &AnatomyConfig,
-) -> Result<(bpf::Programs<'obj>, Vec<ServedPort>, Counts, u64)> {
+) -> Result<(bpf::Programs<'obj>, Served, Counts, u64)> {
     let mut progs = bpf::Programs::load(storage, &cfg.scope, cfg.max_ports)?;
     let pids = match cfg.scope {
         ScopeFilter::Tree => {
@@ -222,11 +230,29 @@ fn open<'obj>(
     // Attached before the ports are read: a listener opened between the
     // two is registered by the LISTEN hook.
     progs.attach()?;
-    let ports = served_ports(&pids);
+    let mut ports = served_ports(&pids);
     progs.add_ports(&ports)?;
+    // Unix listeners: those whose address the programs found (one closed
+    // since it was listed is not followed).
+    let unix = served_unix(&pids, abi::UNIX_MAX);
+    let registered: Vec<(u64, ServedPort)> = unix.iter().map(|u| (u.inode, u.served)).collect();
+    let found = progs.add_unix(&registered)?;
+    let names = unix.iter().map(|u| u.name.clone()).collect();
+    ports.extend(
+        unix.iter()
+            .filter(|u| found.contains(&u.served.port))
+            .map(|u| u.served),
+    );
     let before = progs.read()?;
     let start = progs.open_window()?;
-    Ok((progs, ports, before, start))
+    Ok((progs, Served { ports, unix: names }, before, start))
+}
+
+/// What a window follows: the served ports (Unix listeners included) and
+/// the Unix listeners' names by number.
+struct Served {
+    ports: Vec<ServedPort>,
+    unix: Vec<String>,
 }
 
 fn run(
@@ -235,7 +261,7 @@ fn run(
     ready: mpsc::Sender<Result<()>>,
 ) -> Result<Recorded> {
     let mut storage = MaybeUninit::uninit();
-    let (mut progs, ports, before, start) = match open(&mut storage, &cfg) {
+    let (mut progs, Served { ports, unix }, before, start) = match open(&mut storage, &cfg) {
         Ok(v) => {
             let _ = ready.send(Ok(()));
             v
@@ -307,6 +333,7 @@ fn run(
         intervals,
         window_ns,
         ports,
+        unix,
         sampled: cfg.duty.map(|d| (d, on_total.as_nanos() as u64)),
     })
 }

@@ -29,6 +29,44 @@ pub fn netns_of(pid: i32) -> Option<u32> {
         .map(|m| m.ino() as u32)
 }
 
+/// A Unix stream listener the target holds, numbered as the programs key
+/// its connections' statistics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedUnix {
+    /// Its socket inode (how the programs find it).
+    pub inode: u64,
+    /// Its name: a path, or `@name` for an abstract one.
+    pub name: String,
+    /// Its statistics' key: transport Unix, its number as the port.
+    pub served: ServedPort,
+}
+
+/// Every Unix stream listener the processes `pids` hold (learned through
+/// sock_diag, each checked against the holder's descriptors: never from
+/// /proc/net/unix), each once, numbered from 0; at most `max`.
+pub fn served_unix(pids: &[i32], max: usize) -> Vec<ServedUnix> {
+    let mut out: Vec<ServedUnix> = Vec::new();
+    for &pid in pids {
+        let Some(netns) = netns_of(pid) else { continue };
+        for l in crate::process::ready::owned_unix_listeners(pid) {
+            if out.len() >= max || out.iter().any(|u| u.inode == l.inode) {
+                continue;
+            }
+            let port = out.len() as u16;
+            out.push(ServedUnix {
+                inode: l.inode,
+                name: l.name,
+                served: ServedPort {
+                    netns,
+                    port,
+                    transport: Transport::Unix,
+                },
+            });
+        }
+    }
+    out
+}
+
 /// Every port the processes `pids` serve on, each once.
 pub fn served_ports(pids: &[i32]) -> Vec<ServedPort> {
     let mut out = BTreeSet::new();
@@ -55,6 +93,7 @@ pub fn served_ports(pids: &[i32]) -> Vec<ServedPort> {
                     Transport::Tcp => row.state == 0x0A,
                     // Unconnected: a server's socket, not a client's.
                     Transport::Udp => row.remote.port() == 0,
+                    Transport::Unix => false,
                 };
                 if serves {
                     out.insert(ServedPort {
@@ -89,5 +128,24 @@ mod tests {
         assert!(has(u.local_addr().unwrap().port(), Transport::Udp));
         assert!(!has(c.local_addr().unwrap().port(), Transport::Udp));
         assert!(ports.iter().all(|p| Some(p.netns) == netns_of(me)));
+    }
+
+    #[test]
+    fn finds_this_process_unix_listeners_numbered_from_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.sock");
+        let b = dir.path().join("b.sock");
+        let _la = std::os::unix::net::UnixListener::bind(&a).unwrap();
+        let _lb = std::os::unix::net::UnixListener::bind(&b).unwrap();
+        let me = std::process::id() as i32;
+        let got = served_unix(&[me, me], 64);
+        let names: Vec<&str> = got.iter().map(|u| u.name.as_str()).collect();
+        assert!(names.contains(&a.to_str().unwrap()), "{got:?}");
+        assert!(names.contains(&b.to_str().unwrap()), "{got:?}");
+        for (i, u) in got.iter().enumerate() {
+            assert_eq!(u.served.port, i as u16);
+            assert_eq!(u.served.transport, Transport::Unix);
+        }
+        assert_eq!(served_unix(&[me], 1).len(), 1);
     }
 }

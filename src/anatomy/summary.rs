@@ -264,6 +264,7 @@ pub fn report(
             .map(|p| PortAnatomy {
                 port: p.port,
                 transport: p.transport.name().to_string(),
+                socket: None,
                 turns: p.turns,
                 parts: parts_of(p),
             })

@@ -24,6 +24,18 @@
  * storage) at its first event; every other socket on the machine costs a
  * storage lookup and, for data_ready, one hash lookup.
  *
+ * Unix stream sockets: an accepted connection shares its listener's
+ * address (struct unix_address, refcounted), so the connections of a
+ * listener the target holds are those whose address is one the loader
+ * learned (ss_learn_unix, an iterator over the Unix sockets run once the
+ * hooks are attached: the listeners whose inode the loader gives). A
+ * client's socket has its own address or none. Nothing like TCP's write
+ * sequence says a Unix write is under way, and the peer may read the
+ * response (queued before the write returns) and send its next request
+ * before sock_send_length reports the write: the peer's read of a turn's
+ * response marks the write as seen, so that the next request's data is
+ * taken for the next turn, not for more of this one.
+ *
  * Connections that carry several requests at a time (pipelining, HTTP/2)
  * show it: a read of data that was queued before the response ended, or a
  * write before the turn's data was read. They are counted apart from then
@@ -47,6 +59,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define TCP_LISTEN 10
 #define PROTO_TCP 6
 #define PROTO_UDP 17
+#define AF_UNIX 1
 
 /* Keeps the compiler from moving loads and stores across it; x86 keeps
  * stores in order and loads in order, which is all ready_work and
@@ -71,6 +84,9 @@ struct ss_anat_cpu cpus[SS_MAX_CPUS] = {};
  * hash lookup of the port in its namespace. Set by the loader and by
  * register_port. */
 __u64 port_bits[65536 / 64] = {};
+/* Set by the loader when a Unix listener is followed: every other Unix
+ * socket's events return after this load otherwise. */
+__u32 unix_on = 0;
 
 /* Keeps the enums no field uses in BTF, for the skeleton's types. */
 enum ss_anat_part layout_part __attribute__((unused));
@@ -107,6 +123,24 @@ struct {
 	__type(key, struct ss_anat_port_key);
 	__type(value, __u8);
 } ports SEC(".maps");
+
+/* Unix listeners to follow: inode -> number (the loader's), read by
+ * ss_learn_unix only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SS_ANAT_UNIX_MAX);
+	__type(key, __u64);
+	__type(value, __u16);
+} unix_inodes SEC(".maps");
+
+/* The addresses (struct unix_address *) of those listeners, shared by the
+ * connections they accept -> the listener's number. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SS_ANAT_UNIX_MAX);
+	__type(key, __u64);
+	__type(value, __u16);
+} unix_addrs SEC(".maps");
 
 /* Per-port statistics; max_entries (the series limit) set by the loader.
  * Not preallocated: a value is 23 KB per CPU, and preallocating the limit
@@ -153,10 +187,38 @@ static __always_inline void port_key_of(const struct sock *sk, struct ss_anat_po
 	k->proto = sk->sk_protocol;
 }
 
+static __always_inline bool is_unix(const struct sock *sk)
+{
+	return sk->__sk_common.skc_family == AF_UNIX;
+}
+
+/* A Unix socket of a followed listener (the listener itself or a
+ * connection it accepted): its number, else -1. */
+static __always_inline int unix_listener_of(const struct sock *sk)
+{
+	struct unix_sock *u;
+	__u16 *i;
+	__u64 a;
+
+	if (!unix_on)
+		return -1;
+	u = bpf_skc_to_unix_sock((void *)sk);
+	if (!u)
+		return -1;
+	a = (__u64)u->addr;
+	if (!a)
+		return -1;
+	i = bpf_map_lookup_elem(&unix_addrs, &a);
+	return i ? *i : -1;
+}
+
 static __always_inline bool is_target_port(const struct sock *sk)
 {
 	struct ss_anat_port_key k;
 	__u16 port = sk->__sk_common.skc_num;
+
+	if (is_unix(sk))
+		return unix_listener_of(sk) >= 0;
 
 	if (!(port_bits[(port >> 6) & 1023] & (1ull << (port & 63))))
 		return false;
@@ -181,6 +243,10 @@ static __always_inline void conn_init(struct ss_anat_conn *c, const struct sock 
 	c->sk = (__u64)sk;
 	c->port = sk->__sk_common.skc_num;
 	c->proto = sk->sk_protocol;
+	if (is_unix(sk)) {
+		c->port = (__u16)unix_listener_of(sk);
+		c->proto = SS_ANAT_PROTO_UNIX;
+	}
 	c->flags = SS_CONN_INIT | (c->proto == PROTO_UDP ? SS_CONN_UDP : 0);
 	count(SS_CNT_CONNS);
 }
@@ -488,7 +554,35 @@ static __always_inline void prog_end(enum ss_anat_prog p, bool matched, __u64 t0
  * before the write returns. */
 static __always_inline bool write_under_way(const struct sock *sk, struct ss_anat_conn *c)
 {
+	if (c->proto == SS_ANAT_PROTO_UNIX)
+		return c->seq_mark != 0;
 	return write_seq_of(sk) != c->seq_mark;
+}
+
+/* Unix: a read on a socket we do not follow whose peer we do takes (part
+ * of) that peer's response, which may be before its write returns: the
+ * next data the peer gets is then the next request (marked until the
+ * write's end). */
+static __always_inline bool peer_reads(const struct sock *sk)
+{
+	struct ss_anat_conn *pc;
+	struct unix_sock *u;
+	struct sock *peer;
+
+	u = bpf_skc_to_unix_sock((void *)sk);
+	if (!u)
+		return false;
+	peer = u->peer;
+	if (!peer)
+		return false;
+	pc = bpf_sk_storage_get(&conns, peer, 0, 0);
+	if (!pc || pc->proto != SS_ANAT_PROTO_UNIX)
+		return false;
+	/* Only a write that has not returned needs the mark: once it has, the
+	 * turn is RESPONDING and the next data closes it. */
+	if (pc->state == SS_TURN_SERVING)
+		pc->seq_mark = 1;
+	return true;
 }
 
 static __always_inline bool ready_work(const struct sock *sk)
@@ -502,7 +596,9 @@ static __always_inline bool ready_work(const struct sock *sk)
 		if (!window_open)
 			return false;
 		/* A listener's data_ready is a connection for accept(). */
-		if (sk->__sk_common.skc_state == TCP_LISTEN || !is_target_port(sk))
+		if (sk->__sk_common.skc_state == TCP_LISTEN)
+			return false;
+		if (!is_target_port(sk))
 			return false;
 		c = conn_of(sk, true);
 		if (!c)
@@ -592,13 +688,26 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	struct ss_anat_conn *c;
 	__u64 now, arrival, rd;
 
-	if (ret <= 0 || (flags & MSG_PEEK))
+	if (flags & MSG_PEEK)
+		return false;
+	if (ret == 0) {
+		/* The peer closed: a turn answered is over (TCP says so at its
+		 * state change too; a Unix socket only here). */
+		c = conn_of(sk, false);
+		if (c && window_open && !(c->flags & SS_CONN_UDP))
+			turn_close(c);
+		return c != 0;
+	}
+	if (ret < 0)
 		return false;
 	c = conn_of(sk, false);
 	if (!c) {
 		if (!window_open)
 			return false;
-		if (!is_target_port(sk)) {
+		if (is_unix(sk)) {
+			if (!is_target_port(sk))
+				return unix_on && peer_reads(sk);
+		} else if (!is_target_port(sk)) {
 			/* A UDP server socket bound during the window: its
 			 * first read by the target makes its port known. */
 			if (sk->sk_protocol != PROTO_UDP ||
@@ -780,7 +889,7 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 	 * turn RESPONDING and closes it itself. */
 	write_ends(c, now);
 	barrier();
-	c->seq_mark = write_seq_of(sk);
+	c->seq_mark = c->proto == SS_ANAT_PROTO_UNIX ? 0 : write_seq_of(sk);
 	barrier();
 	if ((c->flags & SS_CONN_NEXT) && c->state == SS_TURN_RESPONDING)
 		open_next_turn(c);  /* it came while this write was under way */
@@ -841,6 +950,33 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(ss_exit, struct task_struct *p)
 {
 	TIMED(SS_PROG_FORK, tree_exit(p));
+	return 0;
+}
+
+/* --- Unix listeners ------------------------------------------------------ */
+
+/* Run by the loader once the hooks are attached: the address of every
+ * listening Unix socket whose inode it gave (unix_inodes) is followed. */
+SEC("iter/unix")
+int ss_learn_unix(struct bpf_iter__unix *ctx)
+{
+	struct unix_sock *u = ctx->unix_sk;
+	struct sock *sk;
+	__u16 *index;
+	__u64 ino, a;
+
+	if (!u)
+		return 0;
+	sk = &u->sk;
+	if (sk->__sk_common.skc_state != TCP_LISTEN)
+		return 0;
+	ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+	index = bpf_map_lookup_elem(&unix_inodes, &ino);
+	if (!index)
+		return 0;
+	a = (__u64)u->addr;
+	if (a)
+		bpf_map_update_elem(&unix_addrs, &a, index, BPF_ANY);
 	return 0;
 }
 

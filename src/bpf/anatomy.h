@@ -47,6 +47,11 @@ enum ss_anat_limits {
 	SS_UDP_RING = 16,
 	/* Programs that time themselves (enum ss_anat_prog). */
 	SS_ANAT_PROGS = 5,
+	/* The proto of a Unix stream socket's connections (AF_UNIX): its
+	 * "port" is the listener's number, given by the loader. */
+	SS_ANAT_PROTO_UNIX = 1,
+	/* Unix listeners followed at most. */
+	SS_ANAT_UNIX_MAX = 64,
 };
 
 /* The programs, in the order of ss_anat_cpu.prog. */
@@ -123,6 +128,14 @@ struct ss_anat_port_key {
 	__u16 proto;   /* IPPROTO_TCP or IPPROTO_UDP */
 };
 
+/* A Unix listener to follow: its inode (the loader's key) and its number
+ * (the "port" of its connections' statistics). */
+struct ss_anat_unix {
+	__u64 inode;
+	__u16 index;
+	__u16 pad[3];
+};
+
 /* Key of the per-port statistics. */
 struct ss_anat_stats_key {
 	__u16 port;
@@ -149,7 +162,9 @@ struct ss_anat_conn {
 	__u32 flags;
 	__u16 port;
 	__u16 proto;
-	__u32 seq_mark;     /* TCP: write_seq when no write of ours was under way */
+	__u32 seq_mark;     /* TCP: write_seq when no write of ours was under way;
+			     * Unix: 1 once the peer read (part of) this turn's
+			     * response before the write returned, until it does */
 	__u32 ring_head;    /* UDP: next arrival to read */
 	__u32 ring_tail;    /* UDP: next free slot */
 	__u64 ring[SS_UDP_RING];     /* UDP: arrival times, oldest first */

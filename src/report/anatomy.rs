@@ -137,12 +137,25 @@ pub struct Multiplexed {
 pub struct PortAnatomy {
     /// Local port.
     pub port: u16,
-    /// "tcp" or "udp".
+    /// "tcp", "udp" or "unix" (then `port` is the listener's number).
     pub transport: String,
+    /// A Unix listener's name (a path, or `@name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
     /// Turns timed.
     pub turns: u64,
     /// Its parts.
     pub parts: Parts,
+}
+
+impl PortAnatomy {
+    /// `tcp/80`, `udp/53`, or `unix:/run/app.sock` (escaped).
+    pub fn label(&self) -> String {
+        match &self.socket {
+            Some(name) => format!("unix:{}", crate::text::escape(name)),
+            None => format!("{}/{}", self.transport, self.port),
+        }
+    }
 }
 
 /// The client's latency in the same run, beside the server time.
@@ -531,9 +544,8 @@ pub fn render(a: &AnatomyReport) -> String {
     if a.ports.len() > 1 {
         for p in &a.ports {
             out.push_str(&format!(
-                "  port {}/{}: {} turns, server time p50 {} p99 {}\n",
-                p.port,
-                p.transport,
+                "  {}: {} turns, server time p50 {} p99 {}\n",
+                p.label(),
                 p.turns,
                 fmt_ns(p.parts.server_time.p50_ns as f64),
                 fmt_ns(p.parts.server_time.p99_ns as f64)

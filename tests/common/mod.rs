@@ -10,6 +10,7 @@ pub mod cgroup;
 pub mod netns;
 pub mod nginx;
 pub mod ports;
+pub mod postgres;
 pub mod procs;
 pub mod progs;
 pub mod prometheus;

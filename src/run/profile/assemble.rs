@@ -285,9 +285,7 @@ fn caveats(
     if addr.is_unix() {
         caveats.push(format!(
             "Unix socket: the load and the target talk over {} on this machine (no network \
-             stack). The request anatomy follows TCP and UDP ports only, so it was not run: \
-             there are no per-request server times or compositions; the load's own latencies \
-             and the syscall trace are this run's figures.",
+             stack, no network path).",
             crate::text::escape(&addr.to_string())
         ));
     }
@@ -472,7 +470,7 @@ mod tests {
     }
 
     #[test]
-    fn a_unix_socket_has_no_network_path_and_says_the_anatomy_was_not_run() {
+    fn a_unix_socket_has_no_network_path() {
         let mut m = measured();
         m.addr = Endpoint::parse("unix:/run/app.sock").unwrap();
         let rep = assemble(Vec::new(), m, no_advice);
@@ -483,11 +481,7 @@ mod tests {
             c.starts_with("Unix socket:") && c.contains("unix:/run/app.sock"),
             "{c}"
         );
-        assert!(
-            c.contains("request anatomy") && c.contains("not run"),
-            "{c}"
-        );
-        assert!(rep.anatomy.is_none() && rep.anatomy_failure.is_none());
+        assert!(c.contains("no network path"), "{c}");
     }
 
     #[test]

@@ -58,11 +58,7 @@ pub(super) fn record(driven: Driven, anatomy: Option<&AnatomyReport>) -> Workloa
 
 /// What the anatomy's count is made of, for people.
 fn note(a: &AnatomyReport) -> String {
-    let ports: Vec<String> = a
-        .ports
-        .iter()
-        .map(|p| format!("{}/{}", p.transport, p.port))
-        .collect();
+    let ports: Vec<String> = a.ports.iter().map(|p| p.label()).collect();
     let mut s = format!(
         "responses the target wrote on {} connection{} to its listening port{} ({})",
         a.connections,

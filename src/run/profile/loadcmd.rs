@@ -1,7 +1,8 @@
 //! `profile --load-cmd 'COMMAND'`: any program as the load (wrk,
 //! redis-benchmark, h2load, pgbench, a script). The words `ADDR`, `HOST`
 //! and `PORT` are filled with the address the target listens on once it
-//! is learned; the command runs (without a shell: `sh -c '...'` gives one)
+//! is learned (on a Unix socket: `ADDR` its name, `HOST` its directory, as
+//! `pgbench -h` and `psql -h` take it; no `PORT`); the command runs (without a shell: `sh -c '...'` gives one)
 //! in its own process group, its output kept (bounded), and the window is
 //! its run. It is stopped, with everything it started, when the target
 //! dies, on a stop signal, after `--load-timeout`, and if sockscope dies
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
+use crate::endpoint::UnixName;
 use crate::error;
 use crate::process::run_as::RunAs;
 use crate::process::target::{self, Launched};
@@ -64,21 +66,55 @@ impl LoadCommand {
     /// within an argument (`http://ADDR/x`; `-hHOST`, `$HOST` and
     /// `${HOST}` are left alone).
     pub fn fill(&self, addr: SocketAddr) -> Vec<String> {
-        let values = [
-            addr.to_string(),
-            addr.ip().to_string(),
-            addr.port().to_string(),
-        ];
+        self.fill_with([
+            Some(addr.to_string()),
+            Some(addr.ip().to_string()),
+            Some(addr.port().to_string()),
+        ])
+        .expect("every placeholder has a value")
+    }
+
+    /// The command for a target on a Unix socket: `ADDR` is its name
+    /// (`/path` or `@name`), `HOST` the directory of a socket file
+    /// (`pgbench -h HOST`); `PORT` has no value there, nor `HOST` for an
+    /// abstract name: a usage error saying so.
+    pub fn fill_unix(&self, name: &UnixName) -> Result<Vec<String>> {
+        let dir = name
+            .path()
+            .and_then(Path::parent)
+            .map(|d| d.to_string_lossy().into_owned());
+        self.fill_with([Some(name.to_string()), dir, None])
+            .map_err(|missing| {
+                error::usage(format!(
+                    "--load-cmd: the target serves unix:{}, which has no {}; write what the \
+                     command needs into --load-cmd instead of {missing}",
+                    crate::text::escape(&name.to_string()),
+                    if missing == "PORT" {
+                        "port"
+                    } else {
+                        "directory (an abstract name)"
+                    }
+                ))
+            })
+    }
+
+    /// The words with each placeholder that stands alone replaced by its
+    /// value; Err(the placeholder) when one that stands has none.
+    fn fill_with(
+        &self,
+        values: [Option<String>; 3],
+    ) -> std::result::Result<Vec<String>, &'static str> {
         self.words
             .iter()
             .map(|w| {
                 let mut w = w.clone();
                 for (p, v) in PLACEHOLDERS.iter().zip(&values) {
                     while let Some(i) = find_word(&w, p) {
+                        let v = v.as_deref().ok_or(*p)?;
                         w.replace_range(i..i + p.len(), v);
                     }
                 }
-                w
+                Ok(w)
             })
             .collect()
     }
@@ -292,6 +328,26 @@ mod tests {
         );
         assert!(cmd("wrk http://ADDR/").has_placeholders());
         assert!(!cmd("wrk http://127.0.0.1:80/ --ADDRESS").has_placeholders());
+    }
+
+    #[test]
+    fn on_a_unix_socket_addr_is_its_name_and_host_its_directory() {
+        let file = UnixName::Path("/run/pg/.s.PGSQL.5432".into());
+        assert_eq!(
+            cmd("pgbench -h HOST -f x.sql").fill_unix(&file).unwrap(),
+            ["pgbench", "-h", "/run/pg", "-f", "x.sql"]
+        );
+        assert_eq!(
+            cmd("redis-benchmark -s ADDR").fill_unix(&file).unwrap()[2],
+            "/run/pg/.s.PGSQL.5432"
+        );
+        let e = cmd("pgbench -h HOST -p PORT").fill_unix(&file).unwrap_err();
+        assert!(format!("{e:#}").contains("no port"), "{e:#}");
+        let abs = UnixName::Abstract(b"app".to_vec());
+        assert_eq!(cmd("x ADDR").fill_unix(&abs).unwrap()[1], "@app");
+        let e = cmd("x HOST").fill_unix(&abs).unwrap_err();
+        assert!(format!("{e:#}").contains("abstract"), "{e:#}");
+        assert_eq!(cmd("x y").fill_unix(&abs).unwrap(), ["x", "y"]);
     }
 
     #[test]

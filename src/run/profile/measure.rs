@@ -436,10 +436,9 @@ fn attach(
         let tracer = tracer::start_tracer(spec, subject.pid, spec.count_only)?;
         let control_clock = tracer.handle.as_ref().and_then(tracer::cpu_clock_of);
         let root = tracer::wait_window(&tracer, subject, signals)?;
-        // In the tracer's window, before the load: every request is seen.
-        // The anatomy follows TCP/UDP ports: on a Unix socket it has
-        // nothing to see (the report says so).
-        let anatomy = (spec.recorders.requests() && !addr.is_unix()).then(|| {
+        // In the tracer's window, before the load: every request is seen
+        // (on the target's TCP/UDP ports and Unix listeners alike).
+        let anatomy = spec.recorders.requests().then(|| {
             crate::run::trace::requests::config_for(&target, root)
                 .and_then(Session::start)
                 .map_err(|e| format!("{e:#}"))
@@ -534,13 +533,7 @@ fn load(
     let control0 = tracer::thread_cpu_s(attached.control_clock);
     let loaded = match workload {
         Workload::Own(line) => own_load(spec, path, line, addr, abort),
-        Workload::Command(c, run_as) => match addr.inet() {
-            Some(a) => command_load(c, run_as.as_ref(), a, subject, signals),
-            // Refused at readiness already; never a command on a guess.
-            None => Err(crate::error::usage(
-                "--load-cmd: the target serves a Unix socket, whose requests cannot be counted",
-            )),
-        },
+        Workload::Command(c, run_as) => command_load(c, run_as.as_ref(), addr, subject, signals),
         Workload::Observe(d) => observe(*d, subject, signals),
     };
     let control_cpu_s = (tracer::thread_cpu_s(attached.control_clock) - control0).max(0.0);
@@ -588,11 +581,14 @@ fn own_load(
 fn command_load(
     c: &LoadCommand,
     run_as: Option<&RunAs>,
-    addr: SocketAddr,
+    addr: &Endpoint,
     subject: &Subject,
     signals: &mut Signals,
 ) -> Result<Driven> {
-    let argv = c.fill(addr);
+    let argv = match addr {
+        Endpoint::Inet(a) => c.fill(*a),
+        Endpoint::Unix(name) => c.fill_unix(name)?,
+    };
     let (run, cut) = loadcmd::run(&argv, run_as, c.timeout, subject.exit_fd.as_fd(), signals)?;
     match cut {
         Some(Cut::Signal(signo)) => Err(exit::interrupted(signo, "during the load command")),

@@ -180,7 +180,6 @@ pub(super) fn wait_ready(
             }
             Some(Explicit::Unix(name)) => {
                 if unix.iter().any(|l| l.name == name) {
-                    unix_refusal(spec, name)?;
                     return Ok(learned(Endpoint::parse(&format!("unix:{name}"))?));
                 }
                 let others = ready::unix_listeners_named(name, &ready_tree(spec, subject.pid));
@@ -356,8 +355,7 @@ fn ready_unix(spec: &ProfileSpec, pid: i32) -> Vec<UnixListener> {
 
 /// The target's Unix listener to load when it has no TCP one: the only
 /// one, or for a launched target the first by name; a running service
-/// with several is the user's to choose (usage error). Refused (exit 2)
-/// when the run needs what a Unix socket cannot give ([`unix_refusal`]).
+/// with several is the user's to choose (usage error).
 fn choose_unix(spec: &ProfileSpec, unix: &[UnixListener], root: i32) -> Result<Option<Endpoint>> {
     let names: std::collections::BTreeSet<&str> = unix.iter().map(|l| l.name.as_str()).collect();
     let Some(first) = names.first() else {
@@ -378,33 +376,7 @@ fn choose_unix(spec: &ProfileSpec, unix: &[UnixListener], root: i32) -> Result<O
                 .join(", ")
         )));
     }
-    unix_refusal(spec, first)?;
     Endpoint::parse(&format!("unix:{first}")).map(Some)
-}
-
-/// What a run on a Unix socket cannot do, refused with the reason (exit
-/// 2): the request anatomy follows TCP/UDP ports only, so requests that
-/// sockscope's own load does not count itself cannot be counted.
-fn unix_refusal(spec: &ProfileSpec, name: &str) -> Result<()> {
-    let why = "the request anatomy follows TCP and UDP ports only and cannot see requests on \
-               a Unix socket";
-    if !spec.recorders.syscalls() {
-        return Err(crate::error::usage(format!(
-            "--requests-only: the target serves unix:{} (no TCP listener), and {why}; run \
-             without --requests-only (the syscall tracer and the load's own counts still \
-             apply)",
-            crate::text::escape(name)
-        )));
-    }
-    if let Workload::Command(..) | Workload::Observe(..) = spec.workload {
-        return Err(crate::error::usage(format!(
-            "--load-cmd/--duration: the target serves unix:{} (no TCP listener), and {why}, so \
-             the requests could not be counted; use --load (sockscope's load counts its own \
-             requests, e.g. --load 'redis -c 4 -d 5')",
-            crate::text::escape(name)
-        )));
-    }
-    Ok(())
 }
 
 /// `unix /run/app.sock`, with the holder's pid when it is not `root`.

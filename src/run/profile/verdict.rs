@@ -126,7 +126,7 @@ pub(super) fn counted_verdict(
             } else {
                 a.ports
                     .iter()
-                    .map(|p| format!("{}/{}", p.transport, p.port))
+                    .map(|p| p.label())
                     .collect::<Vec<_>>()
                     .join(", ")
             }
