@@ -290,4 +290,60 @@ mod tests {
         assert_eq!(stale_owner("system.slice"), None);
         assert_eq!(stale_owner("sockscope-x-0-1"), None);
     }
+
+    mod props {
+        use super::super::*;
+        use crate::hostile;
+        use proptest::prelude::*;
+
+        /// A mount point with the characters the kernel escapes.
+        fn escape(p: &str) -> String {
+            p.chars()
+                .map(|c| match c {
+                    ' ' | '\t' | '\n' | '\\' => format!("\\{:03o}", c as u32),
+                    c => c.to_string(),
+                })
+                .collect()
+        }
+
+        proptest! {
+            #![proptest_config(hostile::config(256))]
+
+            #[test]
+            fn a_mount_point_written_escaped_reads_back_whole(
+                at in "/[a-z \t\n\\\\]{1,30}",
+            ) {
+                let mounts = format!("none {} cgroup2 rw 0 0\n", escape(&at));
+                prop_assert_eq!(cgroup2_mount(&mounts), Some(PathBuf::from(&at)));
+            }
+
+            #[test]
+            fn a_cgroup_path_and_its_pids_read_back(
+                path in "(/[a-z0-9][a-z0-9.-]{0,11}){1,5}",
+                pids in proptest::collection::vec(1..i32::MAX, 0..20),
+            ) {
+                let text = format!("3:cpu:/x\n0::{path}\n");
+                prop_assert_eq!(unified_path(&text), Some(path.as_str()));
+                let list: String = pids.iter().map(|p| format!("{p}\n")).collect();
+                prop_assert_eq!(parse_pids(&list), pids);
+            }
+
+            #[test]
+            fn mutated_mounts_cgroup_files_and_names_never_panic(
+                ms in hostile::mutations(),
+            ) {
+                let mounts = "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n\
+                              none /my\\040cg cgroup2 rw 0 0\n";
+                let m = hostile::mutate_text(mounts, &ms);
+                let _ = cgroup2_mount(&m);
+                let _ = unescape(&m);
+                let c = hostile::mutate_text("0::/user.slice/a.scope\n12\n40\n", &ms);
+                if let Some(p) = unified_path(&c) {
+                    prop_assert!(p.starts_with('/') && !p.split('/').any(|x| x == ".."));
+                }
+                prop_assert!(parse_pids(&c).iter().all(|&p| p > 0));
+                let _ = stale_owner(&hostile::mutate_text("sockscope-123-0-999", &ms));
+            }
+        }
+    }
 }
