@@ -41,7 +41,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
             served: Some(sp),
         } => run::pathload::run(spec, quiet, &sp),
         Plan::Serve { spec, quiet } => run::serve::run(spec, quiet),
-        Plan::Profile { spec, out } => run::profile::run(&spec, out.as_deref()),
+        Plan::Profile { spec, out, verbose } => run::profile::run(&spec, out.as_deref(), verbose),
         Plan::Bench {
             experiment,
             out,
@@ -50,7 +50,12 @@ fn dispatch(plan: Plan) -> Result<u8> {
             path,
         } => run::bench::run_cli(experiment, out.as_deref(), quick, quiet, path),
         Plan::Demo { out, quick, quiet } => run::demo::run(out.as_deref(), quick, quiet),
-        Plan::Report { file, out, quiet } => run::report::run(&file, out.as_deref(), quiet),
+        Plan::Report {
+            file,
+            out,
+            quiet,
+            verbose,
+        } => run::report::run(&file, out.as_deref(), quiet, verbose),
         Plan::Compare { a, b, html } => run::compare::run(&a, &b, html.as_deref()),
         Plan::Merge {
             files,

@@ -52,6 +52,12 @@ pub struct Cli {
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
+    /// Print the whole summary (summary.txt: every table, the stacks, the
+    /// evidence, the caveats and the settings) where profile and report
+    /// print only what ran, the headline and what the run says.
+    #[arg(long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+
     /// Keep HTTP header values (-H 'Name: value') in the command lines
     /// that artifacts record; by default only the names are kept, so a
     /// token in an Authorization header does not end up in a shared
@@ -206,6 +212,8 @@ pub enum Plan {
         spec: crate::run::profile::ProfileSpec,
         /// Artifact directory (None: a timestamped default).
         out: Option<PathBuf>,
+        /// --verbose: the whole summary on the terminal.
+        verbose: bool,
     },
     /// `sockscope bench`.
     Bench {
@@ -237,6 +245,8 @@ pub enum Plan {
         out: Option<PathBuf>,
         /// --quiet.
         quiet: bool,
+        /// --verbose: the whole summary on the terminal.
+        verbose: bool,
     },
     /// `sockscope compare`.
     Compare {
@@ -285,6 +295,7 @@ impl Cli {
     /// check is a usage error here (exit 2), before anything runs.
     pub fn into_plan(self) -> Result<Plan> {
         let quiet = self.quiet;
+        let verbose = self.verbose;
         crate::cmdline::keep_header_values(self.record_header_values);
         Ok(match self.command {
             Command::Trace(args) => Plan::Trace(args.into_spec(quiet)?),
@@ -299,7 +310,7 @@ impl Cli {
             },
             Command::Profile(args) => {
                 let (spec, out) = args.into_spec(quiet)?;
-                Plan::Profile { spec, out }
+                Plan::Profile { spec, out, verbose }
             }
             Command::Bench(args) => Plan::Bench {
                 path: args.path()?,
@@ -317,6 +328,7 @@ impl Cli {
                 file: args.file,
                 out: args.out,
                 quiet,
+                verbose,
             },
             Command::Compare(args) => Plan::Compare {
                 a: args.a,

@@ -34,8 +34,12 @@ pub enum Dest {
 /// What to print on stdout once the artifact is in place.
 #[derive(Clone, Copy, Debug)]
 pub struct Show {
-    /// The summary (as in summary.txt).
+    /// The summary: its brief form when the artifact has one (with where
+    /// the whole one is), else as in summary.txt.
     pub summary: bool,
+    /// The whole summary even when the artifact has a brief form
+    /// (`--verbose`).
+    pub whole: bool,
     /// `report: DIR/report.html`.
     pub path: bool,
 }
@@ -46,7 +50,16 @@ impl Show {
     pub fn unless_quiet(quiet: bool) -> Self {
         Show {
             summary: !quiet,
+            whole: false,
             path: true,
+        }
+    }
+
+    /// As [`Show::unless_quiet`], the whole summary when `verbose`.
+    pub fn for_terminal(quiet: bool, verbose: bool) -> Self {
+        Show {
+            whole: verbose,
+            ..Self::unless_quiet(quiet)
         }
     }
 }
@@ -91,8 +104,16 @@ pub fn publish(art: &dyn Artifact, dest: Dest, show: Show) -> Result<PathBuf> {
     // The files are in place: a closed or full stdout now fails the
     // command (exit 1) without losing them.
     let mut shown = String::new();
-    if show.summary {
-        shown.push_str(&summary);
+    match art.brief().filter(|_| show.summary && !show.whole) {
+        Some(brief) => {
+            shown.push_str(&crate::text::escape_block(&brief));
+            shown.push_str(&format!(
+                "\nsummary: {} (all of it; --verbose prints it here)\n",
+                dir.join(SUMMARY_FILE).display()
+            ));
+        }
+        None if show.summary => shown.push_str(&summary),
+        None => {}
     }
     if show.path {
         shown.push_str(&format!("report: {}\n", dir.join(PAGE_FILE).display()));

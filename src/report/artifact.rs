@@ -34,6 +34,12 @@ pub trait Artifact {
     fn json(&self) -> Result<Vec<u8>>;
     /// The summary for a terminal (summary.txt).
     fn summary(&self) -> String;
+    /// A shorter form of the summary that a terminal gets by default (the
+    /// whole one stays in summary.txt); None when the summary is short
+    /// enough to print whole.
+    fn brief(&self) -> Option<String> {
+        None
+    }
     /// The HTML page (report.html).
     fn page(&self) -> String;
     /// The other files of the set, rendered from the artifact too (name,
@@ -60,6 +66,9 @@ impl Artifact for ProfileReport {
     }
     fn summary(&self) -> String {
         sections::text::render(self)
+    }
+    fn brief(&self) -> Option<String> {
+        Some(sections::text::render_brief(self))
     }
     fn page(&self) -> String {
         sections::page::profile_page(self)

@@ -63,6 +63,7 @@ pub fn run(out: Option<&Path>, quick: bool, quiet: bool) -> Result<u8> {
     // not run.
     let show = Show {
         summary: !quiet || !complete,
+        whole: true,
         path: true,
     };
     publish(&demo, Dest::Staged(staging), show)?;

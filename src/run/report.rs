@@ -11,7 +11,7 @@ use crate::report::{self, artifact};
 
 /// `sockscope report FILE`: re-renders report.html and summary.txt from a
 /// profile, bench, demo, load or requests artifact, into `out` (default: beside FILE).
-pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
+pub fn run(file: &Path, out: Option<&Path>, quiet: bool, verbose: bool) -> Result<u8> {
     let text = crate::input::read_artifact(
         file,
         crate::input::ARTIFACT_MAX,
@@ -61,7 +61,7 @@ pub fn run(file: &Path, out: Option<&Path>, quiet: bool) -> Result<u8> {
     publish(
         art.as_ref(),
         Dest::Existing { dir, named },
-        Show::unless_quiet(quiet),
+        Show::for_terminal(quiet, verbose),
     )?;
     Ok(0)
 }

@@ -21,6 +21,9 @@ impl ProfileSection for Headline {
     fn name(&self) -> &'static str {
         "headline"
     }
+    fn brief(&self) -> bool {
+        true
+    }
     fn present(&self, _r: &ProfileReport) -> bool {
         true
     }

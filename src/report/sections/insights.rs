@@ -14,6 +14,9 @@ impl ProfileSection for Insights {
     fn name(&self) -> &'static str {
         "insights"
     }
+    fn brief(&self) -> bool {
+        true
+    }
     fn present(&self, _r: &ProfileReport) -> bool {
         true
     }

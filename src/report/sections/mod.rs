@@ -66,6 +66,12 @@ pub trait ProfileSection: Sync {
     fn place(&self) -> Place {
         Place::Body
     }
+    /// Whether the terminal's brief summary shows its block (what ran,
+    /// what it found); the rest stays in summary.txt (`--verbose` prints
+    /// it all).
+    fn brief(&self) -> bool {
+        false
+    }
 }
 
 /// The registry: one line per section, in the order summary.txt and the

@@ -19,6 +19,9 @@ impl ProfileSection for Steps {
     fn name(&self) -> &'static str {
         "sweep"
     }
+    fn brief(&self) -> bool {
+        true
+    }
     fn present(&self, r: &ProfileReport) -> bool {
         r.sweep.is_some()
     }

@@ -1,13 +1,41 @@
 //! summary.txt of a profile: what ran, then the block of each section the
-//! run has ([`super::SECTIONS`], in order), a blank line between them, for
-//! a terminal.
+//! run has ([`super::SECTIONS`], in order), a blank line between them; and
+//! the terminal's brief form: what ran and the sections marked
+//! [`super::ProfileSection::brief`], every line fit to [`TERMINAL_WIDTH`].
 
 use std::fmt::Write as _;
 
 use crate::report::profile::ProfileReport;
 
+/// The columns the brief summary's lines fit in.
+pub const TERMINAL_WIDTH: usize = 100;
+
 /// Renders the whole summary.
 pub fn render(r: &ProfileReport) -> String {
+    let mut s = header(r);
+    for block in super::present(r).filter_map(|sec| sec.text(r)) {
+        s.push('\n');
+        s.push_str(&block);
+    }
+    s
+}
+
+/// The brief summary a terminal gets: what ran, the headline and what the
+/// run says (a sweep's steps too), each line fit to [`TERMINAL_WIDTH`].
+pub fn render_brief(r: &ProfileReport) -> String {
+    let mut s = header(r);
+    for block in super::present(r)
+        .filter(|sec| sec.brief())
+        .filter_map(|sec| sec.text(r))
+    {
+        s.push('\n');
+        s.push_str(&block);
+    }
+    fit(&s, TERMINAL_WIDTH)
+}
+
+/// What ran: the first lines of both forms.
+fn header(r: &ProfileReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "sockscope profile, {}", r.started_at);
     let _ = writeln!(
@@ -25,11 +53,74 @@ pub fn render(r: &ProfileReport) -> String {
     let _ = writeln!(s, "machine  {}", r.machine.describe());
     let _ = writeln!(s, "build    sockscope {}", r.header.build.describe());
     let _ = writeln!(s, "windows  {}", r.windows.note);
-    for block in super::present(r).filter_map(|sec| sec.text(r)) {
-        s.push('\n');
-        s.push_str(&block);
-    }
     s
+}
+
+/// Every line of `text` longer than `width` columns (characters) wrapped
+/// at spaces, its continuation lines indented under where its text
+/// starts: past a bullet (`* `, `- `), or at the value of a `name   value`
+/// line (two spaces or more after its first words), whose start is kept as
+/// it is. A word longer than the line stays whole.
+pub fn fit(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.chars().count() <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let (start, hang) = text_start(line);
+        let hang = hang.min(width / 2);
+        // `start` is a byte index at a char boundary (spaces and ASCII
+        // bullets only before it).
+        out.push_str(&line[..start]);
+        let mut col = line[..start].chars().count();
+        let mut first = true;
+        for word in line[start..].split(' ').filter(|w| !w.is_empty()) {
+            let n = word.chars().count();
+            if !first && col + 1 + n > width {
+                out.push('\n');
+                out.push_str(&" ".repeat(hang));
+                col = hang;
+            } else if !first {
+                out.push(' ');
+                col += 1;
+            }
+            out.push_str(word);
+            col += n;
+            first = false;
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Where a long line's text starts (a byte index: what precedes it is
+/// kept as it is) and the indent of its continuation lines (columns).
+fn text_start(line: &str) -> (usize, usize) {
+    let lead = line.len() - line.trim_start_matches(' ').len();
+    let rest = &line[lead..];
+    if rest.starts_with("* ") || rest.starts_with("- ") {
+        return (lead + 2, lead + 2);
+    }
+    // `name   value`: the first run of two spaces or more, early in the
+    // line, ends at the value.
+    let b = rest.as_bytes();
+    let mut i = 0;
+    while i + 1 < b.len() && i < 32 {
+        if b[i] == b' ' && b[i + 1] == b' ' {
+            let mut j = i;
+            while j < b.len() && b[j] == b' ' {
+                j += 1;
+            }
+            if rest.is_char_boundary(j) {
+                return (lead + j, lead + rest[..j].chars().count());
+            }
+            break;
+        }
+        i += 1;
+    }
+    (lead, lead + 2)
 }
 
 /// Wraps `text` at `width` columns, continuation lines indented.
@@ -53,7 +144,55 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::wrap;
+    use super::{fit, wrap};
+
+    #[test]
+    fn long_lines_fit_under_their_text_and_short_ones_stay() {
+        let text = "short line\n\
+                    target   a b c d e f g h i j k l m n o p q r s t u v w x y z\n  \
+                    * one two three four five six seven eight nine ten eleven\n";
+        let got = fit(text, 30);
+        assert!(got.lines().all(|l| l.chars().count() <= 30), "{got}");
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(lines[0], "short line");
+        assert!(lines[1].starts_with("target   a b"), "{got}");
+        assert!(lines[2].starts_with("         ") && !lines[2].starts_with("          "));
+        let bullet = lines.iter().position(|l| l.starts_with("  * one")).unwrap();
+        assert!(lines[bullet + 1].starts_with("    ") && !lines[bullet + 1].starts_with("     "));
+        // Only spaces change: the words are all there, in order.
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(words(&got), words(text));
+        // A word longer than the line stays whole.
+        let long = "x".repeat(50);
+        assert_eq!(
+            fit(&format!("a {long} b"), 30),
+            format!("a\n  {long}\n  b\n")
+        );
+    }
+
+    #[test]
+    fn the_brief_summary_fits_a_terminal_and_keeps_the_headline_and_findings() {
+        use crate::report::fixtures;
+        let r = fixtures::profile(&fixtures::epoll_echo());
+        let brief = super::render_brief(&r);
+        let whole = super::render(&r);
+        assert!(
+            brief
+                .lines()
+                .all(|l| l.chars().count() <= super::TERMINAL_WIDTH),
+            "{brief}"
+        );
+        assert!(
+            brief.contains("Headline:") && brief.contains("What the run says:"),
+            "{brief}"
+        );
+        assert!(brief.lines().count() < whole.lines().count());
+        let syscalls = "Target syscalls over the trace window";
+        assert!(
+            !brief.contains(syscalls) && whole.contains(syscalls),
+            "{whole}"
+        );
+    }
 
     #[test]
     fn a_run_without_the_tracer_says_its_syscalls_were_not_recorded() {

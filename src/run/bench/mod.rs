@@ -276,6 +276,7 @@ pub fn run_cli(
     // Quiet, a bench prints nothing at all.
     let show = Show {
         summary: !quiet,
+        whole: true,
         path: !quiet,
     };
     publish(&rep, Dest::Staged(staging), show)?;

@@ -49,8 +49,9 @@ use crate::process::publish::{Dest, Show, publish};
 use crate::process::staging::Staging;
 
 /// `sockscope profile`: measures, then writes DIR/run.json, summary.txt
-/// and report.html as a set; prints the summary and the report's path.
-pub fn run(spec: &ProfileSpec, out: Option<&Path>) -> Result<u8> {
+/// and report.html as a set; prints the summary (its brief form unless
+/// `verbose`) and the report's path.
+pub fn run(spec: &ProfileSpec, out: Option<&Path>, verbose: bool) -> Result<u8> {
     let dest = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(format!("profile-{}", super::timestamp())));
@@ -60,7 +61,7 @@ pub fn run(spec: &ProfileSpec, out: Option<&Path>) -> Result<u8> {
         publish(
             &done.report,
             Dest::Staged(staging),
-            Show::unless_quiet(spec.quiet),
+            Show::for_terminal(spec.quiet, verbose),
         )?;
         // Written, marked partial; the status still says it was cut short.
         if let Some(x) = done.interrupted {
@@ -71,7 +72,11 @@ pub fn run(spec: &ProfileSpec, out: Option<&Path>) -> Result<u8> {
         return Ok(0);
     }
     let rep = measure(spec)?;
-    publish(&rep, Dest::Staged(staging), Show::unless_quiet(spec.quiet))?;
+    publish(
+        &rep,
+        Dest::Staged(staging),
+        Show::for_terminal(spec.quiet, verbose),
+    )?;
     stacks::verdict(spec, &rep)?;
     verdict::anatomy_verdict(&rep)?;
     Ok(0)
