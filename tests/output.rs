@@ -729,3 +729,37 @@ fn a_full_disk_under_a_staged_set_names_the_final_path() {
     drop(staging);
     assert_eq!(names(&fs.0), Vec::<String>::new());
 }
+
+/// `trace --json F -o T` on a full disk: the failure names both files and
+/// the errno (the table's was lost behind the JSON's), exits 1, prints the
+/// table on stderr instead, and leaves neither file nor a temporary one; as
+/// much with --interval, whose last write is the whole trace.
+#[test]
+fn a_table_that_fills_the_disk_is_named_beside_the_json() {
+    if !require_bpf("a_table_that_fills_the_disk_is_named_beside_the_json") {
+        return;
+    }
+    let fs = Tmpfs::mount(&scratch("output-table-full").join("mnt"), "64k");
+    fs.fill();
+    let json = fs.0.join("t.json");
+    let table = fs.0.join("t.txt");
+    let (j, t) = (json.to_str().unwrap(), table.to_str().unwrap());
+    for extra in [&[][..], &["--interval", "0.2"][..]] {
+        let mut args = vec!["trace", "-q", "--json", j, "-o", t];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sleep", "0.5"]);
+        let (st, _, err) = run_bounded(&args, LIMIT);
+        assert_eq!(st.code(), Some(1), "{extra:?}: {err}");
+        for f in [j, t] {
+            assert!(
+                err.contains(&format!("{f}: No space left on device (ENOSPC)")),
+                "{extra:?}: {f} not named: {err}"
+            );
+        }
+        assert!(
+            err.contains("clock_nanosleep"),
+            "{extra:?}: table lost: {err}"
+        );
+        assert_eq!(names(&fs.0), ["filler"], "{extra:?}");
+    }
+}
