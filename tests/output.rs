@@ -6,7 +6,9 @@
 //! exclusively created temporary file with an unpredictable name, relative
 //! to a descriptor of the directory resolved once (a directory swapped for
 //! a link meanwhile redirects nothing); a FIFO another user planted in a
-//! sticky directory is refused, and so is a regular file planted there; `report --out` writes its files as a set.
+//! sticky directory is refused, and so is a regular file planted there;
+//! `report --out` writes its files as a set and removes the directory it
+//! made when they fail.
 
 use crate::common;
 
@@ -685,8 +687,27 @@ fn report_out_on_a_full_filesystem_leaves_no_partial_set() {
         LIMIT,
     );
     assert_eq!(st.code(), Some(1), "{err}");
-    assert!(err.contains("ENOSPC"), "{err}");
-    // Neither file (nor a temporary one): the set is all or nothing.
+    assert!(
+        err.contains(&format!("{}/", out.display())) && err.contains("(ENOSPC)"),
+        "the file and the reason: {err}"
+    );
+    // Neither file (nor a temporary one): the set is all or nothing, and
+    // the directory the run made is gone with it.
+    assert!(!out.exists(), "left behind: {:?}", names(&out));
+    // A directory that was there before (here another user's) is used and
+    // left, failure or not.
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::chown(&out, Some(65534), Some(65534)).unwrap();
+    let (st, _, err) = run_bounded(
+        &[
+            "report",
+            fixture.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(1), "{err}");
     assert_eq!(names(&out), Vec::<String>::new());
     // With room, both arrive.
     std::fs::remove_file(fs.0.join("filler")).unwrap();
