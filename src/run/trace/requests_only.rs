@@ -70,12 +70,6 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
                 },
             )?;
             e.serve_requests(latest.clone());
-            if !spec.quiet {
-                eprintln!(
-                    "sockscope: serving metrics at http://{}/metrics",
-                    e.local_addr()
-                );
-            }
             Some(e)
         }
         None => None,
@@ -106,6 +100,14 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     let started_at = SystemTime::now();
     let started = Instant::now();
     if !spec.quiet {
+        // Only now that the programs are attached does the exporter serve
+        // what it says: a run whose programs fail to load never claimed to.
+        if let Some(e) = &exporter {
+            eprintln!(
+                "sockscope: serving metrics at http://{}/metrics",
+                e.local_addr()
+            );
+        }
         eprintln!("sockscope: {}", opening_line(target, root, duration));
     }
     if let Some((_, Some(note))) = &live {
