@@ -212,7 +212,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         None => write_outputs(spec, rep),
     };
     if !rep.window.complete {
-        eprintln!(
+        crate::progress::say!(
             "sockscope: the window ended early ({}); the data covers only the part traced",
             rep.window.end_reason.replace('_', " ")
         );
@@ -258,7 +258,7 @@ fn announce_when_open(
     options.window_opened.push(tx);
     std::thread::spawn(move || {
         if rx.recv().is_ok() {
-            eprintln!("sockscope: serving metrics at http://{addr}/metrics");
+            crate::progress::say!("sockscope: serving metrics at http://{addr}/metrics");
         }
     })
 }
