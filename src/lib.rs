@@ -42,6 +42,10 @@
 //!   `hostile` (the mutations and bounded configuration of the parsers'
 //!   property tests).
 
+// A failed stderr must not panic a command (exit 101): lines go through
+// `progress::say!`, which ignores a failed write. Tests may eprintln!.
+#![cfg_attr(not(test), deny(clippy::print_stderr))]
+
 pub mod anatomy;
 pub mod cli;
 pub mod clock;

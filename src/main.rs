@@ -2,6 +2,9 @@
 //! changes under load. This file only parses, dispatches and maps errors
 //! to exit statuses; the options and their validation are in `cli`.
 
+#![deny(clippy::print_stderr)]
+
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -19,7 +22,9 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             let (code, message) = run::lifecycle::failure(&e);
-            eprintln!("sockscope: {message}");
+            // A failed stderr (2>/dev/full) loses the message, never the
+            // status: eprintln! would panic into exit 101.
+            let _ = writeln!(std::io::stderr(), "sockscope: {message}");
             ExitCode::from(code)
         }
     }

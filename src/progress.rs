@@ -7,6 +7,19 @@
 
 use std::io::IsTerminal;
 
+/// `eprintln!` for what a command says on stderr while it runs (progress,
+/// notes, warnings, errors): a stderr that fails (`2>/dev/full`, a pipe
+/// whose reader left) loses the line instead of panicking (exit 101), and
+/// the command's exit status stays its own. `eprintln!` is denied outside
+/// tests (lib.rs) so that no new line panics.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use say;
+
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// True when a progress display should be shown: not `quiet`, and stderr

@@ -2,7 +2,7 @@
 //! experiments (128+N, not a failed load), BPF missing up front (6, naming
 //! the capability), usage errors, what `compare` says about a file that is
 //! not a profile, the error classes of a failed load, and what a signal
-//! does to `trace -- CMD`.
+//! does to `trace -- CMD`, and what a failing stdout or stderr does.
 
 use crate::common;
 
@@ -595,6 +595,69 @@ fn assert_stdout_failed(args: &[&str], code: Option<i32>, err: &str, what: &str,
         "{args:?}: {err}"
     );
     assert!(!err.contains("panicked"), "{args:?}: {err}");
+}
+
+/// Runs `sockscope ARGS` with stderr `kind` (a pipe whose reader is gone,
+/// or /dev/full; see [`bad_stdouts`]) and stdout discarded, bounded;
+/// returns its status.
+fn run_bad_stderr(args: &[&str], kind: &str) -> std::process::ExitStatus {
+    let err: Stdio = match kind {
+        "closed" => {
+            let (r, w) = nix::unistd::pipe().unwrap();
+            drop(r);
+            w.into()
+        }
+        _ => std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+            .into(),
+    };
+    let mut child = Command::new(sockscope())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    wait_bounded(&mut child, LIMIT)
+}
+
+/// A stderr that fails (`2>/dev/full`, `2>&1 | true`) loses the lines a
+/// command prints there (errors, progress, notes) and nothing else: the
+/// exit status is the command's own, never a panic's 101.
+#[test]
+fn a_closed_or_full_stderr_leaves_the_exit_status_alone() {
+    let missing = scratch("exits-stderr").join("missing.json");
+    let me = std::process::id().to_string();
+    for (kind, _) in bad_stdouts() {
+        // The error of a usage error (main's message).
+        let st = run_bad_stderr(&["report", missing.to_str().unwrap()], kind);
+        assert_eq!(st.code(), Some(2), "report, stderr {kind}: {st}");
+        if !require_bpf("a_closed_or_full_stderr_leaves_the_exit_status_alone") {
+            continue;
+        }
+        // Progress lines while it runs (attached, serving metrics), the
+        // table and notes after.
+        for (args, want) in [
+            (&["trace", "--requests-only", "-p", &me, "-d", "0.5"][..], 0),
+            (
+                &[
+                    "trace",
+                    "--metrics",
+                    "127.0.0.1:0",
+                    "--",
+                    "sh",
+                    "-c",
+                    "exit 3",
+                ],
+                3,
+            ),
+        ] {
+            let st = run_bad_stderr(args, kind);
+            assert_eq!(st.code(), Some(want), "{args:?}, stderr {kind}: {st}");
+        }
+    }
 }
 
 #[test]

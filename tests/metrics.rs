@@ -1,6 +1,7 @@
 //! `trace --metrics`: a real Prometheus scrapes sockscope and stores
 //! exactly what the workload did; bad addresses fail before any BPF loads;
-//! a scrape while detaching gets an answer, and nothing is left behind.
+//! a scrape while detaching gets an answer, and nothing is left behind;
+//! "serving metrics" is said only once the tracer is attached.
 
 use crate::common;
 
@@ -215,6 +216,58 @@ fn bad_metrics_addresses_fail_before_tracing() {
     // --metrics-public without --metrics: a usage error.
     let out = common::run(&["trace", "--system", "--metrics-public", "--duration", "1"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// As a user who cannot load BPF programs, `trace --metrics` (and
+/// `--requests-only --metrics`) fails saying why, and never says it serves
+/// metrics: that line comes only once the programs are attached. As root,
+/// the line comes.
+#[test]
+fn metrics_are_announced_only_once_the_tracer_is_attached() {
+    let test = "metrics_are_announced_only_once_the_tracer_is_attached";
+    if !common::require_bpf(test) || !common::require_program("setpriv", test) {
+        return;
+    }
+    let me = std::process::id().to_string();
+    let runs: [&[&str]; 2] = [
+        &["trace", "--metrics", "127.0.0.1:0", "--", "true"],
+        &[
+            "trace",
+            "--requests-only",
+            "--metrics",
+            "127.0.0.1:0",
+            "-p",
+            &me,
+            "-d",
+            "1",
+        ],
+    ];
+    for args in runs {
+        let out = Command::new("setpriv")
+            .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+            .arg(common::sockscope())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?} as nobody: {err}");
+        assert!(
+            !err.contains("serving metrics"),
+            "{args:?} as nobody: {err}"
+        );
+        assert!(
+            err.contains("needs CAP_BPF and CAP_PERFMON"),
+            "{args:?} as nobody, the reason: {err}"
+        );
+        let out = common::run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains("sockscope: serving metrics at http://127.0.0.1:"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 #[test]

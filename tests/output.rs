@@ -6,7 +6,9 @@
 //! exclusively created temporary file with an unpredictable name, relative
 //! to a descriptor of the directory resolved once (a directory swapped for
 //! a link meanwhile redirects nothing); a FIFO another user planted in a
-//! sticky directory is refused, and so is a regular file planted there; `report --out` writes its files as a set.
+//! sticky directory is refused, and so is a regular file planted there;
+//! `report --out` writes its files as a set and removes the directory it
+//! made when they fail.
 
 use crate::common;
 
@@ -685,8 +687,27 @@ fn report_out_on_a_full_filesystem_leaves_no_partial_set() {
         LIMIT,
     );
     assert_eq!(st.code(), Some(1), "{err}");
-    assert!(err.contains("ENOSPC"), "{err}");
-    // Neither file (nor a temporary one): the set is all or nothing.
+    assert!(
+        err.contains(&format!("{}/", out.display())) && err.contains("(ENOSPC)"),
+        "the file and the reason: {err}"
+    );
+    // Neither file (nor a temporary one): the set is all or nothing, and
+    // the directory the run made is gone with it.
+    assert!(!out.exists(), "left behind: {:?}", names(&out));
+    // A directory that was there before (here another user's) is used and
+    // left, failure or not.
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::chown(&out, Some(65534), Some(65534)).unwrap();
+    let (st, _, err) = run_bounded(
+        &[
+            "report",
+            fixture.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(1), "{err}");
     assert_eq!(names(&out), Vec::<String>::new());
     // With room, both arrive.
     std::fs::remove_file(fs.0.join("filler")).unwrap();
@@ -728,4 +749,38 @@ fn a_full_disk_under_a_staged_set_names_the_final_path() {
     assert!(!msg.contains(".p."), "the staging name leaked: {msg}");
     drop(staging);
     assert_eq!(names(&fs.0), Vec::<String>::new());
+}
+
+/// `trace --json F -o T` on a full disk: the failure names both files and
+/// the errno (the table's was lost behind the JSON's), exits 1, prints the
+/// table on stderr instead, and leaves neither file nor a temporary one; as
+/// much with --interval, whose last write is the whole trace.
+#[test]
+fn a_table_that_fills_the_disk_is_named_beside_the_json() {
+    if !require_bpf("a_table_that_fills_the_disk_is_named_beside_the_json") {
+        return;
+    }
+    let fs = Tmpfs::mount(&scratch("output-table-full").join("mnt"), "64k");
+    fs.fill();
+    let json = fs.0.join("t.json");
+    let table = fs.0.join("t.txt");
+    let (j, t) = (json.to_str().unwrap(), table.to_str().unwrap());
+    for extra in [&[][..], &["--interval", "0.2"][..]] {
+        let mut args = vec!["trace", "-q", "--json", j, "-o", t];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sleep", "0.5"]);
+        let (st, _, err) = run_bounded(&args, LIMIT);
+        assert_eq!(st.code(), Some(1), "{extra:?}: {err}");
+        for f in [j, t] {
+            assert!(
+                err.contains(&format!("{f}: No space left on device (ENOSPC)")),
+                "{extra:?}: {f} not named: {err}"
+            );
+        }
+        assert!(
+            err.contains("clock_nanosleep"),
+            "{extra:?}: table lost: {err}"
+        );
+        assert_eq!(names(&fs.0), ["filler"], "{extra:?}");
+    }
 }

@@ -65,7 +65,7 @@ impl<'obj> Programs<'obj> {
             ));
         }
         if cfg!(anatomy_hooks_only) {
-            eprintln!(
+            crate::progress::say!(
                 "sockscope: this build's request anatomy programs return at once \
                  (SOCKSCOPE_ANATOMY_HOOKS_ONLY, for bench/anatomy.sh): no turn is recorded"
             );

@@ -330,7 +330,7 @@ impl ProfileArgs {
             (None, Some(u)) => {
                 let target = crate::probe::scope::resolve_unit(u)?;
                 if let Some(note) = target.unit_note().filter(|_| !quiet) {
-                    eprintln!("{note}");
+                    crate::progress::say!("{note}");
                 }
                 Some(target)
             }

@@ -232,7 +232,7 @@ impl TraceArgs {
             } else if let Some(unit) = &self.unit {
                 let target = crate::probe::scope::resolve_unit(unit)?;
                 if let Some(note) = target.unit_note().filter(|_| !quiet) {
-                    eprintln!("{note}");
+                    crate::progress::say!("{note}");
                 }
                 ScopeTarget::Cgroup(target)
             } else if let Some(name) = &self.comm {

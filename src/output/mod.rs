@@ -375,8 +375,8 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
 /// Writes a command's `--json` FILE, then its table to `-o` FILE (or to
 /// stderr unless `quiet`). Every output is attempted even when an earlier
 /// one failed, and a table that could not be written to `-o` is printed
-/// on stderr instead, so nothing measured is lost to a full disk; the
-/// first failure is returned.
+/// on stderr instead, so nothing measured is lost to a full disk; every
+/// failure is returned, each naming its file ([`both`]).
 pub fn json_and_table<T: serde::Serialize>(
     json: Option<&Path>,
     output: Option<&Path>,
@@ -397,7 +397,7 @@ pub fn json_and_table<T: serde::Serialize>(
             Ok(())
         }
     };
-    json.and(text)
+    both(json, text)
 }
 
 /// Longest time a stream may accept no byte before the write fails (a

@@ -179,7 +179,8 @@ pub(crate) fn finish<R: serde::Serialize>(
     quiet: bool,
 ) -> Result<u8> {
     if !quiet {
-        eprint!("{}", summary(rep));
+        // A failed stderr loses the summary, not the run (--json).
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), summary(rep).as_bytes());
     }
     if let Some(path) = json {
         crate::report::write_json(path, rep)?;

@@ -199,7 +199,7 @@ impl Crew {
         announce(&ready.bound, ready.json);
         let started = Instant::now();
         if let Some(line) = ready.banner {
-            eprintln!("{line}");
+            crate::progress::say!("{line}");
         }
         let cause = wait_for_stop(signals, &self.exits)?;
         let stop_at = Instant::now();

@@ -315,8 +315,10 @@ impl IntervalWriter {
             // stderr instead.
             let _ = std::io::stderr().write_all(table.as_bytes());
         }
-        st.emit_json(&serde_json::to_string(rep)?)?;
-        written
+        // Both failures are told, each naming its file (a full disk
+        // under --json and -o alike).
+        let json = st.emit_json(&serde_json::to_string(rep)?);
+        crate::output::both(json, written)
     }
 }
 

@@ -441,7 +441,7 @@ fn run_attach(
     s.log_events(events);
     let started = s.open_window();
     if opts.verbose {
-        eprintln!(
+        crate::progress::say!(
             "sockscope: attached to pid {pid} ({}): {} in {}",
             crate::text::escape(&comm),
             crate::report::units::counted(reg.tids.len() as u64, "thread", "threads"),

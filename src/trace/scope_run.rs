@@ -41,7 +41,7 @@ pub(in crate::trace) fn run(
     let started_at = SystemTime::now();
     let started = s.open_window();
     if opts.verbose {
-        eprintln!(
+        crate::progress::say!(
             "sockscope: tracing {} ({}){}",
             target.describe(),
             match target {

@@ -42,7 +42,7 @@ pub(in crate::load) fn wait_for_start(
     use crate::values::unix_now_ns;
     let ahead = at.unix_ns.saturating_sub(unix_now_ns());
     if !quiet && ahead > 1_000_000_000 {
-        eprintln!(
+        crate::progress::say!(
             "sockscope: waiting {:.1} s for --start-at {}",
             ahead as f64 / 1e9,
             at.given

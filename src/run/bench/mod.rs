@@ -174,7 +174,7 @@ impl<'a> BenchContext<'a> {
     /// A progress line on stderr (unless quiet).
     pub fn progress(&self, line: &str) {
         if !self.quiet {
-            eprintln!("{line}");
+            crate::progress::say!("{line}");
         }
     }
 }

@@ -95,7 +95,7 @@ impl Progress<'_> {
         let mut point = SweepPoint::of(self.points.len() + 1, rate, &report.step_window(), limited);
         point.load_failure = failure;
         if !self.spec.quiet {
-            eprintln!("sockscope: {}", said(&point));
+            crate::progress::say!("sockscope: {}", said(&point));
         }
         self.points.push(point);
         self.last = Some(report);

@@ -114,6 +114,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         w
     });
     // Bound before the BPF programs load: an address in use costs nothing.
+    let mut served = None;
     let exporter = match spec.metrics {
         Some((addr, public)) => {
             let e = Arc::new(crate::metrics::Exporter::bind(
@@ -126,10 +127,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
                 },
             )?);
             if !spec.quiet {
-                eprintln!(
-                    "sockscope: serving metrics at http://{}/metrics",
-                    e.local_addr()
-                );
+                served = Some(announce_when_open(&mut options, e.local_addr()));
             }
             options
                 .sinks
@@ -175,6 +173,9 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     // The anatomy's opener goes too, so its thread never waits in vain.
     drop(options);
     drop(exporter);
+    if let Some(t) = served {
+        let _ = t.join();
+    }
     let anatomy = beside.map(|b| b.finish(crate::anatomy::Session::finish));
     let stacks = stacks.map(|b| b.finish(crate::stacks::Session::finish));
     let mut outcome = outcome?;
@@ -211,7 +212,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         None => write_outputs(spec, rep),
     };
     if !rep.window.complete {
-        eprintln!(
+        crate::progress::say!(
             "sockscope: the window ended early ({}); the data covers only the part traced",
             rep.window.end_reason.replace('_', " ")
         );
@@ -243,6 +244,23 @@ fn write_outputs(spec: &TraceSpec, rep: &TraceReport) -> Result<()> {
         rep,
         &trace_text::render(rep, &spec.view),
     )
+}
+
+/// Says where the exporter serves once the tracer's window is open (its
+/// programs attached, the exporter listening since before): a run whose
+/// programs fail to load never claimed to serve. The thread ends when the
+/// window opens or, unopened, when `options` (the sender) is dropped.
+fn announce_when_open(
+    options: &mut TraceOptions,
+    addr: std::net::SocketAddr,
+) -> std::thread::JoinHandle<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    options.window_opened.push(tx);
+    std::thread::spawn(move || {
+        if rx.recv().is_ok() {
+            crate::progress::say!("sockscope: serving metrics at http://{addr}/metrics");
+        }
+    })
 }
 
 /// How often the exporter gets a fresh reading.

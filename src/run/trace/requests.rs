@@ -36,7 +36,7 @@ pub fn when_open(
         cfg.latest = latest;
         let session = Session::start(cfg)?;
         if verbose {
-            eprintln!("sockscope: request anatomy attached: its window is open");
+            crate::progress::say!("sockscope: request anatomy attached: its window is open");
         }
         Ok(session)
     })

@@ -70,12 +70,6 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
                 },
             )?;
             e.serve_requests(latest.clone());
-            if !spec.quiet {
-                eprintln!(
-                    "sockscope: serving metrics at http://{}/metrics",
-                    e.local_addr()
-                );
-            }
             Some(e)
         }
         None => None,
@@ -106,10 +100,18 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     let started_at = SystemTime::now();
     let started = Instant::now();
     if !spec.quiet {
-        eprintln!("sockscope: {}", opening_line(target, root, duration));
+        // Only now that the programs are attached does the exporter serve
+        // what it says: a run whose programs fail to load never claimed to.
+        if let Some(e) = &exporter {
+            crate::progress::say!(
+                "sockscope: serving metrics at http://{}/metrics",
+                e.local_addr()
+            );
+        }
+        crate::progress::say!("sockscope: {}", opening_line(target, root, duration));
     }
     if let Some((_, Some(note))) = &live {
-        eprintln!("sockscope: {note}");
+        crate::progress::say!("sockscope: {note}");
     }
     let reason = wait_end(&mut signals, pidfd.as_ref(), duration.map(|d| started + d))?;
     let rec = session.finish()?;
@@ -152,7 +154,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     };
     write_outputs(spec, &rep)?;
     if !complete {
-        eprintln!(
+        crate::progress::say!(
             "sockscope: the window ended early (target exited); the data covers only the part \
              followed"
         );

@@ -30,7 +30,7 @@ pub fn when_open(
     Beside::when_open(opened, "stacks", move |root| {
         let session = Session::start(config_for(&target, root, &options)?)?;
         if verbose {
-            eprintln!(
+            crate::progress::say!(
                 "sockscope: stack sampling attached ({} Hz per CPU{})",
                 options.hz,
                 if options.off_cpu { ", off-CPU too" } else { "" }

@@ -54,7 +54,7 @@ pub fn run(spec: &StacksOnlySpec) -> Result<u8> {
             Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
             None => ", Ctrl-C to stop".into(),
         };
-        eprintln!(
+        crate::progress::say!(
             "sockscope: sampling stacks of {} at {} Hz per CPU (no syscall hooks){until}",
             crate::text::escape(&who(target, root)),
             spec.stacks.hz
@@ -101,7 +101,7 @@ pub fn run(spec: &StacksOnlySpec) -> Result<u8> {
     let folded = super::stacks::write_folded(&spec.stacks, &rep.stacks);
     write_outputs(spec, &rep).and(folded)?;
     if !complete {
-        eprintln!(
+        crate::progress::say!(
             "sockscope: the window ended early (target exited); the data covers only the part \
              sampled"
         );

@@ -45,9 +45,10 @@ pub fn run(spec: &StacksRawSpec) -> Result<u8> {
     sampler.attach()?;
     let start = crate::clock::monotonic_ns();
     let cpu_start = threads_cpu_ns(spec.pid);
-    eprintln!(
+    crate::progress::say!(
         "sockscope: sampling process {} for {} s",
-        spec.pid, spec.secs
+        spec.pid,
+        spec.secs
     );
     let out = std::io::stdout();
     let mut out = out.lock();

@@ -85,9 +85,9 @@ impl RateLog {
         let more = std::mem::take(&mut st.1);
         st.0 = Some(now);
         if more > 0 {
-            eprintln!("sockscope relay: {msg} ({more} similar events not shown)");
+            crate::progress::say!("sockscope relay: {msg} ({more} similar events not shown)");
         } else {
-            eprintln!("sockscope relay: {msg}");
+            crate::progress::say!("sockscope relay: {msg}");
         }
     }
 }

@@ -62,7 +62,7 @@ pub fn run(args: &RelaySpec, quiet: bool) -> Result<u8> {
                 }
                 Err(e) => {
                     let why = format!("{e:#}");
-                    eprintln!(
+                    crate::progress::say!(
                         "sockscope relay: sockmap unavailable ({why}); relaying in userspace instead"
                     );
                     fallback = Some(why);

@@ -89,7 +89,7 @@ pub fn run(args: &UdpSinkSpec, quiet: bool) -> Result<u8> {
             Some(b) => format!("{b} bytes requested, "),
             None => "system default, ".to_string(),
         };
-        eprintln!(
+        crate::progress::say!(
             "serve udp-sink: receive buffer {asked}{granted} granted (SO_RCVBUF read back; \
              net.core.rmem_max {}); stop with Ctrl-C or SIGTERM",
             rmem_max.map_or("unknown".into(), |v| v.to_string())
@@ -326,10 +326,10 @@ impl Sink {
 fn print_run_line(c: &mut Counts, rec: &RunRecord) {
     c.printed += 1;
     if c.printed <= MAX_PRINTED_RUNS {
-        eprintln!("{}", run_line(rec));
+        crate::progress::say!("{}", run_line(rec));
     }
     if c.printed == MAX_PRINTED_RUNS {
-        eprintln!(
+        crate::progress::say!(
             "serve udp-sink: {MAX_PRINTED_RUNS} runs printed; further runs are only in the \
              summary and the JSON"
         );
