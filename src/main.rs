@@ -8,13 +8,12 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{CommandFactory, Parser};
 
-use sockscope::cli::{Cli, Plan};
+use sockscope::cli::{self, Plan};
 use sockscope::run;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     run::lifecycle::begin();
     let res = cli.into_plan().and_then(dispatch);
     run::lifecycle::end();
@@ -73,7 +72,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
         Plan::Watchdog => run::hidden::watchdog(),
         Plan::Idle { secs } => run::hidden::idle(secs),
         Plan::StacksRaw(spec) => run::trace::stacks_raw::run(&spec),
-        Plan::Completions(shell) => run::help::completions(Cli::command(), shell),
-        Plan::Manpage => run::help::manpage(Cli::command()),
+        Plan::Completions(shell) => run::help::completions(cli::command(), shell),
+        Plan::Manpage { dir } => run::help::manpage(cli::command(), dir.as_deref()),
     }
 }

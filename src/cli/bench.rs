@@ -66,26 +66,30 @@ pub fn about() -> String {
     )
 }
 
-/// `bench --help`'s examples and exit status; the experiments that need BPF
-/// are named from the registry.
+/// `bench --help`'s examples and which experiments need BPF, named
+/// from the registry (the exit statuses are added by `exit_help`).
 pub fn after_help() -> String {
     let bpf: Vec<&str> = EXPERIMENTS
         .iter()
         .filter(|e| e.needs_bpf())
         .map(|e| e.name())
         .collect();
-    let bpf = match bpf.split_last() {
-        None => String::new(),
-        Some((last, [])) => format!("{last} needs BPF"),
-        Some((last, rest)) => format!("{} and {last} need BPF", rest.join(", ")),
+    let needs = match bpf.split_last() {
+        None => None,
+        Some((last, [])) => Some(format!("{last} needs BPF")),
+        Some((last, rest)) => Some(format!("{} and {last} need BPF", rest.join(", "))),
     };
+    let bpf = needs.map_or(String::new(), |n| {
+        format!(
+            "{n}, checked before anything is measured (root, or the capabilities the message \
+             names): 6 when it is missing. "
+        )
+    });
     format!(
         "Examples:\n  sockscope bench transport --out out/transport\n  \
          sockscope bench udp-rcvbuf --quick\n  sockscope bench overhead\n  \
          sockscope bench relay --quick\n\n\
-         Exit status: as for profile: 3-8 name the failing component (6: {bpf}, checked \
-         before anything is measured: root, or the capabilities the message names); 128+N \
-         when interrupted by signal N (Ctrl-C: 130), also during a load."
+         {bpf}A signal interrupts the run also during a load (128+N)."
     )
 }
 

@@ -15,6 +15,7 @@
 //! - [`tune`] -> [`crate::run::tune::TuneSpec`].
 
 pub mod bench;
+pub mod exit_help;
 pub mod load;
 pub mod merge;
 pub mod profile;
@@ -28,7 +29,7 @@ pub mod values;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use self::bench::{BenchArgs, DemoArgs};
 use self::profile::{PROFILE_HELP, ProfileArgs};
@@ -40,12 +41,6 @@ use self::tune::{TUNE_HELP, TuneArgs};
 /// under load.
 #[derive(Debug, Parser)]
 #[command(name = "sockscope", version, about, long_about = None)]
-#[command(
-    after_help = "Exit status: 0 success, 1 measurement failed (reason on stderr), \
-2 usage error; `trace -- CMD` exits with CMD's own status; profile, bench and \
-demo use 3-8 for specific failures (see `sockscope profile --help`) and 128+N \
-when interrupted by signal N."
-)]
 pub struct Cli {
     /// Print nothing but errors and what was asked for (-o/--json; profile
     /// and demo still print the report's path).
@@ -109,8 +104,8 @@ pub enum Command {
     /// Run the built-in experiments with one report (about two minutes;
     /// --quick: well under one).
     #[command(
-        after_help = "Exit status: 0 when every experiment ran; 1 when a part could \
-not run (e.g. no BPF: the report and the summary say which); 3-8 and 128+N as for profile."
+        after_help = "A part that could not run (no BPF, say) is named in the report and the \
+summary, and demo then exits 1."
     )]
     Demo(DemoArgs),
     /// Re-render report.html and summary.txt from a run.json, bench.json,
@@ -126,9 +121,8 @@ not run (e.g. no BPF: the report and the summary say which); 3-8 and 128+N as fo
     #[command(
         after_help = "Example:\n  sockscope merge gen-0.json gen-1.json gen-2.json --out merged.json\n  \
 sockscope report merged.json\n\nStart the generators with a common `load ... --start-at TIME` \
-so their seconds line up (docs/merge.md).\n\nExit status: 0 merged; 2 usage error (unreadable \
-or non-load input, one input, an input given twice, different targets without --force); 1 \
-the result could not be written."
+so their seconds line up (docs/merge.md).\n\nUsage errors (2): an unreadable or non-load \
+input, one input, an input given twice, different targets without --force."
     )]
     Merge(merge::MergeArgs),
     /// Audit this machine's network-server settings (sysctls, fd limits,
@@ -178,8 +172,17 @@ the result could not be written."
         /// Shell to generate for.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) to stdout.
-    Manpage,
+    /// Print the man page (roff) to stdout; with --dir, write every
+    /// command's page (sockscope.1, sockscope-profile.1, ...) there.
+    #[command(after_help = "Examples:\n  sockscope manpage > sockscope.1\n  \
+sockscope manpage --dir /usr/local/share/man/man1\n  man -l DIR/sockscope-profile.1")]
+    Manpage {
+        /// An existing directory to write every page into, each NAME.1
+        /// replaced atomically; sockscope(1) names the others as
+        /// sockscope-COMMAND(1).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// A command, validated: what `main` dispatches. Each variant holds the
@@ -286,8 +289,27 @@ pub enum Plan {
     StacksRaw(crate::run::trace::stacks_raw::StacksRawSpec),
     /// `sockscope completions`.
     Completions(clap_complete::Shell),
-    /// `sockscope manpage`.
-    Manpage,
+    /// `sockscope manpage [--dir DIR]`.
+    Manpage {
+        /// Where to write every page; None: sockscope(1) to stdout.
+        dir: Option<PathBuf>,
+    },
+}
+
+/// sockscope's command line as `--help`, completions and man pages show
+/// it: the derived definition with every command's exit statuses added.
+pub fn command() -> clap::Command {
+    exit_help::add(Cli::command())
+}
+
+/// Parses the process's arguments against [`command`]; exits as clap does
+/// on `--help`, `--version` and usage errors (status 2).
+pub fn parse() -> Cli {
+    let mut cmd = command();
+    let mut matches = cmd.clone().get_matches();
+    Cli::from_arg_matches_mut(&mut matches)
+        .map_err(|e| e.format(&mut cmd))
+        .unwrap_or_else(|e| e.exit())
 }
 
 impl Cli {
@@ -357,7 +379,7 @@ impl Cli {
                 off_cpu,
             }),
             Command::Completions { shell } => Plan::Completions(shell),
-            Command::Manpage => Plan::Manpage,
+            Command::Manpage { dir } => Plan::Manpage { dir },
         })
     }
 }

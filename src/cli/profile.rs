@@ -45,19 +45,6 @@ Examples:
   sockscope profile --pid $(pidof nginx) --load 'http -c 16' --find-capacity 'p99<5ms,errors<0.1%'
       (steps on one live target, a window each: docs/profile.md)
 
-Exit status:
-  0  success: DIR holds run.json, summary.txt, report.html
-  1  other failure      2  usage error
-  3  the target exited (or could not start) before it was ready
-  4  the target died during the run, or did not stop cleanly
-  5  port taken: the target could not bind, or another process owns the address
-  6  the tracer could not attach (not root, no BTF, ...)
-  7  the load failed (errors over --max-errors, no connection, stalled; a
-     --load-cmd command not found or exiting non-zero)
-  8  a component timed out (not ready within --ready-timeout, no stop, tracer,
-     a --load-cmd command past --load-timeout)
-  9  no requests: --load-cmd or --duration, and the target answered none
-  128+N  interrupted by signal N (Ctrl-C: 130)
 No failure leaves anything at DIR, but one: --sweep or --find-capacity
 interrupted after a step finished writes the steps finished so far, marked
 partial (run.json sweep.partial, summary.txt, report.html), and exits 128+N.";

@@ -12,8 +12,8 @@ pub const TUNE_HELP: &str = "Examples:\n  sockscope tune\n  sockscope tune --for
 sockscope tune --from out/run.json\n  sockscope tune --for connections --reserve 8080,5432 --emit sysctl > 90-sockscope.conf\n\n\
 sockscope only reads: it never writes to /proc/sys. Network sysctls are per network namespace; \
 they are read in the one sockscope runs in. docs/tune.md explains every row and its sources.\n\n\
-Exit status: 0 the audit was printed (whatever it advises), 1 failure, 2 usage error (including \
---from a file that is not a profile artifact).";
+The audit exits 0 whatever it advises; --from a file that is not a profile artifact is a usage \
+error (2).";
 
 /// `sockscope tune` options.
 #[derive(Debug, Args)]

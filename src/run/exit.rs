@@ -1,7 +1,8 @@
-//! Exit statuses of profile, bench and demo: one per way a run can fail,
-//! so a script can tell them apart (docs/profile.md lists them). 0 is
-//! success, 1 any other failure, 2 a usage error, 128+N an interruption by
-//! signal N (Ctrl-C: 130).
+//! Every exit status sockscope returns, in one table ([`STATUSES`]): the
+//! source of the exit-status section of every command's `--help` (and so
+//! of the man pages) and of docs/exit-codes.md, which tests/exit_codes.rs
+//! checks against it. Here too: the statuses profile, bench and demo use
+//! for their specific failures, so a script can tell them apart.
 
 use crate::error;
 use crate::report::load::LoadReport;
@@ -26,6 +27,231 @@ pub const TIMED_OUT: u8 = 8;
 /// A run whose requests the request anatomy counts (`profile --load-cmd`,
 /// `--duration`) saw none: there is nothing to put per request.
 pub const NO_REQUESTS: u8 = 9;
+
+/// An exit status, as the table names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// This status exactly.
+    Is(u8),
+    /// 128 + N, N the number of the signal that interrupted the run.
+    Signal,
+    /// `trace -- CMD`: CMD's own status, whatever it is.
+    Command,
+}
+
+impl Code {
+    /// How help and docs write it: `3`, `128+N`, `CMD`.
+    pub fn label(self) -> String {
+        match self {
+            Code::Is(n) => n.to_string(),
+            Code::Signal => "128+N".into(),
+            Code::Command => "CMD".into(),
+        }
+    }
+}
+
+/// One row of [`STATUSES`].
+#[derive(Debug)]
+pub struct Status {
+    /// The status.
+    pub code: Code,
+    /// A short name for it (`load-failed`).
+    pub name: &'static str,
+    /// What it means, one sentence for a person.
+    pub meaning: &'static str,
+    /// The commands that can return it; empty: every command.
+    pub commands: &'static [&'static str],
+}
+
+impl Status {
+    /// Whether the top-level command `command` (`profile`) can return it.
+    pub fn applies_to(&self, command: &str) -> bool {
+        self.commands.is_empty() || self.commands.contains(&command)
+    }
+}
+
+/// profile and the commands built on its measurement (bench's experiments
+/// run through it, demo runs bench's).
+const MEASURING: &[&str] = &["profile", "bench", "demo"];
+
+/// Every status sockscope returns, in order: the one list help and docs
+/// are generated from.
+pub const STATUSES: &[Status] = &[
+    Status {
+        code: Code::Is(0),
+        name: "success",
+        meaning: "the command did what was asked (profile, bench, demo: the output directory \
+                  holds the artifact and its report)",
+        commands: &[],
+    },
+    Status {
+        code: Code::Is(error::FAILURE),
+        name: "failure",
+        meaning: "any other failure; the message on stderr says what (load: no connection, \
+                  errors over --max-errors, stalled, interrupted while running; trace: the \
+                  tracer failed, or the attached process exited before --duration; a write \
+                  that failed, a full disk)",
+        commands: &[],
+    },
+    Status {
+        code: Code::Is(error::USAGE),
+        name: "usage",
+        meaning: "usage error: a bad option, value or combination, an output path refused; \
+                  nothing ran",
+        commands: &[],
+    },
+    Status {
+        code: Code::Is(TARGET_EXITED_EARLY),
+        name: "target-exited-early",
+        meaning: "the target exited (or could not be started) before it was ready",
+        commands: MEASURING,
+    },
+    Status {
+        code: Code::Is(TARGET_DIED),
+        name: "target-died",
+        meaning: "the target died during the run, or did not stop cleanly",
+        commands: MEASURING,
+    },
+    Status {
+        code: Code::Is(PORT_TAKEN),
+        name: "port-taken",
+        meaning: "port taken: the target could not bind, or another process owns the address \
+                  the load was given",
+        commands: MEASURING,
+    },
+    Status {
+        code: Code::Is(TRACER_FAILED),
+        name: "tracer-failed",
+        meaning: "BPF could not be loaded or attached (not root, no BTF, the verifier): the \
+                  tracer, the request anatomy, or an experiment's sockmap",
+        commands: MEASURING,
+    },
+    Status {
+        code: Code::Is(LOAD_FAILED),
+        name: "load-failed",
+        meaning: "the load failed: errors over --max-errors, no connection, stalled, a sweep \
+                  that measured nothing; a --load-cmd command not found or exiting non-zero",
+        commands: MEASURING,
+    },
+    Status {
+        code: Code::Is(TIMED_OUT),
+        name: "timed-out",
+        meaning: "a component timed out: not ready within --ready-timeout, no stop, the \
+                  tracer, a --load-cmd command past --load-timeout",
+        commands: MEASURING,
+    },
+    Status {
+        code: Code::Is(NO_REQUESTS),
+        name: "no-requests",
+        meaning: "no requests: with --load-cmd or --duration, the target answered none in the \
+                  window",
+        commands: &["profile"],
+    },
+    Status {
+        code: Code::Is(error::NOT_EXECUTABLE),
+        name: "not-executable",
+        meaning: "trace -- CMD: CMD was found but could not be executed",
+        commands: &["trace"],
+    },
+    Status {
+        code: Code::Is(error::NOT_FOUND),
+        name: "not-found",
+        meaning: "trace -- CMD: CMD was not found",
+        commands: &["trace"],
+    },
+    Status {
+        code: Code::Command,
+        name: "command-status",
+        meaning: "trace -- CMD: CMD ran, and sockscope exits with its status (128+N if signal \
+                  N killed it)",
+        commands: &["trace"],
+    },
+    Status {
+        code: Code::Signal,
+        name: "interrupted",
+        meaning: "interrupted by signal N (Ctrl-C: 130), nothing written but a sweep's finished \
+                  steps (load: only while waiting for --start-at)",
+        commands: &["profile", "bench", "demo", "load"],
+    },
+];
+
+/// The statuses the top-level command `command` can return.
+pub fn statuses_of(command: &str) -> impl Iterator<Item = &'static Status> + '_ {
+    STATUSES.iter().filter(move |s| s.applies_to(command))
+}
+
+/// Width of a help line: statuses' meanings wrap within it.
+const HELP_WIDTH: usize = 100;
+
+/// The exit-status section of `sockscope COMMAND --help`: the statuses
+/// COMMAND can return, one per line, meanings wrapped to 100 columns.
+pub fn help_for(command: &str) -> String {
+    help_section(statuses_of(command).map(|s| (s, s.meaning.to_owned())))
+}
+
+/// The exit-status section of `sockscope --help`: every status, each
+/// naming the commands that return it.
+pub fn help_all() -> String {
+    help_section(STATUSES.iter().map(|s| {
+        let meaning = match s.commands {
+            [] => s.meaning.to_owned(),
+            cmds => format!("{} [{}]", s.meaning, cmds.join(", ")),
+        };
+        (s, meaning)
+    }))
+}
+
+fn help_section<'a>(rows: impl Iterator<Item = (&'a Status, String)>) -> String {
+    const INDENT: usize = 9;
+    let mut out = String::from("Exit status (all of them: docs/exit-codes.md):");
+    for (s, meaning) in rows {
+        let mut line = format!("\n  {:<w$}", s.code.label(), w = INDENT - 2);
+        let mut width = INDENT;
+        for word in meaning.split_whitespace() {
+            if width > INDENT && width + 1 + word.len() > HELP_WIDTH {
+                line.push_str(&format!("\n{:INDENT$}", ""));
+                width = INDENT;
+            } else if width > INDENT {
+                line.push(' ');
+                width += 1;
+            }
+            line.push_str(word);
+            width += word.len();
+        }
+        out.push_str(&line);
+    }
+    out
+}
+
+/// Every status in one line, as README.md lists them: `0 success, 1
+/// failure, ..., 128+N interrupted`.
+pub fn brief() -> String {
+    let all: Vec<String> = STATUSES
+        .iter()
+        .map(|s| format!("{} {}", s.code.label(), s.name))
+        .collect();
+    all.join(", ")
+}
+
+/// The table of docs/exit-codes.md: every status, its name, meaning and
+/// commands.
+pub fn markdown() -> String {
+    let mut out = String::from("| status | name | meaning | commands |\n|---|---|---|---|\n");
+    for s in STATUSES {
+        let commands = match s.commands {
+            [] => "all".to_owned(),
+            cmds => cmds.join(", "),
+        };
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {} |\n",
+            s.code.label(),
+            s.name,
+            s.meaning,
+            commands
+        ));
+    }
+    out
+}
 
 /// An error with one of the statuses above.
 pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {

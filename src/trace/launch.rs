@@ -23,7 +23,7 @@ pub fn resolve_program(arg0: &OsStr) -> Result<PathBuf> {
     if arg0.as_bytes().contains(&b'/') {
         if !p.exists() {
             return Err(error::with_code(
-                127,
+                error::NOT_FOUND,
                 format!("{}: no such file", p.display()),
             ));
         }
@@ -40,7 +40,7 @@ pub fn resolve_program(arg0: &OsStr) -> Result<PathBuf> {
         }
     }
     Err(error::with_code(
-        127,
+        error::NOT_FOUND,
         format!("{}: command not found", arg0.to_string_lossy()),
     ))
 }
@@ -221,7 +221,11 @@ impl Held {
         } else {
             format!("cannot execute {}: {err}", program.display())
         };
-        let code = if report[1] == libc::ENOENT { 127 } else { 126 };
+        let code = if report[1] == libc::ENOENT {
+            error::NOT_FOUND
+        } else {
+            error::NOT_EXECUTABLE
+        };
         Err(error::with_code(code, msg))
     }
 

@@ -1,6 +1,6 @@
-//! What the commands promise around the measurement: exit statuses,
-//! the files a user names and the artifact directories, `tune`, the
-//! deployment manifests, `demo --quick` rendered in Chromium, and the
+//! What the commands promise around the measurement: exit statuses and
+//! their one list, the files a user names and the artifact directories,
+//! `tune`, the deployment manifests, `demo --quick` rendered in Chromium, and the
 //! layering rules of the source (tests/layering.rs).
 //!
 //! One binary for these files (docs/architecture.md, "Tests"): each file is
@@ -15,6 +15,8 @@ mod artifacts;
 mod demo;
 #[path = "../deploy_k8s.rs"]
 mod deploy_k8s;
+#[path = "../exit_codes.rs"]
+mod exit_codes;
 #[path = "../exits.rs"]
 mod exits;
 #[path = "../layering.rs"]
