@@ -88,8 +88,11 @@ fn assert_unix_run(rep: &Value, out: &Path, listen: &str) -> Value {
     listener
 }
 
-/// The turns the request anatomy timed on the Unix listener `name` (its
-/// row in `anatomy.ports`), with none on a multiplexed connection.
+/// The requests the request anatomy counted on the Unix listener `name`,
+/// the target's only followed socket: the turns timed on its row of
+/// `anatomy.ports`, and those of connections it found multiplexed
+/// (counted, not timed; under load a Unix connection is sometimes taken
+/// for one: docs/anatomy.md).
 fn unix_turns(rep: &Value, name: &str) -> u64 {
     let a = &rep["anatomy"];
     let row = a["ports"]
@@ -99,8 +102,7 @@ fn unix_turns(rep: &Value, name: &str) -> u64 {
         .find(|p| p["socket"] == name)
         .unwrap_or_else(|| panic!("no row for {name}: {a}"));
     assert_eq!(row["transport"], "unix", "{row}");
-    assert_eq!(u(&a["multiplexed"]["turns"]), 0, "{a}");
-    u(&row["turns"])
+    u(&row["turns"]) + u(&a["multiplexed"]["turns"])
 }
 
 /// The Unix evidence's listener named `name`.
