@@ -144,18 +144,7 @@ pub fn read_artifact(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>> {
 
 /// The refusal of an input that is not a file one can read to its end.
 fn not_regular(t: std::fs::FileType, what: &str) -> anyhow::Error {
-    use std::os::unix::fs::FileTypeExt;
-    let is = if t.is_dir() {
-        "a directory"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    };
+    let is = crate::endpoint::describe_type(&t);
     error::usage(format!(
         "{what}: is {is}, not a regular file; give an artifact file"
     ))

@@ -279,8 +279,10 @@ pub fn describe_type(t: &std::fs::FileType) -> &'static str {
         "a FIFO"
     } else if t.is_socket() {
         "a socket"
+    } else if t.is_char_device() {
+        "a character device"
     } else {
-        "a device"
+        "a block device"
     }
 }
 
