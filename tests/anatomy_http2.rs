@@ -120,12 +120,12 @@ fn http2_one_stream_at_a_time_is_timed_turn_by_turn() {
         REQUESTS <= timed + mux && timed + mux <= REQUESTS + 2 * connects,
         "{timed} timed + {mux} multiplexed turns for {REQUESTS} requests: {a}"
     );
-    // A connection is flagged multiplexed only when a next request's
-    // arrival races the end of the last response's write on another CPU
-    // (1 run in 3 flagged one of the 4 connections: nginx ends a
+    // A lockstep connection is not multiplexed: a next request read before
+    // its data-ready ran begins its turn (read_before_ready). Before that
+    // rule 1 run in 3 flagged one of the 4 connections (nginx ends a
     // connection after 1000 requests, keepalive_requests, and the load
-    // opens another); that connection's later turns go untimed, the
-    // others' are still timed.
+    // opens another); the bound stays loose, as a race not yet seen would
+    // leave that connection's turns untimed, the others' still timed.
     assert!(u(&a["multiplexed"]["connections"]) < connects, "{a}");
     assert!(timed * 10 >= REQUESTS, "{a}");
 }

@@ -92,7 +92,8 @@ fn assert_unix_run(rep: &Value, out: &Path, listen: &str) -> Value {
 /// the target's only followed socket: the turns timed on its row of
 /// `anatomy.ports`, and those of connections it found multiplexed
 /// (counted, not timed; under load a Unix connection is sometimes taken
-/// for one: docs/anatomy.md).
+/// for one: docs/anatomy.md), and those whose response was being written
+/// when the window closed (the load may have read it by then).
 fn unix_turns(rep: &Value, name: &str) -> u64 {
     let a = &rep["anatomy"];
     let row = a["ports"]
@@ -102,7 +103,30 @@ fn unix_turns(rep: &Value, name: &str) -> u64 {
         .find(|p| p["socket"] == name)
         .unwrap_or_else(|| panic!("no row for {name}: {a}"));
     assert_eq!(row["transport"], "unix", "{row}");
-    u(&row["turns"]) + u(&a["multiplexed"]["turns"])
+    u(&row["turns"]) + u(&a["multiplexed"]["turns"]) + u(&a["writing_at_end"])
+}
+
+/// The anatomy's counters that say where a turn went, for a failure's
+/// message.
+fn anatomy_counts(a: &Value) -> String {
+    [
+        "turns",
+        "connections",
+        "multiplexed",
+        "before_window",
+        "in_flight_at_end",
+        "writing_at_end",
+        "read_before_ready",
+        "unsolicited_writes",
+        "foreign_connections",
+        "storage_failures",
+        "next_during_write",
+        "sampling_cut",
+    ]
+    .iter()
+    .map(|k| format!("{k}={}", a[*k]))
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 /// The Unix evidence's listener named `name`.
@@ -159,7 +183,8 @@ fn profile_of_redis_on_a_unix_socket_loads_it_and_counts_what_info_counts() {
     let turns = unix_turns(&rep, listen.strip_prefix("unix:").unwrap());
     assert!(
         answered <= turns && turns <= server,
-        "the anatomy timed {turns} turns: the load answered {answered}, redis processed {server}"
+        "the anatomy timed {turns} turns: the load answered {answered}, redis processed {server}; its counts: {}",
+        anatomy_counts(&rep["anatomy"])
     );
     // redis listens on its unixsocket with its tcp-backlog (511 by
     // default), which the kernel caps at somaxconn.

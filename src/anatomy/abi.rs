@@ -59,6 +59,12 @@ pub mod count {
     pub const NEXT_IN_WRITE: usize = C::SS_CNT_NEXT_IN_WRITE.0 as usize;
     /// Turns cut by a sampled window's pause or resume: untimed.
     pub const RESYNC: usize = C::SS_CNT_RESYNC.0 as usize;
+    /// Turns whose response was being written when the window closed
+    /// (answered, their write's end not seen): untimed.
+    pub const WRITING_AT_END: usize = C::SS_CNT_WRITING_AT_END.0 as usize;
+    /// Next requests read before their data-ready hook ran (their arrival
+    /// is taken at that read).
+    pub const READ_BEFORE_READY: usize = C::SS_CNT_READ_BEFORE_READY.0 as usize;
 }
 
 /// The programs' names, in the order of `enum ss_anat_prog`.

@@ -239,6 +239,8 @@ pub fn report(
         window_s: 0.0,
         before_window: c[count::BEFORE_WINDOW],
         in_flight_at_end: c[count::IN_FLIGHT],
+        writing_at_end: c[count::WRITING_AT_END],
+        read_before_ready: c[count::READ_BEFORE_READY],
         unsolicited_writes: c[count::UNSOLICITED],
         udp_arrival_unseen: c[count::UDP_UNSEEN],
         udp_unanswered: c[count::UNANSWERED],

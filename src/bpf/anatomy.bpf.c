@@ -388,7 +388,7 @@ static __always_inline void add_by_server(struct ss_anat_stats *s, __u32 b, __u6
 static __always_inline void turn_reset(struct ss_anat_conn *c)
 {
 	c->state = SS_TURN_IDLE;
-	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT | SS_CONN_SKIP);
+	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT | SS_CONN_SKIP | SS_CONN_WAITING);
 	c->arrival = 0;
 	c->cpu_queue = 0;
 	c->cpu_service = 0;
@@ -559,6 +559,17 @@ static __always_inline bool write_under_way(const struct sock *sk, struct ss_ana
 	return write_seq_of(sk) != c->seq_mark;
 }
 
+/* Is there data in the socket's receive queue that no read has taken? */
+static __always_inline bool unread_data(const struct sock *sk, const struct ss_anat_conn *c)
+{
+	struct tcp_sock *tp;
+
+	if (c->proto == SS_ANAT_PROTO_UNIX)
+		return sk->sk_receive_queue.qlen != 0;
+	tp = bpf_skc_to_tcp_sock((void *)sk);
+	return !tp || tp->rcv_nxt != tp->copied_seq;
+}
+
 /* Unix: a read on a socket we do not follow whose peer we do takes (part
  * of) that peer's response, which may be before its write returns: the
  * next data the peer gets is then the next request (marked until the
@@ -628,6 +639,12 @@ static __always_inline bool ready_work(const struct sock *sk)
 		if (!tp || tp->rcv_nxt - tp->copied_seq <= 1)
 			return true;
 	}
+	/* The data is queued before data_ready runs, and a reader already
+	 * awake (an epoll loop finds a level-triggered socket readable
+	 * without the wake-up) can take it in between: that read began its
+	 * turn (recv_work); this data is not a new arrival. */
+	if (!unread_data(sk, c))
+		return true;
 	if ((c->state == SS_TURN_SERVING || c->state == SS_TURN_RESPONDING) &&
 	    write_under_way(sk, c)) {
 		/* The peer answered bytes of a response whose write has not
@@ -650,9 +667,11 @@ static __always_inline bool ready_work(const struct sock *sk)
 	if (c->state == SS_TURN_IDLE || c->state == SS_TURN_RESYNC) {
 		c->arrival = now;
 		c->state = SS_TURN_ARRIVED;
+	} else if (c->state == SS_TURN_SERVING) {
+		/* More of the request, or the next one pipelined behind it:
+		 * a read after the response began tells. */
+		c->flags |= SS_CONN_WAITING;
 	}
-	/* ARRIVED or SERVING: more of the request, or the next one
-	 * pipelined behind it; the read after the response tells. */
 	return true;
 }
 
@@ -676,6 +695,8 @@ static __always_inline void first_read(struct ss_anat_conn *c, const struct sock
 	struct ss_anat_thread *t = thread_here(task, rd);
 
 	c->first_read = now;
+	if (unread_data(sk, c))
+		c->flags |= SS_CONN_WAITING;  /* read in part, or pipelined */
 	c->cpu_queue = bounded(waited_since_mark(t, rd), now - c->arrival);
 	c->rq_read = rd;
 	c->reader = (__u64)task;
@@ -784,9 +805,33 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 			first_read(c, sk, now);
 			break;
 		}
-		/* This data was queued before the response ended: the
-		 * connection carries the next request behind this one. */
+		if (!(c->flags & SS_CONN_WAITING)) {
+			/* No data was waiting when the response began, and no
+			 * data_ready has run since: this read took the next
+			 * request between its queueing and its data_ready (which
+			 * will find nothing unread). Its arrival was a moment
+			 * ago. */
+			count(SS_CNT_READ_BEFORE_READY);
+			turn_close(c);
+			c->arrival = now;
+			first_read(c, sk, now);
+			break;
+		}
+		/* This data was waiting before the response began: the
+		 * connection carries the next request behind this one. It
+		 * is still a request of its own: the answered turn ends
+		 * (counted, not timed) and this one begins. */
 		mark_multiplexed(c);
+		turn_close(c);
+		c->arrival = now;
+		first_read(c, sk, now);
+		break;
+	case SS_TURN_SERVING:
+		/* More of the request: whatever it left unread waits. */
+		if (unread_data(sk, c))
+			c->flags |= SS_CONN_WAITING;
+		else
+			c->flags &= ~SS_CONN_WAITING;
 		break;
 	default:
 		break;
@@ -984,18 +1029,26 @@ int ss_learn_unix(struct bpf_iter__unix *ctx)
 
 /* Run by the loader once the socket programs are detached, at the end of
  * the window and at each pause of a sampled one: every turn answered is
- * closed (its last write so far ends it); turns still waiting for their
- * response are counted as in flight. At a pause every connection is then
+ * closed (its last write so far ends it); one whose first write has not
+ * returned is counted as writing, and those still waiting for their
+ * response as in flight. At a pause every connection is then
  * left in RESYNC, and a UDP socket's kept arrivals are dropped. */
 SEC("iter/bpf_sk_storage_map")
 int ss_close_turns(struct bpf_iter__bpf_sk_storage_map *ctx)
 {
 	struct ss_anat_conn *c = ctx->value;
+	struct sock *sk = ctx->sk;
 
 	if (!c)
 		return 0;
 	if (c->state == SS_TURN_RESPONDING)
 		turn_close(c);
+	else if (c->state == SS_TURN_SERVING && sk && !pausing &&
+		 !(c->flags & SS_CONN_FOREIGN) && write_under_way(sk, c))
+		/* The response is being written (a Unix peer may even have
+		 * read it) but the write has not returned: answered, its
+		 * service not known. */
+		count(SS_CNT_WRITING_AT_END);
 	else if (c->state != SS_TURN_IDLE && c->state != SS_TURN_RESYNC &&
 		 !(c->flags & SS_CONN_FOREIGN))
 		count(pausing ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);

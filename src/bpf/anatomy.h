@@ -40,6 +40,7 @@ enum ss_anat_conn_flags {
 	SS_CONN_ARRIVAL_UNSEEN = 64, /* this turn's data came before the window */
 	SS_CONN_NEXT = 128,      /* TCP: the next request came during a write */
 	SS_CONN_SKIP = 256,      /* this turn began while sampling was paused */
+	SS_CONN_WAITING = 512,   /* data unread during this turn's service */
 };
 
 enum ss_anat_limits {
@@ -80,7 +81,9 @@ enum ss_anat_count {
 	SS_CNT_UNANSWERED = 12,    /* UDP: a datagram read, none sent before the next */
 	SS_CNT_NEXT_IN_WRITE = 13, /* TCP: the next request came during a write */
 	SS_CNT_RESYNC = 14,        /* turns begun while sampling was paused: untimed */
-	SS_COUNTS = 15,
+	SS_CNT_WRITING_AT_END = 15, /* answered turns whose write had not returned at the end */
+	SS_CNT_READ_BEFORE_READY = 16, /* next requests read before their data-ready ran */
+	SS_COUNTS = 17,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the

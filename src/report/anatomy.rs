@@ -273,6 +273,16 @@ pub struct AnatomyReport {
     pub before_window: u64,
     /// Turns still waiting for their response when the window closed.
     pub in_flight_at_end: u64,
+    /// Turns whose response was being written when the window closed: the
+    /// peer may already have it, but the write had not returned, so the
+    /// turn is counted, not timed.
+    #[serde(default)]
+    pub writing_at_end: u64,
+    /// Next requests the server read between their queueing and their
+    /// data-ready hook (an awake reader): timed, their queue wait taken as
+    /// none.
+    #[serde(default)]
+    pub read_before_ready: u64,
     /// Writes with no request before them (a greeting).
     pub unsolicited_writes: u64,
     /// UDP datagrams answered whose arrival was not seen: counted, not
@@ -528,6 +538,12 @@ pub fn render(a: &AnatomyReport) -> String {
     }
     if a.in_flight_at_end > 0 {
         out.push_str(&format!("; {} unanswered at the end", a.in_flight_at_end));
+    }
+    if a.writing_at_end > 0 {
+        out.push_str(&format!(
+            "; {} responses still being written at the end (not timed)",
+            a.writing_at_end
+        ));
     }
     out.push('\n');
     if let Some(s) = &a.sampled {
