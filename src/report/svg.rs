@@ -440,6 +440,7 @@ pub fn bar_chart(c: &BarChart<'_>) -> String {
     } else {
         0.0f64.max(y.lo)
     });
+    let mut labels = BarLabels::default();
     for (ci, cat) in c.categories.iter().enumerate() {
         let gx = ML + group_w * ci as f64 + (group_w - bar_w * k) / 2.0;
         for (si, (name, vals)) in c.series.iter().enumerate() {
@@ -458,13 +459,15 @@ pub fn bar_chart(c: &BarChart<'_>) -> String {
                 esc(cat),
                 esc(&(c.fmt)(v))
             );
-            if bar_w >= 20.0 {
+            let text = (c.fmt)(v);
+            let x = bx + (bar_w - 2.0) / 2.0;
+            if bar_w >= 20.0
+                && let Some(y) = labels.place(x, top - 4.0, text.chars().count())
+            {
                 let _ = write!(
                     out,
-                    r#"<text class="bar-label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                    bx + (bar_w - 2.0) / 2.0,
-                    top - 4.0,
-                    esc(&(c.fmt)(v))
+                    r#"<text class="bar-label" x="{x:.1}" y="{y:.1}" text-anchor="middle">{}</text>"#,
+                    esc(&text)
                 );
             }
         }
@@ -491,6 +494,49 @@ pub fn bar_chart(c: &BarChart<'_>) -> String {
     );
     out.push_str("</svg>");
     out
+}
+
+/// Width of one character of a bar label (11.5 px, `.bar-label`), a
+/// little over a digit's in the fonts the page names, and its height.
+const BAR_LABEL_CHAR_PX: f64 = 7.0;
+const BAR_LABEL_H: f64 = 12.0;
+
+/// The value labels over a chart's bars, placed so that none covers
+/// another: a label that would is lifted over the one in its way, and
+/// left out when that would take it above the plot (the bar's title and
+/// the table below the chart still hold its value).
+#[derive(Default)]
+struct BarLabels {
+    /// Boxes of the labels placed: (left, right, top, bottom).
+    placed: Vec<(f64, f64, f64, f64)>,
+}
+
+impl BarLabels {
+    /// The baseline for a label of `chars` centred on `x` that would sit
+    /// on `y`, or None when there is no room for it.
+    fn place(&mut self, x: f64, y: f64, chars: usize) -> Option<f64> {
+        let half = chars as f64 * BAR_LABEL_CHAR_PX / 2.0;
+        let (l, r) = (x - half, x + half);
+        let mut y = y;
+        // Each lift clears one placed box, so this ends within their count.
+        for _ in 0..=self.placed.len() {
+            let hit = self
+                .placed
+                .iter()
+                .filter(|b| l < b.1 && b.0 < r && y - BAR_LABEL_H < b.3 && b.2 < y)
+                .map(|b| b.2)
+                .fold(f64::NAN, f64::min);
+            if hit.is_nan() {
+                if y - BAR_LABEL_H < MT - 16.0 {
+                    return None;
+                }
+                self.placed.push((l, r, y - BAR_LABEL_H, y));
+                return Some(y);
+            }
+            y = hit - 1.0;
+        }
+        None
+    }
 }
 
 /// Stacked horizontal bars: one row per item, one segment per part.

@@ -29,7 +29,7 @@ pub fn bench_body(p: &str, r: &BenchReport) -> String {
 /// The report page of one experiment.
 pub fn bench_page(r: &BenchReport) -> String {
     let body = format!(
-        "{}{}<h2>Environment</h2>{}",
+        "{}{}<h2 id=\"environment\">Environment</h2>{}",
         caveats_box(&r.caveats),
         bench_body("", r),
         environment(
@@ -98,7 +98,7 @@ pub fn demo_page(d: &DemoReport) -> String {
     }
     let _ = write!(
         b,
-        "<h2>Environment</h2>{}",
+        "<h2 id=\"environment\">Environment</h2>{}",
         environment(&d.header.build, &d.machine, &[])
     );
     page(

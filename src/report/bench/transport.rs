@@ -72,7 +72,6 @@ pub fn table<'a>(points: impl IntoIterator<Item = &'a TransportPoint>) -> Table 
         Column::page("top syscalls/tx", Left),
         Column::both("generator CPU/tx", "gen us/tx", 10, Right).unit(" us"),
         Column::page("server count", Left),
-        Column::page("artifact", Left),
     ];
     let rows = points
         .into_iter()
@@ -95,7 +94,6 @@ pub fn table<'a>(points: impl IntoIterator<Item = &'a TransportPoint>) -> Table 
                     .join(", "),
                 format!("{:.2}", pt.generator_cpu_us_per_transaction),
                 pt.server_agreement.clone().unwrap_or_else(|| "-".into()),
-                pt.run.clone(),
             ]
         })
         .collect();
@@ -217,7 +215,8 @@ pub fn transport_body(p: &str, t: &TransportResult) -> String {
             .iter()
             .map(|m| transport_chart(p, t, w, m))
             .collect();
-        let tbl = table(t.points.iter().filter(|pt| pt.workload == w)).to_html();
+        let points: Vec<&TransportPoint> = t.points.iter().filter(|pt| pt.workload == w).collect();
+        let tbl = table(points.iter().copied()).to_html() + &open_a_point(&points);
         b.push_str(&card(
             &format!("{p}transport-{w}"),
             &format!("Echo transports under {w}"),
@@ -230,6 +229,28 @@ pub fn transport_body(p: &str, t: &TransportResult) -> String {
         ));
     }
     b
+}
+
+/// How to read one point's own report: every point is a whole profile,
+/// its run.json named under the table (a path relative to the directory of
+/// this page) rather than in a column as wide as the rest of the table.
+fn open_a_point(points: &[&TransportPoint]) -> String {
+    let Some(first) = points.first() else {
+        return String::new();
+    };
+    let runs: Vec<String> = points
+        .iter()
+        .map(|pt| format!("<code>{}</code>", svg::esc(&pt.run)))
+        .collect();
+    format!(
+        "<p class=\"lead open-point\">Each row is a whole profile, its run.json beside this \
+         page: {}. To read one point's own report (its syscalls, CPU and the kernel's \
+         evidence), run <code>sockscope report {}</code> in this page's directory: it writes \
+         report.html and summary.txt beside that run.json; <code>sockscope compare A B</code> \
+         sets two points side by side.</p>",
+        runs.join(", "),
+        svg::esc(&first.run)
+    )
 }
 
 #[cfg(test)]

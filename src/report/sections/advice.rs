@@ -1,9 +1,11 @@
 //! The settings this run's evidence points at: the rows of `sockscope
 //! tune` it supports (`report/tune.rs`'s table); sockscope changes nothing.
+//! The one part of the report a reader acts on, so it follows the
+//! headline on the page and in the summary.
 
 use std::fmt::Write as _;
 
-use super::ProfileSection;
+use super::{Place, ProfileSection};
 use crate::report::html::card;
 use crate::report::profile::ProfileReport;
 use crate::report::tune::table;
@@ -36,5 +38,8 @@ impl ProfileSection for Advice {
              nothing.",
             &table(&r.advice).to_html(),
         ))
+    }
+    fn place(&self) -> Place {
+        Place::Top
     }
 }

@@ -8,13 +8,15 @@
 //! other resources), `stacks` (flame graphs, top functions), `processes`
 //! (attribution, the per-process breakdown), `kernel` (the kernel's
 //! evidence), `tracer` (its own cost), `environment` (how it was measured,
-//! the notes), `caveats` and `advice`. Each implements [`ProfileSection`]:
+//! the notes), `caveats` and `advice` (right after the headline: the one
+//! part a reader acts on). Each implements [`ProfileSection`]:
 //! whether the run has it, its block of summary.txt and its part of the
 //! page. Adding a section is one file and one line in [`SECTIONS`].
 //!
 //! The page differs from the summary in one way only: the sections marked
-//! [`Place::Top`] (the headline, the caveats) open it, before the rest in
-//! the list's order. Parts of the HTML that other pages share live in
+//! [`Place::Top`] (the headline, the advice, the caveats) open it, before
+//! the rest in the list's order. Above them all, the page's contents bar
+//! links to every section it shows. Parts of the HTML that other pages share live in
 //! `report/html/` (`latency`: a load's; `anatomy`: an anatomy's card).
 
 pub mod advice;
@@ -79,6 +81,7 @@ pub trait ProfileSection: Sync {
 pub static SECTIONS: &[&dyn ProfileSection] = &[
     &sweep::Steps,
     &headline::Headline,
+    &advice::Advice,
     &insights::Insights,
     &load::Load,
     &anatomy::Anatomy,
@@ -93,7 +96,6 @@ pub static SECTIONS: &[&dyn ProfileSection] = &[
     &environment::Environment,
     &environment::Notes,
     &caveats::Caveats,
-    &advice::Advice,
 ];
 
 /// The sections `r` has, in the list's order.
