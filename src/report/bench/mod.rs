@@ -10,6 +10,7 @@
 //! the same bytes whatever experiments this build knows. [`text`] and
 //! [`page`] render a report or a demo from the list.
 
+pub mod noise;
 pub mod overhead;
 pub mod page;
 pub mod relay;
@@ -112,6 +113,11 @@ pub trait Section {
     }
     /// The page's section(s), element ids prefixed with `p`.
     fn html(&self, p: &str) -> String;
+    /// Where its repeated measurements disagree beyond their spread (see
+    /// [`noise`]): sentences shown beside its numbers. None by default.
+    fn noise(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Declares [`ExperimentResult`], one variant per experiment's results, and

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::Section;
+use super::{Section, noise};
 use crate::report::html::{card, list};
 use crate::report::svg::{self, BarChart, Scale};
 use crate::report::table::{Align::Left, Align::Right, Column, Table};
@@ -85,6 +85,12 @@ impl Section for OverheadResult {
     }
     fn html(&self, p: &str) -> String {
         overhead_body(p, self)
+    }
+    fn noise(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .filter_map(|r| noise::outlier_note(&r.label, &r.rounds_ns, " ns"))
+            .collect()
     }
 }
 

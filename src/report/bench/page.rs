@@ -22,6 +22,15 @@ pub fn bench_body(p: &str, r: &BenchReport) -> String {
     }
     for x in r.results.iter() {
         b.push_str(&x.section().html(p));
+        let noise = x.section().noise();
+        if !noise.is_empty() {
+            let _ = write!(
+                b,
+                "<section class=\"card\" id=\"{p}noise-{}\"><h3>Noise in these numbers</h3>{}</section>",
+                x.key(),
+                list(&noise, "insights")
+            );
+        }
     }
     b
 }

@@ -19,6 +19,9 @@ pub fn render(r: &BenchReport) -> String {
     );
     for x in r.results.iter() {
         s.push_str(&x.section().text());
+        for n in x.section().noise() {
+            let _ = writeln!(s, "  ~ noise: {}", wrap(&n, 96, "    "));
+        }
     }
     for i in &r.insights {
         let _ = writeln!(s, "  * {}", wrap(i, 96, "    "));
