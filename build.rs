@@ -121,9 +121,16 @@ fn embed_git_state() {
             Path::new(&dir).join("HEAD").display()
         );
         if let Some(common) = ok(&["rev-parse", "--git-common-dir"]) {
-            println!("cargo:rerun-if-changed={common}/refs");
+            // Only the branch this checkout is on: watching all of refs/
+            // rebuilt every worktree's crate on a commit in any of them.
             // A watched file that does not exist reruns the script on
-            // every build.
+            // every build, hence the tests.
+            if let Some(branch) = ok(&["symbolic-ref", "-q", "HEAD"]) {
+                let loose = Path::new(&common).join(&branch);
+                if loose.exists() {
+                    println!("cargo:rerun-if-changed={}", loose.display());
+                }
+            }
             let packed = Path::new(&common).join("packed-refs");
             if packed.exists() {
                 println!("cargo:rerun-if-changed={}", packed.display());
