@@ -9,6 +9,9 @@
 pub mod anatomy;
 pub mod artifact;
 pub mod bench;
+// Above html, bench and sections: it lays out the pages they make.
+#[cfg(test)]
+mod browser_check;
 pub mod compare;
 pub mod evidence;
 #[cfg(test)]

@@ -12,8 +12,6 @@
 //! puts them on the page of one experiment or of the demo.
 
 pub mod anatomy;
-#[cfg(test)]
-mod browser_check;
 pub mod latency;
 pub mod load;
 pub mod requests;

@@ -198,7 +198,7 @@ fn profile_html() -> String {
 /// rates differ by under 1 %: narrow bars with near labels.
 fn demo_html() -> String {
     let mut v: serde_json::Value =
-        serde_json::from_str(include_str!("../../../tests/fixtures/v2/demo-quick.json")).unwrap();
+        serde_json::from_str(include_str!("../../tests/fixtures/v2/demo-quick.json")).unwrap();
     let points = v["experiments"][0]["transport"]["points"]
         .as_array_mut()
         .unwrap();
