@@ -110,7 +110,20 @@ impl Cage {
 
     /// Sends `sig` to every process in it.
     pub fn signal(&self, sig: i32) {
+        self.signal_outside_group(sig, None);
+    }
+
+    /// Sends `sig` to every process in it but those of process group
+    /// `group` (already signalled through it: a second SIGTERM that comes
+    /// while a server is stopping on the first stays pending, and kills it
+    /// by default once its handling ends and the signal is unblocked).
+    pub fn signal_outside_group(&self, sig: i32, group: Option<i32>) {
         for pid in self.pids() {
+            // SAFETY: getpgid has no memory preconditions; -1 (gone) is
+            // not a group, so such a pid is signalled and gets ESRCH.
+            if group.is_some_and(|g| unsafe { libc::getpgid(pid) } == g) {
+                continue;
+            }
             // SAFETY: kill has no memory preconditions; a pid gone since
             // the read gets ESRCH.
             unsafe { libc::kill(pid, sig) };

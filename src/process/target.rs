@@ -485,7 +485,7 @@ impl Launched {
                 // And what left the group (setsid), which may still be
                 // ours to stop in order.
                 if let Some(c) = &self.cage {
-                    c.signal(libc::SIGTERM);
+                    c.signal_outside_group(libc::SIGTERM, Some(self.pid));
                 }
                 if wait_pidfd(self.pidfd.as_fd(), grace) {
                     ("SIGTERM", child.wait().ok())
@@ -642,6 +642,54 @@ mod tests {
             let state = s.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
             !matches!(state, Some('Z' | 'X') | None)
         })
+    }
+
+    #[test]
+    fn the_cage_signal_spares_the_group_already_signalled() {
+        if let Err(e) = Cage::create() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "no cgroup for a launched process under CI: {e:#}"
+            );
+            eprintln!("skipped: a launched process gets no cgroup here ({e:#})");
+            return;
+        }
+        // The leader stays in its group; a job that called setsid left it.
+        // stop() sends SIGTERM to the group, then to the cage's others: a
+        // second SIGTERM to a server stopping on the first kills it once
+        // its handling unblocks signals ("killed by SIGTERM" after it said
+        // "stopped by SIGTERM").
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("escaped.pid");
+        let script = format!(
+            "setsid sh -c 'echo $$ > {}; exec sleep 30' & exec sleep 30",
+            pidfile.display()
+        );
+        let mut t = Launched::spawn(&argv(&["sh", "-c", &script]), None).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let escaped: i32 = loop {
+            if let Some(p) = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(Instant::now() < deadline, "the setsid job never started");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let cage = t.cage.as_ref().expect("a launched process in a cage");
+        cage.signal_outside_group(libc::SIGTERM, Some(t.pid));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(escaped) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !alive(escaped),
+            "the job outside the group was not signalled"
+        );
+        assert!(alive(t.pid), "the group's leader was signalled by the cage");
+        let r = t.stop(Duration::from_secs(5));
+        assert_eq!(r.signal, "SIGTERM", "{r:?}");
     }
 
     #[test]
