@@ -15,7 +15,8 @@
 //!   oldest unfinished request, so a flood turns over its own connections
 //!   while a scraper, whose request comes whole right after connect, is
 //!   served;
-//! - a request already whole when it is accepted is answered at once.
+//! - a request already whole when its batch of accepts ends is answered at
+//!   once, before it could lose its slot.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
@@ -180,23 +181,33 @@ pub(super) fn serve(listener: TcpListener, stop: OwnedFd, state: &Mutex<State>) 
 }
 
 /// Accepts up to [`ACCEPT_BATCH`] connections, answering those whose
-/// request is already whole and admitting the rest.
+/// request is whole and admitting the rest.
+///
+/// Each is read only once the whole batch is accepted, and only then may
+/// it close another's slot or lose its own: a scraper writes its request
+/// right after its connect returns, which can be just after the accept, and
+/// read at once its head was not there yet. Unfinished, it was the kind of
+/// request a flood from the same address (a loopback peer) evicts when it
+/// connects in a burst.
 fn accept_some(listener: &TcpListener, conns: &mut Vec<Conn>, state: &Mutex<State>) {
+    let mut fresh = Vec::new();
     for _ in 0..ACCEPT_BATCH {
         let (stream, peer) = match listener.accept() {
             Ok(c) => c,
-            Err(_) => return,
+            Err(_) => break,
         };
         if stream.set_nonblocking(true).is_err() {
             continue;
         }
-        let mut c = Conn {
+        fresh.push(Conn {
             stream,
             peer: peer.ip(),
             since: Instant::now(),
             head: Vec::new(),
             out: None,
-        };
+        });
+    }
+    for mut c in fresh {
         if c.step(state) == Next::Close {
             continue;
         }
