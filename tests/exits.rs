@@ -341,6 +341,50 @@ fn load_failure_names_its_error_classes() {
     }
 }
 
+/// An echo framing 100-byte requests never answers tcp-rr's default
+/// 1-byte request: the failure says the server never answered a request
+/// of that size, not only "ETIMEDOUT xN".
+#[test]
+fn a_server_that_never_answers_is_named_with_the_request_size() {
+    let srv = Server::start(&["serve", "echo", "--req-size", "100", "--resp-size", "100"]);
+    let (st, _, err) = run_bounded(
+        &[
+            "load",
+            "tcp-rr",
+            &srv.addr.to_string(),
+            "-c",
+            "2",
+            "-d",
+            "1",
+            "--timeout",
+            "0.3",
+        ],
+        LIMIT,
+    );
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("ETIMEDOUT x"), "{err}");
+    assert!(
+        err.contains("the server never answered a request of 1 byte within --timeout 0.3 s"),
+        "{err}"
+    );
+    // With the size it frames, the same server answers.
+    let (st, _, err) = run_bounded(
+        &[
+            "load",
+            "tcp-rr",
+            &srv.addr.to_string(),
+            "-c",
+            "2",
+            "-n",
+            "100",
+            "--req",
+            "100",
+        ],
+        LIMIT,
+    );
+    assert!(st.success(), "{err}");
+}
+
 #[test]
 fn profile_load_failure_names_its_error_classes() {
     if !require_bpf("profile_load_failure_names_its_error_classes") {

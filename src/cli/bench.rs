@@ -86,8 +86,8 @@ pub fn after_help() -> String {
         )
     });
     format!(
-        "Examples:\n  sockscope bench transport --out out/transport\n  \
-         sockscope bench udp-rcvbuf --quick\n  sockscope bench overhead\n  \
+        "Examples:\n  sockscope bench transport --quick --out transport\n  \
+         sockscope bench udp-rcvbuf --quick\n  sockscope bench overhead --quick\n  \
          sockscope bench relay --quick\n\n\
          {bpf}A signal interrupts the run also during a load (128+N)."
     )

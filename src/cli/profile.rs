@@ -28,22 +28,22 @@ HOST and PORT are filled in), and --duration SECS observes the target
 under the traffic it already has. Their requests are counted at the
 target's sockets by the request anatomy (docs/profile.md).
 
-Examples:
-  sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 64 -d 10'
-  sockscope profile --pid $(pidof -s nginx) --load-cmd 'wrk -c 16 -d 10 http://ADDR/'
-  sockscope profile --unit redis-server --load-cmd 'redis-benchmark -h HOST -p PORT -q'
-  sockscope profile --unit nginx.service --duration 30      (its real traffic)
-  sockscope profile --load 'tcp-rr -c 8 -d 5 --request \"PING\\r\\n\" --expect \"+PONG\\r\\n\"' \\
+Examples (--pid takes `$(pidof nginx)`, the master and its workers: it covers
+their common ancestor's tree; --unit needs systemd and that unit):
+  sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 64 -d 2'
+  sockscope profile --pid $(pidof -s nginx) --load-cmd 'wrk -c 16 -d 2 http://ADDR/'
+  sockscope profile --unit redis-server --load-cmd 'redis-benchmark -h HOST -p PORT -q -n 10000'
+  sockscope profile --unit nginx.service --duration 2      # its real traffic
+  sockscope profile --load 'tcp-rr -c 8 -d 2 --request \"PING\\r\\n\" --expect \"+PONG\\r\\n\"' \\
       -- redis-server --port 16379 --save ''
-  sockscope profile --pid $(pidof nginx) --load 'tcp-crr -c 16 -d 10'
-  sockscope profile --unit nginx.service --load 'http -c 16 -d 10'
-  sockscope profile --unit nginx.service --load 'http -c 16 -d 10' --requests-only
-      (the request anatomy alone: no syscall hook, docs/anatomy.md)
-  sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 8 -d 5' \\
-      --path 'rtt=20ms jitter=1ms loss=0.1% rate=1gbit'   (docs/path.md)
-  sockscope profile --target 'serve echo' --load 'tcp-rr -c 8' --sweep '1k..5k step 1k every 5s'
-  sockscope profile --pid $(pidof nginx) --load 'http -c 16' --find-capacity 'p99<5ms,errors<0.1%'
-      (steps on one live target, a window each: docs/profile.md)
+  sockscope profile --pid $(pidof nginx) --load 'http -c 16 -d 2 --new-connection'
+  sockscope profile --unit nginx.service --load 'http -c 16 -d 2'
+  sockscope profile --pid $(pidof nginx) --load 'http -c 16 -d 2' --requests-only   # no syscall hook
+  sockscope profile --target 'serve echo --transport epoll' --load 'tcp-rr -c 8 -d 2' \\
+      --path 'rtt=20ms jitter=1ms loss=0.1% rate=1gbit'   # docs/path.md
+  sockscope profile --target 'serve echo' --load 'tcp-rr -c 8' --sweep '1k..3k step 1k every 1s'
+  sockscope profile --pid $(pidof nginx) --load 'http -c 16' --find-capacity 'p99<5ms,errors<0.1%' \\
+      --step 1 --max-duration 10   # steps on one live target, a window each: docs/profile.md
 
 No failure leaves anything at DIR, but one: --sweep or --find-capacity
 interrupted after a step finished writes the steps finished so far, marked
@@ -59,10 +59,12 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "ARGS", conflicts_with_all = ["pid", "command"])]
     pub target: Option<String>,
 
-    /// Attach to this running server (profile stops nothing it did not
-    /// start).
-    #[arg(short = 'p', long, value_name = "PID", conflicts_with_all = ["command", "user", "as_root"])]
-    pub pid: Option<i32>,
+    /// Attach to this running server and its descendants (profile stops
+    /// nothing it did not start). Several pids (`--pid $(pidof nginx)`:
+    /// a master and its workers) name the one that is an ancestor of all
+    /// the others; unrelated processes are a usage error.
+    #[arg(short = 'p', long, value_name = "PID", num_args = 1.., conflicts_with_all = ["command", "user", "as_root"])]
+    pub pid: Vec<i32>,
 
     /// Trace every process of this cgroup v2 directory (a service already
     /// running under a container runtime); nothing in it is stopped.
@@ -323,7 +325,8 @@ impl ProfileArgs {
             }
             (None, None) => None,
         };
-        let target = match (self.target, self.pid, self.command.is_empty()) {
+        let pid = values::tree_root("--pid", &self.pid)?;
+        let target = match (self.target, pid, self.command.is_empty()) {
             (None, None, true) if scope.is_some() => {
                 ProfileTarget::Cgroup(scope.expect("checked above"))
             }
@@ -339,12 +342,7 @@ impl ProfileArgs {
                 profile::check_target_args(&words)?;
                 ProfileTarget::Sockscope(words)
             }
-            (None, Some(pid), true) => {
-                if pid <= 0 {
-                    return Err(error::usage(format!("--pid {pid}: not a process id")));
-                }
-                ProfileTarget::Pid(pid)
-            }
+            (None, Some(pid), true) => ProfileTarget::Pid(pid),
             (None, None, false) => ProfileTarget::Command(self.command),
             _ => {
                 return Err(error::usage(

@@ -42,8 +42,9 @@ pub struct EchoArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", value_parser = listen_endpoint)]
     pub listen: Endpoint,
 
-    /// Kernel path to serve through.
-    #[arg(long, value_enum)]
+    /// Kernel path to serve through (default epoll: every kernel has it,
+    /// and it is what most servers use).
+    #[arg(long, value_enum, default_value = "epoll")]
     pub transport: Transport,
 
     /// epoll/uring: event loops, each with its own listener (default: one

@@ -20,9 +20,11 @@ use crate::trace::snapshot::Breakdown;
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     /// Attach to this running process (and all its threads) instead of
-    /// launching a command.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "user", "as_root", "cgroup", "unit", "comm", "system"])]
-    pub pid: Option<i32>,
+    /// launching a command. Several pids (`-p $(pidof nginx)`: a master
+    /// and its workers) name the one that is an ancestor of all the
+    /// others; unrelated processes are a usage error.
+    #[arg(short = 'p', long = "pid", value_name = "PID", num_args = 1.., conflicts_with_all = ["command", "user", "as_root", "cgroup", "unit", "comm", "system"])]
+    pub pid: Vec<i32>,
 
     /// Trace every task in this cgroup v2 directory or below it, and every
     /// one that joins later: an absolute path, or a path below the cgroup
@@ -174,7 +176,7 @@ impl TraceArgs {
         // present, so this combination is checked here.
         let scoped =
             self.cgroup.is_some() || self.unit.is_some() || self.comm.is_some() || self.system;
-        if self.duration.is_some() && self.pid.is_none() && !scoped {
+        if self.duration.is_some() && self.pid.is_empty() && !scoped {
             return Err(error::usage(
                 "--duration applies to -p PID or a scope (--cgroup, --unit, --comm, --system); \
                  a launched command is traced until it exits",
@@ -324,29 +326,26 @@ impl TraceArgs {
 
     /// The target of a tree mode: a pid, or a command after `--`.
     fn tree_target(&self) -> Result<TargetSpec> {
-        Ok(match (self.pid, self.command.is_empty()) {
-            (Some(pid), true) => {
-                if pid <= 0 {
-                    return Err(error::usage(format!("-p {pid}: not a process id")));
-                }
-                TargetSpec::Attach {
+        Ok(
+            match (values::tree_root("-p", &self.pid)?, self.command.is_empty()) {
+                (Some(pid), true) => TargetSpec::Attach {
                     pid,
                     duration: self.duration.map(Duration::from_secs_f64),
-                }
-            }
-            (None, false) => TargetSpec::Launch {
-                run_as: crate::process::run_as::resolve(self.user.as_deref(), self.as_root)?,
-                argv: self.command.clone(),
-            },
-            (None, true) => {
-                return Err(error::usage(
-                    "nothing to trace: give -p PID, a command after `--` \
+                },
+                (None, false) => TargetSpec::Launch {
+                    run_as: crate::process::run_as::resolve(self.user.as_deref(), self.as_root)?,
+                    argv: self.command.clone(),
+                },
+                (None, true) => {
+                    return Err(error::usage(
+                        "nothing to trace: give -p PID, a command after `--` \
                      (sockscope trace -- CMD ARGS...), or a scope: --cgroup PATH, --unit NAME, \
                      --comm NAME or --system",
-                ));
-            }
-            (Some(_), false) => unreachable!("clap rejects -p together with a command"),
-        })
+                    ));
+                }
+                (Some(_), false) => unreachable!("clap rejects -p together with a command"),
+            },
+        )
     }
 }
 
@@ -370,14 +369,15 @@ fn check_outputs(json: Option<&PathBuf>, output: Option<&PathBuf>) -> Result<()>
 }
 
 pub(super) const TRACE_HELP: &str = "\
-Examples:
-  sockscope trace -- redis-server --port 0
+Examples (-p takes `$(pidof nginx)`, the master and its workers: it traces
+their common ancestor's tree; --unit needs systemd and that unit):
+  sockscope trace -- redis-benchmark -p 6379 -n 10000 -q -t get,set
   sockscope trace --unit nginx.service --by process --interval 10s
-  sockscope trace --comm redis-server --metrics 127.0.0.1:9469
-  sockscope trace --system --by comm --duration 30
-  sockscope trace -p 1234 --duration 10 --json out.json
-  sockscope trace --requests-only -p 1234 --duration 10 --metrics 127.0.0.1:9469
-  sockscope trace --count-only --per-thread -p $(pidof nginx)
+  sockscope trace --comm redis-server --metrics 127.0.0.1:9469 --duration 2
+  sockscope trace --system --by comm --duration 2
+  sockscope trace -p 1234 --duration 2 --json out.json
+  sockscope trace --requests-only -p 1234 --duration 2 --metrics 127.0.0.1:9469
+  sockscope trace --count-only --per-thread -p $(pidof nginx) --duration 2
 
 Signals, launch mode (-- CMD): sockscope does not stop before the command
 does. Ctrl-C in a terminal reaches the command (and its children) from the

@@ -19,6 +19,54 @@ pub fn message_size(s: &str) -> Result<usize, String> {
     Ok(v)
 }
 
+/// The one process tree that `--pid`'s pids name. One pid is itself;
+/// several (`--pid $(pidof nginx)`: the master and its workers) name the
+/// one among them that is an ancestor of every other, since `--pid` covers
+/// a process and its descendants. Pids of unrelated processes are a usage
+/// error that says what to give instead; so is a pid that is not positive.
+pub fn tree_root(flag: &str, pids: &[i32]) -> anyhow::Result<Option<i32>> {
+    let list = || {
+        pids.iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if let Some(bad) = pids.iter().find(|p| **p <= 0) {
+        return Err(crate::error::usage(format!(
+            "{flag} {bad}: not a process id"
+        )));
+    }
+    if pids.len() <= 1 {
+        return Ok(pids.first().copied());
+    }
+    // Bounded walk up the parent links: a chain longer than this is no
+    // process tree anyone asked for.
+    let descends = |mut p: i32, root: i32| {
+        for _ in 0..256 {
+            if p == root {
+                return true;
+            }
+            match crate::procfs::ppid(p) {
+                Some(pp) if pp > 0 && pp != p => p = pp,
+                _ => return false,
+            }
+        }
+        false
+    };
+    pids.iter()
+        .copied()
+        .find(|&root| pids.iter().all(|&p| descends(p, root)))
+        .map(Some)
+        .ok_or_else(|| {
+            crate::error::usage(format!(
+                "{flag} {}: these processes are not one process tree (none of them is an \
+                 ancestor of all the others); give one pid, whose descendants are covered \
+                 (a server's master), or a scope: --cgroup PATH or --unit NAME",
+                list()
+            ))
+        })
+}
+
 /// A reporting interval (trace `--interval`): `10s`, `500ms`, `1m`, or a
 /// number of seconds; between 100 ms and a day.
 pub fn interval(s: &str) -> Result<std::time::Duration, String> {
@@ -59,5 +107,38 @@ mod tests {
         assert!(interval("2d").unwrap_err().contains("24h"));
         assert!(interval("-1").is_err());
         assert!(interval("soon").unwrap_err().contains("10s"));
+    }
+
+    #[test]
+    fn several_pids_name_their_common_ancestor_or_are_refused() {
+        let me = std::process::id() as i32;
+        let parent = crate::procfs::ppid(me).unwrap();
+        assert_eq!(tree_root("--pid", &[]).unwrap(), None);
+        assert_eq!(tree_root("--pid", &[me]).unwrap(), Some(me));
+        // A master and its workers, in either order.
+        assert_eq!(tree_root("--pid", &[me, parent]).unwrap(), Some(parent));
+        assert_eq!(tree_root("--pid", &[parent, me]).unwrap(), Some(parent));
+        // Two siblings: neither is the other's ancestor.
+        let mut kids: Vec<_> = (0..2)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("5")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let pids: Vec<i32> = kids.iter().map(|k| k.id() as i32).collect();
+        let err = tree_root("--pid", &pids).unwrap_err().to_string();
+        for k in &mut kids {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+        assert!(err.contains("not one process tree"), "{err}");
+        assert!(
+            tree_root("-p", &[me, 0])
+                .unwrap_err()
+                .to_string()
+                .contains("not a process id")
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! What the commands promise around the measurement: exit statuses and
+//! What the commands promise around the measurement: every example of the
+//! docs and of `--help` run as written (tests/examples/), exit statuses and
 //! their one list, the files a user names and the artifact directories,
 //! `tune`, the deployment manifests, `demo --quick` rendered in Chromium, and the
 //! layering rules of the source (tests/layering.rs).
@@ -15,6 +16,8 @@ mod artifacts;
 mod demo;
 #[path = "../deploy_k8s.rs"]
 mod deploy_k8s;
+#[path = "../examples/mod.rs"]
+mod examples;
 #[path = "../exit_codes.rs"]
 mod exit_codes;
 #[path = "../exits.rs"]

@@ -226,6 +226,34 @@ fn saturated_any(m: &Merged) -> bool {
 /// failed right after connect (short reads, resets, closes): servers that
 /// admit 127.0.0.1 only (PostgreSQL's stock pg_hba.conf) look like that,
 /// so the run says so instead of leaving a bare `short_read`.
+/// Why a stream run whose connections were established got no response at
+/// all and only timed out: the server never answered a request of this
+/// size, most often because it waits for more bytes than the load sends
+/// (an echo server framing 100-byte requests, a load sending 1 byte).
+/// "ETIMEDOUT x16" alone would not say that.
+fn never_answered(plan: &TcpPlan, m: &Merged, request_bytes: Option<usize>) -> Option<String> {
+    let t = &m.tally;
+    let established: u64 = m.ends.iter().map(|e| e.established as u64).sum();
+    let only_timeouts = !t.errors.is_empty() && t.errors.keys().all(|k| *k == ErrorClass::TimedOut);
+    if plan.mode.datagram()
+        || established == 0
+        || t.transactions > 0
+        || t.failed_answers > 0
+        || !only_timeouts
+    {
+        return None;
+    }
+    let size = request_bytes.map_or_else(
+        || "its request".to_string(),
+        |n| format!("a request of {n} byte{}", if n == 1 { "" } else { "s" }),
+    );
+    Some(format!(
+        "the server never answered {size} within --timeout {:.1} s: does it expect requests of \
+         another size (`serve echo --req-size` must match the load's --req)?",
+        plan.timeout.as_secs_f64()
+    ))
+}
+
 fn source_hint(plan: &TcpPlan, t: &WorkerTally) -> Option<String> {
     if plan.sources.len() < 2 {
         return None;
@@ -292,6 +320,9 @@ pub(in crate::load) fn report(
     if let Some(hint) = source_hint(plan, t) {
         failure = failure.map(|f| format!("{f}; {hint}"));
         notes.insert(0, hint);
+    }
+    if let Some(why) = never_answered(plan, m, config.request_bytes) {
+        failure = failure.map(|f| format!("{f}; {why}"));
     }
     let mut config = config;
     if let (Some(c), Some(n)) = (config.tls.as_mut(), t.tls_negotiated) {
