@@ -9,6 +9,7 @@
 pub mod anatomy;
 pub mod artifact;
 pub mod bench;
+pub mod commands;
 pub mod compare;
 pub mod evidence;
 #[cfg(test)]
