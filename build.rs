@@ -50,6 +50,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/anatomy.h");
     println!("cargo:rerun-if-changed=src/bpf/stacks.h");
     println!("cargo:rerun-if-changed=src/bpf/hist.h");
+    println!("cargo:rerun-if-changed=src/bpf/resp.h");
     println!("cargo:rerun-if-changed=src/bpf/scope.h");
     println!("cargo:rerun-if-changed=src/bpf/common.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");

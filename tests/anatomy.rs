@@ -256,6 +256,9 @@ fn redis_turns_equal_its_command_calls_and_a_pipelined_batch_is_one_turn() {
     assert_eq!(calls, u(&rep["transactions"]), "{}", rep["errors"]);
     assert_eq!(an.turns(), calls, "{}", an.brief());
     assert_eq!(an.multiplexed(), (0, 0));
+    // Each turn one RESP command, found in the bytes (docs/anatomy.md).
+    assert_eq!(u(&an.a["requests"]), calls, "{}", an.brief());
+    assert_eq!(u(&an.a["resp"]["turns"]), calls, "{}", an.brief());
     an.assert_sums_add_up();
 
     // Pipelined, 8 requests in flight per connection: the load writes
@@ -275,6 +278,8 @@ fn redis_turns_equal_its_command_calls_and_a_pipelined_batch_is_one_turn() {
     // Within 1 % of one turn per batch (see the tcp-rr case below).
     let batches = an.turns() + mux_turns;
     assert!((495..=505).contains(&batches), "{batches}: {}", an.brief());
+    // The commands are counted from the bytes all the same: 4000.
+    assert_eq!(u(&an.a["requests"]), 4000, "{}", an.brief());
     an.assert_sums_add_up();
 }
 

@@ -65,7 +65,20 @@ pub mod count {
     /// Next requests read before their data-ready hook ran (their arrival
     /// is taken at that read).
     pub const READ_BEFORE_READY: usize = C::SS_CNT_READ_BEFORE_READY.0 as usize;
+    /// RESP commands completed (read whole).
+    pub const COMMANDS: usize = C::SS_CNT_COMMANDS.0 as usize;
+    /// Turns closed that carried at least one command.
+    pub const CMD_TURNS: usize = C::SS_CNT_CMD_TURNS.0 as usize;
+    /// Connections whose first read began a RESP array.
+    pub const RESP_CONNS: usize = C::SS_CNT_RESP_CONNS.0 as usize;
+    /// RESP connections the parser gave up on.
+    pub const RESP_GAVE_UP: usize = C::SS_CNT_RESP_GAVE_UP.0 as usize;
+    /// Commands whose name found no room in the names map.
+    pub const NAMES_FULL: usize = C::SS_CNT_NAMES_FULL.0 as usize;
 }
+
+/// Bytes of a command's name the kernel keeps.
+pub const NAME_LEN: usize = types::ss_anat_limits::SS_RESP_NAME_LEN.0 as usize;
 
 /// The programs' names, in the order of `enum ss_anat_prog`.
 pub const PROG_NAMES: [&str; PROGS] = [
@@ -83,5 +96,9 @@ unsafe impl Plain for types::ss_anat_stats {}
 unsafe impl Plain for types::ss_anat_stats_key {}
 // SAFETY: as above.
 unsafe impl Plain for types::ss_anat_port_key {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_anat_name_key {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_anat_name {}
 
 const _: () = assert!(PROG_NAMES.len() == PROGS);

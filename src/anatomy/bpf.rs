@@ -14,8 +14,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
 
-use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, PARTS, PROGS, types};
-use super::counts::{Counts, PortTurns, ProgRuns, Transport};
+use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, NAME_LEN, PARTS, PROGS, types};
+use super::counts::{Counts, NameCounts, PortTurns, ProgRuns, Transport};
 use super::ports::ServedPort;
 use crate::clock::monotonic_ns;
 use crate::probe::ScopeFilter;
@@ -359,6 +359,7 @@ impl<'obj> Programs<'obj> {
             .context("reading the overflow statistics")?
             .unwrap_or_default();
         out.other = self.sum_cpus(&per_cpu, PortTurns::empty(0, Transport::Tcp))?;
+        out.names = self.read_names()?;
         let ncpus = self.ncpus;
         let bss = self.bss()?;
         for cpu in bss.cpus.iter().take(ncpus.max(1)) {
@@ -369,6 +370,46 @@ impl<'obj> Programs<'obj> {
                 add_runs(sum, p);
             }
         }
+        Ok(out)
+    }
+
+    /// The RESP command names' counts, sorted by transport, port, name.
+    fn read_names(&self) -> Result<Vec<NameCounts>> {
+        let map = &self.skel.maps.names;
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let Some(k) = pod::read::<types::ss_anat_name_key>(&key) else {
+                bail!("short key in the command names");
+            };
+            let Some(transport) = Transport::from_number(k.proto) else {
+                continue;
+            };
+            // Gone since the keys were listed: nothing to add.
+            let Some(bytes) = map
+                .lookup(&key, MapFlags::ANY)
+                .context("reading the command names")?
+            else {
+                continue;
+            };
+            let Some(v) = pod::read_boxed::<types::ss_anat_name>(&bytes) else {
+                bail!("short value in the command names");
+            };
+            // The kernel pads a shorter name with zeros (all zeros: "(other)").
+            let name = &k.name[..NAME_LEN.min(k.name.len())];
+            let len = name.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+            out.push(NameCounts {
+                port: k.port,
+                transport,
+                name: name[..len].to_vec(),
+                commands: v.commands,
+                batched: v.batched,
+                turns: v.turns,
+                sum_ns: v.sum_ns,
+                max_ns: v.max_ns,
+                hist: v.hist.to_vec(),
+            });
+        }
+        out.sort_by(|a, b| (a.transport, a.port, &a.name).cmp(&(b.transport, b.port, &b.name)));
         Ok(out)
     }
 

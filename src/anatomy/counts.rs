@@ -199,6 +199,65 @@ impl ProgRuns {
     }
 }
 
+/// One RESP command name's counts on one served port
+/// (`ss_anat_name`): commands counted at the reads that completed them,
+/// and the timed turns filed under the name (a turn goes under its first
+/// command's name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameCounts {
+    /// Local port (a Unix listener's number for [`Transport::Unix`]).
+    pub port: u16,
+    /// Its transport.
+    pub transport: Transport,
+    /// The name's bytes as the peer sent them, upper-cased, at most
+    /// `abi::NAME_LEN`; empty for "(other)" (names past the port's limit).
+    pub name: Vec<u8>,
+    /// Commands completed.
+    pub commands: u64,
+    /// Of them, in turns that carried more than one command.
+    pub batched: u64,
+    /// Timed turns filed under it.
+    pub turns: u64,
+    /// Their server time's exact sum.
+    pub sum_ns: u64,
+    /// Their largest server time (cumulative).
+    pub max_ns: u64,
+    /// Their server time (trace/hist.rs buckets).
+    pub hist: Vec<u64>,
+}
+
+impl NameCounts {
+    /// What accumulated since `e` (the same port and name, read before).
+    pub fn since(&self, e: &NameCounts) -> NameCounts {
+        let mut out = self.clone();
+        out.commands = self.commands.saturating_sub(e.commands);
+        out.batched = self.batched.saturating_sub(e.batched);
+        out.turns = self.turns.saturating_sub(e.turns);
+        out.sum_ns = self.sum_ns.saturating_sub(e.sum_ns);
+        sub_from(&mut out.hist, &e.hist);
+        out
+    }
+
+    /// The server-time histogram of its turns.
+    pub fn histogram(&self) -> Histogram {
+        let min = self
+            .hist
+            .iter()
+            .position(|c| *c > 0)
+            .map(hist::lower_bound)
+            .unwrap_or(0);
+        Histogram {
+            counts: self.hist.clone(),
+            min,
+            max: self.max_ns,
+        }
+    }
+
+    fn key(&self) -> (Transport, u16, &[u8]) {
+        (self.transport, self.port, &self.name)
+    }
+}
+
 /// Everything the programs hold at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Counts {
@@ -210,6 +269,8 @@ pub struct Counts {
     pub count: [u64; COUNTS],
     /// Each program's runs (`abi::PROG_NAMES` order).
     pub progs: [ProgRuns; PROGS],
+    /// RESP command names, sorted by transport, port and name.
+    pub names: Vec<NameCounts>,
 }
 
 impl Counts {
@@ -220,6 +281,7 @@ impl Counts {
             other: PortTurns::empty(0, Transport::Tcp),
             count: [0; COUNTS],
             progs: [ProgRuns::default(); PROGS],
+            names: Vec::new(),
         }
     }
 
@@ -247,11 +309,22 @@ impl Counts {
         for (p, e) in progs.iter_mut().zip(earlier.progs) {
             *p = p.since(e);
         }
+        let names = self
+            .names
+            .iter()
+            .map(
+                |n| match earlier.names.iter().find(|e| e.key() == n.key()) {
+                    Some(e) => n.since(e),
+                    None => n.clone(),
+                },
+            )
+            .collect();
         Counts {
             ports,
             other: self.other.since(&earlier.other),
             count,
             progs,
+            names,
         }
     }
 
@@ -313,6 +386,43 @@ pub(crate) mod tests {
             .map(|p| total.sum_ns[*p as usize])
             .sum();
         assert_eq!(addends, total.sum_ns[Part::Server as usize]);
+    }
+
+    #[test]
+    fn names_since_take_away_their_own_earlier_counts_only() {
+        let name = |n: &[u8], commands, port| NameCounts {
+            port,
+            transport: Transport::Tcp,
+            name: n.to_vec(),
+            commands,
+            batched: commands / 2,
+            turns: 1,
+            sum_ns: 10,
+            max_ns: 10,
+            hist: vec![0; hist::BUCKETS],
+        };
+        let mut before = Counts::empty();
+        before.names = vec![name(b"GET", 10, 6379), name(b"SET", 4, 6379)];
+        let mut now = Counts::empty();
+        now.names = vec![
+            name(b"GET", 25, 6379),
+            name(b"GET", 7, 6380),
+            name(b"SET", 4, 6379),
+        ];
+        let d = now.since(&before);
+        let got: Vec<(u16, &[u8], u64, u64)> = d
+            .names
+            .iter()
+            .map(|n| (n.port, n.name.as_slice(), n.commands, n.batched))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (6379, &b"GET"[..], 15, 7),
+                (6380, &b"GET"[..], 7, 3),
+                (6379, &b"SET"[..], 0, 0)
+            ]
+        );
     }
 
     #[test]

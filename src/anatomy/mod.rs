@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 
-pub use self::counts::{Counts, Part, PortTurns, Transport};
+pub use self::counts::{Counts, NameCounts, Part, PortTurns, Transport};
 pub use self::ports::{ServedPort, ServedUnix, served_ports, served_unix};
 use crate::probe::ScopeFilter;
 use crate::recorder::Recorder;
@@ -176,6 +176,11 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
     for p in &mut r.ports {
         if p.transport == Transport::Unix.name() {
             p.socket = rec.unix.get(usize::from(p.port)).cloned();
+        }
+    }
+    for e in &mut r.endpoints {
+        if e.transport == Transport::Unix.name() {
+            e.socket = rec.unix.get(usize::from(e.port)).cloned();
         }
     }
     r.window_s = rec.window_ns as f64 / 1e9;

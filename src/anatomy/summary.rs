@@ -4,12 +4,13 @@
 //! the per-port rows, the intervals, and the cost. Pure functions.
 
 use super::abi::{PROG_NAMES, count};
-use super::counts::{Counts, Part, PortTurns, ProgRuns};
+use super::counts::{Counts, NameCounts, Part, PortTurns, ProgRuns};
 use crate::probe::hist::{self, Histogram};
 use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
+use crate::report::commands::{Endpoint, RespCounts, name_text};
 use crate::stats::{LatencySummary, TailInterval, tail};
 
 /// The quantile of a named percentile.
@@ -275,7 +276,39 @@ pub fn report(
         load_pipeline: None,
         intervals,
         cost,
+        requests: (c[count::RESP_CONNS] > 0 || c[count::COMMANDS] > 0)
+            .then_some(c[count::COMMANDS]),
+        resp: RespCounts {
+            connections: c[count::RESP_CONNS],
+            unparsed: c[count::RESP_GAVE_UP],
+            turns: c[count::CMD_TURNS],
+            unnamed: c[count::NAMES_FULL],
+        },
+        endpoints: endpoints(&window.names),
     }
+}
+
+/// The rows of the command names that counted something in the window.
+pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
+    names
+        .iter()
+        .filter(|n| n.commands > 0 || n.turns > 0)
+        .map(|n| {
+            let h = n.histogram();
+            Endpoint {
+                port: n.port,
+                transport: n.transport.name().to_string(),
+                socket: None,
+                protocol: "resp".to_string(),
+                name: name_text(&n.name),
+                count: n.commands,
+                batched: n.batched,
+                turns: n.turns,
+                server_p50_ns: h.quantile(0.5).unwrap_or(0),
+                server_p99_ns: h.quantile(0.99).unwrap_or(0),
+            }
+        })
+        .collect()
 }
 
 /// Puts the client's latency of the same run beside the server time.

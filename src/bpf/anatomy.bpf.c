@@ -99,6 +99,10 @@ enum ss_anat_prog layout_prog __attribute__((unused));
 enum ss_anat_count layout_count __attribute__((unused));
 struct ss_anat_conn layout_conn __attribute__((unused));
 struct ss_anat_thread layout_thread __attribute__((unused));
+struct ss_anat_name_key layout_name_key __attribute__((unused));
+struct ss_anat_name layout_name __attribute__((unused));
+struct ss_anat_name_count layout_name_count __attribute__((unused));
+enum ss_resp_proto layout_resp_proto __attribute__((unused));
 
 const struct ss_anat_stats zero_stats = {};
 
@@ -339,6 +343,8 @@ __noinline __u32 anat_bucket(__u64 v)
 	return hist_bucket(v);
 }
 
+#include "resp.h"
+
 /* Index of part p's bucket b in the flat arrays, bounds-checked in a way
  * the verifier sees (the barrier keeps clang from re-deriving the index
  * from the unchecked bucket after the test). */
@@ -389,6 +395,7 @@ static __always_inline void turn_reset(struct ss_anat_conn *c)
 {
 	c->state = SS_TURN_IDLE;
 	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT | SS_CONN_SKIP | SS_CONN_WAITING);
+	c->tcmds = 0;
 	c->arrival = 0;
 	c->cpu_queue = 0;
 	c->cpu_service = 0;
@@ -424,6 +431,8 @@ static __always_inline void record_turn(struct ss_anat_conn *c, __u64 queue, __u
  * multiplexed), one with no response yet is dropped. */
 static __always_inline void turn_close(struct ss_anat_conn *c)
 {
+	__u64 queue, cpu, service, send;
+
 	if (c->state != SS_TURN_RESPONDING) {
 		turn_reset(c);
 		return;
@@ -435,6 +444,8 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 	}
 	if (c->flags & SS_CONN_MULTIPLEXED) {
 		count(SS_CNT_MUX_TURNS);
+		if (c->tcmds)
+			name_turn(c, 0, 0);
 		turn_reset(c);
 		return;
 	}
@@ -442,10 +453,13 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 		count(SS_CNT_BEFORE_WINDOW);
 	/* Each CPU wait was bounded by its phase when taken, so every part
 	 * is >= 0 and the four add up to the server time exactly. */
-	record_turn(c, c->first_read - c->arrival - c->cpu_queue,
-		    c->cpu_queue + c->cpu_service + c->cpu_send,
-		    c->first_write - c->first_read - c->cpu_service,
-		    c->last_write - c->first_write - c->cpu_send);
+	queue = c->first_read - c->arrival - c->cpu_queue;
+	cpu = c->cpu_queue + c->cpu_service + c->cpu_send;
+	service = c->first_write - c->first_read - c->cpu_service;
+	send = c->last_write - c->first_write - c->cpu_send;
+	record_turn(c, queue, cpu, service, send);
+	if (c->tcmds)
+		name_turn(c, queue + cpu + service + send, 1);
 	turn_reset(c);
 }
 
@@ -836,6 +850,8 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	default:
 		break;
 	}
+	/* The turn this read is part of is settled: count its commands. */
+	resp_read(c, ret);
 	return true;
 }
 
@@ -1054,6 +1070,7 @@ int ss_close_turns(struct bpf_iter__bpf_sk_storage_map *ctx)
 		count(pausing ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);
 	turn_reset(c);
 	if (pausing) {
+		resp_pause(c);
 		c->state = SS_TURN_RESYNC;
 		c->ring_head = c->ring_tail;
 	}

@@ -53,6 +53,21 @@ enum ss_anat_limits {
 	SS_ANAT_PROTO_UNIX = 1,
 	/* Unix listeners followed at most. */
 	SS_ANAT_UNIX_MAX = 64,
+	/* RESP (resp.h): a command's name is its first bulk string's first
+	 * bytes, upper-cased; at most this many names per port (the rest
+	 * go to the name of all zeros, "(other)"), and names kept in all. */
+	SS_RESP_NAME_LEN = 16,
+	SS_RESP_NAMES_PER_PORT = 128,
+	SS_RESP_NAMES_MAX = 1024,
+};
+
+/* ss_anat_conn.rproto: what the connection's bytes are to the parser. */
+enum ss_resp_proto {
+	SS_RESP_UNKNOWN = 0,   /* no read seen yet (or since a pause) */
+	SS_RESP_ON = 1,        /* RESP: commands are parsed, read by read */
+	SS_RESP_OFF = 2,       /* not RESP, or given up on: turns only */
+	SS_RESP_RESYNC = 3,    /* RESP before a pause: parsed again from a read
+				* that begins an array */
 };
 
 /* The programs, in the order of ss_anat_cpu.prog. */
@@ -83,7 +98,12 @@ enum ss_anat_count {
 	SS_CNT_RESYNC = 14,        /* turns begun while sampling was paused: untimed */
 	SS_CNT_WRITING_AT_END = 15, /* answered turns whose write had not returned at the end */
 	SS_CNT_READ_BEFORE_READY = 16, /* next requests read before their data-ready ran */
-	SS_COUNTS = 17,
+	SS_CNT_COMMANDS = 17,      /* RESP commands completed (read whole) */
+	SS_CNT_CMD_TURNS = 18,     /* turns closed that carried >= 1 command */
+	SS_CNT_RESP_CONNS = 19,    /* connections whose first read began a RESP array */
+	SS_CNT_RESP_GAVE_UP = 20,  /* RESP connections the parser gave up on */
+	SS_CNT_NAMES_FULL = 21,    /* commands whose name found no room (not counted by name) */
+	SS_COUNTS = 22,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
@@ -171,6 +191,44 @@ struct ss_anat_conn {
 	__u32 ring_head;    /* UDP: next arrival to read */
 	__u32 ring_tail;    /* UDP: next free slot */
 	__u64 ring[SS_UDP_RING];     /* UDP: arrival times, oldest first */
+	/* RESP (resp.h): the parser's state, which a command can straddle
+	 * reads in, and the commands of the turn in progress. No key or value
+	 * byte is kept: only a command's name. */
+	__u64 rskip;        /* bulk bytes (and CRLF) still to pass */
+	__u64 rname[2];     /* the command being read: its name so far */
+	__u64 tname[2];     /* the turn's first command's name */
+	__u32 rnum;         /* the count or length being read */
+	__u32 relems;       /* bulk strings left in the array */
+	__u32 tcmds;        /* commands the turn completed */
+	__u8 rproto;        /* enum ss_resp_proto */
+	__u8 rst;           /* parser state (resp.h) */
+	__u8 rfirst;        /* 1 while the array's first bulk is read */
+	__u8 rnamelen;      /* name bytes kept (or digits read, in a number) */
+};
+
+/* Key of the per-command-name counts: a port's statistics key and the
+ * name (zeros: "(other)"). */
+struct ss_anat_name_key {
+	__u16 port;
+	__u16 proto;
+	__u32 pad;
+	__u8 name[SS_RESP_NAME_LEN];
+};
+
+/* One command name's counts on one port (atomic adds: shared by CPUs). */
+struct ss_anat_name {
+	__u64 commands;     /* completed, counted at the read that completed them */
+	__u64 batched;      /* of them, in turns that carried more than one */
+	__u64 turns;        /* timed turns whose first command had this name */
+	__u64 sum_ns;       /* their server time's sum */
+	__u64 max_ns;
+	__u64 hist[SS_HIST_BUCKETS];  /* their server time */
+};
+
+/* A port's number of names so far (bounds them). */
+struct ss_anat_name_count {
+	__u32 names;
+	__u32 pad;
 };
 
 /* One serving thread, in task local storage: its run-queue wait so far

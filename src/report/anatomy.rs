@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::commands::{Endpoint, RespCounts};
 use super::units::{fmt_ns, fmt_pct};
 use crate::stats::TailInterval;
 
@@ -334,6 +335,17 @@ pub struct AnatomyReport {
     pub intervals: Vec<AnatomyInterval>,
     /// What it cost.
     pub cost: AnatomyCost,
+    /// Requests counted from their bytes (RESP commands; see
+    /// report/commands.rs), where `turns` counts a pipelined batch once.
+    /// Absent when no connection's requests were parsed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// What the RESP parser saw.
+    #[serde(default)]
+    pub resp: RespCounts,
+    /// Per port and command name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<Endpoint>,
 }
 
 /// Percentiles every anatomy table shows.
@@ -351,6 +363,12 @@ impl AnatomyReport {
         let c = self.composition(name)?;
         let (part, ns) = c.parts().into_iter().max_by_key(|(_, ns)| *ns)?;
         Some((part, ns, c.server_ns))
+    }
+
+    /// The per-command table (report/commands.rs), when commands were
+    /// counted.
+    pub fn commands_text(&self) -> Option<String> {
+        super::commands::render(self.requests, &self.resp, &self.endpoints)
     }
 
     /// Sentences that say which part dominates the tail, quoted.

@@ -23,7 +23,9 @@ pub fn figures(r: &ProfileReport) -> Vec<Figure> {
     let d = &r.derived;
     let mut out = Vec::new();
     let mut add = |label, value: String| out.push(Figure { label, value });
+    let commands = r.anatomy.as_ref().and_then(|a| a.requests).is_some();
     let counted = match r.workload.requests.counted_by.as_str() {
+        "anatomy" if commands => "RESP commands counted at the target's sockets",
         "anatomy" => "counted at the target's sockets",
         _ => "counted by the load",
     };
@@ -46,9 +48,19 @@ pub fn figures(r: &ProfileReport) -> Vec<Figure> {
     }
     if let Some(a) = r.anatomy.as_ref().filter(|a| a.parts.server_time.count > 0) {
         let s = &a.parts.server_time;
+        // A pipelined batch is one turn: its time is the batch's.
+        let batches = if a.endpoints.iter().any(|e| e.batched > 0) {
+            " (per turn; a pipelined batch is one)"
+        } else {
+            ""
+        };
         add(
             "server time",
-            format!("p50 {}  p99 {}", human_ns(s.p50_ns), human_ns(s.p99_ns)),
+            format!(
+                "p50 {}  p99 {}{batches}",
+                human_ns(s.p50_ns),
+                human_ns(s.p99_ns)
+            ),
         );
     }
     let mut per = Vec::new();

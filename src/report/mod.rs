@@ -12,6 +12,7 @@ pub mod bench;
 // Above html, bench and sections: it lays out the pages they make.
 #[cfg(test)]
 mod browser_check;
+pub mod commands;
 pub mod compare;
 pub mod evidence;
 #[cfg(test)]

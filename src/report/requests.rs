@@ -62,6 +62,9 @@ pub fn render(r: &RequestsReport) -> String {
         r.window.end_reason.replace('_', " ")
     );
     out.push_str(&super::anatomy::render(&r.anatomy));
+    if let Some(t) = r.anatomy.commands_text() {
+        out.push_str(&t);
+    }
     for n in &r.notes {
         out.push_str(&format!("note: {}\n", crate::text::escape(n)));
     }

@@ -104,6 +104,9 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
     if let Some(a) = &rep.anatomy {
         s.push('\n');
         s.push_str(&super::anatomy::render(a));
+        if let Some(t) = a.commands_text() {
+            s.push_str(&t);
+        }
     }
     if let Some(st) = &rep.stacks {
         s.push('\n');

@@ -1,7 +1,7 @@
 //! `sockscope profile` end to end: launched and attached targets, external
 //! load commands, Unix-socket targets, the request anatomy in a profile
-//! (HTTP/1 and HTTP/2), the socket evidence provoked in network namespaces
-//! and the emulated paths. The evidence tests (named namespaces) and the
+//! (HTTP/1 and HTTP/2, RESP commands against redis), the socket evidence
+//! provoked in network namespaces and the emulated paths. The evidence tests (named namespaces) and the
 //! path tests that compare `ip netns list` before and after take
 //! `common::serial()`.
 //!
@@ -15,6 +15,8 @@ mod common;
 mod anatomy_http2;
 #[path = "../anatomy_profile.rs"]
 mod anatomy_profile;
+#[path = "../anatomy_resp.rs"]
+mod anatomy_resp;
 #[path = "../evidence_sockets.rs"]
 mod evidence_sockets;
 #[path = "../path.rs"]

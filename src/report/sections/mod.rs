@@ -4,7 +4,7 @@
 //! Each family of sections is one file here: `sweep` (the steps of a sweep
 //! or a capacity search), `headline`, `insights`, `load` (latency and
 //! throughput of sockscope's load, or the workload it did not drive),
-//! `anatomy` (the request anatomy), `syscalls`, `resources` (CPU, and the
+//! `anatomy` (the request anatomy), `commands` (its RESP commands), `syscalls`, `resources` (CPU, and the
 //! other resources), `stacks` (flame graphs, top functions), `processes`
 //! (attribution, the per-process breakdown), `kernel` (the kernel's
 //! evidence), `tracer` (its own cost), `environment` (how it was measured,
@@ -22,6 +22,7 @@
 pub mod advice;
 pub mod anatomy;
 pub mod caveats;
+pub mod commands;
 pub mod environment;
 pub mod headline;
 pub mod insights;
@@ -85,6 +86,7 @@ pub static SECTIONS: &[&dyn ProfileSection] = &[
     &insights::Insights,
     &load::Load,
     &anatomy::Anatomy,
+    &commands::Commands,
     &syscalls::Syscalls,
     &resources::Cpu,
     &stacks::Stacks,

@@ -9,9 +9,16 @@ use crate::report::workload::{COMMAND, OBSERVED, RequestCount, WorkloadRecord};
 
 /// The requests the anatomy counted: the timed turns, the turns of
 /// multiplexed connections (a batch each: a lower bound there) and the UDP
-/// datagrams answered whose arrival it did not see.
+/// datagrams answered whose arrival it did not see. Where it counted
+/// commands from the bytes (RESP), those are the requests, never their
+/// turns (a pipelined batch is one turn of many commands): the turns
+/// that carried commands are replaced by the commands.
 pub fn requests(a: &AnatomyReport) -> u64 {
-    a.turns + a.multiplexed.turns + a.udp_arrival_unseen
+    let turns = a.turns + a.multiplexed.turns + a.udp_arrival_unseen;
+    match a.requests {
+        Some(commands) => commands + turns.saturating_sub(a.resp.turns),
+        None => turns,
+    }
 }
 
 /// The workload record of a command's run or an observation, its requests
@@ -59,6 +66,23 @@ pub(super) fn record(driven: Driven, anatomy: Option<&AnatomyReport>) -> Workloa
 /// What the anatomy's count is made of, for people.
 fn note(a: &AnatomyReport) -> String {
     let ports: Vec<String> = a.ports.iter().map(|p| p.label()).collect();
+    if let Some(commands) = a.requests {
+        return format!(
+            "{commands} RESP commands read whole on {} connection{} ({} in {} turns: pipelined \
+             batches count every command), and {} turns on connections whose requests were not \
+             parsed ({})",
+            a.connections,
+            if a.connections == 1 { "" } else { "s" },
+            commands,
+            a.resp.turns,
+            (a.turns + a.multiplexed.turns + a.udp_arrival_unseen).saturating_sub(a.resp.turns),
+            if ports.is_empty() {
+                "none answered".to_string()
+            } else {
+                ports.join(", ")
+            }
+        );
+    }
     let mut s = format!(
         "responses the target wrote on {} connection{} to its listening port{} ({})",
         a.connections,
@@ -158,5 +182,27 @@ mod tests {
             w.requests.note
         );
         assert_eq!(w.window_s, 5.0);
+    }
+
+    #[test]
+    fn counted_commands_replace_the_turns_that_carried_them() {
+        let mut a = fixtures::anatomy();
+        // 25 batches of 16 commands, 2 lockstep commands, 5 turns on a
+        // connection whose bytes were not RESP.
+        a.turns = 32;
+        a.requests = Some(402);
+        a.resp.turns = 27;
+        a.resp.connections = 3;
+        assert_eq!(requests(&a), 407);
+        let w = record(
+            Driven::Observed(std::time::Duration::from_secs(1)),
+            Some(&a),
+        );
+        assert_eq!(w.requests.count, 407);
+        assert!(
+            w.requests.note.contains("402 RESP commands"),
+            "{}",
+            w.requests.note
+        );
     }
 }

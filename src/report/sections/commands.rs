@@ -1,0 +1,72 @@
+//! The request anatomy's commands (RESP): one row per port and command
+//! name, in the summary and on the page (report/commands.rs has the
+//! figures and their text).
+
+use std::fmt::Write as _;
+
+use super::ProfileSection;
+use crate::report::html::{card, table};
+use crate::report::profile::ProfileReport;
+use crate::report::units::human_ns;
+
+/// The per-command table, when the anatomy counted commands.
+pub struct Commands;
+
+impl ProfileSection for Commands {
+    fn name(&self) -> &'static str {
+        "commands"
+    }
+    fn present(&self, r: &ProfileReport) -> bool {
+        r.anatomy.as_ref().is_some_and(|a| a.requests.is_some())
+    }
+    fn text(&self, r: &ProfileReport) -> Option<String> {
+        let t = r.anatomy.as_ref()?.commands_text()?;
+        let mut s = String::new();
+        for l in t.lines() {
+            let _ = writeln!(s, "{l}");
+        }
+        Some(s)
+    }
+    fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
+        let a = r.anatomy.as_ref()?;
+        let requests = a.requests?;
+        let rows: Vec<Vec<String>> = a
+            .endpoints
+            .iter()
+            .map(|e| {
+                let timed = |ns| {
+                    if e.turns == 0 {
+                        "-".to_string()
+                    } else {
+                        human_ns(ns)
+                    }
+                };
+                vec![
+                    e.label(),
+                    crate::text::escape(&e.name).into_owned(),
+                    e.count.to_string(),
+                    e.batched.to_string(),
+                    timed(e.server_p50_ns),
+                    timed(e.server_p99_ns),
+                ]
+            })
+            .collect();
+        let lead = format!(
+            "The requests as commands, found in the bytes the target read (RESP): {requests} \
+             commands in {} turns. A pipelined batch is one turn: each of its commands is \
+             counted, and its server time (p50, p99 of the turns filed under the command's \
+             name, a turn going under its first command) is the batch's.",
+            a.resp.turns
+        );
+        Some(card(
+            &format!("{p}commands"),
+            "Requests by command",
+            &lead,
+            &table(
+                &["endpoint", "command", "count", "batched", "p50", "p99"],
+                &rows,
+                &[2, 3, 4, 5],
+            ),
+        ))
+    }
+}
