@@ -217,17 +217,25 @@ fn accept_some(listener: &TcpListener, conns: &mut Vec<Conn>, state: &Mutex<Stat
 
 /// Adds `c`, first closing the oldest unfinished request of its peer when
 /// that peer has [`PER_PEER`] of them, or the oldest connection of anyone
-/// when [`MAX_CONNS`] are open.
+/// when [`MAX_CONNS`] are open. A request already begun goes before one
+/// that has sent nothing yet: a trickle has, while a scraper delayed
+/// between its connect and its write (a busy machine) has not, and from
+/// one address (loopback) a trickle's reconnects in a burst otherwise
+/// closed it before its request came.
 fn admit(conns: &mut Vec<Conn>, c: Conn) {
     let unfinished = |x: &Conn| x.out.is_none();
+    let begun = |x: &Conn| x.out.is_none() && !x.head.is_empty();
     let of_peer = conns
         .iter()
         .filter(|x| x.peer == c.peer && unfinished(x))
         .count();
     let victim = if of_peer >= PER_PEER {
-        oldest(conns, |x| x.peer == c.peer && unfinished(x))
+        oldest(conns, |x| x.peer == c.peer && begun(x))
+            .or_else(|| oldest(conns, |x| x.peer == c.peer && unfinished(x)))
     } else if conns.len() >= MAX_CONNS {
-        oldest(conns, unfinished).or_else(|| oldest(conns, |_| true))
+        oldest(conns, begun)
+            .or_else(|| oldest(conns, unfinished))
+            .or_else(|| oldest(conns, |_| true))
     } else {
         None
     };
