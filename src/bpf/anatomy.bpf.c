@@ -1002,6 +1002,12 @@ static __always_inline bool state_work(const struct sock *sk, int oldstate, int 
 	c = conn_of(sk, false);
 	if (!c)
 		return false;
+	if (window_open && c->state == SS_TURN_SERVING && !(c->flags & SS_CONN_UDP) &&
+	    write_under_way(sk, c))
+		/* The peer had the response and closed before our write
+		 * returned (loopback): that write's end answers the turn, and
+		 * the reader's end of file closes it. */
+		return true;
 	if (window_open)
 		turn_close(c);
 	return true;
