@@ -51,6 +51,9 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/stacks.h");
     println!("cargo:rerun-if-changed=src/bpf/hist.h");
     println!("cargo:rerun-if-changed=src/bpf/resp.h");
+    println!("cargo:rerun-if-changed=src/bpf/names.h");
+    println!("cargo:rerun-if-changed=src/bpf/memcached.h");
+    println!("cargo:rerun-if-changed=src/bpf/wire.h");
     println!("cargo:rerun-if-changed=src/bpf/scope.h");
     println!("cargo:rerun-if-changed=src/bpf/common.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");

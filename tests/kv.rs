@@ -8,85 +8,20 @@
 
 use crate::common;
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::memcached::Memcached;
 use common::redis::{Redis, field};
 use common::*;
 use serde_json::Value;
 
 /// Every load here is bounded by -n or -d; this catches a hang.
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// A memcached on a free loopback port (TCP only), killed on drop.
-struct Memcached {
-    _child: Reaped,
-    port: u16,
-}
-
-impl Memcached {
-    /// Started, or None (the test skips) when it is not installed; under
-    /// CI=true a missing memcached fails the test.
-    fn start() -> Option<Self> {
-        if !common::require_program("memcached", "a test with memcached") {
-            return None;
-        }
-        Some(ports::on_free_port("memcached", |port| {
-            // -u applies only when run as root (memcached refuses root
-            // otherwise); -U 0: no UDP.
-            let mut child = Reaped(
-                Command::new("memcached")
-                    .args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"])
-                    .args(["-u", "nobody"])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap_or_else(|e| panic!("starting memcached: {e}")),
-            );
-            // An exit before listening: the port was taken meanwhile.
-            ports::await_tcp(&mut child, port).ok().map(|()| Self {
-                _child: child,
-                port,
-            })
-        }))
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// Sends `request` and reads until `done` says the answer is whole.
-    fn ask(&self, request: &[u8], done: impl Fn(&[u8]) -> bool) -> String {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.write_all(request).unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 65536];
-        while !done(&got) {
-            let n = s.read(&mut buf).unwrap();
-            assert!(n > 0, "server closed: {}", String::from_utf8_lossy(&got));
-            got.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8_lossy(&got).into_owned()
-    }
-
-    /// Memcached `stats` as `name -> value`.
-    fn memcached_stats(&self) -> BTreeMap<String, u64> {
-        self.ask(b"stats\r\n", |b| b.ends_with(b"END\r\n"))
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split(' ').skip(1);
-                Some((w.next()?.to_string(), w.next()?.parse().ok()?))
-            })
-            .collect()
-    }
-}
 
 /// A redis for a kv test, or None when it is missing (outside CI).
 fn redis() -> Option<Redis> {

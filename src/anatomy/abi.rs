@@ -65,16 +65,36 @@ pub mod count {
     /// Next requests read before their data-ready hook ran (their arrival
     /// is taken at that read).
     pub const READ_BEFORE_READY: usize = C::SS_CNT_READ_BEFORE_READY.0 as usize;
-    /// RESP commands completed (read whole).
+    /// Commands completed (read whole), every protocol.
     pub const COMMANDS: usize = C::SS_CNT_COMMANDS.0 as usize;
-    /// Turns closed that carried at least one command.
+    /// RESP: turns closed that carried at least one command.
     pub const CMD_TURNS: usize = C::SS_CNT_CMD_TURNS.0 as usize;
     /// Connections whose first read began a RESP array.
     pub const RESP_CONNS: usize = C::SS_CNT_RESP_CONNS.0 as usize;
     /// RESP connections the parser gave up on.
     pub const RESP_GAVE_UP: usize = C::SS_CNT_RESP_GAVE_UP.0 as usize;
-    /// Commands whose name found no room in the names map.
+    /// RESP commands whose name found no room in the names map.
     pub const NAMES_FULL: usize = C::SS_CNT_NAMES_FULL.0 as usize;
+    /// Connections whose first word was a memcached command (or whose
+    /// first byte was the binary protocol's magic).
+    pub const MC_CONNS: usize = C::SS_CNT_MC_CONNS.0 as usize;
+    /// memcached connections the parser gave up on (the binary ones too).
+    pub const MC_GAVE_UP: usize = C::SS_CNT_MC_GAVE_UP.0 as usize;
+    /// memcached: turns closed that carried at least one command.
+    pub const MC_TURNS: usize = C::SS_CNT_MC_TURNS.0 as usize;
+    /// memcached commands whose name found no room in the names map.
+    pub const MC_NAMES_FULL: usize = C::SS_CNT_MC_NAMES_FULL.0 as usize;
+    /// memcached `noreply` commands (counted, never timed).
+    pub const MC_NOREPLY: usize = C::SS_CNT_MC_NOREPLY.0 as usize;
+}
+
+/// The protocols commands are found in (`enum ss_anat_wire`).
+pub mod wire {
+    use super::types::ss_anat_wire as W;
+    /// RESP (src/bpf/resp.h).
+    pub const RESP: u8 = W::SS_WIRE_RESP.0 as u8;
+    /// memcached's text protocol (src/bpf/memcached.h).
+    pub const MEMCACHED: u8 = W::SS_WIRE_MEMCACHED.0 as u8;
 }
 
 /// Bytes of a command's name the kernel keeps.

@@ -15,7 +15,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
 
 use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, NAME_LEN, PARTS, PROGS, types};
-use super::counts::{Counts, NameCounts, PortTurns, ProgRuns, Transport};
+use super::counts::{Counts, NameCounts, PortTurns, ProgRuns, Transport, Wire};
 use super::ports::ServedPort;
 use crate::clock::monotonic_ns;
 use crate::probe::ScopeFilter;
@@ -373,7 +373,8 @@ impl<'obj> Programs<'obj> {
         Ok(out)
     }
 
-    /// The RESP command names' counts, sorted by transport, port, name.
+    /// The command names' counts, sorted by transport, port, protocol,
+    /// name.
     fn read_names(&self) -> Result<Vec<NameCounts>> {
         let map = &self.skel.maps.names;
         let mut out = Vec::new();
@@ -381,7 +382,9 @@ impl<'obj> Programs<'obj> {
             let Some(k) = pod::read::<types::ss_anat_name_key>(&key) else {
                 bail!("short key in the command names");
             };
-            let Some(transport) = Transport::from_number(k.proto) else {
+            let (Some(transport), Some(wire)) =
+                (Transport::from_number(k.proto), Wire::from_number(k.wire))
+            else {
                 continue;
             };
             // Gone since the keys were listed: nothing to add.
@@ -400,16 +403,20 @@ impl<'obj> Programs<'obj> {
             out.push(NameCounts {
                 port: k.port,
                 transport,
+                wire,
                 name: name[..len].to_vec(),
                 commands: v.commands,
                 batched: v.batched,
+                noreply: v.noreply,
                 turns: v.turns,
                 sum_ns: v.sum_ns,
                 max_ns: v.max_ns,
                 hist: v.hist.to_vec(),
             });
         }
-        out.sort_by(|a, b| (a.transport, a.port, &a.name).cmp(&(b.transport, b.port, &b.name)));
+        out.sort_by(|a, b| {
+            (a.transport, a.port, a.wire, &a.name).cmp(&(b.transport, b.port, b.wire, &b.name))
+        });
         Ok(out)
     }
 

@@ -166,6 +166,35 @@ fn sub_from(a: &mut [u64], b: &[u64]) {
     }
 }
 
+/// The protocol a command's bytes were parsed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Wire {
+    /// RESP (Redis, Valkey).
+    Resp,
+    /// memcached's text protocol.
+    Memcached,
+}
+
+impl Wire {
+    /// From the kernel's number (`enum ss_anat_wire`); None for anything
+    /// else.
+    pub fn from_number(n: u8) -> Option<Self> {
+        match n {
+            n if n == super::abi::wire::RESP => Some(Wire::Resp),
+            n if n == super::abi::wire::MEMCACHED => Some(Wire::Memcached),
+            _ => None,
+        }
+    }
+
+    /// "resp" or "memcached" (run.json's `endpoints[].protocol`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Resp => "resp",
+            Wire::Memcached => "memcached",
+        }
+    }
+}
+
 /// One program's runs, summed over CPUs (`ss_anat_prog_cost`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProgRuns {
@@ -199,7 +228,7 @@ impl ProgRuns {
     }
 }
 
-/// One RESP command name's counts on one served port
+/// One command name's counts on one served port, in one protocol
 /// (`ss_anat_name`): commands counted at the reads that completed them,
 /// and the timed turns filed under the name (a turn goes under its first
 /// command's name).
@@ -209,13 +238,18 @@ pub struct NameCounts {
     pub port: u16,
     /// Its transport.
     pub transport: Transport,
-    /// The name's bytes as the peer sent them, upper-cased, at most
-    /// `abi::NAME_LEN`; empty for "(other)" (names past the port's limit).
+    /// The protocol the commands were found in.
+    pub wire: Wire,
+    /// The name's bytes as the peer sent them (RESP's upper-cased), at
+    /// most `abi::NAME_LEN`; empty for "(other)" (names past the port's
+    /// limit).
     pub name: Vec<u8>,
     /// Commands completed.
     pub commands: u64,
     /// Of them, in turns that carried more than one command.
     pub batched: u64,
+    /// Of them, memcached `noreply` commands (no response: never timed).
+    pub noreply: u64,
     /// Timed turns filed under it.
     pub turns: u64,
     /// Their server time's exact sum.
@@ -232,6 +266,7 @@ impl NameCounts {
         let mut out = self.clone();
         out.commands = self.commands.saturating_sub(e.commands);
         out.batched = self.batched.saturating_sub(e.batched);
+        out.noreply = self.noreply.saturating_sub(e.noreply);
         out.turns = self.turns.saturating_sub(e.turns);
         out.sum_ns = self.sum_ns.saturating_sub(e.sum_ns);
         sub_from(&mut out.hist, &e.hist);
@@ -253,8 +288,8 @@ impl NameCounts {
         }
     }
 
-    fn key(&self) -> (Transport, u16, &[u8]) {
-        (self.transport, self.port, &self.name)
+    fn key(&self) -> (Transport, u16, Wire, &[u8]) {
+        (self.transport, self.port, self.wire, &self.name)
     }
 }
 
@@ -269,7 +304,7 @@ pub struct Counts {
     pub count: [u64; COUNTS],
     /// Each program's runs (`abi::PROG_NAMES` order).
     pub progs: [ProgRuns; PROGS],
-    /// RESP command names, sorted by transport, port and name.
+    /// Command names, sorted by transport, port, protocol and name.
     pub names: Vec<NameCounts>,
 }
 
@@ -393,9 +428,11 @@ pub(crate) mod tests {
         let name = |n: &[u8], commands, port| NameCounts {
             port,
             transport: Transport::Tcp,
+            wire: Wire::Resp,
             name: n.to_vec(),
             commands,
             batched: commands / 2,
+            noreply: 0,
             turns: 1,
             sum_ns: 10,
             max_ns: 10,

@@ -10,7 +10,7 @@ use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
-use crate::report::commands::{Endpoint, RespCounts, name_text};
+use crate::report::commands::{Endpoint, ProtocolCounts, name_text};
 use crate::stats::{LatencySummary, TailInterval, tail};
 
 /// The quantile of a named percentile.
@@ -276,13 +276,21 @@ pub fn report(
         load_pipeline: None,
         intervals,
         cost,
-        requests: (c[count::RESP_CONNS] > 0 || c[count::COMMANDS] > 0)
+        requests: (c[count::RESP_CONNS] > 0 || c[count::MC_CONNS] > 0 || c[count::COMMANDS] > 0)
             .then_some(c[count::COMMANDS]),
-        resp: RespCounts {
+        resp: ProtocolCounts {
             connections: c[count::RESP_CONNS],
             unparsed: c[count::RESP_GAVE_UP],
             turns: c[count::CMD_TURNS],
             unnamed: c[count::NAMES_FULL],
+            noreply: 0,
+        },
+        memcached: ProtocolCounts {
+            connections: c[count::MC_CONNS],
+            unparsed: c[count::MC_GAVE_UP],
+            turns: c[count::MC_TURNS],
+            unnamed: c[count::MC_NAMES_FULL],
+            noreply: c[count::MC_NOREPLY],
         },
         endpoints: endpoints(&window.names),
     }
@@ -299,10 +307,11 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
                 port: n.port,
                 transport: n.transport.name().to_string(),
                 socket: None,
-                protocol: "resp".to_string(),
+                protocol: n.wire.name().to_string(),
                 name: name_text(&n.name),
                 count: n.commands,
                 batched: n.batched,
+                noreply: n.noreply,
                 turns: n.turns,
                 server_p50_ns: h.quantile(0.5).unwrap_or(0),
                 server_p99_ns: h.quantile(0.99).unwrap_or(0),

@@ -103,6 +103,7 @@ struct ss_anat_name_key layout_name_key __attribute__((unused));
 struct ss_anat_name layout_name __attribute__((unused));
 struct ss_anat_name_count layout_name_count __attribute__((unused));
 enum ss_resp_proto layout_resp_proto __attribute__((unused));
+enum ss_anat_wire layout_wire __attribute__((unused));
 
 const struct ss_anat_stats zero_stats = {};
 
@@ -343,7 +344,10 @@ __noinline __u32 anat_bucket(__u64 v)
 	return hist_bucket(v);
 }
 
+#include "names.h"
 #include "resp.h"
+#include "memcached.h"
+#include "wire.h"
 
 /* Index of part p's bucket b in the flat arrays, bounds-checked in a way
  * the verifier sees (the barrier keeps clang from re-deriving the index
@@ -394,7 +398,8 @@ static __always_inline void add_by_server(struct ss_anat_stats *s, __u32 b, __u6
 static __always_inline void turn_reset(struct ss_anat_conn *c)
 {
 	c->state = SS_TURN_IDLE;
-	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT | SS_CONN_SKIP | SS_CONN_WAITING);
+	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT | SS_CONN_SKIP | SS_CONN_WAITING |
+		      SS_CONN_NOREPLY | SS_CONN_QUIET);
 	c->tcmds = 0;
 	c->arrival = 0;
 	c->cpu_queue = 0;
@@ -790,6 +795,14 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	}
 	switch (c->state) {
 	case SS_TURN_IDLE:
+		if (c->flags & SS_CONN_QUIET) {
+			/* After a turn of `noreply` commands only: this read
+			 * took the next request before its data_ready ran. */
+			count(SS_CNT_READ_BEFORE_READY);
+			c->arrival = now;
+			first_read(c, sk, now);
+			break;
+		}
 		if (!resumed) {
 			/* Data queued before the window (or before the socket
 			 * was followed): counted from the window's start, and
@@ -851,7 +864,12 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		break;
 	}
 	/* The turn this read is part of is settled: count its commands. */
-	resp_read(c, ret);
+	if (wire_read(c, ret) && c->state == SS_TURN_SERVING && !unread_data(sk, c)) {
+		/* Only memcached `noreply` commands, read whole: no response
+		 * comes, and the next request is a turn of its own. */
+		turn_reset(c);
+		c->flags |= SS_CONN_QUIET;
+	}
 	return true;
 }
 
@@ -984,6 +1002,12 @@ static __always_inline bool state_work(const struct sock *sk, int oldstate, int 
 	c = conn_of(sk, false);
 	if (!c)
 		return false;
+	if (window_open && c->state == SS_TURN_SERVING && !(c->flags & SS_CONN_UDP) &&
+	    write_under_way(sk, c))
+		/* The peer had the response and closed before our write
+		 * returned (loopback): that write's end answers the turn, and
+		 * the reader's end of file closes it. */
+		return true;
 	if (window_open)
 		turn_close(c);
 	return true;
@@ -1070,7 +1094,7 @@ int ss_close_turns(struct bpf_iter__bpf_sk_storage_map *ctx)
 		count(pausing ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);
 	turn_reset(c);
 	if (pausing) {
-		resp_pause(c);
+		wire_pause(c);
 		c->state = SS_TURN_RESYNC;
 		c->ring_head = c->ring_tail;
 	}

@@ -41,6 +41,10 @@ enum ss_anat_conn_flags {
 	SS_CONN_NEXT = 128,      /* TCP: the next request came during a write */
 	SS_CONN_SKIP = 256,      /* this turn began while sampling was paused */
 	SS_CONN_WAITING = 512,   /* data unread during this turn's service */
+	SS_CONN_NOREPLY = 1024,  /* memcached: this turn read a `noreply` command */
+	SS_CONN_QUIET = 2048,    /* memcached: the last turn was only `noreply`
+				  * commands, dropped untimed: a read before the
+				  * next data-ready is a new request */
 };
 
 enum ss_anat_limits {
@@ -64,10 +68,20 @@ enum ss_anat_limits {
 /* ss_anat_conn.rproto: what the connection's bytes are to the parser. */
 enum ss_resp_proto {
 	SS_RESP_UNKNOWN = 0,   /* no read seen yet (or since a pause) */
-	SS_RESP_ON = 1,        /* RESP: commands are parsed, read by read */
-	SS_RESP_OFF = 2,       /* not RESP, or given up on: turns only */
-	SS_RESP_RESYNC = 3,    /* RESP before a pause: parsed again from a read
-				* that begins an array */
+	SS_RESP_ON = 1,        /* commands are parsed, read by read */
+	SS_RESP_OFF = 2,       /* not parsed, or given up on: turns only */
+	SS_RESP_RESYNC = 3,    /* parsed before a pause: parsed again from a
+				* read that begins a command */
+	SS_RESP_PROBE = 4,     /* memcached: the first word is being read; a
+				* known command makes the connection memcached */
+};
+
+/* ss_anat_conn.wire (and ss_anat_name_key.wire): the protocol a
+ * connection's commands were found in. */
+enum ss_anat_wire {
+	SS_WIRE_NONE = 0,
+	SS_WIRE_RESP = 1,      /* resp.h */
+	SS_WIRE_MEMCACHED = 2, /* memcached.h: the text protocol */
 };
 
 /* The programs, in the order of ss_anat_cpu.prog. */
@@ -98,12 +112,18 @@ enum ss_anat_count {
 	SS_CNT_RESYNC = 14,        /* turns begun while sampling was paused: untimed */
 	SS_CNT_WRITING_AT_END = 15, /* answered turns whose write had not returned at the end */
 	SS_CNT_READ_BEFORE_READY = 16, /* next requests read before their data-ready ran */
-	SS_CNT_COMMANDS = 17,      /* RESP commands completed (read whole) */
-	SS_CNT_CMD_TURNS = 18,     /* turns closed that carried >= 1 command */
+	SS_CNT_COMMANDS = 17,      /* commands completed (read whole), every protocol */
+	SS_CNT_CMD_TURNS = 18,     /* RESP: turns closed that carried >= 1 command */
 	SS_CNT_RESP_CONNS = 19,    /* connections whose first read began a RESP array */
 	SS_CNT_RESP_GAVE_UP = 20,  /* RESP connections the parser gave up on */
-	SS_CNT_NAMES_FULL = 21,    /* commands whose name found no room (not counted by name) */
-	SS_COUNTS = 22,
+	SS_CNT_NAMES_FULL = 21,    /* RESP commands whose name found no room */
+	SS_CNT_MC_CONNS = 22,      /* connections whose first word was a memcached command
+				    * (or whose first byte was the binary protocol's) */
+	SS_CNT_MC_GAVE_UP = 23,    /* memcached connections the parser gave up on */
+	SS_CNT_MC_TURNS = 24,      /* memcached: turns closed that carried >= 1 command */
+	SS_CNT_MC_NAMES_FULL = 25, /* memcached commands whose name found no room */
+	SS_CNT_MC_NOREPLY = 26,    /* memcached `noreply` commands: counted, not timed */
+	SS_COUNTS = 27,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
@@ -124,7 +144,7 @@ struct ss_anat_prog_cost {
 struct ss_anat_cpu {
 	struct ss_anat_prog_cost prog[SS_ANAT_PROGS];
 	__u64 count[SS_COUNTS];
-	__u64 pad[1];
+	__u64 pad[5];
 };
 
 /* The turns of one listening port (or of the overflow), per CPU. The sums
@@ -204,6 +224,14 @@ struct ss_anat_conn {
 	__u8 rst;           /* parser state (resp.h) */
 	__u8 rfirst;        /* 1 while the array's first bulk is read */
 	__u8 rnamelen;      /* name bytes kept (or digits read, in a number) */
+	/* memcached (memcached.h) reuses the fields above: rskip the data
+	 * block, rnum the bytes field, relems the line's length so far,
+	 * rfirst the token's index. */
+	__u8 wire;          /* enum ss_anat_wire */
+	__u8 mkind;         /* the line's command: storage or not (memcached.h) */
+	__u8 mmatch;        /* bytes of the token that match "noreply" */
+	__u8 mflags;        /* memcached.h's line flags */
+	__u32 mpad;
 };
 
 /* Key of the per-command-name counts: a port's statistics key and the
@@ -211,7 +239,8 @@ struct ss_anat_conn {
 struct ss_anat_name_key {
 	__u16 port;
 	__u16 proto;
-	__u32 pad;
+	__u8 wire;     /* enum ss_anat_wire */
+	__u8 pad[3];
 	__u8 name[SS_RESP_NAME_LEN];
 };
 
@@ -219,6 +248,7 @@ struct ss_anat_name_key {
 struct ss_anat_name {
 	__u64 commands;     /* completed, counted at the read that completed them */
 	__u64 batched;      /* of them, in turns that carried more than one */
+	__u64 noreply;      /* of them, memcached `noreply` (not timed) */
 	__u64 turns;        /* timed turns whose first command had this name */
 	__u64 sum_ns;       /* their server time's sum */
 	__u64 max_ns;

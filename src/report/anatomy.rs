@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use super::commands::{Endpoint, RespCounts};
+pub use super::commands::{Endpoint, ProtocolCounts};
 use super::units::{fmt_ns, fmt_pct};
 use crate::stats::TailInterval;
 
@@ -335,14 +335,18 @@ pub struct AnatomyReport {
     pub intervals: Vec<AnatomyInterval>,
     /// What it cost.
     pub cost: AnatomyCost,
-    /// Requests counted from their bytes (RESP commands; see
-    /// report/commands.rs), where `turns` counts a pipelined batch once.
-    /// Absent when no connection's requests were parsed.
+    /// Requests counted from their bytes (RESP and memcached commands;
+    /// see report/commands.rs), where `turns` counts a pipelined batch
+    /// once. Absent when no connection's requests were parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
     /// What the RESP parser saw.
     #[serde(default)]
-    pub resp: RespCounts,
+    pub resp: ProtocolCounts,
+    /// What the memcached text-protocol parser saw (absent when it saw no
+    /// connection).
+    #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
+    pub memcached: ProtocolCounts,
     /// Per port and command name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
@@ -368,7 +372,7 @@ impl AnatomyReport {
     /// The per-command table (report/commands.rs), when commands were
     /// counted.
     pub fn commands_text(&self) -> Option<String> {
-        super::commands::render(self.requests, &self.resp, &self.endpoints)
+        super::commands::render(self.requests, &self.resp, &self.memcached, &self.endpoints)
     }
 
     /// Sentences that say which part dominates the tail, quoted.

@@ -1,9 +1,10 @@
 //! The request anatomy's commands (run.json's `anatomy.requests`,
-//! `anatomy.resp` and `anatomy.endpoints`) and their table: where the
-//! anatomy found request boundaries in the bytes (RESP, issue 39), each
-//! command is a request, and a turn carries the commands its read(s)
-//! completed. A pipelined batch is one turn: each of its commands is
-//! counted, and its server time is the batch's.
+//! `anatomy.resp`, `anatomy.memcached` and `anatomy.endpoints`) and their
+//! table: where the anatomy found request boundaries in the bytes (RESP,
+//! memcached's text protocol; issue 39), each command is a request, and a
+//! turn carries the commands its read(s) completed. A pipelined batch is
+//! one turn: each of its commands is counted, and its server time is the
+//! batch's. A memcached `noreply` command is counted, never timed.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,21 +13,55 @@ use super::units::fmt_ns;
 /// The name of the row of the names past a port's limit.
 pub const OTHER: &str = "(other)";
 
-/// What the RESP parser saw over the window.
+/// What one protocol's parser saw over the window (`anatomy.resp`,
+/// `anatomy.memcached`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RespCounts {
-    /// Connections whose first read began a RESP array.
+pub struct ProtocolCounts {
+    /// Connections found speaking it: RESP, a first read that began an
+    /// array; memcached, a first word that was one of its commands (or a
+    /// first byte that was its binary protocol's magic).
     pub connections: u64,
-    /// Of them, those the parser gave up on (a malformed header, a count
-    /// or length past redis's limits, a read whose buffer it could not
-    /// read, or one with more header bytes than it reads): their turns
-    /// are timed, their later commands not counted.
+    /// Of them, those the parser gave up on (malformed bytes, a count or
+    /// length past the server's limits, a read whose buffer it could not
+    /// read, or one with more header or line bytes than it reads;
+    /// memcached's binary protocol): their turns are timed, their later
+    /// commands not counted.
     pub unparsed: u64,
     /// Turns closed that carried at least one command.
     pub turns: u64,
     /// Commands whose name found no room (counted in `requests`, in no
     /// row).
     pub unnamed: u64,
+    /// memcached: commands sent with `noreply` (counted, never timed: no
+    /// response comes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub noreply: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl ProtocolCounts {
+    /// Nothing seen (the protocol is left out of run.json).
+    pub fn is_empty(&self) -> bool {
+        *self == ProtocolCounts::default()
+    }
+}
+
+/// The protocols' names, for people: "RESP", "memcached".
+pub const RESP: &str = "RESP";
+/// See [`RESP`].
+pub const MEMCACHED: &str = "memcached";
+
+/// The protocols whose connections were parsed, for people ("RESP",
+/// "memcached", "RESP and memcached").
+pub fn protocols(resp: &ProtocolCounts, memcached: &ProtocolCounts) -> String {
+    match (resp.connections > 0, memcached.connections > 0) {
+        (true, true) => format!("{RESP} and {MEMCACHED}"),
+        (false, true) => MEMCACHED.to_string(),
+        _ => RESP.to_string(),
+    }
 }
 
 /// One command name on one served port.
@@ -39,18 +74,23 @@ pub struct Endpoint {
     /// A Unix listener's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
-    /// "resp".
+    /// "resp" or "memcached".
     pub protocol: String,
-    /// The command's name as the peer sent it (its first bulk string's
-    /// first 16 bytes, upper-cased; bytes that are not UTF-8 as `\xNN`);
-    /// [`OTHER`] for the names past the port's limit. Peer bytes: escape
-    /// before showing.
+    /// The command's name as the peer sent it (RESP: its first bulk
+    /// string's first 16 bytes, upper-cased; memcached: its line's first
+    /// word's first 16 bytes, as sent; bytes that are not UTF-8 as
+    /// `\xNN`); [`OTHER`] for the names past the port's limit. Peer bytes:
+    /// escape before showing.
     pub name: String,
     /// Commands completed.
     pub count: u64,
     /// Of them, in turns that carried more than one command (pipelined
     /// batches: their server time is the batch's).
     pub batched: u64,
+    /// Of them, memcached `noreply` commands: no response comes, so they
+    /// are in no turn and never timed.
+    #[serde(default)]
+    pub noreply: u64,
     /// Timed turns filed under this name (a turn goes under its first
     /// command's name).
     pub turns: u64,
@@ -86,19 +126,36 @@ pub fn name_text(bytes: &[u8]) -> String {
     out
 }
 
-/// The per-command table, as text, of an anatomy's `requests`, `resp`
-/// and `endpoints` (None when no command was counted; see
+/// The per-command table, as text, of an anatomy's `requests`, `resp`,
+/// `memcached` and `endpoints` (None when no command was counted; see
 /// `AnatomyReport::commands_text`).
-pub fn render(requests: Option<u64>, resp: &RespCounts, endpoints: &[Endpoint]) -> Option<String> {
+pub fn render(
+    requests: Option<u64>,
+    resp: &ProtocolCounts,
+    memcached: &ProtocolCounts,
+    endpoints: &[Endpoint],
+) -> Option<String> {
     let requests = requests?;
     let mut out = format!(
-        "Requests by command (RESP; {requests} commands in {} turns: a pipelined batch is \
+        "Requests by command ({}; {requests} commands in {} turns: a pipelined batch is \
          one turn, each of its commands counted, its server time the batch's)\n",
-        resp.turns
+        protocols(resp, memcached),
+        resp.turns + memcached.turns
     );
+    let noreply = endpoints.iter().any(|e| e.noreply > 0);
     out.push_str(&format!(
-        "  {:<22} {:<16} {:>10} {:>10} {:>10} {:>10}\n",
-        "endpoint", "command", "count", "batched", "p50", "p99"
+        "  {:<22} {:<16} {:>10} {:>10} {:>10} {:>10}{}\n",
+        "endpoint",
+        "command",
+        "count",
+        "batched",
+        "p50",
+        "p99",
+        if noreply {
+            format!(" {:>10}", "noreply")
+        } else {
+            String::new()
+        }
     ));
     for e in endpoints {
         let timed = |ns: u64| {
@@ -109,27 +166,41 @@ pub fn render(requests: Option<u64>, resp: &RespCounts, endpoints: &[Endpoint]) 
             }
         };
         out.push_str(&format!(
-            "  {:<22} {:<16} {:>10} {:>10} {:>10} {:>10}\n",
+            "  {:<22} {:<16} {:>10} {:>10} {:>10} {:>10}{}\n",
             e.label(),
             crate::text::escape(&e.name),
             e.count,
             e.batched,
             timed(e.server_p50_ns),
-            timed(e.server_p99_ns)
+            timed(e.server_p99_ns),
+            if noreply {
+                format!(" {:>10}", e.noreply)
+            } else {
+                String::new()
+            }
         ));
     }
     let mut notes = Vec::new();
-    if resp.unparsed > 0 {
+    for (name, c) in [(RESP, resp), (MEMCACHED, memcached)] {
+        if c.unparsed > 0 {
+            notes.push(format!(
+                "{} of {} {name} connections given up on (malformed or unreadable bytes): \
+                 their later turns are timed, their commands not counted",
+                c.unparsed, c.connections
+            ));
+        }
+    }
+    let unnamed = resp.unnamed + memcached.unnamed;
+    if unnamed > 0 {
         notes.push(format!(
-            "{} of {} RESP connections given up on (malformed or unreadable bytes): their \
-             later turns are timed, their commands not counted",
-            resp.unparsed, resp.connections
+            "{unnamed} commands found no room for their name (counted, in no row)"
         ));
     }
-    if resp.unnamed > 0 {
+    if memcached.noreply > 0 {
         notes.push(format!(
-            "{} commands found no room for their name (counted, in no row)",
-            resp.unnamed
+            "{} memcached commands were sent with noreply: counted, never timed (no response \
+             comes)",
+            memcached.noreply
         ));
     }
     for n in notes {
@@ -151,6 +222,7 @@ mod tests {
             name: "G\x1b[31mET".into(),
             count: 48,
             batched: 32,
+            noreply: 0,
             turns: 3,
             server_p50_ns: 20_000,
             server_p99_ns: 90_000,
@@ -159,13 +231,15 @@ mod tests {
 
     #[test]
     fn the_table_escapes_peer_names_and_says_what_a_batch_is() {
-        let resp = RespCounts {
+        let resp = ProtocolCounts {
             connections: 2,
             unparsed: 1,
             turns: 4,
             unnamed: 0,
+            noreply: 0,
         };
-        let text = render(Some(48), &resp, &rows()).unwrap();
+        let none = ProtocolCounts::default();
+        let text = render(Some(48), &resp, &none, &rows()).unwrap();
         assert!(text.contains("G\\x1b[31mET"), "{text}");
         assert!(!text.contains('\x1b'));
         assert!(text.contains("48 commands in 4 turns"), "{text}");
@@ -173,7 +247,39 @@ mod tests {
             text.contains("1 of 2 RESP connections given up on"),
             "{text}"
         );
-        assert!(render(None, &resp, &[]).is_none());
+        assert!(render(None, &resp, &none, &[]).is_none());
+    }
+
+    #[test]
+    fn memcached_rows_name_their_protocol_and_noreply() {
+        let mc = ProtocolCounts {
+            connections: 3,
+            unparsed: 1,
+            turns: 10,
+            unnamed: 0,
+            noreply: 5,
+        };
+        let mut rows = rows();
+        rows[0].protocol = "memcached".into();
+        rows[0].name = "set".into();
+        rows[0].noreply = 5;
+        let text = render(Some(48), &ProtocolCounts::default(), &mc, &rows).unwrap();
+        assert!(text.starts_with("Requests by command (memcached; 48 commands in 10 turns"));
+        assert!(text.contains("noreply"), "{text}");
+        assert!(
+            text.contains("1 of 3 memcached connections given up on"),
+            "{text}"
+        );
+        assert!(
+            text.contains("5 memcached commands were sent with noreply"),
+            "{text}"
+        );
+        assert!(!mc.is_empty() && ProtocolCounts::default().is_empty());
+        let both = ProtocolCounts {
+            connections: 1,
+            ..ProtocolCounts::default()
+        };
+        assert_eq!(protocols(&both, &mc), "RESP and memcached");
     }
 
     #[test]

@@ -23,11 +23,15 @@ pub fn figures(r: &ProfileReport) -> Vec<Figure> {
     let d = &r.derived;
     let mut out = Vec::new();
     let mut add = |label, value: String| out.push(Figure { label, value });
-    let commands = r.anatomy.as_ref().and_then(|a| a.requests).is_some();
-    let counted = match r.workload.requests.counted_by.as_str() {
-        "anatomy" if commands => "RESP commands counted at the target's sockets",
-        "anatomy" => "counted at the target's sockets",
-        _ => "counted by the load",
+    let commands = r
+        .anatomy
+        .as_ref()
+        .filter(|a| a.requests.is_some())
+        .map(|a| super::commands::protocols(&a.resp, &a.memcached));
+    let counted = match (r.workload.requests.counted_by.as_str(), commands) {
+        ("anatomy", Some(p)) => format!("{p} commands counted at the target's sockets"),
+        ("anatomy", None) => "counted at the target's sockets".to_string(),
+        _ => "counted by the load".to_string(),
     };
     add(
         "requests/s",

@@ -2,11 +2,12 @@
 //! ground-truth workload, the root/BPF gate, and one of each tool a test
 //! needs around its processes: the kill-and-reap guard ([`Reaped`]), the
 //! serial lock ([`serial`]), ports without races (`ports`), and the real
-//! peers (`redis`, `nginx`, `prometheus`, `pyserver`, `server` for
+//! peers (`redis`, `memcached`, `nginx`, `prometheus`, `pyserver`, `server` for
 //! sockscope's own).
 #![allow(dead_code)]
 
 pub mod cgroup;
+pub mod memcached;
 pub mod netns;
 pub mod nginx;
 pub mod ports;

@@ -1,6 +1,6 @@
-//! The request anatomy's commands (RESP): one row per port and command
-//! name, in the summary and on the page (report/commands.rs has the
-//! figures and their text).
+//! The request anatomy's commands (RESP, memcached): one row per port,
+//! protocol and command name, in the summary and on the page
+//! (report/commands.rs has the figures and their text).
 
 use std::fmt::Write as _;
 
@@ -46,26 +46,31 @@ impl ProfileSection for Commands {
                     crate::text::escape(&e.name).into_owned(),
                     e.count.to_string(),
                     e.batched.to_string(),
+                    e.noreply.to_string(),
                     timed(e.server_p50_ns),
                     timed(e.server_p99_ns),
                 ]
             })
             .collect();
         let lead = format!(
-            "The requests as commands, found in the bytes the target read (RESP): {requests} \
+            "The requests as commands, found in the bytes the target read ({}): {requests} \
              commands in {} turns. A pipelined batch is one turn: each of its commands is \
              counted, and its server time (p50, p99 of the turns filed under the command's \
-             name, a turn going under its first command) is the batch's.",
-            a.resp.turns
+             name, a turn going under its first command) is the batch's. A memcached command \
+             sent with noreply gets no response: it is counted, never timed.",
+            crate::report::commands::protocols(&a.resp, &a.memcached),
+            a.resp.turns + a.memcached.turns
         );
         Some(card(
             &format!("{p}commands"),
             "Requests by command",
             &lead,
             &table(
-                &["endpoint", "command", "count", "batched", "p50", "p99"],
+                &[
+                    "endpoint", "command", "count", "batched", "noreply", "p50", "p99",
+                ],
                 &rows,
-                &[2, 3, 4, 5],
+                &[2, 3, 4, 5, 6],
             ),
         ))
     }

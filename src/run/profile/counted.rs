@@ -10,15 +10,20 @@ use crate::report::workload::{COMMAND, OBSERVED, RequestCount, WorkloadRecord};
 /// The requests the anatomy counted: the timed turns, the turns of
 /// multiplexed connections (a batch each: a lower bound there) and the UDP
 /// datagrams answered whose arrival it did not see. Where it counted
-/// commands from the bytes (RESP), those are the requests, never their
-/// turns (a pipelined batch is one turn of many commands): the turns
-/// that carried commands are replaced by the commands.
+/// commands from the bytes (RESP, memcached), those are the requests,
+/// never their turns (a pipelined batch is one turn of many commands):
+/// the turns that carried commands are replaced by the commands.
 pub fn requests(a: &AnatomyReport) -> u64 {
     let turns = a.turns + a.multiplexed.turns + a.udp_arrival_unseen;
     match a.requests {
-        Some(commands) => commands + turns.saturating_sub(a.resp.turns),
+        Some(commands) => commands + turns.saturating_sub(command_turns(a)),
         None => turns,
     }
+}
+
+/// The turns that carried commands, every protocol.
+fn command_turns(a: &AnatomyReport) -> u64 {
+    a.resp.turns + a.memcached.turns
 }
 
 /// The workload record of a command's run or an observation, its requests
@@ -68,14 +73,15 @@ fn note(a: &AnatomyReport) -> String {
     let ports: Vec<String> = a.ports.iter().map(|p| p.label()).collect();
     if let Some(commands) = a.requests {
         return format!(
-            "{commands} RESP commands read whole on {} connection{} ({} in {} turns: pipelined \
+            "{commands} {} commands read whole on {} connection{} ({} in {} turns: pipelined \
              batches count every command), and {} turns on connections whose requests were not \
              parsed ({})",
+            crate::report::commands::protocols(&a.resp, &a.memcached),
             a.connections,
             if a.connections == 1 { "" } else { "s" },
             commands,
-            a.resp.turns,
-            (a.turns + a.multiplexed.turns + a.udp_arrival_unseen).saturating_sub(a.resp.turns),
+            command_turns(a),
+            (a.turns + a.multiplexed.turns + a.udp_arrival_unseen).saturating_sub(command_turns(a)),
             if ports.is_empty() {
                 "none answered".to_string()
             } else {
@@ -201,6 +207,20 @@ mod tests {
         assert_eq!(w.requests.count, 407);
         assert!(
             w.requests.note.contains("402 RESP commands"),
+            "{}",
+            w.requests.note
+        );
+        // memcached's turns are replaced by its commands too.
+        a.memcached.turns = 3;
+        a.memcached.connections = 1;
+        a.requests = Some(405);
+        assert_eq!(requests(&a), 407);
+        let w = record(
+            Driven::Observed(std::time::Duration::from_secs(1)),
+            Some(&a),
+        );
+        assert!(
+            w.requests.note.contains("405 RESP and memcached commands"),
             "{}",
             w.requests.note
         );

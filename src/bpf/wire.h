@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * The command parsers' driver for the request anatomy (anatomy.bpf.c
+ * includes this once, after names.h, resp.h and memcached.h): the bytes a
+ * read returned are read back from the reader's own buffer (the syscall's
+ * argument, from the task's saved registers) in chunks, and each byte run
+ * through the connection's protocol's step (resp_step or mc_step); data
+ * the protocol says to pass (a bulk string, a data block) is passed by
+ * its length, never read. A connection's first read decides its protocol:
+ * `*` begins RESP, a memcached command word memcached's text protocol;
+ * anything else is turns only.
+ */
+#ifndef SOCKSCOPE_WIRE_H
+#define SOCKSCOPE_WIRE_H
+
+/* Syscall numbers (x86_64) whose buffer is the second argument. */
+#define NR_READ 0
+#define NR_READV 19
+#define NR_RECVFROM 45
+#define NR_RECVMSG 47
+#define TS_COMPAT 2
+
+/* Parses the len bytes at the user address ubuf: 0; -1 when it gave up
+ * (malformed, unreadable, or more line or header bytes than it reads);
+ * -2 when the connection's first word is no memcached command. */
+__noinline int wire_parse(struct ss_anat_conn *c, __u64 ubuf, __u64 len)
+{
+	struct ss_resp_scratch *sc;
+	__u32 zero = 0, chunks = 0, n, i;
+	__u64 pos = 0, d;
+	int it, k, bad = 0, mc;
+
+	sc = bpf_map_lookup_elem(&resp_scratch, &zero);
+	if (!c || !sc)
+		return -1;
+	sc->pcount = 0;
+	sc->pbatched = 0;
+	mc = c->wire == SS_WIRE_MEMCACHED || c->rproto == SS_RESP_PROBE;
+	bpf_for(it, 0, SS_RESP_MAX_ITERS) {
+		if (pos >= len)
+			break;
+		if (c->rst == R_SKIP) {
+			/* Passed without reading it. */
+			d = len - pos;
+			if (d > c->rskip)
+				d = c->rskip;
+			pos += d;
+			c->rskip -= d;
+			if (!c->rskip) {
+				if (mc)
+					mc_cmd_done(c, sc);
+				else
+					elem_done(c, sc);
+			}
+			continue;
+		}
+		if (chunks >= SS_RESP_MAX_CHUNKS)
+			break;
+		chunks++;
+		n = len - pos > SS_RESP_CHUNK ? SS_RESP_CHUNK : len - pos;
+		if (bpf_probe_read_user(sc->b, n & (2 * SS_RESP_CHUNK - 1), (void *)(ubuf + pos))) {
+			bad = 1;
+			break;
+		}
+		i = 0;
+		bpf_for(k, 0, SS_RESP_CHUNK) {
+			if (i >= n)
+				break;
+			i = mc ? mc_step(c, sc, i, n) : resp_step(c, sc, i, n);
+		}
+		if (i > n) {
+			bad = i == SS_MC_UNKNOWN ? 2 : 1;
+			break;
+		}
+		pos += n;
+	}
+	run_flush(c, sc);
+	if (bad == 2)
+		return -2;
+	return bad || pos < len ? -1 : 0;
+}
+
+/* The user buffer the current read syscall filled (its first bytes are
+ * this read's), or 0 when it is not one of read, recvfrom, readv and
+ * recvmsg (readv and recvmsg: when the first iovec holds all `ret`). */
+__noinline __u64 wire_user_buf(__u64 ret)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	const struct iovec *piov;
+	struct user_msghdr m;
+	struct iovec iov;
+	long nr;
+
+	if (!regs || (task->thread_info.status & TS_COMPAT))
+		return 0;
+	nr = BPF_CORE_READ(regs, orig_ax);
+	if (nr == NR_READ || nr == NR_RECVFROM)
+		return BPF_CORE_READ(regs, si);
+	if (nr == NR_RECVMSG) {
+		if (bpf_probe_read_user(&m, sizeof(m), (void *)BPF_CORE_READ(regs, si)))
+			return 0;
+		piov = m.msg_iov;
+	} else if (nr == NR_READV) {
+		piov = (const struct iovec *)BPF_CORE_READ(regs, si);
+	} else {
+		return 0;
+	}
+	if (bpf_probe_read_user(&iov, sizeof(iov), piov) || iov.iov_len < ret)
+		return 0;
+	return (__u64)iov.iov_base;
+#else
+	return 0;
+#endif
+}
+
+/* A read of `ret` bytes on a followed TCP or Unix connection, in the
+ * reader's syscall: its commands are counted (its first read decides
+ * whether the connection speaks RESP or memcached's text protocol). 1
+ * when the turn so far holds only memcached `noreply` commands, all read
+ * whole: no response will come to it. */
+static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
+{
+	__u64 ubuf;
+	__u8 first = 0;
+	int r;
+
+	if (c->rproto == SS_RESP_OFF)
+		return 0;
+	ubuf = wire_user_buf(ret);
+	if (c->rproto == SS_RESP_UNKNOWN || c->rproto == SS_RESP_RESYNC) {
+		if (!ubuf || bpf_probe_read_user(&first, 1, (void *)ubuf))
+			first = 0;
+		if (first == '*' && c->wire != SS_WIRE_MEMCACHED) {
+			if (c->wire == SS_WIRE_NONE)
+				count(SS_CNT_RESP_CONNS);
+			c->wire = SS_WIRE_RESP;
+			c->rproto = SS_RESP_ON;
+			c->rst = R_TYPE;
+		} else if (first >= 'a' && first <= 'z' && c->wire != SS_WIRE_RESP) {
+			/* Its first word tells (mc_name_end). */
+			c->rproto = SS_RESP_PROBE;
+			mc_line_reset(c);
+		} else if (first == 0x80 && c->wire == SS_WIRE_NONE) {
+			/* memcached's binary protocol: not parsed. */
+			count(SS_CNT_MC_CONNS);
+			count(SS_CNT_MC_GAVE_UP);
+			c->wire = SS_WIRE_MEMCACHED;
+			c->rproto = SS_RESP_OFF;
+			return 0;
+		} else {
+			/* After a pause, wait for a read that begins a command. */
+			if (c->rproto == SS_RESP_UNKNOWN)
+				c->rproto = SS_RESP_OFF;
+			return 0;
+		}
+	}
+	r = ubuf ? wire_parse(c, ubuf, ret) : -1;
+	if (r == -2 || (r < 0 && c->wire == SS_WIRE_NONE)) {
+		/* Not memcached (or, after a pause, not a command's start). */
+		c->rproto = c->wire == SS_WIRE_NONE ? SS_RESP_OFF : SS_RESP_RESYNC;
+		return 0;
+	}
+	if (r < 0) {
+		c->rproto = SS_RESP_OFF;
+		count(c->wire == SS_WIRE_MEMCACHED ? SS_CNT_MC_GAVE_UP : SS_CNT_RESP_GAVE_UP);
+		return 0;
+	}
+	return c->wire == SS_WIRE_MEMCACHED && c->rproto == SS_RESP_ON &&
+	       (c->flags & SS_CONN_NOREPLY) && !c->tcmds && c->rst == M_NAME && !c->relems;
+}
+
+/* A pause of a sampled window: the reads until the resume are not seen,
+ * so the parser starts again at a read that begins a command. */
+static __always_inline void wire_pause(struct ss_anat_conn *c)
+{
+	if (c->rproto == SS_RESP_ON || (c->rproto == SS_RESP_PROBE && c->wire != SS_WIRE_NONE))
+		c->rproto = SS_RESP_RESYNC;
+	else if (c->rproto == SS_RESP_PROBE)
+		c->rproto = SS_RESP_UNKNOWN;
+	c->rst = R_TYPE;
+	c->rskip = 0;
+	c->relems = 0;
+}
+
+#endif /* SOCKSCOPE_WIRE_H */
