@@ -173,6 +173,8 @@ pub enum Wire {
     Resp,
     /// memcached's text protocol.
     Memcached,
+    /// HTTP/1.0 and 1.1.
+    Http1,
 }
 
 impl Wire {
@@ -182,15 +184,17 @@ impl Wire {
         match n {
             n if n == super::abi::wire::RESP => Some(Wire::Resp),
             n if n == super::abi::wire::MEMCACHED => Some(Wire::Memcached),
+            n if n == super::abi::wire::HTTP1 => Some(Wire::Http1),
             _ => None,
         }
     }
 
-    /// "resp" or "memcached" (run.json's `endpoints[].protocol`).
+    /// "resp", "memcached" or "http" (run.json's `endpoints[].protocol`).
     pub fn name(self) -> &'static str {
         match self {
             Wire::Resp => "resp",
             Wire::Memcached => "memcached",
+            Wire::Http1 => "http",
         }
     }
 }
@@ -241,8 +245,9 @@ pub struct NameCounts {
     /// The protocol the commands were found in.
     pub wire: Wire,
     /// The name's bytes as the peer sent them (RESP's upper-cased), at
-    /// most `abi::NAME_LEN`; empty for "(other)" (names past the port's
-    /// limit).
+    /// most `abi::NAME_LEN`; HTTP/1: method and route template, at most
+    /// `abi::H1_TEXT` bytes, ending in `…` when the route was cut; empty
+    /// for "(other)" (names past the port's limit).
     pub name: Vec<u8>,
     /// Commands completed.
     pub commands: u64,
@@ -258,6 +263,8 @@ pub struct NameCounts {
     pub max_ns: u64,
     /// Their server time (trace/hist.rs buckets).
     pub hist: Vec<u64>,
+    /// HTTP/1: final responses by status class (2xx, 3xx, 4xx, 5xx).
+    pub status: [u64; 4],
 }
 
 impl NameCounts {
@@ -270,6 +277,7 @@ impl NameCounts {
         out.turns = self.turns.saturating_sub(e.turns);
         out.sum_ns = self.sum_ns.saturating_sub(e.sum_ns);
         sub_from(&mut out.hist, &e.hist);
+        sub_from(&mut out.status, &e.status);
         out
     }
 
@@ -437,6 +445,7 @@ pub(crate) mod tests {
             sum_ns: 10,
             max_ns: 10,
             hist: vec![0; hist::BUCKETS],
+            status: [0; 4],
         };
         let mut before = Counts::empty();
         before.names = vec![name(b"GET", 10, 6379), name(b"SET", 4, 6379)];

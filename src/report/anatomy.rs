@@ -335,7 +335,8 @@ pub struct AnatomyReport {
     pub intervals: Vec<AnatomyInterval>,
     /// What it cost.
     pub cost: AnatomyCost,
-    /// Requests counted from their bytes (RESP and memcached commands;
+    /// Requests counted from their bytes (RESP and memcached commands,
+    /// HTTP/1 requests;
     /// see report/commands.rs), where `turns` counts a pipelined batch
     /// once. Absent when no connection's requests were parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -347,6 +348,9 @@ pub struct AnatomyReport {
     /// connection).
     #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
     pub memcached: ProtocolCounts,
+    /// What the HTTP/1 parser saw (absent when it saw no connection).
+    #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
+    pub http: ProtocolCounts,
     /// Per port and command name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
@@ -372,7 +376,17 @@ impl AnatomyReport {
     /// The per-command table (report/commands.rs), when commands were
     /// counted.
     pub fn commands_text(&self) -> Option<String> {
-        super::commands::render(self.requests, &self.resp, &self.memcached, &self.endpoints)
+        super::commands::render(self.requests, &self.parsed(), &self.endpoints)
+    }
+
+    /// Each parsed protocol's name for people and counts, in report order.
+    pub fn parsed(&self) -> [(&'static str, &ProtocolCounts); 3] {
+        use super::commands::{HTTP1, MEMCACHED, RESP};
+        [
+            (RESP, &self.resp),
+            (MEMCACHED, &self.memcached),
+            (HTTP1, &self.http),
+        ]
     }
 
     /// Sentences that say which part dominates the tail, quoted.

@@ -1,7 +1,8 @@
 //! The request anatomy's commands (run.json's `anatomy.requests`,
-//! `anatomy.resp`, `anatomy.memcached` and `anatomy.endpoints`) and their
-//! table: where the anatomy found request boundaries in the bytes (RESP,
-//! memcached's text protocol; issue 39), each command is a request, and a
+//! `anatomy.resp`, `anatomy.memcached`, `anatomy.http` and
+//! `anatomy.endpoints`) and their table: where the anatomy found request
+//! boundaries in the bytes (RESP, memcached's text protocol, HTTP/1; issue
+//! 39), each command (an HTTP/1 request) is a request, and a
 //! turn carries the commands its read(s) completed. A pipelined batch is
 //! one turn: each of its commands is counted, and its server time is the
 //! batch's. A memcached `noreply` command is counted, never timed.
@@ -36,6 +37,20 @@ pub struct ProtocolCounts {
     /// response comes).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub noreply: u64,
+    /// HTTP/1: requests whose response's status was not read (a response
+    /// read to the close, a write whose buffer could not be read, more
+    /// requests waiting than the kernel keeps, a sampled window's pause):
+    /// counted, in no status class.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub status_unknown: u64,
+    /// HTTP/1: final responses written with no request read before them
+    /// (a request read before the window, or one the parser gave up on).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unmatched: u64,
+    /// HTTP/1: 1xx interim responses (100 Continue): no request's answer
+    /// and no turn's end.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interim: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -49,18 +64,69 @@ impl ProtocolCounts {
     }
 }
 
-/// The protocols' names, for people: "RESP", "memcached".
+/// The protocols' names, for people: "RESP", "memcached", "HTTP/1".
 pub const RESP: &str = "RESP";
 /// See [`RESP`].
 pub const MEMCACHED: &str = "memcached";
+/// See [`RESP`].
+pub const HTTP1: &str = "HTTP/1";
+
+/// Each protocol's name for people and what its parser saw, in the order
+/// the report names them (`AnatomyReport::parsed`).
+pub type Parsed<'a> = [(&'static str, &'a ProtocolCounts)];
 
 /// The protocols whose connections were parsed, for people ("RESP",
-/// "memcached", "RESP and memcached").
-pub fn protocols(resp: &ProtocolCounts, memcached: &ProtocolCounts) -> String {
-    match (resp.connections > 0, memcached.connections > 0) {
-        (true, true) => format!("{RESP} and {MEMCACHED}"),
-        (false, true) => MEMCACHED.to_string(),
-        _ => RESP.to_string(),
+/// "memcached", "RESP and HTTP/1", "RESP, memcached and HTTP/1"); the
+/// first protocol's name when none was.
+pub fn protocols(parsed: &Parsed) -> String {
+    let seen: Vec<&str> = parsed
+        .iter()
+        .filter(|(_, c)| c.connections > 0)
+        .map(|(n, _)| *n)
+        .collect();
+    match seen.as_slice() {
+        [] => parsed.first().map_or(RESP, |p| p.0).to_string(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The turns that carried commands, every protocol.
+pub fn command_turns(parsed: &Parsed) -> u64 {
+    parsed.iter().map(|(_, c)| c.turns).sum()
+}
+
+/// HTTP/1 final responses by status class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusClasses {
+    /// 2xx.
+    #[serde(rename = "2xx")]
+    pub s2xx: u64,
+    /// 3xx.
+    #[serde(rename = "3xx")]
+    pub s3xx: u64,
+    /// 4xx: client errors.
+    #[serde(rename = "4xx")]
+    pub s4xx: u64,
+    /// 5xx: errors.
+    #[serde(rename = "5xx")]
+    pub s5xx: u64,
+}
+
+impl StatusClasses {
+    /// From the kernel's four counts (2xx..5xx).
+    pub fn from_counts(c: [u64; 4]) -> Self {
+        Self {
+            s2xx: c[0],
+            s3xx: c[1],
+            s4xx: c[2],
+            s5xx: c[3],
+        }
+    }
+
+    /// Responses of every class.
+    pub fn total(&self) -> u64 {
+        self.s2xx + self.s3xx + self.s4xx + self.s5xx
     }
 }
 
@@ -74,13 +140,14 @@ pub struct Endpoint {
     /// A Unix listener's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
-    /// "resp" or "memcached".
+    /// "resp", "memcached" or "http".
     pub protocol: String,
     /// The command's name as the peer sent it (RESP: its first bulk
     /// string's first 16 bytes, upper-cased; memcached: its line's first
-    /// word's first 16 bytes, as sent; bytes that are not UTF-8 as
-    /// `\xNN`); [`OTHER`] for the names past the port's limit. Peer bytes:
-    /// escape before showing.
+    /// word's first 16 bytes, as sent; HTTP/1: the method and the route
+    /// template, `GET /users/{id}`, at most 64 bytes, ending in `…` when
+    /// cut; bytes that are not UTF-8 as `\xNN`); [`OTHER`] for the names
+    /// past the port's limit. Peer bytes: escape before showing.
     pub name: String,
     /// Commands completed.
     pub count: u64,
@@ -98,6 +165,16 @@ pub struct Endpoint {
     pub server_p50_ns: u64,
     /// 99th percentile.
     pub server_p99_ns: u64,
+    /// HTTP/1: the final responses to these requests by status class
+    /// (absent for the other protocols).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusClasses>,
+    /// HTTP/1: of them, 5xx (server errors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+    /// HTTP/1: of them, 4xx (client errors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_errors: Option<u64>,
 }
 
 impl Endpoint {
@@ -126,38 +203,55 @@ pub fn name_text(bytes: &[u8]) -> String {
     out
 }
 
-/// The per-command table, as text, of an anatomy's `requests`, `resp`,
-/// `memcached` and `endpoints` (None when no command was counted; see
-/// `AnatomyReport::commands_text`).
-pub fn render(
-    requests: Option<u64>,
-    resp: &ProtocolCounts,
-    memcached: &ProtocolCounts,
-    endpoints: &[Endpoint],
-) -> Option<String> {
+/// The per-command table, as text, of an anatomy's `requests`, its
+/// protocols' counts (`AnatomyReport::parsed`) and `endpoints` (None when
+/// no command was counted; see `AnatomyReport::commands_text`).
+pub fn render(requests: Option<u64>, parsed: &Parsed, endpoints: &[Endpoint]) -> Option<String> {
     let requests = requests?;
     let mut out = format!(
         "Requests by command ({}; {requests} commands in {} turns: a pipelined batch is \
          one turn, each of its commands counted, its server time the batch's)\n",
-        protocols(resp, memcached),
-        resp.turns + memcached.turns
+        protocols(parsed),
+        command_turns(parsed)
     );
     let noreply = endpoints.iter().any(|e| e.noreply > 0);
+    let status = endpoints.iter().any(|e| e.status.is_some());
+    let names: Vec<String> = endpoints
+        .iter()
+        .map(|e| crate::text::escape(&e.name).into_owned())
+        .collect();
+    let w = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(16, 80);
+    let extra = |noreply_col: String, classes: [String; 4]| {
+        let mut x = String::new();
+        if noreply {
+            x.push_str(&format!(" {noreply_col:>10}"));
+        }
+        if status {
+            for c in classes {
+                x.push_str(&format!(" {c:>8}"));
+            }
+        }
+        x
+    };
     out.push_str(&format!(
-        "  {:<22} {:<16} {:>10} {:>10} {:>10} {:>10}{}\n",
+        "  {:<22} {:<w$} {:>10} {:>10} {:>10} {:>10}{}\n",
         "endpoint",
         "command",
         "count",
         "batched",
         "p50",
         "p99",
-        if noreply {
-            format!(" {:>10}", "noreply")
-        } else {
-            String::new()
-        }
+        extra(
+            "noreply".into(),
+            ["2xx", "3xx", "4xx", "5xx"].map(String::from)
+        )
     ));
-    for e in endpoints {
+    for (e, name) in endpoints.iter().zip(&names) {
         let timed = |ns: u64| {
             if e.turns == 0 {
                 "-".to_string()
@@ -165,23 +259,23 @@ pub fn render(
                 fmt_ns(ns as f64)
             }
         };
+        let classes = match e.status {
+            Some(s) => [s.s2xx, s.s3xx, s.s4xx, s.s5xx].map(|n| n.to_string()),
+            None => ["-", "-", "-", "-"].map(String::from),
+        };
         out.push_str(&format!(
-            "  {:<22} {:<16} {:>10} {:>10} {:>10} {:>10}{}\n",
+            "  {:<22} {:<w$} {:>10} {:>10} {:>10} {:>10}{}\n",
             e.label(),
-            crate::text::escape(&e.name),
+            name,
             e.count,
             e.batched,
             timed(e.server_p50_ns),
             timed(e.server_p99_ns),
-            if noreply {
-                format!(" {:>10}", e.noreply)
-            } else {
-                String::new()
-            }
+            extra(e.noreply.to_string(), classes)
         ));
     }
     let mut notes = Vec::new();
-    for (name, c) in [(RESP, resp), (MEMCACHED, memcached)] {
+    for (name, c) in parsed {
         if c.unparsed > 0 {
             notes.push(format!(
                 "{} of {} {name} connections given up on (malformed or unreadable bytes): \
@@ -190,17 +284,30 @@ pub fn render(
             ));
         }
     }
-    let unnamed = resp.unnamed + memcached.unnamed;
+    let unnamed: u64 = parsed.iter().map(|(_, c)| c.unnamed).sum();
     if unnamed > 0 {
         notes.push(format!(
             "{unnamed} commands found no room for their name (counted, in no row)"
         ));
     }
-    if memcached.noreply > 0 {
+    let noreplies: u64 = parsed.iter().map(|(_, c)| c.noreply).sum();
+    if noreplies > 0 {
         notes.push(format!(
-            "{} memcached commands were sent with noreply: counted, never timed (no response \
-             comes)",
-            memcached.noreply
+            "{noreplies} memcached commands were sent with noreply: counted, never timed (no \
+             response comes)"
+        ));
+    }
+    let unknown: u64 = parsed.iter().map(|(_, c)| c.status_unknown).sum();
+    if unknown > 0 {
+        notes.push(format!(
+            "{unknown} HTTP/1 requests' status was not read (a response read to the close, \
+             an unreadable write, or more requests waiting than are kept): in no status class"
+        ));
+    }
+    let unmatched: u64 = parsed.iter().map(|(_, c)| c.unmatched).sum();
+    if unmatched > 0 {
+        notes.push(format!(
+            "{unmatched} HTTP/1 responses answered no request read in the window"
         ));
     }
     for n in notes {
@@ -226,6 +333,7 @@ mod tests {
             turns: 3,
             server_p50_ns: 20_000,
             server_p99_ns: 90_000,
+            ..Endpoint::default()
         }]
     }
 
@@ -236,10 +344,11 @@ mod tests {
             unparsed: 1,
             turns: 4,
             unnamed: 0,
-            noreply: 0,
+            ..ProtocolCounts::default()
         };
         let none = ProtocolCounts::default();
-        let text = render(Some(48), &resp, &none, &rows()).unwrap();
+        let parsed = [(RESP, &resp), (MEMCACHED, &none)];
+        let text = render(Some(48), &parsed, &rows()).unwrap();
         assert!(text.contains("G\\x1b[31mET"), "{text}");
         assert!(!text.contains('\x1b'));
         assert!(text.contains("48 commands in 4 turns"), "{text}");
@@ -247,7 +356,7 @@ mod tests {
             text.contains("1 of 2 RESP connections given up on"),
             "{text}"
         );
-        assert!(render(None, &resp, &none, &[]).is_none());
+        assert!(render(None, &parsed, &[]).is_none());
     }
 
     #[test]
@@ -258,12 +367,14 @@ mod tests {
             turns: 10,
             unnamed: 0,
             noreply: 5,
+            ..ProtocolCounts::default()
         };
         let mut rows = rows();
         rows[0].protocol = "memcached".into();
         rows[0].name = "set".into();
         rows[0].noreply = 5;
-        let text = render(Some(48), &ProtocolCounts::default(), &mc, &rows).unwrap();
+        let none = ProtocolCounts::default();
+        let text = render(Some(48), &[(RESP, &none), (MEMCACHED, &mc)], &rows).unwrap();
         assert!(text.starts_with("Requests by command (memcached; 48 commands in 10 turns"));
         assert!(text.contains("noreply"), "{text}");
         assert!(
@@ -279,7 +390,56 @@ mod tests {
             connections: 1,
             ..ProtocolCounts::default()
         };
-        assert_eq!(protocols(&both, &mc), "RESP and memcached");
+        assert_eq!(
+            protocols(&[(RESP, &both), (MEMCACHED, &mc)]),
+            "RESP and memcached"
+        );
+        assert_eq!(
+            protocols(&[(RESP, &both), (MEMCACHED, &mc), (HTTP1, &both)]),
+            "RESP, memcached and HTTP/1"
+        );
+        assert_eq!(protocols(&[(RESP, &none), (HTTP1, &both)]), "HTTP/1");
+        assert_eq!(protocols(&[(RESP, &none), (HTTP1, &none)]), "RESP");
+    }
+
+    #[test]
+    fn http_rows_show_their_status_classes_and_the_notes_say_what_is_unknown() {
+        let h1 = ProtocolCounts {
+            connections: 2,
+            turns: 7,
+            status_unknown: 3,
+            unmatched: 1,
+            ..ProtocolCounts::default()
+        };
+        let mut rows = rows();
+        rows[0].protocol = "http".into();
+        rows[0].name = "GET /users/{id}/\u{1b}[2J".into();
+        rows[0].status = Some(StatusClasses::from_counts([40, 1, 5, 2]));
+        rows[0].errors = Some(2);
+        rows[0].client_errors = Some(5);
+        let none = ProtocolCounts::default();
+        let text = render(Some(48), &[(RESP, &none), (HTTP1, &h1)], &rows).unwrap();
+        assert!(text.starts_with("Requests by command (HTTP/1; 48 commands in 7 turns"));
+        assert!(text.contains("2xx") && text.contains("5xx"), "{text}");
+        assert!(!text.contains('\x1b'), "{text}");
+        let row = text
+            .lines()
+            .find(|l| l.contains("GET /users/{id}"))
+            .unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cols[cols.len() - 4..], ["40", "1", "5", "2"], "{row}");
+        assert!(
+            text.contains("3 HTTP/1 requests' status was not read"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 HTTP/1 responses answered no request"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(json["status"]["4xx"], 5);
+        assert_eq!(json["errors"], 2);
+        assert_eq!(StatusClasses::from_counts([1, 2, 3, 4]).total(), 10);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The request anatomy's commands (RESP, memcached): one row per port,
+//! The request anatomy's commands (RESP, memcached, HTTP/1): one row per port,
 //! protocol and command name, in the summary and on the page
 //! (report/commands.rs has the figures and their text).
 
@@ -30,6 +30,7 @@ impl ProfileSection for Commands {
     fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
         let a = r.anatomy.as_ref()?;
         let requests = a.requests?;
+        let status = a.endpoints.iter().any(|e| e.status.is_some());
         let rows: Vec<Vec<String>> = a
             .endpoints
             .iter()
@@ -41,7 +42,7 @@ impl ProfileSection for Commands {
                         human_ns(ns)
                     }
                 };
-                vec![
+                let mut row = vec![
                     e.label(),
                     crate::text::escape(&e.name).into_owned(),
                     e.count.to_string(),
@@ -49,29 +50,42 @@ impl ProfileSection for Commands {
                     e.noreply.to_string(),
                     timed(e.server_p50_ns),
                     timed(e.server_p99_ns),
-                ]
+                ];
+                if status {
+                    match e.status {
+                        Some(s) => {
+                            row.extend([s.s2xx, s.s3xx, s.s4xx, s.s5xx].map(|n| n.to_string()))
+                        }
+                        None => row.extend(["-", "-", "-", "-"].map(String::from)),
+                    }
+                }
+                row
             })
             .collect();
+        let mut head = vec![
+            "endpoint", "command", "count", "batched", "noreply", "p50", "p99",
+        ];
+        let mut numeric = vec![2, 3, 4, 5, 6];
+        if status {
+            head.extend(["2xx", "3xx", "4xx", "5xx"]);
+            numeric.extend([7, 8, 9, 10]);
+        }
         let lead = format!(
             "The requests as commands, found in the bytes the target read ({}): {requests} \
              commands in {} turns. A pipelined batch is one turn: each of its commands is \
              counted, and its server time (p50, p99 of the turns filed under the command's \
              name, a turn going under its first command) is the batch's. A memcached command \
-             sent with noreply gets no response: it is counted, never timed.",
-            crate::report::commands::protocols(&a.resp, &a.memcached),
-            a.resp.turns + a.memcached.turns
+             sent with noreply gets no response: it is counted, never timed. An HTTP/1 request is \
+             named by its method and route template (numbers and ids folded to {{id}}; no query \
+             or header value is kept) and its response's status class is counted.",
+            crate::report::commands::protocols(&a.parsed()),
+            crate::report::commands::command_turns(&a.parsed())
         );
         Some(card(
             &format!("{p}commands"),
             "Requests by command",
             &lead,
-            &table(
-                &[
-                    "endpoint", "command", "count", "batched", "noreply", "p50", "p99",
-                ],
-                &rows,
-                &[2, 3, 4, 5, 6],
-            ),
+            &table(&head, &rows, &numeric),
         ))
     }
 }
