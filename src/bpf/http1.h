@@ -56,6 +56,7 @@
 #define SS_H1_MAX_BODY (1ull << 40)   /* a Content-Length or chunk size */
 #define SS_H1_MAX_IOV 8               /* iovecs of a write read */
 #define SS_H1_METHOD_MAX 16
+#define SS_H1_STEPS 16               /* steps a call of h1_step */
 
 /* Syscall numbers (x86_64) of writes whose buffer is found. */
 #define NR_WRITE 1
@@ -483,19 +484,15 @@ static __always_inline __u8 h1_lower(__u8 ch)
 /* One step at sc->b[i] (i < n <= SS_RESP_CHUNK) of direction dir (0:
  * requests, 1: responses): the next i, or SS_RESP_BAD (give up), or
  * SS_MC_UNKNOWN (the connection's first line is no request line). */
-__noinline int h1_step(struct ss_anat_conn *c, struct ss_resp_scratch *sc, __u32 i, __u32 n,
-		       int dir)
+static __always_inline int h1_one(struct ss_anat_conn *c, struct ss_resp_scratch *sc, __u32 i,
+				  __u32 n, int dir, struct ss_h1_parse *p, struct ss_h1_conn *h)
 {
-	struct ss_h1_parse *p;
-	struct ss_h1_conn *h;
 	__u64 d, v;
 	__u32 j;
 	__u8 ch, lc;
 
-	if (!c || !sc || i >= n || n > SS_RESP_CHUNK)
+	if (i >= n || n > SS_RESP_CHUNK)
 		return SS_RESP_BAD;
-	p = h1_dir(c, dir);
-	h = &c->h1;
 	if (p->st == H_SKIP) {
 		d = n - i;
 		if (d > p->skip)
@@ -741,6 +738,27 @@ __noinline int h1_step(struct ss_anat_conn *c, struct ss_resp_scratch *sc, __u32
 		break;
 	default:
 		return SS_RESP_BAD;
+	}
+	return i;
+}
+
+/* Steps from sc->b[i] (i < n) until the chunk's end, a step that gave
+ * up, or SS_H1_STEPS steps: one call for a run of bytes. */
+__noinline int h1_step(struct ss_anat_conn *c, struct ss_resp_scratch *sc, __u32 i, __u32 n,
+		       int dir)
+{
+	struct ss_h1_parse *p;
+	int j;
+
+	if (!c || !sc)
+		return SS_RESP_BAD;
+	p = h1_dir(c, dir);
+	bpf_for(j, 0, SS_H1_STEPS) {
+		if (i >= n)
+			break;
+		i = h1_one(c, sc, i, n, dir, p, &c->h1);
+		if (i > n)
+			break;
 	}
 	return i;
 }
