@@ -471,6 +471,54 @@ static __always_inline __u32 h1_scan(const struct ss_resp_scratch *sc, __u32 i, 
 	return i;
 }
 
+/* 8 bytes of sc->b from o (o < SS_RESP_CHUNK: within the buffer's two
+ * chunks). */
+static __always_inline __u64 h1_word(const struct ss_resp_scratch *sc, __u32 o)
+{
+	__u64 w;
+
+	__builtin_memcpy(&w, &sc->b[o & (SS_RESP_CHUNK - 1)], 8);
+	return w;
+}
+
+/* A header name beginning at sc->b[o] with `c` or `t` (lc), compared a
+ * word at a time: 1 when it is Content-Length: or Transfer-Encoding:
+ * (any case, the colon included), 2 when it is another, 0 when the
+ * chunk ends before it tells (then a byte at a time). A letter's case bit
+ * is ignored, no other byte's. */
+static __always_inline int h1_hname_words(const struct ss_resp_scratch *sc, __u32 o, __u32 n,
+					  __u8 lc)
+{
+	__u64 w0, w1, w2;
+
+	if (lc == 'c') {
+		if (o + 15 > n)
+			return 0;
+		w0 = h1_word(sc, o) | 0x0020202020202020ull;
+		w1 = (h1_word(sc, o + 8) | 0x0000202020202020ull) & 0x00ffffffffffffffull;
+		return w0 == MC_LO("content-") && w1 == MC_LO("length:") ? 1 : 2;
+	}
+	if (o + 18 > n)
+		return 0;
+	w0 = h1_word(sc, o) | 0x2020202020202020ull;
+	w1 = h1_word(sc, o + 8) | 0x2020202020202000ull;
+	w2 = (h1_word(sc, o + 16) | 0x0020ull) & 0xffffull;
+	return w0 == MC_LO("transfer") && w1 == MC_LO("-encodin") && w2 == MC_LO("g:") ? 1 : 2;
+}
+
+/* A status line's "HTTP/1.x NNN" at sc->b[o] (12 bytes there): the code,
+ * or 0 when they are not. */
+static __always_inline __u32 h1_status_words(const struct ss_resp_scratch *sc, __u32 o)
+{
+	__u64 w = h1_word(sc, o), t = h1_word(sc, o + 8);
+	__u8 d1 = t >> 8, d2 = t >> 16, d3 = t >> 24;
+
+	if ((w != MC_LO("HTTP/1.1") && w != MC_LO("HTTP/1.0")) || (__u8)t != ' ' ||
+	    d1 < '0' || d1 > '9' || d2 < '0' || d2 > '9' || d3 < '0' || d3 > '9')
+		return 0;
+	return (d1 - '0') * 100 + (d2 - '0') * 10 + (d3 - '0');
+}
+
 static __always_inline int h1_bad(const struct ss_anat_conn *c, int dir)
 {
 	return !dir && c->rproto == SS_RESP_PROBE_H1 ? SS_MC_UNKNOWN : SS_RESP_BAD;
@@ -610,6 +658,16 @@ static __always_inline int h1_one(struct ss_anat_conn *c, struct ss_resp_scratch
 		h1_line_done(c);
 		break;
 	case H_RVERSION:
+		if (!p->k && i - 1 + 12 <= n) {
+			/* The whole "HTTP/1.x NNN" at once. */
+			j = h1_status_words(sc, i - 1);
+			if (j < 100 || j > 599)
+				return SS_RESP_BAD;
+			p->code = j;
+			p->head += 11;
+			p->st = H_HSKIP;  /* the reason phrase */
+			return i - 1 + 12;
+		}
 		if (p->k < 7) {
 			if (ch != (__u8)((p->k < 4 ? MC_LO("HTTP") : MC_LO("/1.") << 32) >>
 					  (8 * (p->k & 7))))
@@ -643,6 +701,24 @@ static __always_inline int h1_one(struct ss_anat_conn *c, struct ss_resp_scratch
 		} else if (ch == '\n') {
 			return h1_head_end(c, p, sc, dir) ? SS_RESP_BAD : i;
 		} else if (lc == 'c' || lc == 't') {
+			j = h1_hname_words(sc, i - 1, n, lc);
+			if (j == 1) {
+				/* The whole name and its ':' matched. */
+				d = lc == 'c' ? 15 : 18;
+				p->m = lc == 'c' ? HM_CL : HM_TE;
+				p->head += d - 1;
+				p->ck = 0;
+				p->st = H_HVAL;
+				if (p->m == HM_CL) {
+					p->f |= HF_CL;
+					p->skip = 0;
+				}
+				return i - 1 + d;
+			}
+			if (j == 2) {
+				p->st = H_HSKIP;  /* another header */
+				break;
+			}
 			p->m = lc == 'c' ? HM_CL : HM_TE;
 			p->k = 1;
 			p->st = H_HNAME;
