@@ -314,7 +314,11 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
                 noreply: n.noreply,
                 turns: n.turns,
                 server_p50_ns: h.quantile(0.5).unwrap_or(0),
+                server_p90_ns: h.quantile(0.9).unwrap_or(0),
                 server_p99_ns: h.quantile(0.99).unwrap_or(0),
+                server_p999_ns: h.quantile(0.999).unwrap_or(0),
+                server_mean_ns: n.sum_ns.checked_div(n.turns).unwrap_or(0),
+                rate_per_s: 0.0,
             }
         })
         .collect()

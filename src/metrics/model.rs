@@ -256,7 +256,7 @@ pub(super) fn counter(labels: Vec<pb::LabelPair>, v: f64) -> pb::Metric {
     }
 }
 
-fn gauge(labels: Vec<pb::LabelPair>, v: f64) -> pb::Metric {
+pub(super) fn gauge(labels: Vec<pb::LabelPair>, v: f64) -> pb::Metric {
     pb::Metric {
         label: labels,
         gauge: Some(pb::Gauge { value: Some(v) }),

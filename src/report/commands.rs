@@ -96,8 +96,21 @@ pub struct Endpoint {
     pub turns: u64,
     /// Those turns' server time: median.
     pub server_p50_ns: u64,
+    /// 90th percentile.
+    #[serde(default)]
+    pub server_p90_ns: u64,
     /// 99th percentile.
     pub server_p99_ns: u64,
+    /// 99.9th percentile.
+    #[serde(default)]
+    pub server_p999_ns: u64,
+    /// Their exact mean (the kernel's sum over `turns`).
+    #[serde(default)]
+    pub server_mean_ns: u64,
+    /// Commands per second of the window (`count` over `window_s`; 0 in
+    /// artifacts from before it was recorded).
+    #[serde(default)]
+    pub rate_per_s: f64,
 }
 
 impl Endpoint {
@@ -126,6 +139,45 @@ pub fn name_text(bytes: &[u8]) -> String {
     out
 }
 
+/// Of the endpoints with timed turns, the (at most) three slowest at p99,
+/// slowest first (ties: more turns first). Empty when fewer than two
+/// endpoints were timed: one row says it all.
+pub fn slowest_at_p99(endpoints: &[Endpoint]) -> Vec<&Endpoint> {
+    let mut timed: Vec<&Endpoint> = endpoints.iter().filter(|e| e.turns > 0).collect();
+    if timed.len() < 2 {
+        return Vec::new();
+    }
+    timed.sort_by(|a, b| {
+        b.server_p99_ns
+            .cmp(&a.server_p99_ns)
+            .then(b.turns.cmp(&a.turns))
+    });
+    timed.truncate(3);
+    timed
+}
+
+/// "slowest at p99: HGETALL on tcp/6379 (p99 1.2ms over 40 turns), ..."
+/// (names escaped), or None.
+pub fn slowest_line(endpoints: &[Endpoint]) -> Option<String> {
+    let slow = slowest_at_p99(endpoints);
+    if slow.is_empty() {
+        return None;
+    }
+    let items: Vec<String> = slow
+        .iter()
+        .map(|e| {
+            format!(
+                "{} on {} (p99 {} over {} turns)",
+                crate::text::escape(&e.name),
+                e.label(),
+                fmt_ns(e.server_p99_ns as f64),
+                e.turns
+            )
+        })
+        .collect();
+    Some(format!("slowest at p99: {}", items.join(", ")))
+}
+
 /// The per-command table, as text, of an anatomy's `requests`, `resp`,
 /// `memcached` and `endpoints` (None when no command was counted; see
 /// `AnatomyReport::commands_text`).
@@ -143,19 +195,25 @@ pub fn render(
         resp.turns + memcached.turns
     );
     let noreply = endpoints.iter().any(|e| e.noreply > 0);
-    out.push_str(&format!(
-        "  {:<22} {:<16} {:>10} {:>10} {:>10} {:>10}{}\n",
-        "endpoint",
-        "command",
-        "count",
-        "batched",
-        "p50",
-        "p99",
-        if noreply {
-            format!(" {:>10}", "noreply")
+    let rate = endpoints.iter().any(|e| e.rate_per_s > 0.0);
+    let opt = |on: bool, v: String| {
+        if on {
+            format!(" {v:>10}")
         } else {
             String::new()
         }
+    };
+    out.push_str(&format!(
+        "  {:<22} {:<16} {:>10}{} {:>10} {:>10} {:>10} {:>10}{}\n",
+        "endpoint",
+        "command",
+        "count",
+        opt(rate, "/s".into()),
+        "batched",
+        "p50",
+        "p99",
+        "p99.9",
+        opt(noreply, "noreply".into()),
     ));
     for e in endpoints {
         let timed = |ns: u64| {
@@ -166,19 +224,20 @@ pub fn render(
             }
         };
         out.push_str(&format!(
-            "  {:<22} {:<16} {:>10} {:>10} {:>10} {:>10}{}\n",
+            "  {:<22} {:<16} {:>10}{} {:>10} {:>10} {:>10} {:>10}{}\n",
             e.label(),
             crate::text::escape(&e.name),
             e.count,
+            opt(rate, format!("{:.0}", e.rate_per_s)),
             e.batched,
             timed(e.server_p50_ns),
             timed(e.server_p99_ns),
-            if noreply {
-                format!(" {:>10}", e.noreply)
-            } else {
-                String::new()
-            }
+            timed(e.server_p999_ns),
+            opt(noreply, e.noreply.to_string()),
         ));
+    }
+    if let Some(line) = slowest_line(endpoints) {
+        out.push_str(&format!("  {line}\n"));
     }
     let mut notes = Vec::new();
     for (name, c) in [(RESP, resp), (MEMCACHED, memcached)] {
@@ -226,6 +285,7 @@ mod tests {
             turns: 3,
             server_p50_ns: 20_000,
             server_p99_ns: 90_000,
+            ..Endpoint::default()
         }]
     }
 
@@ -280,6 +340,47 @@ mod tests {
             ..ProtocolCounts::default()
         };
         assert_eq!(protocols(&both, &mc), "RESP and memcached");
+    }
+
+    #[test]
+    fn the_slowest_endpoints_at_p99_come_first_and_a_lone_one_is_not_singled_out() {
+        let row = |name: &str, p99: u64, turns: u64| Endpoint {
+            port: 6379,
+            transport: "tcp".into(),
+            protocol: "resp".into(),
+            name: name.into(),
+            count: turns,
+            turns,
+            server_p99_ns: p99,
+            ..Endpoint::default()
+        };
+        let rows = vec![
+            row("GET", 20_000, 100),
+            row("HGET\x1b", 3_000_000, 5),
+            row("SET", 90_000, 50),
+            row("INCR", 90_000, 70),
+            row("NOTIMED", 9_000_000, 0),
+        ];
+        let slow: Vec<&str> = slowest_at_p99(&rows)
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(slow, ["HGET\x1b", "INCR", "SET"]);
+        let line = slowest_line(&rows).unwrap();
+        assert!(
+            line.starts_with("slowest at p99: HGET\\x1b on tcp/6379 (p99 3.00ms over 5 turns)"),
+            "{line}"
+        );
+        assert!(!line.contains('\x1b'));
+        assert!(slowest_line(&rows[..1]).is_none());
+        let text = render(
+            Some(230),
+            &ProtocolCounts::default(),
+            &ProtocolCounts::default(),
+            &rows,
+        )
+        .unwrap();
+        assert!(text.contains("slowest at p99: HGET"), "{text}");
     }
 
     #[test]

@@ -45,19 +45,25 @@ impl ProfileSection for Commands {
                     e.label(),
                     crate::text::escape(&e.name).into_owned(),
                     e.count.to_string(),
+                    format!("{:.0}", e.rate_per_s),
                     e.batched.to_string(),
                     e.noreply.to_string(),
                     timed(e.server_p50_ns),
+                    timed(e.server_p90_ns),
                     timed(e.server_p99_ns),
+                    timed(e.server_p999_ns),
                 ]
             })
             .collect();
+        let slowest = crate::report::commands::slowest_line(&a.endpoints)
+            .map(|l| format!(" The {l}."))
+            .unwrap_or_default();
         let lead = format!(
             "The requests as commands, found in the bytes the target read ({}): {requests} \
              commands in {} turns. A pipelined batch is one turn: each of its commands is \
              counted, and its server time (p50, p99 of the turns filed under the command's \
              name, a turn going under its first command) is the batch's. A memcached command \
-             sent with noreply gets no response: it is counted, never timed.",
+             sent with noreply gets no response: it is counted, never timed.{slowest}",
             crate::report::commands::protocols(&a.resp, &a.memcached),
             a.resp.turns + a.memcached.turns
         );
@@ -67,10 +73,11 @@ impl ProfileSection for Commands {
             &lead,
             &table(
                 &[
-                    "endpoint", "command", "count", "batched", "noreply", "p50", "p99",
+                    "endpoint", "command", "count", "/s", "batched", "noreply", "p50", "p90",
+                    "p99", "p99.9",
                 ],
                 &rows,
-                &[2, 3, 4, 5, 6],
+                &[2, 3, 4, 5, 6, 7, 8, 9],
             ),
         ))
     }
