@@ -498,4 +498,19 @@ pub(crate) mod tests {
         let p50 = h.quantile(0.5).unwrap();
         assert!((280_000..=330_000).contains(&p50), "{p50}");
     }
+
+    #[test]
+    fn postgres_names_are_a_kind_and_an_escaped_statement_name() {
+        let w = Wire::Postgres;
+        assert_eq!(w.name_text(&[3]), "UPDATE");
+        assert_eq!(w.name_text(b"\x01P_2"), "SELECT P_2");
+        assert_eq!(w.name_text(b"\x05\x1b[31m\xff"), "BEGIN \x1b[31m\\xff");
+        assert_eq!(w.name_text(&[0xee, b'a']), "\\xee a");
+        assert_eq!(w.name_text(b""), crate::report::commands::OTHER);
+        assert_eq!(Wire::Resp.name_text(b"GET"), "GET");
+        for code in 1..=12 {
+            assert!(super::super::abi::pg_kind(code).is_some(), "{code}");
+        }
+        assert!(super::super::abi::pg_kind(13).is_none());
+    }
 }

@@ -155,11 +155,18 @@ static __always_inline int pg_find(const struct ss_pg_conn *p, __u64 lo, __u64 h
 	return -1;
 }
 
-/* A Parse is read: its statement's kind is kept under its name. */
-static __always_inline void pg_parsed(struct ss_pg_conn *p, __u8 kind)
+/* A Parse is read: its statement's kind is kept under its name. (Global
+ * functions, as pg_bound: their loop stays out of the step's.) */
+__noinline int pg_parsed(struct ss_pg_conn *p, __u8 kind)
 {
-	__u64 lo = (p->build[0] & ~0xffull) | kind, hi = p->build[1];
-	int s = pg_find(p, lo, hi);
+	__u64 lo, hi;
+	int s;
+
+	if (!p)
+		return 0;
+	lo = (p->build[0] & ~0xffull) | kind;
+	hi = p->build[1];
+	s = pg_find(p, lo, hi);
 
 	if (s < 0) {
 		s = p->next & (SS_PG_STMTS - 1);
@@ -170,13 +177,18 @@ static __always_inline void pg_parsed(struct ss_pg_conn *p, __u8 kind)
 		p->stmt[s][1] = hi;
 	}
 	p->flags |= PG_PARSED;
+	return 0;
 }
 
 /* A Bind's statement name is read: the request at the next Sync is
  * named after it. */
-static __always_inline void pg_bound(struct ss_pg_conn *p)
+__noinline int pg_bound(struct ss_pg_conn *p)
 {
-	int s = pg_find(p, p->build[0], p->build[1]);
+	int s;
+
+	if (!p)
+		return 0;
+	s = pg_find(p, p->build[0], p->build[1]);
 
 	if (s >= 0 && s < SS_PG_STMTS) {
 		p->cur[0] = p->stmt[s][0];
@@ -185,6 +197,7 @@ static __always_inline void pg_bound(struct ss_pg_conn *p)
 		p->cur[0] = (p->build[0] & ~0xffull) | SS_PG_UNKNOWN;
 		p->cur[1] = p->build[1];
 	}
+	return 0;
 }
 
 /* A request is read whole, named (lo, hi). */
@@ -349,6 +362,18 @@ static __always_inline void pg_sql_byte(struct ss_anat_conn *c, struct ss_pg_con
 		p->wlen++;
 }
 
+/* Is ch a frontend message's type byte? */
+static __always_inline int pg_type_ok(__u8 ch)
+{
+	switch (ch) {
+	case 'B': case 'C': case 'd': case 'c': case 'f': case 'D': case 'E':
+	case 'H': case 'F': case 'P': case 'p': case 'Q': case 'S': case 'X':
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /* One step at sc->b[i] (i < n <= SS_RESP_CHUNK): the next i, or
  * SS_RESP_BAD (give up), or SS_PG_ENCRYPTED. */
 __noinline int pg_step(struct ss_anat_conn *c, struct ss_pg_conn *p, struct ss_resp_scratch *sc,
@@ -357,6 +382,7 @@ __noinline int pg_step(struct ss_anat_conn *c, struct ss_pg_conn *p, struct ss_r
 	__u64 d;
 	__u32 v;
 	__u8 ch, k;
+	int j;
 
 	if (!c || !p || !sc || i >= n || n > SS_RESP_CHUNK)
 		return SS_RESP_BAD;
@@ -368,6 +394,35 @@ __noinline int pg_step(struct ss_anat_conn *c, struct ss_pg_conn *p, struct ss_r
 		if (!c->rskip)
 			pg_msg_done(c, p, sc);
 		return i + d;
+	}
+	if (c->rst == P_TYPE && n - i >= 5) {
+		/* A whole header in the chunk: its type and three of its
+		 * length's bytes here, the last one below. */
+		ch = sc->b[i & (SS_RESP_CHUNK - 1)];
+		if (!pg_type_ok(ch))
+			return SS_RESP_BAD;
+		c->mkind = ch;
+		c->rst = P_LEN;
+		c->rnum = (__u32)sc->b[(i + 1) & (SS_RESP_CHUNK - 1)] << 16 |
+			  (__u32)sc->b[(i + 2) & (SS_RESP_CHUNK - 1)] << 8 |
+			  sc->b[(i + 3) & (SS_RESP_CHUNK - 1)];
+		c->rnamelen = 3;
+		i += 4;
+	} else if (c->rst == P_SQL) {
+		/* The SQL's bytes up to its keyword's end, while neither the
+		 * body's end nor the scan's bound is near (those below). */
+		bpf_for(j, 0, 32) {
+			if (i >= n || c->rst != P_SQL || c->rskip <= 1 ||
+			    p->scanned + 1 >= SS_PG_SCAN_MAX)
+				break;
+			ch = sc->b[i & (SS_RESP_CHUNK - 1)];
+			i++;
+			c->rskip--;
+			p->scanned++;
+			pg_sql_byte(c, p, sc, ch);
+		}
+		if (c->rst == R_SKIP || i >= n)
+			return i;
 	}
 	ch = sc->b[i & (SS_RESP_CHUNK - 1)];
 	i++;
@@ -430,17 +485,12 @@ __noinline int pg_step(struct ss_anat_conn *c, struct ss_pg_conn *p, struct ss_r
 		}
 		break;
 	case P_TYPE:
-		switch (ch) {
-		case 'B': case 'C': case 'd': case 'c': case 'f': case 'D': case 'E':
-		case 'H': case 'F': case 'P': case 'p': case 'Q': case 'S': case 'X':
-			c->mkind = ch;
-			c->rst = P_LEN;
-			c->rnum = 0;
-			c->rnamelen = 0;
-			break;
-		default:
+		if (!pg_type_ok(ch))
 			return SS_RESP_BAD;
-		}
+		c->mkind = ch;
+		c->rst = P_LEN;
+		c->rnum = 0;
+		c->rnamelen = 0;
 		break;
 	case P_CSTR:
 	case P_SQL:
