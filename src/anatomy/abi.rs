@@ -86,6 +86,16 @@ pub mod count {
     pub const MC_NAMES_FULL: usize = C::SS_CNT_MC_NAMES_FULL.0 as usize;
     /// memcached `noreply` commands (counted, never timed).
     pub const MC_NOREPLY: usize = C::SS_CNT_MC_NOREPLY.0 as usize;
+    /// Connections whose first read was a PostgreSQL startup packet.
+    pub const PG_CONNS: usize = C::SS_CNT_PG_CONNS.0 as usize;
+    /// PostgreSQL connections the parser gave up on.
+    pub const PG_GAVE_UP: usize = C::SS_CNT_PG_GAVE_UP.0 as usize;
+    /// PostgreSQL: turns closed that carried at least one request.
+    pub const PG_TURNS: usize = C::SS_CNT_PG_TURNS.0 as usize;
+    /// PostgreSQL requests whose name found no room in the names map.
+    pub const PG_NAMES_FULL: usize = C::SS_CNT_PG_NAMES_FULL.0 as usize;
+    /// PostgreSQL connections gone TLS or GSS encrypted: not readable.
+    pub const PG_ENCRYPTED: usize = C::SS_CNT_PG_ENCRYPTED.0 as usize;
 }
 
 /// The protocols commands are found in (`enum ss_anat_wire`).
@@ -95,6 +105,32 @@ pub mod wire {
     pub const RESP: u8 = W::SS_WIRE_RESP.0 as u8;
     /// memcached's text protocol (src/bpf/memcached.h).
     pub const MEMCACHED: u8 = W::SS_WIRE_MEMCACHED.0 as u8;
+    /// PostgreSQL's frontend protocol (src/bpf/postgres.h).
+    pub const POSTGRES: u8 = W::SS_WIRE_POSTGRES.0 as u8;
+}
+
+/// A PostgreSQL request's kind (`enum ss_pg_kind`, the first byte of its
+/// name), for people; None for a byte that is no kind.
+pub fn pg_kind(code: u8) -> Option<&'static str> {
+    use types::ss_pg_kind as K;
+    let kinds = [
+        (K::SS_PG_SELECT, "SELECT"),
+        (K::SS_PG_INSERT, "INSERT"),
+        (K::SS_PG_UPDATE, "UPDATE"),
+        (K::SS_PG_DELETE, "DELETE"),
+        (K::SS_PG_BEGIN, "BEGIN"),
+        (K::SS_PG_COMMIT, "COMMIT"),
+        (K::SS_PG_ROLLBACK, "ROLLBACK"),
+        (K::SS_PG_OTHER, "OTHER"),
+        (K::SS_PG_PARSE, "PARSE"),
+        (K::SS_PG_SYNC, "SYNC"),
+        (K::SS_PG_UNKNOWN, "UNKNOWN"),
+        (K::SS_PG_FUNCTION, "FUNCTION"),
+    ];
+    kinds
+        .iter()
+        .find(|(k, _)| k.0 as u64 == u64::from(code))
+        .map(|(_, name)| *name)
 }
 
 /// Bytes of a command's name the kernel keeps.

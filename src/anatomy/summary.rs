@@ -10,7 +10,7 @@ use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
-use crate::report::commands::{Endpoint, ProtocolCounts, name_text};
+use crate::report::commands::{Endpoint, ProtocolCounts};
 use crate::stats::{LatencySummary, TailInterval, tail};
 
 /// The quantile of a named percentile.
@@ -276,7 +276,10 @@ pub fn report(
         load_pipeline: None,
         intervals,
         cost,
-        requests: (c[count::RESP_CONNS] > 0 || c[count::MC_CONNS] > 0 || c[count::COMMANDS] > 0)
+        requests: (c[count::RESP_CONNS] > 0
+            || c[count::MC_CONNS] > 0
+            || c[count::PG_CONNS] > 0
+            || c[count::COMMANDS] > 0)
             .then_some(c[count::COMMANDS]),
         resp: ProtocolCounts {
             connections: c[count::RESP_CONNS],
@@ -284,6 +287,7 @@ pub fn report(
             turns: c[count::CMD_TURNS],
             unnamed: c[count::NAMES_FULL],
             noreply: 0,
+            encrypted: 0,
         },
         memcached: ProtocolCounts {
             connections: c[count::MC_CONNS],
@@ -291,6 +295,15 @@ pub fn report(
             turns: c[count::MC_TURNS],
             unnamed: c[count::MC_NAMES_FULL],
             noreply: c[count::MC_NOREPLY],
+            encrypted: 0,
+        },
+        postgres: ProtocolCounts {
+            connections: c[count::PG_CONNS],
+            unparsed: c[count::PG_GAVE_UP],
+            turns: c[count::PG_TURNS],
+            unnamed: c[count::PG_NAMES_FULL],
+            noreply: 0,
+            encrypted: c[count::PG_ENCRYPTED],
         },
         endpoints: endpoints(&window.names),
     }
@@ -308,7 +321,7 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
                 transport: n.transport.name().to_string(),
                 socket: None,
                 protocol: n.wire.name().to_string(),
-                name: name_text(&n.name),
+                name: n.wire.name_text(&n.name),
                 count: n.commands,
                 batched: n.batched,
                 noreply: n.noreply,

@@ -63,6 +63,10 @@ enum ss_anat_limits {
 	SS_RESP_NAME_LEN = 16,
 	SS_RESP_NAMES_PER_PORT = 128,
 	SS_RESP_NAMES_MAX = 1024,
+	/* PostgreSQL (postgres.h): prepared statements' kinds kept per
+	 * connection (a power of 2), and connections kept in all (LRU). */
+	SS_PG_STMTS = 16,
+	SS_PG_CONNS_MAX = 4096,
 };
 
 /* ss_anat_conn.rproto: what the connection's bytes are to the parser. */
@@ -82,6 +86,24 @@ enum ss_anat_wire {
 	SS_WIRE_NONE = 0,
 	SS_WIRE_RESP = 1,      /* resp.h */
 	SS_WIRE_MEMCACHED = 2, /* memcached.h: the text protocol */
+	SS_WIRE_POSTGRES = 3,  /* postgres.h: the frontend protocol v3 */
+};
+
+/* PostgreSQL: a request's kind, the first byte of its name (the rest, a
+ * prepared statement's name when it is named). */
+enum ss_pg_kind {
+	SS_PG_SELECT = 1,
+	SS_PG_INSERT = 2,
+	SS_PG_UPDATE = 3,
+	SS_PG_DELETE = 4,
+	SS_PG_BEGIN = 5,      /* BEGIN, START (TRANSACTION) */
+	SS_PG_COMMIT = 6,     /* COMMIT, END */
+	SS_PG_ROLLBACK = 7,   /* ROLLBACK, ABORT */
+	SS_PG_OTHER = 8,      /* any other first word, or none */
+	SS_PG_PARSE = 9,      /* a Sync after a Parse that executed nothing */
+	SS_PG_SYNC = 10,      /* a Sync with nothing parsed or executed */
+	SS_PG_UNKNOWN = 11,   /* a Bind of a statement whose Parse was not seen */
+	SS_PG_FUNCTION = 12,  /* a FunctionCall */
 };
 
 /* The programs, in the order of ss_anat_cpu.prog. */
@@ -123,7 +145,12 @@ enum ss_anat_count {
 	SS_CNT_MC_TURNS = 24,      /* memcached: turns closed that carried >= 1 command */
 	SS_CNT_MC_NAMES_FULL = 25, /* memcached commands whose name found no room */
 	SS_CNT_MC_NOREPLY = 26,    /* memcached `noreply` commands: counted, not timed */
-	SS_COUNTS = 27,
+	SS_CNT_PG_CONNS = 27,      /* connections whose first read was a PostgreSQL startup */
+	SS_CNT_PG_GAVE_UP = 28,    /* PostgreSQL connections the parser gave up on */
+	SS_CNT_PG_TURNS = 29,      /* PostgreSQL: turns closed that carried >= 1 request */
+	SS_CNT_PG_NAMES_FULL = 30, /* PostgreSQL requests whose name found no room */
+	SS_CNT_PG_ENCRYPTED = 31,  /* PostgreSQL connections gone TLS or GSS: not readable */
+	SS_COUNTS = 32,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
@@ -144,7 +171,6 @@ struct ss_anat_prog_cost {
 struct ss_anat_cpu {
 	struct ss_anat_prog_cost prog[SS_ANAT_PROGS];
 	__u64 count[SS_COUNTS];
-	__u64 pad[5];
 };
 
 /* The turns of one listening port (or of the overflow), per CPU. The sums

@@ -335,7 +335,7 @@ pub struct AnatomyReport {
     pub intervals: Vec<AnatomyInterval>,
     /// What it cost.
     pub cost: AnatomyCost,
-    /// Requests counted from their bytes (RESP and memcached commands;
+    /// Requests counted from their bytes (RESP, memcached and PostgreSQL;
     /// see report/commands.rs), where `turns` counts a pipelined batch
     /// once. Absent when no connection's requests were parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -347,6 +347,10 @@ pub struct AnatomyReport {
     /// connection).
     #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
     pub memcached: ProtocolCounts,
+    /// What the PostgreSQL frontend-protocol parser saw (absent when it
+    /// saw no connection).
+    #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
+    pub postgres: ProtocolCounts,
     /// Per port and command name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
@@ -356,6 +360,17 @@ pub struct AnatomyReport {
 pub const PERCENTILES: [&str; 4] = ["p50", "p90", "p99", "p99.9"];
 
 impl AnatomyReport {
+    /// Each protocol whose requests are parsed from the bytes: its name
+    /// for people and what its parser saw.
+    pub fn protocol_counts(&self) -> [(&'static str, &ProtocolCounts); 3] {
+        use super::commands::{MEMCACHED, POSTGRES, RESP};
+        [
+            (RESP, &self.resp),
+            (MEMCACHED, &self.memcached),
+            (POSTGRES, &self.postgres),
+        ]
+    }
+
     /// The composition at a named percentile.
     pub fn composition(&self, name: &str) -> Option<&Composition> {
         self.at_percentile.iter().find(|c| c.percentile == name)
@@ -372,7 +387,7 @@ impl AnatomyReport {
     /// The per-command table (report/commands.rs), when commands were
     /// counted.
     pub fn commands_text(&self) -> Option<String> {
-        super::commands::render(self.requests, &self.resp, &self.memcached, &self.endpoints)
+        super::commands::render(self.requests, &self.protocol_counts(), &self.endpoints)
     }
 
     /// Sentences that say which part dominates the tail, quoted.

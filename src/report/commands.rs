@@ -1,7 +1,8 @@
 //! The request anatomy's commands (run.json's `anatomy.requests`,
-//! `anatomy.resp`, `anatomy.memcached` and `anatomy.endpoints`) and their
-//! table: where the anatomy found request boundaries in the bytes (RESP,
-//! memcached's text protocol; issue 39), each command is a request, and a
+//! `anatomy.resp`, `anatomy.memcached`, `anatomy.postgres` and
+//! `anatomy.endpoints`) and their table: where the anatomy found request
+//! boundaries in the bytes (RESP, memcached's text protocol, PostgreSQL's
+//! frontend protocol; issue 39), each command is a request, and a
 //! turn carries the commands its read(s) completed. A pipelined batch is
 //! one turn: each of its commands is counted, and its server time is the
 //! batch's. A memcached `noreply` command is counted, never timed.
@@ -14,12 +15,13 @@ use super::units::fmt_ns;
 pub const OTHER: &str = "(other)";
 
 /// What one protocol's parser saw over the window (`anatomy.resp`,
-/// `anatomy.memcached`).
+/// `anatomy.memcached`, `anatomy.postgres`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProtocolCounts {
     /// Connections found speaking it: RESP, a first read that began an
     /// array; memcached, a first word that was one of its commands (or a
-    /// first byte that was its binary protocol's magic).
+    /// first byte that was its binary protocol's magic); PostgreSQL, a
+    /// first read that was a startup packet (SSLRequest's too).
     pub connections: u64,
     /// Of them, those the parser gave up on (malformed bytes, a count or
     /// length past the server's limits, a read whose buffer it could not
@@ -36,6 +38,11 @@ pub struct ProtocolCounts {
     /// response comes).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub noreply: u64,
+    /// PostgreSQL: connections that went TLS (or GSS) encrypted after
+    /// asking (SSLRequest, GSSENCRequest): not readable, their turns are
+    /// turns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub encrypted: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -49,19 +56,36 @@ impl ProtocolCounts {
     }
 }
 
-/// The protocols' names, for people: "RESP", "memcached".
+/// The protocols' names, for people: "RESP", "memcached", "PostgreSQL".
 pub const RESP: &str = "RESP";
 /// See [`RESP`].
 pub const MEMCACHED: &str = "memcached";
+/// See [`RESP`].
+pub const POSTGRES: &str = "PostgreSQL";
+
+/// Each protocol's name (for people) and counts, as
+/// `AnatomyReport::protocol_counts` lists them.
+pub type Protocols<'a> = [(&'static str, &'a ProtocolCounts)];
 
 /// The protocols whose connections were parsed, for people ("RESP",
-/// "memcached", "RESP and memcached").
-pub fn protocols(resp: &ProtocolCounts, memcached: &ProtocolCounts) -> String {
-    match (resp.connections > 0, memcached.connections > 0) {
-        (true, true) => format!("{RESP} and {MEMCACHED}"),
-        (false, true) => MEMCACHED.to_string(),
-        _ => RESP.to_string(),
+/// "memcached", "RESP and memcached", "RESP, memcached and PostgreSQL");
+/// "RESP" when none was.
+pub fn protocols(list: &Protocols) -> String {
+    let seen: Vec<&str> = list
+        .iter()
+        .filter(|(_, c)| c.connections > 0)
+        .map(|(name, _)| *name)
+        .collect();
+    match seen.split_last() {
+        None => RESP.to_string(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
     }
+}
+
+/// The turns that carried commands, every protocol.
+pub fn command_turns(list: &Protocols) -> u64 {
+    list.iter().map(|(_, c)| c.turns).sum()
 }
 
 /// One command name on one served port.
@@ -74,13 +98,14 @@ pub struct Endpoint {
     /// A Unix listener's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
-    /// "resp" or "memcached".
+    /// "resp", "memcached" or "postgres".
     pub protocol: String,
     /// The command's name as the peer sent it (RESP: its first bulk
     /// string's first 16 bytes, upper-cased; memcached: its line's first
-    /// word's first 16 bytes, as sent; bytes that are not UTF-8 as
-    /// `\xNN`); [`OTHER`] for the names past the port's limit. Peer bytes:
-    /// escape before showing.
+    /// word's first 16 bytes, as sent; PostgreSQL: the statement's kind,
+    /// then a prepared statement's name's first 15 bytes when it is named;
+    /// bytes that are not UTF-8 as `\xNN`); [`OTHER`] for the names past
+    /// the port's limit. Peer bytes: escape before showing.
     pub name: String,
     /// Commands completed.
     pub count: u64,
@@ -178,21 +203,16 @@ pub fn slowest_line(endpoints: &[Endpoint]) -> Option<String> {
     Some(format!("slowest at p99: {}", items.join(", ")))
 }
 
-/// The per-command table, as text, of an anatomy's `requests`, `resp`,
-/// `memcached` and `endpoints` (None when no command was counted; see
-/// `AnatomyReport::commands_text`).
-pub fn render(
-    requests: Option<u64>,
-    resp: &ProtocolCounts,
-    memcached: &ProtocolCounts,
-    endpoints: &[Endpoint],
-) -> Option<String> {
+/// The per-command table, as text, of an anatomy's `requests`, its
+/// protocols' counts and `endpoints` (None when no command was counted;
+/// see `AnatomyReport::commands_text`).
+pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -> Option<String> {
     let requests = requests?;
     let mut out = format!(
         "Requests by command ({}; {requests} commands in {} turns: a pipelined batch is \
          one turn, each of its commands counted, its server time the batch's)\n",
-        protocols(resp, memcached),
-        resp.turns + memcached.turns
+        protocols(list),
+        command_turns(list)
     );
     let noreply = endpoints.iter().any(|e| e.noreply > 0);
     let rate = endpoints.iter().any(|e| e.rate_per_s > 0.0);
@@ -240,7 +260,7 @@ pub fn render(
         out.push_str(&format!("  {line}\n"));
     }
     let mut notes = Vec::new();
-    for (name, c) in [(RESP, resp), (MEMCACHED, memcached)] {
+    for (name, c) in list {
         if c.unparsed > 0 {
             notes.push(format!(
                 "{} of {} {name} connections given up on (malformed or unreadable bytes): \
@@ -248,8 +268,19 @@ pub fn render(
                 c.unparsed, c.connections
             ));
         }
+        if c.encrypted > 0 {
+            notes.push(format!(
+                "{} of {} {name} connections went TLS or GSS encrypted: not readable, their \
+                 turns are turns",
+                c.encrypted, c.connections
+            ));
+        }
     }
-    let unnamed = resp.unnamed + memcached.unnamed;
+    let unnamed: u64 = list.iter().map(|(_, c)| c.unnamed).sum();
+    let memcached = list
+        .iter()
+        .find(|(name, _)| *name == MEMCACHED)
+        .map_or_else(ProtocolCounts::default, |(_, c)| **c);
     if unnamed > 0 {
         notes.push(format!(
             "{unnamed} commands found no room for their name (counted, in no row)"
@@ -297,9 +328,11 @@ mod tests {
             turns: 4,
             unnamed: 0,
             noreply: 0,
+            encrypted: 0,
         };
         let none = ProtocolCounts::default();
-        let text = render(Some(48), &resp, &none, &rows()).unwrap();
+        let list = [(RESP, &resp), (MEMCACHED, &none)];
+        let text = render(Some(48), &list, &rows()).unwrap();
         assert!(text.contains("G\\x1b[31mET"), "{text}");
         assert!(!text.contains('\x1b'));
         assert!(text.contains("48 commands in 4 turns"), "{text}");
@@ -307,7 +340,7 @@ mod tests {
             text.contains("1 of 2 RESP connections given up on"),
             "{text}"
         );
-        assert!(render(None, &resp, &none, &[]).is_none());
+        assert!(render(None, &list, &[]).is_none());
     }
 
     #[test]
@@ -318,12 +351,14 @@ mod tests {
             turns: 10,
             unnamed: 0,
             noreply: 5,
+            encrypted: 0,
         };
         let mut rows = rows();
         rows[0].protocol = "memcached".into();
         rows[0].name = "set".into();
         rows[0].noreply = 5;
-        let text = render(Some(48), &ProtocolCounts::default(), &mc, &rows).unwrap();
+        let none = ProtocolCounts::default();
+        let text = render(Some(48), &[(RESP, &none), (MEMCACHED, &mc)], &rows).unwrap();
         assert!(text.starts_with("Requests by command (memcached; 48 commands in 10 turns"));
         assert!(text.contains("noreply"), "{text}");
         assert!(
@@ -339,7 +374,42 @@ mod tests {
             connections: 1,
             ..ProtocolCounts::default()
         };
-        assert_eq!(protocols(&both, &mc), "RESP and memcached");
+        assert_eq!(
+            protocols(&[(RESP, &both), (MEMCACHED, &mc)]),
+            "RESP and memcached"
+        );
+        assert_eq!(
+            protocols(&[(RESP, &both), (MEMCACHED, &mc), (POSTGRES, &both)]),
+            "RESP, memcached and PostgreSQL"
+        );
+        assert_eq!(protocols(&[(RESP, &none), (POSTGRES, &both)]), "PostgreSQL");
+    }
+
+    #[test]
+    fn postgres_notes_say_what_went_encrypted_or_was_given_up_on() {
+        let pg = ProtocolCounts {
+            connections: 4,
+            unparsed: 1,
+            turns: 7,
+            unnamed: 0,
+            noreply: 0,
+            encrypted: 2,
+        };
+        let mut rows = rows();
+        rows[0].protocol = "postgres".into();
+        rows[0].name = "SELECT P0_\x1b".into();
+        let none = ProtocolCounts::default();
+        let text = render(Some(9), &[(RESP, &none), (POSTGRES, &pg)], &rows).unwrap();
+        assert!(text.starts_with("Requests by command (PostgreSQL; 9 commands in 7 turns"));
+        assert!(
+            text.contains("1 of 4 PostgreSQL connections given up on"),
+            "{text}"
+        );
+        assert!(
+            text.contains("2 of 4 PostgreSQL connections went TLS"),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'));
     }
 
     #[test]
@@ -373,13 +443,8 @@ mod tests {
         );
         assert!(!line.contains('\x1b'));
         assert!(slowest_line(&rows[..1]).is_none());
-        let text = render(
-            Some(230),
-            &ProtocolCounts::default(),
-            &ProtocolCounts::default(),
-            &rows,
-        )
-        .unwrap();
+        let none = ProtocolCounts::default();
+        let text = render(Some(230), &[(RESP, &none)], &rows).unwrap();
         assert!(text.contains("slowest at p99: HGET"), "{text}");
     }
 

@@ -64,8 +64,8 @@ impl ProfileSection for Commands {
              counted, and its server time (p50, p99 of the turns filed under the command's \
              name, a turn going under its first command) is the batch's. A memcached command \
              sent with noreply gets no response: it is counted, never timed.{slowest}",
-            crate::report::commands::protocols(&a.resp, &a.memcached),
-            a.resp.turns + a.memcached.turns
+            crate::report::commands::protocols(&a.protocol_counts()),
+            crate::report::commands::command_turns(&a.protocol_counts())
         );
         Some(card(
             &format!("{p}commands"),

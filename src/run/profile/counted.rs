@@ -23,7 +23,7 @@ pub fn requests(a: &AnatomyReport) -> u64 {
 
 /// The turns that carried commands, every protocol.
 fn command_turns(a: &AnatomyReport) -> u64 {
-    a.resp.turns + a.memcached.turns
+    crate::report::commands::command_turns(&a.protocol_counts())
 }
 
 /// The workload record of a command's run or an observation, its requests
@@ -76,7 +76,7 @@ fn note(a: &AnatomyReport) -> String {
             "{commands} {} commands read whole on {} connection{} ({} in {} turns: pipelined \
              batches count every command), and {} turns on connections whose requests were not \
              parsed ({})",
-            crate::report::commands::protocols(&a.resp, &a.memcached),
+            crate::report::commands::protocols(&a.protocol_counts()),
             a.connections,
             if a.connections == 1 { "" } else { "s" },
             commands,
