@@ -15,9 +15,9 @@
 //! series), the rest summed under `endpoint="(other)"` of their port and
 //! protocol; their text escaped as every report escapes it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
-use super::model::{OTHER, counter, family, gauge, histogram_of, label, pb};
+use super::model::{OTHER, Sticky, counter, family, gauge, histogram_of, label, pb};
 use crate::anatomy::{Counts, NameCounts, Part, PortTurns, Transport, Wire};
 use crate::probe::hist::Histogram;
 
@@ -44,45 +44,27 @@ fn port_labels(p: &PortTurns, overflow: bool) -> Vec<pb::LabelPair> {
 /// (empty: the kernel's own "(other)" of the port).
 type EndpointKey = (Transport, u16, Wire, Vec<u8>);
 
-/// Which endpoints are exported under their own name: first come, first
-/// kept for the life of the exporter, at most `max`; the others are
-/// folded into their port's and protocol's `(other)` for good, so every
-/// exported counter only grows.
-#[derive(Debug, Default)]
-pub struct EndpointAdmission {
-    max: usize,
-    admitted: HashSet<EndpointKey>,
-    folded: HashSet<EndpointKey>,
-}
+/// Which endpoints are exported under their own name ([`Sticky`]: first
+/// come, first kept, at most `max`); the others are folded into their
+/// port's and protocol's `(other)` for good, so every exported counter
+/// only grows.
+#[derive(Debug)]
+pub struct EndpointAdmission(Sticky<EndpointKey>);
 
 impl EndpointAdmission {
     /// At most `max` named endpoint series (plus the `(other)` ones).
     pub fn new(max: usize) -> Self {
-        Self {
-            max,
-            ..Default::default()
-        }
+        Self(Sticky::new(max))
     }
 
     fn admit(&mut self, n: &NameCounts) -> bool {
-        if n.name.is_empty() {
-            return false;
-        }
-        let k = (n.transport, n.port, n.wire, n.name.clone());
-        if self.admitted.contains(&k) {
-            return true;
-        }
-        if self.folded.contains(&k) || self.admitted.len() >= self.max {
-            self.folded.insert(k);
-            return false;
-        }
-        self.admitted.insert(k);
-        true
+        // The kernel's own "(other)" (no name) is never a name.
+        !n.name.is_empty() && self.0.admit(&(n.transport, n.port, n.wire, n.name.clone()))
     }
 
     /// Endpoints folded into `(other)` so far.
     pub fn folded(&self) -> usize {
-        self.folded.len()
+        self.0.folded()
     }
 }
 
