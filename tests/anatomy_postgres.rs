@@ -351,6 +351,14 @@ once(b"Q" + struct.pack("!I", 1 << 31) + b"SELECT")
 once(b"Q" + struct.pack("!I", 2))
 once(b"\xff\xfe garbage \x00")
 once(msg(b"Q", b"SELECT 1\0")[:7])
+# SSLRequest refused ('N'), then a TLS ClientHello's first bytes anyway:
+# not readable (encrypted), not parsed.
+s = conn()
+s.sendall(struct.pack("!II", 8, 80877103))
+assert s.recv(1) == b"N"
+s.sendall(b"\x16\x03\x01\x00\x05hello")
+until_ready(s)
+s.close()
 # SSLRequest refused ('N'), then a startup and queries: parsed.
 s = conn()
 s.sendall(struct.pack("!II", 8, 80877103))
@@ -387,11 +395,16 @@ fn hostile_postgres_bytes_give_up_on_their_connection_and_names_stay_bounded() {
     let (rep, summary) = profile("pg-hostile-run", &server, &cmd);
     let a = &rep["anatomy"];
     let got = rows(a, |_| true);
-    // Five connections: two given up on (a length of 2^31 is passed, not
+    // Six connections: two given up on (a length of 2^31 is passed, not
     // malformed: the server closes that one; the truncated one ends in
-    // the middle of its message).
-    assert_eq!(u(&a["postgres"]["connections"]), 5, "{}", brief(a));
+    // the middle of its message), one encrypted after its SSLRequest.
+    assert_eq!(u(&a["postgres"]["connections"]), 6, "{}", brief(a));
     assert_eq!(u(&a["postgres"]["unparsed"]), 2, "{}", brief(a));
+    assert_eq!(u(&a["postgres"]["encrypted"]), 1, "{}", brief(a));
+    assert!(
+        summary.contains("1 of 6 PostgreSQL connections went TLS or GSS encrypted"),
+        "{summary}"
+    );
     // The refused SSLRequest's connection is parsed: its commented select,
     // its OTHER, and 200 named statements, past the port's 128 names
     // (other).
