@@ -369,6 +369,18 @@ s.sendall(msg(b"Q", b"  /* a comment */ -- and a line\n select 1\0"))
 until_ready(s)
 s.sendall(msg(b"Q", b"\x1b[31m\0"))
 until_ready(s)
+# A pipeline: a statement prepared (Parse, Sync), then three Bind,
+# Execute, Sync in one write: three requests in one turn (a batch).
+s.sendall(msg(b"P", b"s_pipe\0SELECT 1\0\0\0") + msg(b"S", b""))
+until_ready(s)
+one = msg(b"B", b"\0s_pipe\0\0\0\0\0\0\0") + msg(b"E", b"\0\0\0\0\0") + msg(b"S", b"")
+s.sendall(one * 3)
+got = b""
+while got.count(b"Z\0\0\0\x05") < 3:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
 # A flood of distinct statement names: Parse, Bind, Execute, Sync each.
 for i in range(200):
     name = b"S%d" % i
@@ -410,10 +422,21 @@ fn hostile_postgres_bytes_give_up_on_their_connection_and_names_stay_bounded() {
     // (other).
     assert_eq!(got["SELECT"].0, 1, "{got:?}");
     assert_eq!(got["OTHER"].0, 1, "{got:?}");
-    // SELECT, OTHER and SELECT S0..S125 fill the port's 128 names.
+    // The pipeline's three Syncs: three requests in one turn, batched.
+    assert_eq!(got["PARSE"], (1, 1), "{got:?}");
+    assert_eq!(got["SELECT s_pipe"], (3, 1), "{got:?}");
+    let pipe = a["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "SELECT s_pipe")
+        .unwrap();
+    assert_eq!(u(&pipe["batched"]), 3, "{pipe}");
+    // SELECT, OTHER, PARSE, SELECT s_pipe and SELECT S0..S123 fill the
+    // port's 128 names.
     assert_eq!(got.len(), 128 + 1, "{} names: {got:?}", got.len());
     let other = got.get("(other)").map_or(0, |v| v.0);
-    assert_eq!(other, 74, "{got:?}");
+    assert_eq!(other, 76, "{got:?}");
     let named: u64 = got
         .iter()
         .filter(|(k, _)| k.starts_with("SELECT S"))
