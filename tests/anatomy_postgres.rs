@@ -351,6 +351,14 @@ once(b"Q" + struct.pack("!I", 1 << 31) + b"SELECT")
 once(b"Q" + struct.pack("!I", 2))
 once(b"\xff\xfe garbage \x00")
 once(msg(b"Q", b"SELECT 1\0")[:7])
+# SSLRequest refused ('N'), then a TLS ClientHello's first bytes anyway:
+# not readable (encrypted), not parsed.
+s = conn()
+s.sendall(struct.pack("!II", 8, 80877103))
+assert s.recv(1) == b"N"
+s.sendall(b"\x16\x03\x01\x00\x05hello")
+until_ready(s)
+s.close()
 # SSLRequest refused ('N'), then a startup and queries: parsed.
 s = conn()
 s.sendall(struct.pack("!II", 8, 80877103))
@@ -361,6 +369,18 @@ s.sendall(msg(b"Q", b"  /* a comment */ -- and a line\n select 1\0"))
 until_ready(s)
 s.sendall(msg(b"Q", b"\x1b[31m\0"))
 until_ready(s)
+# A pipeline: a statement prepared (Parse, Sync), then three Bind,
+# Execute, Sync in one write: three requests in one turn (a batch).
+s.sendall(msg(b"P", b"s_pipe\0SELECT 1\0\0\0") + msg(b"S", b""))
+until_ready(s)
+one = msg(b"B", b"\0s_pipe\0\0\0\0\0\0\0") + msg(b"E", b"\0\0\0\0\0") + msg(b"S", b"")
+s.sendall(one * 3)
+got = b""
+while got.count(b"Z\0\0\0\x05") < 3:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
 # A flood of distinct statement names: Parse, Bind, Execute, Sync each.
 for i in range(200):
     name = b"S%d" % i
@@ -387,20 +407,36 @@ fn hostile_postgres_bytes_give_up_on_their_connection_and_names_stay_bounded() {
     let (rep, summary) = profile("pg-hostile-run", &server, &cmd);
     let a = &rep["anatomy"];
     let got = rows(a, |_| true);
-    // Five connections: two given up on (a length of 2^31 is passed, not
+    // Six connections: two given up on (a length of 2^31 is passed, not
     // malformed: the server closes that one; the truncated one ends in
-    // the middle of its message).
-    assert_eq!(u(&a["postgres"]["connections"]), 5, "{}", brief(a));
+    // the middle of its message), one encrypted after its SSLRequest.
+    assert_eq!(u(&a["postgres"]["connections"]), 6, "{}", brief(a));
     assert_eq!(u(&a["postgres"]["unparsed"]), 2, "{}", brief(a));
+    assert_eq!(u(&a["postgres"]["encrypted"]), 1, "{}", brief(a));
+    assert!(
+        summary.contains("1 of 6 PostgreSQL connections went TLS or GSS encrypted"),
+        "{summary}"
+    );
     // The refused SSLRequest's connection is parsed: its commented select,
     // its OTHER, and 200 named statements, past the port's 128 names
     // (other).
     assert_eq!(got["SELECT"].0, 1, "{got:?}");
     assert_eq!(got["OTHER"].0, 1, "{got:?}");
-    // SELECT, OTHER and SELECT S0..S125 fill the port's 128 names.
+    // The pipeline's three Syncs: three requests in one turn, batched.
+    assert_eq!(got["PARSE"], (1, 1), "{got:?}");
+    assert_eq!(got["SELECT s_pipe"], (3, 1), "{got:?}");
+    let pipe = a["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "SELECT s_pipe")
+        .unwrap();
+    assert_eq!(u(&pipe["batched"]), 3, "{pipe}");
+    // SELECT, OTHER, PARSE, SELECT s_pipe and SELECT S0..S123 fill the
+    // port's 128 names.
     assert_eq!(got.len(), 128 + 1, "{} names: {got:?}", got.len());
     let other = got.get("(other)").map_or(0, |v| v.0);
-    assert_eq!(other, 74, "{got:?}");
+    assert_eq!(other, 76, "{got:?}");
     let named: u64 = got
         .iter()
         .filter(|(k, _)| k.starts_with("SELECT S"))
