@@ -53,6 +53,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/resp.h");
     println!("cargo:rerun-if-changed=src/bpf/names.h");
     println!("cargo:rerun-if-changed=src/bpf/memcached.h");
+    println!("cargo:rerun-if-changed=src/bpf/postgres.h");
     println!("cargo:rerun-if-changed=src/bpf/wire.h");
     println!("cargo:rerun-if-changed=src/bpf/http1.h");
     println!("cargo:rerun-if-changed=src/bpf/scope.h");

@@ -202,6 +202,27 @@ fn redis_benchmark_lockstep_commands_are_one_turn_each() {
     }
     // CONFIG GET save and appendonly come in one write: a batch of 2.
     assert_eq!(got["CONFIG"].1, 2, "{}", brief(a));
+    // Each row's rate is its count over the window, its percentiles
+    // ordered; the table ends with the slowest at p99.
+    let window = a["window_s"].as_f64().unwrap();
+    for e in a["endpoints"].as_array().unwrap() {
+        let rate = e["rate_per_s"].as_f64().unwrap();
+        assert!(
+            (rate * window - u(&e["count"]) as f64).abs() < 1e-6 * u(&e["count"]) as f64 + 1e-9,
+            "{e}"
+        );
+        if u(&e["turns"]) > 0 {
+            let p = |k: &str| u(&e[k]);
+            assert!(
+                p("server_p50_ns") <= p("server_p90_ns")
+                    && p("server_p90_ns") <= p("server_p99_ns")
+                    && p("server_p99_ns") <= p("server_p999_ns")
+                    && p("server_mean_ns") > 0,
+                "{e}"
+            );
+        }
+    }
+    assert!(summary.contains("slowest at p99: "), "{summary}");
     let turns = u(&a["turns"]) + u(&a["multiplexed"]["turns"]);
     assert_eq!(turns, 6001, "{}", brief(a));
     assert_eq!(u(&a["resp"]["turns"]), 6001);
@@ -227,6 +248,99 @@ fn redis_benchmark_over_the_unix_socket_counts_its_commands() {
     });
     assert_eq!(got["GET"].1, 20000, "{}", brief(&rep["anatomy"]));
     assert!(summary.contains(&format!("unix:{sock}")), "{summary}");
+}
+
+/// The exporter's `sockscope_endpoint_requests_total` per endpoint name of
+/// `port` (RESP), when served.
+fn scraped_endpoints(addr: std::net::SocketAddr, port: u16) -> Option<BTreeMap<String, u64>> {
+    let (status, _, body) = common::prometheus::http_get(addr, "/metrics", None)?;
+    if status != 200 {
+        return None;
+    }
+    let want = format!(
+        "sockscope_endpoint_requests_total{{port=\"{port}\",transport=\"tcp\",protocol=\"resp\",endpoint=\""
+    );
+    Some(
+        String::from_utf8_lossy(&body)
+            .lines()
+            .filter_map(|l| {
+                let (name, n) = l.strip_prefix(want.as_str())?.split_once("\"} ")?;
+                Some((name.to_string(), n.trim().parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn the_exporter_serves_each_commands_count_as_redis_counts_it() {
+    let name = "the_exporter_serves_each_commands_count_as_redis_counts_it";
+    if !require_bpf(name) || !redis::available(name) || !require_program("redis-benchmark", name) {
+        return;
+    }
+    let Some(redis) = Redis::start(name) else {
+        return;
+    };
+    let mut bg = Background::start(&[
+        "trace",
+        "--requests-only",
+        "-p",
+        &redis.pid().to_string(),
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    bg.attached();
+    let maddr = ports::listening(&mut bg.child, Duration::from_secs(10));
+    let before = calls(&redis);
+    // Bounded by its count, and by timeout(1) should redis stop answering.
+    let out = std::process::Command::new("timeout")
+        .args([
+            "60",
+            "redis-benchmark",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &redis.port().to_string(),
+            "-P",
+            "8",
+            "-n",
+            "4000",
+            "-t",
+            "get,set",
+            "-q",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running redis-benchmark");
+    assert!(
+        out.status.success(),
+        "redis-benchmark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = delta(&before, &calls(&redis));
+    assert_eq!((want["GET"], want["SET"]), (4000, 4000), "{want:?}");
+    // The exporter publishes once a second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut got = None;
+    while std::time::Instant::now() < deadline {
+        got = scraped_endpoints(maddr, redis.port());
+        if got
+            .as_ref()
+            .is_some_and(|g| g.get("GET") == Some(&4000) && g.get("SET") == Some(&4000))
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(bg.child.id() as i32, libc::SIGINT) };
+    let (st, err) = bg.finish(Duration::from_secs(30));
+    assert!(st.success(), "sockscope trace: {st}: {err}");
+    let got = got.expect("a scrape");
+    assert_eq!(
+        (got.get("GET"), got.get("SET")),
+        (Some(&4000), Some(&4000)),
+        "{got:?}"
+    );
 }
 
 /// The hostile client: each connection sends its bytes and reads what

@@ -100,6 +100,16 @@ pub mod count {
     pub const H1_UNMATCHED: usize = C::SS_CNT_H1_UNMATCHED.0 as usize;
     /// HTTP/1 1xx interim responses (100 Continue): no turn's end.
     pub const H1_INTERIM: usize = C::SS_CNT_H1_INTERIM.0 as usize;
+    /// Connections whose first read was a PostgreSQL startup packet.
+    pub const PG_CONNS: usize = C::SS_CNT_PG_CONNS.0 as usize;
+    /// PostgreSQL connections the parser gave up on.
+    pub const PG_GAVE_UP: usize = C::SS_CNT_PG_GAVE_UP.0 as usize;
+    /// PostgreSQL: turns closed that carried at least one request.
+    pub const PG_TURNS: usize = C::SS_CNT_PG_TURNS.0 as usize;
+    /// PostgreSQL requests whose name found no room in the names map.
+    pub const PG_NAMES_FULL: usize = C::SS_CNT_PG_NAMES_FULL.0 as usize;
+    /// PostgreSQL connections gone TLS or GSS encrypted: not readable.
+    pub const PG_ENCRYPTED: usize = C::SS_CNT_PG_ENCRYPTED.0 as usize;
 }
 
 /// The protocols commands are found in (`enum ss_anat_wire`).
@@ -111,6 +121,32 @@ pub mod wire {
     pub const MEMCACHED: u8 = W::SS_WIRE_MEMCACHED.0 as u8;
     /// HTTP/1.0 and 1.1 (src/bpf/http1.h).
     pub const HTTP1: u8 = W::SS_WIRE_HTTP1.0 as u8;
+    /// PostgreSQL's frontend protocol (src/bpf/postgres.h).
+    pub const POSTGRES: u8 = W::SS_WIRE_POSTGRES.0 as u8;
+}
+
+/// A PostgreSQL request's kind (`enum ss_pg_kind`, the first byte of its
+/// name), for people; None for a byte that is no kind.
+pub fn pg_kind(code: u8) -> Option<&'static str> {
+    use types::ss_pg_kind as K;
+    let kinds = [
+        (K::SS_PG_SELECT, "SELECT"),
+        (K::SS_PG_INSERT, "INSERT"),
+        (K::SS_PG_UPDATE, "UPDATE"),
+        (K::SS_PG_DELETE, "DELETE"),
+        (K::SS_PG_BEGIN, "BEGIN"),
+        (K::SS_PG_COMMIT, "COMMIT"),
+        (K::SS_PG_ROLLBACK, "ROLLBACK"),
+        (K::SS_PG_OTHER, "OTHER"),
+        (K::SS_PG_PARSE, "PARSE"),
+        (K::SS_PG_SYNC, "SYNC"),
+        (K::SS_PG_UNKNOWN, "UNKNOWN"),
+        (K::SS_PG_FUNCTION, "FUNCTION"),
+    ];
+    kinds
+        .iter()
+        .find(|(k, _)| k.0 as u64 == u64::from(code))
+        .map(|(_, name)| *name)
 }
 
 /// Bytes of an HTTP/1 name's text (method, space, route template) the

@@ -175,6 +175,8 @@ pub enum Wire {
     Memcached,
     /// HTTP/1.0 and 1.1.
     Http1,
+    /// PostgreSQL's frontend protocol (v3).
+    Postgres,
 }
 
 impl Wire {
@@ -185,16 +187,40 @@ impl Wire {
             n if n == super::abi::wire::RESP => Some(Wire::Resp),
             n if n == super::abi::wire::MEMCACHED => Some(Wire::Memcached),
             n if n == super::abi::wire::HTTP1 => Some(Wire::Http1),
+            n if n == super::abi::wire::POSTGRES => Some(Wire::Postgres),
             _ => None,
         }
     }
 
-    /// "resp", "memcached" or "http" (run.json's `endpoints[].protocol`).
+    /// "resp", "memcached", "postgres" or "http" (run.json's
+    /// `endpoints[].protocol`).
     pub fn name(self) -> &'static str {
         match self {
             Wire::Resp => "resp",
             Wire::Memcached => "memcached",
             Wire::Http1 => "http",
+            Wire::Postgres => "postgres",
+        }
+    }
+
+    /// A name's bytes (trailing zeros trimmed) as the report shows them:
+    /// as sent (escaped), and for PostgreSQL the kind its first byte is,
+    /// then the prepared statement's name when it is named
+    /// (`SELECT P0_1`).
+    pub fn name_text(self, bytes: &[u8]) -> String {
+        use crate::report::commands::name_text;
+        match (self, bytes.split_first()) {
+            (Wire::Postgres, Some((code, stmt))) => {
+                let kind = super::abi::pg_kind(*code)
+                    .map_or_else(|| format!("\\x{code:02x}"), str::to_string);
+                if stmt.iter().all(|b| *b == 0) {
+                    kind
+                } else {
+                    let end = stmt.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+                    format!("{kind} {}", name_text(&stmt[..end]))
+                }
+            }
+            _ => name_text(bytes),
         }
     }
 }
@@ -480,5 +506,20 @@ pub(crate) mod tests {
         assert!(h.min <= 300_000);
         let p50 = h.quantile(0.5).unwrap();
         assert!((280_000..=330_000).contains(&p50), "{p50}");
+    }
+
+    #[test]
+    fn postgres_names_are_a_kind_and_an_escaped_statement_name() {
+        let w = Wire::Postgres;
+        assert_eq!(w.name_text(&[3]), "UPDATE");
+        assert_eq!(w.name_text(b"\x01P_2"), "SELECT P_2");
+        assert_eq!(w.name_text(b"\x05\x1b[31m\xff"), "BEGIN \x1b[31m\\xff");
+        assert_eq!(w.name_text(&[0xee, b'a']), "\\xee a");
+        assert_eq!(w.name_text(b""), crate::report::commands::OTHER);
+        assert_eq!(Wire::Resp.name_text(b"GET"), "GET");
+        for code in 1..=12 {
+            assert!(super::super::abi::pg_kind(code).is_some(), "{code}");
+        }
+        assert!(super::super::abi::pg_kind(13).is_none());
     }
 }

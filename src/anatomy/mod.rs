@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 
-pub use self::counts::{Counts, NameCounts, Part, PortTurns, Transport};
+pub use self::counts::{Counts, NameCounts, Part, PortTurns, Transport, Wire};
 pub use self::ports::{ServedPort, ServedUnix, served_ports, served_unix};
 use crate::probe::ScopeFilter;
 use crate::recorder::Recorder;
@@ -184,6 +184,11 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
         }
     }
     r.window_s = rec.window_ns as f64 / 1e9;
+    if r.window_s > 0.0 {
+        for e in &mut r.endpoints {
+            e.rate_per_s = e.count as f64 / r.window_s;
+        }
+    }
     r.sampled = rec.sampled.map(|(d, on_ns)| AnatomySampling {
         on_s: d.on.as_secs_f64(),
         period_s: d.period.as_secs_f64(),

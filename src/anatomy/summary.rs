@@ -10,7 +10,7 @@ use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
-use crate::report::commands::{Endpoint, ProtocolCounts, StatusClasses, name_text};
+use crate::report::commands::{Endpoint, ProtocolCounts, StatusClasses};
 use crate::stats::{LatencySummary, TailInterval, tail};
 
 /// The quantile of a named percentile.
@@ -279,6 +279,7 @@ pub fn report(
         requests: (c[count::RESP_CONNS] > 0
             || c[count::MC_CONNS] > 0
             || c[count::H1_CONNS] > 0
+            || c[count::PG_CONNS] > 0
             || c[count::COMMANDS] > 0)
             .then_some(c[count::COMMANDS]),
         resp: ProtocolCounts {
@@ -305,6 +306,15 @@ pub fn report(
             status_unknown: c[count::H1_STATUS_UNKNOWN],
             unmatched: c[count::H1_UNMATCHED],
             interim: c[count::H1_INTERIM],
+            ..ProtocolCounts::default()
+        },
+        postgres: ProtocolCounts {
+            connections: c[count::PG_CONNS],
+            unparsed: c[count::PG_GAVE_UP],
+            turns: c[count::PG_TURNS],
+            unnamed: c[count::PG_NAMES_FULL],
+            encrypted: c[count::PG_ENCRYPTED],
+            ..ProtocolCounts::default()
         },
         endpoints: endpoints(&window.names),
     }
@@ -323,13 +333,17 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
                 transport: n.transport.name().to_string(),
                 socket: None,
                 protocol: n.wire.name().to_string(),
-                name: name_text(&n.name),
+                name: n.wire.name_text(&n.name),
                 count: n.commands,
                 batched: n.batched,
                 noreply: n.noreply,
                 turns: n.turns,
                 server_p50_ns: h.quantile(0.5).unwrap_or(0),
+                server_p90_ns: h.quantile(0.9).unwrap_or(0),
                 server_p99_ns: h.quantile(0.99).unwrap_or(0),
+                server_p999_ns: h.quantile(0.999).unwrap_or(0),
+                server_mean_ns: n.sum_ns.checked_div(n.turns).unwrap_or(0),
+                rate_per_s: 0.0,
                 errors: status.map(|s| s.s5xx),
                 client_errors: status.map(|s| s.s4xx),
                 status,

@@ -104,6 +104,7 @@ struct ss_anat_name layout_name __attribute__((unused));
 struct ss_anat_name_count layout_name_count __attribute__((unused));
 enum ss_resp_proto layout_resp_proto __attribute__((unused));
 enum ss_anat_wire layout_wire __attribute__((unused));
+enum ss_pg_kind layout_pg_kind __attribute__((unused));
 struct ss_h1_route layout_h1_route __attribute__((unused));
 
 const struct ss_anat_stats zero_stats = {};
@@ -348,6 +349,7 @@ __noinline __u32 anat_bucket(__u64 v)
 #include "names.h"
 #include "resp.h"
 #include "memcached.h"
+#include "postgres.h"
 #include "http1.h"
 #include "wire.h"
 

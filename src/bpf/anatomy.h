@@ -68,6 +68,10 @@ enum ss_anat_limits {
 	 * are kept, per connection (for their responses' status). */
 	SS_H1_TEXT = 64,
 	SS_H1_QUEUE = 16,
+	/* PostgreSQL (postgres.h): prepared statements' kinds kept per
+	 * connection (a power of 2), and connections kept in all (LRU). */
+	SS_PG_STMTS = 16,
+	SS_PG_CONNS_MAX = 4096,
 };
 
 /* ss_anat_conn.rproto: what the connection's bytes are to the parser. */
@@ -91,8 +95,26 @@ enum ss_anat_wire {
 	SS_WIRE_NONE = 0,
 	SS_WIRE_RESP = 1,      /* resp.h */
 	SS_WIRE_MEMCACHED = 2, /* memcached.h: the text protocol */
+	SS_WIRE_POSTGRES = 3,  /* postgres.h: the frontend protocol v3 */
 	SS_WIRE_HTTP1 = 4,     /* http1.h: HTTP/1.0 and 1.1 (4, not 3: see
 				* SS_RESP_PROBE_H1) */
+};
+
+/* PostgreSQL: a request's kind, the first byte of its name (the rest, a
+ * prepared statement's name when it is named). */
+enum ss_pg_kind {
+	SS_PG_SELECT = 1,
+	SS_PG_INSERT = 2,
+	SS_PG_UPDATE = 3,
+	SS_PG_DELETE = 4,
+	SS_PG_BEGIN = 5,      /* BEGIN, START (TRANSACTION) */
+	SS_PG_COMMIT = 6,     /* COMMIT, END */
+	SS_PG_ROLLBACK = 7,   /* ROLLBACK, ABORT */
+	SS_PG_OTHER = 8,      /* any other first word, or none */
+	SS_PG_PARSE = 9,      /* a Sync after a Parse that executed nothing */
+	SS_PG_SYNC = 10,      /* a Sync with nothing parsed or executed */
+	SS_PG_UNKNOWN = 11,   /* a Bind of a statement whose Parse was not seen */
+	SS_PG_FUNCTION = 12,  /* a FunctionCall */
 };
 
 /* The programs, in the order of ss_anat_cpu.prog. */
@@ -134,15 +156,20 @@ enum ss_anat_count {
 	SS_CNT_MC_TURNS = 24,      /* memcached: turns closed that carried >= 1 command */
 	SS_CNT_MC_NAMES_FULL = 25, /* memcached commands whose name found no room */
 	SS_CNT_MC_NOREPLY = 26,    /* memcached `noreply` commands: counted, not timed */
+	SS_CNT_PG_CONNS = 27,      /* connections whose first read was a PostgreSQL startup */
+	SS_CNT_PG_GAVE_UP = 28,    /* PostgreSQL connections the parser gave up on */
+	SS_CNT_PG_TURNS = 29,      /* PostgreSQL: turns closed that carried >= 1 request */
+	SS_CNT_PG_NAMES_FULL = 30, /* PostgreSQL requests whose name found no room */
+	SS_CNT_PG_ENCRYPTED = 31,  /* PostgreSQL connections gone TLS or GSS: not readable */
 	/* HTTP/1 (http1.h) */
-	SS_CNT_H1_CONNS = 27,      /* connections whose first read began an HTTP/1 request line */
-	SS_CNT_H1_GAVE_UP = 28,    /* of them, given up on (requests or responses) */
-	SS_CNT_H1_TURNS = 29,      /* turns closed that carried >= 1 request */
-	SS_CNT_H1_NAMES_FULL = 30, /* requests whose route found no room */
-	SS_CNT_H1_STATUS_UNKNOWN = 31, /* requests whose response's status was not read */
-	SS_CNT_H1_UNMATCHED = 32,  /* final responses with no request read before them */
-	SS_CNT_H1_INTERIM = 33,    /* 1xx interim responses (100 Continue...): not a turn's end */
-	SS_COUNTS = 34,
+	SS_CNT_H1_CONNS = 32,      /* connections whose first read began an HTTP/1 request line */
+	SS_CNT_H1_GAVE_UP = 33,    /* of them, given up on (requests or responses) */
+	SS_CNT_H1_TURNS = 34,      /* turns closed that carried >= 1 request */
+	SS_CNT_H1_NAMES_FULL = 35, /* requests whose route found no room */
+	SS_CNT_H1_STATUS_UNKNOWN = 36, /* requests whose response's status was not read */
+	SS_CNT_H1_UNMATCHED = 37,  /* final responses with no request read before them */
+	SS_CNT_H1_INTERIM = 38,    /* 1xx interim responses (100 Continue...): not a turn's end */
+	SS_COUNTS = 39,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
@@ -163,7 +190,6 @@ struct ss_anat_prog_cost {
 struct ss_anat_cpu {
 	struct ss_anat_prog_cost prog[SS_ANAT_PROGS];
 	__u64 count[SS_COUNTS];
-	__u64 pad[5];
 };
 
 /* The turns of one listening port (or of the overflow), per CPU. The sums

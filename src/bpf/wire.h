@@ -7,9 +7,9 @@
  * through the connection's protocol's step (resp_step or mc_step); data
  * the protocol says to pass (a bulk string, a data block) is passed by
  * its length, never read. A connection's first read decides its protocol:
- * `*` begins RESP, a memcached command word memcached's text protocol,
- * an HTTP/1 request line HTTP/1 (http1.h, which has its own driver);
- * anything else is turns only.
+ * `*` begins RESP, a memcached command word memcached's text protocol, a
+ * startup packet PostgreSQL's (pg_first), an HTTP/1 request line HTTP/1
+ * (http1.h, which has its own driver); anything else is turns only.
  */
 #ifndef SOCKSCOPE_WIRE_H
 #define SOCKSCOPE_WIRE_H
@@ -23,10 +23,12 @@
 
 /* Parses the len bytes at the user address ubuf: 0; -1 when it gave up
  * (malformed, unreadable, or more line or header bytes than it reads);
- * -2 when the connection's first word is no memcached command. */
+ * -2 when the connection's first word is no memcached command; -3 when a
+ * PostgreSQL connection went encrypted. */
 __noinline int wire_parse(struct ss_anat_conn *c, __u64 ubuf, __u64 len)
 {
 	struct ss_resp_scratch *sc;
+	struct ss_pg_conn *pg = 0;
 	__u32 zero = 0, chunks = 0, n, i;
 	__u64 pos = 0, d;
 	int it, k, bad = 0, mc;
@@ -39,6 +41,11 @@ __noinline int wire_parse(struct ss_anat_conn *c, __u64 ubuf, __u64 len)
 	sc->pcount = 0;
 	sc->pbatched = 0;
 	mc = c->wire == SS_WIRE_MEMCACHED || c->rproto == SS_RESP_PROBE;
+	if (c->wire == SS_WIRE_POSTGRES) {
+		pg = pg_conn(c, 0);
+		if (!pg)
+			return -1;  /* evicted (SS_PG_CONNS_MAX connections since) */
+	}
 	bpf_for(it, 0, SS_RESP_MAX_ITERS) {
 		if (pos >= len)
 			break;
@@ -50,7 +57,9 @@ __noinline int wire_parse(struct ss_anat_conn *c, __u64 ubuf, __u64 len)
 			pos += d;
 			c->rskip -= d;
 			if (!c->rskip) {
-				if (mc)
+				if (pg)
+					pg_msg_done(c, pg, sc);
+				else if (mc)
 					mc_cmd_done(c, sc);
 				else
 					elem_done(c, sc);
@@ -69,17 +78,20 @@ __noinline int wire_parse(struct ss_anat_conn *c, __u64 ubuf, __u64 len)
 		bpf_for(k, 0, SS_RESP_CHUNK) {
 			if (i >= n)
 				break;
-			i = mc ? mc_step(c, sc, i, n) : resp_step(c, sc, i, n);
+			if (pg)
+				i = pg_step(c, pg, sc, i, n);
+			else
+				i = mc ? mc_step(c, sc, i, n) : resp_step(c, sc, i, n);
 		}
 		if (i > n) {
-			bad = i == SS_MC_UNKNOWN ? 2 : 1;
+			bad = i == SS_MC_UNKNOWN ? 2 : i == SS_PG_ENCRYPTED ? 3 : 1;
 			break;
 		}
 		pos += n;
 	}
 	run_flush(c, sc);
-	if (bad == 2)
-		return -2;
+	if (bad == 2 || bad == 3)
+		return -bad;
 	return bad || pos < len ? -1 : 0;
 }
 
@@ -118,6 +130,51 @@ __noinline __u64 wire_user_buf(__u64 ret)
 #endif
 }
 
+/* PostgreSQL: does the connection's first read (ret bytes at ubuf) begin
+ * a startup packet (a length the server takes, and the protocol 3.x or
+ * SSLRequest, GSSENCRequest or CancelRequest's code)? Then the connection
+ * is PostgreSQL's, its storage made. After a pause (SS_RESP_RESYNC), does
+ * the read begin a frontend message (a type byte, a length of 4 or
+ * more)? */
+static __always_inline int pg_first(struct ss_anat_conn *c, __u64 ubuf, int ret)
+{
+	__u8 b[8];
+	__u32 len, code;
+
+	if (!ubuf || ret < 5 || bpf_probe_read_user(b, ret < 8 ? 5 : 8, (void *)ubuf))
+		return 0;
+	if (c->wire == SS_WIRE_POSTGRES) {
+		len = (__u32)b[1] << 24 | (__u32)b[2] << 16 | (__u32)b[3] << 8 | b[4];
+		if (len < 4 || !(b[0] == 'Q' || b[0] == 'P' || b[0] == 'B' || b[0] == 'S' ||
+				 b[0] == 'X' || b[0] == 'E' || b[0] == 'D' || b[0] == 'H' ||
+				 b[0] == 'C' || b[0] == 'F'))
+			return 0;
+		c->rst = P_TYPE;
+		c->rnum = 0;
+		c->rnamelen = 0;
+		return 1;
+	}
+	if (ret < 8)
+		return 0;
+	len = (__u32)b[0] << 24 | (__u32)b[1] << 16 | (__u32)b[2] << 8 | b[3];
+	code = (__u32)b[4] << 24 | (__u32)b[5] << 16 | (__u32)b[6] << 8 | b[7];
+	if (len < 8 || len > SS_PG_STARTUP_MAX ||
+	    !((code >> 16) == SS_PG_CODE_V3 || code == SS_PG_CODE_SSL ||
+	      code == SS_PG_CODE_GSSENC || code == SS_PG_CODE_CANCEL))
+		return 0;
+	if (!pg_conn(c, 1)) {
+		count(SS_CNT_STORAGE_FULL);
+		return 0;
+	}
+	count(SS_CNT_PG_CONNS);
+	c->wire = SS_WIRE_POSTGRES;
+	c->rst = P_START_LEN;
+	c->rnum = 0;
+	c->rnamelen = 0;
+	c->rskip = 0;
+	return 1;
+}
+
 /* A read of `ret` bytes on a followed TCP or Unix connection, in the
  * reader's syscall: its commands are counted (its first read decides
  * whether the connection speaks RESP or memcached's text protocol). 1
@@ -135,7 +192,15 @@ static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
 	if (c->rproto == SS_RESP_UNKNOWN || c->rproto == SS_RESP_RESYNC) {
 		if (!ubuf || bpf_probe_read_user(&first, 1, (void *)ubuf))
 			first = 0;
-		if (first == '*' && c->wire != SS_WIRE_MEMCACHED) {
+		if ((first == 0 && c->wire == SS_WIRE_NONE) || c->wire == SS_WIRE_POSTGRES) {
+			/* PostgreSQL's startup (or, after a pause, a message). */
+			if (!pg_first(c, ubuf, ret)) {
+				if (c->rproto == SS_RESP_UNKNOWN)
+					c->rproto = SS_RESP_OFF;
+				return 0;
+			}
+			c->rproto = SS_RESP_ON;
+		} else if (first == '*' && c->wire != SS_WIRE_MEMCACHED) {
 			if (c->wire == SS_WIRE_NONE)
 				count(SS_CNT_RESP_CONNS);
 			c->wire = SS_WIRE_RESP;
@@ -171,9 +236,16 @@ static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
 		c->rproto = c->wire == SS_WIRE_NONE ? SS_RESP_OFF : SS_RESP_RESYNC;
 		return 0;
 	}
+	if (r == -3) {
+		/* PostgreSQL gone TLS or GSS after asking: not readable. */
+		c->rproto = SS_RESP_OFF;
+		count(SS_CNT_PG_ENCRYPTED);
+		return 0;
+	}
 	if (r < 0) {
 		c->rproto = SS_RESP_OFF;
-		count(wire_counter(c, SS_CNT_RESP_GAVE_UP, SS_CNT_MC_GAVE_UP, SS_CNT_H1_GAVE_UP));
+		count(wire_counter(c, SS_CNT_RESP_GAVE_UP, SS_CNT_MC_GAVE_UP, SS_CNT_PG_GAVE_UP,
+				   SS_CNT_H1_GAVE_UP));
 		return 0;
 	}
 	return c->wire == SS_WIRE_MEMCACHED && c->rproto == SS_RESP_ON &&

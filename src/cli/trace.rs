@@ -58,6 +58,9 @@ pub struct TraceArgs {
     /// With --by: series (group x syscall) kept apart; the rest is pooled
     /// into an "(other)" group. Bounds the kernel's memory (2.6 KiB per
     /// series per CPU, allocated up front) and the metrics' cardinality.
+    /// With --requests or --requests-only and --metrics, it also bounds the
+    /// exported endpoint series (requests named from their bytes); the
+    /// rest are served as endpoint="(other)".
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=16384))]
     pub max_series: u32,
 
@@ -182,8 +185,12 @@ impl TraceArgs {
                  a launched command is traced until it exits",
             ));
         }
-        if self.by == Breakdown::None && self.max_series != 1024 {
-            return Err(error::usage("--max-series applies to a --by breakdown"));
+        let endpoint_series = (self.requests || self.requests_only) && self.metrics.is_some();
+        if self.by == Breakdown::None && self.max_series != 1024 && !endpoint_series {
+            return Err(error::usage(
+                "--max-series applies to a --by breakdown, or to the endpoint series of \
+                 --requests or --requests-only with --metrics",
+            ));
         }
         if self.requests_only {
             self.check_alone("--requests-only", "--requests")?;

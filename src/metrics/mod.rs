@@ -38,7 +38,8 @@ pub const PROTOBUF_TYPE: &str =
 /// How the exporter labels and bounds its series.
 #[derive(Clone, Debug)]
 pub struct ExporterOptions {
-    /// Labelled (group, syscall) series at most (`--max-series`).
+    /// Labelled (group, syscall) series at most, and endpoint series at
+    /// most (`--max-series`).
     pub max_series: usize,
     /// What the tracer traces, for `sockscope_trace_info`.
     pub scope: String,
@@ -52,6 +53,8 @@ struct State {
     requests: Option<crate::anatomy::Latest>,
     detaching: bool,
     admission: model::Admission,
+    /// The endpoint series' own admission (same `--max-series`).
+    endpoints: requests::EndpointAdmission,
     scope: String,
 }
 
@@ -107,6 +110,7 @@ impl Exporter {
             requests: None,
             detaching: false,
             admission: model::Admission::new(opts.max_series),
+            endpoints: requests::EndpointAdmission::new(opts.max_series),
             scope: opts.scope,
         }));
         let thread = {

@@ -25,45 +25,66 @@ pub const NATIVE_SCHEMA: i32 = 3;
 /// Label value of the series that pools what `--max-series` keeps out.
 pub const OTHER: &str = "(other)";
 
-/// Which per-group series are exported under their own labels: first
-/// come, first kept, for the life of the exporter, so an exported counter
-/// never disappears into `(other)` and every series stays monotonic.
-#[derive(Debug, Default)]
-pub struct Admission {
+/// Which series are exported under their own labels: first come, first
+/// kept, for the life of the exporter, so an exported counter never
+/// disappears into `(other)` and every series stays monotonic; a key
+/// turned away once is folded for good.
+#[derive(Debug)]
+pub struct Sticky<K> {
     max: usize,
-    admitted: HashSet<(GroupKey, u32)>,
-    folded: HashSet<(GroupKey, u32)>,
+    admitted: HashSet<K>,
+    folded: HashSet<K>,
 }
+
+impl<K: std::hash::Hash + Eq + Clone> Sticky<K> {
+    /// At most `max` keys kept apart.
+    pub fn new(max: usize) -> Self {
+        Self {
+            max,
+            admitted: HashSet::new(),
+            folded: HashSet::new(),
+        }
+    }
+
+    /// Is `k` exported under its own labels?
+    pub fn admit(&mut self, k: &K) -> bool {
+        if self.admitted.contains(k) {
+            return true;
+        }
+        if self.folded.contains(k) || self.admitted.len() >= self.max {
+            self.folded.insert(k.clone());
+            return false;
+        }
+        self.admitted.insert(k.clone());
+        true
+    }
+
+    /// Keys folded into `(other)` so far.
+    pub fn folded(&self) -> usize {
+        self.folded.len()
+    }
+}
+
+/// Which per-group series are exported under their own labels
+/// ([`Sticky`] over (group, syscall); the `(other)` group is always its
+/// own).
+#[derive(Debug)]
+pub struct Admission(Sticky<(GroupKey, u32)>);
 
 impl Admission {
     /// At most `max` labelled (group, syscall) series, plus the `(other)`
     /// ones.
     pub fn new(max: usize) -> Self {
-        Self {
-            max,
-            ..Default::default()
-        }
+        Self(Sticky::new(max))
     }
 
     fn admit(&mut self, key: &GroupKey, nr: u32) -> bool {
-        if *key == GroupKey::Other {
-            return true;
-        }
-        let k = (key.clone(), nr);
-        if self.admitted.contains(&k) {
-            return true;
-        }
-        if self.folded.contains(&k) || self.admitted.len() >= self.max {
-            self.folded.insert(k);
-            return false;
-        }
-        self.admitted.insert(k);
-        true
+        *key == GroupKey::Other || self.0.admit(&(key.clone(), nr))
     }
 
     /// Label sets folded into `(other)` so far.
     pub fn folded(&self) -> usize {
-        self.folded.len()
+        self.0.folded()
     }
 }
 
@@ -256,7 +277,7 @@ pub(super) fn counter(labels: Vec<pb::LabelPair>, v: f64) -> pb::Metric {
     }
 }
 
-fn gauge(labels: Vec<pb::LabelPair>, v: f64) -> pb::Metric {
+pub(super) fn gauge(labels: Vec<pb::LabelPair>, v: f64) -> pb::Metric {
     pb::Metric {
         label: labels,
         gauge: Some(pb::Gauge { value: Some(v) }),

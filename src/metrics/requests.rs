@@ -6,9 +6,20 @@
 //! The series are bounded by the anatomy's own limit on ports with
 //! statistics of their own (`anatomy::DEFAULT_MAX_PORTS`, kept in the
 //! kernel); turns on further ports are exported under `port="(other)"`.
+//!
+//! Where the anatomy found requests in the bytes (RESP, memcached; issue
+//! 39), each endpoint (port, protocol, command name) has its own requests
+//! counter and server-time histogram. The names are peer bytes: bounded
+//! in the kernel per port, then here by `--max-series` endpoint series
+//! (first come, first kept, so a counter never moves into another
+//! series), the rest summed under `endpoint="(other)"` of their port and
+//! protocol; their text escaped as every report escapes it.
 
-use super::model::{OTHER, counter, family, histogram_of, label, pb};
-use crate::anatomy::{Counts, Part, PortTurns};
+use std::collections::BTreeMap;
+
+use super::model::{OTHER, Sticky, counter, family, gauge, histogram_of, label, pb};
+use crate::anatomy::{Counts, NameCounts, Part, PortTurns, Transport, Wire};
+use crate::probe::hist::Histogram;
 
 /// Label names of a part, as the report names them.
 const PART_LABELS: [(Part, &str); 4] = [
@@ -29,8 +40,133 @@ fn port_labels(p: &PortTurns, overflow: bool) -> Vec<pb::LabelPair> {
     }
 }
 
-/// Every request family of `c` (the counts since the window opened).
-pub fn families(c: &Counts) -> Vec<pb::MetricFamily> {
+/// An endpoint's identity: transport, port, protocol and name bytes
+/// (empty: the kernel's own "(other)" of the port).
+type EndpointKey = (Transport, u16, Wire, Vec<u8>);
+
+/// Which endpoints are exported under their own name ([`Sticky`]: first
+/// come, first kept, at most `max`); the others are folded into their
+/// port's and protocol's `(other)` for good, so every exported counter
+/// only grows.
+#[derive(Debug)]
+pub struct EndpointAdmission(Sticky<EndpointKey>);
+
+impl EndpointAdmission {
+    /// At most `max` named endpoint series (plus the `(other)` ones).
+    pub fn new(max: usize) -> Self {
+        Self(Sticky::new(max))
+    }
+
+    fn admit(&mut self, n: &NameCounts) -> bool {
+        // The kernel's own "(other)" (no name) is never a name.
+        !n.name.is_empty() && self.0.admit(&(n.transport, n.port, n.wire, n.name.clone()))
+    }
+
+    /// Endpoints folded into `(other)` so far.
+    pub fn folded(&self) -> usize {
+        self.0.folded()
+    }
+}
+
+/// One exported endpoint series: its requests and the server time of the
+/// turns filed under it.
+struct EndpointSeries {
+    requests: u64,
+    sum_ns: u64,
+    hist: Histogram,
+}
+
+fn add_hist(into: &mut Histogram, h: &Histogram) {
+    if into.counts.len() < h.counts.len() {
+        into.counts.resize(h.counts.len(), 0);
+    }
+    let empty = into.total() == 0;
+    for (a, b) in into.counts.iter_mut().zip(&h.counts) {
+        *a += b;
+    }
+    if h.total() > 0 {
+        into.min = if empty { h.min } else { into.min.min(h.min) };
+        into.max = into.max.max(h.max);
+    }
+}
+
+/// The endpoint families: `sockscope_endpoint_requests_total` and
+/// `sockscope_endpoint_server_seconds`, labelled by port, transport,
+/// protocol and endpoint.
+fn endpoint_families(names: &[NameCounts], adm: &mut EndpointAdmission) -> Vec<pb::MetricFamily> {
+    use pb::MetricType::{Counter, Gauge, Histogram as Hist};
+    let mut series: BTreeMap<(Transport, u16, &'static str, String), EndpointSeries> =
+        BTreeMap::new();
+    for n in names {
+        let name = if adm.admit(n) {
+            crate::text::escape(&crate::report::commands::name_text(&n.name)).into_owned()
+        } else {
+            OTHER.to_string()
+        };
+        let e = series
+            .entry((n.transport, n.port, n.wire.name(), name))
+            .or_insert_with(|| EndpointSeries {
+                requests: 0,
+                sum_ns: 0,
+                hist: Histogram {
+                    counts: Vec::new(),
+                    min: 0,
+                    max: 0,
+                },
+            });
+        e.requests += n.commands;
+        e.sum_ns += n.sum_ns;
+        add_hist(&mut e.hist, &n.histogram());
+    }
+    let labels = |k: &(Transport, u16, &'static str, String)| {
+        vec![
+            label("port", k.1.to_string()),
+            label("transport", k.0.name()),
+            label("protocol", k.2),
+            label("endpoint", k.3.clone()),
+        ]
+    };
+    if series.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        family(
+            "sockscope_endpoint_requests_total",
+            "Requests (commands) found in the bytes a served port read, per protocol and \
+             command name; a pipelined batch counts each of its commands.",
+            Counter,
+            series
+                .iter()
+                .map(|(k, e)| counter(labels(k), e.requests as f64))
+                .collect(),
+        ),
+        family(
+            "sockscope_endpoint_server_seconds",
+            "Time at the server of the turns filed under an endpoint (a turn goes under its \
+             first command; a pipelined batch is one turn, timed as a whole).",
+            Hist,
+            series
+                .iter()
+                .map(|(k, e)| pb::Metric {
+                    label: labels(k),
+                    histogram: Some(histogram_of(&e.hist, e.sum_ns)),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        family(
+            "sockscope_endpoint_series_folded",
+            "Endpoints counted in their port's endpoint=\"(other)\" series instead of their own \
+             (beyond --max-series).",
+            Gauge,
+            vec![gauge(vec![], adm.folded() as f64)],
+        ),
+    ]
+}
+
+/// Every request family of `c` (the counts since the window opened),
+/// the endpoint series admitted by `adm`.
+pub fn families(c: &Counts, adm: &mut EndpointAdmission) -> Vec<pb::MetricFamily> {
     use pb::MetricType::{Counter, Histogram};
     let mut rows: Vec<(Vec<pb::LabelPair>, &PortTurns)> =
         c.ports.iter().map(|p| (port_labels(p, false), p)).collect();
@@ -77,12 +213,14 @@ pub fn families(c: &Counts) -> Vec<pb::MetricFamily> {
                 .collect(),
         ),
     ]
+    .into_iter()
+    .chain(endpoint_families(&c.names, adm))
+    .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::anatomy::Transport;
     use crate::probe::hist;
 
     fn port(port: u16, servers: &[u64]) -> PortTurns {
@@ -105,7 +243,7 @@ mod tests {
         c.ports.push(port(7001, &[300_000, 310_000, 2_000_000]));
         c.ports.push(port(53, &[]));
         c.ports[1].transport = Transport::Udp;
-        let f = families(&c);
+        let f = families(&c, &mut EndpointAdmission::new(8));
         let text = super::super::text::encode(&f);
         assert!(
             text.contains("sockscope_requests_total{port=\"7001\",transport=\"tcp\"} 3\n"),
@@ -132,9 +270,93 @@ mod tests {
         // No overflow series while nothing overflowed.
         assert!(!text.contains(OTHER), "{text}");
         c.other = port(0, &[1000]);
-        let text = super::super::text::encode(&families(&c));
+        let text = super::super::text::encode(&families(&c, &mut EndpointAdmission::new(8)));
         assert!(
             text.contains("sockscope_requests_total{port=\"(other)\",transport=\"(other)\"} 1\n")
         );
+    }
+
+    fn name(n: &[u8], port: u16, commands: u64, servers: &[u64]) -> NameCounts {
+        let mut hist = vec![0; hist::BUCKETS];
+        for &s in servers {
+            hist[hist::bucket_of(s)] += 1;
+        }
+        NameCounts {
+            port,
+            transport: Transport::Tcp,
+            wire: Wire::Resp,
+            name: n.to_vec(),
+            commands,
+            batched: 0,
+            noreply: 0,
+            turns: servers.len() as u64,
+            sum_ns: servers.iter().sum(),
+            max_ns: servers.iter().copied().max().unwrap_or(0),
+            hist,
+            status: [0; 4],
+        }
+    }
+
+    #[test]
+    fn endpoints_get_their_own_series_until_the_limit_then_other_for_good() {
+        let mut c = Counts::empty();
+        c.names = vec![
+            name(b"GET", 6379, 10, &[1000, 2000]),
+            name(b"S\x1bET", 6379, 4, &[5000]),
+            name(b"", 6379, 3, &[7000]),
+        ];
+        let mut adm = EndpointAdmission::new(1);
+        let text = super::super::text::encode(&families(&c, &mut adm));
+        let l = |e: &str| {
+            format!("{{port=\"6379\",transport=\"tcp\",protocol=\"resp\",endpoint=\"{e}\"}}")
+        };
+        assert!(
+            text.contains(&format!(
+                "sockscope_endpoint_requests_total{} 10\n",
+                l("GET")
+            )),
+            "{text}"
+        );
+        // The second name is past the limit: with the kernel's own
+        // "(other)", in one series.
+        assert!(
+            text.contains(&format!(
+                "sockscope_endpoint_requests_total{} 7\n",
+                l(OTHER)
+            )),
+            "{text}"
+        );
+        assert!(text.contains(&format!(
+            "sockscope_endpoint_server_seconds_count{} 2\n",
+            l(OTHER)
+        )));
+        assert!(!text.contains('\x1b'), "{text}");
+        assert!(
+            text.contains("sockscope_endpoint_series_folded 1\n"),
+            "{text}"
+        );
+        // Once folded, always folded, even with room made: the counter
+        // never jumps between series.
+        c.names.remove(0);
+        let text = super::super::text::encode(&families(&c, &mut adm));
+        // (the text format writes the escape's backslash as two)
+        assert!(!text.contains("S\\\\x1bET"), "{text}");
+        // A wider limit keeps the name, escaped.
+        let text = super::super::text::encode(&families(&c, &mut EndpointAdmission::new(8)));
+        assert!(
+            text.contains(&format!(
+                "sockscope_endpoint_requests_total{} 4\n",
+                l("S\\\\x1bET")
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_named_requests_no_endpoint_families() {
+        let mut c = Counts::empty();
+        c.ports.push(port(7001, &[1000]));
+        let text = super::super::text::encode(&families(&c, &mut EndpointAdmission::new(8)));
+        assert!(!text.contains("sockscope_endpoint"), "{text}");
     }
 }

@@ -344,7 +344,7 @@ fn answer(head: &[u8], state: &Mutex<State>) -> Vec<u8> {
         None => Vec::new(),
     };
     if let Some(c) = &requests {
-        fams.extend(super::requests::families(c));
+        fams.extend(super::requests::families(c, &mut st.endpoints));
     }
     super::agent::extend(&mut fams);
     if protobuf {
@@ -380,6 +380,7 @@ mod tests {
             requests: None,
             detaching: false,
             admission: model::Admission::new(4),
+            endpoints: super::super::requests::EndpointAdmission::new(4),
             scope: "system".into(),
         })
     }

@@ -335,8 +335,8 @@ pub struct AnatomyReport {
     pub intervals: Vec<AnatomyInterval>,
     /// What it cost.
     pub cost: AnatomyCost,
-    /// Requests counted from their bytes (RESP and memcached commands,
-    /// HTTP/1 requests;
+    /// Requests counted from their bytes (RESP, memcached and PostgreSQL
+    /// commands, HTTP/1 requests;
     /// see report/commands.rs), where `turns` counts a pipelined batch
     /// once. Absent when no connection's requests were parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -348,6 +348,10 @@ pub struct AnatomyReport {
     /// connection).
     #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
     pub memcached: ProtocolCounts,
+    /// What the PostgreSQL frontend-protocol parser saw (absent when it
+    /// saw no connection).
+    #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
+    pub postgres: ProtocolCounts,
     /// What the HTTP/1 parser saw (absent when it saw no connection).
     #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
     pub http: ProtocolCounts,
@@ -360,6 +364,18 @@ pub struct AnatomyReport {
 pub const PERCENTILES: [&str; 4] = ["p50", "p90", "p99", "p99.9"];
 
 impl AnatomyReport {
+    /// Each protocol whose requests are parsed from the bytes: its name
+    /// for people and what its parser saw.
+    pub fn protocol_counts(&self) -> [(&'static str, &ProtocolCounts); 4] {
+        use super::commands::{HTTP1, MEMCACHED, POSTGRES, RESP};
+        [
+            (RESP, &self.resp),
+            (MEMCACHED, &self.memcached),
+            (POSTGRES, &self.postgres),
+            (HTTP1, &self.http),
+        ]
+    }
+
     /// The composition at a named percentile.
     pub fn composition(&self, name: &str) -> Option<&Composition> {
         self.at_percentile.iter().find(|c| c.percentile == name)
@@ -376,17 +392,7 @@ impl AnatomyReport {
     /// The per-command table (report/commands.rs), when commands were
     /// counted.
     pub fn commands_text(&self) -> Option<String> {
-        super::commands::render(self.requests, &self.parsed(), &self.endpoints)
-    }
-
-    /// Each parsed protocol's name for people and counts, in report order.
-    pub fn parsed(&self) -> [(&'static str, &ProtocolCounts); 3] {
-        use super::commands::{HTTP1, MEMCACHED, RESP};
-        [
-            (RESP, &self.resp),
-            (MEMCACHED, &self.memcached),
-            (HTTP1, &self.http),
-        ]
+        super::commands::render(self.requests, &self.protocol_counts(), &self.endpoints)
     }
 
     /// Sentences that say which part dominates the tail, quoted.

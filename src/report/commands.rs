@@ -1,8 +1,9 @@
 //! The request anatomy's commands (run.json's `anatomy.requests`,
-//! `anatomy.resp`, `anatomy.memcached`, `anatomy.http` and
-//! `anatomy.endpoints`) and their table: where the anatomy found request
-//! boundaries in the bytes (RESP, memcached's text protocol, HTTP/1; issue
-//! 39), each command (an HTTP/1 request) is a request, and a
+//! `anatomy.resp`, `anatomy.memcached`, `anatomy.postgres`,
+//! `anatomy.http` and `anatomy.endpoints`) and their table: where the
+//! anatomy found request boundaries in the bytes (RESP, memcached's text
+//! protocol, PostgreSQL's frontend protocol, HTTP/1; issue 39), each
+//! command (an HTTP/1 request) is a request, and a
 //! turn carries the commands its read(s) completed. A pipelined batch is
 //! one turn: each of its commands is counted, and its server time is the
 //! batch's. A memcached `noreply` command is counted, never timed.
@@ -15,12 +16,13 @@ use super::units::fmt_ns;
 pub const OTHER: &str = "(other)";
 
 /// What one protocol's parser saw over the window (`anatomy.resp`,
-/// `anatomy.memcached`).
+/// `anatomy.memcached`, `anatomy.postgres`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProtocolCounts {
     /// Connections found speaking it: RESP, a first read that began an
     /// array; memcached, a first word that was one of its commands (or a
-    /// first byte that was its binary protocol's magic).
+    /// first byte that was its binary protocol's magic); PostgreSQL, a
+    /// first read that was a startup packet (SSLRequest's too).
     pub connections: u64,
     /// Of them, those the parser gave up on (malformed bytes, a count or
     /// length past the server's limits, a read whose buffer it could not
@@ -37,6 +39,11 @@ pub struct ProtocolCounts {
     /// response comes).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub noreply: u64,
+    /// PostgreSQL: connections that went TLS (or GSS) encrypted after
+    /// asking (SSLRequest, GSSENCRequest): not readable, their turns are
+    /// turns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub encrypted: u64,
     /// HTTP/1: requests whose response's status was not read (a response
     /// read to the close, a write whose buffer could not be read, more
     /// requests waiting than the kernel keeps, a sampled window's pause):
@@ -64,37 +71,15 @@ impl ProtocolCounts {
     }
 }
 
-/// The protocols' names, for people: "RESP", "memcached", "HTTP/1".
+/// The protocols' names, for people: "RESP", "memcached", "PostgreSQL",
+/// "HTTP/1".
 pub const RESP: &str = "RESP";
 /// See [`RESP`].
 pub const MEMCACHED: &str = "memcached";
 /// See [`RESP`].
+pub const POSTGRES: &str = "PostgreSQL";
+/// See [`RESP`].
 pub const HTTP1: &str = "HTTP/1";
-
-/// Each protocol's name for people and what its parser saw, in the order
-/// the report names them (`AnatomyReport::parsed`).
-pub type Parsed<'a> = [(&'static str, &'a ProtocolCounts)];
-
-/// The protocols whose connections were parsed, for people ("RESP",
-/// "memcached", "RESP and HTTP/1", "RESP, memcached and HTTP/1"); the
-/// first protocol's name when none was.
-pub fn protocols(parsed: &Parsed) -> String {
-    let seen: Vec<&str> = parsed
-        .iter()
-        .filter(|(_, c)| c.connections > 0)
-        .map(|(n, _)| *n)
-        .collect();
-    match seen.as_slice() {
-        [] => parsed.first().map_or(RESP, |p| p.0).to_string(),
-        [one] => one.to_string(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    }
-}
-
-/// The turns that carried commands, every protocol.
-pub fn command_turns(parsed: &Parsed) -> u64 {
-    parsed.iter().map(|(_, c)| c.turns).sum()
-}
 
 /// HTTP/1 final responses by status class.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +115,31 @@ impl StatusClasses {
     }
 }
 
+/// Each protocol's name (for people) and counts, as
+/// `AnatomyReport::protocol_counts` lists them.
+pub type Protocols<'a> = [(&'static str, &'a ProtocolCounts)];
+
+/// The protocols whose connections were parsed, for people ("RESP",
+/// "memcached", "RESP and memcached", "RESP, memcached and PostgreSQL");
+/// "RESP" when none was.
+pub fn protocols(list: &Protocols) -> String {
+    let seen: Vec<&str> = list
+        .iter()
+        .filter(|(_, c)| c.connections > 0)
+        .map(|(name, _)| *name)
+        .collect();
+    match seen.split_last() {
+        None => RESP.to_string(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The turns that carried commands, every protocol.
+pub fn command_turns(list: &Protocols) -> u64 {
+    list.iter().map(|(_, c)| c.turns).sum()
+}
+
 /// One command name on one served port.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Endpoint {
@@ -140,14 +150,16 @@ pub struct Endpoint {
     /// A Unix listener's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
-    /// "resp", "memcached" or "http".
+    /// "resp", "memcached", "postgres" or "http".
     pub protocol: String,
     /// The command's name as the peer sent it (RESP: its first bulk
     /// string's first 16 bytes, upper-cased; memcached: its line's first
-    /// word's first 16 bytes, as sent; HTTP/1: the method and the route
-    /// template, `GET /users/{id}`, at most 64 bytes, ending in `…` when
-    /// cut; bytes that are not UTF-8 as `\xNN`); [`OTHER`] for the names
-    /// past the port's limit. Peer bytes: escape before showing.
+    /// word's first 16 bytes, as sent; PostgreSQL: the statement's kind,
+    /// then a prepared statement's name's first 15 bytes when it is named;
+    /// HTTP/1: the method and the route template, `GET /users/{id}`, at
+    /// most 64 bytes, ending in `…` when cut; bytes that are not UTF-8 as
+    /// `\xNN`); [`OTHER`] for the names past the port's limit. Peer bytes:
+    /// escape before showing.
     pub name: String,
     /// Commands completed.
     pub count: u64,
@@ -163,8 +175,21 @@ pub struct Endpoint {
     pub turns: u64,
     /// Those turns' server time: median.
     pub server_p50_ns: u64,
+    /// 90th percentile.
+    #[serde(default)]
+    pub server_p90_ns: u64,
     /// 99th percentile.
     pub server_p99_ns: u64,
+    /// 99.9th percentile.
+    #[serde(default)]
+    pub server_p999_ns: u64,
+    /// Their exact mean (the kernel's sum over `turns`).
+    #[serde(default)]
+    pub server_mean_ns: u64,
+    /// Commands per second of the window (`count` over `window_s`; 0 in
+    /// artifacts from before it was recorded).
+    #[serde(default)]
+    pub rate_per_s: f64,
     /// HTTP/1: the final responses to these requests by status class
     /// (absent for the other protocols).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,53 +228,97 @@ pub fn name_text(bytes: &[u8]) -> String {
     out
 }
 
+/// Of the endpoints with timed turns, the (at most) three slowest at p99,
+/// slowest first (ties: more turns first). Empty when fewer than two
+/// endpoints were timed: one row says it all.
+pub fn slowest_at_p99(endpoints: &[Endpoint]) -> Vec<&Endpoint> {
+    let mut timed: Vec<&Endpoint> = endpoints.iter().filter(|e| e.turns > 0).collect();
+    if timed.len() < 2 {
+        return Vec::new();
+    }
+    timed.sort_by(|a, b| {
+        b.server_p99_ns
+            .cmp(&a.server_p99_ns)
+            .then(b.turns.cmp(&a.turns))
+    });
+    timed.truncate(3);
+    timed
+}
+
+/// "slowest at p99: HGETALL on tcp/6379 (p99 1.2ms over 40 turns), ..."
+/// (names escaped), or None.
+pub fn slowest_line(endpoints: &[Endpoint]) -> Option<String> {
+    let slow = slowest_at_p99(endpoints);
+    if slow.is_empty() {
+        return None;
+    }
+    let items: Vec<String> = slow
+        .iter()
+        .map(|e| {
+            format!(
+                "{} on {} (p99 {} over {} turns)",
+                crate::text::escape(&e.name),
+                e.label(),
+                fmt_ns(e.server_p99_ns as f64),
+                e.turns
+            )
+        })
+        .collect();
+    Some(format!("slowest at p99: {}", items.join(", ")))
+}
+
 /// The per-command table, as text, of an anatomy's `requests`, its
-/// protocols' counts (`AnatomyReport::parsed`) and `endpoints` (None when
-/// no command was counted; see `AnatomyReport::commands_text`).
-pub fn render(requests: Option<u64>, parsed: &Parsed, endpoints: &[Endpoint]) -> Option<String> {
+/// protocols' counts and `endpoints` (None when no command was counted;
+/// see `AnatomyReport::commands_text`).
+pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -> Option<String> {
     let requests = requests?;
     let mut out = format!(
         "Requests by command ({}; {requests} commands in {} turns: a pipelined batch is \
          one turn, each of its commands counted, its server time the batch's)\n",
-        protocols(parsed),
-        command_turns(parsed)
+        protocols(list),
+        command_turns(list)
     );
     let noreply = endpoints.iter().any(|e| e.noreply > 0);
+    let rate = endpoints.iter().any(|e| e.rate_per_s > 0.0);
     let status = endpoints.iter().any(|e| e.status.is_some());
+    let opt = |on: bool, v: String| {
+        if on {
+            format!(" {v:>10}")
+        } else {
+            String::new()
+        }
+    };
+    let classes = |c: [String; 4]| {
+        if status {
+            c.iter().map(|c| format!(" {c:>8}")).collect()
+        } else {
+            String::new()
+        }
+    };
     let names: Vec<String> = endpoints
         .iter()
         .map(|e| crate::text::escape(&e.name).into_owned())
         .collect();
+    // HTTP/1 routes are longer than commands: the column fits them, up to
+    // a width that keeps a row on a wide terminal.
     let w = names
         .iter()
         .map(|n| n.chars().count())
         .max()
         .unwrap_or(0)
         .clamp(16, 80);
-    let extra = |noreply_col: String, classes: [String; 4]| {
-        let mut x = String::new();
-        if noreply {
-            x.push_str(&format!(" {noreply_col:>10}"));
-        }
-        if status {
-            for c in classes {
-                x.push_str(&format!(" {c:>8}"));
-            }
-        }
-        x
-    };
     out.push_str(&format!(
-        "  {:<22} {:<w$} {:>10} {:>10} {:>10} {:>10}{}\n",
+        "  {:<22} {:<w$} {:>10}{} {:>10} {:>10} {:>10} {:>10}{}{}\n",
         "endpoint",
         "command",
         "count",
+        opt(rate, "/s".into()),
         "batched",
         "p50",
         "p99",
-        extra(
-            "noreply".into(),
-            ["2xx", "3xx", "4xx", "5xx"].map(String::from)
-        )
+        "p99.9",
+        opt(noreply, "noreply".into()),
+        classes(["2xx", "3xx", "4xx", "5xx"].map(String::from)),
     ));
     for (e, name) in endpoints.iter().zip(&names) {
         let timed = |ns: u64| {
@@ -259,23 +328,29 @@ pub fn render(requests: Option<u64>, parsed: &Parsed, endpoints: &[Endpoint]) ->
                 fmt_ns(ns as f64)
             }
         };
-        let classes = match e.status {
+        let counts = match e.status {
             Some(s) => [s.s2xx, s.s3xx, s.s4xx, s.s5xx].map(|n| n.to_string()),
             None => ["-", "-", "-", "-"].map(String::from),
         };
         out.push_str(&format!(
-            "  {:<22} {:<w$} {:>10} {:>10} {:>10} {:>10}{}\n",
+            "  {:<22} {:<w$} {:>10}{} {:>10} {:>10} {:>10} {:>10}{}{}\n",
             e.label(),
             name,
             e.count,
+            opt(rate, format!("{:.0}", e.rate_per_s)),
             e.batched,
             timed(e.server_p50_ns),
             timed(e.server_p99_ns),
-            extra(e.noreply.to_string(), classes)
+            timed(e.server_p999_ns),
+            opt(noreply, e.noreply.to_string()),
+            classes(counts),
         ));
     }
+    if let Some(line) = slowest_line(endpoints) {
+        out.push_str(&format!("  {line}\n"));
+    }
     let mut notes = Vec::new();
-    for (name, c) in parsed {
+    for (name, c) in list {
         if c.unparsed > 0 {
             notes.push(format!(
                 "{} of {} {name} connections given up on (malformed or unreadable bytes): \
@@ -283,28 +358,39 @@ pub fn render(requests: Option<u64>, parsed: &Parsed, endpoints: &[Endpoint]) ->
                 c.unparsed, c.connections
             ));
         }
+        if c.encrypted > 0 {
+            notes.push(format!(
+                "{} of {} {name} connections went TLS or GSS encrypted: not readable, their \
+                 turns are turns",
+                c.encrypted, c.connections
+            ));
+        }
     }
-    let unnamed: u64 = parsed.iter().map(|(_, c)| c.unnamed).sum();
+    let unnamed: u64 = list.iter().map(|(_, c)| c.unnamed).sum();
+    let memcached = list
+        .iter()
+        .find(|(name, _)| *name == MEMCACHED)
+        .map_or_else(ProtocolCounts::default, |(_, c)| **c);
     if unnamed > 0 {
         notes.push(format!(
             "{unnamed} commands found no room for their name (counted, in no row)"
         ));
     }
-    let noreplies: u64 = parsed.iter().map(|(_, c)| c.noreply).sum();
-    if noreplies > 0 {
+    if memcached.noreply > 0 {
         notes.push(format!(
-            "{noreplies} memcached commands were sent with noreply: counted, never timed (no \
-             response comes)"
+            "{} memcached commands were sent with noreply: counted, never timed (no response \
+             comes)",
+            memcached.noreply
         ));
     }
-    let unknown: u64 = parsed.iter().map(|(_, c)| c.status_unknown).sum();
+    let unknown: u64 = list.iter().map(|(_, c)| c.status_unknown).sum();
     if unknown > 0 {
         notes.push(format!(
             "{unknown} HTTP/1 requests' status was not read (a response read to the close, \
              an unreadable write, or more requests waiting than are kept): in no status class"
         ));
     }
-    let unmatched: u64 = parsed.iter().map(|(_, c)| c.unmatched).sum();
+    let unmatched: u64 = list.iter().map(|(_, c)| c.unmatched).sum();
     if unmatched > 0 {
         notes.push(format!(
             "{unmatched} HTTP/1 responses answered no request read in the window"
@@ -347,8 +433,8 @@ mod tests {
             ..ProtocolCounts::default()
         };
         let none = ProtocolCounts::default();
-        let parsed = [(RESP, &resp), (MEMCACHED, &none)];
-        let text = render(Some(48), &parsed, &rows()).unwrap();
+        let list = [(RESP, &resp), (MEMCACHED, &none)];
+        let text = render(Some(48), &list, &rows()).unwrap();
         assert!(text.contains("G\\x1b[31mET"), "{text}");
         assert!(!text.contains('\x1b'));
         assert!(text.contains("48 commands in 4 turns"), "{text}");
@@ -356,7 +442,7 @@ mod tests {
             text.contains("1 of 2 RESP connections given up on"),
             "{text}"
         );
-        assert!(render(None, &parsed, &[]).is_none());
+        assert!(render(None, &list, &[]).is_none());
     }
 
     #[test]
@@ -395,11 +481,10 @@ mod tests {
             "RESP and memcached"
         );
         assert_eq!(
-            protocols(&[(RESP, &both), (MEMCACHED, &mc), (HTTP1, &both)]),
-            "RESP, memcached and HTTP/1"
+            protocols(&[(RESP, &both), (MEMCACHED, &mc), (POSTGRES, &both)]),
+            "RESP, memcached and PostgreSQL"
         );
-        assert_eq!(protocols(&[(RESP, &none), (HTTP1, &both)]), "HTTP/1");
-        assert_eq!(protocols(&[(RESP, &none), (HTTP1, &none)]), "RESP");
+        assert_eq!(protocols(&[(RESP, &none), (POSTGRES, &both)]), "PostgreSQL");
     }
 
     #[test]
@@ -440,6 +525,69 @@ mod tests {
         assert_eq!(json["status"]["4xx"], 5);
         assert_eq!(json["errors"], 2);
         assert_eq!(StatusClasses::from_counts([1, 2, 3, 4]).total(), 10);
+    }
+
+    #[test]
+    fn postgres_notes_say_what_went_encrypted_or_was_given_up_on() {
+        let pg = ProtocolCounts {
+            connections: 4,
+            unparsed: 1,
+            turns: 7,
+            unnamed: 0,
+            encrypted: 2,
+            ..ProtocolCounts::default()
+        };
+        let mut rows = rows();
+        rows[0].protocol = "postgres".into();
+        rows[0].name = "SELECT P0_\x1b".into();
+        let none = ProtocolCounts::default();
+        let text = render(Some(9), &[(RESP, &none), (POSTGRES, &pg)], &rows).unwrap();
+        assert!(text.starts_with("Requests by command (PostgreSQL; 9 commands in 7 turns"));
+        assert!(
+            text.contains("1 of 4 PostgreSQL connections given up on"),
+            "{text}"
+        );
+        assert!(
+            text.contains("2 of 4 PostgreSQL connections went TLS"),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn the_slowest_endpoints_at_p99_come_first_and_a_lone_one_is_not_singled_out() {
+        let row = |name: &str, p99: u64, turns: u64| Endpoint {
+            port: 6379,
+            transport: "tcp".into(),
+            protocol: "resp".into(),
+            name: name.into(),
+            count: turns,
+            turns,
+            server_p99_ns: p99,
+            ..Endpoint::default()
+        };
+        let rows = vec![
+            row("GET", 20_000, 100),
+            row("HGET\x1b", 3_000_000, 5),
+            row("SET", 90_000, 50),
+            row("INCR", 90_000, 70),
+            row("NOTIMED", 9_000_000, 0),
+        ];
+        let slow: Vec<&str> = slowest_at_p99(&rows)
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(slow, ["HGET\x1b", "INCR", "SET"]);
+        let line = slowest_line(&rows).unwrap();
+        assert!(
+            line.starts_with("slowest at p99: HGET\\x1b on tcp/6379 (p99 3.00ms over 5 turns)"),
+            "{line}"
+        );
+        assert!(!line.contains('\x1b'));
+        assert!(slowest_line(&rows[..1]).is_none());
+        let none = ProtocolCounts::default();
+        let text = render(Some(230), &[(RESP, &none)], &rows).unwrap();
+        assert!(text.contains("slowest at p99: HGET"), "{text}");
     }
 
     #[test]

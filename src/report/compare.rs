@@ -3,8 +3,10 @@
 //! CPU split, page faults), each with its change: in percent for
 //! quantities, in percentage points for shares, absolute from zero; and
 //! warnings when the two runs differ in more than the change under test
-//! (machine, tracer mode, target, load shape); when both runs have stacks,
-//! the functions that grew (`stacks_compare`), and a page of it all.
+//! (machine, tracer mode, target, load shape); where the anatomies named
+//! requests, the endpoints whose p99 changed (`endpoints_compare`); when
+//! both runs have stacks, the functions that grew (`stacks_compare`), and
+//! a page of it all.
 
 use std::fmt::Write as _;
 
@@ -559,6 +561,11 @@ fn warnings(a: &ProfileReport, b: &ProfileReport) -> Vec<String> {
 /// out: both artifacts' strings are untrusted (see [`crate::text`]).
 pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) -> String {
     let mut s = figures(a, b, a_name, b_name);
+    let endpoints = super::endpoints_compare::text(a, b);
+    if !endpoints.is_empty() {
+        s.push('\n');
+        s.push_str(&endpoints);
+    }
     let stacks = super::stacks_compare::text(a.stacks.as_ref(), b.stacks.as_ref());
     if !stacks.is_empty() {
         s.push('\n');
@@ -572,7 +579,13 @@ pub fn render(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) 
 /// graph.
 pub fn page(a: &ProfileReport, b: &ProfileReport, a_name: &str, b_name: &str) -> String {
     use super::svg::esc;
-    let table = crate::text::escape_block(&figures(a, b, a_name, b_name)).into_owned();
+    let mut figs = figures(a, b, a_name, b_name);
+    let endpoints = super::endpoints_compare::text(a, b);
+    if !endpoints.is_empty() {
+        figs.push('\n');
+        figs.push_str(&endpoints);
+    }
+    let table = crate::text::escape_block(&figs).into_owned();
     let body = format!(
         "{}{}",
         super::html::card(

@@ -104,3 +104,116 @@ fn missing(test: &str, why: &str) -> Option<Cluster> {
     eprintln!("SKIP {test}: {why}");
     None
 }
+
+/// A server of a [`Cluster`] started by the test (as user postgres), for
+/// a profile that attaches to it (`--pid`); stopped (fast shutdown) on
+/// drop.
+pub struct Server {
+    child: std::process::Child,
+    pid: i32,
+    /// Its port (TCP and the Unix socket's name).
+    pub port: u16,
+    sock_dir: PathBuf,
+}
+
+impl Server {
+    /// Starts the cluster's server listening on `listen` (empty: the Unix
+    /// socket only) and `port`, with `settings` (`name=value`, each a
+    /// `-c`), and waits until it answers a query.
+    pub fn start(cluster: &Cluster, listen: &str, port: u16, settings: &[&str]) -> Self {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", "postgres", "--"]);
+        cmd.args(cluster.server(listen, port));
+        for s in settings {
+            cmd.args(["-c", s]);
+        }
+        let log = std::fs::File::create(cluster.dir.path().join("server.log")).unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut server = Server {
+            child,
+            pid: 0,
+            port,
+            sock_dir: cluster.sock_dir(),
+        };
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(st) = server.child.try_wait().unwrap() {
+                let said = std::fs::read_to_string(cluster.dir.path().join("server.log"));
+                panic!("postgres exited ({st}): {}", said.unwrap_or_default());
+            }
+            if server.try_query("SELECT 1").is_some() {
+                break;
+            }
+            assert!(std::time::Instant::now() < end, "postgres did not answer");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let pidfile = std::fs::read_to_string(cluster.data().join("postmaster.pid")).unwrap();
+        server.pid = pidfile.lines().next().unwrap().trim().parse().unwrap();
+        server
+    }
+
+    /// The postmaster's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The directory of its Unix socket (pgbench's `-h`).
+    pub fn sock_dir(&self) -> &Path {
+        &self.sock_dir
+    }
+
+    /// The rows of `sql` (psql -At over the Unix socket: `|` between
+    /// fields), or None when it failed.
+    pub fn try_query(&self, sql: &str) -> Option<String> {
+        let out = Command::new("psql")
+            .arg("-h")
+            .arg(&self.sock_dir)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-At",
+                "-c",
+                sql,
+            ])
+            .arg("postgres")
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// As [`Server::try_query`], failing the test when it failed.
+    pub fn query(&self, sql: &str) -> String {
+        self.try_query(sql)
+            .unwrap_or_else(|| panic!("psql failed: {sql}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.pid > 0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.pid),
+                nix::sys::signal::Signal::SIGINT,
+            );
+        }
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.child.try_wait().ok().flatten().is_none() {
+            if std::time::Instant::now() > end {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! `sockscope profile` end to end: launched and attached targets, external
 //! load commands, Unix-socket targets, the request anatomy in a profile
 //! (HTTP/1 and HTTP/2, RESP commands against redis, memcached's text
-//! commands against memcached), the socket evidence
+//! commands against memcached, PostgreSQL's requests
+//! against pg_stat_statements), the socket evidence
 //! provoked in network namespaces and the emulated paths. The evidence tests (named namespaces) and the
 //! path tests that compare `ip netns list` before and after take
 //! `common::serial()`.
@@ -18,6 +19,8 @@ mod anatomy_http1;
 mod anatomy_http2;
 #[path = "../anatomy_memcached.rs"]
 mod anatomy_memcached;
+#[path = "../anatomy_postgres.rs"]
+mod anatomy_postgres;
 #[path = "../anatomy_profile.rs"]
 mod anatomy_profile;
 #[path = "../anatomy_resp.rs"]

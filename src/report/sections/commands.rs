@@ -1,4 +1,4 @@
-//! The request anatomy's commands (RESP, memcached, HTTP/1): one row per port,
+//! The request anatomy's commands (RESP, memcached, PostgreSQL, HTTP/1): one row per port,
 //! protocol and command name, in the summary and on the page
 //! (report/commands.rs has the figures and their text).
 
@@ -46,10 +46,13 @@ impl ProfileSection for Commands {
                     e.label(),
                     crate::text::escape(&e.name).into_owned(),
                     e.count.to_string(),
+                    format!("{:.0}", e.rate_per_s),
                     e.batched.to_string(),
                     e.noreply.to_string(),
                     timed(e.server_p50_ns),
+                    timed(e.server_p90_ns),
                     timed(e.server_p99_ns),
+                    timed(e.server_p999_ns),
                 ];
                 if status {
                     match e.status {
@@ -63,13 +66,17 @@ impl ProfileSection for Commands {
             })
             .collect();
         let mut head = vec![
-            "endpoint", "command", "count", "batched", "noreply", "p50", "p99",
+            "endpoint", "command", "count", "/s", "batched", "noreply", "p50", "p90", "p99",
+            "p99.9",
         ];
-        let mut numeric = vec![2, 3, 4, 5, 6];
+        let mut numeric = vec![2, 3, 4, 5, 6, 7, 8, 9];
         if status {
             head.extend(["2xx", "3xx", "4xx", "5xx"]);
-            numeric.extend([7, 8, 9, 10]);
+            numeric.extend([10, 11, 12, 13]);
         }
+        let slowest = crate::report::commands::slowest_line(&a.endpoints)
+            .map(|l| format!(" The {l}."))
+            .unwrap_or_default();
         let lead = format!(
             "The requests as commands, found in the bytes the target read ({}): {requests} \
              commands in {} turns. A pipelined batch is one turn: each of its commands is \
@@ -77,9 +84,9 @@ impl ProfileSection for Commands {
              name, a turn going under its first command) is the batch's. A memcached command \
              sent with noreply gets no response: it is counted, never timed. An HTTP/1 request is \
              named by its method and route template (numbers and ids folded to {{id}}; no query \
-             or header value is kept) and its response's status class is counted.",
-            crate::report::commands::protocols(&a.parsed()),
-            crate::report::commands::command_turns(&a.parsed())
+             or header value is kept) and its response's status class is counted.{slowest}",
+            crate::report::commands::protocols(&a.protocol_counts()),
+            crate::report::commands::command_turns(&a.protocol_counts())
         );
         Some(card(
             &format!("{p}commands"),

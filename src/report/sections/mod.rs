@@ -4,7 +4,7 @@
 //! Each family of sections is one file here: `sweep` (the steps of a sweep
 //! or a capacity search), `headline`, `insights`, `load` (latency and
 //! throughput of sockscope's load, or the workload it did not drive),
-//! `anatomy` (the request anatomy), `commands` (its RESP and memcached commands), `syscalls`, `resources` (CPU, and the
+//! `anatomy` (the request anatomy), `commands` (its RESP, memcached and PostgreSQL commands), `syscalls`, `resources` (CPU, and the
 //! other resources), `stacks` (flame graphs, top functions), `processes`
 //! (attribution, the per-process breakdown), `kernel` (the kernel's
 //! evidence), `tracer` (its own cost), `environment` (how it was measured,

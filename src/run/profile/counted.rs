@@ -10,7 +10,7 @@ use crate::report::workload::{COMMAND, OBSERVED, RequestCount, WorkloadRecord};
 /// The requests the anatomy counted: the timed turns, the turns of
 /// multiplexed connections (a batch each: a lower bound there) and the UDP
 /// datagrams answered whose arrival it did not see. Where it counted
-/// commands from the bytes (RESP, memcached), those are the requests,
+/// commands from the bytes (RESP, memcached, PostgreSQL), those are the requests,
 /// never their turns (a pipelined batch is one turn of many commands):
 /// the turns that carried commands are replaced by the commands.
 pub fn requests(a: &AnatomyReport) -> u64 {
@@ -23,7 +23,7 @@ pub fn requests(a: &AnatomyReport) -> u64 {
 
 /// The turns that carried commands, every protocol.
 fn command_turns(a: &AnatomyReport) -> u64 {
-    crate::report::commands::command_turns(&a.parsed())
+    crate::report::commands::command_turns(&a.protocol_counts())
 }
 
 /// The workload record of a command's run or an observation, its requests
@@ -76,7 +76,7 @@ fn note(a: &AnatomyReport) -> String {
             "{commands} {} commands read whole on {} connection{} ({} in {} turns: pipelined \
              batches count every command), and {} turns on connections whose requests were not \
              parsed ({})",
-            crate::report::commands::protocols(&a.parsed()),
+            crate::report::commands::protocols(&a.protocol_counts()),
             a.connections,
             if a.connections == 1 { "" } else { "s" },
             commands,

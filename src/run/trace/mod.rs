@@ -76,6 +76,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             quiet: spec.quiet,
             metrics: spec.metrics,
             scope_name: scope_name(&spec.options.target),
+            max_series: spec.options.max_series as usize,
             duty: spec.requests_duty,
             interval: spec.interval,
         });

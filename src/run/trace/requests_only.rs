@@ -45,6 +45,9 @@ pub struct RequestsOnlySpec {
     pub metrics: Option<(std::net::SocketAddr, bool)>,
     /// How the exporter names the target (`pid:N`, `comm:x`...).
     pub scope_name: String,
+    /// Endpoint series the exporter serves under their own names
+    /// (`--max-series`).
+    pub max_series: usize,
     /// Sample the window (`--requests-duty`) instead of following all of it.
     pub duty: Option<crate::anatomy::Duty>,
     /// `--interval`: a line on stderr per interval (`super::requests_live`).
@@ -64,7 +67,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
                 addr,
                 public,
                 crate::metrics::ExporterOptions {
-                    max_series: 0,
+                    max_series: spec.max_series,
                     scope: spec.scope_name.clone(),
                     by: crate::trace::snapshot::Breakdown::None,
                 },
