@@ -86,6 +86,20 @@ pub mod count {
     pub const MC_NAMES_FULL: usize = C::SS_CNT_MC_NAMES_FULL.0 as usize;
     /// memcached `noreply` commands (counted, never timed).
     pub const MC_NOREPLY: usize = C::SS_CNT_MC_NOREPLY.0 as usize;
+    /// Connections whose first read began an HTTP/1 request line.
+    pub const H1_CONNS: usize = C::SS_CNT_H1_CONNS.0 as usize;
+    /// HTTP/1 connections the parser gave up on.
+    pub const H1_GAVE_UP: usize = C::SS_CNT_H1_GAVE_UP.0 as usize;
+    /// HTTP/1: turns closed that carried at least one request.
+    pub const H1_TURNS: usize = C::SS_CNT_H1_TURNS.0 as usize;
+    /// HTTP/1 requests whose route found no room in the names map.
+    pub const H1_NAMES_FULL: usize = C::SS_CNT_H1_NAMES_FULL.0 as usize;
+    /// HTTP/1 requests whose response's status was not read.
+    pub const H1_STATUS_UNKNOWN: usize = C::SS_CNT_H1_STATUS_UNKNOWN.0 as usize;
+    /// HTTP/1 final responses written with no request read before them.
+    pub const H1_UNMATCHED: usize = C::SS_CNT_H1_UNMATCHED.0 as usize;
+    /// HTTP/1 1xx interim responses (100 Continue): no turn's end.
+    pub const H1_INTERIM: usize = C::SS_CNT_H1_INTERIM.0 as usize;
     /// Connections whose first read was a PostgreSQL startup packet.
     pub const PG_CONNS: usize = C::SS_CNT_PG_CONNS.0 as usize;
     /// PostgreSQL connections the parser gave up on.
@@ -105,6 +119,8 @@ pub mod wire {
     pub const RESP: u8 = W::SS_WIRE_RESP.0 as u8;
     /// memcached's text protocol (src/bpf/memcached.h).
     pub const MEMCACHED: u8 = W::SS_WIRE_MEMCACHED.0 as u8;
+    /// HTTP/1.0 and 1.1 (src/bpf/http1.h).
+    pub const HTTP1: u8 = W::SS_WIRE_HTTP1.0 as u8;
     /// PostgreSQL's frontend protocol (src/bpf/postgres.h).
     pub const POSTGRES: u8 = W::SS_WIRE_POSTGRES.0 as u8;
 }
@@ -133,6 +149,10 @@ pub fn pg_kind(code: u8) -> Option<&'static str> {
         .map(|(_, name)| *name)
 }
 
+/// Bytes of an HTTP/1 name's text (method, space, route template) the
+/// kernel keeps.
+pub const H1_TEXT: usize = types::ss_anat_limits::SS_H1_TEXT.0 as usize;
+
 /// Bytes of a command's name the kernel keeps.
 pub const NAME_LEN: usize = types::ss_anat_limits::SS_RESP_NAME_LEN.0 as usize;
 
@@ -156,5 +176,7 @@ unsafe impl Plain for types::ss_anat_port_key {}
 unsafe impl Plain for types::ss_anat_name_key {}
 // SAFETY: as above.
 unsafe impl Plain for types::ss_anat_name {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_h1_route {}
 
 const _: () = assert!(PROG_NAMES.len() == PROGS);

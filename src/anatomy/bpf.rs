@@ -14,7 +14,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
 
-use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, NAME_LEN, PARTS, PROGS, types};
+use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, H1_TEXT, NAME_LEN, PARTS, PROGS, types};
 use super::counts::{Counts, NameCounts, PortTurns, ProgRuns, Transport, Wire};
 use super::ports::ServedPort;
 use crate::clock::monotonic_ns;
@@ -400,11 +400,16 @@ impl<'obj> Programs<'obj> {
             // The kernel pads a shorter name with zeros (all zeros: "(other)").
             let name = &k.name[..NAME_LEN.min(k.name.len())];
             let len = name.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+            let name = if wire == Wire::Http1 && len > 0 {
+                self.h1_text(name)?
+            } else {
+                name[..len].to_vec()
+            };
             out.push(NameCounts {
                 port: k.port,
                 transport,
                 wire,
-                name: name[..len].to_vec(),
+                name,
                 commands: v.commands,
                 batched: v.batched,
                 noreply: v.noreply,
@@ -412,12 +417,39 @@ impl<'obj> Programs<'obj> {
                 sum_ns: v.sum_ns,
                 max_ns: v.max_ns,
                 hist: v.hist.to_vec(),
+                status: v.status,
             });
         }
         out.sort_by(|a, b| {
             (a.transport, a.port, a.wire, &a.name).cmp(&(b.transport, b.port, b.wire, &b.name))
         });
         Ok(out)
+    }
+
+    /// An HTTP/1 name's text from its hash (the key's first 8 bytes):
+    /// `…` marks a route cut at the kernel's length; a hash whose text is
+    /// missing (not expected: the kernel writes it before the name
+    /// counts) shows as `(route not kept)`.
+    fn h1_text(&self, key_name: &[u8]) -> Result<Vec<u8>> {
+        let hash = key_name.get(..8).context("short HTTP/1 name")?;
+        let Some(bytes) = self
+            .skel
+            .maps
+            .h1_routes
+            .lookup(hash, MapFlags::ANY)
+            .context("reading the HTTP/1 routes")?
+        else {
+            return Ok(b"(route not kept)".to_vec());
+        };
+        let Some(r) = pod::read::<types::ss_h1_route>(&bytes) else {
+            bail!("short value in the HTTP/1 routes");
+        };
+        let len = usize::from(r.len).min(H1_TEXT);
+        let mut text = r.text[..len].to_vec();
+        if r.cut != 0 {
+            text.extend_from_slice("…".as_bytes());
+        }
+        Ok(text)
     }
 
     fn sum_cpus(&self, per_cpu: &[Vec<u8>], mut acc: PortTurns) -> Result<PortTurns> {

@@ -173,6 +173,8 @@ pub enum Wire {
     Resp,
     /// memcached's text protocol.
     Memcached,
+    /// HTTP/1.0 and 1.1.
+    Http1,
     /// PostgreSQL's frontend protocol (v3).
     Postgres,
 }
@@ -184,17 +186,19 @@ impl Wire {
         match n {
             n if n == super::abi::wire::RESP => Some(Wire::Resp),
             n if n == super::abi::wire::MEMCACHED => Some(Wire::Memcached),
+            n if n == super::abi::wire::HTTP1 => Some(Wire::Http1),
             n if n == super::abi::wire::POSTGRES => Some(Wire::Postgres),
             _ => None,
         }
     }
 
-    /// "resp", "memcached" or "postgres" (run.json's
+    /// "resp", "memcached", "postgres" or "http" (run.json's
     /// `endpoints[].protocol`).
     pub fn name(self) -> &'static str {
         match self {
             Wire::Resp => "resp",
             Wire::Memcached => "memcached",
+            Wire::Http1 => "http",
             Wire::Postgres => "postgres",
         }
     }
@@ -267,8 +271,9 @@ pub struct NameCounts {
     /// The protocol the commands were found in.
     pub wire: Wire,
     /// The name's bytes as the peer sent them (RESP's upper-cased), at
-    /// most `abi::NAME_LEN`; empty for "(other)" (names past the port's
-    /// limit).
+    /// most `abi::NAME_LEN`; HTTP/1: method and route template, at most
+    /// `abi::H1_TEXT` bytes, ending in `…` when the route was cut; empty
+    /// for "(other)" (names past the port's limit).
     pub name: Vec<u8>,
     /// Commands completed.
     pub commands: u64,
@@ -284,6 +289,8 @@ pub struct NameCounts {
     pub max_ns: u64,
     /// Their server time (trace/hist.rs buckets).
     pub hist: Vec<u64>,
+    /// HTTP/1: final responses by status class (2xx, 3xx, 4xx, 5xx).
+    pub status: [u64; 4],
 }
 
 impl NameCounts {
@@ -296,6 +303,7 @@ impl NameCounts {
         out.turns = self.turns.saturating_sub(e.turns);
         out.sum_ns = self.sum_ns.saturating_sub(e.sum_ns);
         sub_from(&mut out.hist, &e.hist);
+        sub_from(&mut out.status, &e.status);
         out
     }
 
@@ -463,6 +471,7 @@ pub(crate) mod tests {
             sum_ns: 10,
             max_ns: 10,
             hist: vec![0; hist::BUCKETS],
+            status: [0; 4],
         };
         let mut before = Counts::empty();
         before.names = vec![name(b"GET", 10, 6379), name(b"SET", 4, 6379)];

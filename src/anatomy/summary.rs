@@ -4,13 +4,13 @@
 //! the per-port rows, the intervals, and the cost. Pure functions.
 
 use super::abi::{PROG_NAMES, count};
-use super::counts::{Counts, NameCounts, Part, PortTurns, ProgRuns};
+use super::counts::{Counts, NameCounts, Part, PortTurns, ProgRuns, Wire};
 use crate::probe::hist::{self, Histogram};
 use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
-use crate::report::commands::{Endpoint, ProtocolCounts};
+use crate::report::commands::{Endpoint, ProtocolCounts, StatusClasses};
 use crate::stats::{LatencySummary, TailInterval, tail};
 
 /// The quantile of a named percentile.
@@ -278,6 +278,7 @@ pub fn report(
         cost,
         requests: (c[count::RESP_CONNS] > 0
             || c[count::MC_CONNS] > 0
+            || c[count::H1_CONNS] > 0
             || c[count::PG_CONNS] > 0
             || c[count::COMMANDS] > 0)
             .then_some(c[count::COMMANDS]),
@@ -286,8 +287,7 @@ pub fn report(
             unparsed: c[count::RESP_GAVE_UP],
             turns: c[count::CMD_TURNS],
             unnamed: c[count::NAMES_FULL],
-            noreply: 0,
-            encrypted: 0,
+            ..ProtocolCounts::default()
         },
         memcached: ProtocolCounts {
             connections: c[count::MC_CONNS],
@@ -295,15 +295,26 @@ pub fn report(
             turns: c[count::MC_TURNS],
             unnamed: c[count::MC_NAMES_FULL],
             noreply: c[count::MC_NOREPLY],
-            encrypted: 0,
+            ..ProtocolCounts::default()
+        },
+        http: ProtocolCounts {
+            connections: c[count::H1_CONNS],
+            unparsed: c[count::H1_GAVE_UP],
+            turns: c[count::H1_TURNS],
+            unnamed: c[count::H1_NAMES_FULL],
+            noreply: 0,
+            status_unknown: c[count::H1_STATUS_UNKNOWN],
+            unmatched: c[count::H1_UNMATCHED],
+            interim: c[count::H1_INTERIM],
+            ..ProtocolCounts::default()
         },
         postgres: ProtocolCounts {
             connections: c[count::PG_CONNS],
             unparsed: c[count::PG_GAVE_UP],
             turns: c[count::PG_TURNS],
             unnamed: c[count::PG_NAMES_FULL],
-            noreply: 0,
             encrypted: c[count::PG_ENCRYPTED],
+            ..ProtocolCounts::default()
         },
         endpoints: endpoints(&window.names),
     }
@@ -313,9 +324,10 @@ pub fn report(
 pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
     names
         .iter()
-        .filter(|n| n.commands > 0 || n.turns > 0)
+        .filter(|n| n.commands > 0 || n.turns > 0 || n.status.iter().any(|s| *s > 0))
         .map(|n| {
             let h = n.histogram();
+            let status = (n.wire == Wire::Http1).then(|| StatusClasses::from_counts(n.status));
             Endpoint {
                 port: n.port,
                 transport: n.transport.name().to_string(),
@@ -332,6 +344,9 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
                 server_p999_ns: h.quantile(0.999).unwrap_or(0),
                 server_mean_ns: n.sum_ns.checked_div(n.turns).unwrap_or(0),
                 rate_per_s: 0.0,
+                errors: status.map(|s| s.s5xx),
+                client_errors: status.map(|s| s.s4xx),
+                status,
             }
         })
         .collect()

@@ -105,6 +105,7 @@ struct ss_anat_name_count layout_name_count __attribute__((unused));
 enum ss_resp_proto layout_resp_proto __attribute__((unused));
 enum ss_anat_wire layout_wire __attribute__((unused));
 enum ss_pg_kind layout_pg_kind __attribute__((unused));
+struct ss_h1_route layout_h1_route __attribute__((unused));
 
 const struct ss_anat_stats zero_stats = {};
 
@@ -349,6 +350,7 @@ __noinline __u32 anat_bucket(__u64 v)
 #include "resp.h"
 #include "memcached.h"
 #include "postgres.h"
+#include "http1.h"
 #include "wire.h"
 
 /* Index of part p's bucket b in the flat arrays, bounds-checked in a way
@@ -961,6 +963,12 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 	now = bpf_ktime_get_ns();
 	if (c->flags & SS_CONN_UDP) {
 		udp_answer(c, sk, now);
+		return true;
+	}
+	if (c->wire == SS_WIRE_HTTP1 && h1_write(c, ret) && c->state == SS_TURN_SERVING) {
+		/* Only a 1xx interim response (100 Continue): the request's
+		 * body may follow; its turn goes on. */
+		c->seq_mark = c->proto == SS_ANAT_PROTO_UNIX ? 0 : write_seq_of(sk);
 		return true;
 	}
 	/* The state first, then the mark, then the test of a next request:

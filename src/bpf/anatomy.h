@@ -63,6 +63,11 @@ enum ss_anat_limits {
 	SS_RESP_NAME_LEN = 16,
 	SS_RESP_NAMES_PER_PORT = 128,
 	SS_RESP_NAMES_MAX = 1024,
+	/* HTTP/1 (http1.h): the text of a name (method, space, route
+	 * template) kept at most; requests read and not answered whose names
+	 * are kept, per connection (for their responses' status). */
+	SS_H1_TEXT = 64,
+	SS_H1_QUEUE = 16,
 	/* PostgreSQL (postgres.h): prepared statements' kinds kept per
 	 * connection (a power of 2), and connections kept in all (LRU). */
 	SS_PG_STMTS = 16,
@@ -78,6 +83,10 @@ enum ss_resp_proto {
 				* read that begins a command */
 	SS_RESP_PROBE = 4,     /* memcached: the first word is being read; a
 				* known command makes the connection memcached */
+	/* HTTP/1 (http1.h): the first request line is being read; one that
+	 * ends in HTTP/1.x makes the connection HTTP/1. (6, not 5: the value
+	 * a parallel protocol branch may take.) */
+	SS_RESP_PROBE_H1 = 6,
 };
 
 /* ss_anat_conn.wire (and ss_anat_name_key.wire): the protocol a
@@ -87,6 +96,8 @@ enum ss_anat_wire {
 	SS_WIRE_RESP = 1,      /* resp.h */
 	SS_WIRE_MEMCACHED = 2, /* memcached.h: the text protocol */
 	SS_WIRE_POSTGRES = 3,  /* postgres.h: the frontend protocol v3 */
+	SS_WIRE_HTTP1 = 4,     /* http1.h: HTTP/1.0 and 1.1 (4, not 3: see
+				* SS_RESP_PROBE_H1) */
 };
 
 /* PostgreSQL: a request's kind, the first byte of its name (the rest, a
@@ -150,7 +161,15 @@ enum ss_anat_count {
 	SS_CNT_PG_TURNS = 29,      /* PostgreSQL: turns closed that carried >= 1 request */
 	SS_CNT_PG_NAMES_FULL = 30, /* PostgreSQL requests whose name found no room */
 	SS_CNT_PG_ENCRYPTED = 31,  /* PostgreSQL connections gone TLS or GSS: not readable */
-	SS_COUNTS = 32,
+	/* HTTP/1 (http1.h) */
+	SS_CNT_H1_CONNS = 32,      /* connections whose first read began an HTTP/1 request line */
+	SS_CNT_H1_GAVE_UP = 33,    /* of them, given up on (requests or responses) */
+	SS_CNT_H1_TURNS = 34,      /* turns closed that carried >= 1 request */
+	SS_CNT_H1_NAMES_FULL = 35, /* requests whose route found no room */
+	SS_CNT_H1_STATUS_UNKNOWN = 36, /* requests whose response's status was not read */
+	SS_CNT_H1_UNMATCHED = 37,  /* final responses with no request read before them */
+	SS_CNT_H1_INTERIM = 38,    /* 1xx interim responses (100 Continue...): not a turn's end */
+	SS_COUNTS = 39,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
@@ -212,6 +231,50 @@ struct ss_anat_stats_key {
 	__u32 pad;
 };
 
+/* HTTP/1 (http1.h): one direction's parser (requests read, responses
+ * written). */
+struct ss_h1_parse {
+	__u64 skip;     /* body or chunk bytes still to pass; while a head is
+			 * read, the Content-Length or chunk size so far */
+	__u32 head;     /* bytes of the head (or chunk line) so far: bounded */
+	__u16 code;     /* responses: the status code */
+	__u8 st;        /* enum ss_h1_state */
+	__u8 k;         /* bytes matched of the word being compared */
+	__u8 m;         /* the header line being read: enum ss_h1_header */
+	__u8 f;         /* enum ss_h1_flags */
+	__u8 ck;        /* bytes of "chunked" matched at a value's end */
+	__u8 pad;
+};
+
+/* HTTP/1 per connection: both parsers, the names of the requests waiting
+ * for their response, and the route template being read. No header
+ * value, query or body byte is kept. */
+struct ss_h1_conn {
+	struct ss_h1_parse req;
+	struct ss_h1_parse resp;
+	__u64 q[SS_H1_QUEUE]; /* names (ss_anat_name_key.name's first 8
+			       * bytes; bit 0 clear: a HEAD) read, not answered */
+	__u64 last;     /* the last name whose text is kept (h1_name) */
+	__u16 qhead;
+	__u16 qtail;
+	__u16 qlost;    /* requests read past a full queue: statuses unknown */
+	__u16 segn;     /* bytes of the path segment being read */
+	__u8 tlen;      /* bytes of text */
+	__u8 seg;       /* where the segment being read begins in text */
+	__u8 segf;      /* what the segment can still be (enum ss_h1_seg) */
+	__u8 tf;        /* enum ss_h1_text_flags */
+	__u8 text[SS_H1_TEXT];
+};
+
+/* The text of an HTTP/1 name (`GET /users/{id}`), by its 8-byte hash
+ * (ss_anat_name_key.name's first 8 bytes; the rest zero). */
+struct ss_h1_route {
+	__u8 len;
+	__u8 cut;       /* 1: the route was longer than kept */
+	__u8 pad[6];
+	__u8 text[SS_H1_TEXT];
+};
+
 /* One connection (or UDP socket), in socket local storage. */
 struct ss_anat_conn {
 	__u64 sk;           /* the socket this was set up for */
@@ -258,6 +321,9 @@ struct ss_anat_conn {
 	__u8 mmatch;        /* bytes of the token that match "noreply" */
 	__u8 mflags;        /* memcached.h's line flags */
 	__u32 mpad;
+	/* HTTP/1 (http1.h): its own parsers' state, apart from the fields
+	 * above. */
+	struct ss_h1_conn h1;
 };
 
 /* Key of the per-command-name counts: a port's statistics key and the
@@ -279,6 +345,9 @@ struct ss_anat_name {
 	__u64 sum_ns;       /* their server time's sum */
 	__u64 max_ns;
 	__u64 hist[SS_HIST_BUCKETS];  /* their server time */
+	/* HTTP/1: final responses by status class (2xx, 3xx, 4xx, 5xx; the
+	 * rest, 1xx finals such as 101, in the counters) */
+	__u64 status[4];
 };
 
 /* A port's number of names so far (bounds them). */

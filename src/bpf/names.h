@@ -96,16 +96,21 @@ static __always_inline void name_key(struct ss_anat_name_key *k, const struct ss
 	__builtin_memcpy(&k->name[8], &hi, 8);
 }
 
-/* The counter of c's protocol among RESP's, memcached's and PostgreSQL's. */
+/* The counter of c's protocol among RESP's, memcached's, PostgreSQL's and
+ * HTTP/1's. */
 static __always_inline __u32 wire_counter(const struct ss_anat_conn *c, __u32 resp, __u32 mc,
-					  __u32 pg)
+					  __u32 pg, __u32 h1)
 {
-	return c->wire == SS_WIRE_MEMCACHED ? mc : c->wire == SS_WIRE_POSTGRES ? pg : resp;
+	return c->wire == SS_WIRE_MEMCACHED ? mc
+	       : c->wire == SS_WIRE_POSTGRES ? pg
+	       : c->wire == SS_WIRE_HTTP1    ? h1
+					     : resp;
 }
 
 static __always_inline __u32 names_full_counter(const struct ss_anat_conn *c)
 {
-	return wire_counter(c, SS_CNT_NAMES_FULL, SS_CNT_MC_NAMES_FULL, SS_CNT_PG_NAMES_FULL);
+	return wire_counter(c, SS_CNT_NAMES_FULL, SS_CNT_MC_NAMES_FULL, SS_CNT_PG_NAMES_FULL,
+			    SS_CNT_H1_NAMES_FULL);
 }
 
 /* Adds commands (and batched ones) to a name of c's port. */
@@ -166,7 +171,7 @@ __noinline int name_turn(const struct ss_anat_conn *c, __u64 server, int timed)
 
 	if (!c)
 		return 0;
-	count(wire_counter(c, SS_CNT_CMD_TURNS, SS_CNT_MC_TURNS, SS_CNT_PG_TURNS));
+	count(wire_counter(c, SS_CNT_CMD_TURNS, SS_CNT_MC_TURNS, SS_CNT_PG_TURNS, SS_CNT_H1_TURNS));
 	if (!timed)
 		return 0;
 	name_key(&k, c, c->tname[0], c->tname[1]);

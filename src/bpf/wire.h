@@ -8,7 +8,8 @@
  * the protocol says to pass (a bulk string, a data block) is passed by
  * its length, never read. A connection's first read decides its protocol:
  * `*` begins RESP, a memcached command word memcached's text protocol, a
- * startup packet PostgreSQL's (pg_first); anything else is turns only.
+ * startup packet PostgreSQL's (pg_first), an HTTP/1 request line HTTP/1
+ * (http1.h, which has its own driver); anything else is turns only.
  */
 #ifndef SOCKSCOPE_WIRE_H
 #define SOCKSCOPE_WIRE_H
@@ -32,6 +33,8 @@ __noinline int wire_parse(struct ss_anat_conn *c, __u64 ubuf, __u64 len)
 	__u64 pos = 0, d;
 	int it, k, bad = 0, mc;
 
+	if (c && (c->wire == SS_WIRE_HTTP1 || c->rproto == SS_RESP_PROBE_H1))
+		return h1_parse(c, ubuf, len, 0);
 	sc = bpf_map_lookup_elem(&resp_scratch, &zero);
 	if (!c || !sc)
 		return -1;
@@ -203,7 +206,13 @@ static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
 			c->wire = SS_WIRE_RESP;
 			c->rproto = SS_RESP_ON;
 			c->rst = R_TYPE;
-		} else if (first >= 'a' && first <= 'z' && c->wire != SS_WIRE_RESP) {
+		} else if (first >= 'A' && first <= 'Z' &&
+			   (c->wire == SS_WIRE_NONE || c->wire == SS_WIRE_HTTP1)) {
+			/* Its request line tells (http1.h). */
+			c->rproto = SS_RESP_PROBE_H1;
+			c->h1.req.st = H_START;
+		} else if (first >= 'a' && first <= 'z' &&
+			   (c->wire == SS_WIRE_NONE || c->wire == SS_WIRE_MEMCACHED)) {
 			/* Its first word tells (mc_name_end). */
 			c->rproto = SS_RESP_PROBE;
 			mc_line_reset(c);
@@ -235,7 +244,8 @@ static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
 	}
 	if (r < 0) {
 		c->rproto = SS_RESP_OFF;
-		count(wire_counter(c, SS_CNT_RESP_GAVE_UP, SS_CNT_MC_GAVE_UP, SS_CNT_PG_GAVE_UP));
+		count(wire_counter(c, SS_CNT_RESP_GAVE_UP, SS_CNT_MC_GAVE_UP, SS_CNT_PG_GAVE_UP,
+				   SS_CNT_H1_GAVE_UP));
 		return 0;
 	}
 	return c->wire == SS_WIRE_MEMCACHED && c->rproto == SS_RESP_ON &&
@@ -246,10 +256,14 @@ static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
  * so the parser starts again at a read that begins a command. */
 static __always_inline void wire_pause(struct ss_anat_conn *c)
 {
-	if (c->rproto == SS_RESP_ON || (c->rproto == SS_RESP_PROBE && c->wire != SS_WIRE_NONE))
+	if (c->rproto == SS_RESP_ON ||
+	    ((c->rproto == SS_RESP_PROBE || c->rproto == SS_RESP_PROBE_H1) &&
+	     c->wire != SS_WIRE_NONE))
 		c->rproto = SS_RESP_RESYNC;
-	else if (c->rproto == SS_RESP_PROBE)
+	else if (c->rproto == SS_RESP_PROBE || c->rproto == SS_RESP_PROBE_H1)
 		c->rproto = SS_RESP_UNKNOWN;
+	if (c->wire == SS_WIRE_HTTP1)
+		h1_pause(c);
 	c->rst = R_TYPE;
 	c->rskip = 0;
 	c->relems = 0;

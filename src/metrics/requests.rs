@@ -293,6 +293,7 @@ mod tests {
             sum_ns: servers.iter().sum(),
             max_ns: servers.iter().copied().max().unwrap_or(0),
             hist,
+            status: [0; 4],
         }
     }
 

@@ -335,7 +335,8 @@ pub struct AnatomyReport {
     pub intervals: Vec<AnatomyInterval>,
     /// What it cost.
     pub cost: AnatomyCost,
-    /// Requests counted from their bytes (RESP, memcached and PostgreSQL;
+    /// Requests counted from their bytes (RESP, memcached and PostgreSQL
+    /// commands, HTTP/1 requests;
     /// see report/commands.rs), where `turns` counts a pipelined batch
     /// once. Absent when no connection's requests were parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -351,6 +352,9 @@ pub struct AnatomyReport {
     /// saw no connection).
     #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
     pub postgres: ProtocolCounts,
+    /// What the HTTP/1 parser saw (absent when it saw no connection).
+    #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
+    pub http: ProtocolCounts,
     /// Per port and command name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
@@ -362,12 +366,13 @@ pub const PERCENTILES: [&str; 4] = ["p50", "p90", "p99", "p99.9"];
 impl AnatomyReport {
     /// Each protocol whose requests are parsed from the bytes: its name
     /// for people and what its parser saw.
-    pub fn protocol_counts(&self) -> [(&'static str, &ProtocolCounts); 3] {
-        use super::commands::{MEMCACHED, POSTGRES, RESP};
+    pub fn protocol_counts(&self) -> [(&'static str, &ProtocolCounts); 4] {
+        use super::commands::{HTTP1, MEMCACHED, POSTGRES, RESP};
         [
             (RESP, &self.resp),
             (MEMCACHED, &self.memcached),
             (POSTGRES, &self.postgres),
+            (HTTP1, &self.http),
         ]
     }
 

@@ -1,8 +1,9 @@
 //! The request anatomy's commands (run.json's `anatomy.requests`,
-//! `anatomy.resp`, `anatomy.memcached`, `anatomy.postgres` and
-//! `anatomy.endpoints`) and their table: where the anatomy found request
-//! boundaries in the bytes (RESP, memcached's text protocol, PostgreSQL's
-//! frontend protocol; issue 39), each command is a request, and a
+//! `anatomy.resp`, `anatomy.memcached`, `anatomy.postgres`,
+//! `anatomy.http` and `anatomy.endpoints`) and their table: where the
+//! anatomy found request boundaries in the bytes (RESP, memcached's text
+//! protocol, PostgreSQL's frontend protocol, HTTP/1; issue 39), each
+//! command (an HTTP/1 request) is a request, and a
 //! turn carries the commands its read(s) completed. A pipelined batch is
 //! one turn: each of its commands is counted, and its server time is the
 //! batch's. A memcached `noreply` command is counted, never timed.
@@ -43,6 +44,20 @@ pub struct ProtocolCounts {
     /// turns.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub encrypted: u64,
+    /// HTTP/1: requests whose response's status was not read (a response
+    /// read to the close, a write whose buffer could not be read, more
+    /// requests waiting than the kernel keeps, a sampled window's pause):
+    /// counted, in no status class.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub status_unknown: u64,
+    /// HTTP/1: final responses written with no request read before them
+    /// (a request read before the window, or one the parser gave up on).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unmatched: u64,
+    /// HTTP/1: 1xx interim responses (100 Continue): no request's answer
+    /// and no turn's end.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interim: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -56,12 +71,49 @@ impl ProtocolCounts {
     }
 }
 
-/// The protocols' names, for people: "RESP", "memcached", "PostgreSQL".
+/// The protocols' names, for people: "RESP", "memcached", "PostgreSQL",
+/// "HTTP/1".
 pub const RESP: &str = "RESP";
 /// See [`RESP`].
 pub const MEMCACHED: &str = "memcached";
 /// See [`RESP`].
 pub const POSTGRES: &str = "PostgreSQL";
+/// See [`RESP`].
+pub const HTTP1: &str = "HTTP/1";
+
+/// HTTP/1 final responses by status class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusClasses {
+    /// 2xx.
+    #[serde(rename = "2xx")]
+    pub s2xx: u64,
+    /// 3xx.
+    #[serde(rename = "3xx")]
+    pub s3xx: u64,
+    /// 4xx: client errors.
+    #[serde(rename = "4xx")]
+    pub s4xx: u64,
+    /// 5xx: errors.
+    #[serde(rename = "5xx")]
+    pub s5xx: u64,
+}
+
+impl StatusClasses {
+    /// From the kernel's four counts (2xx..5xx).
+    pub fn from_counts(c: [u64; 4]) -> Self {
+        Self {
+            s2xx: c[0],
+            s3xx: c[1],
+            s4xx: c[2],
+            s5xx: c[3],
+        }
+    }
+
+    /// Responses of every class.
+    pub fn total(&self) -> u64 {
+        self.s2xx + self.s3xx + self.s4xx + self.s5xx
+    }
+}
 
 /// Each protocol's name (for people) and counts, as
 /// `AnatomyReport::protocol_counts` lists them.
@@ -98,14 +150,16 @@ pub struct Endpoint {
     /// A Unix listener's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
-    /// "resp", "memcached" or "postgres".
+    /// "resp", "memcached", "postgres" or "http".
     pub protocol: String,
     /// The command's name as the peer sent it (RESP: its first bulk
     /// string's first 16 bytes, upper-cased; memcached: its line's first
     /// word's first 16 bytes, as sent; PostgreSQL: the statement's kind,
     /// then a prepared statement's name's first 15 bytes when it is named;
-    /// bytes that are not UTF-8 as `\xNN`); [`OTHER`] for the names past
-    /// the port's limit. Peer bytes: escape before showing.
+    /// HTTP/1: the method and the route template, `GET /users/{id}`, at
+    /// most 64 bytes, ending in `…` when cut; bytes that are not UTF-8 as
+    /// `\xNN`); [`OTHER`] for the names past the port's limit. Peer bytes:
+    /// escape before showing.
     pub name: String,
     /// Commands completed.
     pub count: u64,
@@ -136,6 +190,16 @@ pub struct Endpoint {
     /// artifacts from before it was recorded).
     #[serde(default)]
     pub rate_per_s: f64,
+    /// HTTP/1: the final responses to these requests by status class
+    /// (absent for the other protocols).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusClasses>,
+    /// HTTP/1: of them, 5xx (server errors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+    /// HTTP/1: of them, 4xx (client errors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_errors: Option<u64>,
 }
 
 impl Endpoint {
@@ -216,6 +280,7 @@ pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -
     );
     let noreply = endpoints.iter().any(|e| e.noreply > 0);
     let rate = endpoints.iter().any(|e| e.rate_per_s > 0.0);
+    let status = endpoints.iter().any(|e| e.status.is_some());
     let opt = |on: bool, v: String| {
         if on {
             format!(" {v:>10}")
@@ -223,8 +288,27 @@ pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -
             String::new()
         }
     };
+    let classes = |c: [String; 4]| {
+        if status {
+            c.iter().map(|c| format!(" {c:>8}")).collect()
+        } else {
+            String::new()
+        }
+    };
+    let names: Vec<String> = endpoints
+        .iter()
+        .map(|e| crate::text::escape(&e.name).into_owned())
+        .collect();
+    // HTTP/1 routes are longer than commands: the column fits them, up to
+    // a width that keeps a row on a wide terminal.
+    let w = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(16, 80);
     out.push_str(&format!(
-        "  {:<22} {:<16} {:>10}{} {:>10} {:>10} {:>10} {:>10}{}\n",
+        "  {:<22} {:<w$} {:>10}{} {:>10} {:>10} {:>10} {:>10}{}{}\n",
         "endpoint",
         "command",
         "count",
@@ -234,8 +318,9 @@ pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -
         "p99",
         "p99.9",
         opt(noreply, "noreply".into()),
+        classes(["2xx", "3xx", "4xx", "5xx"].map(String::from)),
     ));
-    for e in endpoints {
+    for (e, name) in endpoints.iter().zip(&names) {
         let timed = |ns: u64| {
             if e.turns == 0 {
                 "-".to_string()
@@ -243,10 +328,14 @@ pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -
                 fmt_ns(ns as f64)
             }
         };
+        let counts = match e.status {
+            Some(s) => [s.s2xx, s.s3xx, s.s4xx, s.s5xx].map(|n| n.to_string()),
+            None => ["-", "-", "-", "-"].map(String::from),
+        };
         out.push_str(&format!(
-            "  {:<22} {:<16} {:>10}{} {:>10} {:>10} {:>10} {:>10}{}\n",
+            "  {:<22} {:<w$} {:>10}{} {:>10} {:>10} {:>10} {:>10}{}{}\n",
             e.label(),
-            crate::text::escape(&e.name),
+            name,
             e.count,
             opt(rate, format!("{:.0}", e.rate_per_s)),
             e.batched,
@@ -254,6 +343,7 @@ pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -
             timed(e.server_p99_ns),
             timed(e.server_p999_ns),
             opt(noreply, e.noreply.to_string()),
+            classes(counts),
         ));
     }
     if let Some(line) = slowest_line(endpoints) {
@@ -293,6 +383,19 @@ pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -
             memcached.noreply
         ));
     }
+    let unknown: u64 = list.iter().map(|(_, c)| c.status_unknown).sum();
+    if unknown > 0 {
+        notes.push(format!(
+            "{unknown} HTTP/1 requests' status was not read (a response read to the close, \
+             an unreadable write, or more requests waiting than are kept): in no status class"
+        ));
+    }
+    let unmatched: u64 = list.iter().map(|(_, c)| c.unmatched).sum();
+    if unmatched > 0 {
+        notes.push(format!(
+            "{unmatched} HTTP/1 responses answered no request read in the window"
+        ));
+    }
     for n in notes {
         out.push_str(&format!("  {n}\n"));
     }
@@ -327,8 +430,7 @@ mod tests {
             unparsed: 1,
             turns: 4,
             unnamed: 0,
-            noreply: 0,
-            encrypted: 0,
+            ..ProtocolCounts::default()
         };
         let none = ProtocolCounts::default();
         let list = [(RESP, &resp), (MEMCACHED, &none)];
@@ -351,7 +453,7 @@ mod tests {
             turns: 10,
             unnamed: 0,
             noreply: 5,
-            encrypted: 0,
+            ..ProtocolCounts::default()
         };
         let mut rows = rows();
         rows[0].protocol = "memcached".into();
@@ -386,14 +488,54 @@ mod tests {
     }
 
     #[test]
+    fn http_rows_show_their_status_classes_and_the_notes_say_what_is_unknown() {
+        let h1 = ProtocolCounts {
+            connections: 2,
+            turns: 7,
+            status_unknown: 3,
+            unmatched: 1,
+            ..ProtocolCounts::default()
+        };
+        let mut rows = rows();
+        rows[0].protocol = "http".into();
+        rows[0].name = "GET /users/{id}/\u{1b}[2J".into();
+        rows[0].status = Some(StatusClasses::from_counts([40, 1, 5, 2]));
+        rows[0].errors = Some(2);
+        rows[0].client_errors = Some(5);
+        let none = ProtocolCounts::default();
+        let text = render(Some(48), &[(RESP, &none), (HTTP1, &h1)], &rows).unwrap();
+        assert!(text.starts_with("Requests by command (HTTP/1; 48 commands in 7 turns"));
+        assert!(text.contains("2xx") && text.contains("5xx"), "{text}");
+        assert!(!text.contains('\x1b'), "{text}");
+        let row = text
+            .lines()
+            .find(|l| l.contains("GET /users/{id}"))
+            .unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cols[cols.len() - 4..], ["40", "1", "5", "2"], "{row}");
+        assert!(
+            text.contains("3 HTTP/1 requests' status was not read"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 HTTP/1 responses answered no request"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(json["status"]["4xx"], 5);
+        assert_eq!(json["errors"], 2);
+        assert_eq!(StatusClasses::from_counts([1, 2, 3, 4]).total(), 10);
+    }
+
+    #[test]
     fn postgres_notes_say_what_went_encrypted_or_was_given_up_on() {
         let pg = ProtocolCounts {
             connections: 4,
             unparsed: 1,
             turns: 7,
             unnamed: 0,
-            noreply: 0,
             encrypted: 2,
+            ..ProtocolCounts::default()
         };
         let mut rows = rows();
         rows[0].protocol = "postgres".into();

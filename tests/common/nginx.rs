@@ -42,12 +42,18 @@ impl Nginx {
     /// and 127.0.0.1 (made by openssl, at DIR/cert.pem) when `tls`;
     /// `http_conf` goes into its `http` block (e.g. "keepalive_requests 10;").
     pub fn start_with(test: &str, tls: bool, http_conf: &str) -> Option<Self> {
-        Self::launch(test, tls, false, http_conf, false)
+        Self::launch(test, tls, false, http_conf, false, "")
+    }
+
+    /// Plain http with `server_conf` in its `server` block (locations, e.g.
+    /// `location /a/ { return 200 "ok\n"; }`).
+    pub fn start_server_conf(test: &str, server_conf: &str) -> Option<Self> {
+        Self::launch(test, false, false, "", false, server_conf)
     }
 
     /// Plain http on the Unix socket DIR/nginx.sock (`unix` is set).
     pub fn start_unix(test: &str) -> Option<Self> {
-        Self::launch(test, false, false, "", true)
+        Self::launch(test, false, false, "", true, "")
     }
 
     /// nginx with HTTP/2 on its listener (`listen ... http2`: h2c with
@@ -55,16 +61,23 @@ impl Nginx {
     /// lines are `$server_protocol $connection $connection_requests
     /// $status`.
     pub fn start_h2(test: &str, tls: bool, http_conf: &str) -> Option<Self> {
-        Self::launch(test, tls, true, http_conf, false)
+        Self::launch(test, tls, true, http_conf, false, "")
     }
 
     /// HTTP/2 (h2c) on the Unix socket DIR/nginx.sock, logging as
     /// [`Nginx::start_h2`] does.
     pub fn start_h2_unix(test: &str) -> Option<Self> {
-        Self::launch(test, false, true, "", true)
+        Self::launch(test, false, true, "", true, "")
     }
 
-    fn launch(test: &str, tls: bool, http2: bool, http_conf: &str, unix: bool) -> Option<Self> {
+    fn launch(
+        test: &str,
+        tls: bool,
+        http2: bool,
+        http_conf: &str,
+        unix: bool,
+        server_conf: &str,
+    ) -> Option<Self> {
         let Some(bin) = nginx_binary() else {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: CI=true but nginx is not installed (apt-get install nginx-light)");
@@ -137,7 +150,7 @@ impl Nginx {
                    client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n\
                    fastcgi_temp_path {d}/tmp/fastcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n\
                    scgi_temp_path {d}/tmp/scgi;\n\
-                   server {{\n    listen {listen}{h2}{ssl};\n    root {d}/www;\n  }}\n}}\n"
+                   server {{\n    listen {listen}{h2}{ssl};\n    root {d}/www;\n    {server_conf}\n  }}\n}}\n"
             );
             std::fs::write(dir.join("nginx.conf"), conf).unwrap();
             let mut cmd = Command::new(&bin);

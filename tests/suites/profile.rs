@@ -13,6 +13,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[path = "../anatomy_http1.rs"]
+mod anatomy_http1;
 #[path = "../anatomy_http2.rs"]
 mod anatomy_http2;
 #[path = "../anatomy_memcached.rs"]

@@ -1,4 +1,4 @@
-//! The request anatomy's commands (RESP, memcached, PostgreSQL): one row per port,
+//! The request anatomy's commands (RESP, memcached, PostgreSQL, HTTP/1): one row per port,
 //! protocol and command name, in the summary and on the page
 //! (report/commands.rs has the figures and their text).
 
@@ -30,6 +30,7 @@ impl ProfileSection for Commands {
     fn html(&self, p: &str, r: &ProfileReport) -> Option<String> {
         let a = r.anatomy.as_ref()?;
         let requests = a.requests?;
+        let status = a.endpoints.iter().any(|e| e.status.is_some());
         let rows: Vec<Vec<String>> = a
             .endpoints
             .iter()
@@ -41,7 +42,7 @@ impl ProfileSection for Commands {
                         human_ns(ns)
                     }
                 };
-                vec![
+                let mut row = vec![
                     e.label(),
                     crate::text::escape(&e.name).into_owned(),
                     e.count.to_string(),
@@ -52,9 +53,27 @@ impl ProfileSection for Commands {
                     timed(e.server_p90_ns),
                     timed(e.server_p99_ns),
                     timed(e.server_p999_ns),
-                ]
+                ];
+                if status {
+                    match e.status {
+                        Some(s) => {
+                            row.extend([s.s2xx, s.s3xx, s.s4xx, s.s5xx].map(|n| n.to_string()))
+                        }
+                        None => row.extend(["-", "-", "-", "-"].map(String::from)),
+                    }
+                }
+                row
             })
             .collect();
+        let mut head = vec![
+            "endpoint", "command", "count", "/s", "batched", "noreply", "p50", "p90", "p99",
+            "p99.9",
+        ];
+        let mut numeric = vec![2, 3, 4, 5, 6, 7, 8, 9];
+        if status {
+            head.extend(["2xx", "3xx", "4xx", "5xx"]);
+            numeric.extend([10, 11, 12, 13]);
+        }
         let slowest = crate::report::commands::slowest_line(&a.endpoints)
             .map(|l| format!(" The {l}."))
             .unwrap_or_default();
@@ -63,7 +82,9 @@ impl ProfileSection for Commands {
              commands in {} turns. A pipelined batch is one turn: each of its commands is \
              counted, and its server time (p50, p99 of the turns filed under the command's \
              name, a turn going under its first command) is the batch's. A memcached command \
-             sent with noreply gets no response: it is counted, never timed.{slowest}",
+             sent with noreply gets no response: it is counted, never timed. An HTTP/1 request is \
+             named by its method and route template (numbers and ids folded to {{id}}; no query \
+             or header value is kept) and its response's status class is counted.{slowest}",
             crate::report::commands::protocols(&a.protocol_counts()),
             crate::report::commands::command_turns(&a.protocol_counts())
         );
@@ -71,14 +92,7 @@ impl ProfileSection for Commands {
             &format!("{p}commands"),
             "Requests by command",
             &lead,
-            &table(
-                &[
-                    "endpoint", "command", "count", "/s", "batched", "noreply", "p50", "p90",
-                    "p99", "p99.9",
-                ],
-                &rows,
-                &[2, 3, 4, 5, 6, 7, 8, 9],
-            ),
+            &table(&head, &rows, &numeric),
         ))
     }
 }
