@@ -74,6 +74,8 @@ struct EndpointSeries {
     requests: u64,
     sum_ns: u64,
     hist: Histogram,
+    /// HTTP/1: final responses by status class (2xx..5xx).
+    status: [u64; 4],
 }
 
 fn add_hist(into: &mut Histogram, h: &Histogram) {
@@ -99,7 +101,7 @@ fn endpoint_families(names: &[NameCounts], adm: &mut EndpointAdmission) -> Vec<p
         BTreeMap::new();
     for n in names {
         let name = if adm.admit(n) {
-            crate::text::escape(&crate::report::commands::name_text(&n.name)).into_owned()
+            crate::text::escape(&n.wire.name_text(&n.name)).into_owned()
         } else {
             OTHER.to_string()
         };
@@ -113,10 +115,14 @@ fn endpoint_families(names: &[NameCounts], adm: &mut EndpointAdmission) -> Vec<p
                     min: 0,
                     max: 0,
                 },
+                status: [0; 4],
             });
         e.requests += n.commands;
         e.sum_ns += n.sum_ns;
         add_hist(&mut e.hist, &n.histogram());
+        for (a, b) in e.status.iter_mut().zip(n.status) {
+            *a += b;
+        }
     }
     let labels = |k: &(Transport, u16, &'static str, String)| {
         vec![
@@ -151,6 +157,26 @@ fn endpoint_families(names: &[NameCounts], adm: &mut EndpointAdmission) -> Vec<p
                     label: labels(k),
                     histogram: Some(histogram_of(&e.hist, e.sum_ns)),
                     ..Default::default()
+                })
+                .collect(),
+        ),
+        family(
+            "sockscope_endpoint_responses_total",
+            "HTTP/1 final responses per endpoint and status class (2xx, 3xx, 4xx, 5xx), read \
+             from the target's writes; responses whose status was not read are in none.",
+            Counter,
+            series
+                .iter()
+                .filter(|(k, _)| k.2 == Wire::Http1.name())
+                .flat_map(|(k, e)| {
+                    ["2xx", "3xx", "4xx", "5xx"]
+                        .iter()
+                        .zip(e.status)
+                        .map(move |(class, n)| {
+                            let mut l = labels(k);
+                            l.push(label("status", *class));
+                            counter(l, n as f64)
+                        })
                 })
                 .collect(),
         ),
@@ -348,6 +374,30 @@ mod tests {
                 "sockscope_endpoint_requests_total{} 4\n",
                 l("S\\\\x1bET")
             )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn http_endpoints_count_their_responses_per_status_class() {
+        let mut c = Counts::empty();
+        let mut get = name(b"GET /a/{id}", 8080, 12, &[1000]);
+        get.wire = Wire::Http1;
+        get.status = [9, 0, 2, 1];
+        c.names = vec![get, name(b"GET", 6379, 3, &[1000])];
+        let text = super::super::text::encode(&families(&c, &mut EndpointAdmission::new(8)));
+        let l = "port=\"8080\",transport=\"tcp\",protocol=\"http\",endpoint=\"GET /a/{id}\"";
+        for (class, n) in [("2xx", 9), ("3xx", 0), ("4xx", 2), ("5xx", 1)] {
+            assert!(
+                text.contains(&format!(
+                    "sockscope_endpoint_responses_total{{{l},status=\"{class}\"}} {n}\n"
+                )),
+                "{text}"
+            );
+        }
+        // RESP has no status: no response series.
+        assert!(
+            !text.contains("protocol=\"resp\",endpoint=\"GET\",status"),
             "{text}"
         );
     }
