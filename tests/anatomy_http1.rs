@@ -12,13 +12,11 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
+use common::anatomy::{brief, profile_pid, u};
 use common::nginx::Nginx;
 use common::*;
 use serde_json::Value;
-
-const LIMIT: Duration = Duration::from_secs(180);
 
 /// nginx's two locations; no connection closed by nginx in a run (its
 /// default closes one after 1000 requests, dropping the pipelined requests
@@ -26,32 +24,6 @@ const LIMIT: Duration = Duration::from_secs(180);
 const LOCATIONS: &str = "keepalive_requests 1000000;\n    \
                          location /a/ { return 200 \"ok\\n\"; }\n    \
                          location = /missing { return 404; }";
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
-/// A profile of nginx with `load` (sockscope's own, `--load`) or `cmd`
-/// (`--load-cmd`), exit 0 asserted: run.json, summary.txt, report.html.
-fn profile(name: &str, ngx: &Nginx, how: &str, load: &str) -> (Value, String, String) {
-    let out = scratch(name).join("art");
-    let pid = ngx.child.id().to_string();
-    let args = [
-        "profile",
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--pid",
-        &pid,
-        how,
-        load,
-    ];
-    let (st, so, se) = run_bounded(&args, LIMIT);
-    assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
-    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    let html = std::fs::read_to_string(out.join("report.html")).unwrap_or_default();
-    (read_json(&out.join("run.json")), summary, html)
-}
 
 /// The route template of a path as docs/anatomy.md says the anatomy
 /// folds it: no query, numeric segments, hex runs of 8+ digits and UUIDs
@@ -122,17 +94,6 @@ fn rows(a: &Value, port: u16) -> (BTreeMap<(String, String), u64>, Rows) {
     (by_status, by_name)
 }
 
-/// Brief anatomy counters for a failure's message.
-fn brief(a: &Value) -> String {
-    let mut a = a.clone();
-    for k in ["parts", "ports", "cost", "intervals", "at_percentile"] {
-        if let Some(o) = a.as_object_mut() {
-            o.remove(k);
-        }
-    }
-    a.to_string()
-}
-
 /// sockscope's http load over both locations through a profile: every
 /// request counted under its route template and status class exactly as
 /// nginx logged it; the requests are the requests, the parser gave up on
@@ -158,7 +119,7 @@ fn load_counts_equal_access_log(name: &str, extra: &str, n: u64) -> Option<(Rows
         "http --urls {} --ok-status 200,404 -n {n} {extra}",
         urls.display()
     );
-    let (rep, summary, html) = profile(name, &ngx, "--load", &load);
+    let (rep, summary, html) = profile_pid(name, ngx.child.id(), "--load", &load);
     ngx.logged(from as u64 + n);
     let log = logged(&ngx, from);
     let a = rep["anatomy"].clone();
@@ -327,7 +288,7 @@ fn hostile_http1_bytes_give_up_on_their_connection_and_names_stay_bounded() {
     std::fs::write(&script, HOSTILE).unwrap();
     let from = ngx.lines() as usize;
     let cmd = format!("python3 {} PORT", script.display());
-    let (rep, summary, html) = profile("h1-hostile-run", &ngx, "--load-cmd", &cmd);
+    let (rep, summary, html) = profile_pid("h1-hostile-run", ngx.child.id(), "--load-cmd", &cmd);
     ngx.logged(from as u64 + 250);
     let log = logged(&ngx, from);
     let a = &rep["anatomy"];

@@ -11,38 +11,11 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
+use common::anatomy::{brief, profile_pid, u};
 use common::memcached::Memcached;
 use common::*;
 use serde_json::Value;
-
-const LIMIT: Duration = Duration::from_secs(180);
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
-/// A profile of `mc` with `load` (sockscope's own, `--load`) or `cmd`
-/// (`--load-cmd`), exit 0 asserted: run.json and summary.txt.
-fn profile(name: &str, mc: &Memcached, how: &str, load: &str) -> (Value, String) {
-    let out = scratch(name).join("art");
-    let pid = mc.pid().to_string();
-    let args = [
-        "profile",
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--pid",
-        &pid,
-        how,
-        load,
-    ];
-    let (st, so, se) = run_bounded(&args, LIMIT);
-    assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
-    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    (read_json(&out.join("run.json")), summary)
-}
 
 /// What memcached counted between two `stats`.
 fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, k: &str) -> u64 {
@@ -74,17 +47,6 @@ fn rows(a: &Value, port: u16) -> Rows {
         .collect()
 }
 
-/// Brief anatomy counters for a failure's message.
-fn brief(a: &Value) -> String {
-    let mut a = a.clone();
-    for k in ["parts", "ports", "cost", "intervals", "at_percentile"] {
-        if let Some(o) = a.as_object_mut() {
-            o.remove(k);
-        }
-    }
-    a.to_string()
-}
-
 /// sockscope's memcached load through a profile: every get and set is
 /// counted under its name as memcached counted it (single-key gets: one
 /// cmd_get each), the requests are the commands, the parser gave up on
@@ -95,7 +57,7 @@ fn load_counts_equal_stats(name: &str, load: &str) -> Option<(Rows, Value)> {
     }
     let mc = Memcached::start()?;
     let before = mc.memcached_stats();
-    let (rep, summary) = profile(name, &mc, "--load", load);
+    let (rep, summary, _) = profile_pid(name, mc.pid(), "--load", load);
     let after = mc.memcached_stats();
     let a = rep["anatomy"].clone();
     let got = rows(&a, mc.port);
@@ -259,7 +221,7 @@ fn hostile_memcached_bytes_give_up_on_their_connection_and_names_stay_bounded() 
     std::fs::write(&script, HOSTILE).unwrap();
     let before = mc.memcached_stats();
     let cmd = format!("python3 {} PORT", script.display());
-    let (rep, summary) = profile("mc-hostile-run", &mc, "--load-cmd", &cmd);
+    let (rep, summary, _) = profile_pid("mc-hostile-run", mc.pid(), "--load-cmd", &cmd);
     let after = mc.memcached_stats();
     let a = &rep["anatomy"];
     let got = rows(a, mc.port);

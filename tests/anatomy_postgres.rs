@@ -8,21 +8,16 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
+use common::anatomy::{brief, profile_pid, u};
 use common::postgres::{Cluster, Server};
 use common::*;
 use serde_json::Value;
 
-const LIMIT: Duration = Duration::from_secs(180);
 /// pgbench's built-in TPC-B script: its SQL statements per transaction
 /// (BEGIN, 3 UPDATEs, SELECT, INSERT, END).
 const TPCB_STATEMENTS: u64 = 7;
 const CLIENTS: u64 = 2;
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
 
 /// A cluster with pg_stat_statements, its server started and pgbench's
 /// tables made (scale 1), or None (skipped) when something is missing.
@@ -99,38 +94,6 @@ fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTree
         .collect()
 }
 
-/// Brief anatomy counters for a failure's message.
-fn brief(a: &Value) -> String {
-    let mut a = a.clone();
-    for k in ["parts", "ports", "cost", "intervals", "at_percentile"] {
-        a.as_object_mut().unwrap().remove(k);
-    }
-    a.to_string()
-}
-
-/// A profile of `server` with `cmd` as the load command (exit 0
-/// asserted): run.json and summary.txt.
-fn profile(name: &str, server: &Server, cmd: &str) -> (Value, String) {
-    let out = scratch(name).join("art");
-    let pid = server.pid().to_string();
-    let args = [
-        "profile",
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--pid",
-        &pid,
-        "--load-cmd",
-        cmd,
-    ];
-    let (st, so, se) = run_bounded(&args, LIMIT);
-    assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
-    (
-        read_json(&out.join("run.json")),
-        std::fs::read_to_string(out.join("summary.txt")).unwrap(),
-    )
-}
-
 /// The anatomy's postgres rows of one endpoint: name -> (count, turns).
 fn rows(a: &Value, endpoint: impl Fn(&Value) -> bool) -> BTreeMap<String, (u64, u64)> {
     a["endpoints"]
@@ -174,7 +137,7 @@ fn pgbench_counts_as_the_server(
         "pgbench -h {host} -p {} -U postgres -n -M {mode} -c {CLIENTS} -t {tx} postgres",
         server.port
     );
-    let (rep, summary) = profile(name, server, &cmd);
+    let (rep, summary, _) = profile_pid(name, server.pid(), "--load-cmd", &cmd);
     let mut want = delta(&before, &calls(server));
     let a = &rep["anatomy"];
     let txs = pgbench_processed(rep["workload"]["output"]["tail"].as_str().unwrap());
@@ -404,7 +367,7 @@ fn hostile_postgres_bytes_give_up_on_their_connection_and_names_stay_bounded() {
     let script = dir.join("hostile.py");
     std::fs::write(&script, HOSTILE).unwrap();
     let cmd = format!("python3 {} {}", script.display(), server.port);
-    let (rep, summary) = profile("pg-hostile-run", &server, &cmd);
+    let (rep, summary, _) = profile_pid("pg-hostile-run", server.pid(), "--load-cmd", &cmd);
     let a = &rep["anatomy"];
     let got = rows(a, |_| true);
     // Six connections: two given up on (a length of 2^31 is passed, not

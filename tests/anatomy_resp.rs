@@ -11,40 +11,10 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::anatomy::{brief, profile_pid, u};
 use common::redis::{self, Redis};
 use common::*;
 use serde_json::Value;
-
-const LIMIT: Duration = Duration::from_secs(180);
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
-/// A profile of `redis` with `cmd` as the load command (exit 0 asserted):
-/// run.json, summary.txt, report.html.
-fn profile(name: &str, redis: &Redis, cmd: &str) -> (Value, String, String) {
-    let out = scratch(name).join("art");
-    let pid = redis.pid().to_string();
-    let args = [
-        "profile",
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--pid",
-        &pid,
-        "--load-cmd",
-        cmd,
-    ];
-    let (st, so, se) = run_bounded(&args, LIMIT);
-    assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
-    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap();
-    (
-        read_json(&out.join("run.json")),
-        read("summary.txt"),
-        read("report.html"),
-    )
-}
 
 /// commandstats `calls` per command (lower case, `config|get` style).
 fn calls(redis: &Redis) -> BTreeMap<String, u64> {
@@ -91,15 +61,6 @@ fn rows(a: &Value, label: impl Fn(&Value) -> bool) -> BTreeMap<String, (u64, u64
         .collect()
 }
 
-/// Brief anatomy counters for a failure's message.
-fn brief(a: &Value) -> String {
-    let mut a = a.clone();
-    for k in ["parts", "ports", "cost", "intervals", "at_percentile"] {
-        a.as_object_mut().unwrap().remove(k);
-    }
-    a.to_string()
-}
-
 /// Every command of the load is counted under its name, exactly as redis
 /// counted it; the requests are the commands, and so is the headline.
 fn assert_commands_as_info(
@@ -141,9 +102,10 @@ fn redis_benchmark_pipelined_commands_equal_info_commandstats() {
         return;
     };
     let before = calls(&redis);
-    let (rep, summary, html) = profile(
+    let (rep, summary, html) = profile_pid(
         "resp-pipelined",
-        &redis,
+        redis.pid(),
+        "--load-cmd",
         "redis-benchmark -h HOST -p PORT -P 16 -n 20000 -t get,set,incr -q",
     );
     let want = delta(&before, &calls(&redis));
@@ -184,9 +146,10 @@ fn redis_benchmark_lockstep_commands_are_one_turn_each() {
         return;
     };
     let before = calls(&redis);
-    let (rep, summary, html) = profile(
+    let (rep, summary, html) = profile_pid(
         "resp-lockstep",
-        &redis,
+        redis.pid(),
+        "--load-cmd",
         "redis-benchmark -h HOST -p PORT -c 4 -n 3000 -t get,set -q",
     );
     let want = delta(&before, &calls(&redis));
@@ -241,7 +204,7 @@ fn redis_benchmark_over_the_unix_socket_counts_its_commands() {
     let before = calls(&redis);
     let sock = redis.sock().to_str().unwrap().to_string();
     let cmd = format!("redis-benchmark -s {sock} -P 16 -n 20000 -t get,set,incr -q");
-    let (rep, summary, html) = profile("resp-unix-run", &redis, &cmd);
+    let (rep, summary, html) = profile_pid("resp-unix-run", redis.pid(), "--load-cmd", &cmd);
     let want = delta(&before, &calls(&redis));
     let got = assert_commands_as_info(&rep, &summary, &html, &want, |e| {
         e["transport"] == "unix" && e["socket"] == sock.as_str()
@@ -404,7 +367,7 @@ fn hostile_resp_bytes_give_up_on_their_connection_and_names_stay_bounded() {
     let before = calls(&redis);
     let sock = redis.sock().to_str().unwrap().to_string();
     let cmd = format!("python3 {} {sock}", script.display());
-    let (rep, _summary, _html) = profile("resp-hostile-run", &redis, &cmd);
+    let (rep, _summary, _html) = profile_pid("resp-hostile-run", redis.pid(), "--load-cmd", &cmd);
     let a = &rep["anatomy"];
     let got = rows(a, |e| e["socket"] == sock.as_str());
     // The four malformed connections are given up on; the inline PING's

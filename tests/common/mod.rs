@@ -6,6 +6,7 @@
 //! sockscope's own).
 #![allow(dead_code)]
 
+pub mod anatomy;
 pub mod cgroup;
 pub mod memcached;
 pub mod netns;

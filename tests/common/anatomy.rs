@@ -1,0 +1,56 @@
+//! What the request anatomy's protocol tests share
+//! (tests/anatomy_{resp,memcached,postgres,http1}.rs): a profile of a
+//! running server under a load, and reading counts out of its anatomy.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A profile of a short load, on a busy 2-CPU machine; a hung run is
+/// killed and fails after it.
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// A count of the artifact (the test fails when it is not one).
+pub fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// The anatomy's counters without its bulky parts, for a failure's
+/// message.
+pub fn brief(a: &Value) -> String {
+    let mut a = a.clone();
+    for k in ["parts", "ports", "cost", "intervals", "at_percentile"] {
+        if let Some(o) = a.as_object_mut() {
+            o.remove(k);
+        }
+    }
+    a.to_string()
+}
+
+/// A profile (`--quiet`) of the running `pid` under `how` (`--load` or
+/// `--load-cmd`) `load`, exit 0 asserted: run.json, summary.txt and
+/// report.html (empty when the run wrote none).
+pub fn profile_pid(
+    name: &str,
+    pid: impl std::fmt::Display,
+    how: &str,
+    load: &str,
+) -> (Value, String, String) {
+    let out = super::scratch(name).join("art");
+    let pid = pid.to_string();
+    let args = [
+        "profile",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--pid",
+        &pid,
+        how,
+        load,
+    ];
+    let (st, so, se) = super::run_bounded(&args, LIMIT);
+    assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap_or_default();
+    (super::read_json(&out.join("run.json")), summary, html)
+}
