@@ -314,6 +314,20 @@ fn head(bytes: &[u8]) -> Result<Option<(usize, Head)>, ErrorClass> {
 impl Head {
     /// What the parsed head `r` says about framing and the connection.
     fn of(r: &httparse::Response) -> Result<Self, ErrorClass> {
+        let code = r.code.unwrap_or(0);
+        if (100..=199).contains(&code) && code != 101 {
+            // An interim response has no body (a Content-Length there is
+            // forbidden, RFC 9110 8.6): its framing headers are skipped
+            // with it, never judged, so a malformed one cannot fail the
+            // final response that follows.
+            return Ok(Self {
+                code,
+                close: false,
+                length: None,
+                coded: false,
+                chunked: false,
+            });
+        }
         let mut length = None;
         let (mut coded, mut chunked) = (false, false);
         let (mut close, mut keep_alive) = (false, false);
@@ -345,7 +359,7 @@ impl Head {
         }
         let http10 = r.version == Some(0);
         Ok(Self {
-            code: r.code.unwrap_or(0),
+            code,
             close: close || (http10 && !keep_alive),
             length,
             coded,
@@ -501,6 +515,18 @@ mod tests {
                   HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
         for cut in 0..=r.len() {
             assert_eq!(run(r, &[cut], false).0, [(201, false, r.len())], "{cut}");
+        }
+        // An interim response's framing headers are skipped with it, even
+        // malformed (a proptest case: the reference reader skipped them,
+        // the cursor judged them).
+        let odd = b"HTTP/1.1 100 Continue\r\nContent-Length: \x8010, 10\r\n\r\n\
+                    HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        for cut in 0..=odd.len() {
+            assert_eq!(
+                run(odd, &[cut], false).0,
+                [(200, false, odd.len())],
+                "{cut}"
+            );
         }
         let up = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n";
         assert_eq!(
