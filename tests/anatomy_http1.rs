@@ -195,10 +195,18 @@ fn http1_pipelined_requests_equal_the_access_log_per_route_and_status() {
     let turns = u(&a["http"]["turns"]);
     assert!(batched > 8000 / 2, "{batched} of 8000 batched");
     assert!(turns < 8000 / 2, "{turns} turns for 8000");
-    assert_eq!(
-        u(&a["turns"]) + u(&a["multiplexed"]["turns"]),
-        turns,
-        "every turn carried requests: {}",
+    // Every turn that carried a whole request head is an HTTP turn. A
+    // read may also end inside a head (nginx reads into what is left of
+    // its 1 KiB header buffer) and nginx may then write answers it owed:
+    // that turn carried no whole request, its head counted with the next
+    // read's turn. Seen once in 1,167 turns in CI; a few in a hundred
+    // would mean heads are lost, not cut.
+    let all = u(&a["turns"]) + u(&a["multiplexed"]["turns"]);
+    assert!(turns <= all, "more HTTP turns than turns: {}", brief(&a));
+    assert!(
+        (all - turns) * 100 <= all,
+        "{} of {all} turns carried no request head: {}",
+        all - turns,
         brief(&a)
     );
 }
