@@ -9,7 +9,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::anatomy::{brief, profile_pid, u};
+use common::anatomy::{brief, profile_pid, profile_pid_with, u};
 use common::postgres::{Cluster, Server};
 use common::*;
 use serde_json::Value;
@@ -367,7 +367,13 @@ fn hostile_postgres_bytes_give_up_on_their_connection_and_names_stay_bounded() {
     let script = dir.join("hostile.py");
     std::fs::write(&script, HOSTILE).unwrap();
     let cmd = format!("python3 {} {}", script.display(), server.port);
-    let (rep, summary, _) = profile_pid("pg-hostile-run", server.pid(), "--load-cmd", &cmd);
+    let (rep, summary, _) = profile_pid_with(
+        "pg-hostile-run",
+        server.pid(),
+        &["--max-endpoints", "100"],
+        "--load-cmd",
+        &cmd,
+    );
     let a = &rep["anatomy"];
     let got = rows(a, |_| true);
     // Six connections: two given up on (a length of 2^31 is passed, not
@@ -381,7 +387,7 @@ fn hostile_postgres_bytes_give_up_on_their_connection_and_names_stay_bounded() {
         "{summary}"
     );
     // The refused SSLRequest's connection is parsed: its commented select,
-    // its OTHER, and 200 named statements, past the port's 128 names
+    // its OTHER, and 200 named statements, past the port's 100 names
     // (other).
     assert_eq!(got["SELECT"].0, 1, "{got:?}");
     assert_eq!(got["OTHER"].0, 1, "{got:?}");
@@ -395,11 +401,19 @@ fn hostile_postgres_bytes_give_up_on_their_connection_and_names_stay_bounded() {
         .find(|e| e["name"] == "SELECT s_pipe")
         .unwrap();
     assert_eq!(u(&pipe["batched"]), 3, "{pipe}");
-    // SELECT, OTHER, PARSE, SELECT s_pipe and SELECT S0..S123 fill the
-    // port's 128 names.
-    assert_eq!(got.len(), 128 + 1, "{} names: {got:?}", got.len());
+    // SELECT, OTHER, PARSE, SELECT s_pipe and SELECT S0..S95 fill the
+    // port's 100 names (--max-endpoints 100).
+    assert_eq!(got.len(), 100 + 1, "{} names: {got:?}", got.len());
     let other = got.get("(other)").map_or(0, |v| v.0);
-    assert_eq!(other, 76, "{got:?}");
+    assert_eq!(other, 104, "{got:?}");
+    assert_eq!(u(&a["max_endpoints"]), 100, "{}", brief(a));
+    assert!(
+        summary.contains(
+            "104 requests of names past their port's first 100 (--max-endpoints) are summed as \
+             (other)"
+        ),
+        "{summary}"
+    );
     let named: u64 = got
         .iter()
         .filter(|(k, _)| k.starts_with("SELECT S"))

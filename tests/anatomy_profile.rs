@@ -264,6 +264,7 @@ fn requests_only_records_the_anatomy_without_the_tracer() {
 fn requests_only_refuses_the_tracer_options() {
     for (extra, says) in [
         ("--no-requests", "cannot be used with"),
+        ("--max-endpoints=0", "not in 1..=4096"),
         (
             "--count-only",
             "--count-only is an option of the syscall tracer",

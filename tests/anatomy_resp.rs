@@ -375,15 +375,17 @@ fn hostile_resp_bytes_give_up_on_their_connection_and_names_stay_bounded() {
     assert_eq!(u(&a["resp"]["connections"]), 5, "{}", brief(a));
     assert_eq!(u(&a["resp"]["unparsed"]), 4, "{}", brief(a));
     // A 100 kB name is kept as its first 16 bytes; 200 names more than
-    // the port's 128 go to (other); PING is counted as redis counted it,
+    // the port's 64 (the default --max-endpoints) go to (other); PING is
+    // counted as redis counted it,
     // but for the inline one (not RESP: not parsed).
     let pings = delta(&before, &calls(&redis))["PING"];
     assert_eq!(pings, 101);
     assert_eq!(got["PING"].0, 100, "{}", brief(a));
     assert_eq!(got["AAAAAAAAAAAAAAAA"].0, 1, "{got:?}");
-    // AAAA..., PING and X0..X125 fill the port's 128; X126..X199 are (other).
-    assert_eq!(got.len(), 129, "{} names: {got:?}", got.len());
-    assert_eq!(got["(other)"].0, 74, "{got:?}");
+    // AAAA..., PING and X0..X61 fill the port's 64; X62..X199 are (other).
+    assert_eq!(got.len(), 65, "{} names: {got:?}", got.len());
+    assert_eq!(got["(other)"].0, 138, "{got:?}");
+    assert_eq!(u(&a["max_endpoints"]), 64, "{}", brief(a));
     let all: u64 = got.values().map(|v| v.0).sum();
     assert_eq!(all, 301, "{got:?}");
     assert_eq!(u(&a["requests"]), 301);

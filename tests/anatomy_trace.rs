@@ -518,7 +518,7 @@ fn links_held(pid: u32, name: &str) -> bool {
 }
 
 #[test]
-fn requests_duty_refuses_what_it_cannot_sample() {
+fn requests_duty_and_max_endpoints_refuse_what_they_cannot_do() {
     for (args, says) in [
         (
             vec!["--requests-only", "--requests-duty", "2s/1s"],
@@ -533,6 +533,18 @@ fn requests_duty_refuses_what_it_cannot_sample() {
             "expected ON/PERIOD",
         ),
         (vec!["--requests-duty", "1s/10s"], "--requests-only"),
+        (
+            vec!["--max-endpoints", "8"],
+            "--max-endpoints applies to the request anatomy",
+        ),
+        (
+            vec!["--requests-only", "--max-endpoints", "0"],
+            "not in 1..=4096",
+        ),
+        (
+            vec!["--requests", "--max-endpoints", "5000"],
+            "not in 1..=4096",
+        ),
     ] {
         let mut cmd = std::process::Command::new(common::sockscope());
         cmd.arg("trace")

@@ -24,6 +24,8 @@ pub const PROGS: usize = types::ss_anat_limits::SS_ANAT_PROGS.0 as usize;
 pub const PROTO_UNIX: u16 = types::ss_anat_limits::SS_ANAT_PROTO_UNIX.0 as u16;
 /// Unix listeners followed at most.
 pub const UNIX_MAX: usize = types::ss_anat_limits::SS_ANAT_UNIX_MAX.0 as usize;
+/// The names map's size when no more is asked for.
+pub const NAMES_MIN: u32 = types::ss_anat_limits::SS_RESP_NAMES_MAX.0;
 
 /// The counters' indices (see src/bpf/anatomy.h for what each counts).
 pub mod count {

@@ -35,6 +35,22 @@ pub struct Programs<'obj> {
     ncpus: usize,
 }
 
+/// Entries of the names map (and of the HTTP/1 route texts): each port's
+/// names and an "(other)" per protocol, at least the kernel's default and
+/// at most [`NAMES_CAP`]. A value is 2.6 KB, allocated only when a name is
+/// first seen, so the cap bounds the memory a flood of names can take
+/// (about 42 MB); names past it are counted as unnamed.
+fn names_capacity(max_ports: u32, max_endpoints: u32) -> u32 {
+    let per_port = max_endpoints.saturating_add(Wire::ALL.len() as u32);
+    max_ports
+        .max(1)
+        .saturating_mul(per_port)
+        .clamp(super::abi::NAMES_MIN, NAMES_CAP)
+}
+
+/// The most entries the names map is given.
+const NAMES_CAP: u32 = 16384;
+
 /// What a failed step was doing, with libbpf's reason.
 fn failed(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
     let mut msg = format!("{what} failed: {e}");
@@ -49,11 +65,14 @@ fn failed(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
 
 impl<'obj> Programs<'obj> {
     /// Opens, configures and loads the programs (nothing attached yet).
-    /// `max_ports` is how many served ports keep their own statistics.
+    /// `max_ports` is how many served ports keep their own statistics,
+    /// `max_endpoints` how many request names each keeps (the rest are
+    /// its "(other)").
     pub fn load(
         storage: &'obj mut MaybeUninit<OpenObject>,
         scope: &ScopeFilter,
         max_ports: u32,
+        max_endpoints: u32,
     ) -> Result<Self> {
         // CPU wait is the kernel's per-thread run-queue sum; without
         // CONFIG_SCHED_INFO the field is absent and every turn would show
@@ -81,12 +100,22 @@ impl<'obj> Programs<'obj> {
                 .as_deref_mut()
                 .ok_or_else(|| anyhow!("the anatomy BPF object has no .rodata"))?;
             ro.self_tgid = std::process::id();
+            ro.max_endpoints = max_endpoints.max(1);
             set_scope_globals!(&mut *ro, types::ss_scope_mode, scope.words());
         }
         open.maps
             .stats
             .set_max_entries(max_ports.max(1))
             .context("sizing the per-port statistics")?;
+        let names = names_capacity(max_ports, max_endpoints);
+        open.maps
+            .names
+            .set_max_entries(names)
+            .context("sizing the request names")?;
+        open.maps
+            .h1_routes
+            .set_max_entries(names)
+            .context("sizing the HTTP/1 route texts")?;
         let skel = open.load().map_err(|e| {
             crate::probe::libbpf_log::load_error("loading the anatomy BPF programs", e)
         })?;

@@ -180,6 +180,9 @@ pub enum Wire {
 }
 
 impl Wire {
+    /// Every protocol parsed (each port has an "(other)" per protocol).
+    pub const ALL: [Wire; 4] = [Wire::Resp, Wire::Memcached, Wire::Http1, Wire::Postgres];
+
     /// From the kernel's number (`enum ss_anat_wire`); None for anything
     /// else.
     pub fn from_number(n: u8) -> Option<Self> {

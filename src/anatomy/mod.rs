@@ -43,6 +43,14 @@ use crate::report::anatomy::{AnatomyInterval, AnatomyReport, AnatomySampling};
 /// to the totals only.
 pub const DEFAULT_MAX_PORTS: u32 = 64;
 
+/// Request names (endpoints) each port keeps by default; the rest of its
+/// requests are summed as "(other)".
+pub const DEFAULT_MAX_ENDPOINTS: u32 = 64;
+
+/// The most `--max-endpoints` takes (the kernel's names map is bounded
+/// whatever is asked: src/anatomy/bpf.rs).
+pub const MAX_ENDPOINTS_LIMIT: u32 = 4096;
+
 /// What to follow.
 #[derive(Clone, Debug)]
 pub struct AnatomyConfig {
@@ -57,6 +65,8 @@ pub struct AnatomyConfig {
     pub members: Vec<i32>,
     /// Ports with statistics of their own.
     pub max_ports: u32,
+    /// Request names kept per port (`--max-endpoints`).
+    pub max_endpoints: u32,
     /// Length of the intervals the window is cut into.
     pub interval: Duration,
     /// Where the window's counts so far are published, at every interval
@@ -163,6 +173,8 @@ pub struct Recorded {
     pub unix: Vec<String>,
     /// A sampled window: its duty, and how long it sampled in all, ns.
     pub sampled: Option<(Duty, u64)>,
+    /// Request names kept per port.
+    pub max_endpoints: u32,
 }
 
 /// The report's section of a recorded window; `target_cpu_ns` (the
@@ -182,6 +194,9 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
         if e.transport == Transport::Unix.name() {
             e.socket = rec.unix.get(usize::from(e.port)).cloned();
         }
+    }
+    if !r.endpoints.is_empty() {
+        r.max_endpoints = Some(rec.max_endpoints);
     }
     r.window_s = rec.window_ns as f64 / 1e9;
     if r.window_s > 0.0 {
@@ -228,7 +243,7 @@ fn open<'obj>(
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     cfg: &AnatomyConfig,
 ) -> Result<(bpf::Programs<'obj>, Served, Counts, u64)> {
-    let mut progs = bpf::Programs::load(storage, &cfg.scope, cfg.max_ports)?;
+    let mut progs = bpf::Programs::load(storage, &cfg.scope, cfg.max_ports, cfg.max_endpoints)?;
     let pids = match cfg.scope {
         ScopeFilter::Tree => {
             let pids = crate::procfs::tree_pids(&cfg.roots);
@@ -345,6 +360,7 @@ fn run(
         ports,
         unix,
         sampled: cfg.duty.map(|d| (d, on_total.as_nanos() as u64)),
+        max_endpoints: cfg.max_endpoints,
     })
 }
 

@@ -317,6 +317,7 @@ pub fn report(
             ..ProtocolCounts::default()
         },
         endpoints: endpoints(&window.names),
+        max_endpoints: None,
     }
 }
 

@@ -58,10 +58,10 @@ enum ss_anat_limits {
 	/* Unix listeners followed at most. */
 	SS_ANAT_UNIX_MAX = 64,
 	/* RESP (resp.h): a command's name is its first bulk string's first
-	 * bytes, upper-cased; at most this many names per port (the rest
-	 * go to the name of all zeros, "(other)"), and names kept in all. */
+	 * bytes, upper-cased. Names per port: the loader's max_endpoints
+	 * (names.h; the rest go to the name of all zeros, "(other)"); names
+	 * kept in all: the names map's size, set by the loader too. */
 	SS_RESP_NAME_LEN = 16,
-	SS_RESP_NAMES_PER_PORT = 128,
 	SS_RESP_NAMES_MAX = 1024,
 	/* HTTP/1 (http1.h): the text of a name (method, space, route
 	 * template) kept at most; requests read and not answered whose names

@@ -29,8 +29,9 @@ struct {
 } resp_scratch SEC(".maps");
 
 /* Per port, protocol and command name (not preallocated: a value is
- * 2.6 KB; one the kernel cannot allocate counts in SS_CNT_NAMES_FULL or
- * SS_CNT_MC_NAMES_FULL). */
+ * 2.6 KB; one the kernel cannot allocate, or past the map's size, which
+ * the loader sets from --max-endpoints, counts in its protocol's
+ * SS_CNT_*_NAMES_FULL). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -38,6 +39,10 @@ struct {
 	__type(key, struct ss_anat_name_key);
 	__type(value, struct ss_anat_name);
 } names SEC(".maps");
+
+/* Names given room per port (all protocols together); the rest of a
+ * port's go to its "(other)" (--max-endpoints; set by the loader). */
+const volatile __u32 max_endpoints = 64;
 
 /* Names per port so far (all protocols together). */
 struct {
@@ -65,7 +70,7 @@ static __always_inline struct ss_anat_name *name_entry(struct ss_anat_name_key *
 		bpf_map_update_elem(&name_counts, &pk, &zero, BPF_NOEXIST);
 		nc = bpf_map_lookup_elem(&name_counts, &pk);
 	}
-	if (nc && nc->names < SS_RESP_NAMES_PER_PORT) {
+	if (nc && nc->names < max_endpoints) {
 		if (bpf_map_update_elem(&names, k, &zero_name, BPF_NOEXIST) == 0) {
 			__sync_fetch_and_add(&nc->names, 1);
 			return bpf_map_lookup_elem(&names, k);

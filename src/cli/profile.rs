@@ -130,6 +130,14 @@ pub struct ProfileArgs {
     #[arg(long, conflicts_with = "no_requests")]
     pub requests_only: bool,
 
+    /// Request names (HTTP routes, commands, statement kinds) the anatomy
+    /// keeps per served port; the requests of the names past them are
+    /// summed in the port's "(other)" rows.
+    #[arg(long, value_name = "N", default_value_t = crate::anatomy::DEFAULT_MAX_ENDPOINTS,
+          conflicts_with = "no_requests",
+          value_parser = clap::value_parser!(u32).range(1..=crate::anatomy::MAX_ENDPOINTS_LIMIT as i64))]
+    pub max_endpoints: u32,
+
     /// Do not sample the target's stacks (where its CPU goes and where its
     /// threads wait, as flame graphs; see docs/stacks.md).
     #[arg(long)]
@@ -409,6 +417,7 @@ impl ProfileArgs {
             command_line: crate::cmdline::recorded(),
             steps,
             stacks,
+            max_endpoints: self.max_endpoints,
         };
         Ok((spec, self.out))
     }

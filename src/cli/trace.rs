@@ -112,6 +112,13 @@ pub struct TraceArgs {
           value_parser = crate::anatomy::Duty::parse)]
     pub requests_duty: Option<crate::anatomy::Duty>,
 
+    /// With --requests or --requests-only: request names (HTTP routes,
+    /// commands, statement kinds) kept per served port; the requests of
+    /// the names past them are summed in the port's "(other)" rows.
+    #[arg(long, value_name = "N", default_value_t = crate::anatomy::DEFAULT_MAX_ENDPOINTS,
+          value_parser = clap::value_parser!(u32).range(1..=crate::anatomy::MAX_ENDPOINTS_LIMIT as i64))]
+    pub max_endpoints: u32,
+
     /// Print one table (and with --json one JSON line) per interval, e.g.
     /// 10s or 500ms, until the end of the trace. With --requests-only: one
     /// line per interval on stderr, in whole seconds.
@@ -194,6 +201,14 @@ impl TraceArgs {
         }
         if self.requests_only {
             self.check_alone("--requests-only", "--requests")?;
+        }
+        if self.max_endpoints != crate::anatomy::DEFAULT_MAX_ENDPOINTS
+            && !self.requests
+            && !self.requests_only
+        {
+            return Err(error::usage(
+                "--max-endpoints applies to the request anatomy: --requests or --requests-only",
+            ));
         }
         if self.stack_args.any_set() && !self.stacks && !self.stacks_only {
             return Err(error::usage(
@@ -285,6 +300,7 @@ impl TraceArgs {
             requests: self.requests,
             requests_only: self.requests_only,
             requests_duty: self.requests_duty,
+            max_endpoints: self.max_endpoints,
             stacks,
             stacks_only: self.stacks_only,
         })

@@ -358,6 +358,10 @@ pub struct AnatomyReport {
     /// Per port and command name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
+    /// Names each port kept (`--max-endpoints`): the rest of its requests
+    /// are its `(other)` rows. Absent when no request was named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_endpoints: Option<u32>,
 }
 
 /// Percentiles every anatomy table shows.
@@ -392,7 +396,12 @@ impl AnatomyReport {
     /// The per-command table (report/commands.rs), when commands were
     /// counted.
     pub fn commands_text(&self) -> Option<String> {
-        super::commands::render(self.requests, &self.protocol_counts(), &self.endpoints)
+        super::commands::render(
+            self.requests,
+            &self.protocol_counts(),
+            &self.endpoints,
+            self.max_endpoints,
+        )
     }
 
     /// Sentences that say which part dominates the tail, quoted.

@@ -268,9 +268,14 @@ pub fn slowest_line(endpoints: &[Endpoint]) -> Option<String> {
 }
 
 /// The per-command table, as text, of an anatomy's `requests`, its
-/// protocols' counts and `endpoints` (None when no command was counted;
-/// see `AnatomyReport::commands_text`).
-pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -> Option<String> {
+/// protocols' counts, `endpoints` and the names kept per port (None when
+/// no command was counted; see `AnatomyReport::commands_text`).
+pub fn render(
+    requests: Option<u64>,
+    list: &Protocols,
+    endpoints: &[Endpoint],
+    max_endpoints: Option<u32>,
+) -> Option<String> {
     let requests = requests?;
     let mut out = format!(
         "Requests by command ({}; {requests} commands in {} turns: a pipelined batch is \
@@ -366,6 +371,15 @@ pub fn render(requests: Option<u64>, list: &Protocols, endpoints: &[Endpoint]) -
             ));
         }
     }
+    let other: Vec<&Endpoint> = endpoints.iter().filter(|e| e.name == OTHER).collect();
+    if !other.is_empty() {
+        let count: u64 = other.iter().map(|e| e.count).sum();
+        let limit = max_endpoints.map_or_else(String::new, |n| format!(" {n}"));
+        notes.push(format!(
+            "{count} requests of names past their port's first{limit} (--max-endpoints) \
+             are summed as {OTHER}"
+        ));
+    }
     let unnamed: u64 = list.iter().map(|(_, c)| c.unnamed).sum();
     let memcached = list
         .iter()
@@ -434,7 +448,7 @@ mod tests {
         };
         let none = ProtocolCounts::default();
         let list = [(RESP, &resp), (MEMCACHED, &none)];
-        let text = render(Some(48), &list, &rows()).unwrap();
+        let text = render(Some(48), &list, &rows(), Some(64)).unwrap();
         assert!(text.contains("G\\x1b[31mET"), "{text}");
         assert!(!text.contains('\x1b'));
         assert!(text.contains("48 commands in 4 turns"), "{text}");
@@ -442,7 +456,7 @@ mod tests {
             text.contains("1 of 2 RESP connections given up on"),
             "{text}"
         );
-        assert!(render(None, &list, &[]).is_none());
+        assert!(render(None, &list, &[], None).is_none());
     }
 
     #[test]
@@ -460,7 +474,13 @@ mod tests {
         rows[0].name = "set".into();
         rows[0].noreply = 5;
         let none = ProtocolCounts::default();
-        let text = render(Some(48), &[(RESP, &none), (MEMCACHED, &mc)], &rows).unwrap();
+        let text = render(
+            Some(48),
+            &[(RESP, &none), (MEMCACHED, &mc)],
+            &rows,
+            Some(64),
+        )
+        .unwrap();
         assert!(text.starts_with("Requests by command (memcached; 48 commands in 10 turns"));
         assert!(text.contains("noreply"), "{text}");
         assert!(
@@ -503,7 +523,7 @@ mod tests {
         rows[0].errors = Some(2);
         rows[0].client_errors = Some(5);
         let none = ProtocolCounts::default();
-        let text = render(Some(48), &[(RESP, &none), (HTTP1, &h1)], &rows).unwrap();
+        let text = render(Some(48), &[(RESP, &none), (HTTP1, &h1)], &rows, Some(64)).unwrap();
         assert!(text.starts_with("Requests by command (HTTP/1; 48 commands in 7 turns"));
         assert!(text.contains("2xx") && text.contains("5xx"), "{text}");
         assert!(!text.contains('\x1b'), "{text}");
@@ -541,7 +561,7 @@ mod tests {
         rows[0].protocol = "postgres".into();
         rows[0].name = "SELECT P0_\x1b".into();
         let none = ProtocolCounts::default();
-        let text = render(Some(9), &[(RESP, &none), (POSTGRES, &pg)], &rows).unwrap();
+        let text = render(Some(9), &[(RESP, &none), (POSTGRES, &pg)], &rows, Some(64)).unwrap();
         assert!(text.starts_with("Requests by command (PostgreSQL; 9 commands in 7 turns"));
         assert!(
             text.contains("1 of 4 PostgreSQL connections given up on"),
@@ -586,8 +606,25 @@ mod tests {
         assert!(!line.contains('\x1b'));
         assert!(slowest_line(&rows[..1]).is_none());
         let none = ProtocolCounts::default();
-        let text = render(Some(230), &[(RESP, &none)], &rows).unwrap();
+        let text = render(Some(230), &[(RESP, &none)], &rows, Some(64)).unwrap();
         assert!(text.contains("slowest at p99: HGET"), "{text}");
+        assert!(!text.contains("--max-endpoints"), "{text}");
+    }
+
+    #[test]
+    fn the_names_past_the_limit_are_said_to_be_summed() {
+        let mut rows = rows();
+        rows.push(Endpoint {
+            name: name_text(b""),
+            count: 7,
+            ..rows[0].clone()
+        });
+        let none = ProtocolCounts::default();
+        let text = render(Some(12), &[(RESP, &none)], &rows, Some(3)).unwrap();
+        assert!(
+            text.contains("7 requests of names past their port's first 3 (--max-endpoints) are summed as (other)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -36,18 +36,29 @@ pub fn profile_pid(
     how: &str,
     load: &str,
 ) -> (Value, String, String) {
+    profile_pid_with(name, pid, &[], how, load)
+}
+
+/// [`profile_pid`] with `extra` options.
+pub fn profile_pid_with(
+    name: &str,
+    pid: impl std::fmt::Display,
+    extra: &[&str],
+    how: &str,
+    load: &str,
+) -> (Value, String, String) {
     let out = super::scratch(name).join("art");
     let pid = pid.to_string();
-    let args = [
+    let mut args = vec![
         "profile",
         "--out",
         out.to_str().unwrap(),
         "--quiet",
         "--pid",
         &pid,
-        how,
-        load,
     ];
+    args.extend_from_slice(extra);
+    args.extend([how, load]);
     let (st, so, se) = super::run_bounded(&args, LIMIT);
     assert_eq!(st.code(), Some(0), "stdout: {so}\nstderr: {se}");
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();

@@ -59,6 +59,8 @@ pub struct TraceSpec {
     pub requests_only: bool,
     /// `--requests-duty`: sample the anatomy's window.
     pub requests_duty: Option<crate::anatomy::Duty>,
+    /// `--max-endpoints`: request names the anatomy keeps per port.
+    pub max_endpoints: u32,
     /// `--stacks`: sampled stacks over the same window.
     pub stacks: Option<crate::stacks::StacksOptions>,
     /// `--stacks-only`: the stack sampler alone (`stacks_only`).
@@ -79,6 +81,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             max_series: spec.options.max_series as usize,
             duty: spec.requests_duty,
             interval: spec.interval,
+            max_endpoints: spec.max_endpoints,
         });
     }
     if spec.stacks_only {
@@ -150,6 +153,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         Some(self::requests::when_open(
             rx,
             &options.target,
+            spec.max_endpoints,
             latest,
             options.verbose,
         )?)
