@@ -119,6 +119,33 @@ fn free_port() -> Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// The longest a path just started may take to relay its first message.
+const FIRST_MESSAGE_WITHIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Sends one message through a path just started and reads it back from
+/// the echo upstream. A path's listener appears before its loops serve
+/// (and a new process's first requests fault its code in, which takes
+/// long on a machine busy with I/O): its first point's short window must
+/// measure the path serving, not its start. Not a measurement; a path
+/// that never relays fails here, saying so.
+fn relays_a_message(addr: SocketAddr) -> std::result::Result<(), String> {
+    use std::io::{Read, Write};
+    let msg: Vec<u8> = (0..1024u32).map(|i| (i % 251) as u8).collect();
+    let mut s = std::net::TcpStream::connect_timeout(&addr, FIRST_MESSAGE_WITHIN)
+        .map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(FIRST_MESSAGE_WITHIN))
+        .and_then(|()| s.set_write_timeout(Some(FIRST_MESSAGE_WITHIN)))
+        .map_err(|e| format!("socket timeout: {e}"))?;
+    s.write_all(&msg).map_err(|e| format!("write: {e}"))?;
+    let mut back = vec![0u8; msg.len()];
+    s.read_exact(&mut back)
+        .map_err(|e| format!("reading the echo: {e}"))?;
+    if back != msg {
+        return Err("the echo differs from the message".into());
+    }
+    Ok(())
+}
+
 /// A started relay (or HAProxy) and where to reach it.
 struct Started {
     proc_: Option<Launched>,
@@ -295,9 +322,18 @@ fn measure(
     super::check_alive(upstream, exit::TARGET_DIED, "the echo upstream", &when)?;
     let r = &outcome.report;
     if let Some(why) = outcome.failure {
+        // What the path itself counted says where the bytes stopped.
+        let detail = match stop(p, s) {
+            Ok(Some(rep)) => format!(
+                "; the relay's own report:\n{}",
+                crate::serve::relay::report::render(&rep)
+            ),
+            Ok(None) => String::new(),
+            Err(e) => format!("; {e:#}"),
+        };
         return Err(fail(
             exit::LOAD_FAILED,
-            format!("relay point {what}: the load failed: {why}"),
+            format!("relay point {what}: the load failed: {why}{detail}"),
         ));
     }
     // CPU is read around the whole load (connections and warm-up
@@ -419,6 +455,25 @@ pub fn run(ctx: &mut BenchContext<'_>, size: Size) -> Result<(RelayResult, Vec<S
             let dir = scratch.join(format!("round{round}"));
             std::fs::create_dir_all(&dir)?;
             let mut s = start(p, &exe, upstream, haproxy.as_deref(), &dir)?;
+            if let Err(why) = relays_a_message(s.addr) {
+                let log = s
+                    .proc_
+                    .as_ref()
+                    .map(|l| l.log_tail(2000))
+                    .unwrap_or_default();
+                let _ = stop(p, &mut s);
+                return Err(fail(
+                    exit::TARGET_DIED,
+                    format!(
+                        "{} listens at {} but did not relay a first message to the echo \
+                         upstream within {} s ({why}); its output:\n{}",
+                        p.name(),
+                        s.addr,
+                        FIRST_MESSAGE_WITHIN.as_secs(),
+                        quote_block(&log)
+                    ),
+                ));
+            }
             for &shape in plan.shapes {
                 ctx.check_signals()?;
                 let x = measure(ctx, p, &mut s, &mut echo, shape, &plan)?;
