@@ -189,6 +189,50 @@ fn redis_benchmark_lockstep_commands_are_one_turn_each() {
     let turns = u(&a["turns"]) + u(&a["multiplexed"]["turns"]);
     assert_eq!(turns, 6001, "{}", brief(a));
     assert_eq!(u(&a["resp"]["turns"]), 6001);
+    every_timed_turn_s_parts_are_in_its_endpoint(a);
+    assert!(
+        html.contains("chart-endpoint-tails"),
+        "no per-endpoint bars"
+    );
+}
+
+/// Lockstep, every timed turn carried one command: the endpoints' timed
+/// turns are the anatomy's, and their parts (mean times turns) add up to
+/// the anatomy's exact sums, part by part; each endpoint's p50 and p99
+/// compositions add up to their server time.
+fn every_timed_turn_s_parts_are_in_its_endpoint(a: &Value) {
+    let endpoints = a["endpoints"].as_array().unwrap();
+    let timed: Vec<&Value> = endpoints.iter().filter(|e| u(&e["turns"]) > 0).collect();
+    let turns: u64 = timed.iter().map(|e| u(&e["turns"])).sum();
+    assert_eq!(turns, u(&a["turns"]), "{}", brief(a));
+    for (mean, sum) in [
+        ("queue_wait_ns", "queue_wait"),
+        ("cpu_wait_ns", "cpu_wait"),
+        ("service_ns", "service"),
+        ("send_ns", "send"),
+    ] {
+        let got: f64 = timed
+            .iter()
+            .map(|e| e["parts_mean"][mean].as_f64().unwrap() * u(&e["turns"]) as f64)
+            .sum();
+        let want = u(&a["sums_ns"][sum]) as f64;
+        assert!(
+            (got - want).abs() <= 1.0,
+            "{sum}: {got} vs {want}: {}",
+            brief(a)
+        );
+    }
+    for e in &timed {
+        for c in e["at_percentile"].as_array().unwrap() {
+            let parts: u64 = ["queue_wait_ns", "cpu_wait_ns", "service_ns", "send_ns"]
+                .iter()
+                .map(|k| u(&c[*k]))
+                .sum();
+            assert_eq!(parts, u(&c["server_ns"]), "{c}");
+            assert!(u(&c["turns"]) > 0, "{c}");
+        }
+        assert_eq!(e["at_percentile"].as_array().unwrap().len(), 2, "{e}");
+    }
 }
 
 #[test]

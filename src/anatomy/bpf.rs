@@ -37,9 +37,9 @@ pub struct Programs<'obj> {
 
 /// Entries of the names map (and of the HTTP/1 route texts): each port's
 /// names and an "(other)" per protocol, at least the kernel's default and
-/// at most [`NAMES_CAP`]. A value is 2.6 KB, allocated only when a name is
+/// at most [`NAMES_CAP`]. A value is 3.9 KB, allocated only when a name is
 /// first seen, so the cap bounds the memory a flood of names can take
-/// (about 42 MB); names past it are counted as unnamed.
+/// (about 32 MB); names past it are counted as unnamed.
 fn names_capacity(max_ports: u32, max_endpoints: u32) -> u32 {
     let per_port = max_endpoints.saturating_add(Wire::ALL.len() as u32);
     max_ports
@@ -49,7 +49,7 @@ fn names_capacity(max_ports: u32, max_endpoints: u32) -> u32 {
 }
 
 /// The most entries the names map is given.
-const NAMES_CAP: u32 = 16384;
+const NAMES_CAP: u32 = 8192;
 
 /// What a failed step was doing, with libbpf's reason.
 fn failed(what: &str, e: libbpf_rs::Error) -> anyhow::Error {
@@ -447,6 +447,8 @@ impl<'obj> Programs<'obj> {
                 max_ns: v.max_ns,
                 hist: v.hist.to_vec(),
                 status: v.status,
+                parts: v.parts,
+                by_band: v.by_band.to_vec(),
             });
         }
         out.sort_by(|a, b| {

@@ -294,7 +294,16 @@ pub struct NameCounts {
     pub hist: Vec<u64>,
     /// HTTP/1: final responses by status class (2xx, 3xx, 4xx, 5xx).
     pub status: [u64; 4],
+    /// The timed turns' parts' sums: queue wait, CPU wait, service, send.
+    pub parts: [u64; 4],
+    /// The same by band of server time (band `b`, part `p` at `b * 4 +
+    /// p`; a band is [`BAND_BUCKETS`] buckets of `hist`).
+    pub by_band: Vec<u64>,
 }
+
+/// Buckets of a name's server-time histogram in one band of its parts'
+/// sums (SS_HIST_SUB: one power of two).
+pub const BAND_BUCKETS: usize = 1 << hist::SUB_BITS;
 
 impl NameCounts {
     /// What accumulated since `e` (the same port and name, read before).
@@ -307,6 +316,8 @@ impl NameCounts {
         out.sum_ns = self.sum_ns.saturating_sub(e.sum_ns);
         sub_from(&mut out.hist, &e.hist);
         sub_from(&mut out.status, &e.status);
+        sub_from(&mut out.parts, &e.parts);
+        sub_from(&mut out.by_band, &e.by_band);
         out
     }
 
@@ -475,6 +486,8 @@ pub(crate) mod tests {
             max_ns: 10,
             hist: vec![0; hist::BUCKETS],
             status: [0; 4],
+            parts: [0; 4],
+            by_band: Vec::new(),
         };
         let mut before = Counts::empty();
         before.names = vec![name(b"GET", 10, 6379), name(b"SET", 4, 6379)];

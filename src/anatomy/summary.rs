@@ -4,13 +4,13 @@
 //! the per-port rows, the intervals, and the cost. Pure functions.
 
 use super::abi::{PROG_NAMES, count};
-use super::counts::{Counts, NameCounts, Part, PortTurns, ProgRuns, Wire};
+use super::counts::{BAND_BUCKETS, Counts, NameCounts, Part, PortTurns, ProgRuns, Wire};
 use crate::probe::hist::{self, Histogram};
 use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
-use crate::report::commands::{Endpoint, ProtocolCounts, StatusClasses};
+use crate::report::commands::{Endpoint, PartMeans, ProtocolCounts, StatusClasses};
 use crate::stats::{LatencySummary, TailInterval, tail};
 
 /// The quantile of a named percentile.
@@ -321,6 +321,55 @@ pub fn report(
     }
 }
 
+/// Percentiles each endpoint's composition is given at.
+const ENDPOINT_PERCENTILES: [&str; 2] = ["p50", "p99"];
+
+/// What a name's turns at its p50 and p99 of server time were made of:
+/// the means of the turns in the band (power of two of server time) that
+/// holds the percentile. Empty with no timed turn, or in counts read
+/// without bands.
+fn name_compositions(n: &NameCounts) -> Vec<Composition> {
+    let total: u64 = n.hist.iter().sum();
+    if total == 0 || n.by_band.is_empty() {
+        return Vec::new();
+    }
+    ENDPOINT_PERCENTILES
+        .iter()
+        .filter_map(|name| {
+            let rank = ((quantile_of(name) * total as f64).ceil() as u64).clamp(1, total);
+            let band = bucket_at_rank(&n.hist, rank) / BAND_BUCKETS;
+            let lo = band * BAND_BUCKETS;
+            let turns: u64 = n.hist.get(lo..lo + BAND_BUCKETS)?.iter().sum();
+            let row = n.by_band.get(band * 4..band * 4 + 4)?;
+            let mean = |p: usize| (row[p] as f64 / turns.max(1) as f64).round() as u64;
+            let (queue, cpu, service, send) = (mean(0), mean(1), mean(2), mean(3));
+            Some(Composition {
+                percentile: name.to_string(),
+                turns,
+                server_ns: queue + cpu + service + send,
+                queue_wait_ns: queue,
+                cpu_wait_ns: cpu,
+                service_ns: service,
+                send_ns: send,
+            })
+        })
+        .collect()
+}
+
+/// The exact mean parts of a name's timed turns.
+fn name_part_means(n: &NameCounts) -> Option<PartMeans> {
+    if n.turns == 0 || n.parts.iter().all(|p| *p == 0) {
+        return None;
+    }
+    let mean = |p: usize| n.parts[p] as f64 / n.turns as f64;
+    Some(PartMeans {
+        queue_wait_ns: mean(0),
+        cpu_wait_ns: mean(1),
+        service_ns: mean(2),
+        send_ns: mean(3),
+    })
+}
+
 /// The rows of the command names that counted something in the window.
 pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
     names
@@ -345,6 +394,8 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
                 server_p999_ns: h.quantile(0.999).unwrap_or(0),
                 server_mean_ns: n.sum_ns.checked_div(n.turns).unwrap_or(0),
                 rate_per_s: 0.0,
+                parts_mean: name_part_means(n),
+                at_percentile: name_compositions(n),
                 errors: status.map(|s| s.s5xx),
                 client_errors: status.map(|s| s.s4xx),
                 status,
@@ -380,6 +431,71 @@ mod tests {
     /// Turns made of (queue, cpu, service, send), on port 80.
     fn turns(values: &[[u64; 4]]) -> PortTurns {
         crate::anatomy::counts::tests::turns(80, values)
+    }
+
+    /// A name's counts as the kernel keeps them (name_turn in names.h)
+    /// after turns made of (queue, cpu, service, send).
+    fn named(values: &[[u64; 4]]) -> NameCounts {
+        let mut n = NameCounts {
+            port: 80,
+            transport: crate::anatomy::Transport::Tcp,
+            wire: Wire::Http1,
+            name: b"GET /".to_vec(),
+            commands: values.len() as u64,
+            batched: 0,
+            noreply: 0,
+            turns: 0,
+            sum_ns: 0,
+            max_ns: 0,
+            hist: vec![0; hist::BUCKETS],
+            status: [0; 4],
+            parts: [0; 4],
+            by_band: vec![0; hist::BUCKETS / BAND_BUCKETS * 4],
+        };
+        for v in values {
+            let server: u64 = v.iter().sum();
+            let b = hist::bucket_of(server);
+            n.turns += 1;
+            n.sum_ns += server;
+            n.max_ns = n.max_ns.max(server);
+            n.hist[b] += 1;
+            for (p, ns) in v.iter().enumerate() {
+                n.parts[p] += ns;
+                n.by_band[b / BAND_BUCKETS * 4 + p] += ns;
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn an_endpoint_says_what_its_own_tail_was_made_of() {
+        // 95 turns of service, 5 that waited for a CPU: this endpoint's
+        // p99 is the waits, its p50 the service.
+        let mut v = vec![[1_000, 0, 50_000, 1_000]; 95];
+        v.extend(vec![[1_000, 2_900_000, 50_000, 1_000]; 5]);
+        let e = &endpoints(&[named(&v)])[0];
+        let p50 = e.composition("p50").unwrap();
+        assert_eq!(
+            (p50.turns, p50.cpu_wait_ns, p50.service_ns),
+            (95, 0, 50_000)
+        );
+        let p99 = e.composition("p99").unwrap();
+        assert_eq!((p99.turns, p99.cpu_wait_ns), (5, 2_900_000));
+        assert_eq!(p99.server_ns, 2_952_000);
+        let m = e.parts_mean.unwrap();
+        assert_eq!(m.cpu_wait_ns, 5.0 * 2_900_000.0 / 100.0);
+        // The means add up to the exact mean server time.
+        let sum: f64 = m.parts().iter().map(|p| p.1).sum();
+        assert_eq!(sum.round() as u64, e.server_mean_ns);
+        // Turns in one band (a power of two) are averaged together: two
+        // service times 1.5x apart are one composition.
+        let e = &endpoints(&[named(&[[0, 0, 40_000, 0], [0, 0, 60_000, 0]])])[0];
+        assert_eq!(e.composition("p50").unwrap().service_ns, 50_000);
+        // No timed turn: no parts.
+        let mut untimed = named(&[]);
+        untimed.commands = 3;
+        let e = &endpoints(&[untimed])[0];
+        assert!(e.parts_mean.is_none() && e.at_percentile.is_empty());
     }
 
     #[test]

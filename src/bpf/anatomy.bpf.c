@@ -454,7 +454,7 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 	if (c->flags & SS_CONN_MULTIPLEXED) {
 		count(SS_CNT_MUX_TURNS);
 		if (c->tcmds)
-			name_turn(c, 0, 0);
+			name_turn(c, NULL);
 		turn_reset(c);
 		return;
 	}
@@ -467,8 +467,11 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 	service = c->first_write - c->first_read - c->cpu_service;
 	send = c->last_write - c->first_write - c->cpu_send;
 	record_turn(c, queue, cpu, service, send);
-	if (c->tcmds)
-		name_turn(c, queue + cpu + service + send, 1);
+	if (c->tcmds) {
+		struct ss_anat_turn_parts parts = { { queue, cpu, service, send } };
+
+		name_turn(c, &parts);
+	}
 	turn_reset(c);
 }
 

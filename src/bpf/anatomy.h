@@ -63,6 +63,9 @@ enum ss_anat_limits {
 	 * kept in all: the names map's size, set by the loader too. */
 	SS_RESP_NAME_LEN = 16,
 	SS_RESP_NAMES_MAX = 1024,
+	/* Bands of server time a name's parts are summed by (a band is
+	 * SS_HIST_SUB histogram buckets: one power of two). */
+	SS_NAME_BANDS = SS_HIST_BUCKETS / SS_HIST_SUB,
 	/* HTTP/1 (http1.h): the text of a name (method, space, route
 	 * template) kept at most; requests read and not answered whose names
 	 * are kept, per connection (for their responses' status). */
@@ -348,6 +351,12 @@ struct ss_anat_name {
 	/* HTTP/1: final responses by status class (2xx, 3xx, 4xx, 5xx; the
 	 * rest, 1xx finals such as 101, in the counters) */
 	__u64 status[4];
+	/* Their parts' sums (queue, CPU, service, send): the means exactly. */
+	__u64 parts[SS_PART_SERVER];
+	/* The parts' sums by band of server time (band b, part p at
+	 * [b * SS_PART_SERVER + p]): a band is SS_HIST_SUB buckets of hist,
+	 * one power of two; what the turns at a percentile were made of. */
+	__u64 by_band[SS_NAME_BANDS * SS_PART_SERVER];
 };
 
 /* A port's number of names so far (bounds them). */

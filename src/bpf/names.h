@@ -29,7 +29,7 @@ struct {
 } resp_scratch SEC(".maps");
 
 /* Per port, protocol and command name (not preallocated: a value is
- * 2.6 KB; one the kernel cannot allocate, or past the map's size, which
+ * 3.9 KB; one the kernel cannot allocate, or past the map's size, which
  * the loader sets from --max-endpoints, counts in its protocol's
  * SS_CNT_*_NAMES_FULL). */
 struct {
@@ -165,31 +165,57 @@ __noinline int name_noreply(const struct ss_anat_conn *c, __u64 lo, __u64 hi)
 	return 0;
 }
 
+/* A timed turn's four parts (queue, CPU, service, send): a global
+ * function's pointer argument is checked against its type's size. */
+struct ss_anat_turn_parts {
+	__u64 p[SS_PART_SERVER];
+};
+
 /* A turn that carried commands is closed: it is filed under its first
- * command's name (a batch of several names too), with its server time
- * when it was timed. */
-__noinline int name_turn(const struct ss_anat_conn *c, __u64 server, int timed)
+ * command's name (a batch of several names too), with its parts when it
+ * was timed (NULL: counted only). */
+__noinline int name_turn(const struct ss_anat_conn *c, const struct ss_anat_turn_parts *tp)
 {
 	struct ss_anat_name_key k;
 	struct ss_anat_name *v;
-	__u32 b;
+	const __u64 *parts;
+	__u64 server, *row;
+	__u32 b, i;
 
 	if (!c)
 		return 0;
 	count(wire_counter(c, SS_CNT_CMD_TURNS, SS_CNT_MC_TURNS, SS_CNT_PG_TURNS, SS_CNT_H1_TURNS));
-	if (!timed)
+	if (!tp)
 		return 0;
+	parts = tp->p;
 	name_key(&k, c, c->tname[0], c->tname[1]);
 	v = name_entry(&k);
 	if (!v)
 		return 0;
+	server = parts[0] + parts[1] + parts[2] + parts[3];
 	__sync_fetch_and_add(&v->turns, 1);
 	__sync_fetch_and_add(&v->sum_ns, server);
 	if (server > v->max_ns)
 		v->max_ns = server;
 	b = anat_bucket(server);
-	if (b < SS_HIST_BUCKETS)
-		__sync_fetch_and_add(&v->hist[b], 1);
+	if (b >= SS_HIST_BUCKETS)
+		return 0;
+	__sync_fetch_and_add(&v->hist[b], 1);
+	__sync_fetch_and_add(&v->parts[0], parts[0]);
+	__sync_fetch_and_add(&v->parts[1], parts[1]);
+	__sync_fetch_and_add(&v->parts[2], parts[2]);
+	__sync_fetch_and_add(&v->parts[3], parts[3]);
+	/* One pointer from the checked index, as add_by_server has it. */
+	i = (b / SS_HIST_SUB) * SS_PART_SERVER;
+	barrier_var(i);
+	if (i > (SS_NAME_BANDS - 1) * SS_PART_SERVER)
+		return 0;
+	row = &v->by_band[i];
+	barrier_var(row);
+	__sync_fetch_and_add(&row[0], parts[0]);
+	__sync_fetch_and_add(&row[1], parts[1]);
+	__sync_fetch_and_add(&row[2], parts[2]);
+	__sync_fetch_and_add(&row[3], parts[3]);
 	return 0;
 }
 

@@ -320,6 +320,8 @@ mod tests {
             max_ns: servers.iter().copied().max().unwrap_or(0),
             hist,
             status: [0; 4],
+            parts: [0; 4],
+            by_band: Vec::new(),
         }
     }
 

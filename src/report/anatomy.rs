@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use super::commands::{Endpoint, ProtocolCounts};
+pub use super::composition::Composition;
 use super::units::{fmt_ns, fmt_pct};
 use crate::stats::TailInterval;
 
@@ -87,40 +88,6 @@ pub struct PartSums {
     pub send: u64,
     /// Server time, ns.
     pub server_time: u64,
-}
-
-/// What the turns at one server-time percentile were made of: the turns
-/// whose server time fell in the histogram bucket that holds the
-/// percentile, their parts' means (which add up to their server time's
-/// mean exactly).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Composition {
-    /// "p50", "p90", "p99" or "p99.9".
-    pub percentile: String,
-    /// Turns in that bucket.
-    pub turns: u64,
-    /// Their mean server time.
-    pub server_ns: u64,
-    /// Their mean queue wait.
-    pub queue_wait_ns: u64,
-    /// Their mean CPU wait.
-    pub cpu_wait_ns: u64,
-    /// Their mean service.
-    pub service_ns: u64,
-    /// Their mean send.
-    pub send_ns: u64,
-}
-
-impl Composition {
-    /// The parts with their names, in order.
-    pub fn parts(&self) -> [(&'static str, u64); 4] {
-        [
-            ("queue wait", self.queue_wait_ns),
-            ("CPU wait", self.cpu_wait_ns),
-            ("service", self.service_ns),
-            ("send", self.send_ns),
-        ]
-    }
 }
 
 /// Connections that carried more than one request at a time (pipelining,

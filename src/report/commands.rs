@@ -190,6 +190,15 @@ pub struct Endpoint {
     /// artifacts from before it was recorded).
     #[serde(default)]
     pub rate_per_s: f64,
+    /// The timed turns' parts, their exact means (absent with no timed
+    /// turn, and in artifacts from before they were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts_mean: Option<PartMeans>,
+    /// What the turns at this endpoint's p50 and p99 of server time were
+    /// made of: the means of the turns in the same power of two of server
+    /// time (the kernel sums each name's parts by band, not by bucket).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub at_percentile: Vec<super::composition::Composition>,
     /// HTTP/1: the final responses to these requests by status class
     /// (absent for the other protocols).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,7 +211,46 @@ pub struct Endpoint {
     pub client_errors: Option<u64>,
 }
 
+/// The mean parts of a set of timed turns, ns (they add up to the mean
+/// server time).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartMeans {
+    /// Queue wait.
+    pub queue_wait_ns: f64,
+    /// CPU wait.
+    pub cpu_wait_ns: f64,
+    /// Service.
+    pub service_ns: f64,
+    /// Send.
+    pub send_ns: f64,
+}
+
+impl PartMeans {
+    /// The parts with their names, in order.
+    pub fn parts(&self) -> [(&'static str, f64); 4] {
+        [
+            ("queue wait", self.queue_wait_ns),
+            ("CPU wait", self.cpu_wait_ns),
+            ("service", self.service_ns),
+            ("send", self.send_ns),
+        ]
+    }
+}
+
 impl Endpoint {
+    /// The composition at `name` ("p50", "p99"), when recorded.
+    pub fn composition(&self, name: &str) -> Option<&super::composition::Composition> {
+        self.at_percentile.iter().find(|c| c.percentile == name)
+    }
+
+    /// The largest part of the turns at `name`: its name, its mean and
+    /// their mean server time.
+    pub fn dominant_at(&self, name: &str) -> Option<(&'static str, u64, u64)> {
+        let c = self.composition(name)?;
+        let (part, ns) = c.parts().into_iter().max_by_key(|(_, ns)| *ns)?;
+        (c.server_ns > 0).then_some((part, ns, c.server_ns))
+    }
+
     /// `tcp/6379`, or `unix:/run/redis.sock` (escaped).
     pub fn label(&self) -> String {
         match &self.socket {
@@ -245,8 +293,10 @@ pub fn slowest_at_p99(endpoints: &[Endpoint]) -> Vec<&Endpoint> {
     timed
 }
 
-/// "slowest at p99: HGETALL on tcp/6379 (p99 1.2ms over 40 turns), ..."
-/// (names escaped), or None.
+/// "slowest at p99: HGETALL on tcp/6379 (p99 1.2ms over 40 turns; those
+/// near its p99 averaged 1.3ms, mostly CPU wait 1.1ms), ..." (names
+/// escaped), or None. "Near" is the turns in the same power of two of
+/// server time as the p99 (the kernel sums a name's parts by band).
 pub fn slowest_line(endpoints: &[Endpoint]) -> Option<String> {
     let slow = slowest_at_p99(endpoints);
     if slow.is_empty() {
@@ -256,11 +306,18 @@ pub fn slowest_line(endpoints: &[Endpoint]) -> Option<String> {
         .iter()
         .map(|e| {
             format!(
-                "{} on {} (p99 {} over {} turns)",
+                "{} on {} (p99 {} over {} turns{})",
                 crate::text::escape(&e.name),
                 e.label(),
                 fmt_ns(e.server_p99_ns as f64),
-                e.turns
+                e.turns,
+                e.dominant_at("p99")
+                    .map(|(part, ns, of)| format!(
+                        "; those near its p99 averaged {}, mostly {part} {}",
+                        fmt_ns(of as f64),
+                        fmt_ns(ns as f64)
+                    ))
+                    .unwrap_or_default()
             )
         })
         .collect();
@@ -586,13 +643,22 @@ mod tests {
             server_p99_ns: p99,
             ..Endpoint::default()
         };
-        let rows = vec![
+        let mut rows = vec![
             row("GET", 20_000, 100),
             row("HGET\x1b", 3_000_000, 5),
             row("SET", 90_000, 50),
             row("INCR", 90_000, 70),
             row("NOTIMED", 9_000_000, 0),
         ];
+        rows[2].at_percentile = vec![super::super::composition::Composition {
+            percentile: "p99".into(),
+            turns: 1,
+            server_ns: 90_000,
+            queue_wait_ns: 80_000,
+            cpu_wait_ns: 0,
+            service_ns: 10_000,
+            send_ns: 0,
+        }];
         let slow: Vec<&str> = slowest_at_p99(&rows)
             .iter()
             .map(|e| e.name.as_str())
@@ -604,6 +670,10 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains('\x1b'));
+        assert!(
+            line.ends_with("SET on tcp/6379 (p99 90.0us over 50 turns; those near its p99 averaged 90.0us, mostly queue wait 80.0us)"),
+            "{line}"
+        );
         assert!(slowest_line(&rows[..1]).is_none());
         let none = ProtocolCounts::default();
         let text = render(Some(230), &[(RESP, &none)], &rows, Some(64)).unwrap();

@@ -14,6 +14,7 @@ pub mod bench;
 mod browser_check;
 pub mod commands;
 pub mod compare;
+pub mod composition;
 pub mod endpoints_compare;
 pub mod evidence;
 #[cfg(test)]

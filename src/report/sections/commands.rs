@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use super::ProfileSection;
 use crate::report::html::{card, table};
 use crate::report::profile::ProfileReport;
+use crate::report::svg::{self, StackChart};
 use crate::report::units::human_ns;
 
 /// The per-command table, when the anatomy counted commands.
@@ -88,11 +89,50 @@ impl ProfileSection for Commands {
             crate::report::commands::protocols(&a.protocol_counts()),
             crate::report::commands::command_turns(&a.protocol_counts())
         );
+        let mut inner = table(&head, &rows, &numeric);
+        inner.push_str(&tails(p, &a.endpoints));
         Some(card(
             &format!("{p}commands"),
             "Requests by command",
             &lead,
-            &table(&head, &rows, &numeric),
+            &inner,
         ))
     }
+}
+
+/// Endpoints whose p99 turns are drawn, slowest first.
+const TAIL_BARS: usize = 12;
+
+/// One stacked bar per endpoint (the slowest at p99 first): what its
+/// turns at its own p99 of server time were made of. Nothing when no
+/// endpoint has a composition.
+fn tails(p: &str, endpoints: &[crate::report::commands::Endpoint]) -> String {
+    let mut timed: Vec<_> = endpoints
+        .iter()
+        .filter_map(|e| Some((e, e.composition("p99")?)))
+        .collect();
+    if timed.is_empty() {
+        return String::new();
+    }
+    timed.sort_by_key(|(e, _)| std::cmp::Reverse(e.server_p99_ns));
+    let rows = timed
+        .iter()
+        .take(TAIL_BARS)
+        .map(|(e, c)| {
+            let label = format!("{} {}", crate::text::escape(&e.name), e.label());
+            (label, c.parts().iter().map(|(_, ns)| *ns as f64).collect())
+        })
+        .collect();
+    svg::stack_chart(&StackChart {
+        id: &format!("{p}chart-endpoint-tails"),
+        title: "What each endpoint's turns at its p99 of server time were made of (the turns \
+                within the same power of two as its p99)",
+        x_label: "time at the server",
+        parts: ["queue wait", "CPU wait", "service", "send"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        rows,
+        fmt: crate::report::units::fmt_ns,
+    })
 }
