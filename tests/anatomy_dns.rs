@@ -288,6 +288,7 @@ fn dns_queries_by_qtype_equal_dnsmasqs_log_and_udp_queries_are_timed_turns() {
     assert!(dns["malformed"].is_null(), "{}", brief(a));
     assert_eq!(u(&dns["turns"]), 131, "one turn per query: {}", brief(a));
     assert_eq!(u(&a["requests"]), 131, "{}", brief(a));
+    assert_eq!(u(&rep["workload"]["requests"]["count"]), 131);
     assert!(summary.contains("Requests by command (DNS;"), "{summary}");
     let json = serde_json::to_string(&rep).unwrap();
     no_names(&[

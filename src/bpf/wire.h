@@ -328,7 +328,8 @@ static __always_inline void wire_pause(struct ss_anat_conn *c)
 	    ((c->rproto == SS_RESP_PROBE || c->rproto == SS_RESP_PROBE_H1) &&
 	     c->wire != SS_WIRE_NONE))
 		c->rproto = SS_RESP_RESYNC;
-	else if (c->rproto == SS_RESP_PROBE || c->rproto == SS_RESP_PROBE_H1)
+	else if (c->rproto == SS_RESP_PROBE || c->rproto == SS_RESP_PROBE_H1 ||
+		 c->rproto == SS_RESP_PROBE_DNS)
 		c->rproto = SS_RESP_UNKNOWN;
 	if (c->wire == SS_WIRE_HTTP1)
 		h1_pause(c);

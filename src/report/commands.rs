@@ -1,8 +1,9 @@
 //! The request anatomy's commands (run.json's `anatomy.requests`,
 //! `anatomy.resp`, `anatomy.memcached`, `anatomy.postgres`,
-//! `anatomy.http` and `anatomy.endpoints`) and their table: where the
-//! anatomy found request boundaries in the bytes (RESP, memcached's text
-//! protocol, PostgreSQL's frontend protocol, HTTP/1; issue 39), each
+//! `anatomy.http`, `anatomy.dns` and `anatomy.endpoints`) and their table:
+//! where the anatomy found request boundaries in the bytes (RESP,
+//! memcached's text protocol, PostgreSQL's frontend protocol, HTTP/1, DNS
+//! queries; issue 39), each
 //! command (an HTTP/1 request) is a request, and a
 //! turn carries the commands its read(s) completed. A pipelined batch is
 //! one turn: each of its commands is counted, and its server time is the
