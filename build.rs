@@ -55,6 +55,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/memcached.h");
     println!("cargo:rerun-if-changed=src/bpf/postgres.h");
     println!("cargo:rerun-if-changed=src/bpf/wire.h");
+    println!("cargo:rerun-if-changed=src/bpf/dns.h");
     println!("cargo:rerun-if-changed=src/bpf/http1.h");
     println!("cargo:rerun-if-changed=src/bpf/scope.h");
     println!("cargo:rerun-if-changed=src/bpf/common.h");

@@ -112,6 +112,16 @@ pub mod count {
     pub const PG_NAMES_FULL: usize = C::SS_CNT_PG_NAMES_FULL.0 as usize;
     /// PostgreSQL connections gone TLS or GSS encrypted: not readable.
     pub const PG_ENCRYPTED: usize = C::SS_CNT_PG_ENCRYPTED.0 as usize;
+    /// TCP connections and UDP sockets whose first DNS query parsed.
+    pub const DNS_CONNS: usize = C::SS_CNT_DNS_CONNS.0 as usize;
+    /// DNS TCP connections the parser gave up on.
+    pub const DNS_GAVE_UP: usize = C::SS_CNT_DNS_GAVE_UP.0 as usize;
+    /// DNS: turns closed that carried at least one query.
+    pub const DNS_TURNS: usize = C::SS_CNT_DNS_TURNS.0 as usize;
+    /// DNS queries whose QTYPE found no room in the names map.
+    pub const DNS_NAMES_FULL: usize = C::SS_CNT_DNS_NAMES_FULL.0 as usize;
+    /// UDP datagrams on a DNS socket that were no query.
+    pub const DNS_MALFORMED: usize = C::SS_CNT_DNS_MALFORMED.0 as usize;
 }
 
 /// The protocols commands are found in (`enum ss_anat_wire`).
@@ -125,6 +135,8 @@ pub mod wire {
     pub const HTTP1: u8 = W::SS_WIRE_HTTP1.0 as u8;
     /// PostgreSQL's frontend protocol (src/bpf/postgres.h).
     pub const POSTGRES: u8 = W::SS_WIRE_POSTGRES.0 as u8;
+    /// DNS queries over UDP and TCP (src/bpf/dns.h).
+    pub const DNS: u8 = W::SS_WIRE_DNS.0 as u8;
 }
 
 /// A PostgreSQL request's kind (`enum ss_pg_kind`, the first byte of its

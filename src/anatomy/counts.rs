@@ -177,11 +177,19 @@ pub enum Wire {
     Http1,
     /// PostgreSQL's frontend protocol (v3).
     Postgres,
+    /// DNS queries (UDP and TCP), named by QTYPE.
+    Dns,
 }
 
 impl Wire {
     /// Every protocol parsed (each port has an "(other)" per protocol).
-    pub const ALL: [Wire; 4] = [Wire::Resp, Wire::Memcached, Wire::Http1, Wire::Postgres];
+    pub const ALL: [Wire; 5] = [
+        Wire::Resp,
+        Wire::Memcached,
+        Wire::Http1,
+        Wire::Postgres,
+        Wire::Dns,
+    ];
 
     /// From the kernel's number (`enum ss_anat_wire`); None for anything
     /// else.
@@ -191,11 +199,12 @@ impl Wire {
             n if n == super::abi::wire::MEMCACHED => Some(Wire::Memcached),
             n if n == super::abi::wire::HTTP1 => Some(Wire::Http1),
             n if n == super::abi::wire::POSTGRES => Some(Wire::Postgres),
+            n if n == super::abi::wire::DNS => Some(Wire::Dns),
             _ => None,
         }
     }
 
-    /// "resp", "memcached", "postgres" or "http" (run.json's
+    /// "resp", "memcached", "postgres", "http" or "dns" (run.json's
     /// `endpoints[].protocol`).
     pub fn name(self) -> &'static str {
         match self {
@@ -203,13 +212,15 @@ impl Wire {
             Wire::Memcached => "memcached",
             Wire::Http1 => "http",
             Wire::Postgres => "postgres",
+            Wire::Dns => "dns",
         }
     }
 
     /// A name's bytes (trailing zeros trimmed) as the report shows them:
     /// as sent (escaped), and for PostgreSQL the kind its first byte is,
     /// then the prepared statement's name when it is named
-    /// (`SELECT P0_1`).
+    /// (`SELECT P0_1`); for DNS the QTYPE the two bytes are (`AAAA`,
+    /// `TYPE65280`).
     pub fn name_text(self, bytes: &[u8]) -> String {
         use crate::report::commands::name_text;
         match (self, bytes.split_first()) {
@@ -222,6 +233,10 @@ impl Wire {
                     let end = stmt.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
                     format!("{kind} {}", name_text(&stmt[..end]))
                 }
+            }
+            (Wire::Dns, Some((lo, hi))) => {
+                let hi = hi.first().copied().unwrap_or(0);
+                crate::report::commands::qtype_text(u16::from_le_bytes([*lo, hi]))
             }
             _ => name_text(bytes),
         }
@@ -511,6 +526,21 @@ pub(crate) mod tests {
                 (6379, &b"SET"[..], 0, 0)
             ]
         );
+    }
+
+    #[test]
+    fn a_dns_name_is_its_qtype_never_other_bytes() {
+        assert_eq!(Wire::Dns.name_text(&[1]), "A");
+        assert_eq!(Wire::Dns.name_text(&[28]), "AAAA");
+        assert_eq!(Wire::Dns.name_text(&[1, 1]), "CAA");
+        assert_eq!(Wire::Dns.name_text(&[0, 1]), "TYPE256");
+        assert_eq!(Wire::Dns.name_text(&[0, 0xff]), "TYPE65280");
+        assert_eq!(Wire::Dns.name_text(&[]), crate::report::commands::OTHER);
+        assert_eq!(
+            Wire::from_number(super::super::abi::wire::DNS),
+            Some(Wire::Dns)
+        );
+        assert_eq!(Wire::Dns.name(), "dns");
     }
 
     #[test]

@@ -280,6 +280,7 @@ pub fn report(
             || c[count::MC_CONNS] > 0
             || c[count::H1_CONNS] > 0
             || c[count::PG_CONNS] > 0
+            || c[count::DNS_CONNS] > 0
             || c[count::COMMANDS] > 0)
             .then_some(c[count::COMMANDS]),
         resp: ProtocolCounts {
@@ -314,6 +315,14 @@ pub fn report(
             turns: c[count::PG_TURNS],
             unnamed: c[count::PG_NAMES_FULL],
             encrypted: c[count::PG_ENCRYPTED],
+            ..ProtocolCounts::default()
+        },
+        dns: ProtocolCounts {
+            connections: c[count::DNS_CONNS],
+            unparsed: c[count::DNS_GAVE_UP],
+            turns: c[count::DNS_TURNS],
+            unnamed: c[count::DNS_NAMES_FULL],
+            malformed: c[count::DNS_MALFORMED],
             ..ProtocolCounts::default()
         },
         endpoints: endpoints(&window.names),

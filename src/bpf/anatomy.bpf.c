@@ -351,6 +351,7 @@ __noinline __u32 anat_bucket(__u64 v)
 #include "memcached.h"
 #include "postgres.h"
 #include "http1.h"
+#include "dns.h"
 #include "wire.h"
 
 /* Index of part p's bucket b in the flat arrays, bounds-checked in a way
@@ -798,6 +799,7 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		t->udp_read = now;
 		t->udp_cpu_queue = bounded(waited_since_mark(t, rd), arrival ? now - arrival : 0);
 		t->udp_rq_read = rd;
+		t->udp_name = dns_datagram(c, ret);
 		return true;
 	}
 	switch (c->state) {
@@ -935,22 +937,35 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct ss_anat_thread *t = bpf_task_storage_get(&threads, task, 0, 0);
-	__u64 cpu_service, queue, rd;
+	__u64 cpu_service, queue, service, rd, name;
 
 	if (!t || t->udp_sk != (__u64)sk || now < t->udp_read) {
 		count(SS_CNT_UNSOLICITED);
 		return;
 	}
 	t->udp_sk = 0;
+	name = t->udp_name;
+	t->udp_name = 0;
 	rd = run_delay_of(task);
 	waited_since_mark(t, rd);
 	if (!t->udp_arrival) {
 		count(SS_CNT_UDP_UNSEEN);
+		if (name)
+			name_turn_as(c, name, 0, NULL);
 		return;
 	}
 	cpu_service = bounded(rd - t->udp_rq_read, now - t->udp_read);
 	queue = t->udp_read - t->udp_arrival - t->udp_cpu_queue;
-	record_turn(c, queue, t->udp_cpu_queue + cpu_service, now - t->udp_read - cpu_service, 0);
+	service = now - t->udp_read - cpu_service;
+	record_turn(c, queue, t->udp_cpu_queue + cpu_service, service, 0);
+	/* A DNS query's turn goes under its QTYPE. */
+	if (name) {
+		struct ss_anat_turn_parts parts = {
+			{ queue, t->udp_cpu_queue + cpu_service, service, 0 }
+		};
+
+		name_turn_as(c, name, 0, &parts);
+	}
 }
 
 static __always_inline bool send_work(struct sock *sk, int ret)

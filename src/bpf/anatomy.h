@@ -90,6 +90,11 @@ enum ss_resp_proto {
 	 * ends in HTTP/1.x makes the connection HTTP/1. (6, not 5: the value
 	 * a parallel protocol branch may take.) */
 	SS_RESP_PROBE_H1 = 6,
+	/* DNS over TCP (dns.h): a connection whose first read began with a
+	 * byte a length prefix begins with, and no PostgreSQL startup; its
+	 * first whole query makes it DNS. (8: values parallel protocol
+	 * branches may take are left alone.) */
+	SS_RESP_PROBE_DNS = 8,
 };
 
 /* ss_anat_conn.wire (and ss_anat_name_key.wire): the protocol a
@@ -101,6 +106,7 @@ enum ss_anat_wire {
 	SS_WIRE_POSTGRES = 3,  /* postgres.h: the frontend protocol v3 */
 	SS_WIRE_HTTP1 = 4,     /* http1.h: HTTP/1.0 and 1.1 (4, not 3: see
 				* SS_RESP_PROBE_H1) */
+	SS_WIRE_DNS = 6,       /* dns.h: queries over UDP and TCP */
 };
 
 /* PostgreSQL: a request's kind, the first byte of its name (the rest, a
@@ -172,7 +178,14 @@ enum ss_anat_count {
 	SS_CNT_H1_STATUS_UNKNOWN = 36, /* requests whose response's status was not read */
 	SS_CNT_H1_UNMATCHED = 37,  /* final responses with no request read before them */
 	SS_CNT_H1_INTERIM = 38,    /* 1xx interim responses (100 Continue...): not a turn's end */
-	SS_COUNTS = 39,
+	/* DNS (dns.h) */
+	SS_CNT_DNS_CONNS = 39,     /* TCP connections and UDP sockets whose first query parsed */
+	SS_CNT_DNS_GAVE_UP = 40,   /* of the TCP connections, given up on (malformed bytes) */
+	SS_CNT_DNS_TURNS = 41,     /* turns closed that carried >= 1 query (UDP: answers) */
+	SS_CNT_DNS_NAMES_FULL = 42, /* queries whose QTYPE found no room */
+	SS_CNT_DNS_MALFORMED = 43, /* UDP datagrams on a DNS socket that were no query (each
+				    * datagram stands alone: the socket is not given up on) */
+	SS_COUNTS = 44,
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
@@ -278,6 +291,22 @@ struct ss_h1_route {
 	__u8 text[SS_H1_TEXT];
 };
 
+/* DNS (dns.h): one message's parser, in the connection's storage for
+ * TCP (a message may be cut anywhere by the reads), on the stack for a
+ * datagram. Only the QTYPE is kept: the labels of the name are passed by
+ * their lengths, never read. */
+struct ss_dns_parse {
+	__u32 left;     /* bytes of the message not read yet */
+	__u32 skip;     /* bytes of a label, or of the records after the
+			 * question, still to pass */
+	__u16 qtype;
+	__u16 namelen;  /* bytes of the question's name so far (<= 255) */
+	__u8 st;        /* enum ss_dns_state */
+	__u8 k;         /* bytes of the fixed field being read */
+	__u8 ar;        /* ARCOUNT (0, or 1 for EDNS's OPT) */
+	__u8 pad;
+};
+
 /* One connection (or UDP socket), in socket local storage. */
 struct ss_anat_conn {
 	__u64 sk;           /* the socket this was set up for */
@@ -327,6 +356,8 @@ struct ss_anat_conn {
 	/* HTTP/1 (http1.h): its own parsers' state, apart from the fields
 	 * above. */
 	struct ss_h1_conn h1;
+	/* DNS over TCP (dns.h). */
+	struct ss_dns_parse dns;
 };
 
 /* Key of the per-command-name counts: a port's statistics key and the
@@ -376,6 +407,7 @@ struct ss_anat_thread {
 	__u64 udp_read;       /* when it read it */
 	__u64 udp_cpu_queue;  /* CPU wait before the read */
 	__u64 udp_rq_read;    /* run_delay at the read */
+	__u64 udp_name;       /* DNS: that datagram's QTYPE (0: no query) */
 };
 
 #endif /* SOCKSCOPE_ANATOMY_H */

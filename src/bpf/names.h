@@ -101,21 +101,22 @@ static __always_inline void name_key(struct ss_anat_name_key *k, const struct ss
 	__builtin_memcpy(&k->name[8], &hi, 8);
 }
 
-/* The counter of c's protocol among RESP's, memcached's, PostgreSQL's and
- * HTTP/1's. */
+/* The counter of c's protocol among RESP's, memcached's, PostgreSQL's,
+ * HTTP/1's and DNS's. */
 static __always_inline __u32 wire_counter(const struct ss_anat_conn *c, __u32 resp, __u32 mc,
-					  __u32 pg, __u32 h1)
+					  __u32 pg, __u32 h1, __u32 dns)
 {
 	return c->wire == SS_WIRE_MEMCACHED ? mc
 	       : c->wire == SS_WIRE_POSTGRES ? pg
 	       : c->wire == SS_WIRE_HTTP1    ? h1
+	       : c->wire == SS_WIRE_DNS      ? dns
 					     : resp;
 }
 
 static __always_inline __u32 names_full_counter(const struct ss_anat_conn *c)
 {
 	return wire_counter(c, SS_CNT_NAMES_FULL, SS_CNT_MC_NAMES_FULL, SS_CNT_PG_NAMES_FULL,
-			    SS_CNT_H1_NAMES_FULL);
+			    SS_CNT_H1_NAMES_FULL, SS_CNT_DNS_NAMES_FULL);
 }
 
 /* Adds commands (and batched ones) to a name of c's port. */
@@ -171,10 +172,10 @@ struct ss_anat_turn_parts {
 	__u64 p[SS_PART_SERVER];
 };
 
-/* A turn that carried commands is closed: it is filed under its first
- * command's name (a batch of several names too), with its parts when it
- * was timed (NULL: counted only). */
-__noinline int name_turn(const struct ss_anat_conn *c, const struct ss_anat_turn_parts *tp)
+/* A turn that carried commands is closed: it is filed under the name
+ * (lo, hi), with its parts when it was timed (NULL: counted only). */
+__noinline int name_turn_as(const struct ss_anat_conn *c, __u64 lo, __u64 hi,
+			    const struct ss_anat_turn_parts *tp)
 {
 	struct ss_anat_name_key k;
 	struct ss_anat_name *v;
@@ -184,11 +185,12 @@ __noinline int name_turn(const struct ss_anat_conn *c, const struct ss_anat_turn
 
 	if (!c)
 		return 0;
-	count(wire_counter(c, SS_CNT_CMD_TURNS, SS_CNT_MC_TURNS, SS_CNT_PG_TURNS, SS_CNT_H1_TURNS));
+	count(wire_counter(c, SS_CNT_CMD_TURNS, SS_CNT_MC_TURNS, SS_CNT_PG_TURNS, SS_CNT_H1_TURNS,
+			   SS_CNT_DNS_TURNS));
 	if (!tp)
 		return 0;
 	parts = tp->p;
-	name_key(&k, c, c->tname[0], c->tname[1]);
+	name_key(&k, c, lo, hi);
 	v = name_entry(&k);
 	if (!v)
 		return 0;
@@ -217,6 +219,14 @@ __noinline int name_turn(const struct ss_anat_conn *c, const struct ss_anat_turn
 	__sync_fetch_and_add(&row[2], parts[2]);
 	__sync_fetch_and_add(&row[3], parts[3]);
 	return 0;
+}
+
+/* A connection's turn is closed: it goes under its first command's name
+ * (a batch of several names too). */
+static __always_inline void name_turn(const struct ss_anat_conn *c,
+				      const struct ss_anat_turn_parts *tp)
+{
+	name_turn_as(c, c->tname[0], c->tname[1], tp);
 }
 
 static __always_inline void run_flush(const struct ss_anat_conn *c, struct ss_resp_scratch *sc)

@@ -175,6 +175,64 @@ static __always_inline int pg_first(struct ss_anat_conn *c, __u64 ubuf, int ret)
 	return 1;
 }
 
+/* DNS over TCP: a read of `ret` bytes at ubuf on a connection that
+ * speaks it (or may: SS_RESP_PROBE_DNS). A connection whose first query
+ * does not parse is no DNS one (left alone, uncounted); one given up on
+ * later is counted. After a pause the parser starts again at the read,
+ * taken for a message's start; one that is not waits for the next read. */
+static __always_inline int dns_read(struct ss_anat_conn *c, __u64 ubuf, int ret)
+{
+	bool resync = c->rproto == SS_RESP_RESYNC;
+
+	if (resync) {
+		__builtin_memset(&c->dns, 0, sizeof(c->dns));
+		c->rproto = SS_RESP_ON;
+	}
+	if (ubuf && dns_run(c, &c->dns, ubuf, ret, 0) >= 0)
+		return 0;
+	if (c->wire != SS_WIRE_DNS) {
+		c->rproto = SS_RESP_OFF;
+	} else if (resync) {
+		c->rproto = SS_RESP_RESYNC;
+	} else {
+		c->rproto = SS_RESP_OFF;
+		count(SS_CNT_DNS_GAVE_UP);
+	}
+	return 0;
+}
+
+/* DNS over UDP: the datagram of `ret` bytes just read, one query or none:
+ * its QTYPE (counted under it), else 0. A socket's first query makes it
+ * DNS; on a DNS socket a datagram that is no query is counted malformed,
+ * and the next is read all the same (each stands alone); a socket whose
+ * first SS_DNS_UDP_PROBES datagrams were no query is left alone. */
+static __always_inline __u64 dns_datagram(struct ss_anat_conn *c, int ret)
+{
+	struct ss_dns_parse p = {};
+	__u64 ubuf;
+
+	if (c->rproto == SS_RESP_OFF)
+		return 0;
+	ubuf = wire_user_buf(ret);
+	p.st = D_HDR;
+	p.left = ret;
+	if (ubuf && dns_run(c, &p, ubuf, ret, 1) == 1 && p.st == D_DONE) {
+		if (c->wire != SS_WIRE_DNS) {
+			c->wire = SS_WIRE_DNS;
+			c->rproto = SS_RESP_ON;
+			count(SS_CNT_DNS_CONNS);
+		}
+		count(SS_CNT_COMMANDS);
+		name_add(c, p.qtype, 0, 1, 0);
+		return p.qtype;
+	}
+	if (c->wire == SS_WIRE_DNS)
+		count(SS_CNT_DNS_MALFORMED);
+	else if (++c->rnum >= SS_DNS_UDP_PROBES)
+		c->rproto = SS_RESP_OFF;
+	return 0;
+}
+
 /* A read of `ret` bytes on a followed TCP or Unix connection, in the
  * reader's syscall: its commands are counted (its first read decides
  * whether the connection speaks RESP or memcached's text protocol). 1
@@ -189,12 +247,22 @@ static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
 	if (c->rproto == SS_RESP_OFF)
 		return 0;
 	ubuf = wire_user_buf(ret);
+	if (c->wire == SS_WIRE_DNS || c->rproto == SS_RESP_PROBE_DNS)
+		return dns_read(c, ubuf, ret);
 	if (c->rproto == SS_RESP_UNKNOWN || c->rproto == SS_RESP_RESYNC) {
 		if (!ubuf || bpf_probe_read_user(&first, 1, (void *)ubuf))
 			first = 0;
-		if ((first == 0 && c->wire == SS_WIRE_NONE) || c->wire == SS_WIRE_POSTGRES) {
-			/* PostgreSQL's startup (or, after a pause, a message). */
+		if (((first == 0 || first == 1) && c->wire == SS_WIRE_NONE) ||
+		    c->wire == SS_WIRE_POSTGRES) {
+			/* PostgreSQL's startup (or, after a pause, a message);
+			 * else perhaps a DNS message's length. */
 			if (!pg_first(c, ubuf, ret)) {
+				if (c->rproto == SS_RESP_UNKNOWN && ubuf &&
+				    c->wire == SS_WIRE_NONE) {
+					c->rproto = SS_RESP_PROBE_DNS;
+					__builtin_memset(&c->dns, 0, sizeof(c->dns));
+					return dns_read(c, ubuf, ret);
+				}
 				if (c->rproto == SS_RESP_UNKNOWN)
 					c->rproto = SS_RESP_OFF;
 				return 0;
@@ -245,7 +313,7 @@ static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
 	if (r < 0) {
 		c->rproto = SS_RESP_OFF;
 		count(wire_counter(c, SS_CNT_RESP_GAVE_UP, SS_CNT_MC_GAVE_UP, SS_CNT_PG_GAVE_UP,
-				   SS_CNT_H1_GAVE_UP));
+				   SS_CNT_H1_GAVE_UP, SS_CNT_DNS_GAVE_UP));
 		return 0;
 	}
 	return c->wire == SS_WIRE_MEMCACHED && c->rproto == SS_RESP_ON &&
@@ -260,7 +328,8 @@ static __always_inline void wire_pause(struct ss_anat_conn *c)
 	    ((c->rproto == SS_RESP_PROBE || c->rproto == SS_RESP_PROBE_H1) &&
 	     c->wire != SS_WIRE_NONE))
 		c->rproto = SS_RESP_RESYNC;
-	else if (c->rproto == SS_RESP_PROBE || c->rproto == SS_RESP_PROBE_H1)
+	else if (c->rproto == SS_RESP_PROBE || c->rproto == SS_RESP_PROBE_H1 ||
+		 c->rproto == SS_RESP_PROBE_DNS)
 		c->rproto = SS_RESP_UNKNOWN;
 	if (c->wire == SS_WIRE_HTTP1)
 		h1_pause(c);

@@ -303,7 +303,7 @@ pub struct AnatomyReport {
     /// What it cost.
     pub cost: AnatomyCost,
     /// Requests counted from their bytes (RESP, memcached and PostgreSQL
-    /// commands, HTTP/1 requests;
+    /// commands, HTTP/1 requests, DNS queries;
     /// see report/commands.rs), where `turns` counts a pipelined batch
     /// once. Absent when no connection's requests were parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,6 +322,9 @@ pub struct AnatomyReport {
     /// What the HTTP/1 parser saw (absent when it saw no connection).
     #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
     pub http: ProtocolCounts,
+    /// What the DNS parser saw (absent when it saw no query).
+    #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
+    pub dns: ProtocolCounts,
     /// Per port and command name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
@@ -337,13 +340,14 @@ pub const PERCENTILES: [&str; 4] = ["p50", "p90", "p99", "p99.9"];
 impl AnatomyReport {
     /// Each protocol whose requests are parsed from the bytes: its name
     /// for people and what its parser saw.
-    pub fn protocol_counts(&self) -> [(&'static str, &ProtocolCounts); 4] {
-        use super::commands::{HTTP1, MEMCACHED, POSTGRES, RESP};
+    pub fn protocol_counts(&self) -> [(&'static str, &ProtocolCounts); 5] {
+        use super::commands::{DNS, HTTP1, MEMCACHED, POSTGRES, RESP};
         [
             (RESP, &self.resp),
             (MEMCACHED, &self.memcached),
             (POSTGRES, &self.postgres),
             (HTTP1, &self.http),
+            (DNS, &self.dns),
         ]
     }
 

@@ -1,8 +1,9 @@
 //! The request anatomy's commands (run.json's `anatomy.requests`,
 //! `anatomy.resp`, `anatomy.memcached`, `anatomy.postgres`,
-//! `anatomy.http` and `anatomy.endpoints`) and their table: where the
-//! anatomy found request boundaries in the bytes (RESP, memcached's text
-//! protocol, PostgreSQL's frontend protocol, HTTP/1; issue 39), each
+//! `anatomy.http`, `anatomy.dns` and `anatomy.endpoints`) and their table:
+//! where the anatomy found request boundaries in the bytes (RESP,
+//! memcached's text protocol, PostgreSQL's frontend protocol, HTTP/1, DNS
+//! queries; issue 39), each
 //! command (an HTTP/1 request) is a request, and a
 //! turn carries the commands its read(s) completed. A pipelined batch is
 //! one turn: each of its commands is counted, and its server time is the
@@ -58,6 +59,11 @@ pub struct ProtocolCounts {
     /// and no turn's end.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub interim: u64,
+    /// DNS: UDP datagrams on a socket found speaking DNS that were no
+    /// query (malformed, a response, another protocol): each datagram
+    /// stands alone, so the socket is never given up on.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub malformed: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -80,6 +86,37 @@ pub const MEMCACHED: &str = "memcached";
 pub const POSTGRES: &str = "PostgreSQL";
 /// See [`RESP`].
 pub const HTTP1: &str = "HTTP/1";
+/// See [`RESP`].
+pub const DNS: &str = "DNS";
+
+/// A DNS QTYPE as dig writes it: its mnemonic for the common types,
+/// `TYPE<n>` for the rest (RFC 3597).
+pub fn qtype_text(qtype: u16) -> String {
+    let known = match qtype {
+        1 => "A",
+        2 => "NS",
+        5 => "CNAME",
+        6 => "SOA",
+        12 => "PTR",
+        15 => "MX",
+        16 => "TXT",
+        28 => "AAAA",
+        33 => "SRV",
+        35 => "NAPTR",
+        41 => "OPT",
+        43 => "DS",
+        46 => "RRSIG",
+        48 => "DNSKEY",
+        64 => "SVCB",
+        65 => "HTTPS",
+        251 => "IXFR",
+        252 => "AXFR",
+        255 => "ANY",
+        257 => "CAA",
+        _ => return format!("TYPE{qtype}"),
+    };
+    known.to_string()
+}
 
 /// HTTP/1 final responses by status class.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,14 +187,15 @@ pub struct Endpoint {
     /// A Unix listener's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
-    /// "resp", "memcached", "postgres" or "http".
+    /// "resp", "memcached", "postgres", "http" or "dns".
     pub protocol: String,
     /// The command's name as the peer sent it (RESP: its first bulk
     /// string's first 16 bytes, upper-cased; memcached: its line's first
     /// word's first 16 bytes, as sent; PostgreSQL: the statement's kind,
     /// then a prepared statement's name's first 15 bytes when it is named;
     /// HTTP/1: the method and the route template, `GET /users/{id}`, at
-    /// most 64 bytes, ending in `…` when cut; bytes that are not UTF-8 as
+    /// most 64 bytes, ending in `…` when cut; DNS: the query's QTYPE as dig
+    /// writes it, `AAAA`, `TYPE65280`, never its name; bytes that are not UTF-8 as
     /// `\xNN`); [`OTHER`] for the names past the port's limit. Peer bytes:
     /// escape before showing.
     pub name: String,
@@ -418,6 +456,12 @@ pub fn render(
                 "{} of {} {name} connections given up on (malformed or unreadable bytes): \
                  their later turns are timed, their commands not counted",
                 c.unparsed, c.connections
+            ));
+        }
+        if c.malformed > 0 {
+            notes.push(format!(
+                "{} {name} datagrams were no query (malformed or another protocol): not counted",
+                c.malformed
             ));
         }
         if c.encrypted > 0 {
@@ -703,5 +747,40 @@ mod tests {
         assert_eq!(name_text(b"GET"), "GET");
         assert_eq!(name_text(b"A\xffB\xc3"), "A\\xffB\\xc3");
         assert_eq!(name_text("É".as_bytes()), "É");
+    }
+
+    #[test]
+    fn qtypes_are_written_as_dig_writes_them() {
+        assert_eq!(qtype_text(1), "A");
+        assert_eq!(qtype_text(28), "AAAA");
+        assert_eq!(qtype_text(65), "HTTPS");
+        assert_eq!(qtype_text(257), "CAA");
+        assert_eq!(qtype_text(0), "TYPE0");
+        assert_eq!(qtype_text(65280), "TYPE65280");
+    }
+
+    #[test]
+    fn dns_notes_say_how_many_datagrams_were_no_query() {
+        let mut rows = rows();
+        rows[0].protocol = "dns".into();
+        rows[0].name = "AAAA".into();
+        let dns = ProtocolCounts {
+            connections: 2,
+            unparsed: 1,
+            turns: 9,
+            malformed: 3,
+            ..ProtocolCounts::default()
+        };
+        let none = ProtocolCounts::default();
+        let text = render(Some(9), &[(RESP, &none), (DNS, &dns)], &rows, Some(64)).unwrap();
+        assert!(
+            text.starts_with("Requests by command (DNS; 9 commands in 9 turns"),
+            "{text}"
+        );
+        assert!(text.contains("3 DNS datagrams were no query"), "{text}");
+        assert!(
+            text.contains("1 of 2 DNS connections given up on"),
+            "{text}"
+        );
     }
 }

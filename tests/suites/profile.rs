@@ -2,7 +2,7 @@
 //! load commands, Unix-socket targets, the request anatomy in a profile
 //! (HTTP/1 and HTTP/2, RESP commands against redis, memcached's text
 //! commands against memcached, PostgreSQL's requests
-//! against pg_stat_statements), the socket evidence
+//! against pg_stat_statements, DNS queries against dnsmasq's query log), the socket evidence
 //! provoked in network namespaces and the emulated paths. The evidence tests (named namespaces) and the
 //! path tests that compare `ip netns list` before and after take
 //! `common::serial()`.
@@ -13,6 +13,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[path = "../anatomy_dns.rs"]
+mod anatomy_dns;
 #[path = "../anatomy_http1.rs"]
 mod anatomy_http1;
 #[path = "../anatomy_http2.rs"]

@@ -1,4 +1,4 @@
-//! The request anatomy's commands (RESP, memcached, PostgreSQL, HTTP/1): one row per port,
+//! The request anatomy's commands (RESP, memcached, PostgreSQL, HTTP/1, DNS): one row per port,
 //! protocol and command name, in the summary and on the page
 //! (report/commands.rs has the figures and their text).
 

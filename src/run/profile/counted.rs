@@ -10,7 +10,7 @@ use crate::report::workload::{COMMAND, OBSERVED, RequestCount, WorkloadRecord};
 /// The requests the anatomy counted: the timed turns, the turns of
 /// multiplexed connections (a batch each: a lower bound there) and the UDP
 /// datagrams answered whose arrival it did not see. Where it counted
-/// commands from the bytes (RESP, memcached, PostgreSQL), those are the requests,
+/// commands from the bytes (RESP, memcached, PostgreSQL, HTTP/1, DNS), those are the requests,
 /// never their turns (a pipelined batch is one turn of many commands):
 /// the turns that carried commands are replaced by the commands.
 pub fn requests(a: &AnatomyReport) -> u64 {
