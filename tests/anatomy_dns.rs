@@ -43,30 +43,15 @@ impl Dnsmasq {
         // by a test beside this one (dnsmasq then exits): another port.
         Some(ports::on_free_udp_port("dnsmasq", |port| {
             let _ = std::fs::remove_file(&log);
-            let mut args: Vec<String> = [
-                "--keep-in-foreground",
-                "--listen-address=127.0.0.1",
-                "--bind-interfaces",
-                "--no-resolv",
-                "--no-hosts",
-                "--address=/bench.test/10.0.0.1",
-                "--address=/bench.test/::1",
-                "--txt-record=bench.test,hello",
-                "--mx-host=bench.test,mail.bench.test,10",
-                "--cache-size=0",
-                "--log-queries",
-                "--pid-file=",
-            ]
-            .map(String::from)
-            .to_vec();
-            args.push(format!("--port={port}"));
-            args.push(format!("--log-facility={}", log.display()));
-            // As root dnsmasq would switch to nobody, who cannot write the
-            // log in the scratch directory.
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } == 0 {
-                args.push("--user=root".into());
-            }
+            let args = common::dnsmasq::args(
+                port,
+                &log,
+                &[
+                    "--address=/bench.test/::1",
+                    "--txt-record=bench.test,hello",
+                    "--mx-host=bench.test,mail.bench.test,10",
+                ],
+            );
             let child = Command::new("dnsmasq")
                 .args(&args)
                 .stdin(Stdio::null())

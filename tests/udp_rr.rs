@@ -99,37 +99,11 @@ fn dnsmasq(test: &str, log: &Path) -> Option<(Daemon, u16)> {
     // a test running beside this one, and dnsmasq then exits (status 2).
     // A few fresh ports make that race harmless.
     Some(ports::on_free_udp_port("dnsmasq", |port| {
-        let mut d = Daemon::spawn("dnsmasq", &dnsmasq_args(port, log));
+        let mut d = Daemon::spawn("dnsmasq", &common::dnsmasq::args(port, log, &[]));
         d.try_await_udp(port, &dns_query("bench.test"))
             .ok()
             .map(|_| (d, port))
     }))
-}
-
-/// dnsmasq's arguments for `port`, logging to `log`.
-fn dnsmasq_args(port: u16, log: &Path) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--keep-in-foreground",
-        "--listen-address=127.0.0.1",
-        "--bind-interfaces",
-        "--no-resolv",
-        "--no-hosts",
-        "--address=/bench.test/10.0.0.1",
-        "--cache-size=0",
-        "--log-queries",
-        "--pid-file=",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.push(format!("--port={port}"));
-    args.push(format!("--log-facility={}", log.display()));
-    // As root dnsmasq would switch to nobody, who cannot write the log in
-    // the scratch directory.
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        args.push("--user=root".into());
-    }
-    args
 }
 
 /// Queries dnsmasq logged for bench.test so far.

@@ -8,6 +8,7 @@
 
 pub mod anatomy;
 pub mod cgroup;
+pub mod dnsmasq;
 pub mod memcached;
 pub mod netns;
 pub mod nginx;

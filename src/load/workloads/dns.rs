@@ -12,6 +12,8 @@
 
 use std::borrow::Cow;
 
+use crate::report::commands::qtype_text;
+
 /// A DNS message header's length.
 pub const HEADER: usize = 12;
 
@@ -265,25 +267,7 @@ pub fn question(q: &[u8]) -> Option<String> {
     } else {
         labels.join(".")
     };
-    Some(format!("{} {name}", qtype_name(qtype)))
-}
-
-/// A DNS record type's mnemonic.
-pub fn qtype_name(t: u16) -> Cow<'static, str> {
-    Cow::Borrowed(match t {
-        1 => "A",
-        2 => "NS",
-        5 => "CNAME",
-        6 => "SOA",
-        12 => "PTR",
-        15 => "MX",
-        16 => "TXT",
-        28 => "AAAA",
-        33 => "SRV",
-        65 => "HTTPS",
-        255 => "ANY",
-        _ => return Cow::Owned(format!("TYPE{t}")),
-    })
+    Some(format!("{} {name}", qtype_text(qtype)))
 }
 
 #[cfg(test)]
@@ -536,7 +520,7 @@ mod tests {
             } else {
                 first.labels.iter().map(|l| String::from_utf8_lossy(l)).collect::<Vec<_>>().join(".")
             };
-            prop_assert_eq!(question(&q), Some(format!("{} {name}", qtype_name(first.qtype))));
+            prop_assert_eq!(question(&q), Some(format!("{} {name}", qtype_text(first.qtype))));
         }
 
         /// A reply whose question differs from the query's in one byte
