@@ -673,7 +673,17 @@ fn run_bad_stderr(args: &[&str], kind: &str) -> std::process::ExitStatus {
 #[test]
 fn a_closed_or_full_stderr_leaves_the_exit_status_alone() {
     let missing = scratch("exits-stderr").join("missing.json");
-    let me = std::process::id().to_string();
+    // A quiet target of its own: this test binary's tree holds whatever
+    // the tests beside it run (a demo, relays, floods), which is not what
+    // this test is about.
+    let quiet = Reaped(
+        Command::new("sleep")
+            .arg("120")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let me = quiet.id().to_string();
     for (kind, _) in bad_stdouts() {
         // The error of a usage error (main's message).
         let st = run_bad_stderr(&["report", missing.to_str().unwrap()], kind);
@@ -702,6 +712,7 @@ fn a_closed_or_full_stderr_leaves_the_exit_status_alone() {
             assert_eq!(st.code(), Some(want), "{args:?}, stderr {kind}: {st}");
         }
     }
+    drop(quiet);
 }
 
 #[test]

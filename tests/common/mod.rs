@@ -229,7 +229,8 @@ impl Drop for Reaped {
     }
 }
 
-/// Waits for a child, killing it (and failing) after `limit`.
+/// Waits for a child, killing it (and failing) after `limit`; the failure
+/// names the command and where each of its threads was waiting.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let end = Instant::now() + limit;
     loop {
@@ -237,12 +238,43 @@ pub fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitSta
             return st;
         }
         if Instant::now() > end {
+            let where_ = hung_at(child.id());
             let _ = child.kill();
             let _ = child.wait();
-            panic!("child {} did not finish within {limit:?}", child.id());
+            panic!(
+                "child {} did not finish within {limit:?}:\n{where_}",
+                child.id()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A running process's command line and, per thread, its name, what it
+/// waits in (wchan) and its kernel stack (root only): why it hangs.
+fn hung_at(pid: u32) -> String {
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let root = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let mut out = format!(
+        "  cmdline: {}\n",
+        read(&root.join("cmdline")).replace('\0', " ")
+    );
+    let Ok(tasks) = std::fs::read_dir(root.join("task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let p = t.path();
+        out.push_str(&format!(
+            "  thread {} {} in {}\n",
+            t.file_name().to_string_lossy(),
+            read(&p.join("comm")).trim(),
+            read(&p.join("wchan")).trim()
+        ));
+        for l in read(&p.join("stack")).lines().take(12) {
+            out.push_str(&format!("    {l}\n"));
+        }
+    }
+    out
 }
 
 /// A sockscope started in the background with stderr piped; `attached()`

@@ -93,6 +93,15 @@ impl Drop for Nginx {
 /// Starts `argv` with its own process group once `port` listens (TCP), or
 /// after it has run 300 ms without exiting (UDP-only servers).
 pub(super) fn spawn_server(argv: &[String], tcp_port: Option<u16>) -> Reaped {
+    try_spawn_server(argv, tcp_port).unwrap_or_else(|st| panic!("{argv:?} exited ({st})"))
+}
+
+/// [`spawn_server`], or the status of a server that exited first (its
+/// port was taken).
+fn try_spawn_server(
+    argv: &[String],
+    tcp_port: Option<u16>,
+) -> Result<Reaped, std::process::ExitStatus> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::null())
@@ -104,19 +113,15 @@ pub(super) fn spawn_server(argv: &[String], tcp_port: Option<u16>) -> Reaped {
             .unwrap_or_else(|e| panic!("starting {argv:?}: {e}")),
     );
     match tcp_port {
-        Some(p) => {
-            if let Err(st) = ports::await_tcp(&mut child, p) {
-                panic!("{argv:?} exited ({st}) before listening");
-            }
-        }
+        Some(p) => ports::await_tcp(&mut child, p)?,
         None => {
             thread::sleep(Duration::from_millis(300));
             if let Some(st) = child.try_wait().unwrap() {
-                panic!("{argv:?} exited ({st})");
+                return Err(st);
             }
         }
     }
-    child
+    Ok(child)
 }
 
 /// A UDP server answering PONG to every datagram (its port: argv[1]).
@@ -336,22 +341,26 @@ impl Vocabulary {
                 .push(("127.0.0.1:11212".into(), format!("127.0.0.1:{udp}")));
         }
         if needs(block, "127.0.0.1:5353") {
-            let udp = ports::free_udp();
-            let argv: Vec<String> = [
-                "dnsmasq",
-                "--keep-in-foreground",
-                &format!("--port={udp}"),
-                "--listen-address=127.0.0.1",
-                "--bind-interfaces",
-                "--no-resolv",
-                "--no-hosts",
-                "--address=/bench.test/10.0.0.1",
-                "--cache-size=0",
-                "--pid-file=",
-            ]
-            .map(String::from)
-            .to_vec();
-            v.fixtures.push(Fixture::Child(spawn_server(&argv, None)));
+            // dnsmasq binds TCP too: a port free for UDP can be taken for
+            // TCP by a test beside this one (dnsmasq then exits 2).
+            let (child, udp) = ports::on_free_udp_port("dnsmasq", |udp| {
+                let argv: Vec<String> = [
+                    "dnsmasq",
+                    "--keep-in-foreground",
+                    &format!("--port={udp}"),
+                    "--listen-address=127.0.0.1",
+                    "--bind-interfaces",
+                    "--no-resolv",
+                    "--no-hosts",
+                    "--address=/bench.test/10.0.0.1",
+                    "--cache-size=0",
+                    "--pid-file=",
+                ]
+                .map(String::from)
+                .to_vec();
+                try_spawn_server(&argv, None).ok().map(|c| (c, udp))
+            });
+            v.fixtures.push(Fixture::Child(child));
             std::fs::write(dir.join("q.bin"), DNS_QUERY).unwrap();
             v.subs
                 .push(("127.0.0.1:5353".into(), format!("127.0.0.1:{udp}")));
