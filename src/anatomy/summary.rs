@@ -118,26 +118,12 @@ pub fn compositions(t: &PortTurns) -> Vec<Composition> {
             let q = quantile_of(name);
             let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
             let b = bucket_at_rank(server, rank);
-            let turns = server[b].max(1);
-            let mean = |p: Part| {
-                let sum = t.by_server[p as usize][b];
-                (sum as f64 / turns as f64).round() as u64
-            };
-            let (queue, cpu, service, send) = (
-                mean(Part::Queue),
-                mean(Part::Cpu),
-                mean(Part::Service),
-                mean(Part::Send),
-            );
-            Composition {
-                percentile: name.to_string(),
-                turns: server[b],
-                server_ns: queue + cpu + service + send,
-                queue_wait_ns: queue,
-                cpu_wait_ns: cpu,
-                service_ns: service,
-                send_ns: send,
-            }
+            let sum = |p: Part| t.by_server[p as usize][b];
+            Composition::from_sums(
+                name,
+                server[b],
+                [Part::Queue, Part::Cpu, Part::Service, Part::Send].map(sum),
+            )
         })
         .collect()
 }
@@ -350,17 +336,11 @@ fn name_compositions(n: &NameCounts) -> Vec<Composition> {
             let lo = band * BAND_BUCKETS;
             let turns: u64 = n.hist.get(lo..lo + BAND_BUCKETS)?.iter().sum();
             let row = n.by_band.get(band * 4..band * 4 + 4)?;
-            let mean = |p: usize| (row[p] as f64 / turns.max(1) as f64).round() as u64;
-            let (queue, cpu, service, send) = (mean(0), mean(1), mean(2), mean(3));
-            Some(Composition {
-                percentile: name.to_string(),
+            Some(Composition::from_sums(
+                name,
                 turns,
-                server_ns: queue + cpu + service + send,
-                queue_wait_ns: queue,
-                cpu_wait_ns: cpu,
-                service_ns: service,
-                send_ns: send,
-            })
+                [row[0], row[1], row[2], row[3]],
+            ))
         })
         .collect()
 }

@@ -27,6 +27,23 @@ pub struct Composition {
 }
 
 impl Composition {
+    /// The composition at `percentile` of `turns` turns whose parts
+    /// (queue, CPU, service, send) sum to `sums`: their rounded means, the
+    /// server time being their sum so the row adds up.
+    pub fn from_sums(percentile: &str, turns: u64, sums: [u64; 4]) -> Self {
+        let [queue, cpu, service, send] =
+            sums.map(|s| (s as f64 / turns.max(1) as f64).round() as u64);
+        Composition {
+            percentile: percentile.to_string(),
+            turns,
+            server_ns: queue + cpu + service + send,
+            queue_wait_ns: queue,
+            cpu_wait_ns: cpu,
+            service_ns: service,
+            send_ns: send,
+        }
+    }
+
     /// The parts with their names, in order.
     pub fn parts(&self) -> [(&'static str, u64); 4] {
         [

@@ -343,21 +343,10 @@ impl Vocabulary {
         if needs(block, "127.0.0.1:5353") {
             // dnsmasq binds TCP too: a port free for UDP can be taken for
             // TCP by a test beside this one (dnsmasq then exits 2).
+            let log = dir.join("dnsmasq.log");
             let (child, udp) = ports::on_free_udp_port("dnsmasq", |udp| {
-                let argv: Vec<String> = [
-                    "dnsmasq",
-                    "--keep-in-foreground",
-                    &format!("--port={udp}"),
-                    "--listen-address=127.0.0.1",
-                    "--bind-interfaces",
-                    "--no-resolv",
-                    "--no-hosts",
-                    "--address=/bench.test/10.0.0.1",
-                    "--cache-size=0",
-                    "--pid-file=",
-                ]
-                .map(String::from)
-                .to_vec();
+                let mut argv = vec!["dnsmasq".to_string()];
+                argv.extend(common::dnsmasq::args(udp, &log, &[]));
                 try_spawn_server(&argv, None).ok().map(|c| (c, udp))
             });
             v.fixtures.push(Fixture::Child(child));
