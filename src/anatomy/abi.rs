@@ -137,6 +137,30 @@ pub mod wire {
     pub const POSTGRES: u8 = W::SS_WIRE_POSTGRES.0 as u8;
     /// DNS queries over UDP and TCP (src/bpf/dns.h).
     pub const DNS: u8 = W::SS_WIRE_DNS.0 as u8;
+    /// HTTP/2 streams (src/bpf/h2.h).
+    pub const HTTP2: u8 = W::SS_WIRE_HTTP2.0 as u8;
+    /// gRPC: HTTP/2 streams named by the loader (never set by the kernel).
+    pub const GRPC: u8 = W::SS_WIRE_GRPC.0 as u8;
+}
+
+/// HTTP/2's ring-buffer records (src/bpf/anatomy.h, `ss_h2_*`).
+pub mod h2 {
+    use super::types::{ss_h2_end_how as How, ss_h2_limits as L, ss_h2_record as R};
+    pub use super::types::{ss_h2_block as Block, ss_h2_end as End, ss_h2_head as Head};
+    /// A record of header-block bytes.
+    pub const REC_BLOCK: u8 = R::SS_H2_REC_BLOCK.0 as u8;
+    /// A stream ended.
+    pub const REC_END: u8 = R::SS_H2_REC_END.0 as u8;
+    /// A connection ended or is no longer parsed.
+    pub const REC_CLOSE: u8 = R::SS_H2_REC_CLOSE.0 as u8;
+    /// The target wrote the stream's END_STREAM.
+    pub const END_STREAM: u8 = How::SS_H2_END_STREAM.0 as u8;
+    /// The target reset the stream.
+    pub const END_RESET_SERVER: u8 = How::SS_H2_END_RESET_SERVER.0 as u8;
+    /// The client reset the stream.
+    pub const END_RESET_CLIENT: u8 = How::SS_H2_END_RESET_CLIENT.0 as u8;
+    /// Header-block bytes a record carries at most.
+    pub const CHUNK: usize = L::SS_H2_CHUNK.0 as usize;
 }
 
 /// A PostgreSQL request's kind (`enum ss_pg_kind`, the first byte of its
@@ -192,5 +216,11 @@ unsafe impl Plain for types::ss_anat_name_key {}
 unsafe impl Plain for types::ss_anat_name {}
 // SAFETY: as above.
 unsafe impl Plain for types::ss_h1_route {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_h2_head {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_h2_block {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_h2_end {}
 
 const _: () = assert!(PROG_NAMES.len() == PROGS);

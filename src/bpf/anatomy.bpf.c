@@ -106,6 +106,11 @@ enum ss_resp_proto layout_resp_proto __attribute__((unused));
 enum ss_anat_wire layout_wire __attribute__((unused));
 enum ss_pg_kind layout_pg_kind __attribute__((unused));
 struct ss_h1_route layout_h1_route __attribute__((unused));
+enum ss_h2_limits layout_h2_limits __attribute__((unused));
+enum ss_h2_record layout_h2_record __attribute__((unused));
+enum ss_h2_end_how layout_h2_end_how __attribute__((unused));
+struct ss_h2_block layout_h2_block __attribute__((unused));
+struct ss_h2_end layout_h2_end __attribute__((unused));
 
 const struct ss_anat_stats zero_stats = {};
 

@@ -107,6 +107,10 @@ enum ss_anat_wire {
 	SS_WIRE_HTTP1 = 4,     /* http1.h: HTTP/1.0 and 1.1 (4, not 3: see
 				* SS_RESP_PROBE_H1) */
 	SS_WIRE_DNS = 6,       /* dns.h: queries over UDP and TCP */
+	SS_WIRE_HTTP2 = 7,     /* h2.h: HTTP/2 with prior knowledge (h2c): streams */
+	/* Never set by the kernel: the loader names an HTTP/2 stream whose
+	 * request's content-type is application/grpc as gRPC. */
+	SS_WIRE_GRPC = 9,
 };
 
 /* PostgreSQL: a request's kind, the first byte of its name (the rest, a
@@ -185,7 +189,79 @@ enum ss_anat_count {
 	SS_CNT_DNS_NAMES_FULL = 42, /* queries whose QTYPE found no room */
 	SS_CNT_DNS_MALFORMED = 43, /* UDP datagrams on a DNS socket that were no query (each
 				    * datagram stands alone: the socket is not given up on) */
-	SS_COUNTS = 44,
+	/* HTTP/2 (h2.h) */
+	SS_CNT_H2_CONNS = 44,      /* connections whose first read began with the h2 preface */
+	SS_CNT_H2_GAVE_UP = 45,    /* of them, given up on (a frame past the bounds, a write
+				    * or read not parsed, an event lost) */
+	SS_CNT_H2_STREAMS = 46,    /* streams begun (a client's HEADERS on a new stream) */
+	SS_CNT_H2_TIMED = 47,      /* streams timed (their response's END_STREAM written) */
+	SS_CNT_H2_RESET = 48,      /* streams reset (RST_STREAM either way): untimed */
+	SS_CNT_H2_NO_SLOT = 49,    /* streams begun with every slot of their connection
+				    * taken: counted and named, untimed */
+	SS_CNT_H2_EVENTS_LOST = 50, /* records the ring buffer had no room for (the
+				     * connection is given up on: HPACK needs every block) */
+	SS_CNT_H2_ARRIVAL_UNSEEN = 51, /* streams whose bytes' arrival was not kept: timed
+					* from their read (no queue wait) */
+	SS_COUNTS = 52,
+};
+
+/* HTTP/2 (h2.h). */
+enum ss_h2_limits {
+	/* Streams timed at once per connection (slot: stream id / 2 mod
+	 * this); a stream whose slot is taken is counted, not timed. */
+	SS_H2_STREAMS = 64,
+	/* Bytes of a header block a record carries at most (a longer
+	 * fragment goes in several records). */
+	SS_H2_CHUNK = 256,
+	/* TCP: data-ready times kept per connection, with the sequence they
+	 * queued up to (the arrival of the bytes a read takes). */
+	SS_H2_ARRIVALS = 8,
+};
+
+/* A ring-buffer record's kind (ss_h2_head.kind). */
+enum ss_h2_record {
+	SS_H2_REC_BLOCK = 1,  /* bytes of a HEADERS, PUSH_PROMISE or CONTINUATION payload */
+	SS_H2_REC_END = 2,    /* a stream ended */
+	SS_H2_REC_CLOSE = 3,  /* the connection ended, or is no longer parsed */
+};
+
+/* How a stream ended (ss_h2_end.how). */
+enum ss_h2_end_how {
+	SS_H2_END_STREAM = 1,        /* the target wrote its END_STREAM */
+	SS_H2_END_RESET_SERVER = 2,  /* the target wrote RST_STREAM */
+	SS_H2_END_RESET_CLIENT = 3,  /* the client sent RST_STREAM */
+};
+
+/* The head of every HTTP/2 record. */
+struct ss_h2_head {
+	__u64 conn;     /* the connection's number, unique in the run (never 0) */
+	__u32 stream;   /* the stream's id (CLOSE: 0) */
+	__u16 port;     /* the statistics key of the connection */
+	__u16 proto;
+	__u8 kind;      /* enum ss_h2_record */
+	__u8 dir;       /* BLOCK: 0 bytes the target read, 1 bytes it wrote */
+	__u8 ftype;     /* BLOCK: the frame's type */
+	__u8 fflags;    /* BLOCK: the frame's flags */
+	__u32 flen;     /* BLOCK: the frame's payload length */
+};
+
+/* Bytes [off, off + len) of a frame's payload, padding and priority
+ * fields included, as they were on the wire. */
+struct ss_h2_block {
+	struct ss_h2_head h;
+	__u32 off;
+	__u16 len;
+	__u16 pad;
+	__u8 data[SS_H2_CHUNK];
+};
+
+/* A stream ended: with its four parts when it was timed. */
+struct ss_h2_end {
+	struct ss_h2_head h;
+	__u8 how;       /* enum ss_h2_end_how */
+	__u8 timed;
+	__u8 pad[6];
+	__u64 parts[SS_PART_SERVER]; /* queue wait, CPU wait, service, send */
 };
 
 /* One program's runs on one CPU: every run is counted as matched (on the
