@@ -23,9 +23,9 @@ mod inbound;
 use super::classify::{self, Failure, Verdict};
 use super::conn::Io;
 use super::frame::{self, ConnError, HEAD_LEN};
-use super::hpack::Decoder;
 use super::{Turn, Worker};
 use crate::load::workload::{ErrorClass, Outcome};
+use crate::proto::hpack::Decoder;
 
 /// The largest frame we accept: the default SETTINGS_MAX_FRAME_SIZE,
 /// which we do not raise.

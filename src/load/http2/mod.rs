@@ -3,7 +3,7 @@
 //! per connection (or a pipeline answered in order), while HTTP/2 carries
 //! many concurrent streams per connection, answered in any order, with
 //! per-stream flow control. The codec is our own, built for a load
-//! generator ([`frame`], [`hpack`], [`client`]: no header map, no task or
+//! generator ([`frame`], [`hpack`](crate::proto::hpack), [`client`]: no header map, no task or
 //! channel per stream, one write per loop turn; docs/dependencies.md says
 //! what the `h2` crate cost); each worker thread runs its share of the
 //! connections on a tokio current-thread runtime (no work stealing, no
@@ -32,8 +32,6 @@ pub mod client;
 pub mod conn;
 pub mod frame;
 pub mod grpc_body;
-pub mod hpack;
-pub mod huffman;
 pub mod pacer;
 
 use std::borrow::Cow;
@@ -53,6 +51,7 @@ use crate::load::driver::tally::WorkerTally;
 use crate::load::driver::{Backoff, WorkerEnd};
 use crate::load::schedule::Schedule;
 use crate::load::workload::{ErrorClass, Outcome};
+use crate::proto::hpack;
 
 pub use self::conn::Windows;
 

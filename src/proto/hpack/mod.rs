@@ -1,14 +1,15 @@
-//! HPACK (RFC 7541) as a load generator needs it. The decoder builds no
-//! header map: it hands each field to a callback, so the engine keeps the
-//! two or three values it judges by, yet it inserts into the dynamic table
-//! as the peer's encoder expects, so later blocks decode right. The
-//! encoder writes a request's header block once (static-table indexed
+//! HPACK (RFC 7541), shared by the HTTP/2 load engine (load/http2/) and
+//! the request anatomy's HTTP/2 names (anatomy/h2names). The decoder
+//! builds no header map: it hands each field to a callback, so its user
+//! keeps the two or three values it judges by, yet it inserts into the
+//! dynamic table as the peer's encoder expects, so later blocks decode
+//! right. The encoder writes a request's header block once (static-table indexed
 //! where a match exists, otherwise literal without indexing), so the same
 //! bytes serve every stream of every connection.
 
 use std::collections::VecDeque;
 
-use super::huffman;
+pub mod huffman;
 
 /// The static table (RFC 7541 Appendix A), index 1 first.
 pub const STATIC: [(&str, &str); 61] = [
@@ -194,6 +195,19 @@ impl Decoder {
             names: Memo::default(),
             values: Memo::default(),
         }
+    }
+
+    /// The bytes it holds: its dynamic table (as RFC 7541 4.1 counts it)
+    /// and the Huffman strings it remembers, so a user keeping many
+    /// decoders (one per connection and direction) can bound them all.
+    pub fn footprint(&self) -> usize {
+        let memo = |m: &Memo| -> usize {
+            m.slots
+                .iter()
+                .map(|(c, d)| c.capacity() + d.capacity())
+                .sum()
+        };
+        self.size + memo(&self.names) + memo(&self.values)
     }
 
     /// Decodes one whole header block, calling `field` with each name and
@@ -414,9 +428,7 @@ pub fn put_field(out: &mut Vec<u8>, name: &str, value: &str) {
 }
 
 #[cfg(test)]
-#[path = "hpack_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "hpack_props.rs"]
 mod props;
