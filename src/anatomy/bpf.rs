@@ -447,6 +447,7 @@ impl<'obj> Programs<'obj> {
                 max_ns: v.max_ns,
                 hist: v.hist.to_vec(),
                 status: v.status,
+                grpc: [0; super::counts::GRPC_CODES],
                 parts: v.parts,
                 by_band: v.by_band.to_vec(),
             });

@@ -179,16 +179,23 @@ pub enum Wire {
     Postgres,
     /// DNS queries (UDP and TCP), named by QTYPE.
     Dns,
+    /// HTTP/2 streams (h2c), named by method and route template.
+    Http2,
+    /// gRPC calls: HTTP/2 streams whose request's content-type is
+    /// application/grpc, named by their `:path`.
+    Grpc,
 }
 
 impl Wire {
     /// Every protocol parsed (each port has an "(other)" per protocol).
-    pub const ALL: [Wire; 5] = [
+    pub const ALL: [Wire; 7] = [
         Wire::Resp,
         Wire::Memcached,
         Wire::Http1,
         Wire::Postgres,
         Wire::Dns,
+        Wire::Http2,
+        Wire::Grpc,
     ];
 
     /// From the kernel's number (`enum ss_anat_wire`); None for anything
@@ -200,12 +207,14 @@ impl Wire {
             n if n == super::abi::wire::HTTP1 => Some(Wire::Http1),
             n if n == super::abi::wire::POSTGRES => Some(Wire::Postgres),
             n if n == super::abi::wire::DNS => Some(Wire::Dns),
+            n if n == super::abi::wire::HTTP2 => Some(Wire::Http2),
+            n if n == super::abi::wire::GRPC => Some(Wire::Grpc),
             _ => None,
         }
     }
 
-    /// "resp", "memcached", "postgres", "http" or "dns" (run.json's
-    /// `endpoints[].protocol`).
+    /// "resp", "memcached", "postgres", "http", "dns", "http2" or "grpc"
+    /// (run.json's `endpoints[].protocol`).
     pub fn name(self) -> &'static str {
         match self {
             Wire::Resp => "resp",
@@ -213,6 +222,8 @@ impl Wire {
             Wire::Http1 => "http",
             Wire::Postgres => "postgres",
             Wire::Dns => "dns",
+            Wire::Http2 => "http2",
+            Wire::Grpc => "grpc",
         }
     }
 
@@ -220,7 +231,7 @@ impl Wire {
     /// as sent (escaped), and for PostgreSQL the kind its first byte is,
     /// then the prepared statement's name when it is named
     /// (`SELECT P0_1`); for DNS the QTYPE the two bytes are (`AAAA`,
-    /// `TYPE65280`).
+    /// `TYPE65280`); HTTP/2 and gRPC names escaped as HTTP/1's.
     pub fn name_text(self, bytes: &[u8]) -> String {
         use crate::report::commands::name_text;
         match (self, bytes.split_first()) {
@@ -307,14 +318,25 @@ pub struct NameCounts {
     pub max_ns: u64,
     /// Their server time (trace/hist.rs buckets).
     pub hist: Vec<u64>,
-    /// HTTP/1: final responses by status class (2xx, 3xx, 4xx, 5xx).
+    /// HTTP/1 and HTTP/2 (gRPC too): final responses by status class
+    /// (2xx, 3xx, 4xx, 5xx).
     pub status: [u64; 4],
+    /// gRPC: ended calls by `grpc-status` (0..=16), and at
+    /// [`GRPC_ABSENT`] those that ended with none or one that is no code.
+    pub grpc: [u64; GRPC_CODES],
     /// The timed turns' parts' sums: queue wait, CPU wait, service, send.
     pub parts: [u64; 4],
     /// The same by band of server time (band `b`, part `p` at `b * 4 +
     /// p`; a band is [`BAND_BUCKETS`] buckets of `hist`).
     pub by_band: Vec<u64>,
 }
+
+/// gRPC status codes counted per name: 0 (OK) to 16 (UNAUTHENTICATED),
+/// then [`GRPC_ABSENT`].
+pub const GRPC_CODES: usize = 18;
+/// Where a call that ended with no `grpc-status` (or one that is no code)
+/// is counted.
+pub const GRPC_ABSENT: usize = GRPC_CODES - 1;
 
 /// Buckets of a name's server-time histogram in one band of its parts'
 /// sums (SS_HIST_SUB: one power of two).
@@ -331,6 +353,7 @@ impl NameCounts {
         out.sum_ns = self.sum_ns.saturating_sub(e.sum_ns);
         sub_from(&mut out.hist, &e.hist);
         sub_from(&mut out.status, &e.status);
+        sub_from(&mut out.grpc, &e.grpc);
         sub_from(&mut out.parts, &e.parts);
         sub_from(&mut out.by_band, &e.by_band);
         out
@@ -501,6 +524,7 @@ pub(crate) mod tests {
             max_ns: 10,
             hist: vec![0; hist::BUCKETS],
             status: [0; 4],
+            grpc: [0; GRPC_CODES],
             parts: [0; 4],
             by_band: Vec::new(),
         };

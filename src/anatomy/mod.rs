@@ -23,6 +23,7 @@
 mod abi;
 pub mod bpf;
 pub mod counts;
+pub mod h2names;
 pub mod ports;
 pub mod summary;
 

@@ -3,6 +3,8 @@
 //! histograms, what the turns at each server-time percentile were made of,
 //! the per-port rows, the intervals, and the cost. Pure functions.
 
+use std::collections::BTreeMap;
+
 use super::abi::{PROG_NAMES, count};
 use super::counts::{BAND_BUCKETS, Counts, NameCounts, Part, PortTurns, ProgRuns, Wire};
 use crate::probe::hist::{self, Histogram};
@@ -10,7 +12,7 @@ use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
-use crate::report::commands::{Endpoint, PartMeans, ProtocolCounts, StatusClasses};
+use crate::report::commands::{Endpoint, PartMeans, ProtocolCounts, StatusClasses, grpc_code_name};
 use crate::stats::{LatencySummary, TailInterval, tail};
 
 /// The quantile of a named percentile.
@@ -363,10 +365,17 @@ fn name_part_means(n: &NameCounts) -> Option<PartMeans> {
 pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
     names
         .iter()
-        .filter(|n| n.commands > 0 || n.turns > 0 || n.status.iter().any(|s| *s > 0))
+        .filter(|n| {
+            n.commands > 0
+                || n.turns > 0
+                || n.status.iter().any(|s| *s > 0)
+                || n.grpc.iter().any(|s| *s > 0)
+        })
         .map(|n| {
             let h = n.histogram();
-            let status = (n.wire == Wire::Http1).then(|| StatusClasses::from_counts(n.status));
+            let http = matches!(n.wire, Wire::Http1 | Wire::Http2);
+            let grpc = n.wire == Wire::Grpc;
+            let status = (http || grpc).then(|| StatusClasses::from_counts(n.status));
             Endpoint {
                 port: n.port,
                 transport: n.transport.name().to_string(),
@@ -385,11 +394,26 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
                 rate_per_s: 0.0,
                 parts_mean: name_part_means(n),
                 at_percentile: name_compositions(n),
-                errors: status.map(|s| s.s5xx),
-                client_errors: status.map(|s| s.s4xx),
+                errors: if grpc {
+                    Some(n.grpc[1..].iter().sum())
+                } else {
+                    status.map(|s| s.s5xx)
+                },
+                client_errors: status.filter(|_| http).map(|s| s.s4xx),
                 status,
+                grpc_status: grpc.then(|| grpc_status(n)),
             }
         })
+        .collect()
+}
+
+/// A gRPC name's calls by status code name (codes seen only).
+fn grpc_status(n: &NameCounts) -> BTreeMap<String, u64> {
+    n.grpc
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c > 0)
+        .map(|(code, c)| (grpc_code_name(code).to_string(), *c))
         .collect()
 }
 
@@ -438,6 +462,7 @@ mod tests {
             max_ns: 0,
             hist: vec![0; hist::BUCKETS],
             status: [0; 4],
+            grpc: [0; crate::anatomy::counts::GRPC_CODES],
             parts: [0; 4],
             by_band: vec![0; hist::BUCKETS / BAND_BUCKETS * 4],
         };
@@ -485,6 +510,33 @@ mod tests {
         untimed.commands = 3;
         let e = &endpoints(&[untimed])[0];
         assert!(e.parts_mean.is_none() && e.at_percentile.is_empty());
+    }
+
+    #[test]
+    fn http2_rows_have_status_classes_and_grpc_rows_their_codes() {
+        let mut h2 = named(&[[0, 0, 1000, 0]]);
+        h2.wire = Wire::Http2;
+        h2.status = [1, 0, 2, 3];
+        let mut call = named(&[[0, 0, 1000, 0]]);
+        call.wire = Wire::Grpc;
+        call.name = b"/helloworld.Greeter/SayHello".to_vec();
+        call.status = [10, 0, 0, 0];
+        call.grpc[0] = 7;
+        call.grpc[5] = 2;
+        call.grpc[crate::anatomy::counts::GRPC_ABSENT] = 1;
+        let rows = endpoints(&[h2, call]);
+        assert_eq!(rows[0].protocol, "http2");
+        assert_eq!(rows[0].name, "GET /");
+        assert_eq!((rows[0].errors, rows[0].client_errors), (Some(3), Some(2)));
+        assert!(rows[0].grpc_status.is_none());
+        assert_eq!(rows[1].protocol, "grpc");
+        assert_eq!(rows[1].name, "/helloworld.Greeter/SayHello");
+        // Not OK: NOT_FOUND and the call that ended with none.
+        assert_eq!((rows[1].errors, rows[1].client_errors), (Some(3), None));
+        let codes = rows[1].grpc_status.as_ref().unwrap();
+        let got: Vec<(&str, u64)> = codes.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(got, [("(absent)", 1), ("NOT_FOUND", 2), ("OK", 7)]);
+        assert_eq!(rows[1].status.unwrap().s2xx, 10);
     }
 
     #[test]

@@ -18,8 +18,13 @@
 use std::collections::BTreeMap;
 
 use super::model::{OTHER, Sticky, counter, family, gauge, histogram_of, label, pb};
+use crate::anatomy::counts::GRPC_CODES;
 use crate::anatomy::{Counts, NameCounts, Part, PortTurns, Transport, Wire};
 use crate::probe::hist::Histogram;
+use crate::report::commands::grpc_code_name;
+
+/// The protocols whose responses have a status class.
+const HAS_STATUS: [Wire; 3] = [Wire::Http1, Wire::Http2, Wire::Grpc];
 
 /// Label names of a part, as the report names them.
 const PART_LABELS: [(Part, &str); 4] = [
@@ -74,8 +79,10 @@ struct EndpointSeries {
     requests: u64,
     sum_ns: u64,
     hist: Histogram,
-    /// HTTP/1: final responses by status class (2xx..5xx).
+    /// HTTP/1 and HTTP/2: final responses by status class (2xx..5xx).
     status: [u64; 4],
+    /// gRPC: ended calls by grpc-status (`NameCounts::grpc`).
+    grpc: [u64; GRPC_CODES],
 }
 
 fn add_hist(into: &mut Histogram, h: &Histogram) {
@@ -116,11 +123,15 @@ fn endpoint_families(names: &[NameCounts], adm: &mut EndpointAdmission) -> Vec<p
                     max: 0,
                 },
                 status: [0; 4],
+                grpc: [0; GRPC_CODES],
             });
         e.requests += n.commands;
         e.sum_ns += n.sum_ns;
         add_hist(&mut e.hist, &n.histogram());
         for (a, b) in e.status.iter_mut().zip(n.status) {
+            *a += b;
+        }
+        for (a, b) in e.grpc.iter_mut().zip(n.grpc) {
             *a += b;
         }
     }
@@ -162,12 +173,13 @@ fn endpoint_families(names: &[NameCounts], adm: &mut EndpointAdmission) -> Vec<p
         ),
         family(
             "sockscope_endpoint_responses_total",
-            "HTTP/1 final responses per endpoint and status class (2xx, 3xx, 4xx, 5xx), read \
-             from the target's writes; responses whose status was not read are in none.",
+            "HTTP/1 and HTTP/2 (gRPC too) final responses per endpoint and status class (2xx, \
+             3xx, 4xx, 5xx), read from the target's writes; responses whose status was not \
+             read are in none.",
             Counter,
             series
                 .iter()
-                .filter(|(k, _)| k.2 == Wire::Http1.name())
+                .filter(|(k, _)| HAS_STATUS.iter().any(|w| k.2 == w.name()))
                 .flat_map(|(k, e)| {
                     ["2xx", "3xx", "4xx", "5xx"]
                         .iter()
@@ -176,6 +188,28 @@ fn endpoint_families(names: &[NameCounts], adm: &mut EndpointAdmission) -> Vec<p
                             let mut l = labels(k);
                             l.push(label("status", *class));
                             counter(l, n as f64)
+                        })
+                })
+                .collect(),
+        ),
+        family(
+            "sockscope_endpoint_grpc_status_total",
+            "gRPC calls per endpoint that ended with each grpc-status (code=\"OK\", \
+             \"NOT_FOUND\", ...; \"(absent)\": none, or one that is no code), read from the \
+             target's response headers and trailers.",
+            Counter,
+            series
+                .iter()
+                .filter(|(k, _)| k.2 == Wire::Grpc.name())
+                .flat_map(|(k, e)| {
+                    e.grpc
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, n)| **n > 0)
+                        .map(move |(code, n)| {
+                            let mut l = labels(k);
+                            l.push(label("code", grpc_code_name(code)));
+                            counter(l, *n as f64)
                         })
                 })
                 .collect(),
@@ -320,6 +354,7 @@ mod tests {
             max_ns: servers.iter().copied().max().unwrap_or(0),
             hist,
             status: [0; 4],
+            grpc: [0; GRPC_CODES],
             parts: [0; 4],
             by_band: Vec::new(),
         }
@@ -402,6 +437,40 @@ mod tests {
             !text.contains("protocol=\"resp\",endpoint=\"GET\",status"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn http2_and_grpc_endpoints_count_statuses_and_grpc_codes() {
+        let mut c = Counts::empty();
+        let mut h2 = name(b"GET /b", 8080, 5, &[1000]);
+        h2.wire = Wire::Http2;
+        h2.status = [4, 0, 1, 0];
+        let mut call = name(b"/helloworld.Greeter/SayHello", 50051, 10, &[1000]);
+        call.wire = Wire::Grpc;
+        call.status = [10, 0, 0, 0];
+        call.grpc[0] = 7;
+        call.grpc[5] = 2;
+        call.grpc[crate::anatomy::counts::GRPC_ABSENT] = 1;
+        c.names = vec![h2, call];
+        let text = super::super::text::encode(&families(&c, &mut EndpointAdmission::new(8)));
+        let l = "port=\"8080\",transport=\"tcp\",protocol=\"http2\",endpoint=\"GET /b\"";
+        assert!(
+            text.contains(&format!(
+                "sockscope_endpoint_responses_total{{{l},status=\"4xx\"}} 1\n"
+            )),
+            "{text}"
+        );
+        let g = "port=\"50051\",transport=\"tcp\",protocol=\"grpc\",\
+                 endpoint=\"/helloworld.Greeter/SayHello\"";
+        for (code, n) in [("OK", 7), ("NOT_FOUND", 2), ("(absent)", 1)] {
+            assert!(
+                text.contains(&format!(
+                    "sockscope_endpoint_grpc_status_total{{{g},code=\"{code}\"}} {n}\n"
+                )),
+                "{text}"
+            );
+        }
+        assert!(!text.contains("code=\"CANCELLED\""), "{text}");
     }
 
     #[test]

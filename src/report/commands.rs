@@ -3,7 +3,7 @@
 //! `anatomy.http`, `anatomy.dns` and `anatomy.endpoints`) and their table:
 //! where the anatomy found request boundaries in the bytes (RESP,
 //! memcached's text protocol, PostgreSQL's frontend protocol, HTTP/1, DNS
-//! queries; issue 39), each
+//! queries, HTTP/2 streams and gRPC calls; issue 39), each
 //! command (an HTTP/1 request) is a request, and a
 //! turn carries the commands its read(s) completed. A pipelined batch is
 //! one turn: each of its commands is counted, and its server time is the
@@ -118,7 +118,48 @@ pub fn qtype_text(qtype: u16) -> String {
     known.to_string()
 }
 
-/// HTTP/1 final responses by status class.
+/// gRPC's status codes (grpc/grpc doc/statuscodes.md), 0 to 16.
+pub const GRPC_CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// What a call that ended with no grpc-status (or one that is no code)
+/// is counted as.
+pub const GRPC_ABSENT: &str = "(absent)";
+
+/// A gRPC status code's name (`NOT_FOUND`); [`GRPC_ABSENT`] past 16.
+pub fn grpc_code_name(code: usize) -> &'static str {
+    GRPC_CODE_NAMES.get(code).copied().unwrap_or(GRPC_ABSENT)
+}
+
+/// gRPC calls by status code name, `OK` first, then by count (most
+/// first): "OK 90, NOT_FOUND 10".
+pub fn grpc_status_text(codes: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut v: Vec<(&String, &u64)> = codes.iter().collect();
+    v.sort_by_key(|(name, n)| (name.as_str() != "OK", std::cmp::Reverse(**n)));
+    v.iter()
+        .map(|(name, n)| format!("{} {n}", crate::text::escape(name)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// HTTP/1 and HTTP/2 final responses by status class.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusClasses {
     /// 2xx.
@@ -187,14 +228,16 @@ pub struct Endpoint {
     /// A Unix listener's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
-    /// "resp", "memcached", "postgres", "http" or "dns".
+    /// "resp", "memcached", "postgres", "http", "dns", "http2" or "grpc".
     pub protocol: String,
     /// The command's name as the peer sent it (RESP: its first bulk
     /// string's first 16 bytes, upper-cased; memcached: its line's first
     /// word's first 16 bytes, as sent; PostgreSQL: the statement's kind,
     /// then a prepared statement's name's first 15 bytes when it is named;
     /// HTTP/1: the method and the route template, `GET /users/{id}`, at
-    /// most 64 bytes, ending in `…` when cut; DNS: the query's QTYPE as dig
+    /// most 64 bytes, ending in `…` when cut (HTTP/2 streams too); gRPC:
+    /// the call's `:path`, `/helloworld.Greeter/SayHello`, at most 128
+    /// bytes; DNS: the query's QTYPE as dig
     /// writes it, `AAAA`, `TYPE65280`, never its name; bytes that are not UTF-8 as
     /// `\xNN`); [`OTHER`] for the names past the port's limit. Peer bytes:
     /// escape before showing.
@@ -237,16 +280,21 @@ pub struct Endpoint {
     /// time (the kernel sums each name's parts by band, not by bucket).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub at_percentile: Vec<super::composition::Composition>,
-    /// HTTP/1: the final responses to these requests by status class
-    /// (absent for the other protocols).
+    /// HTTP/1, HTTP/2 and gRPC: the final responses to these requests by
+    /// status class (absent for the other protocols).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusClasses>,
-    /// HTTP/1: of them, 5xx (server errors).
+    /// HTTP/1 and HTTP/2: of them, 5xx (server errors); gRPC: the calls
+    /// whose grpc-status was not OK (none read counts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<u64>,
-    /// HTTP/1: of them, 4xx (client errors).
+    /// HTTP/1 and HTTP/2: of them, 4xx (client errors).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_errors: Option<u64>,
+    /// gRPC: the calls ended, by grpc-status ("OK", "NOT_FOUND", ...;
+    /// [`GRPC_ABSENT`]: none, or one that is no code); codes seen only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_status: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// The mean parts of a set of timed turns, ns (they add up to the mean
@@ -450,6 +498,15 @@ pub fn render(
         out.push_str(&format!("  {line}\n"));
     }
     let mut notes = Vec::new();
+    for (e, name) in endpoints.iter().zip(&names) {
+        if let Some(codes) = e.grpc_status.as_ref().filter(|c| !c.is_empty()) {
+            notes.push(format!(
+                "gRPC status of {name} on {}: {}",
+                e.label(),
+                grpc_status_text(codes)
+            ));
+        }
+    }
     for (name, c) in list {
         if c.unparsed > 0 {
             notes.push(format!(
@@ -646,6 +703,40 @@ mod tests {
         assert_eq!(json["status"]["4xx"], 5);
         assert_eq!(json["errors"], 2);
         assert_eq!(StatusClasses::from_counts([1, 2, 3, 4]).total(), 10);
+    }
+
+    #[test]
+    fn grpc_rows_say_their_status_codes() {
+        let mut rows = rows();
+        rows[0].protocol = "grpc".into();
+        rows[0].name = "/helloworld.Greeter/SayHello".into();
+        let codes: std::collections::BTreeMap<String, u64> = [
+            (grpc_code_name(5).to_string(), 10),
+            (grpc_code_name(0).to_string(), 90),
+            (grpc_code_name(17).to_string(), 1),
+        ]
+        .into_iter()
+        .collect();
+        rows[0].grpc_status = Some(codes);
+        rows[0].errors = Some(11);
+        let none = ProtocolCounts::default();
+        let text = render(Some(101), &[(RESP, &none)], &rows, Some(64)).unwrap();
+        assert!(
+            text.contains(
+                "gRPC status of /helloworld.Greeter/SayHello on tcp/6379: OK 90, NOT_FOUND 10, \
+                 (absent) 1"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(json["grpc_status"]["NOT_FOUND"], 10);
+        assert_eq!(json["errors"], 11);
+        let back: Endpoint = serde_json::from_value(json).unwrap();
+        assert_eq!(back, rows[0]);
+        assert_eq!(grpc_code_name(16), "UNAUTHENTICATED");
+        // Other protocols write no grpc_status.
+        let json = serde_json::to_value(&super::tests::rows()[0]).unwrap();
+        assert!(json.get("grpc_status").is_none());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The request anatomy's commands (RESP, memcached, PostgreSQL, HTTP/1, DNS): one row per port,
+//! The request anatomy's commands (RESP, memcached, PostgreSQL, HTTP/1, DNS, HTTP/2, gRPC): one row per port,
 //! protocol and command name, in the summary and on the page
 //! (report/commands.rs has the figures and their text).
 
@@ -32,6 +32,7 @@ impl ProfileSection for Commands {
         let a = r.anatomy.as_ref()?;
         let requests = a.requests?;
         let status = a.endpoints.iter().any(|e| e.status.is_some());
+        let grpc = a.endpoints.iter().any(|e| e.grpc_status.is_some());
         let rows: Vec<Vec<String>> = a
             .endpoints
             .iter()
@@ -63,6 +64,12 @@ impl ProfileSection for Commands {
                         None => row.extend(["-", "-", "-", "-"].map(String::from)),
                     }
                 }
+                if grpc {
+                    row.push(e.grpc_status.as_ref().map_or_else(
+                        || "-".to_string(),
+                        crate::report::commands::grpc_status_text,
+                    ));
+                }
                 row
             })
             .collect();
@@ -75,6 +82,9 @@ impl ProfileSection for Commands {
             head.extend(["2xx", "3xx", "4xx", "5xx"]);
             numeric.extend([10, 11, 12, 13]);
         }
+        if grpc {
+            head.push("gRPC status");
+        }
         let slowest = crate::report::commands::slowest_line(&a.endpoints)
             .map(|l| format!(" The {l}."))
             .unwrap_or_default();
@@ -85,7 +95,9 @@ impl ProfileSection for Commands {
              name, a turn going under its first command) is the batch's. A memcached command \
              sent with noreply gets no response: it is counted, never timed. An HTTP/1 request is \
              named by its method and route template (numbers and ids folded to {{id}}; no query \
-             or header value is kept) and its response's status class is counted.{slowest}",
+             or header value is kept) and its response's status class is counted; an HTTP/2 \
+             stream is named and counted the same way, a gRPC call by its method's path, with \
+             the grpc-status it ended with.{slowest}",
             crate::report::commands::protocols(&a.protocol_counts()),
             crate::report::commands::command_turns(&a.protocol_counts())
         );
