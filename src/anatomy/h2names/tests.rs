@@ -220,6 +220,37 @@ fn rfc7541_c4_requests_decode_through_huffman_and_the_dynamic_table_in_pieces() 
 }
 
 #[test]
+fn rfc7541_c6_responses_decode_in_a_table_larger_than_their_encoders() {
+    // C.6.1-C.6.3: Huffman-coded responses from an encoder whose table
+    // is 256 bytes (it evicts `:status 302` for `307`); the generous
+    // table keeps more, yet every entry the encoder refers to has the
+    // same index (newest first), so each decodes as the RFC says.
+    let blocks = [
+        hex(
+            "4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 \
+             2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3",
+        ),
+        hex("4883 640e ffc1 c0bf"),
+        hex(
+            "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab \
+             77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f \
+             9587 3160 65c0 03ed 4ee5 b106 3d50 07",
+        ),
+    ];
+    let mut k = Kernel::new(1, 80);
+    k.chunk = 7;
+    let mut n = H2Names::new(64);
+    for (i, b) in blocks.iter().enumerate() {
+        let s = 1 + 2 * i as u32;
+        feed(&mut n, k.headers(0, s, &request("GET", "/")));
+        feed(&mut n, k.headers(1, s, b));
+        n.record(&k.end(s, h2::END_STREAM, None));
+    }
+    assert_eq!(n.names()[0].status, [1, 2, 0, 0]);
+    assert_eq!(n.stats().directions_lost, 0);
+}
+
+#[test]
 fn padding_priority_and_continuation_are_taken_off_and_gathered() {
     let k = Kernel::new(3, 80);
     let mut n = H2Names::new(64);

@@ -148,3 +148,50 @@ fn tails(p: &str, endpoints: &[crate::report::commands::Endpoint]) -> String {
         fmt: crate::report::units::fmt_ns,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::commands::{Endpoint, StatusClasses};
+    use crate::report::fixtures;
+
+    #[test]
+    fn grpc_rows_show_their_status_codes_on_the_page() {
+        let mut r = fixtures::profile(&fixtures::epoll_echo());
+        let mut a = fixtures::anatomy();
+        a.requests = Some(12);
+        a.endpoints = vec![
+            Endpoint {
+                port: 50051,
+                transport: "tcp".into(),
+                protocol: "grpc".into(),
+                name: "/helloworld.Greeter/SayHello".into(),
+                count: 10,
+                status: Some(StatusClasses::from_counts([10, 0, 0, 0])),
+                errors: Some(2),
+                grpc_status: Some([("OK".into(), 8), ("NOT_FOUND".into(), 2)].into()),
+                ..Endpoint::default()
+            },
+            Endpoint {
+                port: 8080,
+                transport: "tcp".into(),
+                protocol: "http2".into(),
+                name: "GET /a/{id}".into(),
+                count: 2,
+                status: Some(StatusClasses::from_counts([2, 0, 0, 0])),
+                ..Endpoint::default()
+            },
+        ];
+        r.anatomy = Some(a);
+        let html = Commands.html("", &r).unwrap();
+        assert!(html.contains("gRPC status"), "{html}");
+        assert!(html.contains("OK 8, NOT_FOUND 2"), "{html}");
+        let text = Commands.text(&r).unwrap();
+        assert!(
+            text.contains(
+                "gRPC status of /helloworld.Greeter/SayHello on tcp/50051: OK 8, NOT_FOUND 2"
+            ),
+            "{text}"
+        );
+    }
+}
