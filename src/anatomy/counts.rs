@@ -300,9 +300,11 @@ pub struct NameCounts {
     /// The protocol the commands were found in.
     pub wire: Wire,
     /// The name's bytes as the peer sent them (RESP's upper-cased), at
-    /// most `abi::NAME_LEN`; HTTP/1: method and route template, at most
-    /// `abi::H1_TEXT` bytes, ending in `…` when the route was cut; empty
-    /// for "(other)" (names past the port's limit).
+    /// most `abi::NAME_LEN`; HTTP/1 and HTTP/2: method and route
+    /// template, at most `abi::H1_TEXT` bytes, ending in `…` when the
+    /// route was cut; gRPC: the call's `:path`, at most
+    /// `h2names::route::GRPC_TEXT` bytes (`…` when cut); empty for
+    /// "(other)" (names past the port's limit).
     pub name: Vec<u8>,
     /// Commands completed.
     pub commands: u64,
