@@ -13,7 +13,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::anatomy::{brief, profile_pid, u};
+use common::anatomy::{brief, profile_pid, route_template, u};
 use common::nginx::Nginx;
 use common::*;
 use serde_json::Value;
@@ -25,33 +25,6 @@ const LOCATIONS: &str = "keepalive_requests 1000000;\n    \
                          location /a/ { return 200 \"ok\\n\"; }\n    \
                          location = /missing { return 404; }";
 
-/// The route template of a path as docs/anatomy.md says the anatomy
-/// folds it: no query, numeric segments, hex runs of 8+ digits and UUIDs
-/// as `{id}`.
-fn fold(path: &str) -> String {
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    path.split('/')
-        .map(|seg| {
-            let hex = !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_hexdigit());
-            let digits = !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit());
-            let uuid = seg.len() == 36
-                && seg.bytes().enumerate().all(|(i, b)| {
-                    if [8, 13, 18, 23].contains(&i) {
-                        b == b'-'
-                    } else {
-                        b.is_ascii_hexdigit()
-                    }
-                });
-            if digits || (hex && seg.len() >= 8) || uuid {
-                "{id}".to_string()
-            } else {
-                seg.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 /// nginx's access log (combined format) from line `from` on, as
 /// (method + folded path, status class) -> lines.
 fn logged(ngx: &Nginx, from: usize) -> BTreeMap<(String, String), u64> {
@@ -62,7 +35,7 @@ fn logged(ngx: &Nginx, from: usize) -> BTreeMap<(String, String), u64> {
         let (method, path) = (req.next().unwrap(), req.next().unwrap_or(""));
         let status = parts[2].split_whitespace().next().unwrap();
         let class = format!("{}xx", &status[..1]);
-        *out.entry((format!("{method} {}", fold(path)), class))
+        *out.entry((format!("{method} {}", route_template(path)), class))
             .or_default() += 1;
     }
     out

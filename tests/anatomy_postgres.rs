@@ -192,7 +192,7 @@ fn pgbench_counts_as_the_server(
         .find(|l| l.contains("requests/s"))
         .unwrap_or_else(|| panic!("no headline rate: {summary}"));
     assert!(
-        headline.contains(&format!("{requests} in")) && headline.contains("PostgreSQL commands"),
+        headline.contains(&format!("{requests} in")) && headline.contains("PostgreSQL requests"),
         "{headline}"
     );
     assert!(

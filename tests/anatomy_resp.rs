@@ -84,7 +84,7 @@ fn assert_commands_as_info(
         .find(|l| l.contains("requests/s"))
         .unwrap_or_else(|| panic!("no headline rate: {summary}"));
     assert!(
-        headline.contains(&format!("{total} in")) && headline.contains("RESP commands"),
+        headline.contains(&format!("{total} in")) && headline.contains("RESP requests"),
         "{headline}"
     );
     assert!(summary.contains("Requests by command (RESP"), "{summary}");

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::nginx::Nginx;
-use common::pyserver::PyServer;
+use common::pyserver::{GRPC_SERVER, PyServer};
 use common::*;
 use serde_json::Value;
 
@@ -458,80 +458,6 @@ fn http2_options_that_cannot_apply_are_usage_errors() {
         assert!(rep.is_null());
     }
 }
-
-/// A gRPC server (python3-grpcio, generic handlers, raw bytes): service
-/// test.Echo, method Ping answers `pong:` and the request when the request
-/// is argv[1]'s bytes (INVALID_ARGUMENT otherwise), method Fail aborts
-/// with NOT_FOUND; service test.Kv, method Put decodes its request by hand
-/// (no protobuf library: the check does not share sockscope's) and counts
-/// it in the file argv[2] ("matches mismatches") before it answers: a
-/// match is exactly the fields key=1 "a", n=2 5, tags=3 "x" in that order
-/// and answers the empty PutReply, anything else INVALID_ARGUMENT; but the
-/// request key=1 "bad-reply" alone, not counted, answers OK with bytes
-/// that are no message (a field cut short).
-const GRPC_SERVER: &str = r#"
-import os, sys, threading, grpc
-from concurrent import futures
-want = sys.argv[1].encode()
-stats = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else None
-lock = threading.Lock()
-seen = [0, 0]
-def varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]; i += 1
-        v |= (c & 0x7f) << shift; shift += 7
-        if c < 0x80:
-            return v, i
-def fields(b):
-    out, i = [], 0
-    while i < len(b):
-        key, i = varint(b, i)
-        if key & 7 == 0:
-            v, i = varint(b, i)
-        elif key & 7 == 2:
-            n, i = varint(b, i); v = bytes(b[i:i + n]); i += n
-        else:
-            raise ValueError("wire type %d" % (key & 7))
-        out.append((key >> 3, v))
-    return out
-def put(req, ctx):
-    try:
-        got = fields(req)
-    except (IndexError, ValueError):
-        got = None
-    if got == [(1, b"bad-reply")]:
-        return b"\x0a\x05a"
-    ok = got == [(1, b"a"), (2, 5), (3, b"x")]
-    with lock:
-        seen[0 if ok else 1] += 1
-        with open(stats + ".tmp", "w") as f:
-            f.write("%d %d" % tuple(seen))
-        os.replace(stats + ".tmp", stats)
-    if not ok:
-        ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "not the expected PutRequest")
-    return b""
-def ping(req, ctx):
-    if req != want:
-        ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "unexpected request")
-    return b"pong:" + req
-def fail(req, ctx):
-    ctx.abort(grpc.StatusCode.NOT_FOUND, "no such thing")
-h = grpc.method_handlers_generic_handler("test.Echo", {
-    "Ping": grpc.unary_unary_rpc_method_handler(ping),
-    "Fail": grpc.unary_unary_rpc_method_handler(fail),
-})
-kv = grpc.method_handlers_generic_handler("test.Kv", {
-    "Put": grpc.unary_unary_rpc_method_handler(put),
-})
-s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-s.add_generic_rpc_handlers((h, kv))
-# argv[3], when given, is a Unix socket path to listen on instead.
-port = s.add_insecure_port("unix:" + sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1:0")
-s.start()
-print(port, flush=True)
-s.wait_for_termination()
-"#;
 
 #[test]
 fn grpc_and_h2c_run_over_unix_sockets() {

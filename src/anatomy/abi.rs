@@ -122,6 +122,22 @@ pub mod count {
     pub const DNS_NAMES_FULL: usize = C::SS_CNT_DNS_NAMES_FULL.0 as usize;
     /// UDP datagrams on a DNS socket that were no query.
     pub const DNS_MALFORMED: usize = C::SS_CNT_DNS_MALFORMED.0 as usize;
+    /// Connections whose first read began with the HTTP/2 preface.
+    pub const H2_CONNS: usize = C::SS_CNT_H2_CONNS.0 as usize;
+    /// Of them, given up on (bounds, an unreadable buffer, a lost record).
+    pub const H2_GAVE_UP: usize = C::SS_CNT_H2_GAVE_UP.0 as usize;
+    /// HTTP/2 streams begun.
+    pub const H2_STREAMS: usize = C::SS_CNT_H2_STREAMS.0 as usize;
+    /// HTTP/2 streams timed.
+    pub const H2_TIMED: usize = C::SS_CNT_H2_TIMED.0 as usize;
+    /// HTTP/2 streams reset either way (untimed).
+    pub const H2_RESET: usize = C::SS_CNT_H2_RESET.0 as usize;
+    /// HTTP/2 streams begun with their slot taken (untimed).
+    pub const H2_NO_SLOT: usize = C::SS_CNT_H2_NO_SLOT.0 as usize;
+    /// HTTP/2 records the ring buffer had no room for.
+    pub const H2_EVENTS_LOST: usize = C::SS_CNT_H2_EVENTS_LOST.0 as usize;
+    /// HTTP/2 streams whose bytes' arrival was not kept.
+    pub const H2_ARRIVAL_UNSEEN: usize = C::SS_CNT_H2_ARRIVAL_UNSEEN.0 as usize;
 }
 
 /// The protocols commands are found in (`enum ss_anat_wire`).
@@ -145,8 +161,8 @@ pub mod wire {
 
 /// HTTP/2's ring-buffer records (src/bpf/anatomy.h, `ss_h2_*`).
 pub mod h2 {
-    use super::types::{ss_h2_end_how as How, ss_h2_limits as L, ss_h2_record as R};
     pub use super::types::{ss_h2_block as Block, ss_h2_end as End, ss_h2_head as Head};
+    use super::types::{ss_h2_end_how as How, ss_h2_limits as L, ss_h2_record as R};
     /// A record of header-block bytes.
     pub const REC_BLOCK: u8 = R::SS_H2_REC_BLOCK.0 as u8;
     /// A stream ended.

@@ -6,16 +6,19 @@
 //! pinned: however sockscope ends (even SIGKILL), the kernel detaches them
 //! when the last descriptor closes.
 
+use std::cell::RefCell;
 use std::io::Read;
 use std::mem::MaybeUninit;
 use std::os::fd::AsFd;
+use std::rc::Rc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
+use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
 use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, H1_TEXT, NAME_LEN, PARTS, PROGS, types};
 use super::counts::{Counts, NameCounts, PortTurns, ProgRuns, Transport, Wire};
+use super::h2names::H2Names;
 use super::ports::ServedPort;
 use crate::clock::monotonic_ns;
 use crate::probe::ScopeFilter;
@@ -32,8 +35,17 @@ pub struct Programs<'obj> {
     /// The per-request hooks (data ready, read, write): detached while a
     /// sampled window is paused.
     socket_links: Vec<Link>,
+    /// HTTP/2's header blocks and stream ends (src/bpf/h2.h), read at
+    /// every [`Programs::poll`] into `h2`.
+    ring: RingBuffer<'static>,
+    /// The HTTP/2 streams' names, decoded from the ring buffer's records.
+    h2: Rc<RefCell<H2Names>>,
     ncpus: usize,
 }
+
+/// The HTTP/2 ring buffer's size: a 10 ms tick's records at well over
+/// 100,000 streams a second (a record is 64 or 288 bytes).
+const H2_RING_BYTES: u32 = 8 << 20;
 
 /// Entries of the names map (and of the HTTP/1 route texts): each port's
 /// names and an "(other)" per protocol, at least the kernel's default and
@@ -116,16 +128,44 @@ impl<'obj> Programs<'obj> {
             .h1_routes
             .set_max_entries(names)
             .context("sizing the HTTP/1 route texts")?;
+        open.maps
+            .h2_events
+            .set_max_entries(H2_RING_BYTES)
+            .context("sizing the HTTP/2 ring buffer")?;
         let skel = open.load().map_err(|e| {
             crate::probe::libbpf_log::load_error("loading the anatomy BPF programs", e)
         })?;
         let ncpus = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
+        let h2 = Rc::new(RefCell::new(H2Names::new(max_endpoints.max(1))));
+        let ring = {
+            let names = Rc::clone(&h2);
+            let mut b = RingBufferBuilder::new();
+            b.add(&skel.maps.h2_events, move |bytes: &[u8]| {
+                names.borrow_mut().record(bytes);
+                0
+            })
+            .map_err(|e| failed("opening the HTTP/2 ring buffer", e))?;
+            b.build()
+                .map_err(|e| failed("opening the HTTP/2 ring buffer", e))?
+        };
         Ok(Self {
             skel,
             links: Vec::new(),
             socket_links: Vec::new(),
+            ring,
+            h2,
             ncpus,
         })
+    }
+
+    /// Reads the HTTP/2 records the programs wrote since the last call
+    /// (without waiting): call it often, the ring buffer holds a few
+    /// milliseconds of a busy server's streams.
+    pub fn poll(&self) -> Result<()> {
+        self.ring
+            .consume()
+            .map_err(|e| failed("reading the HTTP/2 ring buffer", e))?;
+        Ok(())
     }
 
     /// Tree scope: these processes are the target's (their children join
@@ -389,6 +429,15 @@ impl<'obj> Programs<'obj> {
             .unwrap_or_default();
         out.other = self.sum_cpus(&per_cpu, PortTurns::empty(0, Transport::Tcp))?;
         out.names = self.read_names()?;
+        self.poll()?;
+        {
+            let h2 = self.h2.borrow();
+            out.names.extend(h2.names());
+            out.h2 = h2.stats();
+        }
+        out.names.sort_by(|a, b| {
+            (a.transport, a.port, a.wire, &a.name).cmp(&(b.transport, b.port, b.wire, &b.name))
+        });
         let ncpus = self.ncpus;
         let bss = self.bss()?;
         for cpu in bss.cpus.iter().take(ncpus.max(1)) {

@@ -394,6 +394,8 @@ pub struct Counts {
     pub progs: [ProgRuns; PROGS],
     /// Command names, sorted by transport, port, protocol and name.
     pub names: Vec<NameCounts>,
+    /// What the loader's HTTP/2 decoding saw (cumulative, as `count`).
+    pub h2: super::h2names::H2Stats,
 }
 
 impl Counts {
@@ -405,6 +407,7 @@ impl Counts {
             count: [0; COUNTS],
             progs: [ProgRuns::default(); PROGS],
             names: Vec::new(),
+            h2: Default::default(),
         }
     }
 
@@ -448,6 +451,7 @@ impl Counts {
             count,
             progs,
             names,
+            h2: self.h2.since(&earlier.h2),
         }
     }
 

@@ -309,6 +309,7 @@ fn run(
     let (mut sampling, mut since, mut on_total) = (true, Duration::ZERO, Duration::ZERO);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(TICK);
+        progs.poll()?;
         let el = t0.elapsed();
         if let Some(d) = cfg.duty {
             let want = d.on_at(el);

@@ -269,6 +269,7 @@ pub fn report(
             || c[count::H1_CONNS] > 0
             || c[count::PG_CONNS] > 0
             || c[count::DNS_CONNS] > 0
+            || c[count::H2_CONNS] > 0
             || c[count::COMMANDS] > 0)
             .then_some(c[count::COMMANDS]),
         resp: ProtocolCounts {
@@ -311,6 +312,19 @@ pub fn report(
             turns: c[count::DNS_TURNS],
             unnamed: c[count::DNS_NAMES_FULL],
             malformed: c[count::DNS_MALFORMED],
+            ..ProtocolCounts::default()
+        },
+        http2: ProtocolCounts {
+            connections: c[count::H2_CONNS],
+            unparsed: c[count::H2_GAVE_UP],
+            turns: c[count::H2_TIMED],
+            unnamed: window.h2.unnamed,
+            streams: c[count::H2_STREAMS],
+            reset: c[count::H2_RESET],
+            untimed: c[count::H2_NO_SLOT],
+            records_lost: c[count::H2_EVENTS_LOST],
+            arrival_unseen: c[count::H2_ARRIVAL_UNSEEN],
+            names_lost: window.h2.directions_lost,
             ..ProtocolCounts::default()
         },
         endpoints: endpoints(&window.names),

@@ -357,7 +357,6 @@ __noinline __u32 anat_bucket(__u64 v)
 #include "postgres.h"
 #include "http1.h"
 #include "dns.h"
-#include "wire.h"
 
 /* Index of part p's bucket b in the flat arrays, bounds-checked in a way
  * the verifier sees (the barrier keeps clang from re-deriving the index
@@ -533,6 +532,9 @@ static __always_inline void write_continues(struct ss_anat_conn *c, __u64 now,
 	c->cpu_send = bounded(rd - c->rq_write, c->last_write - c->first_write);
 }
 
+#include "h2.h"
+#include "wire.h"
+
 /* --- the timed wrappers ------------------------------------------------ */
 
 static __always_inline void prog_end(enum ss_anat_prog p, bool matched, __u64 t0, __u64 t1)
@@ -650,6 +652,10 @@ static __always_inline bool ready_work(const struct sock *sk)
 	if (!window_open || (c->flags & SS_CONN_FOREIGN))
 		return true;
 	now = bpf_ktime_get_ns();
+	if (c->wire == SS_WIRE_HTTP2) {
+		h2_ready(sk, c, now);
+		return true;
+	}
 	if (c->flags & SS_CONN_UDP) {
 		if (c->ring_tail - c->ring_head >= SS_UDP_RING) {
 			/* More bursts queued than kept: which arrival goes
@@ -747,7 +753,9 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		/* The peer closed: a turn answered is over (TCP says so at its
 		 * state change too; a Unix socket only here). */
 		c = conn_of(sk, false);
-		if (c && window_open && !(c->flags & SS_CONN_UDP))
+		if (c && window_open && c->wire == SS_WIRE_HTTP2)
+			h2_close(sk, c, false);
+		else if (c && window_open && !(c->flags & SS_CONN_UDP))
 			turn_close(c);
 		return c != 0;
 	}
@@ -781,6 +789,10 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		return true;
 	}
 	now = bpf_ktime_get_ns();
+	if (c->wire == SS_WIRE_HTTP2) {
+		h2_read(sk, c, ret, now);
+		return true;
+	}
 	if (c->flags & SS_CONN_UDP) {
 		struct task_struct *task = bpf_get_current_task_btf();
 		struct ss_anat_thread *t;
@@ -878,7 +890,7 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		break;
 	}
 	/* The turn this read is part of is settled: count its commands. */
-	if (wire_read(c, ret) && c->state == SS_TURN_SERVING && !unread_data(sk, c)) {
+	if (wire_read(sk, c, ret) && c->state == SS_TURN_SERVING && !unread_data(sk, c)) {
 		/* Only memcached `noreply` commands, read whole: no response
 		 * comes, and the next request is a turn of its own. */
 		turn_reset(c);
@@ -916,8 +928,13 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 		break;  /* answers a request read while paused */
 	case SS_TURN_ARRIVED:
 		/* A response while this turn's request is still unread: it
-		 * answers an earlier one. */
-		mark_multiplexed(c);
+		 * answers an earlier one; on a connection never read yet it
+		 * answers none (a greeting: an HTTP/2 server's SETTINGS, sent
+		 * as the client's preface arrives). */
+		if (c->reader)
+			mark_multiplexed(c);
+		else
+			count(SS_CNT_UNSOLICITED);
 		break;
 	case SS_TURN_SERVING:
 		c->first_write = now;
@@ -984,6 +1001,10 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 	if (ret <= 0 || !window_open || (c->flags & SS_CONN_FOREIGN))
 		return true;
 	now = bpf_ktime_get_ns();
+	if (c->wire == SS_WIRE_HTTP2) {
+		h2_write(sk, c, ret, now);
+		return true;
+	}
 	if (c->flags & SS_CONN_UDP) {
 		udp_answer(c, sk, now);
 		return true;
@@ -1035,6 +1056,11 @@ static __always_inline bool state_work(const struct sock *sk, int oldstate, int 
 	c = conn_of(sk, false);
 	if (!c)
 		return false;
+	if (c->wire == SS_WIRE_HTTP2) {
+		if (window_open)
+			h2_close(sk, c, false);
+		return true;
+	}
 	if (window_open && c->state == SS_TURN_SERVING && !(c->flags & SS_CONN_UDP) &&
 	    write_under_way(sk, c))
 		/* The peer had the response and closed before our write
@@ -1114,6 +1140,14 @@ int ss_close_turns(struct bpf_iter__bpf_sk_storage_map *ctx)
 
 	if (!c)
 		return 0;
+	if (c->wire == SS_WIRE_HTTP2) {
+		/* Its streams in flight are counted; its frames cannot be
+		 * found again after a pause. */
+		if (sk)
+			h2_close(sk, c, pausing);
+		turn_reset(c);
+		return 0;
+	}
 	if (c->state == SS_TURN_RESPONDING)
 		turn_close(c);
 	else if (c->state == SS_TURN_SERVING && sk && !pausing &&

@@ -196,8 +196,9 @@ enum ss_anat_count {
 	SS_CNT_H2_STREAMS = 46,    /* streams begun (a client's HEADERS on a new stream) */
 	SS_CNT_H2_TIMED = 47,      /* streams timed (their response's END_STREAM written) */
 	SS_CNT_H2_RESET = 48,      /* streams reset (RST_STREAM either way): untimed */
-	SS_CNT_H2_NO_SLOT = 49,    /* streams begun with every slot of their connection
-				    * taken: counted and named, untimed */
+	SS_CNT_H2_NO_SLOT = 49,    /* streams counted and named, untimed: begun with their
+				    * slot taken, or marks out of order (a read and a
+				    * write raced on two CPUs) */
 	SS_CNT_H2_EVENTS_LOST = 50, /* records the ring buffer had no room for (the
 				     * connection is given up on: HPACK needs every block) */
 	SS_CNT_H2_ARRIVAL_UNSEEN = 51, /* streams whose bytes' arrival was not kept: timed

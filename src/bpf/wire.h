@@ -238,7 +238,7 @@ static __always_inline __u64 dns_datagram(struct ss_anat_conn *c, int ret)
  * whether the connection speaks RESP or memcached's text protocol). 1
  * when the turn so far holds only memcached `noreply` commands, all read
  * whole: no response will come to it. */
-static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
+static __always_inline int wire_read(const struct sock *sk, struct ss_anat_conn *c, int ret)
 {
 	__u64 ubuf;
 	__u8 first = 0;
@@ -274,6 +274,10 @@ static __always_inline int wire_read(struct ss_anat_conn *c, int ret)
 			c->wire = SS_WIRE_RESP;
 			c->rproto = SS_RESP_ON;
 			c->rst = R_TYPE;
+		} else if (first == 'P' && c->wire == SS_WIRE_NONE && c->rproto == SS_RESP_UNKNOWN &&
+			   h2_first(sk, c, ubuf, ret)) {
+			/* HTTP/2's preface (h2.h): streams from here on. */
+			return 0;
 		} else if (first >= 'A' && first <= 'Z' &&
 			   (c->wire == SS_WIRE_NONE || c->wire == SS_WIRE_HTTP1)) {
 			/* Its request line tells (http1.h). */

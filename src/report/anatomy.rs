@@ -325,6 +325,10 @@ pub struct AnatomyReport {
     /// What the DNS parser saw (absent when it saw no query).
     #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
     pub dns: ProtocolCounts,
+    /// What the HTTP/2 parser saw (absent when no connection began with
+    /// the HTTP/2 preface).
+    #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
+    pub http2: ProtocolCounts,
     /// Per port and command name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
@@ -340,14 +344,15 @@ pub const PERCENTILES: [&str; 4] = ["p50", "p90", "p99", "p99.9"];
 impl AnatomyReport {
     /// Each protocol whose requests are parsed from the bytes: its name
     /// for people and what its parser saw.
-    pub fn protocol_counts(&self) -> [(&'static str, &ProtocolCounts); 5] {
-        use super::commands::{DNS, HTTP1, MEMCACHED, POSTGRES, RESP};
+    pub fn protocol_counts(&self) -> [(&'static str, &ProtocolCounts); 6] {
+        use super::commands::{DNS, HTTP1, HTTP2, MEMCACHED, POSTGRES, RESP};
         [
             (RESP, &self.resp),
             (MEMCACHED, &self.memcached),
             (POSTGRES, &self.postgres),
             (HTTP1, &self.http),
             (DNS, &self.dns),
+            (HTTP2, &self.http2),
         ]
     }
 

@@ -64,6 +64,31 @@ pub struct ProtocolCounts {
     /// stands alone, so the socket is never given up on.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub malformed: u64,
+    /// HTTP/2: streams begun (each a request; `turns` are those timed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub streams: u64,
+    /// HTTP/2: streams reset (RST_STREAM either way): counted, untimed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reset: u64,
+    /// HTTP/2: streams counted and named, not timed: begun while their
+    /// connection's every timing slot was taken (more open streams than
+    /// the kernel times at once), or whose marks came out of order (a
+    /// read and a write raced on two CPUs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untimed: u64,
+    /// HTTP/2: records (header blocks, stream ends) the ring buffer had no
+    /// room for; each ends its connection's parsing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub records_lost: u64,
+    /// HTTP/2: streams whose bytes' arrival was not kept (timed from
+    /// their read: no queue wait).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub arrival_unseen: u64,
+    /// HTTP/2: header-block directions the loader stopped decoding (a
+    /// block that did not decode, broke the framing or passed the bounds):
+    /// their later streams are counted and timed, unnamed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub names_lost: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -88,6 +113,8 @@ pub const POSTGRES: &str = "PostgreSQL";
 pub const HTTP1: &str = "HTTP/1";
 /// See [`RESP`].
 pub const DNS: &str = "DNS";
+/// See [`RESP`].
+pub const HTTP2: &str = "HTTP/2";
 
 /// A DNS QTYPE as dig writes it: its mnemonic for the common types,
 /// `TYPE<n>` for the rest (RFC 3597).

@@ -29,7 +29,7 @@ pub fn figures(r: &ProfileReport) -> Vec<Figure> {
         .filter(|a| a.requests.is_some())
         .map(|a| super::commands::protocols(&a.protocol_counts()));
     let counted = match (r.workload.requests.counted_by.as_str(), commands) {
-        ("anatomy", Some(p)) => format!("{p} commands counted at the target's sockets"),
+        ("anatomy", Some(p)) => format!("{p} requests counted at the target's sockets"),
         ("anatomy", None) => "counted at the target's sockets".to_string(),
         _ => "counted by the load".to_string(),
     };

@@ -65,3 +65,30 @@ pub fn profile_pid_with(
     let html = std::fs::read_to_string(out.join("report.html")).unwrap_or_default();
     (super::read_json(&out.join("run.json")), summary, html)
 }
+
+/// The route template of a path as docs/anatomy.md says the anatomy
+/// folds it: no query, numeric segments, hex runs of 8+ digits and UUIDs
+/// as `{id}`.
+pub fn route_template(path: &str) -> String {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    path.split('/')
+        .map(|seg| {
+            let hex = !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_hexdigit());
+            let digits = !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit());
+            let uuid = seg.len() == 36
+                && seg.bytes().enumerate().all(|(i, b)| {
+                    if [8, 13, 18, 23].contains(&i) {
+                        b == b'-'
+                    } else {
+                        b.is_ascii_hexdigit()
+                    }
+                });
+            if digits || (hex && seg.len() >= 8) || uuid {
+                "{id}".to_string()
+            } else {
+                seg.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}

@@ -59,9 +59,15 @@ impl Nginx {
     /// nginx with HTTP/2 on its listener (`listen ... http2`: h2c with
     /// prior knowledge in plain text, ALPN h2 with `tls`); its access log
     /// lines are `$server_protocol $connection $connection_requests
-    /// $status`.
+    /// $request_method $uri $status`.
     pub fn start_h2(test: &str, tls: bool, http_conf: &str) -> Option<Self> {
         Self::launch(test, tls, true, http_conf, false, "")
+    }
+
+    /// HTTP/2 (h2c) with `server_conf` in its `server` block, logging as
+    /// [`Nginx::start_h2`] does.
+    pub fn start_h2_server_conf(test: &str, server_conf: &str) -> Option<Self> {
+        Self::launch(test, false, true, "", false, server_conf)
     }
 
     /// HTTP/2 (h2c) on the Unix socket DIR/nginx.sock, logging as
@@ -96,7 +102,8 @@ impl Nginx {
         let (h2, log_format) = if http2 {
             (
                 " http2",
-                "log_format h2 '$server_protocol $connection $connection_requests $status';\n  ",
+                "log_format h2 '$server_protocol $connection $connection_requests \
+                 $request_method $uri $status';\n  ",
             )
         } else {
             ("", "")

@@ -122,6 +122,38 @@ pub struct H2Stats {
     pub closed_pending: u64,
 }
 
+impl H2Stats {
+    /// What accumulated since `e` (an earlier reading), field by field.
+    pub fn since(&self, e: &H2Stats) -> H2Stats {
+        H2Stats {
+            records: self.records.saturating_sub(e.records),
+            malformed: self.malformed.saturating_sub(e.malformed),
+            connections: self.connections.saturating_sub(e.connections),
+            blocks: self.blocks.saturating_sub(e.blocks),
+            requests: self.requests.saturating_sub(e.requests),
+            ends: self.ends.saturating_sub(e.ends),
+            resets: self.resets.saturating_sub(e.resets),
+            timed: self.timed.saturating_sub(e.timed),
+            unnamed: self.unnamed.saturating_sub(e.unnamed),
+            unnamed_timed: self.unnamed_timed.saturating_sub(e.unnamed_timed),
+            names_full: self.names_full.saturating_sub(e.names_full),
+            directions_lost: self.directions_lost.saturating_sub(e.directions_lost),
+            lost_gap: self.lost_gap.saturating_sub(e.lost_gap),
+            lost_framing: self.lost_framing.saturating_sub(e.lost_framing),
+            lost_too_large: self.lost_too_large.saturating_sub(e.lost_too_large),
+            lost_hpack: self.lost_hpack.saturating_sub(e.lost_hpack),
+            after_loss: self.after_loss.saturating_sub(e.after_loss),
+            responses_unmatched: self
+                .responses_unmatched
+                .saturating_sub(e.responses_unmatched),
+            pushes: self.pushes.saturating_sub(e.pushes),
+            streams_dropped: self.streams_dropped.saturating_sub(e.streams_dropped),
+            conns_dropped: self.conns_dropped.saturating_sub(e.conns_dropped),
+            closed_pending: self.closed_pending.saturating_sub(e.closed_pending),
+        }
+    }
+}
+
 /// A stream awaiting its end.
 #[derive(Clone, Copy, Debug)]
 struct Stream {

@@ -73,9 +73,9 @@ fn note(a: &AnatomyReport) -> String {
     let ports: Vec<String> = a.ports.iter().map(|p| p.label()).collect();
     if let Some(commands) = a.requests {
         return format!(
-            "{commands} {} commands read whole on {} connection{} ({} in {} turns: pipelined \
-             batches count every command), and {} turns on connections whose requests were not \
-             parsed ({})",
+            "{commands} {} requests read whole on {} connection{} ({} in {} turns: pipelined \
+             batches count every request, an HTTP/2 stream is a turn of its own), and {} turns \
+             on connections whose requests were not parsed ({})",
             crate::report::commands::protocols(&a.protocol_counts()),
             a.connections,
             if a.connections == 1 { "" } else { "s" },
@@ -206,7 +206,7 @@ mod tests {
         );
         assert_eq!(w.requests.count, 407);
         assert!(
-            w.requests.note.contains("402 RESP commands"),
+            w.requests.note.contains("402 RESP requests"),
             "{}",
             w.requests.note
         );
@@ -220,7 +220,7 @@ mod tests {
             Some(&a),
         );
         assert!(
-            w.requests.note.contains("405 RESP and memcached commands"),
+            w.requests.note.contains("405 RESP and memcached requests"),
             "{}",
             w.requests.note
         );
