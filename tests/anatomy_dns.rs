@@ -50,6 +50,9 @@ impl Dnsmasq {
                     "--address=/bench.test/::1",
                     "--txt-record=bench.test,hello",
                     "--mx-host=bench.test,mail.bench.test,10",
+                    // Names under nx.test: NXDOMAIN; outside both
+                    // domains: REFUSED (no upstream).
+                    "--local=/nx.test/",
                 ],
             );
             let child = Command::new("dnsmasq")
@@ -204,15 +207,25 @@ def ask_tcp(s, q):
     return read_answer(s)
 "#;
 
-/// The known mix: UDP 40 A (10 with EDNS), 30 AAAA, 20 TXT, 10 MX; TCP on
-/// two connections 12 A, 8 AAAA, 6 TXT, 4 MX, lockstep, one A cut into
-/// single-byte segments, and A, AAAA, MX pipelined in one write.
+/// The known mix: UDP 40 A (10 with EDNS), 30 AAAA, 20 TXT, 10 MX, then
+/// 3 A answered NXDOMAIN and 2 REFUSED; TCP on two connections 12 A, 8
+/// AAAA, 6 TXT, 4 MX, lockstep, one A cut into single-byte segments, and
+/// A, AAAA, MX pipelined in one write. The RCODEs of the UDP answers, as
+/// the client read them, go to the file argv[2] ("QTYPE RCODE": count).
 const MIX: &str = r#"
+import json
 mix = ["A"] * 4 + ["AAAA"] * 3 + ["TXT"] * 2 + ["MX"]
+rcodes = {}
+def note(t, r):
+    k = "%s %d" % (t, r[3] & 15)
+    rcodes[k] = rcodes.get(k, 0) + 1
 s = udp()
 for i in range(100):
     t = mix[i % 10]
-    ask_udp(s, query(TYPES[t], qid=i, edns=(t == "A" and i % 40 < 10)))
+    note(t, ask_udp(s, query(TYPES[t], qid=i, edns=(t == "A" and i % 40 < 10))))
+for i, n in enumerate(["zq7secret.nx.test"] * 3 + ["zq7secret.example"] * 2):
+    note("A", ask_udp(s, query(1, qid=200 + i, name=n)))
+json.dump(rcodes, open(sys.argv[2], "w"))
 for c in range(2):
     s = tcp()
     for i in range(15):
@@ -250,13 +263,19 @@ fn dns_queries_by_qtype_equal_dnsmasqs_log_and_udp_queries_are_timed_turns() {
     let script = scratch("dns-mix").join("client.py");
     std::fs::write(&script, format!("{CLIENT_LIB}{MIX}")).unwrap();
     let before = d.logged();
-    let cmd = format!("python3 {} {}", script.display(), d.port);
+    let answers = script.with_file_name("rcodes.json");
+    let cmd = format!(
+        "python3 {} {} {}",
+        script.display(),
+        d.port,
+        answers.display()
+    );
     let (rep, summary, html) = profile_pid("dns-mix-run", d.child.id(), "--load-cmd", &cmd);
     let logged = logged_since(&before, &d.logged());
     let a = &rep["anatomy"];
     let got = rows(a, d.port);
     // dnsmasq's own count of each type, and the client's.
-    let want: BTreeMap<String, u64> = [("A", 40 + 12 + 2), ("AAAA", 39), ("TXT", 26), ("MX", 15)]
+    let want: BTreeMap<String, u64> = [("A", 45 + 12 + 2), ("AAAA", 39), ("TXT", 26), ("MX", 15)]
         .into_iter()
         .map(|(t, n)| (t.to_string(), n))
         .collect();
@@ -274,7 +293,42 @@ fn dns_queries_by_qtype_equal_dnsmasqs_log_and_udp_queries_are_timed_turns() {
         .filter(|((t, _), _)| t == "udp")
         .map(|(_, r)| r.0)
         .sum();
-    assert_eq!(udp, 100, "{got:?}");
+    assert_eq!(udp, 105, "{got:?}");
+    // Each UDP answer's RCODE, classed as the client read it.
+    let read: BTreeMap<String, u64> =
+        serde_json::from_str(&std::fs::read_to_string(&answers).expect("the client's RCODEs"))
+            .unwrap();
+    let mut want_rcodes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for (k, n) in &read {
+        let (t, rc) = k.split_once(' ').unwrap();
+        let class = match rc {
+            "0" => "NOERROR",
+            "3" => "NXDOMAIN",
+            "2" => "SERVFAIL",
+            _ => "other (REFUSED, FORMERR, ...)",
+        };
+        *want_rcodes
+            .entry(t.to_string())
+            .or_default()
+            .entry(class.to_string())
+            .or_default() += n;
+    }
+    assert_eq!(want_rcodes["A"]["NXDOMAIN"], 3, "{read:?}");
+    let mut got_rcodes = BTreeMap::new();
+    for e in a["endpoints"].as_array().unwrap() {
+        if e["transport"] == "udp" && u(&e["port"]) == u64::from(d.port) {
+            let codes: BTreeMap<String, u64> =
+                serde_json::from_value(e["rcode"].clone()).unwrap_or_default();
+            let bad: u64 = codes
+                .iter()
+                .filter(|(c, _)| *c != "NOERROR" && *c != "NXDOMAIN")
+                .map(|(_, n)| n)
+                .sum();
+            assert_eq!(u(&e["errors"]), bad, "{e}");
+            got_rcodes.insert(e["name"].as_str().unwrap().to_string(), codes);
+        }
+    }
+    assert_eq!(got_rcodes, want_rcodes, "{}", brief(a));
     let dns = &a["dns"];
     // The UDP socket and the four TCP connections.
     assert_eq!(u(&dns["connections"]), 5, "{}", brief(a));
@@ -283,9 +337,9 @@ fn dns_queries_by_qtype_equal_dnsmasqs_log_and_udp_queries_are_timed_turns() {
     // One turn per lockstep query; the pipelined three take one to
     // three (dnsmasq reads them one by one from what is queued).
     let turns = u(&dns["turns"]);
-    assert!((132..=134).contains(&turns), "{}", brief(a));
-    assert_eq!(u(&a["requests"]), 134, "{}", brief(a));
-    assert_eq!(u(&rep["workload"]["requests"]["count"]), 134);
+    assert!((137..=139).contains(&turns), "{}", brief(a));
+    assert_eq!(u(&a["requests"]), 139, "{}", brief(a));
+    assert_eq!(u(&rep["workload"]["requests"]["count"]), 139);
     assert!(summary.contains("Requests by command (DNS;"), "{summary}");
     let json = serde_json::to_string(&rep).unwrap();
     no_names(&[

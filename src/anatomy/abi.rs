@@ -122,6 +122,8 @@ pub mod count {
     pub const DNS_NAMES_FULL: usize = C::SS_CNT_DNS_NAMES_FULL.0 as usize;
     /// UDP datagrams on a DNS socket that were no query.
     pub const DNS_MALFORMED: usize = C::SS_CNT_DNS_MALFORMED.0 as usize;
+    /// DNS: UDP answers whose RCODE was not read.
+    pub const DNS_RCODE_UNKNOWN: usize = C::SS_CNT_DNS_RCODE_UNKNOWN.0 as usize;
     /// Connections whose first read began with the HTTP/2 preface.
     pub const H2_CONNS: usize = C::SS_CNT_H2_CONNS.0 as usize;
     /// Of them, given up on (bounds, an unreadable buffer, a lost record).

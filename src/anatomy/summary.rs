@@ -12,7 +12,9 @@ use crate::report::anatomy::{
     AnatomyCost, AnatomyInterval, AnatomyReport, ClientSide, Composition, Multiplexed, PERCENTILES,
     PartSummary, PartSums, Parts, PortAnatomy, ProgramCost,
 };
-use crate::report::commands::{Endpoint, PartMeans, ProtocolCounts, StatusClasses, grpc_code_name};
+use crate::report::commands::{
+    DNS_RCODES, Endpoint, PartMeans, ProtocolCounts, StatusClasses, grpc_code_name,
+};
 use crate::stats::{LatencySummary, TailInterval, tail};
 
 /// The quantile of a named percentile.
@@ -312,6 +314,7 @@ pub fn report(
             turns: c[count::DNS_TURNS],
             unnamed: c[count::DNS_NAMES_FULL],
             malformed: c[count::DNS_MALFORMED],
+            status_unknown: c[count::DNS_RCODE_UNKNOWN],
             ..ProtocolCounts::default()
         },
         http2: ProtocolCounts {
@@ -389,6 +392,7 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
             let h = n.histogram();
             let http = matches!(n.wire, Wire::Http1 | Wire::Http2);
             let grpc = n.wire == Wire::Grpc;
+            let dns = n.wire == Wire::Dns;
             let status = (http || grpc).then(|| StatusClasses::from_counts(n.status));
             Endpoint {
                 port: n.port,
@@ -410,14 +414,29 @@ pub fn endpoints(names: &[NameCounts]) -> Vec<Endpoint> {
                 at_percentile: name_compositions(n),
                 errors: if grpc {
                     Some(n.grpc[1..].iter().sum())
+                } else if dns {
+                    // SERVFAIL and the other codes (NXDOMAIN is an answer).
+                    Some(n.status[2] + n.status[3])
                 } else {
                     status.map(|s| s.s5xx)
                 },
                 client_errors: status.filter(|_| http).map(|s| s.s4xx),
                 status,
                 grpc_status: grpc.then(|| grpc_status(n)),
+                rcode: dns.then(|| dns_rcodes(n)),
             }
         })
+        .collect()
+}
+
+/// A DNS name's UDP answers by RCODE (the kernel's four: NOERROR,
+/// NXDOMAIN, SERVFAIL, any other; codes seen only).
+fn dns_rcodes(n: &NameCounts) -> BTreeMap<String, u64> {
+    DNS_RCODES
+        .iter()
+        .zip(n.status)
+        .filter(|(_, c)| *c > 0)
+        .map(|(name, c)| (name.to_string(), c))
         .collect()
 }
 
@@ -551,6 +570,27 @@ mod tests {
         let got: Vec<(&str, u64)> = codes.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(got, [("(absent)", 1), ("NOT_FOUND", 2), ("OK", 7)]);
         assert_eq!(rows[1].status.unwrap().s2xx, 10);
+    }
+
+    #[test]
+    fn dns_rows_have_their_rcodes_and_count_all_but_noerror_and_nxdomain_as_errors() {
+        let mut q = named(&[[0, 0, 1000, 0]]);
+        q.wire = Wire::Dns;
+        q.name = vec![28];
+        q.status = [40, 3, 1, 2];
+        let rows = endpoints(&[q]);
+        assert_eq!(rows[0].name, "AAAA");
+        assert!(rows[0].status.is_none() && rows[0].grpc_status.is_none());
+        assert_eq!((rows[0].errors, rows[0].client_errors), (Some(3), None));
+        let codes = rows[0].rcode.as_ref().unwrap();
+        assert_eq!(codes["NOERROR"], 40);
+        assert_eq!(codes["NXDOMAIN"], 3);
+        assert_eq!(codes["SERVFAIL"], 1);
+        assert_eq!(codes[crate::report::commands::DNS_OTHER_RCODE], 2);
+        assert_eq!(
+            crate::report::commands::endpoint_codes_text(&rows[0]).unwrap(),
+            "NOERROR 40, NXDOMAIN 3, other (REFUSED, FORMERR, ...) 2, SERVFAIL 1"
+        );
     }
 
     #[test]

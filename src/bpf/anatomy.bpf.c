@@ -968,6 +968,8 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 	t->udp_sk = 0;
 	name = t->udp_name;
 	t->udp_name = 0;
+	if (name)
+		dns_answered(c, name);
 	rd = run_delay_of(task);
 	waited_since_mark(t, rd);
 	if (!t->udp_arrival) {

@@ -203,7 +203,9 @@ enum ss_anat_count {
 				     * connection is given up on: HPACK needs every block) */
 	SS_CNT_H2_ARRIVAL_UNSEEN = 51, /* streams whose bytes' arrival was not kept: timed
 					* from their read (no queue wait) */
-	SS_COUNTS = 52,
+	SS_CNT_DNS_RCODE_UNKNOWN = 52, /* UDP answers to a query whose RCODE was not read
+					* (the send's buffer unreadable, or no response) */
+	SS_COUNTS = 53,
 };
 
 /* HTTP/2 (h2.h). */
@@ -457,7 +459,8 @@ struct ss_anat_name {
 	__u64 max_ns;
 	__u64 hist[SS_HIST_BUCKETS];  /* their server time */
 	/* HTTP/1: final responses by status class (2xx, 3xx, 4xx, 5xx; the
-	 * rest, 1xx finals such as 101, in the counters) */
+	 * rest, 1xx finals such as 101, in the counters). DNS over UDP: the
+	 * answers by RCODE (NOERROR, NXDOMAIN, SERVFAIL, any other). */
 	__u64 status[4];
 	/* Their parts' sums (queue, CPU, service, send): the means exactly. */
 	__u64 parts[SS_PART_SERVER];

@@ -130,6 +130,57 @@ __noinline __u64 wire_user_buf(__u64 ret)
 #endif
 }
 
+/* The buffer the current send syscall wrote from (write, sendto; writev
+ * and sendmsg: the first iovec's, when it holds at least `need` bytes),
+ * or 0. */
+__noinline __u64 wire_send_buf(__u64 need)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	const struct iovec *piov;
+	struct user_msghdr m;
+	struct iovec iov;
+	long nr;
+
+	if (!regs || (task->thread_info.status & TS_COMPAT))
+		return 0;
+	nr = BPF_CORE_READ(regs, orig_ax);
+	if (nr == NR_WRITE || nr == NR_SENDTO)
+		return BPF_CORE_READ(regs, si);
+	if (nr == NR_SENDMSG) {
+		if (bpf_probe_read_user(&m, sizeof(m), (void *)BPF_CORE_READ(regs, si)))
+			return 0;
+		piov = m.msg_iov;
+	} else if (nr == NR_WRITEV) {
+		piov = (const struct iovec *)BPF_CORE_READ(regs, si);
+	} else {
+		return 0;
+	}
+	if (bpf_probe_read_user(&iov, sizeof(iov), piov) || iov.iov_len < need)
+		return 0;
+	return (__u64)iov.iov_base;
+#else
+	return 0;
+#endif
+}
+
+/* DNS over UDP: the datagram just sent answers a query of QTYPE `name`:
+ * its RCODE is counted under the name (status[]: NOERROR, NXDOMAIN,
+ * SERVFAIL, any other), or the answer as unread. */
+static __always_inline void dns_answered(const struct ss_anat_conn *c, __u64 name)
+{
+	__u64 ubuf = wire_send_buf(4);
+	__u8 h[4], rc;
+
+	if (!ubuf || bpf_probe_read_user(h, sizeof(h), (void *)ubuf) || !(h[2] & 0x80)) {
+		count(SS_CNT_DNS_RCODE_UNKNOWN);
+		return;
+	}
+	rc = h[3] & 15;
+	h1_status(c, name, rc == 0 ? 2 : rc == 3 ? 3 : rc == 2 ? 4 : 5);
+}
+
 /* PostgreSQL: does the connection's first read (ret bytes at ubuf) begin
  * a startup packet (a length the server takes, and the protocol 3.x or
  * SSLRequest, GSSENCRequest or CancelRequest's code)? Then the connection

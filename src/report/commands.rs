@@ -48,7 +48,8 @@ pub struct ProtocolCounts {
     /// HTTP/1: requests whose response's status was not read (a response
     /// read to the close, a write whose buffer could not be read, more
     /// requests waiting than the kernel keeps, a sampled window's pause):
-    /// counted, in no status class.
+    /// counted, in no status class. DNS: UDP answers whose RCODE was not
+    /// read (the send's buffer could not be read).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub status_unknown: u64,
     /// HTTP/1: final responses written with no request read before them
@@ -178,8 +179,25 @@ pub fn grpc_code_name(code: usize) -> &'static str {
 /// gRPC calls by status code name, `OK` first, then by count (most
 /// first): "OK 90, NOT_FOUND 10".
 pub fn grpc_status_text(codes: &std::collections::BTreeMap<String, u64>) -> String {
+    codes_text(codes, "OK")
+}
+
+/// An endpoint's codes (gRPC's grpc-status or DNS's RCODE), for people:
+/// the success code first, then by count.
+pub fn endpoint_codes_text(e: &Endpoint) -> Option<String> {
+    if let Some(c) = e.grpc_status.as_ref().filter(|c| !c.is_empty()) {
+        return Some(codes_text(c, "OK"));
+    }
+    e.rcode
+        .as_ref()
+        .filter(|c| !c.is_empty())
+        .map(|c| codes_text(c, "NOERROR"))
+}
+
+/// Counts by code name, `first` first, then by count (most first).
+fn codes_text(codes: &std::collections::BTreeMap<String, u64>, first: &str) -> String {
     let mut v: Vec<(&String, &u64)> = codes.iter().collect();
-    v.sort_by_key(|(name, n)| (name.as_str() != "OK", std::cmp::Reverse(**n)));
+    v.sort_by_key(|(name, n)| (name.as_str() != first, std::cmp::Reverse(**n)));
     v.iter()
         .map(|(name, n)| format!("{} {n}", crate::text::escape(name)))
         .collect::<Vec<_>>()
@@ -312,7 +330,8 @@ pub struct Endpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusClasses>,
     /// HTTP/1 and HTTP/2: of them, 5xx (server errors); gRPC: the calls
-    /// whose grpc-status was not OK (none read counts).
+    /// whose grpc-status was not OK (none read counts); DNS: the UDP
+    /// answers whose RCODE was neither NOERROR nor NXDOMAIN.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<u64>,
     /// HTTP/1 and HTTP/2: of them, 4xx (client errors).
@@ -322,7 +341,19 @@ pub struct Endpoint {
     /// [`GRPC_ABSENT`]: none, or one that is no code); codes seen only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc_status: Option<std::collections::BTreeMap<String, u64>>,
+    /// DNS over UDP: the answers by RCODE ("NOERROR", "NXDOMAIN",
+    /// "SERVFAIL", [`DNS_OTHER_RCODE`] for the rest: REFUSED, FORMERR,
+    /// NOTIMP...); codes seen only. TCP answers are not classed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcode: Option<std::collections::BTreeMap<String, u64>>,
 }
+
+/// The RCODEs a DNS endpoint's answers are counted by, in the kernel's
+/// order (status[0..4]).
+pub const DNS_RCODES: [&str; 4] = ["NOERROR", "NXDOMAIN", "SERVFAIL", DNS_OTHER_RCODE];
+
+/// DNS answers with an RCODE other than NOERROR, NXDOMAIN and SERVFAIL.
+pub const DNS_OTHER_RCODE: &str = "other (REFUSED, FORMERR, ...)";
 
 /// The mean parts of a set of timed turns, ns (they add up to the mean
 /// server time).
@@ -533,6 +564,13 @@ pub fn render(
                 grpc_status_text(codes)
             ));
         }
+        if let Some(codes) = e.rcode.as_ref().filter(|c| !c.is_empty()) {
+            notes.push(format!(
+                "DNS answers to {name} on {}: {}",
+                e.label(),
+                codes_text(codes, "NOERROR")
+            ));
+        }
     }
     for (name, c) in list {
         if c.unparsed > 0 {
@@ -582,12 +620,23 @@ pub fn render(
             memcached.noreply
         ));
     }
-    let unknown: u64 = list.iter().map(|(_, c)| c.status_unknown).sum();
-    if unknown > 0 {
-        notes.push(format!(
-            "{unknown} HTTP/1 requests' status was not read (a response read to the close, \
-             an unreadable write, or more requests waiting than are kept): in no status class"
-        ));
+    for (name, c) in list {
+        if c.status_unknown == 0 {
+            continue;
+        }
+        notes.push(if *name == DNS {
+            format!(
+                "{} DNS answers over UDP had an RCODE not read (an unreadable send): in no \
+                 RCODE",
+                c.status_unknown
+            )
+        } else {
+            format!(
+                "{} {name} requests' status was not read (a response read to the close, an \
+                 unreadable write, or more requests waiting than are kept): in no status class",
+                c.status_unknown
+            )
+        });
     }
     let unmatched: u64 = list.iter().map(|(_, c)| c.unmatched).sum();
     if unmatched > 0 {

@@ -32,7 +32,10 @@ impl ProfileSection for Commands {
         let a = r.anatomy.as_ref()?;
         let requests = a.requests?;
         let status = a.endpoints.iter().any(|e| e.status.is_some());
-        let grpc = a.endpoints.iter().any(|e| e.grpc_status.is_some());
+        let grpc = a
+            .endpoints
+            .iter()
+            .any(|e| e.grpc_status.is_some() || e.rcode.is_some());
         let rows: Vec<Vec<String>> = a
             .endpoints
             .iter()
@@ -65,10 +68,10 @@ impl ProfileSection for Commands {
                     }
                 }
                 if grpc {
-                    row.push(e.grpc_status.as_ref().map_or_else(
-                        || "-".to_string(),
-                        crate::report::commands::grpc_status_text,
-                    ));
+                    row.push(
+                        crate::report::commands::endpoint_codes_text(e)
+                            .unwrap_or_else(|| "-".to_string()),
+                    );
                 }
                 row
             })
@@ -83,7 +86,7 @@ impl ProfileSection for Commands {
             numeric.extend([10, 11, 12, 13]);
         }
         if grpc {
-            head.push("gRPC status");
+            head.push("codes (gRPC status, DNS RCODE)");
         }
         let slowest = crate::report::commands::slowest_line(&a.endpoints)
             .map(|l| format!(" The {l}."))

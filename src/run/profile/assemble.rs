@@ -217,8 +217,8 @@ pub(super) fn assemble(
                     crate::anatomy::summary::with_client(&mut a, &lat.summary, "load");
                 }
                 // Pipelined batches reach the server as one turn each.
-                // HTTP/2 streams are not a pipeline: the anatomy counts
-                // those connections as multiplexed, apart, untimed.
+                // HTTP/2 streams are not a pipeline: the anatomy times
+                // each stream on its own (src/bpf/h2.h).
                 let h2 = l.config.workload_options.contains_key("http2");
                 a.load_pipeline = l
                     .config
