@@ -395,7 +395,7 @@ pub struct Counts {
     /// Command names, sorted by transport, port, protocol and name.
     pub names: Vec<NameCounts>,
     /// What the loader's HTTP/2 decoding saw (cumulative, as `count`).
-    pub h2: super::h2names::H2Stats,
+    pub h2: H2Stats,
 }
 
 impl Counts {
@@ -463,6 +463,94 @@ impl Counts {
         }
         t.add(&self.other);
         t
+    }
+}
+
+/// What the loader's HTTP/2 decoding (`h2names::H2Names`) counted of its
+/// own (cumulative).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct H2Stats {
+    /// Records read.
+    pub records: u64,
+    /// Records ignored as malformed: too short, an unknown kind or
+    /// direction, a transport that is none, a length past the chunk.
+    pub malformed: u64,
+    /// Connections seen (their first BLOCK record).
+    pub connections: u64,
+    /// Header blocks decoded, every kind.
+    pub blocks: u64,
+    /// Requests named (a stream's first client block with a `:method`).
+    pub requests: u64,
+    /// Stream ends read.
+    pub ends: u64,
+    /// Of them, resets (either side).
+    pub resets: u64,
+    /// Of them, timed and filed under their stream's name.
+    pub timed: u64,
+    /// Ends of streams with no name (their request block lost, in a lost
+    /// direction, or dropped past a bound): filed nowhere.
+    pub unnamed: u64,
+    /// Of them, timed.
+    pub unnamed_timed: u64,
+    /// Requests whose name, and their port's "(other)", found no room
+    /// (past `Limits::names`): counted here only.
+    pub names_full: u64,
+    /// Directions given up on (their decoder's table no longer known):
+    /// the four below added.
+    pub directions_lost: u64,
+    /// Of them, at a piece that did not follow on from the one before.
+    pub lost_gap: u64,
+    /// At a frame that broke HTTP/2's framing.
+    pub lost_framing: u64,
+    /// At a header block past `Limits::block`.
+    pub lost_too_large: u64,
+    /// At a block that did not decode (HPACK's COMPRESSION_ERROR).
+    pub lost_hpack: u64,
+    /// BLOCK records of lost directions, ignored.
+    pub after_loss: u64,
+    /// Response blocks on a stream with no request kept.
+    pub responses_unmatched: u64,
+    /// PUSH_PROMISE blocks the target wrote (decoded, not named).
+    pub pushes: u64,
+    /// Streams dropped awaiting their end, past `Limits::streams`.
+    pub streams_dropped: u64,
+    /// Connections dropped, oldest first, past `Limits::conns` or
+    /// `Limits::bytes`.
+    pub conns_dropped: u64,
+    /// Streams still awaiting their end when their connection closed or
+    /// was dropped.
+    pub closed_pending: u64,
+}
+
+impl H2Stats {
+    /// What accumulated since `e` (an earlier reading), field by field.
+    pub fn since(&self, e: &H2Stats) -> H2Stats {
+        H2Stats {
+            records: self.records.saturating_sub(e.records),
+            malformed: self.malformed.saturating_sub(e.malformed),
+            connections: self.connections.saturating_sub(e.connections),
+            blocks: self.blocks.saturating_sub(e.blocks),
+            requests: self.requests.saturating_sub(e.requests),
+            ends: self.ends.saturating_sub(e.ends),
+            resets: self.resets.saturating_sub(e.resets),
+            timed: self.timed.saturating_sub(e.timed),
+            unnamed: self.unnamed.saturating_sub(e.unnamed),
+            unnamed_timed: self.unnamed_timed.saturating_sub(e.unnamed_timed),
+            names_full: self.names_full.saturating_sub(e.names_full),
+            directions_lost: self.directions_lost.saturating_sub(e.directions_lost),
+            lost_gap: self.lost_gap.saturating_sub(e.lost_gap),
+            lost_framing: self.lost_framing.saturating_sub(e.lost_framing),
+            lost_too_large: self.lost_too_large.saturating_sub(e.lost_too_large),
+            lost_hpack: self.lost_hpack.saturating_sub(e.lost_hpack),
+            after_loss: self.after_loss.saturating_sub(e.after_loss),
+            responses_unmatched: self
+                .responses_unmatched
+                .saturating_sub(e.responses_unmatched),
+            pushes: self.pushes.saturating_sub(e.pushes),
+            streams_dropped: self.streams_dropped.saturating_sub(e.streams_dropped),
+            conns_dropped: self.conns_dropped.saturating_sub(e.conns_dropped),
+            closed_pending: self.closed_pending.saturating_sub(e.closed_pending),
+        }
     }
 }
 
