@@ -595,6 +595,28 @@ pub fn render(a: &AnatomyReport) -> String {
             ));
         }
     }
+    // Per-request runs on the target's events that no cost slice timed
+    // are in no figure: the cost is then a lower bound, and says so (the
+    // rare connection and process events are left out of this).
+    let per_request = a.cost.programs.iter().filter(|p| {
+        ["sk_data_ready", "sock_recv_length", "sock_send_length"].contains(&p.name.as_str())
+    });
+    let (unmeasured, all) = per_request.fold((0u64, 0u64), |(u, t), p| {
+        let missing = if p.matched_ns_per_run.is_none() {
+            p.matched_runs
+        } else {
+            0
+        };
+        (u + missing, t + p.matched_runs)
+    });
+    // A run or two in a program no slice caught is noise, not a bound.
+    if unmeasured > 0 && unmeasured * 100 >= all {
+        out.push_str(&format!(
+            "  cost: {unmeasured} program runs on the target's events came outside the cost \
+             slices (the programs time themselves part of the time) and are not in the figure \
+             below, a lower bound\n"
+        ));
+    }
     out.push_str(&format!(
         "  cost: {} of BPF time on the target's events, {} filtering others' ({}{} of the machine)\n",
         fmt_ns(a.cost.target_ns),
@@ -609,4 +631,38 @@ pub fn render(a: &AnatomyReport) -> String {
         out.push_str(&format!("  {s}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cost_missing_per_request_runs_says_it_is_a_lower_bound() {
+        let mut a = crate::report::fixtures::anatomy();
+        let run = |name: &str, runs: u64, per: Option<f64>| ProgramCost {
+            name: name.to_string(),
+            matched_runs: runs,
+            filtered_runs: 0,
+            matched_ns_per_run: per,
+            filtered_ns_per_run: None,
+            total_ns: 0.0,
+        };
+        a.cost.programs = vec![
+            run("sk_data_ready", 3960, Some(100.0)),
+            run("sock_recv_length", 40, None),
+            run("inet_sock_set_state", 2, None),
+        ];
+        let text = render(&a);
+        assert!(
+            text.contains("cost: 40 program runs on the target's events came outside"),
+            "{text}"
+        );
+        a.cost.programs[1].matched_ns_per_run = Some(50.0);
+        assert!(!render(&a).contains("outside the cost"), "{}", render(&a));
+        // Under 1 % of the per-request runs: not worth a line.
+        a.cost.programs[1].matched_ns_per_run = None;
+        a.cost.programs[1].matched_runs = 39;
+        assert!(!render(&a).contains("outside the cost"), "{}", render(&a));
+    }
 }
