@@ -31,6 +31,7 @@
 # Only loopback is used. Every process started here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SECS=${1:-5}
 ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-32}
@@ -73,7 +74,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {
   for _ in $(seq 100); do
     python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$1" 2>/dev/null && return 0
@@ -82,13 +82,6 @@ wait_port() {
   echo "nothing listens on $1" >&2; exit 1
 }
 # CPU ticks (user+system) of a process and its children's threads.
-proc_ticks() {
-  local t=0 p
-  for p in "$@"; do
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
 busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 
 NGX=$OUT/nginx

@@ -15,6 +15,7 @@
 # Only loopback is used. Every process started here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 N=${1:-60000}
 ROUNDS=${ROUNDS:-3}
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
@@ -41,12 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-proc_ticks() {
-  local t=0 p
-  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
-  echo "$t"
-}
 
 NGX=$OUT/nginx
 mkdir -p "$NGX/logs" "$NGX/tmp"

@@ -13,6 +13,7 @@
 # process started here is profile's own (stopped by it) or stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 STEP=${STEP:-3}
 BIN=${SOCKSCOPE:-target/release/sockscope}
 OUT=target/bench/capacity
@@ -25,7 +26,6 @@ for t in redis-server python3; do
 done
 [ -x /usr/sbin/nginx ] || { echo "bench/capacity.sh: nginx missing (make deps)" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
 
 NGX=$OUT/nginx

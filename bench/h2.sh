@@ -12,6 +12,7 @@
 # started here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SECS=${1:-5}
 ROUNDS=${ROUNDS:-3}
 CASES=${CASES:-"1:1 1:16 16:16"}
@@ -38,7 +39,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
 wait_port() {
   for _ in $(seq 100); do
@@ -47,7 +47,6 @@ wait_port() {
   done
   echo "nothing listens on $1" >&2; exit 1
 }
-. bench/lib.sh
 ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{a/b:.2f}' if b else 'n/a')" "$1" "$2"; }
 us_per() { python3 -c "import sys; c,n=float(sys.argv[1]),float(sys.argv[2]); print(f'{1e6*c/n:.2f}' if n else 'n/a')" "$1" "$2"; }
 

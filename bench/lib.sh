@@ -15,3 +15,16 @@ if rc != 0:
 print(f"{r.ru_utime + r.ru_stime:.3f}")
 PY
 }
+
+# free_port: a TCP port on 127.0.0.1 free now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# proc_ticks PID...: the processes' CPU so far (user+system, their threads'
+# included), in clock ticks.
+proc_ticks() {
+  local t=0 p
+  for p in "$@"; do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$t"
+}

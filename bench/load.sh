@@ -21,6 +21,7 @@
 # Only loopback is used. Every process started here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SECS=${1:-5}
 SECTIONS=${SECTIONS:-A B C D N}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -199,8 +200,6 @@ mkdir -p target/neper
 cp -a third_party/neper/. target/neper/
 make -s -C target/neper tcp_rr >"$OUT/neper-build.log" 2>&1 ||
   { echo "bench/load.sh: building neper failed: see $OUT/neper-build.log" >&2; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-. bench/lib.sh
 # load_rr NAME BIN PORT FLOWS ROUND: one sockscope run; prints "tx/s tx cpu_s p50_us errors".
 load_rr() {
   local j=$OUT/n-$4-$5.$1.json cpu

@@ -14,6 +14,7 @@
 # Only loopback is used; every process started here is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SECS=${1:-5}
 ROUNDS=${2:-2}
 BIN=${SOCKSCOPE:-target/release/sockscope}
@@ -41,7 +42,6 @@ wait_line() { # FILE PID -> prints the address of the ready line
   done
   echo "not ready" >&2; exit 1
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_of() { awk '{print $14+$15}' "/proc/$1/stat"; }                # ticks
 busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }          # ticks, all CPUs
 

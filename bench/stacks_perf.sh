@@ -21,6 +21,7 @@
 # stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 SECS=${1:-8}
 ROUNDS=${ROUNDS:-5}
 BIN=${SOCKSCOPE:-target/release/sockscope}
@@ -51,7 +52,6 @@ read -r NGINX_CPU REST < <(python3 -c '
 import os
 c = sorted(os.sched_getaffinity(0))
 print(c[0], ",".join(map(str, c[1:] or c[:1])))')
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg); $SECS s per round, $ROUNDS rounds; nginx on CPU $NGINX_CPU, the rest on $REST"
 echo

@@ -136,8 +136,8 @@ struct {
 	__uint(max_entries, 1 << 22);
 } h2_events SEC(".maps");
 
-/* wire.h: the user buffer of the read syscall under way. */
-__noinline __u64 wire_user_buf(__u64 ret);
+/* wire.h: the user buffer of the read or write syscall under way. */
+__noinline __u64 wire_syscall_buf(__u64 need, __u32 send);
 
 /* Connection numbers (0: none). */
 __u64 h2_next_id = 0;
@@ -582,7 +582,7 @@ static __always_inline void h2_read(const struct sock *sk, struct ss_anat_conn *
 			copied = tp->copied_seq;
 		h->seq0 = copied - (__u32)ret;
 	}
-	ubuf = wire_user_buf(ret);
+	ubuf = wire_syscall_buf(ret, 0);
 	h->base = 0;
 	h2_walked(c, h, ubuf ? h2_walk(c, h, 0, ubuf, ret) : -1);
 	/* Arrivals whose bytes are all read are dropped. */

@@ -95,10 +95,11 @@ __noinline int wire_parse(struct ss_anat_conn *c, __u64 ubuf, __u64 len)
 	return bad || pos < len ? -1 : 0;
 }
 
-/* The user buffer the current read syscall filled (its first bytes are
- * this read's), or 0 when it is not one of read, recvfrom, readv and
- * recvmsg (readv and recvmsg: when the first iovec holds all `ret`). */
-__noinline __u64 wire_user_buf(__u64 ret)
+/* The user buffer of the read (`send` 0) or write (`send` 1) syscall
+ * under way: read, recvfrom / write, sendto: their buffer; readv, recvmsg
+ * / writev, sendmsg: the first iovec's, when it holds at least `need`
+ * bytes; 0 for any other syscall. */
+__noinline __u64 wire_syscall_buf(__u64 need, __u32 send)
 {
 #if defined(__TARGET_ARCH_x86)
 	struct task_struct *task = bpf_get_current_task_btf();
@@ -111,48 +112,13 @@ __noinline __u64 wire_user_buf(__u64 ret)
 	if (!regs || (task->thread_info.status & TS_COMPAT))
 		return 0;
 	nr = BPF_CORE_READ(regs, orig_ax);
-	if (nr == NR_READ || nr == NR_RECVFROM)
+	if (send ? nr == NR_WRITE || nr == NR_SENDTO : nr == NR_READ || nr == NR_RECVFROM)
 		return BPF_CORE_READ(regs, si);
-	if (nr == NR_RECVMSG) {
+	if (nr == (send ? NR_SENDMSG : NR_RECVMSG)) {
 		if (bpf_probe_read_user(&m, sizeof(m), (void *)BPF_CORE_READ(regs, si)))
 			return 0;
 		piov = m.msg_iov;
-	} else if (nr == NR_READV) {
-		piov = (const struct iovec *)BPF_CORE_READ(regs, si);
-	} else {
-		return 0;
-	}
-	if (bpf_probe_read_user(&iov, sizeof(iov), piov) || iov.iov_len < ret)
-		return 0;
-	return (__u64)iov.iov_base;
-#else
-	return 0;
-#endif
-}
-
-/* The buffer the current send syscall wrote from (write, sendto; writev
- * and sendmsg: the first iovec's, when it holds at least `need` bytes),
- * or 0. */
-__noinline __u64 wire_send_buf(__u64 need)
-{
-#if defined(__TARGET_ARCH_x86)
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	const struct iovec *piov;
-	struct user_msghdr m;
-	struct iovec iov;
-	long nr;
-
-	if (!regs || (task->thread_info.status & TS_COMPAT))
-		return 0;
-	nr = BPF_CORE_READ(regs, orig_ax);
-	if (nr == NR_WRITE || nr == NR_SENDTO)
-		return BPF_CORE_READ(regs, si);
-	if (nr == NR_SENDMSG) {
-		if (bpf_probe_read_user(&m, sizeof(m), (void *)BPF_CORE_READ(regs, si)))
-			return 0;
-		piov = m.msg_iov;
-	} else if (nr == NR_WRITEV) {
+	} else if (nr == (send ? NR_WRITEV : NR_READV)) {
 		piov = (const struct iovec *)BPF_CORE_READ(regs, si);
 	} else {
 		return 0;
@@ -165,12 +131,19 @@ __noinline __u64 wire_send_buf(__u64 need)
 #endif
 }
 
+/* The user buffer the current read syscall filled (its first bytes are
+ * this read's), or 0 (see wire_syscall_buf). */
+static __always_inline __u64 wire_user_buf(__u64 ret)
+{
+	return wire_syscall_buf(ret, 0);
+}
+
 /* DNS over UDP: the datagram just sent answers a query of QTYPE `name`:
  * its RCODE is counted under the name (status[]: NOERROR, NXDOMAIN,
  * SERVFAIL, any other), or the answer as unread. */
 static __always_inline void dns_answered(const struct ss_anat_conn *c, __u64 name)
 {
-	__u64 ubuf = wire_send_buf(4);
+	__u64 ubuf = wire_syscall_buf(4, 1);
 	__u8 h[4], rc;
 
 	if (!ubuf || bpf_probe_read_user(h, sizeof(h), (void *)ubuf) || !(h[2] & 0x80)) {

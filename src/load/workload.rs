@@ -209,26 +209,7 @@ pub fn h2_code(code: u32) -> Cow<'static, str> {
 /// The name of a gRPC status code (grpc/doc/statuscodes.md), or its
 /// number when it has none.
 pub fn grpc_status_name(code: u8) -> Cow<'static, str> {
-    const NAMES: [&str; 17] = [
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    ];
-    match NAMES.get(code as usize) {
+    match crate::report::commands::GRPC_CODE_NAMES.get(code as usize) {
         Some(n) => Cow::Borrowed(n),
         None => Cow::Owned(code.to_string()),
     }
