@@ -90,11 +90,7 @@ impl<T> Drop for Recorder<T> {
 /// here would kill the process instead of ending the window, and a SIGCHLD
 /// would be lost to launch mode's reaper.
 pub fn block_signals() {
-    let _ = nix::sys::signal::pthread_sigmask(
-        nix::sys::signal::SigmaskHow::SIG_BLOCK,
-        Some(&nix::sys::signal::SigSet::all()),
-        None,
-    );
+    crate::signals::keep_off_this_thread();
 }
 
 /// A session started beside another's window: a thread waits for that

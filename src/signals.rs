@@ -62,6 +62,18 @@ impl Drop for Signals {
     }
 }
 
+/// Blocks every signal in the calling thread for good: the first thing a
+/// helper thread does. A process-directed signal goes to any thread that
+/// does not block it; a helper started before the main loop's [`Signals`]
+/// would otherwise take a SIGCHLD (ignored there: the loop waiting for its
+/// command's exit never hears of it) or a SIGINT (whose default action ends
+/// the process, its report unwritten). With every helper blocking them, a
+/// signal stays for the loop's signalfd, or for the main thread's default
+/// action when no loop reads.
+pub fn keep_off_this_thread() {
+    let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), None);
+}
+
 /// Name of a signal number (SIGINT...), for reports.
 pub fn signal_name(signo: u32) -> String {
     Signal::try_from(signo as i32)

@@ -117,7 +117,10 @@ impl Exporter {
             let state = Arc::clone(&state);
             std::thread::Builder::new()
                 .name("sockscope-metrics".into())
-                .spawn(move || server::serve(listener, stop_rx, &state))?
+                .spawn(move || {
+                    crate::signals::keep_off_this_thread();
+                    server::serve(listener, stop_rx, &state)
+                })?
         };
         Ok(Self {
             state,

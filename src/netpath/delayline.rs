@@ -77,7 +77,10 @@ impl Relay {
         let (s, t, sp) = (Arc::clone(&stop), Arc::clone(&tuns), spec.clone());
         let handle = std::thread::Builder::new()
             .name("sockscope-path".into())
-            .spawn(move || relay(&sp, t.0.as_raw_fd(), t.1.as_raw_fd(), &s))
+            .spawn(move || {
+                crate::signals::keep_off_this_thread();
+                relay(&sp, t.0.as_raw_fd(), t.1.as_raw_fd(), &s)
+            })
             .context("starting the path relay thread")?;
         Ok(Relay {
             stop,

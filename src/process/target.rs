@@ -123,6 +123,7 @@ fn start_reader(pipe: OwnedFd, tail: Arc<Tail>) -> Result<()> {
     std::thread::Builder::new()
         .name("sockscope-output".into())
         .spawn(move || {
+            crate::signals::keep_off_this_thread();
             let mut f = File::from(pipe);
             let mut buf = [0u8; 8192];
             loop {

@@ -234,6 +234,7 @@ impl Diag {
         std::thread::Builder::new()
             .name("sockscope-netns".into())
             .spawn(move || {
+                crate::signals::keep_off_this_thread();
                 // SAFETY: setns on this thread only, with an open nsfs file.
                 if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                     let e = io::Error::last_os_error();

@@ -213,6 +213,9 @@ impl Session<'_, '_> {
     }
 }
 
+/// How often launch mode looks for its command's exit besides SIGCHLD.
+const REAP_EVERY: Duration = Duration::from_millis(500);
+
 /// Runs a whole trace: preflight, load, attach, window, report.
 pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
     let mut startup = startup::Timeline::begin();
@@ -324,7 +327,12 @@ fn run_launch(
     let mut reaper = launch::Reaper::default();
     let mut schedule = schedule::Schedule::new(opts, started);
     while reaper.main_status.is_none() {
-        match s.wait(&[], schedule.due())? {
+        // SIGCHLD reaps at once; the periodic wake reaps too, so the end
+        // of the command is seen even if its SIGCHLD never reached the
+        // signalfd (taken by a thread that did not block it).
+        let reap_at = Instant::now() + REAP_EVERY;
+        let wake_at = schedule.due().map_or(reap_at, |d| d.min(reap_at));
+        match s.wait(&[], Some(wake_at))? {
             Wake::Signal(si) if si.ssi_signo == Signal::SIGCHLD as u32 => reaper.reap(pid),
             Wake::Signal(si) => {
                 // Ctrl-C from the terminal reaches the command's process
@@ -334,7 +342,10 @@ fn run_launch(
                     unsafe { libc::kill(pid, si.ssi_signo as i32) };
                 }
             }
-            Wake::Deadline => schedule.run_due(s, opts, started)?,
+            Wake::Deadline => {
+                schedule.run_due(s, opts, started)?;
+                reaper.reap(pid);
+            }
             Wake::Ready(_) => {}
         }
     }

@@ -179,6 +179,7 @@ fn systemctl_show(program: &Path, unit: &str, timeout: Duration) -> Result<UnitS
     // full pipe while we wait for it.
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
+            crate::signals::keep_off_this_thread();
             let mut buf = Vec::new();
             if let Some(p) = pipe {
                 let _ = p.take(1 << 20).read_to_end(&mut buf);

@@ -187,7 +187,10 @@ impl Sampler {
         let flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name("sockscope-share".into())
-            .spawn(move || run(addr, root, &others, &flag))
+            .spawn(move || {
+                crate::signals::keep_off_this_thread();
+                run(addr, root, &others, &flag)
+            })
             .context("starting the share sampler thread")?;
         Ok(Self {
             stop,

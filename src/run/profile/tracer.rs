@@ -93,6 +93,7 @@ pub(super) fn start_tracer(spec: &ProfileSpec, pid: i32, count_only: bool) -> Re
     let handle = std::thread::Builder::new()
         .name("sockscope-trace".into())
         .spawn(move || {
+            crate::signals::keep_off_this_thread();
             let _ = done_tx.send(trace::run(&opts));
         })
         .context("starting the tracer thread")?;

@@ -35,6 +35,7 @@ pub(super) fn start_watcher(
     std::thread::Builder::new()
         .name("sockscope-watch".into())
         .spawn(move || {
+            crate::signals::keep_off_this_thread();
             while !done.is_raised() {
                 let mut pfds = [
                     PollFd::new(exit_fd.as_fd(), PollFlags::POLLIN),

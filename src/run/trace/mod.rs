@@ -262,6 +262,7 @@ fn announce_when_open(
     let (tx, rx) = std::sync::mpsc::channel();
     options.window_opened.push(tx);
     std::thread::spawn(move || {
+        crate::signals::keep_off_this_thread();
         if rx.recv().is_ok() {
             crate::progress::say!("sockscope: serving metrics at http://{addr}/metrics");
         }

@@ -39,7 +39,10 @@ impl Live {
         let every = tick.as_secs_f64() * f64::from(intervals_per_line(span, tick));
         let handle = std::thread::Builder::new()
             .name("ss-requests-live".into())
-            .spawn(move || print_lines(&rx, every))
+            .spawn(move || {
+                crate::signals::keep_off_this_thread();
+                print_lines(&rx, every)
+            })
             .context("starting the interval lines' thread")?;
         Ok((Live { handle }, tx))
     }

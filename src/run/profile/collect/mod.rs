@@ -81,7 +81,10 @@ impl Collector {
         let flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name("sockscope-evidence".into())
-            .spawn(move || sample_until(&flag, pid, sockets))
+            .spawn(move || {
+                crate::signals::keep_off_this_thread();
+                sample_until(&flag, pid, sockets)
+            })
             .context("starting the evidence sampler thread")?;
         Ok(Collector {
             stop,
