@@ -345,6 +345,48 @@ pub const GRPC_ABSENT: usize = GRPC_CODES - 1;
 pub const BAND_BUCKETS: usize = 1 << hist::SUB_BITS;
 
 impl NameCounts {
+    /// A name with nothing counted (histogram and bands sized as the
+    /// kernel's).
+    pub fn empty(port: u16, transport: Transport, wire: Wire, name: Vec<u8>) -> Self {
+        NameCounts {
+            port,
+            transport,
+            wire,
+            name,
+            commands: 0,
+            batched: 0,
+            noreply: 0,
+            turns: 0,
+            sum_ns: 0,
+            max_ns: 0,
+            hist: vec![0; hist::BUCKETS],
+            status: [0; 4],
+            grpc: [0; GRPC_CODES],
+            parts: [0; 4],
+            by_band: vec![0; hist::BUCKETS / BAND_BUCKETS * 4],
+        }
+    }
+
+    /// A timed turn (queue, CPU, service, send) filed under the name, as
+    /// the kernel's `name_turn_as` (src/bpf/names.h) files one: server
+    /// time the parts' sum, its bucket, the parts' sums overall and in the
+    /// bucket's band.
+    pub fn add_turn(&mut self, parts: &[u64; 4]) {
+        let server = parts.iter().fold(0u64, |s, p| s.wrapping_add(*p));
+        self.turns += 1;
+        self.sum_ns = self.sum_ns.wrapping_add(server);
+        self.max_ns = self.max_ns.max(server);
+        let b = hist::bucket_of(server);
+        self.hist[b] += 1;
+        let band = b / BAND_BUCKETS;
+        for (p, ns) in parts.iter().enumerate() {
+            self.parts[p] = self.parts[p].wrapping_add(*ns);
+            if let Some(cell) = self.by_band.get_mut(band * 4 + p) {
+                *cell = cell.wrapping_add(*ns);
+            }
+        }
+    }
+
     /// What accumulated since `e` (the same port and name, read before).
     pub fn since(&self, e: &NameCounts) -> NameCounts {
         let mut out = self.clone();

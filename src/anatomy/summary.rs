@@ -482,34 +482,15 @@ mod tests {
     /// A name's counts as the kernel keeps them (name_turn in names.h)
     /// after turns made of (queue, cpu, service, send).
     fn named(values: &[[u64; 4]]) -> NameCounts {
-        let mut n = NameCounts {
-            port: 80,
-            transport: crate::anatomy::Transport::Tcp,
-            wire: Wire::Http1,
-            name: b"GET /".to_vec(),
-            commands: values.len() as u64,
-            batched: 0,
-            noreply: 0,
-            turns: 0,
-            sum_ns: 0,
-            max_ns: 0,
-            hist: vec![0; hist::BUCKETS],
-            status: [0; 4],
-            grpc: [0; crate::anatomy::counts::GRPC_CODES],
-            parts: [0; 4],
-            by_band: vec![0; hist::BUCKETS / BAND_BUCKETS * 4],
-        };
+        let mut n = NameCounts::empty(
+            80,
+            crate::anatomy::Transport::Tcp,
+            Wire::Http1,
+            b"GET /".to_vec(),
+        );
+        n.commands = values.len() as u64;
         for v in values {
-            let server: u64 = v.iter().sum();
-            let b = hist::bucket_of(server);
-            n.turns += 1;
-            n.sum_ns += server;
-            n.max_ns = n.max_ns.max(server);
-            n.hist[b] += 1;
-            for (p, ns) in v.iter().enumerate() {
-                n.parts[p] += ns;
-                n.by_band[b / BAND_BUCKETS * 4 + p] += ns;
-            }
+            n.add_turn(v);
         }
         n
     }

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::mem::offset_of;
 
 use self::frames::{Decoded, Direction, Lost, Piece};
-use self::names::{NameTable, file_turn};
+use self::names::NameTable;
 use super::abi::h2;
 pub use super::counts::H2Stats;
 use super::counts::{GRPC_ABSENT, NameCounts, Transport, Wire};
@@ -412,7 +412,7 @@ impl H2Names {
         }
         if timed {
             self.stats.timed += 1;
-            file_turn(n, &e.parts);
+            n.add_turn(&e.parts);
         }
         true
     }

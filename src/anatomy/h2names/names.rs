@@ -5,8 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::anatomy::counts::{BAND_BUCKETS, GRPC_CODES, NameCounts, Transport, Wire};
-use crate::probe::hist;
+use crate::anatomy::counts::{NameCounts, Transport, Wire};
 
 /// A name's identity.
 type NameKey = (Transport, u16, Wire, Vec<u8>);
@@ -81,48 +80,9 @@ impl NameTable {
             other
         };
         let i = self.names.len();
-        self.names.push(empty_name(&key));
+        self.names
+            .push(NameCounts::empty(key.1, key.0, key.2, key.3.clone()));
         self.index.insert(key, i);
         Some(i)
-    }
-}
-
-/// A name with nothing counted.
-fn empty_name(k: &NameKey) -> NameCounts {
-    NameCounts {
-        port: k.1,
-        transport: k.0,
-        wire: k.2,
-        name: k.3.clone(),
-        commands: 0,
-        batched: 0,
-        noreply: 0,
-        turns: 0,
-        sum_ns: 0,
-        max_ns: 0,
-        hist: vec![0; hist::BUCKETS],
-        status: [0; 4],
-        grpc: [0; GRPC_CODES],
-        parts: [0; 4],
-        by_band: vec![0; hist::BUCKETS / BAND_BUCKETS * 4],
-    }
-}
-
-/// A timed stream filed under its name, as the kernel's `name_turn_as`
-/// (src/bpf/names.h) files a turn: server time the parts' sum, its
-/// bucket, the parts' sums overall and in the bucket's band.
-pub fn file_turn(n: &mut NameCounts, parts: &[u64; 4]) {
-    let server = parts.iter().fold(0u64, |s, p| s.wrapping_add(*p));
-    n.turns += 1;
-    n.sum_ns = n.sum_ns.wrapping_add(server);
-    n.max_ns = n.max_ns.max(server);
-    let b = hist::bucket_of(server);
-    n.hist[b] += 1;
-    let band = b / BAND_BUCKETS;
-    for (p, ns) in parts.iter().enumerate() {
-        n.parts[p] = n.parts[p].wrapping_add(*ns);
-        if let Some(cell) = n.by_band.get_mut(band * 4 + p) {
-            *cell = cell.wrapping_add(*ns);
-        }
     }
 }
