@@ -9,7 +9,6 @@
 use std::cell::RefCell;
 use std::io::Read;
 use std::mem::MaybeUninit;
-use std::os::fd::AsFd;
 use std::rc::Rc;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -389,7 +388,7 @@ impl<'obj> Programs<'obj> {
             .skel
             .progs
             .ss_close_turns
-            .attach_iter(self.skel.maps.conns.as_fd())
+            .attach()
             .map_err(|e| failed("attaching the end-of-window iterator", e))?;
         let mut it = Iter::new(&link).context("creating the end-of-window iterator")?;
         let mut sink = Vec::new();

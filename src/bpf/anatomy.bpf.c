@@ -1133,13 +1133,31 @@ int ss_learn_unix(struct bpf_iter__unix *ctx)
  * closed (its last write so far ends it); one whose first write has not
  * returned is counted as writing, and those still waiting for their
  * response as in flight. At a pause every connection is then
- * left in RESYNC, and a UDP socket's kept arrivals are dropped. */
-SEC("iter/bpf_sk_storage_map")
-int ss_close_turns(struct bpf_iter__bpf_sk_storage_map *ctx)
+ * left in RESYNC, and a UDP socket's kept arrivals are dropped.
+ *
+ * It walks the sockets the machine's processes hold (each process's
+ * files once: the kernel skips threads that share them), not the
+ * storage map: some kernels refuse an iterator over a socket storage
+ * map (EPERM). A connection held by no process (not accepted yet, or
+ * closed) is left alone; a socket two processes hold is met twice, and
+ * the second visit finds its turn already closed. */
+SEC("iter/task_file")
+int ss_close_turns(struct bpf_iter__task_file *ctx)
 {
-	struct ss_anat_conn *c = ctx->value;
-	struct sock *sk = ctx->sk;
+	struct file *f = ctx->file;
+	struct ss_anat_conn *c;
+	struct socket *so;
+	struct sock *sk;
 
+	if (!f)
+		return 0;
+	so = bpf_sock_from_file(f);
+	if (!so)
+		return 0;
+	sk = so->sk;
+	if (!sk)
+		return 0;
+	c = bpf_sk_storage_get(&conns, sk, 0, 0);
 	if (!c)
 		return 0;
 	if (c->wire == SS_WIRE_HTTP2) {
