@@ -32,6 +32,8 @@ DEMO_PKGS := strace linux-perf haproxy
 # requests counted on a Unix socket.
 # python3-h2 and python3-grpcio (for /usr/bin/python3) are the HTTP/2 and
 # gRPC test servers of tests/http2.rs (RST_STREAM, GOAWAY, grpc-status).
+# gnutls-bin's gnutls-serv is the TLS server that is not OpenSSL's
+# (tests/anatomy_tls.rs: its plaintext cannot be read, and is said so).
 # libc6-dbg is libc's debug file: tests/stacks_resolve.rs expects it to
 # name libc's local functions (__libc_start_call_main).
 # binutils' strip makes the stripped target of tests/stacks.rs; linux-perf
@@ -39,7 +41,7 @@ DEMO_PKGS := strace linux-perf haproxy
 # sampled stacks against perf record --call-graph dwarf.
 TEST_PKGS := binutils strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 postgresql \
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
-	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio libc6-dbg
+	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio libc6-dbg gnutls-bin
 
 .PHONY: all deps deps-build deps-demo build test test-steps bench demo lint clean
 

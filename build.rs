@@ -57,6 +57,8 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bpf/wire.h");
     println!("cargo:rerun-if-changed=src/bpf/dns.h");
     println!("cargo:rerun-if-changed=src/bpf/http1.h");
+    println!("cargo:rerun-if-changed=src/bpf/tls.h");
+    println!("cargo:rerun-if-changed=src/bpf/h2.h");
     println!("cargo:rerun-if-changed=src/bpf/scope.h");
     println!("cargo:rerun-if-changed=src/bpf/common.h");
     println!("cargo:rerun-if-changed=src/bpf/vmlinux.h");

@@ -124,6 +124,14 @@ pub mod count {
     pub const DNS_MALFORMED: usize = C::SS_CNT_DNS_MALFORMED.0 as usize;
     /// DNS: UDP answers whose RCODE was not read.
     pub const DNS_RCODE_UNKNOWN: usize = C::SS_CNT_DNS_RCODE_UNKNOWN.0 as usize;
+    /// TCP connections whose first read began a TLS handshake.
+    pub const TLS_CONNS: usize = C::SS_CNT_TLS_CONNS.0 as usize;
+    /// Of them, read in plaintext (OpenSSL's, `--tls-plaintext`).
+    pub const TLS_READ: usize = C::SS_CNT_TLS_READ.0 as usize;
+    /// TLS connections whose state the kernel's table evicted.
+    pub const TLS_LOST: usize = C::SS_CNT_TLS_LOST.0 as usize;
+    /// TLS handshake turns (no request: not timed).
+    pub const TLS_HANDSHAKES: usize = C::SS_CNT_TLS_HANDSHAKES.0 as usize;
     /// Connections whose first read began with the HTTP/2 preface.
     pub const H2_CONNS: usize = C::SS_CNT_H2_CONNS.0 as usize;
     /// Of them, given up on (bounds, an unreadable buffer, a lost record).
@@ -219,6 +227,8 @@ pub const PROG_NAMES: [&str; PROGS] = [
     "sock_send_length",
     "inet_sock_set_state",
     "sched_process_fork",
+    "uprobe:SSL_read/SSL_write",
+    "uretprobe:SSL_read/SSL_write",
 ];
 
 // SAFETY (all): skeleton structs generated from src/bpf/anatomy.h:

@@ -78,12 +78,14 @@ impl<'obj> Programs<'obj> {
     /// Opens, configures and loads the programs (nothing attached yet).
     /// `max_ports` is how many served ports keep their own statistics,
     /// `max_endpoints` how many request names each keeps (the rest are
-    /// its "(other)").
+    /// its "(other)"); `tls_plaintext` readies the TLS connections' state
+    /// and the uprobes on OpenSSL ([`Programs::attach_tls`] attaches them).
     pub fn load(
         storage: &'obj mut MaybeUninit<OpenObject>,
         scope: &ScopeFilter,
         max_ports: u32,
         max_endpoints: u32,
+        tls_plaintext: bool,
     ) -> Result<Self> {
         // CPU wait is the kernel's per-thread run-queue sum; without
         // CONFIG_SCHED_INFO the field is absent and every turn would show
@@ -112,6 +114,7 @@ impl<'obj> Programs<'obj> {
                 .ok_or_else(|| anyhow!("the anatomy BPF object has no .rodata"))?;
             ro.self_tgid = std::process::id();
             ro.max_endpoints = max_endpoints.max(1);
+            ro.tls_plaintext = u32::from(tls_plaintext);
             set_scope_globals!(&mut *ro, types::ss_scope_mode, scope.words());
         }
         open.maps
@@ -131,6 +134,30 @@ impl<'obj> Programs<'obj> {
             .h2_events
             .set_max_entries(H2_RING_BYTES)
             .context("sizing the HTTP/2 ring buffer")?;
+        if !tls_plaintext {
+            // Preallocated LRUs: no room taken for what is not asked.
+            open.maps
+                .tls_conns
+                .set_max_entries(1)
+                .context("sizing the TLS connections")?;
+            open.maps
+                .tls_ssl
+                .set_max_entries(1)
+                .context("sizing the TLS sessions")?;
+            let p = &mut open.progs;
+            for prog in [
+                &mut p.ss_ssl_read,
+                &mut p.ss_ssl_read_ex,
+                &mut p.ss_ssl_write,
+                &mut p.ss_ssl_write_ex,
+                &mut p.ss_ssl_read_ret,
+                &mut p.ss_ssl_read_ex_ret,
+                &mut p.ss_ssl_write_ret,
+                &mut p.ss_ssl_write_ex_ret,
+            ] {
+                prog.set_autoload(false);
+            }
+        }
         let skel = open.load().map_err(|e| {
             crate::probe::libbpf_log::load_error("loading the anatomy BPF programs", e)
         })?;
@@ -299,6 +326,73 @@ impl<'obj> Programs<'obj> {
             self.links.push(link);
         }
         self.attach_socket_hooks()
+    }
+
+    /// `--tls-plaintext`: uprobes on OpenSSL's SSL_read, SSL_read_ex,
+    /// SSL_write and SSL_write_ex (entries and returns) in each library, in
+    /// the target's processes that map it (or in every process, when they
+    /// are too many: the programs then keep the target's calls only). A
+    /// library without the `_ex` calls (OpenSSL before 1.1.1) is probed on
+    /// the others. Each library's shown path, for the report.
+    pub fn attach_tls(&mut self, libs: &[super::tls::Library]) -> Result<Vec<String>> {
+        let mut probed = Vec::new();
+        for lib in libs {
+            let p = &self.skel.progs;
+            let probes = [
+                (&p.ss_ssl_read, "SSL_read", false),
+                (&p.ss_ssl_read_ret, "SSL_read", true),
+                (&p.ss_ssl_read_ex, "SSL_read_ex", false),
+                (&p.ss_ssl_read_ex_ret, "SSL_read_ex", true),
+                (&p.ss_ssl_write, "SSL_write", false),
+                (&p.ss_ssl_write_ret, "SSL_write", true),
+                (&p.ss_ssl_write_ex, "SSL_write_ex", false),
+                (&p.ss_ssl_write_ex_ret, "SSL_write_ex", true),
+            ];
+            let pids = if lib.pids.is_empty() {
+                vec![-1]
+            } else {
+                lib.pids.clone()
+            };
+            let mut n = 0;
+            for &pid in &pids {
+                for (prog, func, ret) in probes {
+                    let opts = libbpf_rs::UprobeOpts {
+                        retprobe: ret,
+                        func_name: Some(func.to_string()),
+                        ..Default::default()
+                    };
+                    match prog.attach_uprobe_with_opts(pid, &lib.open, 0, opts) {
+                        Ok(link) => {
+                            self.links.push(link);
+                            n += 1;
+                        }
+                        // The _ex calls are OpenSSL 1.1.1's: an older one
+                        // has none.
+                        Err(_) if func.ends_with("_ex") => {}
+                        // A process gone since its maps were read.
+                        Err(_)
+                            if pid > 0
+                                && !std::path::Path::new(&format!("/proc/{pid}")).exists() =>
+                        {
+                            break;
+                        }
+                        Err(e) => {
+                            return Err(failed(
+                                &format!(
+                                    "--tls-plaintext: attaching to {func} in {}",
+                                    crate::text::escape(&lib.shown)
+                                ),
+                                e,
+                            ));
+                        }
+                    }
+                }
+            }
+            if n > 0 {
+                probed.push(lib.shown.clone());
+            }
+        }
+        Ok(probed)
     }
 
     fn attach_socket_hooks(&mut self) -> Result<()> {

@@ -26,13 +26,14 @@ pub mod counts;
 pub mod h2names;
 pub mod ports;
 pub mod summary;
+pub mod tls;
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 
 pub use self::counts::{Counts, NameCounts, Part, PortTurns, Transport, Wire};
 pub use self::ports::{ServedPort, ServedUnix, served_ports, served_unix};
@@ -52,6 +53,24 @@ pub const DEFAULT_MAX_ENDPOINTS: u32 = 64;
 /// whatever is asked: src/anatomy/bpf.rs).
 pub const MAX_ENDPOINTS_LIMIT: u32 = 4096;
 
+/// How a window reads requests from the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reading {
+    /// Request names kept per port (`--max-endpoints`).
+    pub max_endpoints: u32,
+    /// Read TLS plaintext through uprobes on OpenSSL (`--tls-plaintext`).
+    pub tls_plaintext: bool,
+}
+
+impl Default for Reading {
+    fn default() -> Self {
+        Reading {
+            max_endpoints: DEFAULT_MAX_ENDPOINTS,
+            tls_plaintext: false,
+        }
+    }
+}
+
 /// What to follow.
 #[derive(Clone, Debug)]
 pub struct AnatomyConfig {
@@ -68,6 +87,9 @@ pub struct AnatomyConfig {
     pub max_ports: u32,
     /// Request names kept per port (`--max-endpoints`).
     pub max_endpoints: u32,
+    /// Read TLS connections' plaintext through uprobes on the target's
+    /// OpenSSL (`--tls-plaintext`; src/bpf/tls.h).
+    pub tls_plaintext: bool,
     /// Length of the intervals the window is cut into.
     pub interval: Duration,
     /// Where the window's counts so far are published, at every interval
@@ -176,6 +198,8 @@ pub struct Recorded {
     pub sampled: Option<(Duty, u64)>,
     /// Request names kept per port.
     pub max_endpoints: u32,
+    /// `--tls-plaintext`: the OpenSSL libraries probed (None: not asked).
+    pub tls_libraries: Option<Vec<String>>,
 }
 
 /// The report's section of a recorded window; `target_cpu_ns` (the
@@ -198,6 +222,10 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
     }
     if !r.endpoints.is_empty() {
         r.max_endpoints = Some(rec.max_endpoints);
+    }
+    if let Some(libs) = &rec.tls_libraries {
+        r.tls.plaintext_asked = true;
+        r.tls.libraries = libs.clone();
     }
     r.window_s = rec.window_ns as f64 / 1e9;
     if r.window_s > 0.0 {
@@ -244,7 +272,13 @@ fn open<'obj>(
     storage: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     cfg: &AnatomyConfig,
 ) -> Result<(bpf::Programs<'obj>, Served, Counts, u64)> {
-    let mut progs = bpf::Programs::load(storage, &cfg.scope, cfg.max_ports, cfg.max_endpoints)?;
+    let mut progs = bpf::Programs::load(
+        storage,
+        &cfg.scope,
+        cfg.max_ports,
+        cfg.max_endpoints,
+        cfg.tls_plaintext,
+    )?;
     let pids = match cfg.scope {
         ScopeFilter::Tree => {
             let pids = crate::procfs::tree_pids(&cfg.roots);
@@ -252,6 +286,28 @@ fn open<'obj>(
             pids
         }
         _ => cfg.members.clone(),
+    };
+    let tls_libraries = if cfg.tls_plaintext {
+        let libs = tls::openssl_libraries(&pids);
+        if libs.is_empty() {
+            bail!(
+                "--tls-plaintext: no OpenSSL library (libssl) is mapped by the target's processes \
+                 or found in the system's library directories: its TLS plaintext cannot be read"
+            );
+        }
+        let probed = progs.attach_tls(&libs)?;
+        crate::progress::say!(
+            "sockscope: --tls-plaintext: reading TLS plaintext through uprobes on OpenSSL's \
+             SSL_read and SSL_write in {}",
+            probed
+                .iter()
+                .map(|p| crate::text::escape(p).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Some(probed)
+    } else {
+        None
     };
     // Attached before the ports are read: a listener opened between the
     // two is registered by the LISTEN hook.
@@ -271,14 +327,24 @@ fn open<'obj>(
     );
     let before = progs.read()?;
     let start = progs.open_window()?;
-    Ok((progs, Served { ports, unix: names }, before, start))
+    Ok((
+        progs,
+        Served {
+            ports,
+            unix: names,
+            tls_libraries,
+        },
+        before,
+        start,
+    ))
 }
 
-/// What a window follows: the served ports (Unix listeners included) and
-/// the Unix listeners' names by number.
+/// What a window follows: the served ports (Unix listeners included),
+/// the Unix listeners' names by number, and the OpenSSL libraries probed.
 struct Served {
     ports: Vec<ServedPort>,
     unix: Vec<String>,
+    tls_libraries: Option<Vec<String>>,
 }
 
 fn run(
@@ -287,7 +353,16 @@ fn run(
     ready: mpsc::Sender<Result<()>>,
 ) -> Result<Recorded> {
     let mut storage = MaybeUninit::uninit();
-    let (mut progs, Served { ports, unix }, before, start) = match open(&mut storage, &cfg) {
+    let (
+        mut progs,
+        Served {
+            ports,
+            unix,
+            tls_libraries,
+        },
+        before,
+        start,
+    ) = match open(&mut storage, &cfg) {
         Ok(v) => {
             let _ = ready.send(Ok(()));
             v
@@ -363,6 +438,7 @@ fn run(
         unix,
         sampled: cfg.duty.map(|d| (d, on_total.as_nanos() as u64)),
         max_endpoints: cfg.max_endpoints,
+        tls_libraries,
     })
 }
 

@@ -330,6 +330,13 @@ pub fn report(
             names_lost: window.h2.directions_lost,
             ..ProtocolCounts::default()
         },
+        tls: crate::report::anatomy::TlsCounts {
+            connections: c[count::TLS_CONNS],
+            read_in_plaintext: c[count::TLS_READ],
+            state_lost: c[count::TLS_LOST],
+            handshake_turns: c[count::TLS_HANDSHAKES],
+            ..Default::default()
+        },
         endpoints: endpoints(&window.names),
         max_endpoints: None,
     }

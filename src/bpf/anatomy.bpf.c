@@ -87,6 +87,9 @@ __u64 port_bits[65536 / 64] = {};
 /* Set by the loader when a Unix listener is followed: every other Unix
  * socket's events return after this load otherwise. */
 __u32 unix_on = 0;
+/* --tls-plaintext (tls.h): TLS connections are read through OpenSSL's
+ * plaintext; set by the loader before loading. */
+const volatile __u32 tls_plaintext = 0;
 
 /* Keeps the enums no field uses in BTF, for the skeleton's types. */
 enum ss_anat_part layout_part __attribute__((unused));
@@ -249,6 +252,34 @@ static __always_inline void register_port(const struct sock *sk)
 	__sync_fetch_and_or(&port_bits[(k.port >> 6) & 1023], 1ull << (k.port & 63));
 }
 
+/* TLS connections read in plaintext (tls.h): their state, keyed by the
+ * socket's address; their socket storage is a stub (SS_CONN_TLS). An
+ * LRU: entries of closed sockets go when room is needed. Sized by the
+ * loader (1 without --tls-plaintext). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SS_TLS_CONNS_MAX);
+	__type(key, __u64);
+	__type(value, struct ss_anat_conn);
+} tls_conns SEC(".maps");
+
+/* The state of a connection read in plaintext. One the LRU evicted (more
+ * such connections at once than it holds) goes on from its stub, turns
+ * only. */
+static __always_inline struct ss_anat_conn *tls_conn(struct ss_anat_conn *stub)
+{
+	__u64 key = stub->sk;
+	struct ss_anat_conn *c = bpf_map_lookup_elem(&tls_conns, &key);
+
+	if (c)
+		return c;
+	count(SS_CNT_TLS_LOST);
+	stub->flags &= ~SS_CONN_TLS;
+	stub->rproto = SS_RESP_OFF;
+	stub->state = SS_TURN_RESYNC;
+	return stub;
+}
+
 /* A fresh connection's state (storage comes zeroed). */
 static __always_inline void conn_init(struct ss_anat_conn *c, const struct sock *sk)
 {
@@ -276,6 +307,8 @@ static __always_inline struct ss_anat_conn *conn_of(const struct sock *sk, bool 
 	}
 	if (!(c->flags & SS_CONN_INIT))
 		conn_init(c, sk);
+	if (c->flags & SS_CONN_TLS)
+		return tls_conn(c);
 	return c;
 }
 
@@ -357,6 +390,7 @@ __noinline __u32 anat_bucket(__u64 v)
 #include "postgres.h"
 #include "http1.h"
 #include "dns.h"
+#include "tls.h"
 
 /* Index of part p's bucket b in the flat arrays, bounds-checked in a way
  * the verifier sees (the barrier keeps clang from re-deriving the index
@@ -408,7 +442,7 @@ static __always_inline void turn_reset(struct ss_anat_conn *c)
 {
 	c->state = SS_TURN_IDLE;
 	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT | SS_CONN_SKIP | SS_CONN_WAITING |
-		      SS_CONN_NOREPLY | SS_CONN_QUIET);
+		      SS_CONN_NOREPLY | SS_CONN_QUIET | SS_CONN_HANDSHAKE);
 	c->tcmds = 0;
 	c->arrival = 0;
 	c->cpu_queue = 0;
@@ -453,6 +487,12 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 	}
 	if (c->flags & SS_CONN_SKIP) {
 		count(SS_CNT_RESYNC);
+		turn_reset(c);
+		return;
+	}
+	if (c->flags & SS_CONN_HANDSHAKE) {
+		/* A TLS handshake's flight and its answer: no request. */
+		count(SS_CNT_TLS_HANDSHAKES);
 		turn_reset(c);
 		return;
 	}
@@ -740,6 +780,8 @@ static __always_inline void first_read(struct ss_anat_conn *c, const struct sock
 	c->reader = (__u64)task;
 	c->seq_mark = write_seq_of(sk);
 	c->state = SS_TURN_SERVING;
+	if ((c->flags & SS_CONN_CIPHER) && tls_handshake_record(wire_syscall_buf(1, 0)))
+		c->flags |= SS_CONN_HANDSHAKE;
 }
 
 static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
@@ -789,8 +831,13 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		return true;
 	}
 	now = bpf_ktime_get_ns();
+	if (c->flags & SS_CONN_TLS)
+		tls_socket_op(c, SS_TLS_READ);
 	if (c->wire == SS_WIRE_HTTP2) {
-		h2_read(sk, c, ret, now);
+		if (c->flags & SS_CONN_TLS)
+			h2_tls_read(sk, c, ret);
+		else
+			h2_read(sk, c, ret, now);
 		return true;
 	}
 	if (c->flags & SS_CONN_UDP) {
@@ -889,8 +936,10 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	default:
 		break;
 	}
-	/* The turn this read is part of is settled: count its commands. */
-	if (wire_read(sk, c, ret) && c->state == SS_TURN_SERVING && !unread_data(sk, c)) {
+	/* The turn this read is part of is settled: count its commands (a
+	 * TLS connection's, from its plaintext as OpenSSL's read returns). */
+	if (!(c->flags & SS_CONN_TLS) && wire_read(sk, c, ret, 0, false) &&
+	    c->state == SS_TURN_SERVING && !unread_data(sk, c)) {
 		/* Only memcached `noreply` commands, read whole: no response
 		 * comes, and the next request is a turn of its own. */
 		turn_reset(c);
@@ -904,6 +953,44 @@ int BPF_PROG(ss_recv, struct sock *sk, int ret, int flags)
 {
 	TIMED(SS_PROG_RECV, recv_work(sk, ret, flags));
 	return 0;
+}
+
+/* TLS: the plaintext of an OpenSSL write, n bytes at buf, on a
+ * connection read in plaintext: its responses' status lines, or its
+ * HTTP/2 frames. */
+static __always_inline void tls_parse_write(struct ss_anat_conn *c, struct ss_h2_conn *h, __u64 buf,
+					    __u64 n, __u64 now)
+{
+	if (c->wire == SS_WIRE_HTTP2) {
+		if (h)
+			h2_write_plain(c, h, n, now, buf);
+	} else if (c->wire == SS_WIRE_HTTP1) {
+		h1_write(c, n, buf);
+	}
+}
+
+/* A socket write of a connection read in plaintext: the first in the
+ * thread's SSL_write parses that call's plaintext (all of it: OpenSSL
+ * takes it whole, or, in part, is called again with the rest, which is
+ * then not parsed again). */
+static __always_inline void tls_write_plain(const struct sock *sk, struct ss_anat_conn *c,
+					    __u64 now)
+{
+	struct ss_anat_thread *t =
+		bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+
+	if (!t || t->tls_op != SS_TLS_WRITE || t->tls_sk)
+		return;
+	t->tls_sk = c->sk;
+	if (c->tls_retry_len && c->tls_retry_buf == t->tls_buf && c->tls_retry_len == t->tls_num) {
+		c->tls_retry_len = 0;
+		return;
+	}
+	c->tls_retry_len = 0;
+	if (!t->tls_num || t->tls_num > (1u << 30))
+		return;
+	t->tls_parsed = 1;
+	tls_parse_write(c, h2_of(sk, c), t->tls_buf, t->tls_num, now);
 }
 
 /* --- a write returns ---------------------------------------------------- */
@@ -1003,7 +1090,14 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 	if (ret <= 0 || !window_open || (c->flags & SS_CONN_FOREIGN))
 		return true;
 	now = bpf_ktime_get_ns();
-	if (c->wire == SS_WIRE_HTTP2) {
+	if (c->flags & SS_CONN_TLS) {
+		/* The plaintext of OpenSSL's write under way, parsed here (at
+		 * its first socket write: a stream's END_STREAM ends it as its
+		 * bytes go, as in plain text). */
+		tls_write_plain(sk, c, now);
+		if (c->wire == SS_WIRE_HTTP2)
+			return true;
+	} else if (c->wire == SS_WIRE_HTTP2) {
 		h2_write(sk, c, ret, now);
 		return true;
 	}
@@ -1011,7 +1105,8 @@ static __always_inline bool send_work(struct sock *sk, int ret)
 		udp_answer(c, sk, now);
 		return true;
 	}
-	if (c->wire == SS_WIRE_HTTP1 && h1_write(c, ret) && c->state == SS_TURN_SERVING) {
+	if (c->wire == SS_WIRE_HTTP1 && !(c->flags & SS_CONN_TLS) && h1_write(c, ret, 0) &&
+	    c->state == SS_TURN_SERVING) {
 		/* Only a 1xx interim response (100 Continue): the request's
 		 * body may follow; its turn goes on. */
 		c->seq_mark = c->proto == SS_ANAT_PROTO_UNIX ? 0 : write_seq_of(sk);
@@ -1099,6 +1194,158 @@ int BPF_PROG(ss_exit, struct task_struct *p)
 	return 0;
 }
 
+/* --- TLS plaintext (tls.h) ---------------------------------------------- */
+
+/* OpenSSL's SSL_read, SSL_read_ex, SSL_write or SSL_write_ex begins in a
+ * thread of the target: the call is kept until it returns. */
+static __always_inline bool tls_enter(__u64 ssl, __u64 buf, __u64 num, __u64 nptr, __u32 op)
+{
+	struct task_struct *task;
+	struct ss_anat_thread *t;
+
+	if (!window_open || !current_in_scope())
+		return false;
+	task = bpf_get_current_task_btf();
+	t = thread_here(task, run_delay_of(task));
+	if (!t)
+		return false;
+	t->tls_ssl = ssl;
+	t->tls_buf = buf;
+	t->tls_num = num;
+	t->tls_nptr = nptr;
+	t->tls_sk = 0;
+	t->tls_op = op;
+	t->tls_parsed = 0;
+	return true;
+}
+
+/* That call returns `ret` (the byte count, or, `ex`, 1 with the count at
+ * tls_nptr): the plaintext it read or wrote goes to its connection's
+ * parsers, as a read's or a write's bytes would. */
+static __always_inline bool tls_exit(long ret, __u32 op, bool ex)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ss_anat_thread *t = bpf_task_storage_get(&threads, task, 0, 0);
+	struct ss_anat_conn *c;
+	struct ss_h2_conn *h;
+	__u64 key, ssl, buf, n = 0, *v;
+
+	if (!t || t->tls_op != op)
+		return false;
+	t->tls_op = 0;
+	if (ex ? ret == 1 : ret > 0) {
+		if (!ex)
+			n = ret;
+		else if (!t->tls_nptr || bpf_probe_read_user(&n, sizeof(n), (void *)t->tls_nptr))
+			n = 0;
+	}
+	ssl = t->tls_ssl;
+	buf = t->tls_buf;
+	key = t->tls_sk;
+	if (op == SS_TLS_WRITE && t->tls_parsed) {
+		/* Parsed at its first socket write: what did not go is
+		 * retried (with the same buffer, or with the rest of it). */
+		c = key ? bpf_map_lookup_elem(&tls_conns, &key) : 0;
+		if (c && n < t->tls_num) {
+			c->tls_retry_buf = buf + n;
+			c->tls_retry_len = t->tls_num - n;
+		}
+		return true;
+	}
+	if (!n || n > (1u << 30) || !window_open)
+		return false;
+	if (key) {
+		bpf_map_update_elem(&tls_ssl, &ssl, &key, BPF_ANY);
+	} else {
+		v = bpf_map_lookup_elem(&tls_ssl, &ssl);
+		if (!v)
+			return false;
+		key = *v;
+	}
+	c = bpf_map_lookup_elem(&tls_conns, &key);
+	if (!c || (c->flags & SS_CONN_FOREIGN))
+		return false;
+	/* The SSL a socket op was seen in names the connection; one with
+	 * none must be the connection's own (an SSL freed and its address
+	 * given to another is not). */
+	if (t->tls_sk)
+		c->tls_ssl = ssl;
+	else if (c->tls_ssl != ssl)
+		return false;
+	if (!(c->flags & SS_CONN_TLS_SEEN)) {
+		c->flags |= SS_CONN_TLS_SEEN;
+		count(SS_CNT_TLS_READ);
+	}
+	h = c->wire == SS_WIRE_HTTP2 ? h2_of_tls(key) : 0;
+	if (op == SS_TLS_WRITE)
+		/* A write with no socket write of its own (buffered). */
+		tls_parse_write(c, h, buf, n, bpf_ktime_get_ns());
+	else if (h)
+		h2_read_plain(c, h, n, bpf_ktime_get_ns(), buf);
+	else if (c->wire != SS_WIRE_HTTP2)
+		wire_read(0, c, n, buf, true);
+	return true;
+}
+
+SEC("uprobe")
+int BPF_UPROBE(ss_ssl_read, void *ssl, void *buf, int num)
+{
+	TIMED(SS_PROG_TLS_ENTER, tls_enter((__u64)ssl, (__u64)buf, 0, 0, SS_TLS_READ));
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_UPROBE(ss_ssl_read_ex, void *ssl, void *buf, size_t num, size_t *readbytes)
+{
+	TIMED(SS_PROG_TLS_ENTER,
+	      tls_enter((__u64)ssl, (__u64)buf, 0, (__u64)readbytes, SS_TLS_READ));
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_UPROBE(ss_ssl_write, void *ssl, const void *buf, int num)
+{
+	TIMED(SS_PROG_TLS_ENTER,
+	      tls_enter((__u64)ssl, (__u64)buf, num > 0 ? num : 0, 0, SS_TLS_WRITE));
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_UPROBE(ss_ssl_write_ex, void *ssl, const void *buf, size_t num, size_t *written)
+{
+	TIMED(SS_PROG_TLS_ENTER,
+	      tls_enter((__u64)ssl, (__u64)buf, num, (__u64)written, SS_TLS_WRITE));
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_URETPROBE(ss_ssl_read_ret, int ret)
+{
+	TIMED(SS_PROG_TLS_RETURN, tls_exit(ret, SS_TLS_READ, false));
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_URETPROBE(ss_ssl_read_ex_ret, int ret)
+{
+	TIMED(SS_PROG_TLS_RETURN, tls_exit(ret, SS_TLS_READ, true));
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_URETPROBE(ss_ssl_write_ret, int ret)
+{
+	TIMED(SS_PROG_TLS_RETURN, tls_exit(ret, SS_TLS_WRITE, false));
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_URETPROBE(ss_ssl_write_ex_ret, int ret)
+{
+	TIMED(SS_PROG_TLS_RETURN, tls_exit(ret, SS_TLS_WRITE, true));
+	return 0;
+}
+
 /* --- Unix listeners ------------------------------------------------------ */
 
 /* Run by the loader once the hooks are attached: the address of every
@@ -1160,6 +1407,8 @@ int ss_close_turns(struct bpf_iter__task_file *ctx)
 	c = bpf_sk_storage_get(&conns, sk, 0, 0);
 	if (!c)
 		return 0;
+	if (c->flags & SS_CONN_TLS)
+		c = tls_conn(c);
 	if (c->wire == SS_WIRE_HTTP2) {
 		/* Its streams in flight are counted; its frames cannot be
 		 * found again after a pause. */

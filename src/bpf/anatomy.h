@@ -45,13 +45,20 @@ enum ss_anat_conn_flags {
 	SS_CONN_QUIET = 2048,    /* memcached: the last turn was only `noreply`
 				  * commands, dropped untimed: a read before the
 				  * next data-ready is a new request */
+	SS_CONN_TLS = 4096,      /* TLS read in plaintext (tls.h): the state lives in
+				  * tls_conns, this socket storage is its stub */
+	SS_CONN_TLS_SEEN = 8192, /* TLS: OpenSSL's plaintext was seen on it */
+	SS_CONN_CIPHER = 16384,  /* its first read began a TLS handshake */
+	SS_CONN_HANDSHAKE = 32768, /* TLS: this turn's first read began a
+				    * handshake record (or a ChangeCipherSpec):
+				    * no request */
 };
 
 enum ss_anat_limits {
 	/* UDP: arrival times of datagram bursts queued and not read yet. */
 	SS_UDP_RING = 16,
 	/* Programs that time themselves (enum ss_anat_prog). */
-	SS_ANAT_PROGS = 5,
+	SS_ANAT_PROGS = 7,
 	/* The proto of a Unix stream socket's connections (AF_UNIX): its
 	 * "port" is the listener's number, given by the loader. */
 	SS_ANAT_PROTO_UNIX = 1,
@@ -75,6 +82,9 @@ enum ss_anat_limits {
 	 * connection (a power of 2), and connections kept in all (LRU). */
 	SS_PG_STMTS = 16,
 	SS_PG_CONNS_MAX = 4096,
+	/* TLS (tls.h): connections read in plaintext at once (LRU), and
+	 * OpenSSL sessions whose socket is kept. */
+	SS_TLS_CONNS_MAX = 8192,
 };
 
 /* ss_anat_conn.rproto: what the connection's bytes are to the parser. */
@@ -137,6 +147,8 @@ enum ss_anat_prog {
 	SS_PROG_SEND = 2,
 	SS_PROG_STATE = 3,
 	SS_PROG_FORK = 4,
+	SS_PROG_TLS_ENTER = 5,   /* uprobes on OpenSSL's reads and writes (tls.h) */
+	SS_PROG_TLS_RETURN = 6,  /* and their returns */
 };
 
 /* Counters of what the programs saw (ss_anat_cpu.count). */
@@ -205,7 +217,13 @@ enum ss_anat_count {
 					* from their read (no queue wait) */
 	SS_CNT_DNS_RCODE_UNKNOWN = 52, /* UDP answers to a query whose RCODE was not read
 					* (the send's buffer unreadable, or no response) */
-	SS_COUNTS = 53,
+	SS_CNT_TLS_CONNS = 53,     /* TCP connections whose first read was a TLS
+				    * ClientHello's record */
+	SS_CNT_TLS_READ = 54,      /* of them, read in plaintext (OpenSSL's, --tls-plaintext) */
+	SS_CNT_TLS_LOST = 55,      /* TLS connections whose state tls_conns evicted
+				    * (more than its size at once): turns only from there */
+	SS_CNT_TLS_HANDSHAKES = 56, /* TLS handshake turns (dropped: no request) */
+	SS_COUNTS = 57,
 };
 
 /* HTTP/2 (h2.h). */
@@ -401,6 +419,9 @@ struct ss_anat_conn {
 	__u64 cpu_send;
 	__u64 reader;       /* task that read first (task_struct address) */
 	__u64 writer;       /* task that wrote first */
+	__u64 tls_ssl;      /* TLS (tls.h): the SSL a socket op was last seen in */
+	__u64 tls_retry_buf; /* TLS: the rest of a write whose plaintext was parsed */
+	__u64 tls_retry_len; /* and did not all go: its retry is not parsed again */
 	__u32 state;
 	__u32 flags;
 	__u16 port;
@@ -488,6 +509,18 @@ struct ss_anat_thread {
 	__u64 udp_cpu_queue;  /* CPU wait before the read */
 	__u64 udp_rq_read;    /* run_delay at the read */
 	__u64 udp_name;       /* DNS: that datagram's QTYPE (0: no query) */
+	/* TLS (tls.h): the OpenSSL call under way (SSL_read, SSL_write or
+	 * their _ex): its SSL, buffer, where an _ex call writes its byte
+	 * count, the followed socket it read or wrote (0: none yet), and
+	 * which (enum ss_tls_op; 0: none). */
+	__u64 tls_ssl;
+	__u64 tls_buf;
+	__u64 tls_num;        /* SSL_write: the bytes it was given */
+	__u64 tls_nptr;
+	__u64 tls_sk;
+	__u32 tls_op;
+	__u32 tls_parsed;     /* SSL_write: its plaintext was parsed (at its
+			       * first socket write) */
 };
 
 #endif /* SOCKSCOPE_ANATOMY_H */

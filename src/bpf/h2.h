@@ -120,6 +120,10 @@ struct ss_h2_conn {
 	__u64 wnow;
 	__u64 wrdelay;
 	__u64 wtask;
+	/* TLS (tls.h): the arrival of the bytes the connection's last socket
+	 * read took (its plaintext is walked later, as OpenSSL's read
+	 * returns, where TCP sequences no longer say which bytes are which). */
+	__u64 tls_arrival;
 	struct ss_h2_stream s[SS_H2_STREAMS];
 };
 
@@ -129,6 +133,20 @@ struct {
 	__type(key, int);
 	__type(value, struct ss_h2_conn);
 } h2conns SEC(".maps");
+
+/* HTTP/2 over TLS read in plaintext: the connection's state, keyed by
+ * the socket's address (the uprobes on OpenSSL, which walk the
+ * plaintext, cannot reach socket storage); deleted as the connection
+ * closes. Not preallocated: only such connections take room. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SS_TLS_CONNS_MAX);
+	__type(key, __u64);
+	__type(value, struct ss_h2_conn);
+} tls_h2 SEC(".maps");
+
+const struct ss_h2_conn zero_h2 = {};
 
 /* Header blocks and stream ends, for the loader (sized by it). */
 struct {
@@ -473,10 +491,22 @@ static __always_inline void h2_walked(const struct ss_anat_conn *c, struct ss_h2
 		h2_give_up(c, h, true);
 }
 
-static __always_inline struct ss_h2_conn *h2_of(const struct sock *sk)
+/* The state of a connection read in plaintext (TLS), or 0. */
+static __always_inline struct ss_h2_conn *h2_of_tls(__u64 key)
 {
-	struct ss_h2_conn *h = bpf_sk_storage_get(&h2conns, (void *)sk, 0, 0);
+	struct ss_h2_conn *h = bpf_map_lookup_elem(&tls_h2, &key);
 
+	return h && !h->dead ? h : 0;
+}
+
+static __always_inline struct ss_h2_conn *h2_of(const struct sock *sk,
+						const struct ss_anat_conn *c)
+{
+	struct ss_h2_conn *h;
+
+	if (c->flags & SS_CONN_TLS)
+		return h2_of_tls(c->sk);
+	h = bpf_sk_storage_get(&h2conns, (void *)sk, 0, 0);
 	return h && !h->dead ? h : 0;
 }
 
@@ -485,9 +515,9 @@ static __always_inline struct ss_h2_conn *h2_of(const struct sock *sk)
  * preface are walked. Its turn so far is dropped; the streams this read
  * begins arrived with it (c->arrival). */
 static __always_inline bool h2_first(const struct sock *sk, struct ss_anat_conn *c, __u64 ubuf,
-				     int ret)
+				     int ret, bool tls)
 {
-	__u64 w[3];
+	__u64 w[3], key = c->sk;
 	struct ss_h2_conn *h;
 
 	if (ret < SS_H2_PREFACE_LEN || !ubuf || bpf_probe_read_user(w, sizeof(w), (void *)ubuf))
@@ -496,7 +526,14 @@ static __always_inline bool h2_first(const struct sock *sk, struct ss_anat_conn 
 	if (w[0] != 0x5448202a20495250ull || w[1] != 0x0a0d302e322f5054ull ||
 	    w[2] != 0x0a0d0a0d4d530a0dull)
 		return false;
-	h = bpf_sk_storage_get(&h2conns, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (tls) {
+		/* `tls` is a constant of the caller: the uprobe that walks
+		 * the plaintext may not call the socket storage's helper. */
+		bpf_map_update_elem(&tls_h2, &key, &zero_h2, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(&tls_h2, &key);
+	} else {
+		h = bpf_sk_storage_get(&h2conns, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	}
 	if (!h) {
 		count(SS_CNT_STORAGE_FULL);
 		return false;
@@ -521,7 +558,7 @@ static __always_inline bool h2_first(const struct sock *sk, struct ss_anat_conn 
 /* Data queued on an HTTP/2 connection: its arrival is kept. */
 static __always_inline void h2_ready(const struct sock *sk, struct ss_anat_conn *c, __u64 now)
 {
-	struct ss_h2_conn *h = h2_of(sk);
+	struct ss_h2_conn *h = h2_of(sk, c);
 	struct tcp_sock *tp;
 	__u32 i, seq;
 
@@ -555,7 +592,7 @@ static __always_inline void h2_ready(const struct sock *sk, struct ss_anat_conn 
 static __always_inline void h2_read(const struct sock *sk, struct ss_anat_conn *c, int ret,
 				    __u64 now)
 {
-	struct ss_h2_conn *h = h2_of(sk);
+	struct ss_h2_conn *h = h2_of(sk, c);
 	struct task_struct *task;
 	struct ss_anat_thread *t;
 	struct tcp_sock *tp;
@@ -603,7 +640,7 @@ static __always_inline void h2_write(const struct sock *sk, struct ss_anat_conn 
 				     __u64 now)
 {
 #if defined(__TARGET_ARCH_x86)
-	struct ss_h2_conn *h = h2_of(sk);
+	struct ss_h2_conn *h = h2_of(sk, c);
 	struct task_struct *task;
 	struct ss_anat_thread *t;
 	struct pt_regs *regs;
@@ -674,24 +711,102 @@ static __always_inline void h2_write(const struct sock *sk, struct ss_anat_conn 
 #endif
 }
 
+/* TLS: a socket read of ret bytes on an HTTP/2 connection read in
+ * plaintext: the arrival of its first byte is kept for the streams its
+ * plaintext begins (h2_read_plain), and the arrivals it read past are
+ * dropped. */
+static __always_inline void h2_tls_read(const struct sock *sk, struct ss_anat_conn *c, int ret)
+{
+	struct ss_h2_conn *h = h2_of(sk, c);
+	struct tcp_sock *tp;
+	__u32 copied, k;
+
+	if (!h)
+		return;
+	tp = bpf_skc_to_tcp_sock((void *)sk);
+	if (!tp)
+		return;
+	copied = tp->copied_seq;
+	h->fallback = 0;
+	h->tls_arrival = h2_arrival_of(h, copied - (__u32)ret);
+	for (k = 0; k < SS_H2_ARRIVALS; k++) {
+		if (h->ahead == h->atail ||
+		    (__s32)(h->aseq[h->ahead & (SS_H2_ARRIVALS - 1)] - copied) > 0)
+			break;
+		h->ahead++;
+	}
+}
+
+/* TLS: OpenSSL's read returned n plaintext bytes at ubuf on an HTTP/2
+ * connection: its frames are walked, and a stream they begin arrived
+ * with the bytes of the connection's last socket read (decryption is
+ * part of its queue wait). */
+static __always_inline void h2_read_plain(const struct ss_anat_conn *c, struct ss_h2_conn *h,
+					  __u64 n, __u64 now, __u64 ubuf)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 rd = run_delay_of(task);
+	struct ss_anat_thread *t = thread_here(task, rd);
+
+	h->now = now;
+	h->wait = waited_since_mark(t, rd);
+	h->rdelay = rd;
+	h->task = (__u64)task;
+	/* No arrival kept: one after `now` makes h2_begin count the stream's
+	 * arrival unseen and time it from this read. */
+	h->fallback = h->tls_arrival && h->tls_arrival <= now ? h->tls_arrival : now + 1;
+	h->base = 0;
+	h2_walked(c, h, h2_walk(c, h, 0, ubuf, n));
+}
+
+/* TLS: OpenSSL's write took n plaintext bytes at ubuf on an HTTP/2
+ * connection: its frames are walked (a stream's END_STREAM ends it as
+ * the write returns). */
+static __always_inline void h2_write_plain(const struct ss_anat_conn *c, struct ss_h2_conn *h,
+					   __u64 n, __u64 now, __u64 ubuf)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 rd = run_delay_of(task);
+	struct ss_anat_thread *t = bpf_task_storage_get(&threads, task, 0, 0);
+	int r;
+
+	waited_since_mark(t, rd);
+	h->wnow = now;
+	h->wrdelay = rd;
+	h->wtask = (__u64)task;
+	r = h2_walk(c, h, 1, ubuf, n);
+	if (r < 0)
+		h2_walked(c, h, r);
+}
+
 /* The connection ends (or the window does: `pause`, a sampled window's
  * pause, after which its frames cannot be found again): streams still
- * open are counted in flight or cut. */
+ * open are counted in flight or cut. A TLS connection's state is
+ * dropped as it closes. */
 static __always_inline void h2_close(const struct sock *sk, const struct ss_anat_conn *c,
 				     bool pause)
 {
-	struct ss_h2_conn *h = bpf_sk_storage_get(&h2conns, (void *)sk, 0, 0);
+	struct ss_h2_conn *h;
+	__u64 key = c->sk;
 	__u32 k;
 
-	if (!h || h->dead)
+	if (c->flags & SS_CONN_TLS)
+		h = bpf_map_lookup_elem(&tls_h2, &key);
+	else
+		h = bpf_sk_storage_get(&h2conns, (void *)sk, 0, 0);
+	if (!h)
 		return;
-	for (k = 0; k < SS_H2_STREAMS; k++) {
-		if (h->s[k].sid) {
-			count(pause ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);
-			h->s[k].sid = 0;
+	if (!h->dead) {
+		for (k = 0; k < SS_H2_STREAMS; k++) {
+			if (h->s[k].sid) {
+				count(pause ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);
+				h->s[k].sid = 0;
+			}
 		}
+		h2_give_up(c, h, false);
 	}
-	h2_give_up(c, h, false);
+	if ((c->flags & SS_CONN_TLS) && !pause)
+		bpf_map_delete_elem(&tls_h2, &key);
 }
 
 #endif /* SOCKSCOPE_H2_H */

@@ -912,9 +912,10 @@ __noinline int h1_parse(struct ss_anat_conn *c, __u64 ubuf, __u64 len, int dir)
 }
 
 /* A write of `ret` bytes on an HTTP/1 connection, in the writer's
- * syscall: its responses' status lines are read. 1 when it carried only
- * 1xx interim responses (they are not the turn's response). */
-static __always_inline int h1_write(struct ss_anat_conn *c, int ret)
+ * syscall (or, `plain` not 0, OpenSSL's write of ret plaintext bytes
+ * there: tls.h): its responses' status lines are read. 1 when it carried
+ * only 1xx interim responses (they are not the turn's response). */
+static __always_inline int h1_write(struct ss_anat_conn *c, int ret, __u64 plain)
 {
 #if defined(__TARGET_ARCH_x86)
 	struct task_struct *task;
@@ -931,12 +932,14 @@ static __always_inline int h1_write(struct ss_anat_conn *c, int ret)
 	p->f &= ~(HF_INTERIM | HF_FINAL);
 	task = bpf_get_current_task_btf();
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	if (!regs || (task->thread_info.status & TS_COMPAT)) {
+	if (!plain && (!regs || (task->thread_info.status & TS_COMPAT))) {
 		h1_resp_off(c);
 		return 0;
 	}
-	nr = BPF_CORE_READ(regs, orig_ax);
-	if (nr == NR_WRITE || nr == NR_SENDTO) {
+	nr = plain ? NR_WRITE : BPF_CORE_READ(regs, orig_ax);
+	if (plain) {
+		base = plain;
+	} else if (nr == NR_WRITE || nr == NR_SENDTO) {
 		base = BPF_CORE_READ(regs, si);
 	} else if (nr == NR_WRITEV) {
 		piov = BPF_CORE_READ(regs, si);

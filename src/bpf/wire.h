@@ -258,11 +258,14 @@ static __always_inline __u64 dns_datagram(struct ss_anat_conn *c, int ret)
 }
 
 /* A read of `ret` bytes on a followed TCP or Unix connection, in the
- * reader's syscall: its commands are counted (its first read decides
- * whether the connection speaks RESP or memcached's text protocol). 1
- * when the turn so far holds only memcached `noreply` commands, all read
- * whole: no response will come to it. */
-static __always_inline int wire_read(const struct sock *sk, struct ss_anat_conn *c, int ret)
+ * reader's syscall (or, `tls`, OpenSSL's read of ret plaintext bytes at
+ * `plain`, as it returns: tls.h; `tls` is a constant of the caller): its
+ * commands are counted (its first read decides whether the connection
+ * speaks RESP or memcached's text protocol, or is TLS). 1 when the turn
+ * so far holds only memcached `noreply` commands, all read whole: no
+ * response will come to it. */
+static __always_inline int wire_read(const struct sock *sk, struct ss_anat_conn *c, int ret,
+				     __u64 plain, bool tls)
 {
 	__u64 ubuf;
 	__u8 first = 0;
@@ -270,7 +273,7 @@ static __always_inline int wire_read(const struct sock *sk, struct ss_anat_conn 
 
 	if (c->rproto == SS_RESP_OFF)
 		return 0;
-	ubuf = wire_user_buf(ret);
+	ubuf = tls ? plain : wire_user_buf(ret);
 	if (c->wire == SS_WIRE_DNS || c->rproto == SS_RESP_PROBE_DNS)
 		return dns_read(c, ubuf, ret);
 	if (c->rproto == SS_RESP_UNKNOWN || c->rproto == SS_RESP_RESYNC) {
@@ -299,7 +302,7 @@ static __always_inline int wire_read(const struct sock *sk, struct ss_anat_conn 
 			c->rproto = SS_RESP_ON;
 			c->rst = R_TYPE;
 		} else if (first == 'P' && c->wire == SS_WIRE_NONE && c->rproto == SS_RESP_UNKNOWN &&
-			   h2_first(sk, c, ubuf, ret)) {
+			   h2_first(sk, c, ubuf, ret, tls)) {
 			/* HTTP/2's preface (h2.h): streams from here on. */
 			return 0;
 		} else if (first >= 'A' && first <= 'Z' &&
@@ -312,6 +315,12 @@ static __always_inline int wire_read(const struct sock *sk, struct ss_anat_conn 
 			/* Its first word tells (mc_name_end). */
 			c->rproto = SS_RESP_PROBE;
 			mc_line_reset(c);
+		} else if (first == 0x16 && !tls && c->wire == SS_WIRE_NONE &&
+			   c->rproto == SS_RESP_UNKNOWN && c->proto == PROTO_TCP &&
+			   tls_hello(ubuf, ret)) {
+			/* A TLS handshake (tls.h): the bytes are ciphertext. */
+			tls_begin(c);
+			return 0;
 		} else if (first == 0x80 && c->wire == SS_WIRE_NONE) {
 			/* memcached's binary protocol: not parsed. */
 			count(SS_CNT_MC_CONNS);

@@ -138,6 +138,14 @@ pub struct ProfileArgs {
           value_parser = clap::value_parser!(u32).range(1..=crate::anatomy::MAX_ENDPOINTS_LIMIT as i64))]
     pub max_endpoints: u32,
 
+    /// Read the requests of TLS connections from their plaintext, through
+    /// uprobes on the target's OpenSSL (libssl: SSL_read, SSL_write and
+    /// their _ex forms). Costs the target a few microseconds per call;
+    /// see docs/anatomy.md. Without it a TLS connection's turns are timed
+    /// and its requests not read.
+    #[arg(long, conflicts_with = "no_requests")]
+    pub tls_plaintext: bool,
+
     /// Do not sample the target's stacks (where its CPU goes and where its
     /// threads wait, as flame graphs; see docs/stacks.md).
     #[arg(long)]
@@ -417,7 +425,10 @@ impl ProfileArgs {
             command_line: crate::cmdline::recorded(),
             steps,
             stacks,
-            max_endpoints: self.max_endpoints,
+            reading: crate::anatomy::Reading {
+                max_endpoints: self.max_endpoints,
+                tls_plaintext: self.tls_plaintext,
+            },
         };
         Ok((spec, self.out))
     }

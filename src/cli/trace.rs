@@ -119,6 +119,13 @@ pub struct TraceArgs {
           value_parser = clap::value_parser!(u32).range(1..=crate::anatomy::MAX_ENDPOINTS_LIMIT as i64))]
     pub max_endpoints: u32,
 
+    /// With --requests or --requests-only: read the requests of TLS
+    /// connections from their plaintext, through uprobes on the target's
+    /// OpenSSL (libssl: SSL_read, SSL_write and their _ex forms). Costs the
+    /// target a few microseconds per call; see docs/anatomy.md.
+    #[arg(long)]
+    pub tls_plaintext: bool,
+
     /// Print one table (and with --json one JSON line) per interval, e.g.
     /// 10s or 500ms, until the end of the trace. With --requests-only: one
     /// line per interval on stderr, in whole seconds.
@@ -208,6 +215,11 @@ impl TraceArgs {
         {
             return Err(error::usage(
                 "--max-endpoints applies to the request anatomy: --requests or --requests-only",
+            ));
+        }
+        if self.tls_plaintext && !self.requests && !self.requests_only {
+            return Err(error::usage(
+                "--tls-plaintext applies to the request anatomy: --requests or --requests-only",
             ));
         }
         if self.stack_args.any_set() && !self.stacks && !self.stacks_only {
@@ -300,7 +312,10 @@ impl TraceArgs {
             requests: self.requests,
             requests_only: self.requests_only,
             requests_duty: self.requests_duty,
-            max_endpoints: self.max_endpoints,
+            reading: crate::anatomy::Reading {
+                max_endpoints: self.max_endpoints,
+                tls_plaintext: self.tls_plaintext,
+            },
             stacks,
             stacks_only: self.stacks_only,
         })

@@ -329,6 +329,10 @@ pub struct AnatomyReport {
     /// the HTTP/2 preface).
     #[serde(default, skip_serializing_if = "ProtocolCounts::is_empty")]
     pub http2: ProtocolCounts,
+    /// What the anatomy saw of TLS (absent when no connection began a TLS
+    /// handshake and `--tls-plaintext` was not given).
+    #[serde(default, skip_serializing_if = "TlsCounts::is_empty")]
+    pub tls: TlsCounts,
     /// Per port and command name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
@@ -336,6 +340,78 @@ pub struct AnatomyReport {
     /// are its `(other)` rows. Absent when no request was named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_endpoints: Option<u32>,
+}
+
+/// TLS connections: whose requests were read (their plaintext, through
+/// OpenSSL) and whose only timed as turns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsCounts {
+    /// TCP connections whose first read began a TLS handshake.
+    pub connections: u64,
+    /// Of them, those whose plaintext was read (OpenSSL's).
+    pub read_in_plaintext: u64,
+    /// Connections whose state the kernel's table (8,192 at once) had to
+    /// drop: turns only from then on.
+    pub state_lost: u64,
+    /// Turns that were a handshake's flight and its answer (their first
+    /// read began a handshake record, or TLS 1.3's ChangeCipherSpec):
+    /// counted, not timed, no request.
+    #[serde(default)]
+    pub handshake_turns: u64,
+    /// `--tls-plaintext` was given.
+    pub plaintext_asked: bool,
+    /// The OpenSSL libraries whose SSL_read and SSL_write were probed (as
+    /// the target's processes name them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<String>,
+}
+
+impl TlsCounts {
+    /// Nothing to say.
+    pub fn is_empty(&self) -> bool {
+        self.connections == 0 && !self.plaintext_asked
+    }
+
+    /// What to tell about them, if anything.
+    pub fn sentence(&self) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        if !self.plaintext_asked {
+            return Some(format!(
+                "{} TLS connections: timed as turns ({} handshake turns left out), their \
+                 requests not read (the bytes are ciphertext; --tls-plaintext reads OpenSSL's \
+                 plaintext through uprobes)",
+                self.connections, self.handshake_turns
+            ));
+        }
+        let libs = self
+            .libraries
+            .iter()
+            .map(|l| crate::text::escape(l).into_owned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut s = format!(
+            "{} TLS connections, {} of them read in plaintext through uprobes on OpenSSL \
+             ({libs}); {} handshake turns left out",
+            self.connections, self.read_in_plaintext, self.handshake_turns
+        );
+        let unread = self.connections.saturating_sub(self.read_in_plaintext);
+        if unread > 0 {
+            s.push_str(&format!(
+                "; {unread} not read (their TLS is not that OpenSSL's: Go's crypto/tls, rustls, \
+                 a statically linked BoringSSL or OpenSSL; or no request in the window): timed \
+                 as turns"
+            ));
+        }
+        if self.state_lost > 0 {
+            s.push_str(&format!(
+                "; {} lost their kernel state (over 8,192 at once): turns only from then on",
+                self.state_lost
+            ));
+        }
+        Some(s)
+    }
 }
 
 /// Percentiles every anatomy table shows.
@@ -390,6 +466,7 @@ impl AnatomyReport {
                  of batches of up to {k} requests, not of single requests"
             ));
         }
+        out.extend(self.tls.sentence());
         if self.turns == 0 {
             if self.multiplexed.turns > 0 {
                 out.push(format!(

@@ -70,6 +70,13 @@ impl Nginx {
         Self::launch(test, false, true, "", false, server_conf)
     }
 
+    /// https (self-signed, as [`Nginx::start_with`]) with `server_conf` in
+    /// its `server` block; with `http2`, ALPN h2 on it and the log as
+    /// [`Nginx::start_h2`] has it (else nginx's combined format).
+    pub fn start_tls_server_conf(test: &str, http2: bool, server_conf: &str) -> Option<Self> {
+        Self::launch(test, true, http2, "", false, server_conf)
+    }
+
     /// HTTP/2 (h2c) on the Unix socket DIR/nginx.sock, logging as
     /// [`Nginx::start_h2`] does.
     pub fn start_h2_unix(test: &str) -> Option<Self> {

@@ -27,6 +27,8 @@ mod anatomy_postgres;
 mod anatomy_profile;
 #[path = "../anatomy_resp.rs"]
 mod anatomy_resp;
+#[path = "../anatomy_tls.rs"]
+mod anatomy_tls;
 #[path = "../evidence_sockets.rs"]
 mod evidence_sockets;
 #[path = "../path.rs"]

@@ -137,7 +137,7 @@ pub fn run(
                     // beside the tracer to add its own.
                     stacks: None,
                     steps: None,
-                    max_endpoints: crate::anatomy::DEFAULT_MAX_ENDPOINTS,
+                    reading: crate::anatomy::Reading::default(),
                 };
                 let rep = profile::measure(&spec)
                     .map_err(|e| e.context(format!("transport point {name}")))?;

@@ -439,7 +439,7 @@ fn attach(
         // In the tracer's window, before the load: every request is seen
         // (on the target's TCP/UDP ports and Unix listeners alike).
         let anatomy = spec.recorders.requests().then(|| {
-            crate::run::trace::requests::config_for(&target, root, spec.max_endpoints)
+            crate::run::trace::requests::config_for(&target, root, spec.reading)
                 .and_then(Session::start)
                 .map_err(|e| format!("{e:#}"))
         });
@@ -457,15 +457,14 @@ fn attach(
         // Alone, the anatomy is all the run records: one that cannot start
         // fails it now, before the load.
         let probe = CpuProbe::new(&target, subject.pid);
-        let session =
-            crate::run::trace::requests::config_for(&target, subject.pid, spec.max_endpoints)
-                .and_then(Session::start)
-                .map_err(|e| {
-                    fail(
-                        exit::TRACER_FAILED,
-                        format!("the request anatomy could not start: {e:#}"),
-                    )
-                })?;
+        let session = crate::run::trace::requests::config_for(&target, subject.pid, spec.reading)
+            .and_then(Session::start)
+            .map_err(|e| {
+                fail(
+                    exit::TRACER_FAILED,
+                    format!("the request anatomy could not start: {e:#}"),
+                )
+            })?;
         // Read once the window is open: the attach is not the window's.
         let before = probe.read();
         let stacks = stacks::start(spec, &target, subject.pid);

@@ -139,8 +139,9 @@ pub struct ProfileSpec {
     pub steps: Option<Steps>,
     /// Sample the target's stacks (`--no-stacks`: None).
     pub stacks: Option<crate::stacks::StacksOptions>,
-    /// Request names the anatomy keeps per port (`--max-endpoints`).
-    pub max_endpoints: u32,
+    /// How the anatomy reads requests (`--max-endpoints`,
+    /// `--tls-plaintext`).
+    pub reading: crate::anatomy::Reading,
 }
 
 /// Checks the arguments of a `--target`: a `--json` of its own is refused.

@@ -59,8 +59,8 @@ pub struct TraceSpec {
     pub requests_only: bool,
     /// `--requests-duty`: sample the anatomy's window.
     pub requests_duty: Option<crate::anatomy::Duty>,
-    /// `--max-endpoints`: request names the anatomy keeps per port.
-    pub max_endpoints: u32,
+    /// `--max-endpoints`, `--tls-plaintext`: how the anatomy reads requests.
+    pub reading: crate::anatomy::Reading,
     /// `--stacks`: sampled stacks over the same window.
     pub stacks: Option<crate::stacks::StacksOptions>,
     /// `--stacks-only`: the stack sampler alone (`stacks_only`).
@@ -81,7 +81,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             max_series: spec.options.max_series as usize,
             duty: spec.requests_duty,
             interval: spec.interval,
-            max_endpoints: spec.max_endpoints,
+            reading: spec.reading,
         });
     }
     if spec.stacks_only {
@@ -153,7 +153,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         Some(self::requests::when_open(
             rx,
             &options.target,
-            spec.max_endpoints,
+            spec.reading,
             latest,
             options.verbose,
         )?)

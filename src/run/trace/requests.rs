@@ -23,18 +23,18 @@ pub type Beside = crate::recorder::Beside<Session>;
 /// (for `--metrics`) when given; `verbose` says on stderr when its window
 /// is open, which is later than the tracer's "attached" (its programs load
 /// after that), so a caller that starts traffic on the tracer's line alone
-/// would lose the first requests. Each port keeps `max_endpoints` request
-/// names.
+/// would lose the first requests. `reading`: how requests are read from
+/// the bytes (names kept per port, TLS plaintext).
 pub fn when_open(
     opened: mpsc::Receiver<i32>,
     target: &TargetSpec,
-    max_endpoints: u32,
+    reading: anatomy::Reading,
     latest: Option<Latest>,
     verbose: bool,
 ) -> Result<Beside> {
     let target = target.clone();
     Beside::when_open(opened, "anatomy", move |root| {
-        let mut cfg = config_for(&target, root, max_endpoints)?;
+        let mut cfg = config_for(&target, root, reading)?;
         cfg.latest = latest;
         let session = Session::start(cfg)?;
         if verbose {
@@ -50,8 +50,12 @@ pub fn when_open(
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the anatomy follows for a trace target whose root pid (tree
-/// modes) is `root`, keeping `max_endpoints` request names per port.
-pub fn config_for(target: &TargetSpec, root: i32, max_endpoints: u32) -> Result<AnatomyConfig> {
+/// modes) is `root`, reading requests as `reading` says.
+pub fn config_for(
+    target: &TargetSpec,
+    root: i32,
+    reading: anatomy::Reading,
+) -> Result<AnatomyConfig> {
     let (scope, roots, members) = match target {
         TargetSpec::Attach { .. } | TargetSpec::Launch { .. } => {
             (ScopeFilter::Tree, vec![root], Vec::new())
@@ -67,7 +71,8 @@ pub fn config_for(target: &TargetSpec, root: i32, max_endpoints: u32) -> Result<
         roots,
         members,
         max_ports: anatomy::DEFAULT_MAX_PORTS,
-        max_endpoints,
+        max_endpoints: reading.max_endpoints,
+        tls_plaintext: reading.tls_plaintext,
         interval: INTERVAL,
         latest: None,
         duty: None,

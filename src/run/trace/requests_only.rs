@@ -52,8 +52,8 @@ pub struct RequestsOnlySpec {
     pub duty: Option<crate::anatomy::Duty>,
     /// `--interval`: a line on stderr per interval (`super::requests_live`).
     pub interval: Option<Duration>,
-    /// Request names kept per port (`--max-endpoints`).
-    pub max_endpoints: u32,
+    /// How requests are read (`--max-endpoints`, `--tls-plaintext`).
+    pub reading: crate::anatomy::Reading,
 }
 
 /// Runs `trace --requests-only` and returns the exit status: 0, or 1 when
@@ -84,7 +84,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     // the signals reach the signalfd only.
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
     let (root, pidfd) = attach_root(target)?;
-    let mut cfg = super::requests::config_for(target, root, spec.max_endpoints)?;
+    let mut cfg = super::requests::config_for(target, root, spec.reading)?;
     cfg.latest = Some(latest);
     cfg.duty = spec.duty;
     // The lines are progress: none under -q.

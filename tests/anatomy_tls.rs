@@ -1,0 +1,269 @@
+//! The request anatomy on TLS connections (src/bpf/tls.h) against
+//! nginx's own access log: with `--tls-plaintext` the plaintext OpenSSL
+//! hands nginx is read through uprobes on SSL_read and SSL_write, so an
+//! https nginx under h2load gives the same per-route and per-status counts
+//! as plain text, every HTTP/2 stream and every HTTP/1.1 request timed;
+//! without it a TLS connection's requests are timed as turns and not
+//! read, its handshake turns left out; and a server whose TLS is not
+//! OpenSSL's (GnuTLS's gnutls-serv) is counted as not read.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+
+use common::anatomy::{brief, profile_pid_with, route_template, u};
+use common::nginx::Nginx;
+use common::*;
+use serde_json::Value;
+
+/// nginx's locations, one answering 404; no connection closed by nginx
+/// during a run.
+const LOCATIONS: &str = "keepalive_requests 1000000;\n    \
+                         location /a/ { return 200 \"ok\\n\"; }\n    \
+                         location = /missing { return 404; }";
+
+/// The anatomy's rows on `port` of `protocol` as (name, status class) ->
+/// requests, with the requests timed in all.
+fn rows(a: &Value, port: u16, protocol: &str) -> (BTreeMap<(String, String), u64>, u64) {
+    let mut got = BTreeMap::new();
+    let mut timed = 0;
+    for e in a["endpoints"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no endpoints: {}", brief(a)))
+    {
+        if e["protocol"] != protocol || u(&e["port"]) != u64::from(port) {
+            continue;
+        }
+        for class in ["2xx", "3xx", "4xx", "5xx"] {
+            let n = u(&e["status"][class]);
+            if n > 0 {
+                got.insert(
+                    (e["name"].as_str().unwrap().to_string(), class.to_string()),
+                    n,
+                );
+            }
+        }
+        assert_eq!(u(&e["client_errors"]), u(&e["status"]["4xx"]), "{e}");
+        timed += u(&e["turns"]);
+    }
+    (got, timed)
+}
+
+/// The access log as (method and route template, status class) -> lines:
+/// the h2 format (`$server_protocol $connection $connection_requests
+/// $request_method $uri $status`) or nginx's combined one.
+fn logged(ngx: &Nginx) -> BTreeMap<(String, String), u64> {
+    let mut out = BTreeMap::new();
+    for l in ngx.log() {
+        let (method, uri, status) = if l.starts_with("HTTP/") {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f.len(), 6, "{l}");
+            (f[3].to_string(), f[4].to_string(), f[5].to_string())
+        } else {
+            // 127.0.0.1 - - [date] "GET /a/1 HTTP/1.1" 200 3 "-" "agent"
+            let q: Vec<&str> = l.split('"').collect();
+            let req: Vec<&str> = q[1].split(' ').collect();
+            let status = q[2].split_whitespace().next().unwrap().to_string();
+            (req[0].to_string(), req[1].to_string(), status)
+        };
+        let class = format!("{}xx", &status[..1]);
+        *out.entry((format!("{method} {}", route_template(&uri)), class))
+            .or_default() += 1;
+    }
+    out
+}
+
+/// The TLS section, with its connections and handshake turns checked: a
+/// TLS 1.3 handshake is two turns per connection (the ClientHello's, the
+/// client's ChangeCipherSpec and Finished), none of them a request.
+fn tls_section(a: &Value, conns: u64, read: u64) -> &Value {
+    let t = &a["tls"];
+    assert_eq!(u(&t["connections"]), conns, "{}", brief(a));
+    assert_eq!(u(&t["read_in_plaintext"]), read, "{}", brief(a));
+    assert_eq!(u(&t["state_lost"]), 0, "{}", brief(a));
+    assert_eq!(u(&t["handshake_turns"]), 2 * conns, "{}", brief(a));
+    t
+}
+
+#[test]
+fn tls_h2load_streams_read_in_plaintext_equal_the_access_log_and_all_timed() {
+    let name = "tls_h2_plaintext";
+    if !require_bpf(name) || !require_program("h2load", name) {
+        return;
+    }
+    let Some(ngx) = Nginx::start_tls_server_conf(name, true, LOCATIONS) else {
+        return;
+    };
+    const N: u64 = 3000;
+    let urls: Vec<String> = ["/a/1", "/a/deadbeef99", "/a/x", "/missing"]
+        .iter()
+        .map(|p| ngx.url(p))
+        .collect();
+    let cmd = format!("h2load -n {N} -c 2 -m 8 {}", urls.join(" "));
+    let (rep, summary, _) = profile_pid_with(
+        "tls-h2-run",
+        ngx.child.id(),
+        &["--tls-plaintext", "--no-stacks"],
+        "--load-cmd",
+        &cmd,
+    );
+    let a = &rep["anatomy"];
+    assert_eq!(ngx.logged(N), N);
+    let t = tls_section(a, 2, 2);
+    assert_eq!(t["plaintext_asked"], true, "{}", brief(a));
+    assert!(
+        t["libraries"].as_array().is_some_and(|l| l
+            .iter()
+            .any(|p| p.as_str().unwrap_or("").contains("libssl.so"))),
+        "{t}"
+    );
+    // Every stream a request, every one timed, no turn "multiplexed".
+    let h2 = &a["http2"];
+    assert_eq!(u(&h2["connections"]), 2, "{}", brief(a));
+    assert_eq!(u(&h2["unparsed"]), 0, "{}", brief(a));
+    assert_eq!(u(&h2["streams"]), N, "{}", brief(a));
+    assert_eq!(u(&h2["turns"]), N, "{}", brief(a));
+    assert_eq!(u(&a["requests"]), N, "{}", brief(a));
+    assert_eq!(u(&a["turns"]), N, "{}", brief(a));
+    assert_eq!(u(&a["multiplexed"]["connections"]), 0, "{}", brief(a));
+    let (got, timed) = rows(a, ngx.port, "http2");
+    assert_eq!(got, logged(&ngx), "{}", brief(a));
+    assert_eq!(timed, N);
+    assert!(summary.contains("read in plaintext"), "{summary}");
+}
+
+#[test]
+fn tls_http1_requests_read_in_plaintext_equal_the_access_log_and_all_timed() {
+    let name = "tls_h1_plaintext";
+    if !require_bpf(name) || !require_program("h2load", name) {
+        return;
+    }
+    let Some(ngx) = Nginx::start_tls_server_conf(name, false, LOCATIONS) else {
+        return;
+    };
+    const N: u64 = 2000;
+    let urls: Vec<String> = ["/a/1", "/a/22", "/missing"]
+        .iter()
+        .map(|p| ngx.url(p))
+        .collect();
+    let cmd = format!("h2load --h1 -n {N} -c 2 {}", urls.join(" "));
+    let (rep, _, _) = profile_pid_with(
+        "tls-h1-run",
+        ngx.child.id(),
+        &["--tls-plaintext", "--no-stacks"],
+        "--load-cmd",
+        &cmd,
+    );
+    let a = &rep["anatomy"];
+    assert_eq!(ngx.logged(N), N);
+    tls_section(a, 2, 2);
+    // One request a turn (h2load --h1 waits for each answer): each read
+    // from its plaintext, each timed as its turn.
+    assert_eq!(u(&a["http"]["connections"]), 2, "{}", brief(a));
+    assert_eq!(u(&a["http"]["unparsed"]), 0, "{}", brief(a));
+    assert_eq!(u(&a["http"]["turns"]), N, "{}", brief(a));
+    assert_eq!(u(&a["requests"]), N, "{}", brief(a));
+    assert_eq!(u(&a["turns"]), N, "{}", brief(a));
+    let (got, timed) = rows(a, ngx.port, "http");
+    assert_eq!(got, logged(&ngx), "{}", brief(a));
+    assert_eq!(timed, N);
+}
+
+#[test]
+fn tls_without_plaintext_times_turns_and_reads_no_request() {
+    let name = "tls_no_plaintext";
+    if !require_bpf(name) || !require_program("h2load", name) {
+        return;
+    }
+    let Some(ngx) = Nginx::start_tls_server_conf(name, false, LOCATIONS) else {
+        return;
+    };
+    const N: u64 = 1000;
+    let cmd = format!("h2load --h1 -n {N} -c 2 {}", ngx.url("/a/1"));
+    let (rep, summary, _) = profile_pid_with(
+        "tls-no-plaintext-run",
+        ngx.child.id(),
+        &["--no-stacks"],
+        "--load-cmd",
+        &cmd,
+    );
+    let a = &rep["anatomy"];
+    assert_eq!(ngx.logged(N), N);
+    let t = tls_section(a, 2, 0);
+    assert_eq!(t["plaintext_asked"], false, "{}", brief(a));
+    // Each request is a turn of its own, timed; the handshakes are not
+    // among them; no request is read from ciphertext.
+    assert_eq!(u(&a["turns"]), N, "{}", brief(a));
+    assert!(a.get("requests").is_none(), "{}", brief(a));
+    assert!(a.get("endpoints").is_none(), "{}", brief(a));
+    assert!(summary.contains("--tls-plaintext"), "{summary}");
+}
+
+/// A TLS server of a process that does not use OpenSSL (GnuTLS's
+/// gnutls-serv, answering one request per connection): with
+/// --tls-plaintext its connections are counted as not read, and the
+/// summary says why.
+#[test]
+fn tls_of_another_library_is_counted_as_not_read() {
+    let name = "tls_gnutls_not_read";
+    if !require_bpf(name) || !require_program("gnutls-serv", name) {
+        return;
+    }
+    let dir = scratch(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The certificate nginx's helper makes, borrowed from an https nginx
+    // that is stopped at once.
+    let cert_dir = {
+        let Some(ngx) = Nginx::start_tls_server_conf(&format!("{name}-cert"), false, "") else {
+            return;
+        };
+        ngx.dir.clone()
+    };
+    let port = common::ports::free_tcp();
+    let mut cmd = std::process::Command::new("gnutls-serv");
+    cmd.args(["--http", "-q", "-p", &port.to_string()])
+        .arg("--x509certfile")
+        .arg(cert_dir.join("cert.pem"))
+        .arg("--x509keyfile")
+        .arg(cert_dir.join("key.pem"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let srv = common::Reaped(cmd.spawn().expect("starting gnutls-serv"));
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < end,
+            "gnutls-serv did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    const CONNS: u64 = 5;
+    let client = format!(
+        "import socket, ssl\n\
+         ctx = ssl.create_default_context()\n\
+         ctx.check_hostname = False\n\
+         ctx.verify_mode = ssl.CERT_NONE\n\
+         for _ in range({CONNS}):\n\
+         \x20   with ctx.wrap_socket(socket.create_connection(('127.0.0.1', {port}))) as s:\n\
+         \x20       s.sendall(b'GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n')\n\
+         \x20       while s.recv(65536):\n\
+         \x20           pass\n"
+    );
+    let script = dir.join("client.py");
+    std::fs::write(&script, client).unwrap();
+    let load = format!("python3 {}", script.display());
+    let (rep, summary, _) = profile_pid_with(
+        "tls-gnutls-run",
+        srv.0.id(),
+        &["--tls-plaintext", "--no-stacks"],
+        "--load-cmd",
+        &load,
+    );
+    let a = &rep["anatomy"];
+    let t = &a["tls"];
+    assert_eq!(u(&t["connections"]), CONNS, "{}", brief(a));
+    assert_eq!(u(&t["read_in_plaintext"]), 0, "{}", brief(a));
+    assert!(a.get("endpoints").is_none(), "{}", brief(a));
+    assert!(summary.contains("not read"), "{summary}");
+}
