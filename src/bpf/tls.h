@@ -50,14 +50,21 @@ struct {
 	__type(value, __u64);
 } tls_ssl SEC(".maps");
 
-/* Does the read of ret bytes at ubuf begin a TLS handshake record? */
-static __always_inline bool tls_hello(__u64 ubuf, int ret)
+/* Does the read of ret bytes at ubuf begin a TLS record: 1, a handshake
+ * record (a ClientHello, on a connection's first read); 2, application
+ * data, an alert or a ChangeCipherSpec (a connection whose handshake
+ * came before the window); else 0. */
+static __always_inline int tls_record(__u64 ubuf, int ret)
 {
 	__u8 b[3];
 
 	if (!ubuf || ret < 5 || bpf_probe_read_user(b, sizeof(b), (void *)ubuf))
-		return false;
-	return b[0] == 0x16 && b[1] == 3 && b[2] <= 4;
+		return 0;
+	if (b[1] != 3 || b[2] > 4)
+		return 0;
+	if (b[0] == 0x16)
+		return 1;
+	return b[0] == 0x17 || b[0] == 0x15 || b[0] == 0x14 ? 2 : 0;
 }
 
 /* Does the record at ubuf (a turn's first read on a TLS connection)
@@ -73,15 +80,17 @@ static __always_inline bool tls_handshake_record(__u64 ubuf)
 	return b == 0x16 || b == 0x14;
 }
 
-/* The connection's first read began a TLS handshake: counted, and
- * either left to turns only or (--tls-plaintext) given its state in
- * tls_conns, where its plaintext's first read will find its protocol. */
-static __always_inline void tls_begin(struct ss_anat_conn *c)
+/* The connection's first read began a TLS record (`hello`: its
+ * handshake's): counted, and either left to turns only or
+ * (--tls-plaintext) given its state in tls_conns, where its plaintext's
+ * first read will find its protocol (on a connection whose handshake came
+ * before the window, if that read begins a request). */
+static __always_inline void tls_begin(struct ss_anat_conn *c, bool hello)
 {
 	__u64 key = c->sk;
 
 	count(SS_CNT_TLS_CONNS);
-	c->flags |= SS_CONN_CIPHER | SS_CONN_HANDSHAKE;
+	c->flags |= SS_CONN_CIPHER | (hello ? SS_CONN_HANDSHAKE : 0);
 	c->rproto = SS_RESP_OFF;
 	if (!tls_plaintext)
 		return;

@@ -315,11 +315,11 @@ static __always_inline int wire_read(const struct sock *sk, struct ss_anat_conn 
 			/* Its first word tells (mc_name_end). */
 			c->rproto = SS_RESP_PROBE;
 			mc_line_reset(c);
-		} else if (first == 0x16 && !tls && c->wire == SS_WIRE_NONE &&
+		} else if (first >= 0x14 && first <= 0x17 && !tls && c->wire == SS_WIRE_NONE &&
 			   c->rproto == SS_RESP_UNKNOWN && c->proto == PROTO_TCP &&
-			   tls_hello(ubuf, ret)) {
-			/* A TLS handshake (tls.h): the bytes are ciphertext. */
-			tls_begin(c);
+			   (r = tls_record(ubuf, ret))) {
+			/* TLS (tls.h): the bytes are ciphertext. */
+			tls_begin(c, r == 1);
 			return 0;
 		} else if (first == 0x80 && c->wire == SS_WIRE_NONE) {
 			/* memcached's binary protocol: not parsed. */

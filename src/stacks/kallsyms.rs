@@ -47,6 +47,13 @@ pub const SOCKSCOPE_PROGS: &[&str] = &[
     "ss_recv",
     "ss_send",
     "ss_sock_state",
+    "ss_ssl_read",
+    "ss_ssl_read_ex",
+    "ss_ssl_read_ex_",
+    "ss_ssl_read_ret",
+    "ss_ssl_write",
+    "ss_ssl_write_ex",
+    "ss_ssl_write_re",
     "ss_switch",
     "ss_sys_enter",
     "ss_sys_exit",
@@ -433,7 +440,10 @@ mod tests {
                     continue;
                 }
                 let def = lines.next().unwrap();
-                let name = match def.split_once("BPF_PROG(") {
+                let wrapped = ["BPF_PROG(", "BPF_UPROBE(", "BPF_URETPROBE("]
+                    .iter()
+                    .find_map(|w| def.split_once(w));
+                let name = match wrapped {
                     Some((_, r)) => r.split(',').next().unwrap(),
                     None => def.split('(').next().unwrap().rsplit(' ').next().unwrap(),
                 };
