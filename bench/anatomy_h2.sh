@@ -10,7 +10,16 @@
 # programs' time per stream as the kernel's statistics give it
 # (`anatomy.cost`: all programs, in any context, over the timed streams).
 #
-#   bench/anatomy_h2.sh [REQUESTS]      (default 60000; ROUNDS=3)
+# TLS=1 (bench/anatomy_tls.sh): what reading TLS plaintext costs
+# (docs/benchmarks.md, "TLS plaintext"): nginx speaks https (TLS 1.3),
+# h2load drives HTTP/1.1 (`--h1`, one request in flight per connection)
+# and HTTP/2 (ALPN h2, 8 streams in flight), and the modes are "base",
+# "turns" (`trace --requests-only` without --tls-plaintext: TLS turns
+# timed, requests not read) and "plaintext" (with it: uprobes on nginx's
+# SSL_read/SSL_write, whose traps are in nginx's CPU, their programs'
+# time in `anatomy.cost`).
+#
+#   bench/anatomy_h2.sh [REQUESTS]      (default 60000; ROUNDS=3; TLS=1)
 #
 # Only loopback is used. Every process started here is stopped on exit.
 set -euo pipefail
@@ -18,15 +27,21 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 N=${1:-60000}
 ROUNDS=${ROUNDS:-3}
+TLS=${TLS:-0}
+if [ "$TLS" = 1 ]; then
+  NAME=anatomy_tls SCHEME=https LISTEN="ssl http2" MODES="base turns plaintext" LOADS="h1 h2"
+else
+  NAME=anatomy_h2 SCHEME=http LISTEN=http2 MODES="base sockets" LOADS="1 8"
+fi
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 BIN=${SOCKSCOPE:-target/release/sockscope}
-OUT=target/bench/anatomy_h2
+OUT=target/bench/$NAME
 rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-[ -x "$BIN" ] || { echo "bench/anatomy_h2.sh: build first ($BIN missing)" >&2; exit 1; }
-[ -x "$NGINX_BIN" ] || { echo "bench/anatomy_h2.sh: nginx missing at $NGINX_BIN (make deps)" >&2; exit 1; }
-command -v h2load >/dev/null || { echo "bench/anatomy_h2.sh: h2load missing (make deps)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "bench/$NAME.sh: build first ($BIN missing)" >&2; exit 1; }
+[ -x "$NGINX_BIN" ] || { echo "bench/$NAME.sh: nginx missing at $NGINX_BIN (make deps)" >&2; exit 1; }
+command -v h2load >/dev/null || { echo "bench/$NAME.sh: h2load missing (make deps)" >&2; exit 1; }
 
 MASTER=
 TRACER=
@@ -46,6 +61,12 @@ trap cleanup EXIT
 NGX=$OUT/nginx
 mkdir -p "$NGX/logs" "$NGX/tmp"
 PORT=$(free_port)
+SSL=
+if [ "$TLS" = 1 ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+    -keyout "$NGX/key.pem" -out "$NGX/cert.pem" >/dev/null 2>&1
+  SSL="ssl_certificate $NGX/cert.pem; ssl_certificate_key $NGX/key.pem; ssl_protocols TLSv1.3;"
+fi
 cat >"$NGX/nginx.conf" <<EOF
 worker_processes 1;
 pid $NGX/nginx.pid;
@@ -61,7 +82,8 @@ http {
   uwsgi_temp_path $NGX/tmp;
   scgi_temp_path $NGX/tmp;
   server {
-    listen 127.0.0.1:$PORT http2;
+    listen 127.0.0.1:$PORT $LISTEN;
+    $SSL
     location / { return 200 "ok\n"; }
   }
 }
@@ -69,7 +91,7 @@ EOF
 "$NGINX_BIN" -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' 2>/dev/null &
 MASTER=$!
 for _ in $(seq 100); do
-  h2load -n 1 -c 1 "http://127.0.0.1:$PORT/" >/dev/null 2>&1 && break
+  h2load -n 1 -c 1 "$SCHEME://127.0.0.1:$PORT/" >/dev/null 2>&1 && break
   sleep 0.05
 done
 NGINX_PIDS=("$MASTER" $(pgrep -P "$MASTER"))
@@ -77,26 +99,30 @@ HZ=$(getconf CLK_TCK)
 
 echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $N requests per run over 2 connections, $ROUNDS rounds; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| round | streams | mode | req/s | nginx CPU us/req | sockscope CPU us/req | programs ns/stream | timed / requests |"
+echo "| round | load | mode | req/s | nginx CPU us/req | sockscope CPU us/req | programs ns/request | timed / requests |"
 echo "|---:|---:|---|---:|---:|---:|---:|---:|"
 
 run() {
   local mode=$1 m=$2 round=$3
   local json=$OUT/$mode-$m-$round.json cpu_file=$OUT/$mode-$m-$round.cpu
-  if [ "$mode" = sockets ]; then
-    "$BIN" trace --requests-only -q -p "$MASTER" --duration 600 --json "$json" \
+  local flags=() load=(-m "$m")
+  [ "$mode" != plaintext ] || flags=(--tls-plaintext)
+  [ "$m" != h1 ] || load=(--h1)
+  [ "$m" != h2 ] || load=(-m 8)
+  if [ "$mode" != base ]; then
+    "$BIN" trace --requests-only -q -p "$MASTER" --duration 600 --json "$json" "${flags[@]}" \
       >"$OUT/$mode-$m-$round.log" 2>&1 &
     TRACER=$!
     sleep 2
   fi
   local t0 t1 s0=0
   t0=$(proc_ticks "${NGINX_PIDS[@]}")
-  [ "$mode" != sockets ] || s0=$(proc_ticks "$TRACER")
+  [ "$mode" = base ] || s0=$(proc_ticks "$TRACER")
   local rps
-  rps=$(h2load -n "$N" -c 2 -m "$m" "http://127.0.0.1:$PORT/" | awk '/^finished in/ {print $4}')
+  rps=$(h2load -n "$N" -c 2 "${load[@]}" "$SCHEME://127.0.0.1:$PORT/" | awk '/^finished in/ {print $4}')
   t1=$(proc_ticks "${NGINX_PIDS[@]}")
   local own="-" progs="-" timed="-"
-  if [ "$mode" = sockets ]; then
+  if [ "$mode" != base ]; then
     # sockscope's own CPU while the load ran (its threads included).
     echo $(($(proc_ticks "$TRACER") - s0)) >"$cpu_file"
     kill -INT "$TRACER"
@@ -119,8 +145,9 @@ PY
 }
 
 for round in $(seq "$ROUNDS"); do
-  for m in 1 8; do
-    run base "$m" "$round"
-    run sockets "$m" "$round"
+  for m in $LOADS; do
+    for mode in $MODES; do
+      run "$mode" "$m" "$round"
+    done
   done
 done

@@ -85,30 +85,52 @@ fn tls_section(a: &Value, conns: u64, read: u64) -> &Value {
     t
 }
 
-#[test]
-fn tls_h2load_streams_read_in_plaintext_equal_the_access_log_and_all_timed() {
-    let name = "tls_h2_plaintext";
+/// An https nginx (ALPN h2 with `http2`) profiled under `h2load -n N -c 2
+/// ARGS` over `paths`, with `flags`: nginx (for its log, all N requests
+/// logged), the run's anatomy and its summary; None when a peer is
+/// missing (a printed skip outside CI).
+fn nginx_under_h2load(
+    name: &str,
+    http2: bool,
+    n: u64,
+    paths: &[&str],
+    args: &str,
+    flags: &[&str],
+) -> Option<(Nginx, Value, String)> {
     if !require_bpf(name) || !require_program("h2load", name) {
-        return;
+        return None;
     }
-    let Some(ngx) = Nginx::start_tls_server_conf(name, true, LOCATIONS) else {
-        return;
-    };
-    const N: u64 = 3000;
-    let urls: Vec<String> = ["/a/1", "/a/deadbeef99", "/a/x", "/missing"]
-        .iter()
-        .map(|p| ngx.url(p))
-        .collect();
-    let cmd = format!("h2load -n {N} -c 2 -m 8 {}", urls.join(" "));
+    let ngx = Nginx::start_tls_server_conf(name, http2, LOCATIONS)?;
+    let urls: Vec<String> = paths.iter().map(|p| ngx.url(p)).collect();
+    let cmd = format!("h2load -n {n} -c 2 {args} {}", urls.join(" "));
+    let mut all = vec!["--no-stacks"];
+    all.extend_from_slice(flags);
     let (rep, summary, _) = profile_pid_with(
-        "tls-h2-run",
+        &format!("{name}-run"),
         ngx.child.id(),
-        &["--tls-plaintext", "--no-stacks"],
+        &all,
         "--load-cmd",
         &cmd,
     );
-    let a = &rep["anatomy"];
-    assert_eq!(ngx.logged(N), N);
+    assert_eq!(ngx.logged(n), n);
+    Some((ngx, rep["anatomy"].clone(), summary))
+}
+
+#[test]
+fn tls_h2load_streams_read_in_plaintext_equal_the_access_log_and_all_timed() {
+    const N: u64 = 3000;
+    let paths = ["/a/1", "/a/deadbeef99", "/a/x", "/missing"];
+    let Some((ngx, a, summary)) = nginx_under_h2load(
+        "tls_h2_plaintext",
+        true,
+        N,
+        &paths,
+        "-m 8",
+        &["--tls-plaintext"],
+    ) else {
+        return;
+    };
+    let a = &a;
     let t = tls_section(a, 2, 2);
     assert_eq!(t["plaintext_asked"], true, "{}", brief(a));
     assert!(
@@ -134,28 +156,19 @@ fn tls_h2load_streams_read_in_plaintext_equal_the_access_log_and_all_timed() {
 
 #[test]
 fn tls_http1_requests_read_in_plaintext_equal_the_access_log_and_all_timed() {
-    let name = "tls_h1_plaintext";
-    if !require_bpf(name) || !require_program("h2load", name) {
-        return;
-    }
-    let Some(ngx) = Nginx::start_tls_server_conf(name, false, LOCATIONS) else {
+    const N: u64 = 2000;
+    let paths = ["/a/1", "/a/22", "/missing"];
+    let Some((ngx, a, _)) = nginx_under_h2load(
+        "tls_h1_plaintext",
+        false,
+        N,
+        &paths,
+        "--h1",
+        &["--tls-plaintext"],
+    ) else {
         return;
     };
-    const N: u64 = 2000;
-    let urls: Vec<String> = ["/a/1", "/a/22", "/missing"]
-        .iter()
-        .map(|p| ngx.url(p))
-        .collect();
-    let cmd = format!("h2load --h1 -n {N} -c 2 {}", urls.join(" "));
-    let (rep, _, _) = profile_pid_with(
-        "tls-h1-run",
-        ngx.child.id(),
-        &["--tls-plaintext", "--no-stacks"],
-        "--load-cmd",
-        &cmd,
-    );
-    let a = &rep["anatomy"];
-    assert_eq!(ngx.logged(N), N);
+    let a = &a;
     tls_section(a, 2, 2);
     // One request a turn (h2load --h1 waits for each answer): each read
     // from its plaintext, each timed as its turn.
@@ -171,24 +184,13 @@ fn tls_http1_requests_read_in_plaintext_equal_the_access_log_and_all_timed() {
 
 #[test]
 fn tls_without_plaintext_times_turns_and_reads_no_request() {
-    let name = "tls_no_plaintext";
-    if !require_bpf(name) || !require_program("h2load", name) {
-        return;
-    }
-    let Some(ngx) = Nginx::start_tls_server_conf(name, false, LOCATIONS) else {
+    const N: u64 = 1000;
+    let Some((_ngx, a, summary)) =
+        nginx_under_h2load("tls_no_plaintext", false, N, &["/a/1"], "--h1", &[])
+    else {
         return;
     };
-    const N: u64 = 1000;
-    let cmd = format!("h2load --h1 -n {N} -c 2 {}", ngx.url("/a/1"));
-    let (rep, summary, _) = profile_pid_with(
-        "tls-no-plaintext-run",
-        ngx.child.id(),
-        &["--no-stacks"],
-        "--load-cmd",
-        &cmd,
-    );
-    let a = &rep["anatomy"];
-    assert_eq!(ngx.logged(N), N);
+    let a = &a;
     let t = tls_section(a, 2, 0);
     assert_eq!(t["plaintext_asked"], false, "{}", brief(a));
     // Each request is a turn of its own, timed; the handshakes are not

@@ -494,6 +494,7 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 		/* A TLS handshake's flight and its answer: no request. */
 		count(SS_CNT_TLS_HANDSHAKES);
 		turn_reset(c);
+		c->flags |= SS_CONN_HS_TAIL;
 		return;
 	}
 	if (c->flags & SS_CONN_MULTIPLEXED) {
@@ -780,6 +781,7 @@ static __always_inline void first_read(struct ss_anat_conn *c, const struct sock
 	c->reader = (__u64)task;
 	c->seq_mark = write_seq_of(sk);
 	c->state = SS_TURN_SERVING;
+	c->flags &= ~SS_CONN_HS_TAIL;
 	if ((c->flags & SS_CONN_CIPHER) && tls_handshake_record(wire_syscall_buf(1, 0)))
 		c->flags |= SS_CONN_HANDSHAKE;
 }
@@ -917,6 +919,19 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 			first_read(c, sk, now);
 			break;
 		}
+		if (c->flags & SS_CONN_HANDSHAKE) {
+			/* TLS: the client's first request came with (or right
+			 * behind) its handshake's last flight, before the
+			 * server's answer to it (TLS 1.3's session tickets):
+			 * no pipelining. It is timed from that flight's
+			 * arrival, the earliest it can have come at (its
+			 * queue wait an upper bound). */
+			arrival = c->arrival;
+			turn_close(c);
+			c->arrival = arrival;
+			first_read(c, sk, now);
+			break;
+		}
 		/* This data was waiting before the response began: the
 		 * connection carries the next request behind this one. It
 		 * is still a request of its own: the answered turn ends
@@ -1018,10 +1033,10 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 		 * answers an earlier one; on a connection never read yet it
 		 * answers none (a greeting: an HTTP/2 server's SETTINGS, sent
 		 * as the client's preface arrives). */
-		if (c->reader)
+		if (c->reader && !(c->flags & SS_CONN_HS_TAIL))
 			mark_multiplexed(c);
 		else
-			count(SS_CNT_UNSOLICITED);
+			count(SS_CNT_UNSOLICITED);  /* or the rest of a TLS handshake's */
 		break;
 	case SS_TURN_SERVING:
 		c->first_write = now;

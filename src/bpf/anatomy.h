@@ -52,6 +52,9 @@ enum ss_anat_conn_flags {
 	SS_CONN_HANDSHAKE = 32768, /* TLS: this turn's first read began a
 				    * handshake record (or a ChangeCipherSpec):
 				    * no request */
+	SS_CONN_HS_TAIL = 65536, /* TLS: the last turn was a handshake's; a write
+				  * before the next read is still its (TLS 1.3's
+				  * session tickets, written in parts) */
 };
 
 enum ss_anat_limits {

@@ -229,6 +229,11 @@ pub fn parse_table(text: &str) -> Vec<Row> {
 fn parse_addr(s: &str) -> Option<SocketAddr> {
     let (addr, port) = s.split_once(':')?;
     let port = u16::from_str_radix(port, 16).ok()?;
+    // Hex digits only: the words below are sliced by byte (a mutated
+    // table's multi-byte character would fall across a boundary).
+    if !addr.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
     let ip = match addr.len() {
         8 => IpAddr::V4(Ipv4Addr::from(
             u32::from_str_radix(addr, 16).ok()?.to_ne_bytes(),
@@ -514,6 +519,16 @@ mod tests {
             );
         }
         t
+    }
+
+    #[test]
+    fn an_address_with_a_multibyte_character_is_refused() {
+        // 32 bytes, a 3-byte character across a word's boundary.
+        assert_eq!(
+            parse_addr("4F4DADF5B798B3\u{fffd}843CD783377FF66:0050"),
+            None
+        );
+        assert_eq!(parse_addr("0100007\u{e9}:0050"), None);
     }
 
     proptest! {
