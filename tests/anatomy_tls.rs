@@ -4,8 +4,10 @@
 //! https nginx under h2load gives the same per-route and per-status counts
 //! as plain text, every HTTP/2 stream and every HTTP/1.1 request timed;
 //! without it a TLS connection's requests are timed as turns and not
-//! read, its handshake turns left out; and a server whose TLS is not
-//! OpenSSL's (GnuTLS's gnutls-serv) is counted as not read.
+//! read, its handshake turns left out; redis-server over TLS under
+//! `redis-benchmark --tls -P 16` gives INFO commandstats' calls per
+//! command; and a server whose TLS is not OpenSSL's (GnuTLS's
+//! gnutls-serv) is counted as not read.
 
 use crate::common;
 
@@ -213,14 +215,8 @@ fn tls_of_another_library_is_counted_as_not_read() {
     }
     let dir = scratch(name);
     std::fs::create_dir_all(&dir).unwrap();
-    // The certificate nginx's helper makes, borrowed from an https nginx
-    // that is stopped at once.
-    let cert_dir = {
-        let Some(ngx) = Nginx::start_tls_server_conf(&format!("{name}-cert"), false, "") else {
-            return;
-        };
-        ngx.dir.clone()
-    };
+    common::nginx::self_signed_cert(&dir);
+    let cert_dir = dir.clone();
     let port = common::ports::free_tcp();
     let mut cmd = std::process::Command::new("gnutls-serv");
     cmd.args(["--http", "-q", "-p", &port.to_string()])
@@ -268,4 +264,67 @@ fn tls_of_another_library_is_counted_as_not_read() {
     assert_eq!(u(&t["read_in_plaintext"]), 0, "{}", brief(a));
     assert!(a.get("endpoints").is_none(), "{}", brief(a));
     assert!(summary.contains("not read"), "{summary}");
+}
+
+/// redis-server with a TLS port, under `redis-benchmark --tls -P 16`:
+/// each command of each pipelined batch read from the plaintext, per
+/// command exactly INFO commandstats' calls.
+#[test]
+fn tls_redis_pipelines_read_in_plaintext_equal_commandstats() {
+    let name = "tls_redis_plaintext";
+    if !require_bpf(name) || !require_program("redis-benchmark", name) {
+        return;
+    }
+    let dir = scratch(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    common::nginx::self_signed_cert(&dir);
+    let tls_port = common::ports::free_tcp().to_string();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let extra = [
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-key-file",
+        key.to_str().unwrap(),
+        "--tls-ca-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-auth-clients",
+        "no",
+    ];
+    let Some(redis) = common::redis::Redis::start_with(name, &extra, None) else {
+        return;
+    };
+    const N: u64 = 4000;
+    let load = format!(
+        "redis-benchmark --tls --insecure -h 127.0.0.1 -p {tls_port} -c 4 -n {N} -P 16 \
+         -t get,set -q"
+    );
+    let (rep, _, _) = profile_pid_with(
+        &format!("{name}-run"),
+        redis.pid(),
+        &["--tls-plaintext", "--no-stacks", "--requests-only"],
+        "--load-cmd",
+        &load,
+    );
+    let a = &rep["anatomy"];
+    let t = &a["tls"];
+    assert_eq!(
+        u(&t["read_in_plaintext"]),
+        u(&t["connections"]),
+        "{}",
+        brief(a)
+    );
+    assert!(u(&t["connections"]) >= 4, "{}", brief(a));
+    let mut got = BTreeMap::new();
+    for e in a["endpoints"].as_array().unwrap() {
+        if e["protocol"] == "resp" {
+            got.insert(e["name"].as_str().unwrap().to_string(), u(&e["count"]));
+        }
+    }
+    for cmd in ["GET", "SET"] {
+        let calls = redis.calls(&cmd.to_lowercase());
+        assert_eq!(calls, N, "{cmd}");
+        assert_eq!(got.get(cmd), Some(&calls), "{}", brief(a));
+    }
 }

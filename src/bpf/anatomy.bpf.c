@@ -57,6 +57,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define MSG_PEEK 2
 #define TCP_ESTABLISHED 1
 #define TCP_LISTEN 10
+#define TCP_CLOSE_WAIT 8
 #define PROTO_TCP 6
 #define PROTO_UDP 17
 #define AF_UNIX 1
@@ -1162,9 +1163,15 @@ static __always_inline bool state_work(const struct sock *sk, int oldstate, int 
 		register_port(sk);
 		return true;
 	}
-	if (oldstate != TCP_ESTABLISHED)
+	/* The connection is closing: the peer closed (ESTABLISHED ->
+	 * CLOSE_WAIT), or we did, first (-> FIN_WAIT1) or after it
+	 * (CLOSE_WAIT -> LAST_ACK: the server closed without reading the
+	 * peer's end of file, as nginx does after keepalive_requests; the
+	 * socket is then held by no process, so the end-of-window walk of
+	 * the processes' files would not find its turn either). A turn
+	 * answered is over. */
+	if (oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT)
 		return false;
-	/* The connection is closing: a turn answered is over. */
 	c = conn_of(sk, false);
 	if (!c)
 		return false;

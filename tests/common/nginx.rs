@@ -21,6 +21,28 @@ pub struct Nginx {
     pub unix: Option<PathBuf>,
 }
 
+/// A self-signed certificate for localhost and 127.0.0.1 and its key,
+/// made by openssl at DIR/cert.pem and DIR/key.pem.
+pub fn self_signed_cert(dir: &std::path::Path) {
+    let st = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        // webpki refuses a CA certificate as the server's own.
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("running openssl (apt-get install openssl)");
+    assert!(st.success(), "openssl req failed");
+}
+
 fn nginx_binary() -> Option<PathBuf> {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -117,23 +139,7 @@ impl Nginx {
         };
         let log_as = if http2 { " h2" } else { "" };
         let ssl = if tls {
-            let st = Command::new("openssl")
-                .args([
-                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                ])
-                .args(["-subj", "/CN=localhost"])
-                .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-                // webpki refuses a CA certificate as the server's own.
-                .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-                .arg("-keyout")
-                .arg(dir.join("key.pem"))
-                .arg("-out")
-                .arg(dir.join("cert.pem"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("running openssl (apt-get install openssl)");
-            assert!(st.success(), "openssl req failed");
+            self_signed_cert(&dir);
             format!(
                 " ssl;\n    ssl_certificate {d}/cert.pem;\n    ssl_certificate_key {d}/key.pem",
                 d = dir.display()
