@@ -140,7 +140,7 @@ pub struct ProfileArgs {
 
     /// Read the requests of TLS connections from their plaintext, through
     /// uprobes on the target's OpenSSL (libssl: SSL_read, SSL_write and
-    /// their _ex forms). Costs the target a few microseconds per call;
+    /// their _ex forms). Costs the target tens of microseconds per request;
     /// see docs/anatomy.md. Without it a TLS connection's turns are timed
     /// and its requests not read.
     #[arg(long, conflicts_with = "no_requests")]
