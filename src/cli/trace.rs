@@ -122,7 +122,7 @@ pub struct TraceArgs {
     /// With --requests or --requests-only: read the requests of TLS
     /// connections from their plaintext, through uprobes on the target's
     /// OpenSSL (libssl: SSL_read, SSL_write and their _ex forms). Costs the
-    /// target a few microseconds per call; see docs/anatomy.md.
+    /// target tens of microseconds per request; see docs/anatomy.md.
     #[arg(long)]
     pub tls_plaintext: bool,
 
