@@ -10,7 +10,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::anatomy::{brief, profile_pid, route_template, u};
+use common::anatomy::{add_status_classes, brief, profile_pid, route_template, u};
 use common::nginx::Nginx;
 use common::pyserver::{GRPC_SERVER, PyServer};
 use common::*;
@@ -94,12 +94,7 @@ fn h2load_streams_are_requests_named_and_classed_as_nginx_logged_them_and_all_ti
     let mut got = BTreeMap::new();
     let mut timed = 0;
     for (name, e) in &rows {
-        for class in ["2xx", "3xx", "4xx", "5xx"] {
-            let n = u(&e["status"][class]);
-            if n > 0 {
-                got.insert((name.clone(), class.to_string()), n);
-            }
-        }
+        add_status_classes(&mut got, name, e);
         assert_eq!(u(&e["errors"]), u(&e["status"]["5xx"]), "{e}");
         assert_eq!(u(&e["client_errors"]), u(&e["status"]["4xx"]), "{e}");
         assert_eq!(u(&e["count"]), u(&e["turns"]), "{e}");

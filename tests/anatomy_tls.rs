@@ -13,7 +13,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::anatomy::{brief, profile_pid_with, route_template, u};
+use common::anatomy::{add_status_classes, brief, profile_pid_with, route_template, u};
 use common::nginx::Nginx;
 use common::*;
 use serde_json::Value;
@@ -36,15 +36,7 @@ fn rows(a: &Value, port: u16, protocol: &str) -> (BTreeMap<(String, String), u64
         if e["protocol"] != protocol || u(&e["port"]) != u64::from(port) {
             continue;
         }
-        for class in ["2xx", "3xx", "4xx", "5xx"] {
-            let n = u(&e["status"][class]);
-            if n > 0 {
-                got.insert(
-                    (e["name"].as_str().unwrap().to_string(), class.to_string()),
-                    n,
-                );
-            }
-        }
+        add_status_classes(&mut got, e["name"].as_str().unwrap(), e);
         assert_eq!(u(&e["client_errors"]), u(&e["status"]["4xx"]), "{e}");
         timed += u(&e["turns"]);
     }

@@ -1006,7 +1006,9 @@ static __always_inline void tls_write_plain(const struct sock *sk, struct ss_ana
 	if (!t->tls_num || t->tls_num > (1u << 30))
 		return;
 	t->tls_parsed = 1;
-	tls_parse_write(c, h2_of(sk, c), t->tls_buf, t->tls_num, now);
+	/* An HTTP/1 write needs no HTTP/2 state: no lookup on its path. */
+	tls_parse_write(c, c->wire == SS_WIRE_HTTP2 ? h2_of(sk, c) : 0, t->tls_buf, t->tls_num,
+			now);
 }
 
 /* --- a write returns ---------------------------------------------------- */

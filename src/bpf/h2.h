@@ -588,26 +588,58 @@ static __always_inline void h2_ready(const struct sock *sk, struct ss_anat_conn 
 	h->atail++;
 }
 
+/* A read's marks (now): its time, the thread's run-queue wait before it,
+ * run_delay, the task. */
+static __always_inline void h2_read_marks(struct ss_h2_conn *h, __u64 now)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 rd = run_delay_of(task);
+	struct ss_anat_thread *t = thread_here(task, rd);
+
+	h->now = now;
+	h->wait = waited_since_mark(t, rd);
+	h->rdelay = rd;
+	h->task = (__u64)task;
+}
+
+/* A write's marks (now): its time, run_delay, the task (the thread's wait
+ * before it belongs to the stream's send). */
+static __always_inline void h2_write_marks(struct ss_h2_conn *h, __u64 now)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 rd = run_delay_of(task);
+
+	waited_since_mark(bpf_task_storage_get(&threads, task, 0, 0), rd);
+	h->wnow = now;
+	h->wrdelay = rd;
+	h->wtask = (__u64)task;
+}
+
+/* TCP: arrivals whose bytes are all read (up to copied_seq) are dropped. */
+static __always_inline void h2_drop_arrivals(struct ss_h2_conn *h, __u32 copied)
+{
+	__u32 k;
+
+	for (k = 0; k < SS_H2_ARRIVALS; k++) {
+		if (h->ahead == h->atail ||
+		    (__s32)(h->aseq[h->ahead & (SS_H2_ARRIVALS - 1)] - copied) > 0)
+			break;
+		h->ahead++;
+	}
+}
+
 /* A read of ret bytes on an HTTP/2 connection. */
 static __always_inline void h2_read(const struct sock *sk, struct ss_anat_conn *c, int ret,
 				    __u64 now)
 {
 	struct ss_h2_conn *h = h2_of(sk, c);
-	struct task_struct *task;
-	struct ss_anat_thread *t;
 	struct tcp_sock *tp;
-	__u32 copied = 0, k;
-	__u64 rd, ubuf;
+	__u32 copied = 0;
+	__u64 ubuf;
 
 	if (!h)
 		return;
-	task = bpf_get_current_task_btf();
-	rd = run_delay_of(task);
-	t = thread_here(task, rd);
-	h->now = now;
-	h->wait = waited_since_mark(t, rd);
-	h->rdelay = rd;
-	h->task = (__u64)task;
+	h2_read_marks(h, now);
 	h->fallback = 0;
 	if (c->proto == SS_ANAT_PROTO_UNIX) {
 		h->fallback = h->unix_arrival ? h->unix_arrival : now;
@@ -622,15 +654,8 @@ static __always_inline void h2_read(const struct sock *sk, struct ss_anat_conn *
 	ubuf = wire_syscall_buf(ret, 0);
 	h->base = 0;
 	h2_walked(c, h, ubuf ? h2_walk(c, h, 0, ubuf, ret) : -1);
-	/* Arrivals whose bytes are all read are dropped. */
-	if (c->proto != SS_ANAT_PROTO_UNIX) {
-		for (k = 0; k < SS_H2_ARRIVALS; k++) {
-			if (h->ahead == h->atail ||
-			    (__s32)(h->aseq[h->ahead & (SS_H2_ARRIVALS - 1)] - copied) > 0)
-				break;
-			h->ahead++;
-		}
-	}
+	if (c->proto != SS_ANAT_PROTO_UNIX)
+		h2_drop_arrivals(h, copied);
 }
 
 /* A write of ret bytes on an HTTP/2 connection: its frames, from the
@@ -642,23 +667,17 @@ static __always_inline void h2_write(const struct sock *sk, struct ss_anat_conn 
 #if defined(__TARGET_ARCH_x86)
 	struct ss_h2_conn *h = h2_of(sk, c);
 	struct task_struct *task;
-	struct ss_anat_thread *t;
 	struct pt_regs *regs;
 	struct user_msghdr m;
 	struct iovec iov;
-	__u64 left = ret, base = 0, piov = 0, niov = 1, l, rd;
+	__u64 left = ret, base = 0, piov = 0, niov = 1, l;
 	long nr;
 	int j, r;
 
 	if (!h)
 		return;
+	h2_write_marks(h, now);
 	task = bpf_get_current_task_btf();
-	rd = run_delay_of(task);
-	t = bpf_task_storage_get(&threads, task, 0, 0);
-	waited_since_mark(t, rd);
-	h->wnow = now;
-	h->wrdelay = rd;
-	h->wtask = (__u64)task;
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	if (!regs || (task->thread_info.status & TS_COMPAT)) {
 		h2_give_up(c, h, true);
@@ -719,7 +738,7 @@ static __always_inline void h2_tls_read(const struct sock *sk, struct ss_anat_co
 {
 	struct ss_h2_conn *h = h2_of(sk, c);
 	struct tcp_sock *tp;
-	__u32 copied, k;
+	__u32 copied;
 
 	if (!h)
 		return;
@@ -729,12 +748,7 @@ static __always_inline void h2_tls_read(const struct sock *sk, struct ss_anat_co
 	copied = tp->copied_seq;
 	h->fallback = 0;
 	h->tls_arrival = h2_arrival_of(h, copied - (__u32)ret);
-	for (k = 0; k < SS_H2_ARRIVALS; k++) {
-		if (h->ahead == h->atail ||
-		    (__s32)(h->aseq[h->ahead & (SS_H2_ARRIVALS - 1)] - copied) > 0)
-			break;
-		h->ahead++;
-	}
+	h2_drop_arrivals(h, copied);
 }
 
 /* TLS: OpenSSL's read returned n plaintext bytes at ubuf on an HTTP/2
@@ -744,14 +758,7 @@ static __always_inline void h2_tls_read(const struct sock *sk, struct ss_anat_co
 static __always_inline void h2_read_plain(const struct ss_anat_conn *c, struct ss_h2_conn *h,
 					  __u64 n, __u64 now, __u64 ubuf)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 rd = run_delay_of(task);
-	struct ss_anat_thread *t = thread_here(task, rd);
-
-	h->now = now;
-	h->wait = waited_since_mark(t, rd);
-	h->rdelay = rd;
-	h->task = (__u64)task;
+	h2_read_marks(h, now);
 	/* No arrival kept: one after `now` makes h2_begin count the stream's
 	 * arrival unseen and time it from this read. */
 	h->fallback = h->tls_arrival && h->tls_arrival <= now ? h->tls_arrival : now + 1;
@@ -765,15 +772,9 @@ static __always_inline void h2_read_plain(const struct ss_anat_conn *c, struct s
 static __always_inline void h2_write_plain(const struct ss_anat_conn *c, struct ss_h2_conn *h,
 					   __u64 n, __u64 now, __u64 ubuf)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 rd = run_delay_of(task);
-	struct ss_anat_thread *t = bpf_task_storage_get(&threads, task, 0, 0);
 	int r;
 
-	waited_since_mark(t, rd);
-	h->wnow = now;
-	h->wrdelay = rd;
-	h->wtask = (__u64)task;
+	h2_write_marks(h, now);
 	r = h2_walk(c, h, 1, ubuf, n);
 	if (r < 0)
 		h2_walked(c, h, r);

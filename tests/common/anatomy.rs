@@ -92,3 +92,18 @@ pub fn route_template(path: &str) -> String {
         .collect::<Vec<_>>()
         .join("/")
 }
+
+/// An endpoint row's final responses by status class (`2xx`...`5xx`),
+/// the classes it has, added to `got` under (its name, the class).
+pub fn add_status_classes(
+    got: &mut std::collections::BTreeMap<(String, String), u64>,
+    name: &str,
+    e: &Value,
+) {
+    for class in ["2xx", "3xx", "4xx", "5xx"] {
+        let n = u(&e["status"][class]);
+        if n > 0 {
+            got.insert((name.to_string(), class.to_string()), n);
+        }
+    }
+}
