@@ -101,6 +101,7 @@ bench: deps build
 	bench/capacity.sh
 	bench/stacks.sh
 	bench/stacks_perf.sh
+	bench/tail.sh
 	bench/kv.sh
 	bench/evidence.sh
 	bench/udp_rr.sh

@@ -15,6 +15,21 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+/// `s` cut to at most `max` characters, ending in `…` when cut (symbol
+/// names and endpoints are the target's, and can be any length).
+pub fn clip(s: &str, max: usize) -> Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        None => Cow::Borrowed(s),
+        Some(_) => {
+            let end = s
+                .char_indices()
+                .nth(max.saturating_sub(1))
+                .map_or(0, |(i, _)| i);
+            Cow::Owned(format!("{}…", &s[..end]))
+        }
+    }
+}
+
 /// True for what must not reach a terminal as itself: C0 controls, DEL, C1
 /// controls, and the invisible marks that reorder or break lines.
 fn is_unsafe(c: char) -> bool {

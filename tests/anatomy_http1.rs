@@ -132,6 +132,7 @@ fn load_counts_equal_access_log(name: &str, extra: &str, n: u64) -> Option<(Rows
     for text in [&table, &a.to_string()] {
         assert!(!text.contains("s3cr3t"), "a query value was kept: {text}");
     }
+    common::anatomy::assert_tail_section(&rep, &summary);
     let _ = html;
     Some((by_name, a))
 }

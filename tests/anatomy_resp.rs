@@ -134,6 +134,7 @@ fn redis_benchmark_pipelined_commands_equal_info_commandstats() {
         brief(a)
     );
     assert!(summary.contains("(per turn; a pipelined batch is one)"));
+    common::anatomy::assert_tail_section(&rep, &summary);
 }
 
 #[test]

@@ -117,6 +117,8 @@ impl Chain {
             }),
             user_stack: stack,
             syscall: Some(230),
+            turn: 0,
+            span_ns: (0, 0),
         }
     }
 }
@@ -412,6 +414,8 @@ fn kernel_addresses_resolve_to_their_kallsyms_names() {
         user_regs: None,
         user_stack: Vec::new(),
         syscall: None,
+        turn: 0,
+        span_ns: (0, 0),
     };
     let got = Resolver::new().resolve(&s);
     assert_eq!(got.frames.len(), syms.len());
@@ -485,6 +489,8 @@ fn kernel_sample(addrs: Vec<u64>) -> RawSample {
         user_regs: None,
         user_stack: Vec::new(),
         syscall: None,
+        turn: 0,
+        span_ns: (0, 0),
     }
 }
 

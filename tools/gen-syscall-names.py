@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Generates src/trace/syscall_names.rs, the syscall number -> name tables
+"""Generates src/probe/syscall_names.rs, the syscall number -> name tables
 sockscope compiles in (x86_64 and aarch64).
 
 Run from the repository root:
 
-    tools/gen-syscall-names.py > src/trace/syscall_names.rs
+    tools/gen-syscall-names.py > src/probe/syscall_names.rs
     tools/gen-syscall-names.py --check     # exit 1 if the file differs
 
 Sources:
@@ -36,7 +36,7 @@ import sys
 
 X86_HEADER = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
 GENERIC_HEADER = "/usr/include/asm-generic/unistd.h"
-OUT = "src/trace/syscall_names.rs"
+OUT = "src/probe/syscall_names.rs"
 
 # (number, name): calls newer than Linux 6.1's uapi headers, up to 6.18.
 LATER = [

@@ -132,6 +132,10 @@ pub mod count {
     pub const TLS_LOST: usize = C::SS_CNT_TLS_LOST.0 as usize;
     /// TLS handshake turns (no request: not timed).
     pub const TLS_HANDSHAKES: usize = C::SS_CNT_TLS_HANDSHAKES.0 as usize;
+    /// Ends of turns a stack sample fell in, written.
+    pub const TURN_ENDS: usize = C::SS_CNT_TURN_ENDS.0 as usize;
+    /// Of them, the ring buffer had no room for.
+    pub const TURN_ENDS_LOST: usize = C::SS_CNT_TURN_ENDS_LOST.0 as usize;
     /// Connections whose first read began with the HTTP/2 preface.
     pub const H2_CONNS: usize = C::SS_CNT_H2_CONNS.0 as usize;
     /// Of them, given up on (bounds, an unreadable buffer, a lost record).
@@ -179,6 +183,9 @@ pub mod h2 {
     pub const REC_END: u8 = R::SS_H2_REC_END.0 as u8;
     /// A connection ended or is no longer parsed.
     pub const REC_CLOSE: u8 = R::SS_H2_REC_CLOSE.0 as u8;
+    /// A timed turn a stack sample fell in ended (`ss_turn_end`, not
+    /// HTTP/2's: `anatomy::ends`).
+    pub const REC_TURN: u8 = R::SS_H2_REC_TURN.0 as u8;
     /// The target wrote the stream's END_STREAM.
     pub const END_STREAM: u8 = How::SS_H2_END_STREAM.0 as u8;
     /// The target reset the stream.
@@ -250,5 +257,7 @@ unsafe impl Plain for types::ss_h2_head {}
 unsafe impl Plain for types::ss_h2_block {}
 // SAFETY: as above.
 unsafe impl Plain for types::ss_h2_end {}
+// SAFETY: as above.
+unsafe impl Plain for types::ss_turn_end {}
 
 const _: () = assert!(PROG_NAMES.len() == PROGS);

@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::io::Read;
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
 use std::rc::Rc;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -17,6 +18,7 @@ use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBuffe
 
 use super::abi::{AnatomySkel, AnatomySkelBuilder, COUNTS, H1_TEXT, NAME_LEN, PARTS, PROGS, types};
 use super::counts::{Counts, NameCounts, PortTurns, ProgRuns, Transport, Wire};
+use super::ends::{TurnEnds, is_turn_end};
 use super::h2names::H2Names;
 use super::ports::ServedPort;
 use crate::clock::monotonic_ns;
@@ -39,6 +41,9 @@ pub struct Programs<'obj> {
     ring: RingBuffer<'static>,
     /// The HTTP/2 streams' names, decoded from the ring buffer's records.
     h2: Rc<RefCell<H2Names>>,
+    /// The ends of the turns a stack sample fell in (tie_samples), from
+    /// the same ring buffer.
+    ends: Rc<RefCell<TurnEnds>>,
     ncpus: usize,
 }
 
@@ -79,13 +84,17 @@ impl<'obj> Programs<'obj> {
     /// `max_ports` is how many served ports keep their own statistics,
     /// `max_endpoints` how many request names each keeps (the rest are
     /// its "(other)"); `tls_plaintext` readies the TLS connections' state
-    /// and the uprobes on OpenSSL ([`Programs::attach_tls`] attaches them).
+    /// and the uprobes on OpenSSL ([`Programs::attach_tls`] attaches them);
+    /// `tie_samples` keeps each serving thread's turn for the stack
+    /// sampler ([`Programs::threads_map`]) and writes the ends of the turns
+    /// it sampled.
     pub fn load(
         storage: &'obj mut MaybeUninit<OpenObject>,
         scope: &ScopeFilter,
         max_ports: u32,
         max_endpoints: u32,
         tls_plaintext: bool,
+        tie_samples: bool,
     ) -> Result<Self> {
         // CPU wait is the kernel's per-thread run-queue sum; without
         // CONFIG_SCHED_INFO the field is absent and every turn would show
@@ -115,6 +124,7 @@ impl<'obj> Programs<'obj> {
             ro.self_tgid = std::process::id();
             ro.max_endpoints = max_endpoints.max(1);
             ro.tls_plaintext = u32::from(tls_plaintext);
+            ro.tie_samples = u32::from(tie_samples);
             set_scope_globals!(&mut *ro, types::ss_scope_mode, scope.words());
         }
         open.maps
@@ -163,11 +173,17 @@ impl<'obj> Programs<'obj> {
         })?;
         let ncpus = libbpf_rs::num_possible_cpus().context("counting possible CPUs")?;
         let h2 = Rc::new(RefCell::new(H2Names::new(max_endpoints.max(1))));
+        let ends = Rc::new(RefCell::new(TurnEnds::default()));
         let ring = {
             let names = Rc::clone(&h2);
+            let turn_ends = Rc::clone(&ends);
             let mut b = RingBufferBuilder::new();
             b.add(&skel.maps.h2_events, move |bytes: &[u8]| {
-                names.borrow_mut().record(bytes);
+                if is_turn_end(bytes) {
+                    turn_ends.borrow_mut().record(bytes);
+                } else {
+                    names.borrow_mut().record(bytes);
+                }
                 0
             })
             .map_err(|e| failed("opening the HTTP/2 ring buffer", e))?;
@@ -180,8 +196,45 @@ impl<'obj> Programs<'obj> {
             socket_links: Vec::new(),
             ring,
             h2,
+            ends,
             ncpus,
         })
+    }
+
+    /// With `tie_samples`: a timed turn whose server time reaches `ns`
+    /// writes its end whether a sample fell in it or not.
+    pub fn set_tail_floor(&mut self, ns: u64) -> Result<()> {
+        self.bss()?.tail_floor_ns = ns;
+        Ok(())
+    }
+
+    /// A descriptor of the per-thread map (`threads`), for the stack
+    /// sampler to read each serving thread's turn from.
+    pub fn threads_map(&self) -> Result<OwnedFd> {
+        self.skel
+            .maps
+            .threads
+            .as_fd()
+            .try_clone_to_owned()
+            .context("sharing the anatomy's thread map")
+    }
+
+    /// The ends of the sampled turns collected so far, taken (HTTP/1
+    /// names turned into their routes' text).
+    pub fn take_turn_ends(&self) -> Result<TurnEnds> {
+        let mut t = std::mem::take(&mut *self.ends.borrow_mut());
+        let mut routes: std::collections::HashMap<Vec<u8>, Vec<u8>> = Default::default();
+        for e in &mut t.ends {
+            if let Some((super::counts::Wire::Http1, name)) = &mut e.endpoint {
+                if !routes.contains_key(name.as_slice()) {
+                    let mut key = name.clone();
+                    key.resize(NAME_LEN, 0);
+                    routes.insert(name.clone(), self.h1_text(&key)?);
+                }
+                *name = routes[name.as_slice()].clone();
+            }
+        }
+        Ok(t)
     }
 
     /// Reads the HTTP/2 records the programs wrote since the last call

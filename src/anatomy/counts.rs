@@ -441,6 +441,15 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// Ends of turns a stack sample fell in: (written, the ring buffer had
+    /// no room for).
+    pub fn turn_ends(&self) -> (u64, u64) {
+        (
+            self.count[super::abi::count::TURN_ENDS],
+            self.count[super::abi::count::TURN_ENDS_LOST],
+        )
+    }
+
     /// Nothing counted.
     pub fn empty() -> Self {
         Self {

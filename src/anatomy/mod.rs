@@ -23,12 +23,14 @@
 mod abi;
 pub mod bpf;
 pub mod counts;
+pub mod ends;
 pub mod h2names;
 pub mod ports;
 pub mod summary;
 pub mod tls;
 
 use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -52,6 +54,84 @@ pub const DEFAULT_MAX_ENDPOINTS: u32 = 64;
 /// The most `--max-endpoints` takes (the kernel's names map is bounded
 /// whatever is asked: src/anatomy/bpf.rs).
 pub const MAX_ENDPOINTS_LIMIT: u32 = 4096;
+
+/// Where the tail of the requests begins (`--tail`): at a percentile of
+/// the window's server time, or at a given server time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailSpec {
+    /// A percentile in hundredths of a percent: `p99` is 9900.
+    Percentile(u32),
+    /// A server time, ns.
+    At(u64),
+}
+
+impl Default for TailSpec {
+    fn default() -> Self {
+        TailSpec::Percentile(9900)
+    }
+}
+
+impl TailSpec {
+    /// Parses `p99`, `p99.9`, `p90` (a percentile of the window's server
+    /// time) or a duration (`5ms`, `250us`).
+    pub fn parse(s: &str) -> std::result::Result<TailSpec, String> {
+        let t = s.trim();
+        if let Some(p) = t.strip_prefix('p').or_else(|| t.strip_prefix('P')) {
+            let v: f64 = p
+                .parse()
+                .map_err(|_| format!("--tail {s:?}: a percentile is p50..p99.99 (e.g. p99)"))?;
+            if !(50.0..=99.99).contains(&v) {
+                return Err(format!(
+                    "--tail {s:?}: the percentile must be between p50 and p99.99"
+                ));
+            }
+            return Ok(TailSpec::Percentile((v * 100.0).round() as u32));
+        }
+        let d = humantime::parse_duration(t)
+            .map_err(|e| format!("--tail {s:?}: a percentile (p99) or a server time (5ms): {e}"))?;
+        if d.is_zero() || d > Duration::from_secs(3600) {
+            return Err(format!(
+                "--tail {s:?}: the server time must be above 0 and at most 1h"
+            ));
+        }
+        Ok(TailSpec::At(d.as_nanos() as u64))
+    }
+
+    /// How the report names it: `p99`, `p99.9`, or `5ms`.
+    pub fn text(&self) -> String {
+        match self {
+            TailSpec::Percentile(h) => format!("p{}", f64::from(*h) / 100.0),
+            TailSpec::At(ns) => crate::report::units::human_ns(*ns),
+        }
+    }
+
+    /// The server time its ends are written from while the window runs
+    /// (`Programs::set_tail_floor`), given the window's histogram so far:
+    /// for p99, the p98 so far (the final threshold may come out below the
+    /// running one; twice the tail's share bounds the records however
+    /// tight the distribution), or the given time.
+    fn floor(&self, so_far: &Counts) -> Option<u64> {
+        match self {
+            TailSpec::At(ns) => Some(*ns),
+            TailSpec::Percentile(_) => {
+                let q = self.quantile()?;
+                so_far
+                    .total()
+                    .histogram(Part::Server)
+                    .quantile((2.0 * q - 1.0).max(0.0))
+                    .map(|v| v.max(1))
+            }
+        }
+    }
+
+    /// The quantile (0..1) of a percentile; None for a given time.
+    pub fn quantile(&self) -> Option<f64> {
+        match self {
+            TailSpec::Percentile(h) => Some(f64::from(*h) / 10_000.0),
+            TailSpec::At(_) => None,
+        }
+    }
+}
 
 /// How a window reads requests from the bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +170,11 @@ pub struct AnatomyConfig {
     /// Read TLS connections' plaintext through uprobes on the target's
     /// OpenSSL (`--tls-plaintext`; src/bpf/tls.h).
     pub tls_plaintext: bool,
+    /// Keep each serving thread's turn for the stack sampler and record
+    /// the ends of the turns it sampled, and of those at or above the
+    /// tail's threshold ([`Session::threads_map`]), so that samples are
+    /// tied to requests (None: not tied).
+    pub tie_samples: Option<TailSpec>,
     /// Length of the intervals the window is cut into.
     pub interval: Duration,
     /// Where the window's counts so far are published, at every interval
@@ -200,6 +285,9 @@ pub struct Recorded {
     pub max_endpoints: u32,
     /// `--tls-plaintext`: the OpenSSL libraries probed (None: not asked).
     pub tls_libraries: Option<Vec<String>>,
+    /// Samples tied to requests: the ends of the turns a sample fell in
+    /// (None: not tied).
+    pub turn_ends: Option<ends::TurnEnds>,
 }
 
 /// The report's section of a recorded window; `target_cpu_ns` (the
@@ -244,7 +332,10 @@ pub fn report(rec: &Recorded, target_cpu_ns: Option<u64>) -> AnatomyReport {
 
 /// A running anatomy window, on its own thread (it owns the BPF object;
 /// the links close with it, and with the process however it ends).
-pub struct Session(Recorder<Recorded>);
+pub struct Session {
+    recorder: Recorder<Recorded>,
+    threads: Option<Arc<OwnedFd>>,
+}
 
 /// The programs time themselves this long in every [`COST_PERIOD`].
 const COST_SLICE: Duration = Duration::from_millis(50);
@@ -255,15 +346,29 @@ impl Session {
     /// Loads and attaches the programs, registers the target, and opens
     /// the window; returns once it is open (or with why it could not).
     pub fn start(cfg: AnatomyConfig) -> Result<Session> {
-        Recorder::start("anatomy", "request anatomy", move |stop, ready| {
-            run(cfg, stop, ready)
-        })
-        .map(Session)
+        let slot: Arc<Mutex<Option<OwnedFd>>> = Arc::default();
+        let put = Arc::clone(&slot);
+        let recorder = Recorder::start("anatomy", "request anatomy", move |stop, ready| {
+            run(cfg, stop, ready, &put)
+        })?;
+        let threads = slot
+            .lock()
+            .map_err(|_| anyhow!("the anatomy's thread map was poisoned"))?
+            .take()
+            .map(Arc::new);
+        Ok(Session { recorder, threads })
+    }
+
+    /// With `tie_samples`: the anatomy's per-thread map, which the stack
+    /// sampler reads each serving thread's turn from
+    /// (`stacks::StacksConfig::tie`).
+    pub fn threads_map(&self) -> Option<Arc<OwnedFd>> {
+        self.threads.clone()
     }
 
     /// Closes the window and returns what it recorded.
     pub fn finish(self) -> Result<Recorded> {
-        self.0.finish()
+        self.recorder.finish()
     }
 }
 
@@ -278,6 +383,7 @@ fn open<'obj>(
         cfg.max_ports,
         cfg.max_endpoints,
         cfg.tls_plaintext,
+        cfg.tie_samples.is_some(),
     )?;
     let pids = match cfg.scope {
         ScopeFilter::Tree => {
@@ -351,6 +457,7 @@ fn run(
     cfg: AnatomyConfig,
     stop: Arc<AtomicBool>,
     ready: mpsc::Sender<Result<()>>,
+    threads: &Mutex<Option<OwnedFd>>,
 ) -> Result<Recorded> {
     let mut storage = MaybeUninit::uninit();
     let (
@@ -362,7 +469,15 @@ fn run(
         },
         before,
         start,
-    ) = match open(&mut storage, &cfg) {
+    ) = match open(&mut storage, &cfg).and_then(|v| {
+        if cfg.tie_samples.is_some() {
+            let fd = v.0.threads_map()?;
+            if let Ok(mut g) = threads.lock() {
+                *g = Some(fd);
+            }
+        }
+        Ok(v)
+    }) {
         Ok(v) => {
             let _ = ready.send(Ok(()));
             v
@@ -382,10 +497,24 @@ fn run(
     // Sampled windows: whether the per-request hooks are on, since when,
     // and the time they were on in all.
     let (mut sampling, mut since, mut on_total) = (true, Duration::ZERO, Duration::ZERO);
+    // The tail's floor: from the start for a given time; from the first
+    // figures, then every second, for a percentile.
+    let mut next_floor = Duration::from_millis(200);
+    if let Some(TailSpec::At(ns)) = cfg.tie_samples {
+        progs.set_tail_floor(ns)?;
+    }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(TICK);
         progs.poll()?;
         let el = t0.elapsed();
+        if let Some(spec @ TailSpec::Percentile(_)) = cfg.tie_samples
+            && el >= next_floor
+        {
+            next_floor = el + Duration::from_secs(1);
+            if let Some(ns) = spec.floor(&progs.read()?.since(&before)) {
+                progs.set_tail_floor(ns)?;
+            }
+        }
         if let Some(d) = cfg.duty {
             let want = d.on_at(el);
             if want != sampling {
@@ -421,6 +550,13 @@ fn run(
         on_total += t0.elapsed() - since;
     }
     progs.close_window()?;
+    // The ends the closing walk wrote too.
+    progs.poll()?;
+    let turn_ends = if cfg.tie_samples.is_some() {
+        Some(progs.take_turn_ends()?)
+    } else {
+        None
+    };
     let end = progs.read()?;
     if !cfg.interval.is_zero() {
         let tail = end.since(&last);
@@ -439,6 +575,7 @@ fn run(
         sampled: cfg.duty.map(|d| (d, on_total.as_nanos() as u64)),
         max_endpoints: cfg.max_endpoints,
         tls_libraries,
+        turn_ends,
     })
 }
 

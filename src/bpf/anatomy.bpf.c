@@ -91,6 +91,15 @@ __u32 unix_on = 0;
 /* --tls-plaintext (tls.h): TLS connections are read through OpenSSL's
  * plaintext; set by the loader before loading. */
 const volatile __u32 tls_plaintext = 0;
+/* Stack samples are tied to turns (profile and trace --requests with
+ * stacks): a thread's turn is kept in its storage for the stack sampler,
+ * and the end of a turn a sample fell in is written to h2_events. */
+const volatile __u32 tie_samples = 0;
+/* With tie_samples: a timed turn whose server time reaches this writes its
+ * end too, sampled or not (the loader keeps it under the tail's threshold:
+ * the queue wait of a tail request is explained by what its thread did
+ * before it read it, which needs the request's arrival and reader). */
+__u64 tail_floor_ns = 0;  /* 0: none yet */
 
 /* Keeps the enums no field uses in BTF, for the skeleton's types. */
 enum ss_anat_part layout_part __attribute__((unused));
@@ -115,6 +124,8 @@ enum ss_h2_record layout_h2_record __attribute__((unused));
 enum ss_h2_end_how layout_h2_end_how __attribute__((unused));
 struct ss_h2_block layout_h2_block __attribute__((unused));
 struct ss_h2_end layout_h2_end __attribute__((unused));
+struct ss_turn_end layout_turn_end __attribute__((unused));
+enum ss_anat_tie layout_anat_tie __attribute__((unused));
 
 const struct ss_anat_stats zero_stats = {};
 
@@ -131,6 +142,13 @@ struct {
 	__type(key, int);
 	__type(value, struct ss_anat_thread);
 } threads SEC(".maps");
+
+/* HTTP/2's header blocks and stream ends (h2.h), and the ends of the
+ * turns a stack sample fell in, for the loader (sized by it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} h2_events SEC(".maps");
 
 /* Ports the target serves on (value unused). */
 struct {
@@ -352,6 +370,16 @@ static __always_inline __u64 waited_since_mark(struct ss_anat_thread *t, __u64 r
 	return d;
 }
 
+/* A new turn's number (enum ss_anat_tie): unique in the run, never 0,
+ * its two low bits clear; numbered per CPU, so no two CPUs share a counter's line. */
+static __always_inline __u64 new_turn_id(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id() & (SS_MAX_CPUS - 1);
+	__u64 seq = ++cpus[cpu].turn_seq;
+
+	return ((seq << SS_TURN_CPU_BITS) | cpu) << 2;
+}
+
 /* TCP: the socket's write sequence (bytes written so far, mod 2^32). */
 static __always_inline __u32 write_seq_of(const struct sock *sk)
 {
@@ -446,13 +474,13 @@ static __always_inline void turn_reset(struct ss_anat_conn *c)
 		      SS_CONN_NOREPLY | SS_CONN_QUIET | SS_CONN_HANDSHAKE);
 	c->tcmds = 0;
 	c->arrival = 0;
+	c->turn_id = 0;
+	c->flags &= ~SS_CONN_SAMPLED;
 	c->cpu_queue = 0;
 	c->cpu_service = 0;
 	c->cpu_send = 0;
 }
 
-/* Ends the turn in progress: a responded one is timed (or counted as
- * multiplexed), one with no response yet is dropped. */
 /* Adds one timed turn of the port `c` serves: its four parts and their
  * sum, the server time. */
 static __always_inline void record_turn(struct ss_anat_conn *c, __u64 queue, __u64 cpu,
@@ -474,6 +502,43 @@ static __always_inline void record_turn(struct ss_anat_conn *c, __u64 queue, __u
 			add_by_server(s, b, queue, cpu, service, send);
 	}
 	count(SS_CNT_TURNS);
+}
+
+/* A timed turn a stack sample fell in ends: its end goes to the loader,
+ * which puts its samples in the tail or the rest (struct ss_turn_end). */
+static __always_inline void turn_end(__u64 id, __u32 tid, const struct ss_anat_conn *c,
+				     __u64 arrival, __u64 first_read, __u64 last_write,
+				     const __u64 *parts, __u64 lo, __u64 hi, bool named)
+{
+	struct ss_turn_end *e = bpf_ringbuf_reserve(&h2_events, sizeof(*e), 0);
+
+	if (!e) {
+		count(SS_CNT_TURN_ENDS_LOST);
+		return;
+	}
+	e->h.conn = id;
+	e->h.stream = tid;
+	e->h.port = c->port;
+	e->h.proto = c->proto;
+	e->h.kind = SS_H2_REC_TURN;
+	e->h.dir = 0;
+	e->h.ftype = 0;
+	e->h.fflags = 0;
+	e->h.flen = 0;
+	e->arrival = arrival;
+	e->first_read = first_read;
+	e->last_write = last_write;
+	e->parts[0] = parts[0];
+	e->parts[1] = parts[1];
+	e->parts[2] = parts[2];
+	e->parts[3] = parts[3];
+	__builtin_memcpy(&e->name[0], &lo, 8);
+	__builtin_memcpy(&e->name[8], &hi, 8);
+	e->wire = c->wire;
+	e->named = named;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, 0);
+	count(SS_CNT_TURN_ENDS);
 }
 
 /* Ends the turn in progress: a responded one is timed (or counted as
@@ -514,10 +579,16 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 	service = c->first_write - c->first_read - c->cpu_service;
 	send = c->last_write - c->first_write - c->cpu_send;
 	record_turn(c, queue, cpu, service, send);
-	if (c->tcmds) {
+	if (tie_samples && tail_floor_ns && queue + cpu + service + send >= tail_floor_ns)
+		c->flags |= SS_CONN_SAMPLED;
+	if (c->tcmds || (c->flags & SS_CONN_SAMPLED)) {
 		struct ss_anat_turn_parts parts = { { queue, cpu, service, send } };
 
-		name_turn(c, &parts);
+		if (c->tcmds)
+			name_turn(c, &parts);
+		if (c->flags & SS_CONN_SAMPLED)
+			turn_end(c->turn_id, c->reader_tid, c, c->arrival, c->first_read,
+				 c->last_write, parts.p, c->tname[0], c->tname[1], c->tcmds > 0);
 	}
 	turn_reset(c);
 }
@@ -780,6 +851,13 @@ static __always_inline void first_read(struct ss_anat_conn *c, const struct sock
 	c->cpu_queue = bounded(waited_since_mark(t, rd), now - c->arrival);
 	c->rq_read = rd;
 	c->reader = (__u64)task;
+	if (tie_samples && t) {
+		/* The stack sampler gives this thread's samples to this turn
+		 * from here (until it reads the next). */
+		c->turn_id = new_turn_id();
+		c->reader_tid = task->pid;
+		t->turn = c->turn_id;
+	}
 	c->seq_mark = write_seq_of(sk);
 	c->state = SS_TURN_SERVING;
 	c->flags &= ~SS_CONN_HS_TAIL;
@@ -837,6 +915,15 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 	if (c->flags & SS_CONN_TLS)
 		tls_socket_op(c, SS_TLS_READ);
 	if (c->wire == SS_WIRE_HTTP2) {
+		if (tie_samples) {
+			/* Its streams interleave: no sample of the thread can be
+			 * given to one of them. */
+			struct ss_anat_thread *t =
+				bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+
+			if (t)
+				t->turn = SS_TURN_INTERLEAVED;
+		}
 		if (c->flags & SS_CONN_TLS)
 			h2_tls_read(sk, c, ret);
 		else
@@ -867,6 +954,10 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		t->udp_cpu_queue = bounded(waited_since_mark(t, rd), arrival ? now - arrival : 0);
 		t->udp_rq_read = rd;
 		t->udp_name = dns_datagram(c, ret);
+		if (tie_samples) {
+			t->udp_turn = new_turn_id();
+			t->turn = t->udp_turn;
+		}
 		return true;
 	}
 	switch (c->state) {
@@ -1025,6 +1116,12 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 	/* Waits while writing belong to this turn's send, not to the
 	 * thread's next turn's queue. */
 	waited_since_mark(t, rd);
+	if (tie_samples && t && c->turn_id) {
+		/* A sample fell in this turn while this thread served it. */
+		if (t->sampled == c->turn_id)
+			c->flags |= SS_CONN_SAMPLED;
+		t->wrote = c->turn_id;
+	}
 	switch (c->state) {
 	case SS_TURN_IDLE:
 		count(SS_CNT_UNSOLICITED);
@@ -1071,6 +1168,8 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 		return;
 	}
 	t->udp_sk = 0;
+	if (tie_samples)
+		t->wrote = t->udp_turn;
 	name = t->udp_name;
 	t->udp_name = 0;
 	if (name)
@@ -1087,6 +1186,15 @@ static __always_inline void udp_answer(struct ss_anat_conn *c, struct sock *sk, 
 	queue = t->udp_read - t->udp_arrival - t->udp_cpu_queue;
 	service = now - t->udp_read - cpu_service;
 	record_turn(c, queue, t->udp_cpu_queue + cpu_service, service, 0);
+	if (tie_samples && t->udp_turn &&
+	    (t->sampled == t->udp_turn ||
+	     (tail_floor_ns &&
+	      queue + t->udp_cpu_queue + cpu_service + service >= tail_floor_ns))) {
+		__u64 p[SS_PART_SERVER] = { queue, t->udp_cpu_queue + cpu_service, service, 0 };
+
+		turn_end(t->udp_turn, task->pid, c, t->udp_arrival, t->udp_read, now, p, name, 0,
+			 name != 0);
+	}
 	/* A DNS query's turn goes under its QTYPE. */
 	if (name) {
 		struct ss_anat_turn_parts parts = {

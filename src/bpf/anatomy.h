@@ -55,6 +55,24 @@ enum ss_anat_conn_flags {
 	SS_CONN_HS_TAIL = 65536, /* TLS: the last turn was a handshake's; a write
 				  * before the next read is still its (TLS 1.3's
 				  * session tickets, written in parts) */
+	SS_CONN_SAMPLED = 131072, /* a stack sample fell in this turn, or its server
+				   * time reached tail_floor_ns (tie_samples): its
+				   * end is written to the ring buffer */
+};
+
+/* Tying stack samples to turns (tie_samples; src/bpf/stacks.bpf.c reads
+ * the serving thread's ss_anat_thread.turn through this very map). */
+enum ss_anat_tie {
+	/* ss_anat_thread.turn: the thread reads a connection whose requests
+	 * interleave (HTTP/2 streams): a sample cannot be given to one. */
+	SS_TURN_INTERLEAVED = 1,
+	/* A sample's turn (never ss_anat_thread.turn): its thread had written
+	 * a response of that turn before the sample (a turn whose end never
+	 * came is then one the sample came after, not an untimed one). */
+	SS_TURN_AFTER_WRITE = 2,
+	/* Turn numbers: (per-CPU sequence << SS_TURN_CPU_BITS | cpu) << 2,
+	 * never 0, the two low bits clear (the flags above). */
+	SS_TURN_CPU_BITS = 8,
 };
 
 enum ss_anat_limits {
@@ -226,7 +244,9 @@ enum ss_anat_count {
 	SS_CNT_TLS_LOST = 55,      /* TLS connections whose state tls_conns evicted
 				    * (more than its size at once): turns only from there */
 	SS_CNT_TLS_HANDSHAKES = 56, /* TLS handshake turns (dropped: no request) */
-	SS_COUNTS = 57,
+	SS_CNT_TURN_ENDS = 57,     /* ends of turns a stack sample fell in, written */
+	SS_CNT_TURN_ENDS_LOST = 58, /* of them, the ring buffer had no room for */
+	SS_COUNTS = 59,
 };
 
 /* HTTP/2 (h2.h). */
@@ -247,6 +267,8 @@ enum ss_h2_record {
 	SS_H2_REC_BLOCK = 1,  /* bytes of a HEADERS, PUSH_PROMISE or CONTINUATION payload */
 	SS_H2_REC_END = 2,    /* a stream ended */
 	SS_H2_REC_CLOSE = 3,  /* the connection ended, or is no longer parsed */
+	SS_H2_REC_TURN = 4,   /* a timed turn a stack sample fell in ended
+			       * (struct ss_turn_end; not HTTP/2's) */
 };
 
 /* How a stream ended (ss_h2_end.how). */
@@ -288,6 +310,22 @@ struct ss_h2_end {
 	__u64 parts[SS_PART_SERVER]; /* queue wait, CPU wait, service, send */
 };
 
+/* A timed turn that a stack sample fell in (tie_samples) has ended: what
+ * the loader needs to put its samples in the tail or the rest, and to
+ * explain its queue wait. h.conn holds the turn's number, h.stream the
+ * reading thread's id. */
+struct ss_turn_end {
+	struct ss_h2_head h;
+	__u64 arrival;
+	__u64 first_read;
+	__u64 last_write;
+	__u64 parts[SS_PART_SERVER]; /* queue wait, CPU wait, service, send */
+	__u8 name[SS_RESP_NAME_LEN]; /* its first command's name (named: 1) */
+	__u8 wire;
+	__u8 named;
+	__u8 pad[6];
+};
+
 /* One program's runs on one CPU: every run is counted as matched (on the
  * target's socket or thread) or filtered (someone else's); during the
  * loader's cost slices (cost_on) the runs also time themselves. */
@@ -306,6 +344,7 @@ struct ss_anat_prog_cost {
 struct ss_anat_cpu {
 	struct ss_anat_prog_cost prog[SS_ANAT_PROGS];
 	__u64 count[SS_COUNTS];
+	__u64 turn_seq;    /* tie_samples: turns numbered on this CPU */
 };
 
 /* The turns of one listening port (or of the overflow), per CPU. The sums
@@ -422,6 +461,7 @@ struct ss_anat_conn {
 	__u64 cpu_send;
 	__u64 reader;       /* task that read first (task_struct address) */
 	__u64 writer;       /* task that wrote first */
+	__u64 turn_id;      /* tie_samples: this turn's number (enum ss_anat_tie) */
 	__u64 tls_ssl;      /* TLS (tls.h): the SSL a socket op was last seen in */
 	__u64 tls_retry_buf; /* TLS: the rest of a write whose plaintext was parsed */
 	__u64 tls_retry_len; /* and did not all go: its retry is not parsed again */
@@ -455,7 +495,7 @@ struct ss_anat_conn {
 	__u8 mkind;         /* the line's command: storage or not (memcached.h) */
 	__u8 mmatch;        /* bytes of the token that match "noreply" */
 	__u8 mflags;        /* memcached.h's line flags */
-	__u32 mpad;
+	__u32 reader_tid;   /* tie_samples: the thread that read first (its id) */
 	/* HTTP/1 (http1.h): its own parsers' state, apart from the fields
 	 * above. */
 	struct ss_h1_conn h1;
@@ -524,6 +564,14 @@ struct ss_anat_thread {
 	__u32 tls_op;
 	__u32 tls_parsed;     /* SSL_write: its plaintext was parsed (at its
 			       * first socket write) */
+	/* tie_samples: the turn whose request this thread read last (0: none;
+	 * enum ss_anat_tie), which the stack sampler gives its samples of the
+	 * thread; and the last turn it gave one (the next write of that turn
+	 * marks it SS_CONN_SAMPLED). */
+	__u64 turn;
+	__u64 sampled;
+	__u64 wrote;          /* tie_samples: the last turn it wrote a response of */
+	__u64 udp_turn;       /* tie_samples: the datagram's turn (udp_sk) */
 };
 
 #endif /* SOCKSCOPE_ANATOMY_H */

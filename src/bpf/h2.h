@@ -148,12 +148,6 @@ struct {
 
 const struct ss_h2_conn zero_h2 = {};
 
-/* Header blocks and stream ends, for the loader (sized by it). */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-} h2_events SEC(".maps");
-
 /* wire.h: the user buffer of the read or write syscall under way. */
 __noinline __u64 wire_syscall_buf(__u64 need, __u32 send);
 

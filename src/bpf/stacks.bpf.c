@@ -49,6 +49,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "stacks.h"
+#include "anatomy.h"
 #include "scope.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -67,6 +68,11 @@ __s64 pending_total = 0;
 /* Where the window ends (CLOCK_MONOTONIC ns), set by the loader before the
  * closing walk: the waits still open are counted up to here. */
 __u64 window_end_ns = 0;
+/* Set by the loader when the request anatomy runs beside: each sample
+ * carries the turn its thread served (the anatomy's thread storage,
+ * `threads`, is the anatomy's own map, reused), and run-queue waits
+ * are sampled too (with the off-CPU side). */
+const volatile __u32 tie_turns = 0;
 
 /* Keeps the enums no field uses in BTF, for the skeleton's types. */
 enum ss_stk_limits layout_stk_limits __attribute__((unused));
@@ -106,6 +112,16 @@ struct {
 	__type(key, int);
 	__type(value, struct ss_stk_task);
 } tasks SEC(".maps");
+
+/* The anatomy's per-thread state (src/bpf/anatomy.h): the loader gives
+ * this map the anatomy's `threads` descriptor before loading; the same
+ * name, as libbpf renames a reused map after the kernel's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ss_anat_thread);
+} threads SEC(".maps");
 
 static __always_inline struct ss_stk_cpu *cpu_here(void)
 {
@@ -192,7 +208,26 @@ static __always_inline void emit(struct ss_stk_buf *b, __u32 kframes, __u32 ubyt
 		count(SS_STK_CNT_LOST, 1);
 		return;
 	}
-	count(b->hdr.kind == SS_STK_ON_CPU ? SS_STK_CNT_SAMPLES : SS_STK_CNT_OFF_SAMPLES, 1);
+	count(b->hdr.kind == SS_STK_ON_CPU ? SS_STK_CNT_SAMPLES :
+	      b->hdr.kind == SS_STK_RUNQ   ? SS_STK_CNT_RUNQ_SAMPLES :
+					     SS_STK_CNT_OFF_SAMPLES, 1);
+}
+
+/* The turn `task` serves (0: none), for a sample taken of it; the turn
+ * is told that a sample fell in it (the anatomy marks it at the thread's
+ * next write of it, so that its end reaches the loader). */
+static __always_inline __u64 turn_of(struct task_struct *task, bool mark)
+{
+	struct ss_anat_thread *t;
+
+	if (!tie_turns)
+		return 0;
+	t = bpf_task_storage_get(&threads, task, 0, 0);
+	if (!t || !t->turn)
+		return 0;
+	if (mark && !(t->turn & SS_TURN_INTERLEAVED))
+		t->sampled = t->turn;
+	return t->wrote == t->turn ? t->turn | SS_TURN_AFTER_WRITE : t->turn;
 }
 
 /* --- on-CPU ----------------------------------------------------------- */
@@ -211,6 +246,8 @@ static __always_inline void tick_work(struct bpf_perf_event_data *ctx)
 	if (!b)
 		return;
 	b->hdr.ts_ns = bpf_ktime_get_ns();
+	b->hdr.begin_ns = b->hdr.end_ns = b->hdr.ts_ns;
+	b->hdr.turn = turn_of(task, true);
 	b->hdr.weight_ns = 0;
 	b->hdr.pid = task->tgid;
 	b->hdr.tid = task->pid;
@@ -294,6 +331,9 @@ static __always_inline void emit_kernel_only(struct ss_stk_buf *b, struct ss_stk
 		kframes = SS_STK_KERNEL_FRAMES;
 	b->hdr.ts_ns = bpf_ktime_get_ns();
 	b->hdr.weight_ns = st->weight_ns;
+	b->hdr.turn = st->turn;
+	b->hdr.begin_ns = st->wait_from;
+	b->hdr.end_ns = st->wait_to;
 	b->hdr.ip = b->hdr.sp = b->hdr.bp = 0;
 	b->hdr.pid = task->tgid;
 	b->hdr.tid = task->pid;
@@ -314,6 +354,36 @@ static __always_inline void clear_pending(struct ss_stk_task *st)
 	}
 }
 
+/* `task` waited for a CPU from `from` to `to` (it runs now): sampled as a
+ * wait is (probability min(1, d/P), weight max(d, P)) and written at once
+ * with no stack (where it was preempted says little about the wait). */
+static __always_inline void runq_wait(struct ss_stk_task *st, struct task_struct *task,
+				      __u64 from, __u64 to)
+{
+	__u64 d = to - from;
+	struct ss_stk_buf *b;
+
+	if (d < period_ns && (__u64)bpf_get_prandom_u32() * period_ns >= d << 32)
+		return;
+	b = scratch_of(SS_STK_SLOT_TASK);
+	if (!b)
+		return;
+	b->hdr.ts_ns = to;
+	b->hdr.weight_ns = d > period_ns ? d : period_ns;
+	b->hdr.turn = turn_of(task, true);
+	b->hdr.begin_ns = from;
+	b->hdr.end_ns = to;
+	b->hdr.ip = b->hdr.sp = b->hdr.bp = 0;
+	b->hdr.pid = task->tgid;
+	b->hdr.tid = task->pid;
+	b->hdr.kind = SS_STK_RUNQ;
+	b->hdr.flags = 0;
+	b->hdr.syscall = 0;
+	b->hdr.state = 0;
+	bpf_probe_read_kernel_str(b->hdr.comm, sizeof(b->hdr.comm), task->comm);
+	emit(b, 0, 0);
+}
+
 /* Decides whether `next`'s wait, ended now, is taken (probability
  * min(1, d/P), weight max(d, P)); a taken one is kept pending. */
 static __always_inline void switched_in(struct task_struct *next, __u64 now)
@@ -323,12 +393,26 @@ static __always_inline void switched_in(struct task_struct *next, __u64 now)
 	__u64 d;
 	long n;
 
+	__u64 from;
+
 	st = bpf_task_storage_get(&tasks, next, 0, 0);
-	if (!st || !st->slept_at)
+	if (!st)
+		return;
+	if (tie_turns) {
+		/* Runnable from its preemption, or from its wake-up. */
+		from = st->queued_at;
+		if (!from && st->slept_at && st->woken_at)
+			from = st->woken_at;
+		st->queued_at = 0;
+		if (from && from < now)
+			runq_wait(st, next, from, now);
+	}
+	if (!st->slept_at)
 		return;
 	/* The wait ends at the wakeup: what follows, runnable until a CPU
 	 * takes it, is run-queue time (the anatomy's CPU wait), not where
 	 * it blocked. */
+	from = st->slept_at;
 	if (st->woken_at && st->woken_at < now)
 		now = st->woken_at;
 	d = now > st->slept_at ? now - st->slept_at : 0;
@@ -349,6 +433,9 @@ static __always_inline void switched_in(struct task_struct *next, __u64 now)
 		clear_pending(st);
 	}
 	st->weight_ns = d > period_ns ? d : period_ns;
+	st->turn = turn_of(next, true);
+	st->wait_from = from;
+	st->wait_to = now;
 	n = bpf_get_task_stack(next, st->kstack, sizeof(st->kstack), 0);
 	st->kernel_frames = n > 0 ? (__u32)n / 8 : 0;
 	st->has_regs = 0;
@@ -380,10 +467,18 @@ static __always_inline void switch_work(bool preempt, struct task_struct *prev,
 		if (st) {
 			st->slept_at = now;
 			st->woken_at = 0;
+			st->queued_at = 0;
 			st->state = state;
 		} else {
 			count(SS_STK_CNT_STORAGE_FULL, 1);
 		}
+	} else if (tie_turns && prev->pid != 0 && in_scope(prev)) {
+		/* Preempted: runnable from now until it runs again. */
+		st = bpf_task_storage_get(&tasks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (st)
+			st->queued_at = now;
+		else
+			count(SS_STK_CNT_STORAGE_FULL, 1);
 	}
 	if (next->pid != 0)
 		switched_in(next, now);
@@ -437,6 +532,9 @@ static __always_inline void sys_exit_work(struct pt_regs *regs)
 		kframes = SS_STK_KERNEL_FRAMES;
 	b->hdr.ts_ns = bpf_ktime_get_ns();
 	b->hdr.weight_ns = st->weight_ns;
+	b->hdr.turn = st->turn;
+	b->hdr.begin_ns = st->wait_from;
+	b->hdr.end_ns = st->wait_to;
 	b->hdr.ip = st->ip;
 	b->hdr.sp = st->sp;
 	b->hdr.bp = st->bp;
@@ -534,7 +632,8 @@ int ss_open_waits(struct bpf_iter__task *ctx)
  * running again (woken after the window closed) gives neither: its stack
  * is moving under the walk. */
 static __always_inline void emit_walked(struct ss_stk_buf *b, struct task_struct *t,
-					__u64 weight, __u32 state, __u32 flags)
+					__u64 weight, __u32 state, __u32 flags, __u64 from,
+					__u64 to)
 {
 	__u32 kframes = 0, ubytes = 0;
 	__u64 copied;
@@ -543,6 +642,10 @@ static __always_inline void emit_walked(struct ss_stk_buf *b, struct task_struct
 
 	b->hdr.ts_ns = bpf_ktime_get_ns();
 	b->hdr.weight_ns = weight;
+	/* Cut by the window's end: no turn the anatomy timed is still open. */
+	b->hdr.turn = 0;
+	b->hdr.begin_ns = from;
+	b->hdr.end_ns = to;
 	b->hdr.ip = b->hdr.sp = b->hdr.bp = 0;
 	b->hdr.pid = t->tgid;
 	b->hdr.tid = t->pid;
@@ -618,7 +721,7 @@ int ss_close_waits(struct bpf_iter__task *ctx)
 		return 0;
 	if (d < period_ns && (__u64)bpf_get_prandom_u32() * period_ns >= d << 32)
 		return 0;
-	emit_walked(b, t, d > period_ns ? d : period_ns, st->state, flags);
+	emit_walked(b, t, d > period_ns ? d : period_ns, st->state, flags, from, to);
 	bpf_seq_write(seq, &one, 1);
 	return 0;
 }

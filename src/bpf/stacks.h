@@ -34,6 +34,10 @@ enum ss_stk_limits {
 enum ss_stk_kind {
 	SS_STK_ON_CPU = 0,
 	SS_STK_OFF_CPU = 1,
+	/* Runnable, waiting for a CPU (woken or preempted until it ran):
+	 * sampled as off-CPU waits are, written with no stack, and only when
+	 * samples are tied to turns (tie_turns). */
+	SS_STK_RUNQ = 2,
 };
 
 /* ss_stk_sample.flags (bits) */
@@ -53,7 +57,8 @@ enum ss_stk_count {
 	SS_STK_CNT_STORAGE_FULL = 5, /* task storage the kernel could not make */
 	SS_STK_CNT_TICKS = 6,       /* cpu-clock ticks that ran the program (any task) */
 	SS_STK_CNT_TICKS_MISSED = 7, /* periods the timer skipped (it fired late) */
-	SS_STK_COUNTS = 8,
+	SS_STK_CNT_RUNQ_SAMPLES = 8, /* run-queue waits written (tie_turns) */
+	SS_STK_COUNTS = 9,
 };
 
 /* One sample as the ring buffer carries it: this header, then
@@ -74,6 +79,14 @@ struct ss_stk_sample {
 	__u32 syscall;
 	__u32 state; /* off-CPU: the task state it was switched out in */
 	char comm[16];
+	/* tie_turns: the turn the thread served (ss_anat_thread.turn: 0 none,
+	 * enum ss_anat_tie), and when the time the sample stands for began and
+	 * ended (on-CPU: the tick's time, both; a wait: from its switch-out,
+	 * or its wake-up or preemption for SS_STK_RUNQ, to its wake-up, or
+	 * its switch-in). */
+	__u64 turn;
+	__u64 begin_ns;
+	__u64 end_ns;
 };
 
 /* A thread's off-CPU state (task storage): when it went to sleep, and a
@@ -89,6 +102,10 @@ struct ss_stk_task {
 	__u32 pending; /* 1: a taken wait, not emitted yet */
 	__u32 has_regs;
 	__u32 kernel_frames;
+	__u64 turn;      /* tie_turns: the turn the taken wait fell in */
+	__u64 wait_from; /* the taken wait's begin and end */
+	__u64 wait_to;
+	__u64 queued_at; /* tie_turns: runnable since (preempted; 0: not) */
 	__u64 kstack[SS_STK_KERNEL_FRAMES];
 };
 

@@ -399,14 +399,23 @@ impl ProfileArgs {
         let stacks = if self.no_stacks {
             if self.stack_args.any_set() {
                 return Err(error::usage(
-                    "--stack-hz, --off-cpu, --stacks-folded and --offcpu-folded set how stacks \
-                     are sampled, and --no-stacks samples none",
+                    "--stack-hz, --off-cpu, --stacks-folded, --offcpu-folded and the --tail \
+                     options set how stacks are sampled, and --no-stacks samples none",
                 ));
             }
             None
         } else {
             Some(self.stack_args.clone().into_options()?)
         };
+        let tail_set = self.stack_args.tail.is_some()
+            || self.stack_args.tail_folded.is_some()
+            || self.stack_args.rest_folded.is_some();
+        if tail_set && self.no_requests {
+            return Err(error::usage(
+                "--tail, --tail-folded and --rest-folded split the stacks by the requests' server \
+                 time, which --no-requests does not record",
+            ));
+        }
         let spec = ProfileSpec {
             target,
             workload,

@@ -1,5 +1,6 @@
 //! The stack sampling options `trace` and `profile` share (`--stack-hz`,
-//! `--off-cpu`, `--stacks-folded`, `--offcpu-folded`), and their
+//! `--off-cpu`, `--stacks-folded`, `--offcpu-folded`, and the tail's
+//! `--tail`, `--tail-folded`, `--rest-folded`), and their
 //! validation into [`crate::stacks::StacksOptions`].
 
 use std::path::PathBuf;
@@ -7,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
+use crate::anatomy::TailSpec;
 use crate::error;
 use crate::stacks::{DEFAULT_HZ, MAX_HZ, StacksOptions};
 
@@ -35,6 +37,22 @@ pub struct StackArgs {
     /// waiting, to FILE.
     #[arg(long, value_name = "FILE")]
     pub offcpu_folded: Option<PathBuf>,
+
+    /// Where the slow requests begin, for the tail's stacks (with the
+    /// request anatomy): a percentile of the window's server time (p99,
+    /// p99.9) or a server time (5ms). Samples taken while a thread served
+    /// a request go to the tail or the rest by its server time.
+    #[arg(long, value_name = "p99|TIME")]
+    pub tail: Option<String>,
+
+    /// Also write the on-CPU stacks of the tail's requests, folded, to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub tail_folded: Option<PathBuf>,
+
+    /// Also write the on-CPU stacks of the other requests (the rest),
+    /// folded, to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub rest_folded: Option<PathBuf>,
 }
 
 impl StackArgs {
@@ -45,6 +63,9 @@ impl StackArgs {
             || self.off_cpu
             || self.stacks_folded.is_some()
             || self.offcpu_folded.is_some()
+            || self.tail.is_some()
+            || self.tail_folded.is_some()
+            || self.rest_folded.is_some()
     }
 
     /// The validated options (usage errors, exit 2).
@@ -66,18 +87,41 @@ impl StackArgs {
             }
             crate::output::check(p, "--offcpu-folded")?;
         }
-        if let (Some(a), Some(b)) = (&self.stacks_folded, &self.offcpu_folded)
-            && a == b
-        {
-            return Err(error::usage(
-                "--stacks-folded and --offcpu-folded name the same file; give each its own",
-            ));
+        let tail = match &self.tail {
+            Some(t) => TailSpec::parse(t).map_err(error::usage)?,
+            None => TailSpec::default(),
+        };
+        if let Some(p) = &self.tail_folded {
+            crate::output::check(p, "--tail-folded")?;
+        }
+        if let Some(p) = &self.rest_folded {
+            crate::output::check(p, "--rest-folded")?;
+        }
+        let files = [
+            ("--stacks-folded", &self.stacks_folded),
+            ("--offcpu-folded", &self.offcpu_folded),
+            ("--tail-folded", &self.tail_folded),
+            ("--rest-folded", &self.rest_folded),
+        ];
+        for (i, (a, pa)) in files.iter().enumerate() {
+            for (b, pb) in &files[i + 1..] {
+                if let (Some(x), Some(y)) = (pa, pb)
+                    && x == y
+                {
+                    return Err(error::usage(format!(
+                        "{a} and {b} name the same file; give each its own"
+                    )));
+                }
+            }
         }
         Ok(StacksOptions {
             hz,
             off_cpu: self.off_cpu,
             folded: self.stacks_folded,
             offcpu_folded: self.offcpu_folded,
+            tail,
+            tail_folded: self.tail_folded,
+            rest_folded: self.rest_folded,
         })
     }
 }

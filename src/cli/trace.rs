@@ -224,8 +224,17 @@ impl TraceArgs {
         }
         if self.stack_args.any_set() && !self.stacks && !self.stacks_only {
             return Err(error::usage(
-                "--stack-hz, --off-cpu, --stacks-folded and --offcpu-folded apply to --stacks \
-                 and --stacks-only",
+                "--stack-hz, --off-cpu, --stacks-folded, --offcpu-folded, --tail, --tail-folded \
+                 and --rest-folded apply to --stacks and --stacks-only",
+            ));
+        }
+        let tail_set = self.stack_args.tail.is_some()
+            || self.stack_args.tail_folded.is_some()
+            || self.stack_args.rest_folded.is_some();
+        if tail_set && !self.requests {
+            return Err(error::usage(
+                "--tail, --tail-folded and --rest-folded split the stacks by the requests' server \
+                 time: --requests --stacks",
             ));
         }
         if self.stacks_only {

@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use crate::probe::hist;
+use crate::probe::syscall_names;
 use crate::trace::snapshot::{Breakdown, GroupKey, Snapshot};
 use crate::trace::stat::{SyscallStat, add_stat};
-use crate::trace::syscall_names;
 
 /// Prometheus' exposition data model (generated).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

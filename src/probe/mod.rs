@@ -17,6 +17,7 @@ pub mod pod;
 pub mod preflight;
 pub mod scope;
 pub mod scope_filter;
+pub mod syscall_names;
 mod target;
 
 pub use self::scope_filter::ScopeFilter;

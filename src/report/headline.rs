@@ -1,7 +1,8 @@
 //! The headline of a profile: the figures a reader looks for first
 //! (requests per second, client and server p50/p99, CPU and syscalls per
-//! request, the hottest function when stacks were sampled, what the tail
-//! was made of, sockscope's own cost), each a short
+//! request, the hottest function when stacks were sampled, why the slow
+//! requests were slow when samples were tied to them, what the tail was
+//! made of, sockscope's own cost), each a short
 //! label and value, for the top of summary.txt and report.html. A figure
 //! the run did not measure is left out, never shown as 0.
 
@@ -95,6 +96,9 @@ pub fn figures(r: &ProfileReport) -> Vec<Figure> {
                 100.0 * t.self_share
             ),
         );
+    }
+    if let Some(t) = r.tail.as_ref().filter(|t| t.sampled_requests.tail > 0) {
+        add("why the slow ones", t.headline.clone());
     }
     if let Some((part, ns, total)) = r.anatomy.as_ref().and_then(|a| a.dominant("p99"))
         && total > 0

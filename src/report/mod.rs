@@ -34,6 +34,7 @@ pub mod profile;
 pub mod requests;
 pub mod sections;
 pub mod serve;
+pub mod slow;
 pub mod stacks;
 pub mod stacks_compare;
 pub mod stacks_only;

@@ -99,6 +99,10 @@ pub struct ProfileReport {
     /// Why the stacks are missing when they were asked for and failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks_failure: Option<String>,
+    /// The tail's stacks and waits beside the rest's (samples tied to the
+    /// anatomy's requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<super::slow::TailReport>,
     /// `--sweep` and `--find-capacity`: a point per step (the sections
     /// above are the last step's window); absent for a single window.
     #[serde(default, skip_serializing_if = "Option::is_none")]

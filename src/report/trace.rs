@@ -53,6 +53,9 @@ pub struct TraceReport {
     /// `--stacks`: sampled stacks over the same window.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub stacks: Option<super::stacks::StacksReport>,
+    /// `--requests --stacks`: the tail's samples beside the rest's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tail: Option<super::slow::TailReport>,
 }
 
 /// The traced process tree.

@@ -112,6 +112,10 @@ pub fn render(rep: &TraceReport, view: &TableView) -> String {
         s.push('\n');
         s.push_str(&super::stacks_text::render(st));
     }
+    if let Some(t) = &rep.tail {
+        s.push('\n');
+        s.push_str(&super::slow::text(t));
+    }
     for n in &rep.notes {
         let _ = writeln!(s, "note: {n}");
     }

@@ -39,6 +39,7 @@ pub mod pathload;
 pub mod profile;
 pub mod report;
 pub mod serve;
+pub mod tail;
 pub mod trace;
 pub mod tune;
 

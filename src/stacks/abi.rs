@@ -41,10 +41,14 @@ pub mod count {
     pub const TICKS: usize = C::SS_STK_CNT_TICKS.0 as usize;
     /// Periods the timer skipped by firing late.
     pub const TICKS_MISSED: usize = C::SS_STK_CNT_TICKS_MISSED.0 as usize;
+    /// Run-queue waits written (samples tied to requests).
+    pub const RUNQ_SAMPLES: usize = C::SS_STK_CNT_RUNQ_SAMPLES.0 as usize;
 }
 
 /// `ss_stk_sample.kind`: an on-CPU tick.
 pub const KIND_ON_CPU: u32 = types::ss_stk_kind::SS_STK_ON_CPU.0;
+/// `ss_stk_sample.kind`: a run-queue wait.
+pub const KIND_RUNQ: u32 = types::ss_stk_kind::SS_STK_RUNQ.0;
 /// `ss_stk_sample.flags`: ip, sp and bp hold user registers.
 pub const FLAG_USER_REGS: u32 = types::ss_stk_flags::SS_STK_USER_REGS.0;
 /// `ss_stk_sample.flags`: the syscall field holds the syscall it blocked in.

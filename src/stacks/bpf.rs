@@ -11,8 +11,9 @@
 use std::cell::RefCell;
 use std::io::{self, Read as _};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -39,6 +40,11 @@ pub struct SamplerConfig {
     pub stack_bytes: u32,
     /// The ring buffer's size (a power of two, at least a page).
     pub ringbuf_bytes: u32,
+    /// The request anatomy's per-thread map (its `threads`), when samples
+    /// are tied to the requests it times: each sample then carries the
+    /// turn its thread served, and run-queue waits are sampled with the
+    /// off-CPU side.
+    pub tie: Option<Arc<OwnedFd>>,
 }
 
 impl SamplerConfig {
@@ -51,6 +57,7 @@ impl SamplerConfig {
             off_cpu: false,
             stack_bytes: 16384,
             ringbuf_bytes: 4 << 20,
+            tie: None,
         }
     }
 
@@ -97,6 +104,8 @@ pub struct SamplerCounters {
     /// Ticks the timer skipped: it fired late and moved on by whole
     /// periods (measured per CPU from the gap to the previous tick).
     pub ticks_missed: u64,
+    /// Run-queue waits written (samples tied to requests, with off-CPU).
+    pub runq_samples: u64,
 }
 
 /// The loaded sampler. Its programs run only while it holds their links.
@@ -140,6 +149,13 @@ impl<'obj> Sampler<'obj> {
             set_scope_globals!(&mut *ro, types::ss_scope_mode, cfg.scope.words());
             ro.stack_bytes = cfg.stack_bytes;
             ro.period_ns = 1_000_000_000 / u64::from(cfg.hz);
+            ro.tie_turns = u32::from(cfg.tie.is_some());
+        }
+        if let Some(fd) = &cfg.tie {
+            open.maps
+                .threads
+                .reuse_fd(fd.as_fd())
+                .map_err(|e| failed("sharing the request anatomy's thread map", e))?;
         }
         if !cfg.off_cpu {
             // The window's walks serve the off-CPU side only.
@@ -327,6 +343,7 @@ impl<'obj> Sampler<'obj> {
             bpf_ns: sum[count::RUN_NS],
             ticks: sum[count::TICKS],
             ticks_missed: sum[count::TICKS_MISSED],
+            runq_samples: sum[count::RUNQ_SAMPLES],
         })
     }
 }
@@ -477,6 +494,10 @@ fn parse_record(bytes: &[u8]) -> Option<RawSample> {
         .collect();
     let kind = if h.kind == abi::KIND_ON_CPU {
         SampleKind::OnCpu
+    } else if h.kind == abi::KIND_RUNQ {
+        SampleKind::RunQueue {
+            weight_ns: h.weight_ns,
+        }
     } else {
         SampleKind::OffCpu {
             weight_ns: h.weight_ns,
@@ -503,6 +524,8 @@ fn parse_record(bytes: &[u8]) -> Option<RawSample> {
         user_regs,
         user_stack: bytes[kend..send].to_vec(),
         syscall: (h.flags & abi::FLAG_SYSCALL != 0).then_some(h.syscall),
+        turn: h.turn,
+        span_ns: (h.begin_ns, h.end_ns),
     })
 }
 

@@ -22,6 +22,7 @@ pub mod resolve;
 pub mod sample;
 pub mod session;
 pub mod symbolize;
+pub mod tie;
 pub mod unwind;
 
 pub use self::session::{

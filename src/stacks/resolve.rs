@@ -257,6 +257,8 @@ mod tests {
             user_regs: Some(regs),
             user_stack: stack,
             syscall: None,
+            turn: 0,
+            span_ns: (0, 0),
         }
     }
 

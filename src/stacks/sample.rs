@@ -19,6 +19,13 @@ pub enum SampleKind {
         /// window closed (its part inside the window is the weight).
         open: bool,
     },
+    /// Time the thread was runnable and waited for a CPU (woken or
+    /// preempted until it ran), sampled as off-CPU waits are; taken only
+    /// when samples are tied to requests. It carries no stack.
+    RunQueue {
+        /// The time this sample represents.
+        weight_ns: u64,
+    },
 }
 
 /// The user-mode registers an unwinder starts from (x86_64).
@@ -58,4 +65,12 @@ pub struct RawSample {
     /// The user syscall the thread was in when it blocked (off-CPU
     /// samples), as its number.
     pub syscall: Option<u32>,
+    /// The request turn the thread served (0: none; the anatomy's number,
+    /// odd: one that cannot be told from others), when samples are tied
+    /// to requests.
+    pub turn: u64,
+    /// When the time this sample stands for began and ended
+    /// (CLOCK_MONOTONIC ns): a tick's time for both on-CPU; a wait's
+    /// switch-out (or wake-up or preemption) and its wake-up (or switch-in).
+    pub span_ns: (u64, u64),
 }

@@ -15,6 +15,7 @@ use anyhow::{Result, anyhow};
 
 use super::bpf::{Sampler, SamplerConfig, SamplerCounters};
 use super::sample::{RawSample, SampleKind};
+use super::tie::TieBuilder;
 use super::{Frame, Resolver};
 use crate::probe::ScopeFilter;
 use crate::recorder::Recorder;
@@ -50,6 +51,12 @@ pub struct StacksOptions {
     pub folded: Option<PathBuf>,
     /// Write the off-CPU folded stacks here too.
     pub offcpu_folded: Option<PathBuf>,
+    /// Where the tail of the requests begins (with the request anatomy).
+    pub tail: crate::anatomy::TailSpec,
+    /// Write the tail's on-CPU folded stacks here.
+    pub tail_folded: Option<PathBuf>,
+    /// Write the rest's on-CPU folded stacks here.
+    pub rest_folded: Option<PathBuf>,
 }
 
 impl Default for StacksOptions {
@@ -59,6 +66,9 @@ impl Default for StacksOptions {
             off_cpu: false,
             folded: None,
             offcpu_folded: None,
+            tail: crate::anatomy::TailSpec::default(),
+            tail_folded: None,
+            rest_folded: None,
         }
     }
 }
@@ -74,6 +84,9 @@ pub struct StacksConfig {
     pub hz: u32,
     /// Also sample off-CPU time.
     pub off_cpu: bool,
+    /// The request anatomy's thread map: tie the samples to its requests
+    /// (each kept with its turn and span, [`Collected::tied`]).
+    pub tie: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 /// What a window collected.
@@ -89,6 +102,20 @@ pub struct Collected {
     /// What naming cut short (a perf map past its bound).
     resolve_notes: Vec<String>,
     hz: u32,
+    /// Samples tied to requests, when the anatomy ran beside.
+    tied: Option<super::tie::Tied>,
+}
+
+impl Collected {
+    /// The samples tied to requests (None: not tied).
+    pub fn tied(&self) -> Option<&super::tie::Tied> {
+        self.tied.as_ref()
+    }
+
+    /// Whether off-CPU time was sampled.
+    pub fn off_cpu(&self) -> bool {
+        self.off_cpu.is_some()
+    }
 }
 
 /// A running stacks window.
@@ -123,6 +150,7 @@ fn open<'obj>(
             off_cpu: cfg.off_cpu,
             stack_bytes: STACK_BYTES,
             ringbuf_bytes: 16 << 20,
+            tie: cfg.tie.clone(),
         },
     )?;
     if cfg.scope == ScopeFilter::Tree {
@@ -150,6 +178,9 @@ fn run(
     };
     let t0 = Instant::now();
     let mut agg = Aggregate::new(cfg.off_cpu);
+    if cfg.tie.is_some() {
+        agg.tie = Some(TieBuilder::new(1_000_000_000 / u64::from(cfg.hz.max(1))));
+    }
     let mut resolver = Resolver::new();
     let mut last_reap = Instant::now();
     loop {
@@ -178,8 +209,10 @@ fn run(
         .map(|(path, frames, hint)| ModuleNote { path, frames, hint })
         .collect();
     let resolve_notes = resolver.notes();
+    let tied = agg.tie.take().map(TieBuilder::finish);
     let (on_cpu, off_cpu) = agg.into_stacks();
     Ok(Collected {
+        tied,
         on_cpu,
         off_cpu,
         counters,
@@ -210,6 +243,8 @@ struct Aggregate {
     /// process's).
     process_names: HashMap<u32, u32>,
     live: BTreeSet<u32>,
+    /// Samples kept for the tie to requests.
+    tie: Option<TieBuilder>,
 }
 
 impl Aggregate {
@@ -223,6 +258,7 @@ impl Aggregate {
             off: off_cpu.then(HashMap::new),
             process_names: HashMap::new(),
             live: BTreeSet::new(),
+            tie: None,
         }
     }
 
@@ -268,6 +304,7 @@ impl Aggregate {
         let (weight, off) = match s.kind {
             SampleKind::OnCpu => (1, false),
             SampleKind::OffCpu { weight_ns, .. } => (weight_ns, true),
+            SampleKind::RunQueue { .. } => (0, true),
         };
         let resolved = resolver.resolve(s);
         let process = self.process_name(s);
@@ -279,6 +316,21 @@ impl Aggregate {
             .rev()
             .map(|f| self.intern_frame(f))
             .collect();
+        let key = (process, frames);
+        if let Some(tie) = self.tie.as_mut() {
+            let (names, keys) = (&self.names, &self.frames);
+            tie.add(
+                s,
+                &key,
+                &resolved.frames,
+                |i| names[i as usize].clone(),
+                |i| keys[i as usize].clone(),
+            );
+        }
+        if matches!(s.kind, SampleKind::RunQueue { .. }) {
+            // Kept for the tie only: the graphs are of on- and off-CPU time.
+            return;
+        }
         let table = if off {
             match self.off.as_mut() {
                 Some(t) => t,
@@ -287,7 +339,7 @@ impl Aggregate {
         } else {
             &mut self.on
         };
-        let e = table.entry((process, frames)).or_insert((0, 0));
+        let e = table.entry(key).or_insert((0, 0));
         e.0 += weight;
         if resolved.complete {
             e.1 += weight;

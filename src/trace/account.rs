@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use super::abi::MAX_SYSCALLS;
 use super::bpf::{Event, ExecRecord, ExitTail, ForkRecord, TaskRecord, TaskUsage, ThreadSyscall};
 use super::launch::RusageSum;
-use super::syscall_names;
+use crate::probe::syscall_names;
 use crate::report::trace::{ProcessRow, Resources, ThreadRow, ThreadSyscallRow};
 
 /// Lifecycle records collected during and at the end of the window.

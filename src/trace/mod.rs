@@ -25,7 +25,6 @@ pub mod selfcost;
 pub mod snapshot;
 pub mod startup;
 pub mod stat;
-pub mod syscall_names;
 pub mod wait;
 
 use std::cell::RefCell;
@@ -680,6 +679,7 @@ pub(crate) fn finish(
         notes,
         anatomy: None,
         stacks: None,
+        tail: None,
     };
     Ok(TraceOutcome {
         report,

@@ -2,7 +2,8 @@
 //! first), the totals over them, and the `--by` groups.
 
 use super::stat::SyscallStat;
-use super::{errno, snapshot, syscall_names};
+use super::{errno, snapshot};
+use crate::probe::syscall_names;
 use crate::report::trace::{ErrnoCount, GroupRow, Latency, SyscallRow, Totals};
 
 /// Sums over syscall rows (errors and time absent in count-only mode).

@@ -107,3 +107,25 @@ pub fn add_status_classes(
         }
     }
 }
+
+/// A profile of a real server under its usual load has the tail's section
+/// (issue 40): requests in both groups, the samples that could not be
+/// given to one request counted and printed.
+pub fn assert_tail_section(rep: &Value, summary: &str) {
+    let t = &rep["tail"];
+    assert!(t.is_object(), "no tail section: {}", rep["stacks"]["notes"]);
+    assert!(
+        u(&t["requests"]["tail"]) > 0 && u(&t["requests"]["rest"]) > 0,
+        "{}",
+        t["requests"]
+    );
+    for k in ["interleaved_on_cpu", "untimed_on_cpu", "wait_ns"] {
+        assert!(t["unattributed"][k].is_u64(), "{}", t["unattributed"]);
+    }
+    assert!(t["headline"].is_string());
+    assert!(
+        summary.contains("Tail (why the slow ones were slow)"),
+        "{summary}"
+    );
+    assert!(summary.contains("unattributed:"), "{summary}");
+}

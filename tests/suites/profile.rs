@@ -2,7 +2,8 @@
 //! load commands, Unix-socket targets, the request anatomy in a profile
 //! (HTTP/1 and HTTP/2, RESP commands against redis, memcached's text
 //! commands against memcached, PostgreSQL's requests
-//! against pg_stat_statements, DNS queries against dnsmasq's query log), the socket evidence
+//! against pg_stat_statements, DNS queries against dnsmasq's query log), the tail's stacks
+//! and waits on a server whose slow requests have a known cause, the socket evidence
 //! provoked in network namespaces and the emulated paths. The evidence tests (named namespaces) and the
 //! path tests that compare `ip netns list` before and after take
 //! `common::serial()`.
@@ -39,3 +40,5 @@ mod profile;
 mod profile_external;
 #[path = "../profile_unix.rs"]
 mod profile_unix;
+#[path = "../tail_causes.rs"]
+mod tail_causes;

@@ -34,6 +34,7 @@ pub mod resources;
 pub mod stacks;
 pub mod sweep;
 pub mod syscalls;
+pub mod tail;
 pub mod text;
 pub mod tracer;
 
@@ -90,6 +91,7 @@ pub static SECTIONS: &[&dyn ProfileSection] = &[
     &syscalls::Syscalls,
     &resources::Cpu,
     &stacks::Stacks,
+    &tail::Tail,
     &resources::Resources,
     &processes::Attribution,
     &processes::Processes,

@@ -267,6 +267,7 @@ pub(super) fn assemble(
         anatomy_failure,
         stacks: None,
         stacks_failure: None,
+        tail: None,
         sweep: None,
         capacity: None,
     }

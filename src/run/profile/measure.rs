@@ -119,6 +119,9 @@ pub(super) struct WindowParts {
     /// window, what its count's per-request figures divide.
     anatomy_cpu: Option<(f64, f64)>,
     stacks: Option<std::result::Result<crate::report::stacks::StacksReport, String>>,
+    /// The tail's samples beside the rest's (stacks and the anatomy both
+    /// recorded).
+    tail: Option<crate::report::slow::TailReport>,
     /// A sweep step's load that counted as failed (errors over its
     /// budget): kept as the step's point instead of failing the run.
     pub(super) load_failure: Option<String>,
@@ -221,6 +224,7 @@ impl Live {
                 None,
             ),
         };
+        let tail = tail_section(spec, anatomy.as_ref(), finished.stacks.as_ref());
         let anatomy = anatomy.map(|r| r.map(|rec| anatomy_report(&rec, target_cpu_s(&syscalls))));
         let stacks = stacks::section(finished.stacks, target_cpu_s(&syscalls));
         if !matches!(driven, Driven::Own { .. }) {
@@ -235,6 +239,7 @@ impl Live {
             anatomy,
             anatomy_cpu,
             stacks,
+            tail,
             load_failure,
             attached,
         })
@@ -287,6 +292,7 @@ impl Live {
             anatomy,
             anatomy_cpu,
             stacks,
+            tail,
             attached,
             ..
         } = w;
@@ -316,8 +322,28 @@ impl Live {
             crate::tune::supported_by(e, l, &ports)
         });
         stacks::put(&mut rep, stacks);
+        rep.tail = tail;
         rep
     }
+}
+
+/// The tail's section, when the anatomy and the stack sampler both
+/// recorded the window with their samples tied.
+fn tail_section(
+    spec: &ProfileSpec,
+    anatomy: Option<&std::result::Result<Recorded, String>>,
+    stacks: Option<&std::result::Result<crate::stacks::Collected, String>>,
+) -> Option<crate::report::slow::TailReport> {
+    let (Some(Ok(rec)), Some(Ok(col)), Some(opts)) = (anatomy, stacks, spec.stacks.as_ref()) else {
+        return None;
+    };
+    crate::run::tail::report(
+        col.tied()?,
+        rec.turn_ends.as_ref()?,
+        &rec.window,
+        opts.tail,
+        col.off_cpu(),
+    )
 }
 
 /// The anatomy's section of a recorded window, its cost's share taken from
@@ -401,6 +427,30 @@ fn start_share_sampler(
     share::Sampler::start(addr, pid, others).map(Some)
 }
 
+/// The anatomy's configuration, tying stack samples to its requests when
+/// stacks are sampled too (`SOCKSCOPE_UNTIED` in the environment leaves
+/// them untied: bench/tail.sh measures what the tie costs with it).
+fn tie(
+    mut cfg: crate::anatomy::AnatomyConfig,
+    spec: &ProfileSpec,
+) -> crate::anatomy::AnatomyConfig {
+    cfg.tie_samples = spec
+        .stacks
+        .as_ref()
+        .filter(|_| std::env::var_os("SOCKSCOPE_UNTIED").is_none())
+        .map(|o| o.tail);
+    cfg
+}
+
+/// The anatomy's per-thread map, when it started and ties samples.
+fn threads_map(
+    anatomy: Option<&std::result::Result<Session, String>>,
+) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+    anatomy
+        .and_then(|a| a.as_ref().ok())
+        .and_then(Session::threads_map)
+}
+
 /// The tracer and the collectors, attached before the load. Fields drop
 /// in declaration order: the anatomy, the collectors, then the tracer.
 struct Attached {
@@ -440,7 +490,7 @@ fn attach(
         // (on the target's TCP/UDP ports and Unix listeners alike).
         let anatomy = spec.recorders.requests().then(|| {
             crate::run::trace::requests::config_for(&target, root, spec.reading)
-                .and_then(Session::start)
+                .and_then(|cfg| Session::start(tie(cfg, spec)))
                 .map_err(|e| format!("{e:#}"))
         });
         // The anatomy's window opens later than the tracer's (its attach
@@ -451,14 +501,14 @@ fn attach(
             let before = probe.read();
             (probe, before)
         });
-        let stacks = stacks::start(spec, &target, root);
+        let stacks = stacks::start(spec, &target, root, threads_map(anatomy.as_ref()));
         (Some(tracer), control_clock, anatomy, probe, stacks)
     } else {
         // Alone, the anatomy is all the run records: one that cannot start
         // fails it now, before the load.
         let probe = CpuProbe::new(&target, subject.pid);
         let session = crate::run::trace::requests::config_for(&target, subject.pid, spec.reading)
-            .and_then(Session::start)
+            .and_then(|cfg| Session::start(tie(cfg, spec)))
             .map_err(|e| {
                 fail(
                     exit::TRACER_FAILED,
@@ -467,7 +517,7 @@ fn attach(
             })?;
         // Read once the window is open: the attach is not the window's.
         let before = probe.read();
-        let stacks = stacks::start(spec, &target, subject.pid);
+        let stacks = stacks::start(spec, &target, subject.pid, session.threads_map());
         (None, None, Some(Ok(session)), Some((probe, before)), stacks)
     };
     let sampler = match addr.inet() {

@@ -14,15 +14,21 @@ use crate::run::exit::{self, fail};
 use crate::stacks::{Collected, Session};
 
 /// Starts sampling `target` (whose tree is rooted at `root`) when the
-/// profile asks for stacks.
+/// profile asks for stacks; `tie`, the request anatomy's thread map, ties
+/// the samples to its requests.
 pub(super) fn start(
     spec: &ProfileSpec,
     target: &TargetSpec,
     root: i32,
+    tie: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 ) -> Option<std::result::Result<Session, String>> {
     let options = spec.stacks.as_ref()?;
     Some(
         crate::run::trace::stacks::config_for(target, root, options)
+            .map(|mut cfg| {
+                cfg.tie = tie;
+                cfg
+            })
             .and_then(Session::start)
             .map_err(|e| format!("{e:#}")),
     )
@@ -68,6 +74,7 @@ pub(super) fn put(
 pub(super) fn verdict(spec: &ProfileSpec, rep: &ProfileReport) -> Result<()> {
     if let (Some(options), Some(s)) = (&spec.stacks, &rep.stacks) {
         crate::run::trace::stacks::write_folded(options, s)?;
+        crate::run::trace::stacks::write_tail_folded(options, rep.tail.as_ref())?;
     }
     match &rep.stacks_failure {
         Some(why) => Err(fail(

@@ -141,6 +141,28 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
         }
         None => None,
     };
+    // With both, the sampler starts once the anatomy did, tied to its
+    // requests.
+    let tie = match (&spec.stacks, spec.requests) {
+        (Some(s), true) => {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let slot = std::sync::Arc::default();
+            Some((
+                self::requests::Tie {
+                    tail: s.tail,
+                    threads: std::sync::Arc::clone(&slot),
+                    then: tx,
+                },
+                rx,
+                slot,
+            ))
+        }
+        _ => None,
+    };
+    let (tie, stacks_opened) = match tie {
+        Some((t, rx, slot)) => (Some(t), Some((rx, slot))),
+        None => (None, None),
+    };
     let beside = if spec.requests {
         let (tx, rx) = std::sync::mpsc::channel();
         options.window_opened.push(tx);
@@ -156,12 +178,20 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             spec.reading,
             latest,
             options.verbose,
+            tie,
         )?)
     } else {
         None
     };
-    let stacks = match &spec.stacks {
-        Some(s) => {
+    let stacks = match (&spec.stacks, stacks_opened) {
+        (Some(s), Some((rx, slot))) => Some(self::stacks::when_open(
+            rx,
+            &options.target,
+            s,
+            options.verbose,
+            Some(slot),
+        )?),
+        (Some(s), None) => {
             let (tx, rx) = std::sync::mpsc::channel();
             options.window_opened.push(tx);
             Some(self::stacks::when_open(
@@ -169,9 +199,10 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
                 &options.target,
                 s,
                 options.verbose,
+                None,
             )?)
         }
-        None => None,
+        (None, _) => None,
     };
     let outcome = crate::trace::run(&options);
     // The sinks' copies go with `options`; the last one stops the server.
@@ -185,11 +216,13 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     let stacks = stacks.map(|b| b.finish(crate::stacks::Session::finish));
     let mut outcome = outcome?;
     let mut anatomy_failed = None;
+    let mut recorded = None;
     match anatomy {
         Some(Ok(Some(rec))) => {
             let r = &outcome.report.resources;
             let cpu_ns = ((r.user_cpu_s + r.system_cpu_s) * 1e9) as u64;
             outcome.report.anatomy = Some(crate::anatomy::report(&rec, Some(cpu_ns)));
+            recorded = Some(rec);
         }
         Some(Ok(None)) | None => {}
         Some(Err(e)) => anatomy_failed = Some(e),
@@ -200,7 +233,21 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             let r = &outcome.report.resources;
             let cpu_ns = ((r.user_cpu_s + r.system_cpu_s) * 1e9) as u64;
             let s = crate::stacks::report(&collected, Some(cpu_ns));
-            if let Err(e) = self::stacks::write_folded(options, &s) {
+            if let (Some(rec), Some(tied)) = (&recorded, collected.tied())
+                && let Some(ends) = &rec.turn_ends
+            {
+                outcome.report.tail = crate::run::tail::report(
+                    tied,
+                    ends,
+                    &rec.window,
+                    options.tail,
+                    collected.off_cpu(),
+                );
+            }
+            let written = self::stacks::write_folded(options, &s).and(
+                self::stacks::write_tail_folded(options, outcome.report.tail.as_ref()),
+            );
+            if let Err(e) = written {
                 stacks_failed = Some(e);
             }
             outcome.report.stacks = Some(s);

@@ -31,18 +31,43 @@ pub fn when_open(
     reading: anatomy::Reading,
     latest: Option<Latest>,
     verbose: bool,
+    tie: Option<Tie>,
 ) -> Result<Beside> {
     let target = target.clone();
     Beside::when_open(opened, "anatomy", move |root| {
         let mut cfg = config_for(&target, root, reading)?;
         cfg.latest = latest;
-        let session = Session::start(cfg)?;
+        cfg.tie_samples = tie.as_ref().map(|t| t.tail);
+        let session = Session::start(cfg);
+        if let Some(t) = tie {
+            // The sampler starts now, tied or (the anatomy failed) not.
+            if let (Ok(s), Ok(mut slot)) = (&session, t.threads.lock()) {
+                *slot = s.threads_map();
+            }
+            let _ = t.then.send(root);
+        }
+        let session = session?;
         if verbose {
             crate::progress::say!("sockscope: request anatomy attached: its window is open");
         }
         Ok(session)
     })
 }
+
+/// How `trace --requests --stacks` ties the sampler's samples to the
+/// anatomy's requests: the anatomy starts first, puts its thread map in
+/// `threads` and then opens the sampler's start (`then`).
+pub struct Tie {
+    /// Where the tail begins (`--tail`).
+    pub tail: anatomy::TailSpec,
+    /// The anatomy's thread map, for the sampler.
+    pub threads: std::sync::Arc<std::sync::Mutex<Option<ThreadsMap>>>,
+    /// The sampler's start, sent the root pid once the anatomy started.
+    pub then: mpsc::Sender<i32>,
+}
+
+/// The anatomy's per-thread map, shared with the stack sampler.
+pub type ThreadsMap = std::sync::Arc<std::os::fd::OwnedFd>;
 
 /// The length of the anatomy's intervals (its `intervals`, its
 /// publications to `--metrics`, the lines of `--requests-only
@@ -73,6 +98,7 @@ pub fn config_for(
         max_ports: anatomy::DEFAULT_MAX_PORTS,
         max_endpoints: reading.max_endpoints,
         tls_plaintext: reading.tls_plaintext,
+        tie_samples: None,
         interval: INTERVAL,
         latest: None,
         duty: None,

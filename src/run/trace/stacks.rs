@@ -24,11 +24,14 @@ pub fn when_open(
     target: &TargetSpec,
     options: &StacksOptions,
     verbose: bool,
+    tie: Option<std::sync::Arc<std::sync::Mutex<Option<super::requests::ThreadsMap>>>>,
 ) -> Result<Beside> {
     let target = target.clone();
     let options = options.clone();
     Beside::when_open(opened, "stacks", move |root| {
-        let session = Session::start(config_for(&target, root, &options)?)?;
+        let mut cfg = config_for(&target, root, &options)?;
+        cfg.tie = tie.and_then(|t| t.lock().ok().and_then(|mut g| g.take()));
+        let session = Session::start(cfg)?;
         if verbose {
             crate::progress::say!(
                 "sockscope: stack sampling attached ({} Hz per CPU{})",
@@ -52,6 +55,7 @@ pub fn config_for(target: &TargetSpec, root: i32, options: &StacksOptions) -> Re
         roots,
         hz: options.hz,
         off_cpu: options.off_cpu,
+        tie: None,
     })
 }
 
@@ -70,4 +74,38 @@ pub fn write_folded(options: &StacksOptions, report: &StacksReport) -> Result<()
         _ => Ok(()),
     };
     on.and(off)
+}
+
+/// Writes the tail's and the rest's folded stacks the options name
+/// (`--tail-folded`, `--rest-folded`); a run with no tail section writes
+/// none and says so.
+pub fn write_tail_folded(
+    options: &StacksOptions,
+    tail: Option<&crate::report::slow::TailReport>,
+) -> Result<()> {
+    let wanted = [
+        ("--tail-folded", &options.tail_folded, true),
+        ("--rest-folded", &options.rest_folded, false),
+    ];
+    let mut out = Ok(());
+    for (flag, path, is_tail) in wanted {
+        let Some(p) = path else { continue };
+        let r = match tail {
+            Some(t) => {
+                let g = if is_tail {
+                    &t.tail_on_cpu
+                } else {
+                    &t.rest_on_cpu
+                };
+                crate::output::write(p, folded_text(g).as_bytes())
+                    .with_context(|| format!("writing {flag} {}", p.display()))
+            }
+            None => Err(anyhow::anyhow!(
+                "{flag} {}: not written: the tail needs the request anatomy and stacks of the                  same window, and it timed no request",
+                p.display()
+            )),
+        };
+        out = out.and(r);
+    }
+    out
 }

@@ -99,6 +99,7 @@ fn threads_cpu_ns(pid: i32) -> u64 {
 fn line(s: &RawSample) -> serde_json::Value {
     let (kind, weight_ns, state, open) = match s.kind {
         SampleKind::OnCpu => ("on", 0, None, false),
+        SampleKind::RunQueue { weight_ns } => ("runq", weight_ns, None, false),
         SampleKind::OffCpu {
             weight_ns,
             state,

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# What tying stack samples to requests costs the target (docs/benchmarks.md,
+# section T, issue 40): one nginx (2 workers) at saturation under
+# `sockscope load http -c 8`, its CPU per request (user+system of master
+# and workers from /proc, over the run) in alternating runs:
+#   base     nothing attached (the load alone);
+#   untied   profile --requests-only with stacks at 99 Hz, samples not tied
+#            (SOCKSCOPE_UNTIED=1): the anatomy and the sampler side by side;
+#   tied     the same, tied (the default): the anatomy numbers each turn and
+#            keeps it per thread, the sampler reads it at every sample, and
+#            the ends of the sampled turns (and those near the tail) are
+#            written to the ring buffer.
+# The tie's cost is tied over untied in the same round.
+#
+#   bench/tail.sh [SECS_PER_RUN]      (default 8; ROUNDS=3)
+#
+# Only loopback is used; outputs go under target/bench/tail. Every process
+# started here is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+SECS=${1:-8}
+ROUNDS=${ROUNDS:-3}
+BIN=${SOCKSCOPE:-target/release/sockscope}
+OUT=target/bench/tail
+rm -rf "$OUT"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+[ -x "$BIN" ] || { echo "bench/tail.sh: build first ($BIN missing)" >&2; exit 1; }
+for t in nginx python3; do
+  command -v "$t" >/dev/null || [ -x "/usr/sbin/$t" ] ||
+    { echo "bench/tail.sh: $t missing (make deps)" >&2; exit 1; }
+done
+
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]:-}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
+ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{a/b:.3f}' if b else 'n/a')" "$1" "$2"; }
+cpu_of() {
+  python3 - "$@" <<'PY'
+import os, sys
+hz = os.sysconf("SC_CLK_TCK")
+t = 0
+for p in sys.argv[1:]:
+    f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    t += int(f[11]) + int(f[12])
+print(f"{t / hz:.3f}")
+PY
+}
+
+echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds"
+echo
+
+NGX=$OUT/nginx
+mkdir -p "$NGX/html" "$NGX/logs"
+cp /usr/share/nginx/html/index.html "$NGX/html/" 2>/dev/null ||
+  printf '<!DOCTYPE html><html><body>%0600d</body></html>\n' 0 >"$NGX/html/index.html"
+PORT=$(free_port)
+cat >"$NGX/nginx.conf" <<EOC
+worker_processes 2;
+pid $NGX/nginx.pid;
+error_log $NGX/logs/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 100000000;
+  server {
+    listen 127.0.0.1:$PORT;
+    root $NGX/html;
+  }
+}
+EOC
+/usr/sbin/nginx -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' &
+MASTER=$!
+PIDS+=("$MASTER")
+for _ in $(seq 100); do
+  python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$PORT" 2>/dev/null && break
+  sleep 0.05
+done
+sleep 0.3
+NPIDS=("$MASTER" $(pgrep -P "$MASTER"))
+echo "nginx: master $MASTER, workers ${NPIDS[*]:1}"
+echo
+
+# run NAME TAG: one load run; prints "rps us_per_req".
+run() {
+  local name=$1 tag=$2 c0 c1 n rps
+  c0=$(cpu_of "${NPIDS[@]}")
+  case $name in
+    base) "$BIN" load http -c 8 -d "$SECS" --json "$OUT/$tag.load.json" \
+            "http://127.0.0.1:$PORT/" >"$OUT/$tag.log" 2>&1
+          n=$(json "$OUT/$tag.load.json" "d['transactions']")
+          rps=$(json "$OUT/$tag.load.json" "round(d['rate_per_s'])") ;;
+    untied|tied)
+          local env=()
+          [ "$name" = untied ] && env=(SOCKSCOPE_UNTIED=1)
+          env "${env[@]}" "$BIN" profile --pid "$MASTER" --requests-only --quiet \
+            --load "http -c 8 -d $SECS" --out "$OUT/$tag" >"$OUT/$tag.log" 2>&1 ||
+            { echo "profile $name failed: see $OUT/$tag.log" >&2; exit 1; }
+          n=$(json "$OUT/$tag/run.json" "d['derived']['transactions']")
+          rps=$(json "$OUT/$tag/run.json" "round(d['derived']['rate_per_s'])") ;;
+  esac
+  c1=$(cpu_of "${NPIDS[@]}")
+  python3 -c "import sys; print(sys.argv[1], f'{1e6*(float(sys.argv[3])-float(sys.argv[2]))/float(sys.argv[4]):.2f}')" "$rps" "$c0" "$c1" "$n"
+}
+
+printf "%-6s %-8s %10s %12s %8s %8s  %s\n" round run "req/s" "us/req" "/base" "/untied" "tail section"
+for r in $(seq "$ROUNDS"); do
+  base="" untied=""
+  for name in base untied tied; do
+    read -r rps us < <(run "$name" "$name-$r")
+    [ "$name" = base ] && base=$us
+    [ "$name" = untied ] && untied=$us
+    acct=""
+    if [ "$name" = tied ]; then
+      acct=$(json "$OUT/$name-$r/run.json" "'samples tail %d rest %d, unattributed %d, outside %d' % (d['tail']['on_cpu_samples']['tail'], d['tail']['on_cpu_samples']['rest'], d['tail']['unattributed']['untimed_on_cpu'] + d['tail']['unattributed']['interleaved_on_cpu'], d['tail']['outside']['on_cpu']) if 'tail' in d else 'no tail section'")
+    fi
+    vs_untied=""
+    [ -n "$untied" ] && [ "$name" = tied ] && vs_untied=$(ratio "$us" "$untied")
+    printf "%-6s %-8s %10s %12s %8s %8s  %s\n" "$r" "$name" "$rps" "$us" "$(ratio "$us" "$base")" "$vs_untied" "$acct"
+  done
+done
