@@ -10,7 +10,8 @@
 #            keeps it per thread, the sampler reads it at every sample, and
 #            the ends of the sampled turns (and those near the tail) are
 #            written to the ring buffer.
-# The tie's cost is tied over untied in the same round.
+# The tie's cost is tied over untied in the same round; odd rounds run
+# untied before tied, even rounds the other way round.
 #
 #   bench/tail.sh [SECS_PER_RUN]      (default 8; ROUNDS=3)
 #
@@ -114,17 +115,19 @@ run() {
 
 printf "%-6s %-8s %10s %12s %8s %8s  %s\n" round run "req/s" "us/req" "/base" "/untied" "tail section"
 for r in $(seq "$ROUNDS"); do
-  base="" untied=""
+  # Odd rounds run untied first, even rounds tied first: the order's own
+  # effect (a warmer cache, a drifting machine) cancels over the rounds.
+  if [ $((r % 2)) -eq 1 ]; then order=(base untied tied); else order=(base tied untied); fi
+  declare -A RPS=() US=()
+  for name in "${order[@]}"; do
+    read -r RPS[$name] US[$name] < <(run "$name" "$name-$r")
+  done
   for name in base untied tied; do
-    read -r rps us < <(run "$name" "$name-$r")
-    [ "$name" = base ] && base=$us
-    [ "$name" = untied ] && untied=$us
-    acct=""
+    acct="" vs_untied=""
     if [ "$name" = tied ]; then
       acct=$(json "$OUT/$name-$r/run.json" "'samples tail %d rest %d, unattributed %d, outside %d' % (d['tail']['on_cpu_samples']['tail'], d['tail']['on_cpu_samples']['rest'], d['tail']['unattributed']['untimed_on_cpu'] + d['tail']['unattributed']['interleaved_on_cpu'], d['tail']['outside']['on_cpu']) if 'tail' in d else 'no tail section'")
+      vs_untied=$(ratio "${US[tied]}" "${US[untied]}")
     fi
-    vs_untied=""
-    [ -n "$untied" ] && [ "$name" = tied ] && vs_untied=$(ratio "$us" "$untied")
-    printf "%-6s %-8s %10s %12s %8s %8s  %s\n" "$r" "$name" "$rps" "$us" "$(ratio "$us" "$base")" "$vs_untied" "$acct"
+    printf "%-6s %-8s %10s %12s %8s %8s  %s\n" "$r" "$name" "${RPS[$name]}" "${US[$name]}" "$(ratio "${US[$name]}" "${US[base]}")" "$vs_untied" "$acct"
   done
 done
