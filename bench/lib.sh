@@ -28,3 +28,57 @@ proc_ticks() {
   done
   echo "$t"
 }
+
+# json FILE EXPR: EXPR evaluated over the JSON document FILE (as `d`).
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
+
+# ratio A B: A/B to three decimals ("n/a" when B is 0).
+ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{a/b:.3f}' if b else 'n/a')" "$1" "$2"; }
+
+# cpu_of PID...: user+system seconds of these processes now.
+cpu_of() {
+  python3 - "$@" <<'PY'
+import os, sys
+hz = os.sysconf("SC_CLK_TCK")
+t = 0
+for p in sys.argv[1:]:
+    f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    t += int(f[11]) + int(f[12])
+print(f"{t / hz:.3f}")
+PY
+}
+
+# nginx_start DIR: Debian's nginx with 2 workers serving a static page on
+# a free 127.0.0.1 port, its files under DIR; sets PORT, MASTER and NPIDS
+# (master, then workers) and adds the master to PIDS (the caller's
+# cleanup stops it).
+nginx_start() {
+  local d=$1
+  mkdir -p "$d/html" "$d/logs"
+  cp /usr/share/nginx/html/index.html "$d/html/" 2>/dev/null ||
+    printf '<!DOCTYPE html><html><body>%0600d</body></html>\n' 0 >"$d/html/index.html"
+  PORT=$(free_port)
+  cat >"$d/nginx.conf" <<EOC
+worker_processes 2;
+pid $d/nginx.pid;
+error_log $d/logs/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 100000000;
+  server {
+    listen 127.0.0.1:$PORT;
+    root $d/html;
+  }
+}
+EOC
+  /usr/sbin/nginx -p "$d" -c "$d/nginx.conf" -g 'daemon off;' &
+  MASTER=$!
+  PIDS+=("$MASTER")
+  for _ in $(seq 100); do
+    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$PORT" 2>/dev/null && break
+    sleep 0.05
+  done
+  sleep 0.3
+  NPIDS=("$MASTER" $(pgrep -P "$MASTER"))
+}

@@ -43,51 +43,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
-ratio() { python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'{a/b:.3f}' if b else 'n/a')" "$1" "$2"; }
-cpu_of() {
-  python3 - "$@" <<'PY'
-import os, sys
-hz = os.sysconf("SC_CLK_TCK")
-t = 0
-for p in sys.argv[1:]:
-    f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-    t += int(f[11]) + int(f[12])
-print(f"{t / hz:.3f}")
-PY
-}
-
 echo "machine: $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds"
 echo
 
-NGX=$OUT/nginx
-mkdir -p "$NGX/html" "$NGX/logs"
-cp /usr/share/nginx/html/index.html "$NGX/html/" 2>/dev/null ||
-  printf '<!DOCTYPE html><html><body>%0600d</body></html>\n' 0 >"$NGX/html/index.html"
-PORT=$(free_port)
-cat >"$NGX/nginx.conf" <<EOC
-worker_processes 2;
-pid $NGX/nginx.pid;
-error_log $NGX/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 100000000;
-  server {
-    listen 127.0.0.1:$PORT;
-    root $NGX/html;
-  }
-}
-EOC
-/usr/sbin/nginx -p "$NGX" -c "$NGX/nginx.conf" -g 'daemon off;' &
-MASTER=$!
-PIDS+=("$MASTER")
-for _ in $(seq 100); do
-  python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$PORT" 2>/dev/null && break
-  sleep 0.05
-done
-sleep 0.3
-NPIDS=("$MASTER" $(pgrep -P "$MASTER"))
+nginx_start "$OUT/nginx"
 echo "nginx: master $MASTER, workers ${NPIDS[*]:1}"
 echo
 

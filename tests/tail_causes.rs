@@ -21,18 +21,11 @@ use serde_json::Value;
 fn server() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("slow_server");
-        let tmp = out.with_extension(format!("tmp{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/slow_server.c");
-        let st = Command::new("cc")
-            .args(["-O2", "-g", "-pthread", "-Wall", "-o"])
-            .arg(&tmp)
-            .arg(&src)
-            .status()
-            .expect("running cc (is gcc installed? `make deps` installs it)");
-        assert!(st.success(), "compiling {}", src.display());
-        std::fs::rename(&tmp, &out).unwrap();
-        out
+        common::build_c(
+            "slow_server.c",
+            "slow_server",
+            &["-O2", "-g", "-pthread", "-Wall"],
+        )
     })
 }
 

@@ -5,11 +5,12 @@
 //! producer (`run::tail`) joins the sampler's samples to the anatomy's
 //! requests; this module holds the artifact's types and their text.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::stacks::{FoldedStack, KERNEL_SUFFIX, StackGraph};
+use super::stacks::{KERNEL_SUFFIX, StackGraph};
+use super::stacks_compare::shares;
 use super::units::{fmt_count, human_ns};
 
 /// run.json's `tail`.
@@ -215,32 +216,6 @@ pub struct TailEndpoint {
     /// The tail's leading function and its shares (None: no tail sample).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub function: Option<TailFunction>,
-}
-
-/// Self and total shares of every function (by folded frame text) of
-/// `g`, the process frame left out; a total counted once per stack.
-pub fn shares(g: &StackGraph) -> HashMap<&str, (f64, f64)> {
-    let mut w: HashMap<&str, (u64, u64)> = HashMap::new();
-    for st in &g.stacks {
-        add_stack(&mut w, st);
-    }
-    let total = g.total.max(1) as f64;
-    w.into_iter()
-        .map(|(k, (s, t))| (k, (s as f64 / total, t as f64 / total)))
-        .collect()
-}
-
-fn add_stack<'a>(w: &mut HashMap<&'a str, (u64, u64)>, st: &'a FoldedStack) {
-    let frames = st.frames.get(1..).unwrap_or_default();
-    if let Some(inner) = frames.last() {
-        w.entry(inner.as_str()).or_default().0 += st.weight;
-    }
-    let mut seen = HashSet::new();
-    for f in frames {
-        if seen.insert(f.as_str()) {
-            w.entry(f.as_str()).or_default().1 += st.weight;
-        }
-    }
 }
 
 /// Rows kept in `functions`.

@@ -44,8 +44,8 @@ impl Growth {
 
 /// Self and total shares of every function (by folded frame text) in
 /// `g`, the process frame left out; a function's total counted once per
-/// stack.
-fn shares(g: &StackGraph) -> HashMap<&str, (f64, f64)> {
+/// stack. (The tail's side-by-side rows, `report::slow`, read them too.)
+pub fn shares(g: &StackGraph) -> HashMap<&str, (f64, f64)> {
     let mut w: HashMap<&str, (u64, u64)> = HashMap::new();
     for st in &g.stacks {
         let frames = st.frames.get(1..).unwrap_or_default();

@@ -109,19 +109,33 @@ pub fn require_root(test: &str) -> bool {
 pub fn workload() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ss_workload");
-        let tmp = out.with_extension(format!("tmp{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workload/ss_workload.c");
-        let st = Command::new("cc")
-            .args(["-static", "-O2", "-Wall", "-pthread", "-o"])
-            .arg(&tmp)
-            .arg(&src)
-            .status()
-            .expect("running cc (is gcc installed? `make deps` installs it)");
-        assert!(st.success(), "compiling {}", src.display());
-        std::fs::rename(&tmp, &out).unwrap();
-        out
+        build_c(
+            "ss_workload.c",
+            "ss_workload",
+            &["-static", "-O2", "-Wall", "-pthread"],
+        )
     })
+}
+
+/// Compiles tests/workload/`src` with `flags` into the test binary's temp
+/// directory as `out` (through a per-process name, renamed into place) and
+/// returns its path.
+pub fn build_c(src: &str, out: &str, flags: &[&str]) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(out);
+    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/workload")
+        .join(src);
+    let st = Command::new("cc")
+        .args(flags)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&src)
+        .status()
+        .expect("running cc (is gcc installed? `make deps` installs it)");
+    assert!(st.success(), "compiling {}", src.display());
+    std::fs::rename(&tmp, &out).unwrap();
+    out
 }
 
 /// Runs sockscope with `args`, capturing everything.
