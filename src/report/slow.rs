@@ -9,8 +9,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::stacks::{KERNEL_SUFFIX, StackGraph};
-use super::stacks_compare::shares;
+use super::stacks::{KERNEL_SUFFIX, StackGraph, shares};
 use super::units::{fmt_count, human_ns};
 
 /// run.json's `tail`.

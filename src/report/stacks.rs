@@ -337,6 +337,29 @@ impl StackGraph {
     }
 }
 
+/// Self and total shares of every function (by folded frame text) in
+/// `g`, the process frame left out; a function's total counted once per
+/// stack (`compare`'s growth and the tail's side-by-side rows read them).
+pub fn shares(g: &StackGraph) -> HashMap<&str, (f64, f64)> {
+    let mut w: HashMap<&str, (u64, u64)> = HashMap::new();
+    for st in &g.stacks {
+        let frames = st.frames.get(1..).unwrap_or_default();
+        if let Some(inner) = frames.last() {
+            w.entry(inner.as_str()).or_default().0 += st.weight;
+        }
+        let mut seen = HashSet::new();
+        for f in frames {
+            if seen.insert(f.as_str()) {
+                w.entry(f.as_str()).or_default().1 += st.weight;
+            }
+        }
+    }
+    let total = g.total.max(1) as f64;
+    w.into_iter()
+        .map(|(k, (s, t))| (k, (s as f64 / total, t as f64 / total)))
+        .collect()
+}
+
 /// The graph as folded stacks, one `frame;frame;... weight` line per
 /// stack (FlameGraph's and inferno's input). Every frame is sanitized
 /// again, so a graph read from an artifact someone edited cannot break

@@ -3,11 +3,11 @@
 //! the change in points, biggest growth first; and the differential flame
 //! graph for the page.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use super::flame;
-use super::stacks::{KERNEL_SUFFIX, StackGraph, StacksReport};
+use super::stacks::{KERNEL_SUFFIX, StackGraph, StacksReport, shares};
 use super::table::{Align, Column, Table};
 
 /// Rows of the view.
@@ -40,29 +40,6 @@ impl Growth {
     pub fn total_change(&self) -> f64 {
         self.total_share.1 - self.total_share.0
     }
-}
-
-/// Self and total shares of every function (by folded frame text) in
-/// `g`, the process frame left out; a function's total counted once per
-/// stack. (The tail's side-by-side rows, `report::slow`, read them too.)
-pub fn shares(g: &StackGraph) -> HashMap<&str, (f64, f64)> {
-    let mut w: HashMap<&str, (u64, u64)> = HashMap::new();
-    for st in &g.stacks {
-        let frames = st.frames.get(1..).unwrap_or_default();
-        if let Some(inner) = frames.last() {
-            w.entry(inner.as_str()).or_default().0 += st.weight;
-        }
-        let mut seen = HashSet::new();
-        for f in frames {
-            if seen.insert(f.as_str()) {
-                w.entry(f.as_str()).or_default().1 += st.weight;
-            }
-        }
-    }
-    let total = g.total.max(1) as f64;
-    w.into_iter()
-        .map(|(k, (s, t))| (k, (s as f64 / total, t as f64 / total)))
-        .collect()
 }
 
 /// The functions whose self or total share grew from `a` to `b`, by the
