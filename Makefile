@@ -87,7 +87,12 @@ test:
 	@start=$$(date +%s); $(MAKE) --no-print-directory test-steps; rc=$$?; \
 	  echo "make test: $$(( $$(date +%s) - start )) s, exit status $$rc"; exit $$rc
 
-test-steps: deps build
+# It builds through `cargo test` alone, not `make build` first: dev-dependencies
+# turn on features of shared dependencies (getrandom's std, under inferno),
+# so `cargo build` and `cargo test` compile the crate and several of its
+# dependencies twice over (about 4 minutes on 2 CPUs). `cargo test` builds
+# target/release/sockscope too, which the tests run.
+test-steps: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --all-targets -- -D warnings
 	$(CARGO) test --release --locked
