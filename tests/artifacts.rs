@@ -264,6 +264,7 @@ fn stacks_render_as_folded_files_tables_and_flame_graphs() {
     let dir = scratch("artifacts-stacks");
     let stack = |names: &[&str], weight: u64| WeightedStack {
         process: "app".into(),
+        thread: "worker".into(),
         frames: names
             .iter()
             .map(|n| FrameKey {
@@ -319,6 +320,18 @@ fn stacks_render_as_folded_files_tables_and_flame_graphs() {
     assert_eq!(
         read("stacks-offcpu.folded"),
         "app;main;wait;schedule_[k] 5000000\n"
+    );
+    // And as pprof profiles, written again from run.json.
+    let pprof =
+        |f: &str| sockscope::report::pprof::read(&std::fs::read(runs[0].join(f)).unwrap()).unwrap();
+    let on = pprof("stacks.pb.gz");
+    assert_eq!(on.sample.iter().map(|s| s.value[0]).sum::<i64>(), 100);
+    assert!(on.string_table.iter().any(|s| s == "worker"));
+    assert!(on.string_table.iter().any(|s| s == "tcp_sendmsg_[k]"));
+    let off = pprof("stacks-offcpu.pb.gz");
+    assert_eq!(
+        off.sample.iter().map(|s| s.value[0]).sum::<i64>(),
+        5_000_000
     );
     let summary = read("summary.txt");
     assert!(
@@ -673,12 +686,14 @@ fn a_name_of_70000_characters_is_cut_in_tables_and_kept_whole_in_folded_stacks()
             vec![
                 WeightedStack {
                     process: "app".into(),
+                    thread: "app".into(),
                     frames: vec![frame("main"), frame(&long)],
                     weight,
                     complete: true,
                 },
                 WeightedStack {
                     process: "app".into(),
+                    thread: "app".into(),
                     frames: vec![frame("main"), frame("idle")],
                     weight: 10,
                     complete: true,

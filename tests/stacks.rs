@@ -160,8 +160,25 @@ fn check_split(bin: &Path, test: &str) {
     let dir = scratch(test);
     let prog = Prog::start(bin, "split", 8.0);
     let pid = prog.pid().to_string();
-    let s = trace_stacks(&dir, &["--stack-hz", "299", "-p", &pid, "--duration", "4"]);
+    let pprof = dir.join("cpu.pb.gz");
+    let s = trace_stacks(
+        &dir,
+        &[
+            "--stack-hz",
+            "299",
+            "--stacks-pprof",
+            pprof.to_str().unwrap(),
+            "-p",
+            &pid,
+            "--duration",
+            "4",
+        ],
+    );
     drop(prog);
+    // The same samples as a pprof profile, read by Go's own pprof.
+    if common::require_program("go", test) {
+        common::pprof::check_against(&s["on_cpu"], &pprof, 5, test);
+    }
     let st = stacks_of(&s["on_cpu"]);
     let seventy = weight_with(&st, |f| has(f, "hot_seventy"));
     let thirty = weight_with(&st, |f| has(f, "hot_thirty"));
@@ -494,6 +511,7 @@ fn folded_file_adds_up_to_the_graph() {
     let dir = scratch("stacks-folded");
     let folded = dir.join("cpu.folded");
     let offf = dir.join("off.folded");
+    let (on_pprof, off_pprof) = (dir.join("cpu.pb.gz"), dir.join("off.pb.gz"));
     let prog = Prog::start(no_fp(), "sleeper", 6.0);
     let pid = prog.pid().to_string();
     let s = trace_stacks(
@@ -504,6 +522,10 @@ fn folded_file_adds_up_to_the_graph() {
             folded.to_str().unwrap(),
             "--offcpu-folded",
             offf.to_str().unwrap(),
+            "--stacks-pprof",
+            on_pprof.to_str().unwrap(),
+            "--offcpu-pprof",
+            off_pprof.to_str().unwrap(),
             "-p",
             &pid,
             "--duration",
@@ -524,6 +546,10 @@ fn folded_file_adds_up_to_the_graph() {
         }
         assert_eq!(sum, graph["total"].as_u64().unwrap(), "{}", file.display());
     }
+    if common::require_program("go", "folded_file_adds_up_to_the_graph") {
+        common::pprof::check_against(&s["on_cpu"], &on_pprof, 3, "on-CPU pprof");
+        common::pprof::check_against(&s["off_cpu"], &off_pprof, 3, "off-CPU pprof");
+    }
 }
 
 #[test]
@@ -536,6 +562,17 @@ fn usage_errors_exit_2() {
         &["trace", "--stacks-folded", "/tmp/x", "-p", "1"],
         &["trace", "--stacks", "--requests-only", "-p", "1"],
         &["trace", "--stacks", "--offcpu-folded", "/tmp/x", "-p", "1"],
+        &["trace", "--stacks", "--offcpu-pprof", "/tmp/x", "-p", "1"],
+        &[
+            "trace",
+            "--stacks",
+            "--stacks-pprof",
+            "/tmp/x",
+            "--stacks-folded",
+            "/tmp/x",
+            "-p",
+            "1",
+        ],
         &[
             "profile",
             "--no-stacks",

@@ -104,6 +104,7 @@ fn a_cpu_heavy_function_of_the_slow_requests_leads_their_tail() {
     let files = scratch(&format!("{name}-folded"));
     let tail_folded = files.join("tail.folded");
     let rest_folded = files.join("rest.folded");
+    let pprof = files.join("cpu.pb.gz");
     let (rep, summary) = profile(
         name,
         "cpu",
@@ -115,6 +116,8 @@ fn a_cpu_heavy_function_of_the_slow_requests_leads_their_tail() {
             tail_folded.to_str().unwrap(),
             "--rest-folded",
             rest_folded.to_str().unwrap(),
+            "--stacks-pprof",
+            pprof.to_str().unwrap(),
         ],
     );
     let t = &rep["tail"];
@@ -130,6 +133,26 @@ fn a_cpu_heavy_function_of_the_slow_requests_leads_their_tail() {
     let folded = std::fs::read_to_string(&tail_folded).unwrap();
     assert!(folded.lines().any(|l| l.contains("slow_hash")), "{folded}");
     assert!(rest_folded.exists());
+    // The pprof file labels the same samples: requests=tail adds up to the
+    // tail's graph, requests=rest to the rest's.
+    if common::require_program("go", name) {
+        let samples = common::pprof::raw(&pprof);
+        let labelled = |v: &str| -> u64 {
+            samples
+                .iter()
+                .filter(|(_, l)| l.contains(&format!("requests:[{v}]")))
+                .map(|(w, _)| w)
+                .sum()
+        };
+        assert_eq!(
+            labelled("tail"),
+            u(&t["tail_on_cpu"]["total"]),
+            "{samples:?}"
+        );
+        assert_eq!(labelled("rest"), u(&t["rest_on_cpu"]["total"]));
+        let all: u64 = samples.iter().map(|(w, _)| w).sum();
+        assert_eq!(all, u(&rep["stacks"]["on_cpu"]["total"]));
+    }
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The stack sampling options `trace` and `profile` share (`--stack-hz`,
-//! `--off-cpu`, `--stacks-folded`, `--offcpu-folded`, and the tail's
-//! `--tail`, `--tail-folded`, `--rest-folded`), and their
-//! validation into [`crate::stacks::StacksOptions`].
+//! `--off-cpu`, `--stacks-folded`, `--offcpu-folded`, `--stacks-pprof`,
+//! `--offcpu-pprof`, and the tail's `--tail`, `--tail-folded`,
+//! `--rest-folded`), and their validation into
+//! [`crate::stacks::StacksOptions`].
 
 use std::path::PathBuf;
 
@@ -38,6 +39,18 @@ pub struct StackArgs {
     #[arg(long, value_name = "FILE")]
     pub offcpu_folded: Option<PathBuf>,
 
+    /// Also write the on-CPU stacks as a pprof profile (gzip'd
+    /// profile.proto: `go tool pprof`, Pyroscope, Parca, speedscope) to
+    /// FILE; samples are labelled with process, thread and, with a tail,
+    /// requests=tail|rest|other.
+    #[arg(long, value_name = "FILE")]
+    pub stacks_pprof: Option<PathBuf>,
+
+    /// Also write the off-CPU stacks as a pprof profile (nanoseconds
+    /// waited) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub offcpu_pprof: Option<PathBuf>,
+
     /// Where the slow requests begin, for the tail's stacks (with the
     /// request anatomy): a percentile of the window's server time (p99,
     /// p99.9) or a server time (5ms). Samples taken while a thread served
@@ -63,6 +76,8 @@ impl StackArgs {
             || self.off_cpu
             || self.stacks_folded.is_some()
             || self.offcpu_folded.is_some()
+            || self.stacks_pprof.is_some()
+            || self.offcpu_pprof.is_some()
             || self.tail.is_some()
             || self.tail_folded.is_some()
             || self.rest_folded.is_some()
@@ -87,6 +102,17 @@ impl StackArgs {
             }
             crate::output::check(p, "--offcpu-folded")?;
         }
+        if let Some(p) = &self.stacks_pprof {
+            crate::output::check(p, "--stacks-pprof")?;
+        }
+        if let Some(p) = &self.offcpu_pprof {
+            if !self.off_cpu {
+                return Err(error::usage(
+                    "--offcpu-pprof writes the off-CPU stacks, which only --off-cpu samples",
+                ));
+            }
+            crate::output::check(p, "--offcpu-pprof")?;
+        }
         let tail = match &self.tail {
             Some(t) => TailSpec::parse(t).map_err(error::usage)?,
             None => TailSpec::default(),
@@ -102,6 +128,8 @@ impl StackArgs {
             ("--offcpu-folded", &self.offcpu_folded),
             ("--tail-folded", &self.tail_folded),
             ("--rest-folded", &self.rest_folded),
+            ("--stacks-pprof", &self.stacks_pprof),
+            ("--offcpu-pprof", &self.offcpu_pprof),
         ];
         for (i, (a, pa)) in files.iter().enumerate() {
             for (b, pb) in &files[i + 1..] {
@@ -122,6 +150,8 @@ impl StackArgs {
             tail,
             tail_folded: self.tail_folded,
             rest_folded: self.rest_folded,
+            pprof: self.stacks_pprof,
+            offcpu_pprof: self.offcpu_pprof,
         })
     }
 }

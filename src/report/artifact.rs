@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::bench::{self, BenchReport, DemoReport};
 use super::load::{self, LoadReport};
+use super::pprof;
 use super::profile::{self, ProfileReport};
 use super::requests::{self, RequestsReport};
 use super::stacks::folded_text;
@@ -25,6 +26,11 @@ pub const PAGE_FILE: &str = "report.html";
 pub const FOLDED_FILE: &str = "stacks.folded";
 /// The off-CPU folded stacks' file name in a profile's directory.
 pub const OFFCPU_FOLDED_FILE: &str = "stacks-offcpu.folded";
+
+/// The on-CPU stacks' pprof file name in a profile's directory.
+pub const PPROF_FILE: &str = "stacks.pb.gz";
+/// The off-CPU stacks' pprof file name in a profile's directory.
+pub const OFFCPU_PPROF_FILE: &str = "stacks-offcpu.pb.gz";
 
 /// One artifact and its renderings.
 pub trait Artifact {
@@ -73,15 +79,22 @@ impl Artifact for ProfileReport {
     fn page(&self) -> String {
         sections::page::profile_page(self)
     }
-    /// The folded stacks (on-CPU, and off-CPU when sampled), when the run
-    /// has stacks.
+    /// The stacks, folded and as pprof profiles (on-CPU, and off-CPU when
+    /// sampled), when the run has stacks. A pprof file that cannot be
+    /// encoded is left out (its folded twin is still written).
     fn files(&self) -> Vec<(&'static str, Vec<u8>)> {
         let Some(st) = &self.stacks else {
             return Vec::new();
         };
         let mut out = vec![(FOLDED_FILE, folded_text(&st.on_cpu).into_bytes())];
+        if let Ok(bytes) = pprof::on_cpu_file(st, self.tail.as_ref()) {
+            out.push((PPROF_FILE, bytes));
+        }
         if let Some(off) = &st.off_cpu {
             out.push((OFFCPU_FOLDED_FILE, folded_text(off).into_bytes()));
+        }
+        if let Some(Ok(bytes)) = pprof::off_cpu_file(st) {
+            out.push((OFFCPU_PPROF_FILE, bytes));
         }
         out
     }

@@ -363,6 +363,7 @@ pub fn stacks(scale: u64) -> super::stacks::StacksReport {
     let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
     let stack = |names: &[(&str, &str)], weight: u64, complete: bool| WeightedStack {
         process: "nginx".into(),
+        thread: "nginx".into(),
         frames: std::iter::once(f("main", nginx))
             .chain(std::iter::once(f("ngx_worker_process_cycle", nginx)))
             .chain(names.iter().map(|(n, m)| f(n, m)))

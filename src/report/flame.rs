@@ -155,6 +155,7 @@ mod tests {
             .iter()
             .map(|(names, w)| WeightedStack {
                 process: "app".into(),
+                thread: "app".into(),
                 frames: names
                     .iter()
                     .map(|n| match n.strip_suffix("_[k]") {

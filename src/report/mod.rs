@@ -30,6 +30,7 @@ pub mod machine;
 pub mod merge;
 pub mod path;
 pub mod path_insight;
+pub mod pprof;
 pub mod profile;
 pub mod requests;
 pub mod sections;

@@ -489,6 +489,7 @@ mod tests {
     fn stack(frames: &[&str], weight: u64) -> WeightedStack {
         WeightedStack {
             process: "srv".into(),
+            thread: "srv".into(),
             frames: frames
                 .iter()
                 .map(|f| FrameKey {

@@ -10,7 +10,7 @@
 //! flame graphs of `report::flame`, the tables of `report::stacks_text`,
 //! `report::stacks_compare`) reads these types only.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
@@ -71,6 +71,11 @@ pub struct StackGraph {
     /// target's stacks, left out of `top` (0 in older artifacts).
     #[serde(default)]
     pub sockscope_weight: u64,
+    /// The module of each frame (by its folded text; the first seen when
+    /// two modules have a function of one name): pprof's mappings. Empty
+    /// in artifacts older than this map.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub modules: BTreeMap<String, String>,
 }
 
 /// One distinct stack and its weight.
@@ -79,6 +84,20 @@ pub struct FoldedStack {
     /// Frames root first: the process name, then user frames from the
     /// outermost, then kernel frames (each ending in `_[k]`).
     pub frames: Vec<String>,
+    /// Samples, or ns.
+    pub weight: u64,
+    /// The weight by thread name (the threads' comm), heaviest first;
+    /// empty in artifacts older than this breakdown. pprof's `thread`
+    /// label is read from it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadWeight>,
+}
+
+/// One thread name's part of a stack's weight.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ThreadWeight {
+    /// The thread's name, sanitized as a frame is.
+    pub thread: String,
     /// Samples, or ns.
     pub weight: u64,
 }
@@ -184,6 +203,8 @@ pub struct FrameKey {
 pub struct WeightedStack {
     /// The process's name (its comm), the graph's root frame.
     pub process: String,
+    /// The sampled thread's name (its comm; empty when unknown).
+    pub thread: String,
     /// The frames, root first: user frames from the outermost, then the
     /// kernel's.
     pub frames: Vec<FrameKey>,
@@ -243,7 +264,8 @@ impl StackGraph {
     /// total weight counted once per stack even when it recurses; the
     /// complete and deep shares by weight.
     pub fn build(unit: WeightUnit, stacks: Vec<WeightedStack>, top_n: usize) -> StackGraph {
-        let mut merged: HashMap<Vec<String>, u64> = HashMap::new();
+        let mut merged: HashMap<Vec<String>, (u64, BTreeMap<String, u64>)> = HashMap::new();
+        let mut modules: BTreeMap<String, String> = BTreeMap::new();
         let mut funcs: HashMap<FrameKey, (u64, u64)> = HashMap::new();
         let (mut total, mut complete, mut deep, mut ours) = (0u64, 0u64, 0u64, 0u64);
         for st in stacks {
@@ -281,14 +303,39 @@ impl StackGraph {
                     }
                 }
             }
+            let texts: Vec<String> = st.frames.iter().map(frame_text).collect();
+            for (t, f) in texts.iter().zip(&st.frames) {
+                if !modules.contains_key(t) {
+                    modules.insert(t.clone(), f.module.clone());
+                }
+            }
             let folded: Vec<String> = std::iter::once(root_text(&st.process))
-                .chain(st.frames.iter().map(frame_text))
+                .chain(texts)
                 .collect();
-            *merged.entry(folded).or_default() += w;
+            let e = merged.entry(folded).or_default();
+            e.0 += w;
+            if !st.thread.is_empty() {
+                *e.1.entry(sanitize(&st.thread)).or_default() += w;
+            }
         }
         let mut stacks: Vec<FoldedStack> = merged
             .into_iter()
-            .map(|(frames, weight)| FoldedStack { frames, weight })
+            .map(|(frames, (weight, by_thread))| {
+                let mut threads: Vec<ThreadWeight> = by_thread
+                    .into_iter()
+                    .map(|(thread, weight)| ThreadWeight { thread, weight })
+                    .collect();
+                threads.sort_by(|a, b| {
+                    b.weight
+                        .cmp(&a.weight)
+                        .then_with(|| a.thread.cmp(&b.thread))
+                });
+                FoldedStack {
+                    frames,
+                    weight,
+                    threads,
+                }
+            })
             .collect();
         stacks.sort_by(|a, b| {
             b.weight
@@ -323,6 +370,7 @@ impl StackGraph {
             stacks,
             top,
             sockscope_weight: ours,
+            modules,
         }
     }
 
@@ -404,6 +452,7 @@ mod tests {
     fn stack(frames: Vec<FrameKey>, weight: u64, complete: bool) -> WeightedStack {
         WeightedStack {
             process: "app".into(),
+            thread: "app".into(),
             frames,
             weight,
             complete,
@@ -491,16 +540,26 @@ mod tests {
                         .map(String::from)
                         .to_vec(),
                     weight: 7,
+                    threads: vec![ThreadWeight {
+                        thread: "app".into(),
+                        weight: 7,
+                    }],
                 },
                 FoldedStack {
                     frames: ["app", "main", "send", "tcp_sendmsg_[k]"]
                         .map(String::from)
                         .to_vec(),
                     weight: 3,
+                    threads: vec![ThreadWeight {
+                        thread: "app".into(),
+                        weight: 3,
+                    }],
                 },
             ],
             "merged, heaviest first, kernel frames marked"
         );
+        assert_eq!(g.modules["tcp_sendmsg_[k]"], KERNEL_MODULE);
+        assert_eq!(g.modules["walk"], "/srv/app");
         let walk = top(&g, "walk");
         assert_eq!(
             (walk.self_weight, walk.total_weight),
@@ -541,6 +600,7 @@ mod tests {
             WeightUnit::Samples,
             vec![WeightedStack {
                 process: "# evil;name\n".into(),
+                thread: "t;\nx".into(),
                 frames: vec![
                     user("operator<<(std::ostream&; int)"),
                     user("bad\nname\x1b[31m"),
@@ -560,6 +620,8 @@ mod tests {
         );
         assert_eq!(text.lines().count(), 1);
         assert!(!text.trim_end().chars().any(char::is_control));
+        // The thread's name too, as pprof's label.
+        assert_eq!(g.stacks[0].threads[0].thread, "t:\\nx");
         // Sanitizing is idempotent: a graph read back renders the same.
         let again = folded_text(&g);
         assert_eq!(again, text);
@@ -584,10 +646,13 @@ mod tests {
                 FoldedStack {
                     frames: frames.split(';').map(String::from).collect(),
                     weight: w.parse().unwrap(),
+                    threads: Vec::new(),
                 }
             })
             .collect();
-        assert_eq!(back, r.on_cpu.stacks);
+        let mut whole = r.on_cpu.stacks.clone();
+        whole.iter_mut().for_each(|s| s.threads.clear());
+        assert_eq!(back, whole);
         // inferno reads it as it is (no collapse step) and accounts for
         // every sample.
         let mut svg = Vec::new();

@@ -15,7 +15,7 @@ use anyhow::{Result, anyhow};
 
 use super::bpf::{Sampler, SamplerConfig, SamplerCounters};
 use super::sample::{RawSample, SampleKind};
-use super::tie::TieBuilder;
+use super::tie::{StackKey, TieBuilder};
 use super::{Frame, Resolver};
 use crate::probe::ScopeFilter;
 use crate::recorder::Recorder;
@@ -40,7 +40,7 @@ const DRAIN: Duration = Duration::from_millis(40);
 const REAP: Duration = Duration::from_secs(2);
 
 /// What the user asked of the stacks (the CLI's `--stack-hz`,
-/// `--off-cpu`, `--stacks-folded`, `--offcpu-folded`).
+/// `--off-cpu`, the folded and pprof files, the tail).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StacksOptions {
     /// On-CPU samples per second per CPU.
@@ -57,6 +57,10 @@ pub struct StacksOptions {
     pub tail_folded: Option<PathBuf>,
     /// Write the rest's on-CPU folded stacks here.
     pub rest_folded: Option<PathBuf>,
+    /// Write the on-CPU stacks as a pprof profile here.
+    pub pprof: Option<PathBuf>,
+    /// Write the off-CPU stacks as a pprof profile here.
+    pub offcpu_pprof: Option<PathBuf>,
 }
 
 impl Default for StacksOptions {
@@ -69,6 +73,8 @@ impl Default for StacksOptions {
             tail: crate::anatomy::TailSpec::default(),
             tail_folded: None,
             rest_folded: None,
+            pprof: None,
+            offcpu_pprof: None,
         }
     }
 }
@@ -225,10 +231,6 @@ fn run(
     })
 }
 
-/// One distinct stack: the process's name and the interned frames, root
-/// first.
-type StackKey = (u32, Vec<u32>);
-
 /// The window's stacks so far, frames interned (a long window repeats the
 /// same few thousand frames millions of times).
 struct Aggregate {
@@ -291,10 +293,7 @@ impl Aggregate {
         if let Some(&id) = self.process_names.get(&s.pid) {
             return id;
         }
-        let name = crate::procfs::comm(s.pid as i32).unwrap_or_else(|| {
-            let end = s.comm.iter().position(|b| *b == 0).unwrap_or(16);
-            String::from_utf8_lossy(&s.comm[..end]).into_owned()
-        });
+        let name = crate::procfs::comm(s.pid as i32).unwrap_or_else(|| comm_text(&s.comm));
         let id = self.intern_name(name);
         self.process_names.insert(s.pid, id);
         id
@@ -308,6 +307,7 @@ impl Aggregate {
         };
         let resolved = resolver.resolve(s);
         let process = self.process_name(s);
+        let thread = self.intern_name(comm_text(&s.comm));
         self.live.insert(s.pid);
         // Innermost first -> root first.
         let frames: Vec<u32> = resolved
@@ -316,7 +316,11 @@ impl Aggregate {
             .rev()
             .map(|f| self.intern_frame(f))
             .collect();
-        let key = (process, frames);
+        let key = StackKey {
+            process,
+            thread,
+            frames,
+        };
         if let Some(tie) = self.tie.as_mut() {
             let (names, keys) = (&self.names, &self.frames);
             tie.add(
@@ -363,15 +367,17 @@ impl Aggregate {
 
     fn stacks_of(&self, table: &HashMap<StackKey, (u64, u64)>) -> Vec<WeightedStack> {
         let mut out = Vec::with_capacity(table.len() * 2);
-        for ((process, frames), &(weight, complete)) in table {
-            let keys: Vec<FrameKey> = frames
+        for (key, &(weight, complete)) in table {
+            let keys: Vec<FrameKey> = key
+                .frames
                 .iter()
                 .map(|&i| self.frames[i as usize].clone())
                 .collect();
             for (w, c) in [(complete, true), (weight - complete, false)] {
                 if w > 0 {
                     out.push(WeightedStack {
-                        process: self.names[*process as usize].clone(),
+                        process: self.names[key.process as usize].clone(),
+                        thread: self.names[key.thread as usize].clone(),
                         frames: keys.clone(),
                         weight: w,
                         complete: c,
@@ -387,6 +393,12 @@ impl Aggregate {
         let off = self.off.as_ref().map(|t| self.stacks_of(t));
         (on, off)
     }
+}
+
+/// A kernel-kept name (NUL-padded, 16 bytes) as text.
+fn comm_text(comm: &[u8; 16]) -> String {
+    let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
 }
 
 /// Online CPUs (the machine's CPU time per second of window).

@@ -157,8 +157,9 @@ pub struct TiedSample {
 pub struct Tied {
     /// In the order they came.
     pub samples: Vec<TiedSample>,
-    /// Distinct stacks: the process's name and the frames, root first.
-    pub stacks: Vec<(String, Vec<FrameKey>)>,
+    /// Distinct stacks: the process's name, the thread's, and the frames,
+    /// root first.
+    pub stacks: Vec<(String, String, Vec<FrameKey>)>,
     /// Samples past [`MAX_TIED`], not kept.
     pub dropped: u64,
     /// The on-CPU period (1e9/hz ns): what one tick stands for.
@@ -168,9 +169,10 @@ pub struct Tied {
 impl Tied {
     /// The weighted stack of `stack`, weighing `weight`.
     pub fn weighted(&self, stack: u32, weight: u64) -> Option<WeightedStack> {
-        let (process, frames) = self.stacks.get(stack as usize)?;
+        let (process, thread, frames) = self.stacks.get(stack as usize)?;
         Some(WeightedStack {
             process: process.clone(),
+            thread: thread.clone(),
             frames: frames.clone(),
             weight,
             complete: true,
@@ -178,11 +180,20 @@ impl Tied {
     }
 }
 
+/// One distinct stack: the process's name, the thread's and the interned
+/// frames, root first (the session's interned ids).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct StackKey {
+    pub(super) process: u32,
+    pub(super) thread: u32,
+    pub(super) frames: Vec<u32>,
+}
+
 /// Builds [`Tied`] as samples come (stacks interned by their frames' ids).
 #[derive(Debug, Default)]
 pub(super) struct TieBuilder {
     tied: Tied,
-    ids: HashMap<(u32, Vec<u32>), u32>,
+    ids: HashMap<StackKey, u32>,
 }
 
 impl TieBuilder {
@@ -196,13 +207,13 @@ impl TieBuilder {
         }
     }
 
-    /// Keeps `s`, whose stack is `key` (process and frame ids, root
+    /// Keeps `s`, whose stack is `key` (process, thread and frame ids, root
     /// first), made of `frames` (innermost first, for its reason); `name`
     /// and `frame` give the ids' values the first time a stack is seen.
     pub(super) fn add(
         &mut self,
         s: &RawSample,
-        key: &(u32, Vec<u32>),
+        key: &StackKey,
         frames: &[Frame],
         name: impl Fn(u32) -> String,
         frame: impl Fn(u32) -> FrameKey,
@@ -223,8 +234,10 @@ impl TieBuilder {
         };
         let next = self.tied.stacks.len() as u32;
         let stack = *self.ids.entry(key.clone()).or_insert_with(|| {
-            let frames = key.1.iter().map(|&i| frame(i)).collect();
-            self.tied.stacks.push((name(key.0), frames));
+            let frames = key.frames.iter().map(|&i| frame(i)).collect();
+            self.tied
+                .stacks
+                .push((name(key.process), name(key.thread), frames));
             next
         });
         self.tied.samples.push(TiedSample {

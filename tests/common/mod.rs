@@ -14,6 +14,7 @@ pub mod netns;
 pub mod nginx;
 pub mod ports;
 pub mod postgres;
+pub mod pprof;
 pub mod procs;
 pub mod progs;
 pub mod prometheus;

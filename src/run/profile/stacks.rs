@@ -75,6 +75,7 @@ pub(super) fn verdict(spec: &ProfileSpec, rep: &ProfileReport) -> Result<()> {
     if let (Some(options), Some(s)) = (&spec.stacks, &rep.stacks) {
         crate::run::trace::stacks::write_folded(options, s)?;
         crate::run::trace::stacks::write_tail_folded(options, rep.tail.as_ref())?;
+        crate::run::trace::stacks::write_pprof(options, s, rep.tail.as_ref())?;
     }
     match &rep.stacks_failure {
         Some(why) => Err(fail(

@@ -244,9 +244,10 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
                     collected.off_cpu(),
                 );
             }
-            let written = self::stacks::write_folded(options, &s).and(
-                self::stacks::write_tail_folded(options, outcome.report.tail.as_ref()),
-            );
+            let tail = outcome.report.tail.as_ref();
+            let written = self::stacks::write_folded(options, &s)
+                .and(self::stacks::write_tail_folded(options, tail))
+                .and(self::stacks::write_pprof(options, &s, tail));
             if let Err(e) = written {
                 stacks_failed = Some(e);
             }

@@ -76,6 +76,31 @@ pub fn write_folded(options: &StacksOptions, report: &StacksReport) -> Result<()
     on.and(off)
 }
 
+/// Writes the pprof files `options` names (`--stacks-pprof`,
+/// `--offcpu-pprof`; through `crate::output`, like every artifact). With
+/// a tail, the on-CPU samples are labelled requests=tail|rest|other. Every
+/// file is attempted; the first failure is returned.
+pub fn write_pprof(
+    options: &StacksOptions,
+    report: &StacksReport,
+    tail: Option<&crate::report::slow::TailReport>,
+) -> Result<()> {
+    let on = match &options.pprof {
+        Some(p) => crate::output::write(p, &crate::report::pprof::on_cpu_file(report, tail)?)
+            .with_context(|| format!("writing --stacks-pprof {}", p.display())),
+        None => Ok(()),
+    };
+    let off = match (
+        &options.offcpu_pprof,
+        crate::report::pprof::off_cpu_file(report),
+    ) {
+        (Some(p), Some(bytes)) => crate::output::write(p, &bytes?)
+            .with_context(|| format!("writing --offcpu-pprof {}", p.display())),
+        _ => Ok(()),
+    };
+    on.and(off)
+}
+
 /// Writes the tail's and the rest's folded stacks the options name
 /// (`--tail-folded`, `--rest-folded`); a run with no tail section writes
 /// none and says so.
@@ -101,7 +126,8 @@ pub fn write_tail_folded(
                     .with_context(|| format!("writing {flag} {}", p.display()))
             }
             None => Err(anyhow::anyhow!(
-                "{flag} {}: not written: the tail needs the request anatomy and stacks of the                  same window, and it timed no request",
+                "{flag} {}: not written: the tail needs the request anatomy and stacks of the \
+                 same window, and it timed no request",
                 p.display()
             )),
         };

@@ -98,7 +98,8 @@ pub fn run(spec: &StacksOnlySpec) -> Result<u8> {
         notes,
         stacks,
     };
-    let folded = super::stacks::write_folded(&spec.stacks, &rep.stacks);
+    let folded = super::stacks::write_folded(&spec.stacks, &rep.stacks)
+        .and(super::stacks::write_pprof(&spec.stacks, &rep.stacks, None));
     write_outputs(spec, &rep).and(folded)?;
     if !complete {
         crate::progress::say!(

@@ -1,0 +1,702 @@
+//! A stack graph as a pprof profile (profile.proto, gzip'd): what
+//! `go tool pprof`, Grafana Pyroscope, Parca and speedscope read.
+//!
+//! The messages are written here with prost's derive from the format's
+//! published field numbers (github.com/google/pprof, proto/profile.proto);
+//! only the fields sockscope fills are declared, and a reader skips none
+//! it needs. Frames keep their folded names (kernel functions end in
+//! `_[k]`); each frame's module is its mapping (`[kernel]` for the
+//! kernel), marked as already symbolized so no reader tries to symbolize
+//! it again. The process (the folded root frame) and the thread are
+//! labels, not frames, so `pprof -tagroot=process` puts them back on top;
+//! when the run has a tail, each sample is labelled `requests=tail`,
+//! `rest` or `other` (on-CPU time not tied to a timed request).
+
+use std::collections::HashMap;
+use std::io::Write as _;
+
+use anyhow::{Context, Result};
+use prost::Message;
+
+use super::stacks::{StackGraph, WeightUnit};
+
+/// profile.proto's `Profile` (the fields sockscope writes).
+#[derive(Clone, PartialEq, Message)]
+pub struct Profile {
+    /// What each of a sample's values is.
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    /// The samples.
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<Sample>,
+    /// The modules.
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    /// One per distinct frame.
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    /// One per distinct frame.
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    /// Every string, referenced by index; the first is "".
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    /// The window's length.
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    /// What one sample stands for.
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    /// How much of `period_type` one sample stands for.
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    /// Free text (indices into the string table).
+    #[prost(int64, repeated, tag = "13")]
+    pub comment: Vec<i64>,
+    /// The sample type a reader shows first.
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+}
+
+/// profile.proto's `ValueType`.
+#[derive(Clone, PartialEq, Message)]
+pub struct ValueType {
+    /// Its name (string index).
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    /// Its unit (string index).
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+/// profile.proto's `Sample`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Sample {
+    /// The stack, innermost first.
+    #[prost(uint64, repeated, tag = "1")]
+    pub location_id: Vec<u64>,
+    /// One value per sample type.
+    #[prost(int64, repeated, tag = "2")]
+    pub value: Vec<i64>,
+    /// Its labels.
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+/// profile.proto's `Label` (string labels only here).
+#[derive(Clone, PartialEq, Message)]
+pub struct Label {
+    /// The key (string index).
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    /// The value (string index).
+    #[prost(int64, tag = "2")]
+    pub str: i64,
+}
+
+/// profile.proto's `Mapping`: here, one module.
+#[derive(Clone, PartialEq, Message)]
+pub struct Mapping {
+    /// Its id (from 1).
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// The module's path (string index).
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    /// Its functions are named already.
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+}
+
+/// profile.proto's `Location`: here, one frame.
+#[derive(Clone, PartialEq, Message)]
+pub struct Location {
+    /// Its id (from 1).
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// Its module's mapping.
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    /// Its function.
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+}
+
+/// profile.proto's `Line`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Line {
+    /// The function's id.
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+}
+
+/// profile.proto's `Function`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Function {
+    /// Its id (from 1).
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// Its name as the folded stacks write it (string index).
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    /// The same name (string index).
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+    /// Its module (string index).
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
+}
+
+/// The label key of the process's name.
+pub const PROCESS_LABEL: &str = "process";
+/// The label key of the thread's name.
+pub const THREAD_LABEL: &str = "thread";
+/// The label key that says which requests a sample's time served.
+pub const REQUESTS_LABEL: &str = "requests";
+/// The `requests` label of the on-CPU time no part claimed.
+pub const OTHER_REQUESTS: &str = "other";
+
+/// One part of a graph's weight, labelled `requests=<label>` (the tail's
+/// stacks, the rest's): carved out of the graph's own samples, so the
+/// file's total stays the graph's.
+pub struct Part<'a> {
+    /// The label's value (`tail`, `rest`).
+    pub label: &'a str,
+    /// Its stacks (a subset of the graph's samples).
+    pub graph: &'a StackGraph,
+}
+
+/// What the file describes, beyond its graph.
+pub struct Meta<'a> {
+    /// The on-CPU sampling rate per CPU (one sample = 1/hz s of CPU).
+    pub hz: u32,
+    /// The window the samples cover.
+    pub window_s: f64,
+    /// A line for the file's comments (the command, the run).
+    pub comment: &'a str,
+}
+
+/// Strings, interned in first-use order, index 0 the empty string.
+#[derive(Default)]
+struct Strings {
+    table: Vec<String>,
+    ids: HashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        let mut s = Strings::default();
+        s.id("");
+        s
+    }
+
+    fn id(&mut self, v: &str) -> i64 {
+        if let Some(&i) = self.ids.get(v) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(v.to_string());
+        self.ids.insert(v.to_string(), i);
+        i
+    }
+}
+
+/// A weight by (frames, thread), taken from as the graph's samples are
+/// labelled.
+type Claims = HashMap<(Vec<String>, String), u64>;
+
+fn claims_of(g: &StackGraph) -> Claims {
+    let mut c = Claims::new();
+    for st in &g.stacks {
+        let mut left = st.weight;
+        for t in &st.threads {
+            let w = t.weight.min(left);
+            *c.entry((st.frames.clone(), t.thread.clone())).or_default() += w;
+            left -= w;
+        }
+        if left > 0 {
+            *c.entry((st.frames.clone(), String::new())).or_default() += left;
+        }
+    }
+    c
+}
+
+/// Takes up to `want` of the part's weight for `frames` on `thread` (or
+/// on no thread, when the part's stacks carry none).
+fn take(c: &mut Claims, frames: &[String], thread: &str, want: u64) -> u64 {
+    let mut got = 0;
+    for t in [thread, ""] {
+        if got == want {
+            break;
+        }
+        if let Some(w) = c.get_mut(&(frames.to_vec(), t.to_string())) {
+            let n = (*w).min(want - got);
+            *w -= n;
+            got += n;
+        }
+        if thread.is_empty() {
+            break;
+        }
+    }
+    got
+}
+
+/// The profile of `g`: one sample per (stack, thread, part) with weight;
+/// on-CPU values are samples and CPU nanoseconds (samples x 1/hz),
+/// off-CPU values nanoseconds waited.
+pub fn profile(g: &StackGraph, parts: &[Part<'_>], meta: &Meta<'_>) -> Profile {
+    let mut s = Strings::new();
+    let on_cpu = g.unit == WeightUnit::Samples;
+    let period_ns = 1_000_000_000 / i64::from(meta.hz.max(1));
+    let (sample_type, period_type, period) = if on_cpu {
+        let samples = ValueType {
+            r#type: s.id("samples"),
+            unit: s.id("count"),
+        };
+        let cpu = ValueType {
+            r#type: s.id("cpu"),
+            unit: s.id("nanoseconds"),
+        };
+        (vec![samples, cpu.clone()], cpu, period_ns)
+    } else {
+        let off = ValueType {
+            r#type: s.id("off_cpu"),
+            unit: s.id("nanoseconds"),
+        };
+        (vec![off.clone()], off, 1)
+    };
+    let default_sample_type = sample_type.last().map_or(0, |t| t.r#type);
+    let keys = [
+        s.id(PROCESS_LABEL),
+        s.id(THREAD_LABEL),
+        s.id(REQUESTS_LABEL),
+    ];
+    let mut mappings: HashMap<String, u64> = HashMap::new();
+    let mut mapping = Vec::new();
+    let mut functions: HashMap<&str, u64> = HashMap::new();
+    let (mut function, mut location) = (Vec::new(), Vec::new());
+    let mut claims: Vec<(i64, Claims)> = parts
+        .iter()
+        .map(|p| (s.id(p.label), claims_of(p.graph)))
+        .collect();
+    let other = (!parts.is_empty()).then(|| s.id(OTHER_REQUESTS));
+    let mut sample = Vec::new();
+    for st in g.stacks.iter().filter(|st| st.weight > 0) {
+        let Some((root, frames)) = st.frames.split_first() else {
+            continue;
+        };
+        let mut ids = Vec::with_capacity(frames.len());
+        for f in frames.iter().rev() {
+            let id = match functions.get(f.as_str()) {
+                Some(&id) => id,
+                None => {
+                    let module = g.modules.get(f).map_or("[unknown]", String::as_str);
+                    let mapping_id = match mappings.get(module) {
+                        Some(&m) => m,
+                        None => {
+                            let m = mapping.len() as u64 + 1;
+                            mapping.push(Mapping {
+                                id: m,
+                                filename: s.id(module),
+                                has_functions: true,
+                            });
+                            mappings.insert(module.to_string(), m);
+                            m
+                        }
+                    };
+                    let id = function.len() as u64 + 1;
+                    let name = s.id(f);
+                    function.push(Function {
+                        id,
+                        name,
+                        system_name: name,
+                        filename: s.id(module),
+                    });
+                    location.push(Location {
+                        id,
+                        mapping_id,
+                        line: vec![Line { function_id: id }],
+                    });
+                    functions.insert(f.as_str(), id);
+                    id
+                }
+            };
+            ids.push(id);
+        }
+        let process = Label {
+            key: keys[0],
+            str: s.id(root),
+        };
+        // The stack's weight by thread; what no thread claims has no
+        // thread label.
+        let mut by_thread: Vec<(&str, u64)> = Vec::new();
+        let mut left = st.weight;
+        for t in &st.threads {
+            let w = t.weight.min(left);
+            by_thread.push((t.thread.as_str(), w));
+            left -= w;
+        }
+        if left > 0 {
+            by_thread.push(("", left));
+        }
+        for (thread, w) in by_thread.into_iter().filter(|(_, w)| *w > 0) {
+            let mut labels = vec![process.clone()];
+            if !thread.is_empty() {
+                labels.push(Label {
+                    key: keys[1],
+                    str: s.id(thread),
+                });
+            }
+            // Each part takes what it has of this stack on this thread;
+            // the remainder is `other`.
+            let mut pieces: Vec<(Option<i64>, u64)> = Vec::new();
+            let mut rest = w;
+            for (label, c) in &mut claims {
+                let got = take(c, &st.frames, thread, rest);
+                if got > 0 {
+                    pieces.push((Some(*label), got));
+                    rest -= got;
+                }
+            }
+            if rest > 0 {
+                pieces.push((other, rest));
+            }
+            for (part, w) in pieces {
+                let mut label = labels.clone();
+                if let Some(p) = part {
+                    label.push(Label {
+                        key: keys[2],
+                        str: p,
+                    });
+                }
+                let w = i64::try_from(w).unwrap_or(i64::MAX);
+                let value = if on_cpu {
+                    vec![w, w.saturating_mul(period_ns)]
+                } else {
+                    vec![w]
+                };
+                sample.push(Sample {
+                    location_id: ids.clone(),
+                    value,
+                    label,
+                });
+            }
+        }
+    }
+    let comment = vec![s.id(meta.comment)];
+    Profile {
+        sample_type,
+        sample,
+        mapping,
+        location,
+        function,
+        string_table: s.table,
+        duration_nanos: (meta.window_s.max(0.0) * 1e9) as i64,
+        period_type: Some(period_type),
+        period,
+        comment,
+        default_sample_type,
+    }
+}
+
+/// The profile of `g` as a pprof file's bytes: the message, gzip'd (as
+/// profile.proto asks for on disk).
+pub fn file_bytes(g: &StackGraph, parts: &[Part<'_>], meta: &Meta<'_>) -> Result<Vec<u8>> {
+    let raw = profile(g, parts, meta).encode_to_vec();
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&raw).context("compressing the pprof profile")?;
+    z.finish().context("compressing the pprof profile")
+}
+
+/// The on-CPU graph of `report` as a pprof file, the tail's and the
+/// rest's samples labelled when `tail` is given.
+pub fn on_cpu_file(
+    report: &super::stacks::StacksReport,
+    tail: Option<&super::slow::TailReport>,
+) -> Result<Vec<u8>> {
+    let parts: Vec<Part<'_>> = tail
+        .map(|t| {
+            vec![
+                Part {
+                    label: "tail",
+                    graph: &t.tail_on_cpu,
+                },
+                Part {
+                    label: "rest",
+                    graph: &t.rest_on_cpu,
+                },
+            ]
+        })
+        .unwrap_or_default();
+    let comment = format!(
+        "sockscope {}: on-CPU stacks, {} Hz per CPU",
+        env!("CARGO_PKG_VERSION"),
+        report.hz
+    );
+    file_bytes(
+        &report.on_cpu,
+        &parts,
+        &Meta {
+            hz: report.hz,
+            window_s: report.cost.window_s,
+            comment: &comment,
+        },
+    )
+}
+
+/// The off-CPU graph of `report` as a pprof file (None when off-CPU time
+/// was not sampled).
+pub fn off_cpu_file(report: &super::stacks::StacksReport) -> Option<Result<Vec<u8>>> {
+    let g = report.off_cpu.as_ref()?;
+    let comment = format!(
+        "sockscope {}: off-CPU stacks, nanoseconds waited",
+        env!("CARGO_PKG_VERSION")
+    );
+    Some(file_bytes(
+        g,
+        &[],
+        &Meta {
+            hz: report.hz,
+            window_s: report.cost.window_s,
+            comment: &comment,
+        },
+    ))
+}
+
+/// A pprof file read back (gunzip, then decode), bounded: for tests and
+/// for checking a file sockscope wrote.
+pub fn read(bytes: &[u8]) -> Result<Profile> {
+    use std::io::Read as _;
+    /// Past this a file is refused rather than inflated into memory.
+    const MAX_RAW: u64 = 512 << 20;
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .take(MAX_RAW + 1)
+        .read_to_end(&mut raw)
+        .context("not a gzip'd pprof profile")?;
+    anyhow::ensure!(
+        raw.len() as u64 <= MAX_RAW,
+        "the pprof profile inflates past {MAX_RAW} bytes"
+    );
+    Profile::decode(raw.as_slice()).context("not a pprof profile")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::stacks::{FrameKey, KERNEL_MODULE, WeightedStack};
+    use proptest::prelude::*;
+
+    fn frame(name: &str, module: &str) -> FrameKey {
+        FrameKey {
+            name: name.into(),
+            module: module.into(),
+            kernel: module == KERNEL_MODULE,
+        }
+    }
+
+    fn ws(thread: &str, frames: &[(&str, &str)], weight: u64) -> WeightedStack {
+        WeightedStack {
+            process: "srv".into(),
+            thread: thread.into(),
+            frames: frames.iter().map(|(n, m)| frame(n, m)).collect(),
+            weight,
+            complete: true,
+        }
+    }
+
+    fn meta() -> Meta<'static> {
+        Meta {
+            hz: 100,
+            window_s: 2.0,
+            comment: "test",
+        }
+    }
+
+    fn graph(stacks: Vec<WeightedStack>) -> StackGraph {
+        StackGraph::build(WeightUnit::Samples, stacks, 10)
+    }
+
+    fn label<'a>(p: &'a Profile, s: &Sample, key: &str) -> Option<&'a str> {
+        s.label
+            .iter()
+            .find(|l| p.string_table[l.key as usize] == key)
+            .map(|l| p.string_table[l.str as usize].as_str())
+    }
+
+    fn leaf<'a>(p: &'a Profile, s: &Sample) -> &'a str {
+        let loc = &p.location[s.location_id[0] as usize - 1];
+        let f = &p.function[loc.line[0].function_id as usize - 1];
+        &p.string_table[f.name as usize]
+    }
+
+    #[test]
+    fn samples_keep_the_graphs_weights_names_modules_and_threads() {
+        let app = "/srv/app";
+        let g = graph(vec![
+            ws("w1", &[("main", app), ("hot", app)], 6),
+            ws("w2", &[("main", app), ("hot", app)], 2),
+            ws(
+                "w1",
+                &[("main", app), ("send", app), ("tcp_sendmsg", KERNEL_MODULE)],
+                3,
+            ),
+        ]);
+        let p = read(&file_bytes(&g, &[], &meta()).unwrap()).unwrap();
+        assert_eq!(p.string_table[0], "");
+        let samples: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(samples as u64, g.total);
+        let cpu: i64 = p.sample.iter().map(|s| s.value[1]).sum();
+        assert_eq!(cpu, 11 * 10_000_000);
+        assert_eq!(p.period, 10_000_000);
+        let hot_w1: i64 = p
+            .sample
+            .iter()
+            .filter(|s| leaf(&p, s) == "hot" && label(&p, s, THREAD_LABEL) == Some("w1"))
+            .map(|s| s.value[0])
+            .sum();
+        assert_eq!(hot_w1, 6);
+        assert!(
+            p.sample
+                .iter()
+                .all(|s| label(&p, s, PROCESS_LABEL) == Some("srv"))
+        );
+        assert!(
+            p.sample
+                .iter()
+                .all(|s| label(&p, s, REQUESTS_LABEL).is_none())
+        );
+        let k = p
+            .sample
+            .iter()
+            .find(|s| leaf(&p, s) == "tcp_sendmsg_[k]")
+            .expect("the kernel frame, marked");
+        let loc = &p.location[k.location_id[0] as usize - 1];
+        let m = &p.mapping[loc.mapping_id as usize - 1];
+        assert_eq!(p.string_table[m.filename as usize], KERNEL_MODULE);
+        assert!(p.mapping.iter().all(|m| m.has_functions));
+        // Innermost first: the kernel frame, then send, then main.
+        assert_eq!(k.location_id.len(), 3);
+    }
+
+    #[test]
+    fn parts_carve_the_requests_label_out_of_the_graph() {
+        let app = "/srv/app";
+        let all = graph(vec![
+            ws("w", &[("main", app), ("slow", app)], 5),
+            ws("w", &[("main", app), ("fast", app)], 7),
+        ]);
+        let tail = graph(vec![ws("w", &[("main", app), ("slow", app)], 4)]);
+        let rest = graph(vec![
+            ws("w", &[("main", app), ("fast", app)], 6),
+            // More than the graph has: only what is there is claimed.
+            ws("w", &[("main", app), ("slow", app)], 9),
+        ]);
+        let parts = [
+            Part {
+                label: "tail",
+                graph: &tail,
+            },
+            Part {
+                label: "rest",
+                graph: &rest,
+            },
+        ];
+        let p = profile(&all, &parts, &meta());
+        let by = |leaf_name: &str, req: &str| -> i64 {
+            p.sample
+                .iter()
+                .filter(|s| leaf(&p, s) == leaf_name && label(&p, s, REQUESTS_LABEL) == Some(req))
+                .map(|s| s.value[0])
+                .sum()
+        };
+        assert_eq!(by("slow", "tail"), 4);
+        assert_eq!(by("slow", "rest"), 1);
+        assert_eq!(by("fast", "rest"), 6);
+        assert_eq!(by("fast", OTHER_REQUESTS), 1);
+        let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(total as u64, all.total);
+    }
+
+    #[test]
+    fn off_cpu_graphs_are_nanoseconds_waited() {
+        let g = StackGraph::build(
+            WeightUnit::Nanoseconds,
+            vec![ws(
+                "w",
+                &[("main", "/a"), ("futex_wait", KERNEL_MODULE)],
+                5_000,
+            )],
+            10,
+        );
+        let p = profile(&g, &[], &meta());
+        assert_eq!(p.sample_type.len(), 1);
+        assert_eq!(p.string_table[p.sample_type[0].r#type as usize], "off_cpu");
+        assert_eq!(p.sample[0].value, vec![5_000]);
+    }
+
+    #[test]
+    fn a_graph_from_an_older_artifact_without_threads_or_modules_still_writes() {
+        let mut g = graph(vec![ws("", &[("main", "/a")], 3)]);
+        g.modules.clear();
+        let p = profile(&g, &[], &meta());
+        assert_eq!(p.sample.len(), 1);
+        assert_eq!(label(&p, &p.sample[0], THREAD_LABEL), None);
+        let m = &p.mapping[0];
+        assert_eq!(p.string_table[m.filename as usize], "[unknown]");
+    }
+
+    proptest! {
+        /// Any graph's file decodes to samples adding up to its total,
+        /// every id it references defined.
+        #[test]
+        fn any_graph_round_trips_with_its_total(
+            stacks in prop::collection::vec(
+                (
+                    prop::collection::vec("[a-z;\\n _]{0,6}", 0..6),
+                    "[a-z]{0,3}",
+                    1u64..1000,
+                ),
+                0..20,
+            ),
+        ) {
+            let g = graph(
+                stacks
+                    .iter()
+                    .map(|(fs, t, w)| WeightedStack {
+                        process: "p".into(),
+                        thread: t.clone(),
+                        frames: fs.iter().map(|f| frame(f, "/m")).collect(),
+                        weight: *w,
+                        complete: true,
+                    })
+                    .collect(),
+            );
+            let p = read(&file_bytes(&g, &[], &meta()).unwrap()).unwrap();
+            let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+            prop_assert_eq!(total as u64, g.total);
+            for s in &p.sample {
+                for id in &s.location_id {
+                    prop_assert!(*id >= 1 && (*id as usize) <= p.location.len());
+                }
+                for l in &s.label {
+                    prop_assert!((l.key as usize) < p.string_table.len());
+                    prop_assert!((l.str as usize) < p.string_table.len());
+                }
+            }
+        }
+
+        /// Bytes that are not a profile are an error, never a panic.
+        #[test]
+        fn mutated_files_never_panic(flips in prop::collection::vec((0usize..4096, any::<u8>()), 1..8)) {
+            let g = graph(vec![ws("w", &[("main", "/a"), ("hot", "/a")], 3)]);
+            let mut bytes = file_bytes(&g, &[], &meta()).unwrap();
+            for (at, b) in flips {
+                let n = bytes.len();
+                bytes[at % n] ^= b;
+            }
+            let _ = read(&bytes);
+            let _ = Profile::decode(bytes.as_slice());
+        }
+    }
+}
