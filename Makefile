@@ -37,14 +37,15 @@ DEMO_PKGS := strace linux-perf haproxy
 # libc6-dbg is libc's debug file: tests/stacks_resolve.rs expects it to
 # name libc's local functions (__libc_start_call_main).
 # golang-go's `go tool pprof` reads the pprof files sockscope writes
-# (tests/stacks.rs, tests/tail_causes.rs).
+# (tests/stacks.rs, tests/tail_causes.rs); tmux is the terminal
+# tests/top.rs runs `sockscope top` in and reads back.
 # binutils' strip makes the stripped target of tests/stacks.rs; linux-perf
 # and util-linux's taskset serve tests/stacks_perf.rs, which checks nginx's
 # sampled stacks against perf record --call-graph dwarf.
 TEST_PKGS := binutils strace bpftool util-linux linux-perf procps redis-server sockperf haproxy python3 postgresql \
 	chromium valgrind nginx-light memcached openssl wrk nghttp2-client libmemcached-tools \
 	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio libc6-dbg gnutls-bin \
-	golang-go
+	golang-go tmux
 
 .PHONY: all deps deps-build deps-demo build test test-steps bench demo lint clean
 

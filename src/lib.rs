@@ -12,6 +12,8 @@
 //!   starts or attaches to, the watchdog, and artifact directories staged
 //!   and published as a set;
 //! - [`metrics`]: the Prometheus exposition of a running trace;
+//! - [`top`]: the live terminal view of the request anatomy (its rows
+//!   and their drawing);
 //! - [`netpath`]: emulated network paths (namespaces, TUN, veth + netem);
 //! - [`tune`]: the kernel-settings audit and the advice a run's evidence
 //!   supports;
@@ -73,6 +75,7 @@ pub mod signals;
 pub mod stacks;
 pub mod stats;
 pub mod text;
+pub mod top;
 pub mod trace;
 pub mod tune;
 pub mod values;

@@ -68,6 +68,7 @@ fn dispatch(plan: Plan) -> Result<u8> {
             quiet,
         } => run::merge::run(&files, &out, force, quiet),
         Plan::Tune(spec) => run::tune::run(&spec),
+        Plan::Top(spec) => run::top::run(&spec),
         Plan::GetppidLoop { calls } => run::hidden::getppid_loop(calls),
         Plan::Watchdog => run::hidden::watchdog(),
         Plan::Idle { secs } => run::hidden::idle(secs),

@@ -304,12 +304,18 @@ fn a_serve_target_run_as_nobody_hands_its_report_back() {
     assert_eq!(server["transactions"], 2000, "{server}");
     assert_eq!(rep["derived"]["server_agreement"], "exact");
     // Nothing was left for the target in the artifact directory: only
-    // the artifact's own files (the folded stacks among them).
+    // the artifact's own files (the stacks, folded and pprof, among them).
     let names: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    let own = ["run.json", "summary.txt", "report.html", "stacks.folded"];
+    let own = [
+        "run.json",
+        "summary.txt",
+        "report.html",
+        "stacks.folded",
+        "stacks.pb.gz",
+    ];
     assert!(
         names.len() == own.len() && names.iter().all(|n| own.contains(&n.as_str())),
         "{names:?}"

@@ -22,6 +22,7 @@ pub mod profile;
 pub mod report;
 pub mod serve;
 pub mod stacks;
+pub mod top;
 pub mod trace;
 pub mod tune;
 pub mod values;
@@ -125,6 +126,14 @@ so their seconds line up (docs/merge.md).\n\nUsage errors (2): an unreadable or 
 input, one input, an input given twice, different targets without --force."
     )]
     Merge(merge::MergeArgs),
+    /// Watch a target's requests live: per served port and endpoint, the
+    /// requests per second, errors, server time p50/p99 and what it was
+    /// made of, refreshed every second (the request anatomy, as `trace
+    /// --requests-only`).
+    #[command(after_help = "Examples:\n  sockscope top -p $(pidof nginx)\n  \
+sockscope top --once --comm redis-server\n\nKeys: q (or Esc, Ctrl-C) quits, s changes the \
+order, up/down select. NO_COLOR turns colours off.")]
+    Top(top::TopArgs),
     /// Audit this machine's network-server settings (sysctls, fd limits,
     /// THP, governor, RPS/XPS, conntrack) for a goal, ranked by a run's
     /// evidence with --from; --emit sysctl prints a sysctl.d snippet.
@@ -273,6 +282,8 @@ pub enum Plan {
     },
     /// `sockscope tune`.
     Tune(crate::run::tune::TuneSpec),
+    /// `sockscope top`.
+    Top(crate::run::top::TopSpec),
     /// `sockscope __getppid-loop`.
     GetppidLoop {
         /// Calls to time.
@@ -364,6 +375,7 @@ impl Cli {
                 quiet,
             },
             Command::Tune(args) => Plan::Tune(args.into_spec()),
+            Command::Top(args) => Plan::Top(args.into_spec()?),
             Command::GetppidLoop { calls } => Plan::GetppidLoop { calls },
             Command::Watchdog => Plan::Watchdog,
             Command::Idle { secs } => Plan::Idle { secs },

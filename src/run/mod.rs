@@ -40,6 +40,7 @@ pub mod profile;
 pub mod report;
 pub mod serve;
 pub mod tail;
+pub mod top;
 pub mod trace;
 pub mod tune;
 

@@ -38,6 +38,9 @@ pub(super) fn excused(text: &str) -> Option<&'static str> {
     if text.contains("--protoset kv.protoset") {
         return Some("needs the user's gRPC service (test.Kv) and its .proto compiled by protoc");
     }
+    if text.contains("sockscope top") && !text.contains("--once") {
+        return Some("draws on a terminal (tests/top.rs runs it in tmux); --once is run here");
+    }
     if non_loopback(text) {
         return Some("aims at another machine (a merge across generators)");
     }

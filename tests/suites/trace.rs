@@ -26,5 +26,7 @@ mod scope;
 mod stacks_resolve;
 #[path = "../stacks_sampler.rs"]
 mod stacks_sampler;
+#[path = "../top.rs"]
+mod top;
 #[path = "../trace.rs"]
 mod trace;

@@ -200,7 +200,7 @@ pub(super) fn alone_duration(target: &TargetSpec, mode: &str) -> Result<Option<D
 
 /// The root pid of `-p` and a pidfd on it (whose readiness ends the
 /// window when the process exits); 0 and none for a scope.
-pub(super) fn attach_root(target: &TargetSpec) -> Result<(i32, Option<OwnedFd>)> {
+pub(crate) fn attach_root(target: &TargetSpec) -> Result<(i32, Option<OwnedFd>)> {
     Ok(match target {
         TargetSpec::Attach { pid, .. } => (*pid, Some(crate::trace::open_attach_pidfd(*pid)?)),
         _ => (0, None),
