@@ -1,8 +1,9 @@
 //! `sockscope top` in a real terminal: tmux runs it against `serve echo`
 //! under an open-loop load of known rate; the screen, read with
 //! `capture-pane`, has the port's row with the load's rate (within 10 %),
-//! says so when the window is too small, and `q` quits leaving the
-//! terminal's main screen as it was. `--once` prints the same row for
+//! says so when the window is too small, keeps the last figures when the
+//! target exits, and `q` quits leaving the terminal's main screen as it
+//! was. `--once` prints the same row for
 //! scripts, without a terminal.
 
 use std::process::{Child, Command, Stdio};
@@ -171,6 +172,15 @@ fn top_shows_the_ports_rate_resizes_and_quits_clean() {
     tmux.cmd(&["resize-window", "-t", "t", "-x", "120", "-y", "30"]);
     let back = tmux.until(Duration::from_secs(5), |s| rate_of(s, port).is_some());
     assert!(rate_of(&back, port).is_some(), "{back}");
+
+    // The target exiting keeps the last figures on screen, and says so.
+    let mut srv = srv;
+    srv.kill();
+    let gone = tmux.until(Duration::from_secs(5), |s| s.contains("target exited"));
+    assert!(
+        gone.contains("target exited") && rate_of(&gone, port).is_some(),
+        "{gone}"
+    );
 
     // q quits: the pane's process ends with status 0 and the main screen
     // is back (none of top's table left on it).
