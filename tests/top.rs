@@ -194,7 +194,9 @@ fn top_shows_the_ports_rate_resizes_and_quits_clean() {
             "t",
             "#{pane_dead} #{pane_dead_status}",
         ]);
-        if d.trim().starts_with('1') || Instant::now() >= end {
+        // tmux marks the pane dead when its terminal closes, and fills in
+        // the status only once it has reaped the process: wait for both.
+        if d.split_whitespace().count() == 2 || Instant::now() >= end {
             break d;
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -91,48 +91,31 @@ impl StackArgs {
                 "--stack-hz {hz}: between 1 and {MAX_HZ} samples per second per CPU"
             )));
         }
-        if let Some(p) = &self.stacks_folded {
-            crate::output::check(p, "--stacks-folded")?;
-        }
-        if let Some(p) = &self.offcpu_folded {
-            if !self.off_cpu {
-                return Err(error::usage(
-                    "--offcpu-folded writes the off-CPU stacks, which only --off-cpu samples",
-                ));
+        // Every file the options name: (flag, path, whether it holds the
+        // off-CPU stacks, which only --off-cpu samples).
+        let files = [
+            ("--stacks-folded", &self.stacks_folded, false),
+            ("--offcpu-folded", &self.offcpu_folded, true),
+            ("--tail-folded", &self.tail_folded, false),
+            ("--rest-folded", &self.rest_folded, false),
+            ("--stacks-pprof", &self.stacks_pprof, false),
+            ("--offcpu-pprof", &self.offcpu_pprof, true),
+        ];
+        for (flag, path, off) in &files {
+            let Some(p) = path else { continue };
+            if *off && !self.off_cpu {
+                return Err(error::usage(format!(
+                    "{flag} writes the off-CPU stacks, which only --off-cpu samples"
+                )));
             }
-            crate::output::check(p, "--offcpu-folded")?;
-        }
-        if let Some(p) = &self.stacks_pprof {
-            crate::output::check(p, "--stacks-pprof")?;
-        }
-        if let Some(p) = &self.offcpu_pprof {
-            if !self.off_cpu {
-                return Err(error::usage(
-                    "--offcpu-pprof writes the off-CPU stacks, which only --off-cpu samples",
-                ));
-            }
-            crate::output::check(p, "--offcpu-pprof")?;
+            crate::output::check(p, flag)?;
         }
         let tail = match &self.tail {
             Some(t) => TailSpec::parse(t).map_err(error::usage)?,
             None => TailSpec::default(),
         };
-        if let Some(p) = &self.tail_folded {
-            crate::output::check(p, "--tail-folded")?;
-        }
-        if let Some(p) = &self.rest_folded {
-            crate::output::check(p, "--rest-folded")?;
-        }
-        let files = [
-            ("--stacks-folded", &self.stacks_folded),
-            ("--offcpu-folded", &self.offcpu_folded),
-            ("--tail-folded", &self.tail_folded),
-            ("--rest-folded", &self.rest_folded),
-            ("--stacks-pprof", &self.stacks_pprof),
-            ("--offcpu-pprof", &self.offcpu_pprof),
-        ];
-        for (i, (a, pa)) in files.iter().enumerate() {
-            for (b, pb) in &files[i + 1..] {
+        for (i, (a, pa, _)) in files.iter().enumerate() {
+            for (b, pb, _) in &files[i + 1..] {
                 if let (Some(x), Some(y)) = (pa, pb)
                     && x == y
                 {

@@ -18,7 +18,7 @@ use std::io::Write as _;
 use anyhow::{Context, Result};
 use prost::Message;
 
-use super::stacks::{StackGraph, WeightUnit};
+use super::stacks::{FoldedStack, StackGraph, WeightUnit};
 
 /// profile.proto's `Profile` (the fields sockscope writes).
 #[derive(Clone, PartialEq, Message)]
@@ -172,7 +172,7 @@ pub struct Meta<'a> {
     pub hz: u32,
     /// The window the samples cover.
     pub window_s: f64,
-    /// A line for the file's comments (the command, the run).
+    /// What the file holds, for its comment (after "sockscope VERSION: ").
     pub comment: &'a str,
 }
 
@@ -205,17 +205,27 @@ impl Strings {
 /// labelled.
 type Claims = HashMap<(Vec<String>, String), u64>;
 
+/// A stack's weight by thread name, the part no thread claims (an older
+/// artifact's, all of it) under "", parts of weight 0 left out.
+fn by_thread(st: &FoldedStack) -> Vec<(&str, u64)> {
+    let mut out = Vec::with_capacity(st.threads.len() + 1);
+    let mut left = st.weight;
+    for t in &st.threads {
+        let w = t.weight.min(left);
+        out.push((t.thread.as_str(), w));
+        left -= w;
+    }
+    out.push(("", left));
+    out.retain(|(_, w)| *w > 0);
+    out
+}
+
 fn claims_of(g: &StackGraph) -> Claims {
     let mut c = Claims::new();
     for st in &g.stacks {
-        let mut left = st.weight;
-        for t in &st.threads {
-            let w = t.weight.min(left);
-            *c.entry((st.frames.clone(), t.thread.clone())).or_default() += w;
-            left -= w;
-        }
-        if left > 0 {
-            *c.entry((st.frames.clone(), String::new())).or_default() += left;
+        for (thread, w) in by_thread(st) {
+            *c.entry((st.frames.clone(), thread.to_string()))
+                .or_default() += w;
         }
     }
     c
@@ -224,18 +234,17 @@ fn claims_of(g: &StackGraph) -> Claims {
 /// Takes up to `want` of the part's weight for `frames` on `thread` (or
 /// on no thread, when the part's stacks carry none).
 fn take(c: &mut Claims, frames: &[String], thread: &str, want: u64) -> u64 {
+    let tries: &[&str] = if thread.is_empty() {
+        &[""]
+    } else {
+        &[thread, ""]
+    };
     let mut got = 0;
-    for t in [thread, ""] {
-        if got == want {
-            break;
-        }
+    for t in tries {
         if let Some(w) = c.get_mut(&(frames.to_vec(), t.to_string())) {
             let n = (*w).min(want - got);
             *w -= n;
             got += n;
-        }
-        if thread.is_empty() {
-            break;
         }
     }
     got
@@ -327,19 +336,8 @@ pub fn profile(g: &StackGraph, parts: &[Part<'_>], meta: &Meta<'_>) -> Profile {
             key: keys[0],
             str: s.id(root),
         };
-        // The stack's weight by thread; what no thread claims has no
-        // thread label.
-        let mut by_thread: Vec<(&str, u64)> = Vec::new();
-        let mut left = st.weight;
-        for t in &st.threads {
-            let w = t.weight.min(left);
-            by_thread.push((t.thread.as_str(), w));
-            left -= w;
-        }
-        if left > 0 {
-            by_thread.push(("", left));
-        }
-        for (thread, w) in by_thread.into_iter().filter(|(_, w)| *w > 0) {
+        // What no thread claims has no thread label.
+        for (thread, w) in by_thread(st) {
             let mut labels = vec![process.clone()];
             if !thread.is_empty() {
                 labels.push(Label {
@@ -383,7 +381,11 @@ pub fn profile(g: &StackGraph, parts: &[Part<'_>], meta: &Meta<'_>) -> Profile {
             }
         }
     }
-    let comment = vec![s.id(meta.comment)];
+    let comment = vec![s.id(&format!(
+        "sockscope {}: {}",
+        env!("CARGO_PKG_VERSION"),
+        meta.comment
+    ))];
     Profile {
         sample_type,
         sample,
@@ -428,38 +430,27 @@ pub fn on_cpu_file(
             ]
         })
         .unwrap_or_default();
-    let comment = format!(
-        "sockscope {}: on-CPU stacks, {} Hz per CPU",
-        env!("CARGO_PKG_VERSION"),
-        report.hz
-    );
-    file_bytes(
-        &report.on_cpu,
-        &parts,
-        &Meta {
-            hz: report.hz,
-            window_s: report.cost.window_s,
-            comment: &comment,
-        },
-    )
+    let what = format!("on-CPU stacks, {} Hz per CPU", report.hz);
+    file_bytes(&report.on_cpu, &parts, &meta_of(report, &what))
+}
+
+/// The file's description of `report`'s graph, `what` in its comment.
+fn meta_of<'a>(report: &super::stacks::StacksReport, what: &'a str) -> Meta<'a> {
+    Meta {
+        hz: report.hz,
+        window_s: report.cost.window_s,
+        comment: what,
+    }
 }
 
 /// The off-CPU graph of `report` as a pprof file (None when off-CPU time
 /// was not sampled).
 pub fn off_cpu_file(report: &super::stacks::StacksReport) -> Option<Result<Vec<u8>>> {
     let g = report.off_cpu.as_ref()?;
-    let comment = format!(
-        "sockscope {}: off-CPU stacks, nanoseconds waited",
-        env!("CARGO_PKG_VERSION")
-    );
     Some(file_bytes(
         g,
         &[],
-        &Meta {
-            hz: report.hz,
-            window_s: report.cost.window_s,
-            comment: &comment,
-        },
+        &meta_of(report, "off-CPU stacks, nanoseconds waited"),
     ))
 }
 

@@ -72,14 +72,19 @@ impl TerminalGuard {
     }
 }
 
+/// The terminal as it was: the main screen, the cursor, cooked mode.
+fn restore() {
+    let _ = execute!(
+        std::io::stdout(),
+        terminal::LeaveAlternateScreen,
+        cursor::Show
+    );
+    let _ = terminal::disable_raw_mode();
+}
+
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
-        let _ = execute!(
-            std::io::stdout(),
-            terminal::LeaveAlternateScreen,
-            cursor::Show
-        );
-        let _ = terminal::disable_raw_mode();
+        restore();
     }
 }
 
@@ -159,10 +164,7 @@ pub fn run(spec: &TopSpec) -> Result<u8> {
     let (tx, rx) = sync_channel(BACKLOG);
     cfg.progress = Some(tx);
     let interval = cfg.interval;
-    let duration = match &spec.target {
-        TargetSpec::Attach { duration, .. } | TargetSpec::Scope { duration, .. } => *duration,
-        TargetSpec::Launch { .. } => None,
-    };
+    let duration = super::trace::requests_only::alone_duration(&spec.target, "requests")?;
     let base = Screen {
         target: target_name(&spec.target),
         sort: spec.sort,
@@ -259,12 +261,7 @@ fn live(
     // A panic restores the terminal before its message is printed.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let _ = execute!(
-            std::io::stdout(),
-            terminal::LeaveAlternateScreen,
-            cursor::Show
-        );
-        let _ = terminal::disable_raw_mode();
+        restore();
         hook(info);
     }));
     let mut term =

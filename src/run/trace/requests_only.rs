@@ -188,7 +188,7 @@ fn opening_line(target: &TargetSpec, root: i32, duration: Option<Duration>) -> S
 /// The --duration of `trace --{mode}-only` (`mode`: "requests" or
 /// "stacks"), which follows a running process or a scope; a launched
 /// command is a usage error that names `--{mode} -- CMD` instead.
-pub(super) fn alone_duration(target: &TargetSpec, mode: &str) -> Result<Option<Duration>> {
+pub(crate) fn alone_duration(target: &TargetSpec, mode: &str) -> Result<Option<Duration>> {
     match target {
         TargetSpec::Attach { duration, .. } | TargetSpec::Scope { duration, .. } => Ok(*duration),
         TargetSpec::Launch { .. } => Err(error::usage(format!(

@@ -86,7 +86,8 @@ pub fn write_pprof(
     tail: Option<&crate::report::slow::TailReport>,
 ) -> Result<()> {
     let on = match &options.pprof {
-        Some(p) => crate::output::write(p, &crate::report::pprof::on_cpu_file(report, tail)?)
+        Some(p) => crate::report::pprof::on_cpu_file(report, tail)
+            .and_then(|bytes| crate::output::write(p, &bytes))
             .with_context(|| format!("writing --stacks-pprof {}", p.display())),
         None => Ok(()),
     };
