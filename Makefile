@@ -95,11 +95,13 @@ test:
 # turn on features of shared dependencies (getrandom's std, under inferno),
 # so `cargo build` and `cargo test` compile the crate and several of its
 # dependencies twice over (about 4 minutes on 2 CPUs). `cargo test` builds
-# target/release/sockscope too, which the tests run.
+# target/release/sockscope too, which the tests run. Clippy runs inside
+# that build (.ci/rustc-wrapper lints every test target with -D warnings),
+# not as a pass of its own. .ci/test-lanes builds the test binaries and
+# runs them two at a time, then the quiet ones alone (each says why).
 test-steps: deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --release --locked --all-targets -- -D warnings
-	$(CARGO) test --release --locked
+	CARGO=$(CARGO) .ci/test-lanes
 
 bench: deps build
 	bench/overhead.sh

@@ -255,6 +255,17 @@ fn netns_held(ns: &str) -> bool {
     })
 }
 
+/// `ip netns list` without the tests' own namespaces (`sstest-*`,
+/// tests/common/netns.rs), which tests of another binary running beside
+/// this one add and remove.
+fn named_netns() -> Vec<String> {
+    ip(&["netns", "list"])
+        .lines()
+        .filter(|l| !l.starts_with("sstest-"))
+        .map(str::to_string)
+        .collect()
+}
+
 fn ip(args: &[&str]) -> String {
     let o = Command::new("ip")
         .args(args)
@@ -271,7 +282,7 @@ fn stop_and_check(name: &str, signal: libc::c_int, expect_code: Option<i32>) {
     // No other test of this binary adds a named namespace meanwhile.
     let _serial = common::serial();
     let out = scratch(name).join("art");
-    let netns_before = ip(&["netns", "list"]);
+    let netns_before = named_netns();
     let mut run = Command::new(sockscope())
         .args([
             "profile",
@@ -324,11 +335,7 @@ fn stop_and_check(name: &str, signal: libc::c_int, expect_code: Option<i32>) {
         "the target's namespace {target_ns} is still held"
     );
     assert!(!ip(&["-o", "link"]).contains(&format!("ss{pid}")));
-    assert_eq!(
-        ip(&["netns", "list"]),
-        netns_before,
-        "ip netns list changed"
-    );
+    assert_eq!(named_netns(), netns_before, "ip netns list changed");
     assert!(!out.exists(), "an artifact after {name}");
 }
 

@@ -34,16 +34,37 @@ pub fn sockscope() -> &'static str {
     env!("CARGO_BIN_EXE_sockscope")
 }
 
-/// The lock of tests that must not run beside each other in one test
-/// binary (its tests run on parallel threads): those that read or move
-/// something machine-wide (a namespace-wide UDP counter, the list of named
-/// network namespaces) or need the CPUs to themselves (timings, pinned
-/// busy loops). Every test of the `quiet` binary takes it, so that one
-/// runs a test at a time. A test that failed while holding it does not
+/// The lock of tests that must not run beside each other: those that
+/// read or move something machine-wide (a namespace-wide UDP counter, the
+/// list of named network namespaces) or need the CPUs to themselves
+/// (timings, pinned busy loops). Every test of the `quiet` binary takes it,
+/// so that one runs a test at a time. It holds across test binaries too
+/// (an flock on target/tmp/serial.lock): `make test` runs two binaries at
+/// once (.ci/test-lanes). A test that failed while holding it does not
 /// poison it for the rest.
-pub fn serial() -> MutexGuard<'static, ()> {
+pub fn serial() -> Serial {
     static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serial.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .unwrap_or_else(|(_, e)| panic!("flock {}: {e}", path.display()));
+    Serial {
+        _lock: lock,
+        _guard: guard,
+    }
+}
+
+/// Held by a test that took [`serial`]; released on drop (the file lock
+/// first, then the binary's own mutex).
+pub struct Serial {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+    _guard: MutexGuard<'static, ()>,
 }
 
 /// A scratch directory unique to this test: the tests of one binary share
