@@ -47,7 +47,7 @@ TEST_PKGS := binutils strace bpftool util-linux linux-perf procps redis-server s
 	iproute2 nftables dnsmasq-base prometheus python3-h2 python3-grpcio libc6-dbg gnutls-bin \
 	golang-go tmux
 
-.PHONY: all deps deps-build deps-demo build test test-steps bench demo lint clean
+.PHONY: all deps deps-build deps-demo build test test-steps bench demo lint clean image-check
 
 all: build
 
@@ -126,6 +126,14 @@ demo: deps-demo build
 	@mkdir -p out
 	@if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
 	  $$SUDO $(BIN) demo --out out/demo
+
+# The node agent's image built from deploy/k8s/Dockerfile (on a Debian base
+# made with debootstrap) and run as deploy/k8s/agent-daemonset.yaml runs it,
+# scraped by Prometheus with deploy/prometheus's rules; deploy/check.sh says
+# which step failed (docs/deploy-check.md). Not part of `make test`: it
+# installs podman and debootstrap, about 3 minutes cold, 40 s warm.
+image-check: build
+	deploy/check.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
