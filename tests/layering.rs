@@ -180,10 +180,24 @@ fn drop_test_items(code: &str) -> String {
         let start = from + pos;
         let b = out.as_bytes();
         let mut j = start + "#[cfg(test)]".len();
+        // A struct field's or a field initialiser's attribute (`tick_ns:
+        // u64,`): its item ends at the next comma, or at the brace that
+        // closes its block.
+        let item = out[j..].trim_start();
+        let field = item.split_once(':').is_some_and(|(head, rest)| {
+            !head.is_empty()
+                && head.chars().all(|c| c.is_alphanumeric() || c == '_')
+                && !rest.starts_with(':')
+        });
         let mut depth = 0usize;
         while j < b.len() {
             match b[j] {
                 b'{' => depth += 1,
+                b'}' if depth == 0 => break,
+                b',' if depth == 0 && field => {
+                    j += 1;
+                    break;
+                }
                 b'}' => {
                     depth -= 1;
                     if depth == 0 {
@@ -594,6 +608,17 @@ fn reader_ignores_comments_strings_and_tests() {
         .collect();
     let got: Vec<Module> = imports(&src, &known).into_iter().map(|(m, _)| m).collect();
     assert_eq!(got, vec![vec!["report".to_string()]]);
+}
+
+#[test]
+fn a_test_only_field_hides_itself_and_not_the_rest_of_the_file() {
+    let text = "struct T {\n    #[cfg(test)]\n    tick: u64,\n    n: u64,\n}\n\
+                fn t() -> T { T { #[cfg(test)] tick: 0, n: 0 } }\n\
+                struct L {\n    #[cfg(test)]\n    last: u64\n}\nuse crate::report;\n";
+    let code = drop_test_items(&strip(text));
+    assert!(!code.contains("tick") && !code.contains("last"), "{code}");
+    assert!(code.contains("n: u64") && code.contains("n: 0"), "{code}");
+    assert!(code.contains("use crate::report;"), "{code}");
 }
 
 #[test]

@@ -135,7 +135,7 @@ fn top_shows_the_ports_rate_resizes_and_quits_clean() {
                 "--rate",
                 "1000",
                 "-d",
-                "6",
+                "10",
                 "--json",
                 json.to_str().unwrap(),
             ])
@@ -145,7 +145,9 @@ fn top_shows_the_ports_rate_resizes_and_quits_clean() {
             .unwrap(),
     );
     // The readings of the load's steady seconds (its first and last are
-    // partial).
+    // partial). The load lasts 10 s so that `top --once` below, which
+    // attaches and then reads a whole second, still falls inside it on a
+    // busy machine (at 6 s it once read the second after the load).
     std::thread::sleep(Duration::from_millis(2_200));
     let mut rates = Vec::new();
     let mut last = String::new();
