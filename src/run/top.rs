@@ -192,6 +192,27 @@ pub fn run(spec: &TopSpec) -> Result<u8> {
     Ok(code)
 }
 
+/// True when the terminal hung up (its emulator or tmux went away):
+/// crossterm then reports input ready and its read never returns one
+/// (measured: a top left behind by a killed tmux spun a CPU for 18 min),
+/// so the loop asks the kernel itself before reading.
+fn hung_up() -> bool {
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0].revents().is_some_and(|r| {
+            r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+        })
+}
+
+/// True when stdin has input (or a hangup) within `wait`.
+fn input_ready(wait: Duration) -> bool {
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+    matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0)
+}
+
 /// True when `fd` (the target's pidfd) is readable: the target exited.
 fn exited(fd: Option<&OwnedFd>) -> bool {
     let Some(fd) = fd else {
@@ -294,10 +315,17 @@ fn live(
                 .context("drawing the screen")?;
             dirty = false;
         }
-        if signals.pending().is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
+        if signals.pending().is_some() || deadline.is_some_and(|d| Instant::now() >= d) || hung_up()
+        {
             break;
         }
-        if !event::poll(Duration::from_millis(100)).context("reading the terminal")? {
+        // Wait for input with the kernel's poll, not crossterm's: once the
+        // terminal hangs up, crossterm's poll never returns (it spun a CPU
+        // for 18 min under a killed tmux).
+        if !input_ready(Duration::from_millis(100)) {
+            continue;
+        }
+        if hung_up() || !event::poll(Duration::ZERO).context("reading the terminal")? {
             continue;
         }
         match event::read().context("reading the terminal")? {
