@@ -29,16 +29,32 @@ fn server() -> &'static Path {
     })
 }
 
+/// How the client asks.
+#[derive(Clone, Copy, PartialEq)]
+enum Asks {
+    /// A line: `h` slow, `f` fast.
+    Lines,
+    /// HTTP/1.1: `GET /slow`, `GET /fast` (two named endpoints).
+    Http,
+}
+
 /// Profiles `slow_server serve PORT cause` under its own client (2
 /// connections, 5 s, one request in 200 slow) with `extra` options;
 /// returns run.json and summary.txt.
-fn profile(name: &str, cause: &str, file: Option<&Path>, extra: &[&str]) -> (Value, String) {
+fn profile(
+    name: &str,
+    cause: &str,
+    asks: Asks,
+    file: Option<&Path>,
+    extra: &[&str],
+) -> (Value, String) {
     let bin = server().to_str().unwrap().to_string();
     let out = scratch(name).join("art");
     let port = common::ports::free_tcp().to_string();
     // Two connections: enough slow requests for the samples, and CPU left
     // for the tests that run beside (this binary runs its tests in parallel).
-    let load = format!("{bin} load PORT 2 5 200");
+    let http = if asks == Asks::Http { " http" } else { "" };
+    let load = format!("{bin} load PORT 2 5 200{http}");
     let mut args = vec![
         "profile",
         "--out",
@@ -105,9 +121,11 @@ fn a_cpu_heavy_function_of_the_slow_requests_leads_their_tail() {
     let tail_folded = files.join("tail.folded");
     let rest_folded = files.join("rest.folded");
     let pprof = files.join("cpu.pb.gz");
+    // Over HTTP, so that the tail is also told per endpoint.
     let (rep, summary) = profile(
         name,
         "cpu",
+        Asks::Http,
         None,
         &[
             "--tail",
@@ -133,8 +151,29 @@ fn a_cpu_heavy_function_of_the_slow_requests_leads_their_tail() {
     let folded = std::fs::read_to_string(&tail_folded).unwrap();
     assert!(folded.lines().any(|l| l.contains("slow_hash")), "{folded}");
     assert!(rest_folded.exists());
+    // Per endpoint: /slow's tail is slow_hash.
+    let ep = |path: &str| -> Option<&Value> {
+        t["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == format!("GET {path}"))
+    };
+    let slow = ep("/slow").unwrap_or_else(|| panic!("no GET /slow: {}", t["endpoints"]));
+    assert!(u(&slow["on_cpu_samples"]["tail"]) > 0, "{slow}");
+    assert_eq!(slow["function"]["name"], "slow_hash", "{slow}");
+    let stacks_total = |e: Option<&Value>, group: &str| -> u64 {
+        e.and_then(|e| e[format!("{group}_stacks")].as_array())
+            .map_or(0, |a| a.iter().map(|s| u(&s["weight"])).sum())
+    };
+    assert_eq!(
+        stacks_total(Some(slow), "tail"),
+        u(&slow["on_cpu_samples"]["tail"]),
+        "{slow}"
+    );
     // The pprof file labels the same samples: requests=tail adds up to the
-    // tail's graph, requests=rest to the rest's.
+    // tail's graph, requests=rest to the rest's, and each endpoint's to
+    // its own stacks.
     if common::require_program("go", name) {
         let samples = common::pprof::raw(&pprof);
         let labelled = |v: &str| -> u64 {
@@ -150,6 +189,26 @@ fn a_cpu_heavy_function_of_the_slow_requests_leads_their_tail() {
             "{samples:?}"
         );
         assert_eq!(labelled("rest"), u(&t["rest_on_cpu"]["total"]));
+        let of_endpoint = |group: &str, path: &str| -> u64 {
+            samples
+                .iter()
+                .filter(|(_, l)| {
+                    l.contains(&format!("requests:[{group}]"))
+                        && l.contains(&format!("endpoint:[GET {path}]"))
+                })
+                .map(|(w, _)| w)
+                .sum()
+        };
+        for path in ["/slow", "/fast"] {
+            for group in ["tail", "rest"] {
+                assert_eq!(
+                    of_endpoint(group, path),
+                    stacks_total(ep(path), group),
+                    "{group} of GET {path}: {samples:?}"
+                );
+            }
+        }
+        assert!(of_endpoint("tail", "/slow") > 0);
         let all: u64 = samples.iter().map(|(w, _)| w).sum();
         assert_eq!(all, u(&rep["stacks"]["on_cpu"]["total"]));
     }
@@ -162,7 +221,13 @@ fn a_lock_held_by_a_background_thread_is_the_tails_wait() {
         return;
     }
     let _g = serial();
-    let (rep, summary) = profile(name, "lock", None, &["--off-cpu", "--tail", "1ms"]);
+    let (rep, summary) = profile(
+        name,
+        "lock",
+        Asks::Lines,
+        None,
+        &["--off-cpu", "--tail", "1ms"],
+    );
     let t = &rep["tail"];
     common_shape(t, &summary);
     let futex = wait(t, "futex");
@@ -208,7 +273,7 @@ fn a_direct_read_or_a_sleep_is_the_tails_wait_with_its_stack() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).contains("io direct")
     };
-    let (rep, summary) = profile(name, "io", Some(&file), &["--off-cpu"]);
+    let (rep, summary) = profile(name, "io", Asks::Lines, Some(&file), &["--off-cpu"]);
     let t = &rep["tail"];
     common_shape(t, &summary);
     let (reason, func) = if direct {

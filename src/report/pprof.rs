@@ -10,7 +10,9 @@
 //! it again. The process (the folded root frame) and the thread are
 //! labels, not frames, so `pprof -tagroot=process` puts them back on top;
 //! when the run has a tail, each sample is labelled `requests=tail`,
-//! `rest` or `other` (on-CPU time not tied to a timed request).
+//! `rest` or `other` (on-CPU time not tied to a timed request), and the
+//! tail's and the rest's samples of a named endpoint `endpoint=<name>`
+//! and `port=<port>` too (`pprof -tagfocus=endpoint=...`).
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -155,15 +157,34 @@ pub const THREAD_LABEL: &str = "thread";
 pub const REQUESTS_LABEL: &str = "requests";
 /// The `requests` label of the on-CPU time no part claimed.
 pub const OTHER_REQUESTS: &str = "other";
+/// The label key of the endpoint a sample's request was for.
+pub const ENDPOINT_LABEL: &str = "endpoint";
+/// The label key of that endpoint's port.
+pub const PORT_LABEL: &str = "port";
 
-/// One part of a graph's weight, labelled `requests=<label>` (the tail's
-/// stacks, the rest's): carved out of the graph's own samples, so the
-/// file's total stays the graph's.
+/// One part of a graph's weight, with its labels (the tail's stacks
+/// `requests=tail`, the rest's): carved out of the graph's own samples,
+/// so the file's total stays the graph's. A part's `within` parts carve
+/// its own weight further (the tail's per endpoint): what they leave
+/// keeps only the part's labels.
 pub struct Part<'a> {
-    /// The label's value (`tail`, `rest`).
-    pub label: &'a str,
+    /// The labels, (key, value).
+    pub labels: Vec<(&'a str, &'a str)>,
     /// Its stacks (a subset of the graph's samples).
-    pub graph: &'a StackGraph,
+    pub stacks: &'a [FoldedStack],
+    /// Parts of this part.
+    pub within: Vec<Part<'a>>,
+}
+
+impl<'a> Part<'a> {
+    /// A part with one label and no parts of its own.
+    pub fn new(key: &'a str, value: &'a str, stacks: &'a [FoldedStack]) -> Self {
+        Part {
+            labels: vec![(key, value)],
+            stacks,
+            within: Vec::new(),
+        }
+    }
 }
 
 /// What the file describes, beyond its graph.
@@ -220,9 +241,9 @@ fn by_thread(st: &FoldedStack) -> Vec<(&str, u64)> {
     out
 }
 
-fn claims_of(g: &StackGraph) -> Claims {
+fn claims_of(stacks: &[FoldedStack]) -> Claims {
     let mut c = Claims::new();
-    for st in &g.stacks {
+    for st in stacks {
         for (thread, w) in by_thread(st) {
             *c.entry((st.frames.clone(), thread.to_string()))
                 .or_default() += w;
@@ -250,6 +271,62 @@ fn take(c: &mut Claims, frames: &[String], thread: &str, want: u64) -> u64 {
     got
 }
 
+/// A part's labels and what it has left to claim, its own parts inside.
+struct Claimant {
+    labels: Vec<Label>,
+    claims: Claims,
+    within: Vec<Claimant>,
+}
+
+impl Claimant {
+    fn of(part: &Part<'_>, s: &mut Strings) -> Self {
+        Claimant {
+            labels: part
+                .labels
+                .iter()
+                .map(|(k, v)| Label {
+                    key: s.id(k),
+                    str: s.id(v),
+                })
+                .collect(),
+            claims: claims_of(part.stacks),
+            within: part.within.iter().map(|p| Claimant::of(p, s)).collect(),
+        }
+    }
+}
+
+/// Splits `w` of `frames` on `thread` among `parts`, each taking what it
+/// has left and its own parts splitting that: (labels, weight) pieces,
+/// the remainder last with no labels.
+fn split(
+    parts: &mut [Claimant],
+    frames: &[String],
+    thread: &str,
+    w: u64,
+) -> Vec<(Vec<Label>, u64)> {
+    let mut pieces = Vec::new();
+    let mut rest = w;
+    for p in parts.iter_mut() {
+        if rest == 0 {
+            break;
+        }
+        let got = take(&mut p.claims, frames, thread, rest);
+        if got == 0 {
+            continue;
+        }
+        rest -= got;
+        for (mut inner, w) in split(&mut p.within, frames, thread, got) {
+            let mut labels = p.labels.clone();
+            labels.append(&mut inner);
+            pieces.push((labels, w));
+        }
+    }
+    if rest > 0 {
+        pieces.push((Vec::new(), rest));
+    }
+    pieces
+}
+
 /// The profile of `g`: one sample per (stack, thread, part) with weight;
 /// on-CPU values are samples and CPU nanoseconds (samples x 1/hz),
 /// off-CPU values nanoseconds waited.
@@ -275,20 +352,17 @@ pub fn profile(g: &StackGraph, parts: &[Part<'_>], meta: &Meta<'_>) -> Profile {
         (vec![off.clone()], off, 1)
     };
     let default_sample_type = sample_type.last().map_or(0, |t| t.r#type);
-    let keys = [
-        s.id(PROCESS_LABEL),
-        s.id(THREAD_LABEL),
-        s.id(REQUESTS_LABEL),
-    ];
+    let keys = [s.id(PROCESS_LABEL), s.id(THREAD_LABEL)];
     let mut mappings: HashMap<String, u64> = HashMap::new();
     let mut mapping = Vec::new();
     let mut functions: HashMap<&str, u64> = HashMap::new();
     let (mut function, mut location) = (Vec::new(), Vec::new());
-    let mut claims: Vec<(i64, Claims)> = parts
-        .iter()
-        .map(|p| (s.id(p.label), claims_of(p.graph)))
-        .collect();
-    let other = (!parts.is_empty()).then(|| s.id(OTHER_REQUESTS));
+    let mut claimants: Vec<Claimant> = parts.iter().map(|p| Claimant::of(p, &mut s)).collect();
+    // What no part claims is `requests=other` when there are parts.
+    let other = (!parts.is_empty()).then(|| Label {
+        key: s.id(REQUESTS_LABEL),
+        str: s.id(OTHER_REQUESTS),
+    });
     let mut sample = Vec::new();
     for st in g.stacks.iter().filter(|st| st.weight > 0) {
         let Some((root, frames)) = st.frames.split_first() else {
@@ -347,26 +421,12 @@ pub fn profile(g: &StackGraph, parts: &[Part<'_>], meta: &Meta<'_>) -> Profile {
             }
             // Each part takes what it has of this stack on this thread;
             // the remainder is `other`.
-            let mut pieces: Vec<(Option<i64>, u64)> = Vec::new();
-            let mut rest = w;
-            for (label, c) in &mut claims {
-                let got = take(c, &st.frames, thread, rest);
-                if got > 0 {
-                    pieces.push((Some(*label), got));
-                    rest -= got;
-                }
-            }
-            if rest > 0 {
-                pieces.push((other, rest));
-            }
-            for (part, w) in pieces {
+            for (mut part, w) in split(&mut claimants, &st.frames, thread, w) {
                 let mut label = labels.clone();
-                if let Some(p) = part {
-                    label.push(Label {
-                        key: keys[2],
-                        str: p,
-                    });
+                if part.is_empty() {
+                    label.extend(other.clone());
                 }
+                label.append(&mut part);
                 let w = i64::try_from(w).unwrap_or(i64::MAX);
                 let value = if on_cpu {
                     vec![w, w.saturating_mul(period_ns)]
@@ -416,17 +476,28 @@ pub fn on_cpu_file(
     report: &super::stacks::StacksReport,
     tail: Option<&super::slow::TailReport>,
 ) -> Result<Vec<u8>> {
+    let ports: Vec<String> = tail
+        .map(|t| t.endpoints.iter().map(|e| e.port.to_string()).collect())
+        .unwrap_or_default();
     let parts: Vec<Part<'_>> = tail
         .map(|t| {
+            let group =
+                |label, stacks, of: fn(&super::slow::TailEndpoint) -> &[FoldedStack]| Part {
+                    within: t
+                        .endpoints
+                        .iter()
+                        .zip(&ports)
+                        .map(|(e, port)| Part {
+                            labels: vec![(ENDPOINT_LABEL, e.name.as_str()), (PORT_LABEL, port)],
+                            stacks: of(e),
+                            within: Vec::new(),
+                        })
+                        .collect(),
+                    ..Part::new(REQUESTS_LABEL, label, stacks)
+                };
             vec![
-                Part {
-                    label: "tail",
-                    graph: &t.tail_on_cpu,
-                },
-                Part {
-                    label: "rest",
-                    graph: &t.rest_on_cpu,
-                },
+                group("tail", &t.tail_on_cpu.stacks, |e| &e.tail_stacks),
+                group("rest", &t.rest_on_cpu.stacks, |e| &e.rest_stacks),
             ]
         })
         .unwrap_or_default();
@@ -584,14 +655,8 @@ mod tests {
             ws("w", &[("main", app), ("slow", app)], 9),
         ]);
         let parts = [
-            Part {
-                label: "tail",
-                graph: &tail,
-            },
-            Part {
-                label: "rest",
-                graph: &rest,
-            },
+            Part::new(REQUESTS_LABEL, "tail", &tail.stacks),
+            Part::new(REQUESTS_LABEL, "rest", &rest.stacks),
         ];
         let p = profile(&all, &parts, &meta());
         let by = |leaf_name: &str, req: &str| -> i64 {
@@ -605,6 +670,62 @@ mod tests {
         assert_eq!(by("slow", "rest"), 1);
         assert_eq!(by("fast", "rest"), 6);
         assert_eq!(by("fast", OTHER_REQUESTS), 1);
+        let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(total as u64, all.total);
+    }
+
+    #[test]
+    fn a_parts_own_parts_label_its_weight_further_and_leave_the_rest_to_it() {
+        let app = "/srv/app";
+        let all = graph(vec![
+            ws("w", &[("main", app), ("slow", app)], 10),
+            ws("w", &[("main", app), ("fast", app)], 5),
+        ]);
+        let tail = graph(vec![ws("w", &[("main", app), ("slow", app)], 8)]);
+        let rest = graph(vec![ws("w", &[("main", app), ("fast", app)], 5)]);
+        // /a's tail has 5 of the slow samples, /b's 2 (1 of the tail's is
+        // no endpoint's); /b claims more of the rest than the rest has.
+        let a_tail = graph(vec![ws("w", &[("main", app), ("slow", app)], 5)]);
+        let b_tail = graph(vec![ws("w", &[("main", app), ("slow", app)], 2)]);
+        let b_rest = graph(vec![ws("w", &[("main", app), ("fast", app)], 9)]);
+        let ep = |name, stacks| Part {
+            labels: vec![(ENDPOINT_LABEL, name), (PORT_LABEL, "80")],
+            stacks,
+            within: Vec::new(),
+        };
+        let parts = [
+            Part {
+                within: vec![ep("/a", &a_tail.stacks), ep("/b", &b_tail.stacks)],
+                ..Part::new(REQUESTS_LABEL, "tail", &tail.stacks)
+            },
+            Part {
+                within: vec![ep("/b", &b_rest.stacks)],
+                ..Part::new(REQUESTS_LABEL, "rest", &rest.stacks)
+            },
+        ];
+        let p = profile(&all, &parts, &meta());
+        let by = |req: &str, endpoint: Option<&str>| -> i64 {
+            p.sample
+                .iter()
+                .filter(|s| {
+                    label(&p, s, REQUESTS_LABEL) == Some(req)
+                        && label(&p, s, ENDPOINT_LABEL) == endpoint
+                })
+                .map(|s| s.value[0])
+                .sum()
+        };
+        assert_eq!(by("tail", Some("/a")), 5);
+        assert_eq!(by("tail", Some("/b")), 2);
+        assert_eq!(by("tail", None), 1);
+        assert_eq!(by("rest", Some("/b")), 5);
+        assert_eq!(by("rest", None), 0);
+        assert_eq!(by(OTHER_REQUESTS, None), 2);
+        assert!(
+            p.sample
+                .iter()
+                .filter(|s| label(&p, s, ENDPOINT_LABEL).is_some())
+                .all(|s| label(&p, s, PORT_LABEL) == Some("80"))
+        );
         let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
         assert_eq!(total as u64, all.total);
     }

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::stacks::{KERNEL_SUFFIX, StackGraph, shares};
+use super::stacks::{FoldedStack, KERNEL_SUFFIX, StackGraph, shares};
 use super::units::{fmt_count, human_ns};
 
 /// run.json's `tail`.
@@ -215,6 +215,14 @@ pub struct TailEndpoint {
     /// The tail's leading function and its shares (None: no tail sample).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub function: Option<TailFunction>,
+    /// Its tail's on-CPU stacks (a subset of the tail's graph's): the
+    /// pprof file's `endpoint` label is carved from them. Empty in
+    /// artifacts older than that label.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tail_stacks: Vec<FoldedStack>,
+    /// Its rest's on-CPU stacks; see `tail_stacks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rest_stacks: Vec<FoldedStack>,
 }
 
 /// Rows kept in `functions`.

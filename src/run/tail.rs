@@ -466,6 +466,8 @@ fn endpoints(per_ep: HashMap<EndpointKey, (Side, Side, u64)>) -> Vec<TailEndpoin
                         rest: r.on_samples,
                     },
                     function,
+                    tail_stacks: tg.stacks,
+                    rest_stacks: rg.stacks,
                 }
             },
         )

@@ -15,10 +15,12 @@
  *                refuses O_DIRECT, nap(): nanosleep 3 ms ("io sleep");
  *         sleep  nap(): nanosleep 3 ms.
  *       Prints "ready" once listening; exits 0 after SECS seconds.
- *   slow_server load PORT CONNS SECS EVERY
+ *       A request that begins with "GET " is HTTP/1.1 instead: slow when
+ *       its path begins with /slow, answered with a 200 and "ok\n".
+ *   slow_server load PORT CONNS SECS EVERY [http]
  *       CONNS connections in closed loop for SECS seconds; on each, every
- *       EVERY-th request is slow ('h'), the rest fast ('f'). Prints
- *       "requests N slow M" at the end.
+ *       EVERY-th request is slow ('h'), the rest fast ('f'); with http,
+ *       GET /slow and GET /fast. Prints "requests N slow M" at the end.
  *
  * Functions are noinline so each keeps its own frame.
  */
@@ -150,6 +152,16 @@ static void *conn(void *arg)
 
 		if (n <= 0)
 			break;
+		if (n >= 4 && !memcmp(buf, "GET ", 4)) {
+			static const char ok[] =
+				"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+
+			if (n >= 9 && !memcmp(buf + 4, "/slow", 5))
+				slow_request();
+			if (write(fd, ok, sizeof(ok) - 1) != (ssize_t)sizeof(ok) - 1)
+				break;
+			continue;
+		}
 		if (buf[0] == 'h')
 			slow_request();
 		if (write(fd, "ok\n", 3) != 3)
@@ -217,6 +229,7 @@ struct client {
 	int port;
 	double end;
 	int every;
+	int http;
 	long requests, slow;
 };
 
@@ -225,7 +238,9 @@ static void *drive(void *arg)
 	struct client *c = arg;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(c->port) };
 	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
-	char buf[64];
+	char buf[128];
+	static const char slow_get[] = "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n";
+	static const char fast_get[] = "GET /fast HTTP/1.1\r\nHost: t\r\n\r\n";
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
@@ -236,7 +251,10 @@ static void *drive(void *arg)
 	while (now_s() < c->end) {
 		int heavy = (c->requests % c->every) == c->every - 1;
 
-		if (write(fd, heavy ? "h\n" : "f\n", 2) != 2)
+		const char *req = c->http ? (heavy ? slow_get : fast_get) : (heavy ? "h\n" : "f\n");
+		size_t len = strlen(req);
+
+		if (write(fd, req, len) != (ssize_t)len)
 			break;
 		if (read(fd, buf, sizeof(buf)) <= 0)
 			break;
@@ -247,7 +265,7 @@ static void *drive(void *arg)
 	return NULL;
 }
 
-static int load(int port, int conns, double secs, int every)
+static int load(int port, int conns, double secs, int every, int http)
 {
 	struct client cs[64];
 	pthread_t ts[64];
@@ -256,7 +274,7 @@ static int load(int port, int conns, double secs, int every)
 	if (conns < 1 || conns > 64 || every < 1)
 		return 2;
 	for (int i = 0; i < conns; i++) {
-		cs[i] = (struct client){ .port = port, .end = now_s() + secs, .every = every };
+		cs[i] = (struct client){ .port = port, .end = now_s() + secs, .every = every, .http = http };
 		pthread_create(&ts[i], NULL, drive, &cs[i]);
 	}
 	for (int i = 0; i < conns; i++) {
@@ -275,8 +293,9 @@ int main(int argc, char **argv)
 		cause = argv[3];
 		return serve(atoi(argv[2]), atof(argv[4]), argc > 5 ? argv[5] : "/nonexistent");
 	}
-	if (argc == 6 && !strcmp(argv[1], "load"))
-		return load(atoi(argv[2]), atoi(argv[3]), atof(argv[4]), atoi(argv[5]));
-	fprintf(stderr, "usage: slow_server serve PORT CAUSE SECS [FILE] | load PORT CONNS SECS EVERY\n");
+	if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "http"))) && !strcmp(argv[1], "load"))
+		return load(atoi(argv[2]), atoi(argv[3]), atof(argv[4]), atoi(argv[5]), argc == 7);
+	fprintf(stderr,
+		"usage: slow_server serve PORT CAUSE SECS [FILE] | load PORT CONNS SECS EVERY [http]\n");
 	return 2;
 }
