@@ -4,7 +4,8 @@
 //! says so when the window is too small, keeps the last figures when the
 //! target exits, and `q` quits leaving the terminal's main screen as it
 //! was. `--once` prints the same row for
-//! scripts, without a terminal.
+//! scripts, without a terminal; with `--stacks`, the function a target
+//! burns its CPU in heads the hottest functions.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -218,13 +219,76 @@ fn top_shows_the_ports_rate_resizes_and_quits_clean() {
     );
 }
 
+/// The share and name of the first function under the functions' title.
+fn hottest(screen: &str) -> Option<(f64, String)> {
+    let mut lines = screen
+        .lines()
+        .skip_while(|l| !l.starts_with("HOTTEST FUNCTIONS"));
+    lines.next()?;
+    let first = lines.next()?;
+    let (share, rest) = first.trim_start().split_once('%')?;
+    let name = rest.split_whitespace().next()?.to_string();
+    Some((share.trim().parse().ok()?, name))
+}
+
+#[test]
+fn top_stacks_lists_the_function_the_target_burns() {
+    let name = "top_stacks_lists_the_function_the_target_burns";
+    if !require_bpf(name) {
+        return;
+    }
+    let _g = common::serial();
+    // A server whose every request is slow_hash's 2 ms of CPU (-g: named
+    // from its symbols), under one closed-loop connection.
+    let bin = common::build_c(
+        "slow_server.c",
+        "slow_server",
+        &["-O2", "-g", "-pthread", "-Wall"],
+    );
+    let port = common::ports::free_tcp().to_string();
+    let mut srv = common::Reaped(
+        Command::new(&bin)
+            .args(["serve", &port, "cpu", "30"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(srv.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let load = common::Reaped(
+        Command::new(&bin)
+            .args(["load", &port, "1", "8", "1"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = srv.id().to_string();
+    let (st, once, err) = run_bounded(
+        &["top", "--once", "--stacks", "-p", &pid],
+        Duration::from_secs(60),
+    );
+    drop(load);
+    assert!(st.success(), "top --once --stacks: {err}\n{once}");
+    let (share, function) = hottest(&once).unwrap_or_else(|| panic!("no functions:\n{once}"));
+    assert_eq!(function, "slow_hash", "{once}");
+    assert!(share >= 50.0, "{once}");
+    assert!(rate_of(&once, port.parse().unwrap()).is_some(), "{once}");
+}
+
 #[test]
 fn top_refuses_what_it_cannot_do() {
-    // No terminal and no --once; --once with --duration; a bad sort.
+    // No terminal and no --once; --once with --duration; a bad sort;
+    // a rate without --stacks.
     for (args, code) in [
         (&["top", "-p", "1"][..], 2),
         (&["top", "--once", "--duration", "3", "-p", "1"], 2),
         (&["top", "--sort", "nope"], 2),
+        (&["top", "--once", "--stack-hz", "49", "-p", "1"], 2),
     ] {
         let out = Command::new(sockscope())
             .args(args)

@@ -131,7 +131,7 @@ input, one input, an input given twice, different targets without --force."
     /// made of, refreshed every second (the request anatomy, as `trace
     /// --requests-only`).
     #[command(after_help = "Examples:\n  sockscope top -p $(pidof nginx)\n  \
-sockscope top --once --comm redis-server\n\nKeys: q (or Esc, Ctrl-C) quits, s changes the \
+sockscope top --once --comm redis-server\n  sockscope top --stacks --unit nginx\n\nKeys: q (or Esc, Ctrl-C) quits, s changes the \
 order, up/down select. NO_COLOR turns colours off.")]
     Top(top::TopArgs),
     /// Audit this machine's network-server settings (sysctls, fd limits,

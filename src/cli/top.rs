@@ -56,6 +56,16 @@ pub struct TopArgs {
     #[arg(long, value_name = "ON/PERIOD", value_parser = crate::anatomy::Duty::parse)]
     pub requests_duty: Option<crate::anatomy::Duty>,
 
+    /// Also sample the target's stacks (as `trace --stacks`) and list
+    /// each second's hottest on-CPU functions under the table.
+    #[arg(long)]
+    pub stacks: bool,
+
+    /// On-CPU samples per second per CPU with --stacks.
+    #[arg(long, value_name = "HZ", requires = "stacks",
+          value_parser = clap::value_parser!(u32).range(1..=crate::stacks::MAX_HZ as i64))]
+    pub stack_hz: Option<u32>,
+
     /// Request names (HTTP routes, commands) kept per served port.
     #[arg(long, value_name = "N", default_value_t = crate::anatomy::DEFAULT_MAX_ENDPOINTS,
           value_parser = clap::value_parser!(u32).range(1..=crate::anatomy::MAX_ENDPOINTS_LIMIT as i64))]
@@ -97,6 +107,9 @@ impl TopArgs {
                 tls_plaintext: false,
             },
             color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            stacks_hz: self
+                .stacks
+                .then(|| self.stack_hz.unwrap_or(crate::stacks::DEFAULT_HZ)),
         })
     }
 }

@@ -226,7 +226,7 @@ pub fn sanitize(name: &str) -> String {
 
 /// A folded frame's text: the sanitized name, `_[k]` after a kernel
 /// function's.
-fn frame_text(f: &FrameKey) -> String {
+pub fn frame_text(f: &FrameKey) -> String {
     let name = sanitize(&f.name);
     if f.kernel && !name.ends_with(KERNEL_SUFFIX) {
         name + KERNEL_SUFFIX

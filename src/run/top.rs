@@ -6,13 +6,17 @@
 //! the cursor are restored on every way out, a panic included). `--once`
 //! prints one screen after the first interval, for scripts.
 //!
+//! With `--stacks`, the stack sampler runs beside (as `trace --stacks`)
+//! and each interval's hottest on-CPU functions are listed under the
+//! table.
+//!
 //! The target exiting, or a port going away, keeps the last figures on
 //! screen with a status line saying so; only the user (or `--duration`,
 //! or a signal) ends it.
 
 use std::io::{IsTerminal, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
@@ -27,6 +31,7 @@ use crate::anatomy::{Counts, Session};
 use crate::error;
 use crate::probe::TargetSpec;
 use crate::signals::Signals;
+use crate::stacks::live::HotFunctions;
 use crate::top::model::{self, SortKey};
 use crate::top::view::{self, Screen};
 
@@ -45,6 +50,9 @@ pub struct TopSpec {
     pub reading: crate::anatomy::Reading,
     /// Colours (off with NO_COLOR).
     pub color: bool,
+    /// Sample stacks at this rate (Hz per CPU) and list the hottest
+    /// functions (None: no stacks).
+    pub stacks_hz: Option<u32>,
 }
 
 /// Readings the channel holds before the anatomy drops the newest (the
@@ -104,10 +112,19 @@ fn target_name(target: &TargetSpec) -> String {
     })
 }
 
-/// The latest pair of readings: the figures between them.
+/// Where the readings come from: the anatomy's, and the stack
+/// sampler's when stacks are on.
+struct Feeds {
+    counts: Receiver<(f64, Counts)>,
+    hot: Option<Receiver<HotFunctions>>,
+}
+
+/// The latest pair of readings (the figures between them) and the latest
+/// interval's hottest functions.
 struct Readings {
     earlier: (f64, Counts),
     later: Option<(f64, Counts)>,
+    hot: Option<HotFunctions>,
 }
 
 impl Readings {
@@ -115,24 +132,32 @@ impl Readings {
         Readings {
             earlier: (0.0, Counts::empty()),
             later: None,
+            hot: None,
         }
     }
 
     /// Takes every reading waiting; true when there was one.
-    fn drain(&mut self, rx: &Receiver<(f64, Counts)>) -> bool {
+    fn drain(&mut self, feeds: &Feeds) -> bool {
         let mut got = false;
-        loop {
-            match rx.try_recv() {
-                Ok(r) => {
-                    if let Some(prev) = self.later.take() {
-                        self.earlier = prev;
-                    }
-                    self.later = Some(r);
-                    got = true;
-                }
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return got,
+        while let Ok(r) = feeds.counts.try_recv() {
+            if let Some(prev) = self.later.take() {
+                self.earlier = prev;
+            }
+            self.later = Some(r);
+            got = true;
+        }
+        if let Some(rx) = &feeds.hot {
+            while let Ok(h) = rx.try_recv() {
+                self.hot = Some(h);
+                got = true;
             }
         }
+        got
+    }
+
+    /// Whether every feed has given its first reading.
+    fn complete(&self, feeds: &Feeds) -> bool {
+        self.later.is_some() && (feeds.hot.is_none() || self.hot.is_some())
     }
 
     fn screen(&self, base: &Screen) -> Screen {
@@ -143,6 +168,7 @@ impl Readings {
             s.interval_s = secs;
             s.groups = model::groups(&now.since(&self.earlier.1), secs, s.sort);
         }
+        s.functions.clone_from(&self.hot);
         s
     }
 }
@@ -161,7 +187,7 @@ pub fn run(spec: &TopSpec) -> Result<u8> {
     let (root, pidfd) = super::trace::requests_only::attach_root(&spec.target)?;
     let mut cfg = super::trace::requests::config_for(&spec.target, root, spec.reading)?;
     cfg.duty = spec.duty;
-    let (tx, rx) = sync_channel(BACKLOG);
+    let (tx, counts) = sync_channel(BACKLOG);
     cfg.progress = Some(tx);
     let interval = cfg.interval;
     let duration = super::trace::requests_only::alone_duration(&spec.target, "requests")?;
@@ -170,32 +196,69 @@ pub fn run(spec: &TopSpec) -> Result<u8> {
         sort: spec.sort,
         color: spec.color && interactive,
         status: Some("waiting for the first interval".into()),
+        stacks: spec.stacks_hz.is_some(),
         ..Screen::default()
     };
     let session = Session::start(cfg)?;
+    let (stacks, hot) = match start_stacks(spec, root, interval) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = session.finish();
+            return Err(e);
+        }
+    };
+    let feeds = Feeds { counts, hot };
     let started = Instant::now();
     let out = if interactive {
         live(
             &mut signals,
             pidfd.as_ref(),
-            &rx,
+            &feeds,
             base,
             duration.map(|d| started + d),
         )
     } else {
-        once(&mut signals, pidfd.as_ref(), &rx, base, interval)
+        once(&mut signals, pidfd.as_ref(), &feeds, base, interval)
     };
     // Detach whatever happened on screen.
+    let sampled = stacks.map(crate::stacks::Session::finish);
     let finished = session.finish();
     let code = out?;
     finished?;
+    if let Some(s) = sampled {
+        s.context("the stack sampler")?;
+    }
     Ok(code)
 }
 
+/// Starts the stack sampler when `--stacks` asks for it, its hottest
+/// functions sent every `interval`.
+fn start_stacks(
+    spec: &TopSpec,
+    root: i32,
+    interval: Duration,
+) -> Result<(
+    Option<crate::stacks::Session>,
+    Option<Receiver<HotFunctions>>,
+)> {
+    let Some(hz) = spec.stacks_hz else {
+        return Ok((None, None));
+    };
+    let options = crate::stacks::StacksOptions {
+        hz,
+        ..Default::default()
+    };
+    let mut cfg = super::trace::stacks::config_for(&spec.target, root, &options)?;
+    let (tx, rx) = sync_channel(BACKLOG);
+    cfg.hot = Some((tx, interval));
+    let session = crate::stacks::Session::start(cfg).context("starting the stack sampler")?;
+    Ok((Some(session), Some(rx)))
+}
+
 /// True when the terminal hung up (its emulator or tmux went away):
-/// crossterm then reports input ready and its read never returns one
-/// (measured: a top left behind by a killed tmux spun a CPU for 18 min),
-/// so the loop asks the kernel itself before reading.
+/// crossterm's poll then never returns (measured: a top left behind by a
+/// killed tmux spun a CPU for 18 min), so the loop asks the kernel itself
+/// before it hands the terminal to crossterm.
 fn hung_up() -> bool {
     let stdin = std::io::stdin();
     let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
@@ -225,14 +288,15 @@ fn exited(fd: Option<&OwnedFd>) -> bool {
 fn once(
     signals: &mut Signals,
     pidfd: Option<&OwnedFd>,
-    rx: &Receiver<(f64, Counts)>,
+    feeds: &Feeds,
     base: Screen,
     interval: Duration,
 ) -> Result<u8> {
     let deadline = Instant::now() + interval + ONCE_GRACE;
     let mut r = Readings::new();
     loop {
-        if r.drain(rx) {
+        r.drain(feeds);
+        if r.complete(feeds) {
             break;
         }
         if let Some(si) = signals.pending() {
@@ -251,8 +315,13 @@ fn once(
             ));
         }
         if Instant::now() >= deadline {
+            let what = if r.later.is_none() {
+                "the request anatomy"
+            } else {
+                "the stack sampler"
+            };
             return Err(anyhow!(
-                "no reading from the request anatomy within {:.0} s",
+                "no reading from {what} within {:.0} s",
                 (interval + ONCE_GRACE).as_secs_f64()
             ));
         }
@@ -274,7 +343,7 @@ fn once(
 fn live(
     signals: &mut Signals,
     pidfd: Option<&OwnedFd>,
-    rx: &Receiver<(f64, Counts)>,
+    feeds: &Feeds,
     base: Screen,
     deadline: Option<Instant>,
 ) -> Result<u8> {
@@ -292,8 +361,10 @@ fn live(
     let mut gone = false;
     let mut dirty = true;
     loop {
-        if r.drain(rx) {
-            state.status = None;
+        if r.drain(feeds) {
+            if r.later.is_some() {
+                state.status = None;
+            }
             dirty = true;
         }
         if !gone && exited(pidfd) {

@@ -16,6 +16,7 @@ pub mod abi;
 pub mod bpf;
 pub mod fde;
 pub mod kallsyms;
+pub mod live;
 pub mod modules;
 pub mod perfmap;
 pub mod resolve;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow};
 
 use super::bpf::{Sampler, SamplerConfig, SamplerCounters};
+use super::live::{self, HotCounter, HotFunctions};
 use super::sample::{RawSample, SampleKind};
 use super::tie::{StackKey, TieBuilder};
 use super::{Frame, Resolver};
@@ -93,6 +94,9 @@ pub struct StacksConfig {
     /// The request anatomy's thread map: tie the samples to its requests
     /// (each kept with its turn and span, [`Collected::tied`]).
     pub tie: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// A live view's channel and interval: each interval's hottest
+    /// functions are sent on it (`sockscope top --stacks`).
+    pub hot: Option<(mpsc::SyncSender<HotFunctions>, Duration)>,
 }
 
 /// What a window collected.
@@ -187,6 +191,10 @@ fn run(
     if cfg.tie.is_some() {
         agg.tie = Some(TieBuilder::new(1_000_000_000 / u64::from(cfg.hz.max(1))));
     }
+    agg.hot = cfg
+        .hot
+        .as_ref()
+        .map(|(tx, every)| HotCounter::new(tx.clone(), *every));
     let mut resolver = Resolver::new();
     let mut last_reap = Instant::now();
     loop {
@@ -200,6 +208,10 @@ fn run(
         }
         for s in sampler.drain(DRAIN)? {
             agg.add(&mut resolver, &s);
+        }
+        if let Some(hot) = agg.hot.as_mut() {
+            let frames = &agg.frames;
+            hot.tick(|i| &frames[i as usize]);
         }
         if last_reap.elapsed() >= REAP {
             agg.reap(&mut resolver);
@@ -247,6 +259,8 @@ struct Aggregate {
     live: BTreeSet<u32>,
     /// Samples kept for the tie to requests.
     tie: Option<TieBuilder>,
+    /// The live view's counts of the interval.
+    hot: Option<HotCounter>,
 }
 
 impl Aggregate {
@@ -261,6 +275,7 @@ impl Aggregate {
             process_names: HashMap::new(),
             live: BTreeSet::new(),
             tie: None,
+            hot: None,
         }
     }
 
@@ -334,6 +349,10 @@ impl Aggregate {
         if matches!(s.kind, SampleKind::RunQueue { .. }) {
             // Kept for the tie only: the graphs are of on- and off-CPU time.
             return;
+        }
+        if !off && let Some(hot) = self.hot.as_mut() {
+            let frames = &self.frames;
+            hot.add(&key.frames, weight, |i| live::is_ours(&frames[i as usize]));
         }
         let table = if off {
             match self.off.as_mut() {

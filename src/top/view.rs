@@ -1,7 +1,8 @@
 //! Drawing one screen of `sockscope top` with ratatui: a title line (the
 //! target, the time, the sort), the table of ports and their endpoints
 //! (requests/s, errors, p50, p99 and the server time's parts as a bar),
-//! a status line and the keys. The same drawing makes `--once`'s text
+//! with `--stacks` the last interval's hottest on-CPU functions, a status
+//! line and the keys. The same drawing makes `--once`'s text
 //! (a buffer read back as lines, no colour), so the two cannot differ.
 
 use ratatui::buffer::Buffer;
@@ -12,11 +13,16 @@ use ratatui::widgets::{Cell, Paragraph, Row as TableRow, Table, Widget};
 
 use super::model::{PortGroup, Row, SortKey};
 use crate::report::units::fmt_ns;
+use crate::stacks::live::HotFunctions;
 
 /// The smallest screen the table fits; a smaller one says so.
 pub const MIN_WIDTH: u16 = 60;
 /// See [`MIN_WIDTH`].
 pub const MIN_HEIGHT: u16 = 8;
+/// Functions listed at most (fewer when the screen is short).
+pub const MAX_FUNCTIONS: usize = 8;
+/// Rows the table keeps before the functions take any.
+const TABLE_MIN: u16 = 3;
 
 /// The parts' letters in the bar (no colour) and their colours.
 const PARTS: [(char, &str, Color); 4] = [
@@ -45,6 +51,10 @@ pub struct Screen {
     pub status: Option<String>,
     /// Colours (off under NO_COLOR and for `--once`).
     pub color: bool,
+    /// Whether stacks are sampled (the functions' panel is drawn).
+    pub stacks: bool,
+    /// The last interval's hottest functions (None: none yet).
+    pub functions: Option<HotFunctions>,
 }
 
 impl Screen {
@@ -55,6 +65,88 @@ impl Screen {
             .flat_map(|g| std::iter::once(&g.port).chain(g.endpoints.iter()))
             .collect()
     }
+
+    /// Lines the functions' panel wants: its title and a line per
+    /// function (one saying why when there is none); 0 without stacks.
+    fn panel_wants(&self) -> u16 {
+        if !self.stacks {
+            return 0;
+        }
+        let n = self
+            .functions
+            .as_ref()
+            .map_or(0, |h| h.functions.len().min(MAX_FUNCTIONS));
+        1 + n.max(1) as u16
+    }
+}
+
+/// A module as a short name: a path's file name (`[kernel]` as it is).
+fn module_text(module: &str) -> &str {
+    module.rsplit('/').next().unwrap_or(module)
+}
+
+/// Draws the functions' panel over `area` (its first line the title).
+fn draw_functions(s: &Screen, area: Rect, strong: Style, buf: &mut Buffer) {
+    let title = match &s.functions {
+        Some(h) => format!(
+            "HOTTEST FUNCTIONS (on-CPU, last {:.1} s, {} samples)",
+            h.interval_s, h.samples
+        ),
+        None => "HOTTEST FUNCTIONS (on-CPU)".to_string(),
+    };
+    Paragraph::new(Line::styled(title, strong)).render(Rect { height: 1, ..area }, buf);
+    let body = Rect {
+        y: area.y + 1,
+        height: area.height.saturating_sub(1),
+        ..area
+    };
+    let none = match &s.functions {
+        None => Some("waiting for the first interval"),
+        Some(h) if h.functions.is_empty() => Some("no on-CPU sample of the target"),
+        Some(_) => None,
+    };
+    if let Some(why) = none {
+        Paragraph::new(format!("        {why}")).render(body, buf);
+        return;
+    }
+    let rows: Vec<TableRow> = match &s.functions {
+        None => Vec::new(),
+        Some(h) => h
+            .functions
+            .iter()
+            .take(usize::from(body.height))
+            .map(|f| {
+                let share = f.samples as f64 * 100.0 / h.samples.max(1) as f64;
+                TableRow::new(vec![
+                    Cell::from(format!("{share:5.1} %")),
+                    Cell::from(f.name.clone()),
+                    Cell::from(module_text(&f.module).to_string()),
+                ])
+            })
+            .collect(),
+    };
+    // The names as wide as the longest needs (up to what the module
+    // leaves), the module right after.
+    let longest = s.functions.as_ref().map_or(0, |h| {
+        h.functions
+            .iter()
+            .map(|f| f.name.chars().count())
+            .max()
+            .unwrap_or(0)
+    });
+    let name_width = u16::try_from(longest)
+        .unwrap_or(u16::MAX)
+        .clamp(16, area.width.saturating_sub(7 + 2 + 12).max(16));
+    Table::new(
+        rows,
+        [
+            Constraint::Length(7),
+            Constraint::Length(name_width),
+            Constraint::Min(10),
+        ],
+    )
+    .column_spacing(1)
+    .render(body, buf);
 }
 
 fn rate_text(r: f64) -> String {
@@ -199,11 +291,27 @@ pub fn draw(s: &Screen, area: Rect, buf: &mut Buffer) {
         "SERVER TIME",
     ])
     .style(strong);
+    // The functions take what the table leaves past its first rows.
+    let room = area.height.saturating_sub(4);
+    let panel = s.panel_wants().min(room.saturating_sub(TABLE_MIN));
+    let panel = if panel >= 2 { panel } else { 0 };
     let table_area = Rect {
         y: area.y + 2,
-        height: area.height.saturating_sub(4),
+        height: room - panel,
         ..area
     };
+    if panel > 0 {
+        draw_functions(
+            s,
+            Rect {
+                y: table_area.y + table_area.height,
+                height: panel,
+                ..area
+            },
+            strong,
+            buf,
+        );
+    }
     // Keep the selected row in view.
     let visible = usize::from(table_area.height.saturating_sub(1)).max(1);
     let skip = s.selected.saturating_sub(visible - 1);
@@ -217,7 +325,11 @@ pub fn draw(s: &Screen, area: Rect, buf: &mut Buffer) {
 /// The screen as plain lines `width` wide (trailing blanks trimmed), as
 /// tall as it needs: `--once`'s output.
 pub fn text(s: &Screen, width: u16) -> String {
-    let height = (s.rows().len() as u16).saturating_add(5).max(MIN_HEIGHT);
+    let table = (s.rows().len() as u16).saturating_add(1).max(TABLE_MIN);
+    let height = table
+        .saturating_add(4)
+        .saturating_add(s.panel_wants())
+        .max(MIN_HEIGHT);
     let area = Rect::new(0, 0, width.max(MIN_WIDTH), height);
     let mut buf = Buffer::empty(area);
     draw(s, area, &mut buf);
@@ -282,6 +394,70 @@ mod tests {
             "{bar}"
         );
         assert!(!t.chars().any(|c| c.is_control() && c != '\n'));
+    }
+
+    fn hot() -> HotFunctions {
+        use crate::stacks::live::HotFunction;
+        HotFunctions {
+            interval_s: 1.0,
+            samples: 200,
+            functions: (0..12)
+                .map(|i| HotFunction {
+                    name: if i == 0 {
+                        "slow_hash".into()
+                    } else {
+                        format!("f{i}")
+                    },
+                    module: "/opt/app/bin/server".into(),
+                    samples: if i == 0 { 150 } else { 4 },
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_functions_panel_lists_the_hottest_with_their_shares() {
+        let mut s = screen();
+        s.stacks = true;
+        let waiting = text(&s, 100);
+        assert!(
+            waiting.contains("waiting for the first interval"),
+            "{waiting}"
+        );
+        s.functions = Some(hot());
+        let t = text(&s, 100);
+        let line = t.lines().find(|l| l.contains("slow_hash")).expect(&t);
+        assert!(line.contains("75.0 %"), "{line}");
+        assert!(line.contains("server") && !line.contains("/opt"), "{line}");
+        // At most MAX_FUNCTIONS of the twelve, and the table's rows kept.
+        let listed = t.lines().filter(|l| l.contains(" % ")).count();
+        assert_eq!(listed, MAX_FUNCTIONS, "{t}");
+        assert!(t.lines().any(|l| l.starts_with("tcp:7")), "{t}");
+        s.functions = Some(HotFunctions::default());
+        assert!(text(&s, 100).contains("no on-CPU sample"));
+    }
+
+    #[test]
+    fn a_short_terminal_keeps_the_table_before_the_functions() {
+        let mut s = screen();
+        s.stacks = true;
+        s.functions = Some(hot());
+        for height in [MIN_HEIGHT, MIN_HEIGHT + 1, 12] {
+            let area = Rect::new(0, 0, 80, height);
+            let mut buf = Buffer::empty(area);
+            draw(&s, area, &mut buf);
+            let lines: Vec<String> = (0..height)
+                .map(|y| (0..80).map(|x| buf[(x, y)].symbol().to_string()).collect())
+                .collect();
+            assert!(
+                lines.iter().any(|l| l.starts_with("tcp:7")),
+                "{height}: {lines:#?}"
+            );
+            assert!(
+                lines[usize::from(height) - 1].starts_with("q quit"),
+                "{lines:#?}"
+            );
+        }
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub fn config_for(target: &TargetSpec, root: i32, options: &StacksOptions) -> Re
         hz: options.hz,
         off_cpu: options.off_cpu,
         tie: None,
+        hot: None,
     })
 }
 
