@@ -19,6 +19,11 @@
 # below saturation the CPU per request is then free of what a slower
 # closed loop does to nginx's batching (fewer requests per epoll_wait).
 #
+# AGENT=1 adds the node agent's rows: "agent", deploy/k8s's DaemonSet
+# arguments as shipped (`trace --system --requests --by comm --max-series
+# 1024 --metrics ...`), and "agent-ro", the same with --requests-only (no
+# syscall tracer): machine-wide, so every process pays what they hook.
+#
 # DUTY=ON/PERIOD adds a "sampled" row: `trace --requests-only
 # --requests-duty ON/PERIOD` (the window opens 1.5 s before the load;
 # e.g. DUTY=500ms/5s with 5 s runs samples 0.5 s of the load).
@@ -41,7 +46,8 @@ GEN=${GEN:-wrk}
 RATE=${RATE:-}
 HOOKS_BIN=${HOOKS_BIN:-}
 DUTY=${DUTY:-}
-MODES="base sockets syscalls${HOOKS_BIN:+ hooks}${DUTY:+ sampled}"
+AGENT=${AGENT:-}
+MODES="base sockets syscalls${HOOKS_BIN:+ hooks}${DUTY:+ sampled}${AGENT:+ agent agent-ro}"
 [ -z "$RATE" ] || [ "$GEN" = sockscope ] || { echo "bench/anatomy.sh: RATE needs GEN=sockscope" >&2; exit 2; }
 NGINX_BIN=${NGINX_BIN:-/usr/sbin/nginx}
 BIN=${SOCKSCOPE:-target/release/sockscope}
@@ -138,6 +144,12 @@ run() {
                --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
     syscalls) "$BIN" trace -q -p "$MASTER" --duration $((SECS + 3)) \
                --json "$json" 2>"$OUT/$mode-$round.err" & tracer=$! ;;
+    agent) "$BIN" trace --system --requests --by comm --max-series 1024 \
+               --metrics "127.0.0.1:$(free_port)" --quiet --duration $((SECS + 3)) \
+               2>"$OUT/$mode-$round.err" & tracer=$! ;;
+    agent-ro) "$BIN" trace --system --requests-only --by comm --max-series 1024 \
+               --metrics "127.0.0.1:$(free_port)" --quiet --duration $((SECS + 3)) \
+               2>"$OUT/$mode-$round.err" & tracer=$! ;;
   esac
   [ -n "$tracer" ] && { PIDS+=("$tracer"); sleep 1.5; }
   local n0 b0 n1 b1
@@ -186,7 +198,7 @@ med = {m: [statistics.median(c) for c in zip(*v)] for m, v in rows.items()}
 b, s, t = med["base"], med["sockets"], med["syscalls"]
 print("| medians | req/s | nginx CPU us/req | machine CPU us/req |")
 print("|---|---:|---:|---:|")
-for m in ("base", "sockets", "syscalls", "hooks", "sampled"):
+for m in ("base", "sockets", "syscalls", "hooks", "sampled", "agent", "agent-ro"):
     if m in med:
         print(f"| {m} | {med[m][0]:,.0f} | {med[m][1]:.2f} | {med[m][2]:.2f} |")
 print()
@@ -205,4 +217,8 @@ for i, name in ((1, "nginx"), (2, "machine")):
     if "sampled" in med:
         sp = med["sampled"]
         print(f"  sampled (--requests-duty): {added(sp, i):.2f} us ({sp[i]/b[i]:.3f}x untraced)")
+    for m in ("agent", "agent-ro"):
+        if m in med:
+            a = med[m]
+            print(f"  {m}: {added(a, i):.2f} us ({a[i]/b[i]:.3f}x untraced; throughput {a[0]/b[0]:.3f}x)")
 PY

@@ -12,7 +12,8 @@
 #      at 1, 64 and 512 flows, one client thread each, interleaved rounds:
 #      transactions/s and the client's CPU (user+system, rusage) per
 #      transaction, sockscope/neper ratios. neper is built from
-#      third_party/neper into target/neper/ (make, gcc).
+#      third_party/neper into target/neper/ (make, gcc), or NEPER=PATH
+#      names a tcp_rr built elsewhere (a machine without a compiler).
 #
 #   bench/load.sh [SECS_PER_RUN]     (default 5)
 #   SECTIONS="A C" bench/load.sh     (run only some sections)
@@ -190,16 +191,21 @@ fi
 if want N; then
 ROUNDS=${ROUNDS:-3}
 NEPER_FLOWS=${NEPER_FLOWS:-1 64 512}
-NEPER=target/neper/tcp_rr
 # BEFORE=path/to/another/sockscope: runs it too, in the same rounds (a
 # before/after comparison of the generator against the same neper runs).
 BEFORE=${BEFORE:-}
-# Built out of the source tree (make writes its objects next to the
-# sources); cp -a keeps the sources' times, so a second run rebuilds nothing.
-mkdir -p target/neper
-cp -a third_party/neper/. target/neper/
-make -s -C target/neper tcp_rr >"$OUT/neper-build.log" 2>&1 ||
-  { echo "bench/load.sh: building neper failed: see $OUT/neper-build.log" >&2; exit 1; }
+if [ -n "${NEPER:-}" ]; then
+  [ -x "$NEPER" ] || { echo "bench/load.sh: NEPER=$NEPER is not an executable" >&2; exit 1; }
+else
+  NEPER=target/neper/tcp_rr
+  # Built out of the source tree (make writes its objects next to the
+  # sources); cp -a keeps the sources' times, so a second run rebuilds
+  # nothing.
+  mkdir -p target/neper
+  cp -a third_party/neper/. target/neper/
+  make -s -C target/neper tcp_rr >"$OUT/neper-build.log" 2>&1 ||
+    { echo "bench/load.sh: building neper failed: see $OUT/neper-build.log" >&2; exit 1; }
+fi
 # load_rr NAME BIN PORT FLOWS ROUND: one sockscope run; prints "tx/s tx cpu_s p50_us errors".
 load_rr() {
   local j=$OUT/n-$4-$5.$1.json cpu
