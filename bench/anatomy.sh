@@ -22,7 +22,8 @@
 # AGENT=1 adds the node agent's rows: "agent", deploy/k8s's DaemonSet
 # arguments as shipped (`trace --system --requests --by comm --max-series
 # 1024 --metrics ...`), and "agent-ro", the same with --requests-only (no
-# syscall tracer): machine-wide, so every process pays what they hook.
+# syscall tracer, so no --by): machine-wide, so every process pays what
+# they hook.
 #
 # DUTY=ON/PERIOD adds a "sampled" row: `trace --requests-only
 # --requests-duty ON/PERIOD` (the window opens 1.5 s before the load;
@@ -147,7 +148,7 @@ run() {
     agent) "$BIN" trace --system --requests --by comm --max-series 1024 \
                --metrics "127.0.0.1:$(free_port)" --quiet --duration $((SECS + 3)) \
                2>"$OUT/$mode-$round.err" & tracer=$! ;;
-    agent-ro) "$BIN" trace --system --requests-only --by comm --max-series 1024 \
+    agent-ro) "$BIN" trace --system --requests-only --max-series 1024 \
                --metrics "127.0.0.1:$(free_port)" --quiet --duration $((SECS + 3)) \
                2>"$OUT/$mode-$round.err" & tracer=$! ;;
   esac

@@ -45,7 +45,13 @@ export PATH=$d/bin:$PATH
 n=$(nproc)
 echo "## $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo
-SOCKSCOPE=$d/sockscope NEPER=$d/tcp_rr SECTIONS=N ROUNDS=${ROUNDS:-3} bench/load.sh "$SECS"
+# Each part on its own: one that fails (a kernel that refuses a program)
+# leaves the other's figures.
+status=0
+SOCKSCOPE=$d/sockscope NEPER=$d/tcp_rr SECTIONS=N ROUNDS=${ROUNDS:-3} bench/load.sh "$SECS" ||
+  { echo "bench/load.sh section N failed (exit $?)"; status=1; }
 echo
 SOCKSCOPE=$d/sockscope NGINX_BIN=$d/nginx WORKERS=$n THREADS=$n CONNS=$((n * 32)) AGENT=1 \
-  ROUNDS=${ROUNDS:-3} bench/anatomy.sh "$SECS"
+  ROUNDS=${ROUNDS:-3} bench/anatomy.sh "$SECS" ||
+  { echo "bench/anatomy.sh failed (exit $?)"; status=1; }
+exit $status
