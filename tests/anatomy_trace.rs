@@ -5,7 +5,9 @@
 //! no program behind when killed, refuses the tracer's options, and stops
 //! following a tree's process once it exited (its pid reused by another);
 //! `trace --requests --metrics` serves both kinds of series and ends on
-//! SIGINT.
+//! SIGINT; `trace --requests -- CMD` holds a launched command until the
+//! anatomy is attached, so a server loaded the moment it listens has
+//! every request counted.
 
 use crate::common;
 
@@ -72,6 +74,59 @@ fn turns_of_port(rep: &Value, port: u16) -> u64 {
         .unwrap_or_else(|| panic!("port {port} not in {}", rep["anatomy"]["ports"]))["turns"]
         .as_u64()
         .unwrap()
+}
+
+#[test]
+fn a_launched_server_loaded_as_it_listens_has_every_request_counted() {
+    let name = "a_launched_server_loaded_as_it_listens_has_every_request_counted";
+    if !common::require_bpf(name) {
+        return;
+    }
+    // slow_server answers each line at once; its client, started 0.2 s
+    // after it (inside the same launched command), counts what it got.
+    // The anatomy's programs load about a second after the command
+    // would start: unheld, most of this load went uncounted (0 turns in
+    // 4 of 5 runs).
+    let bin = common::build_c(
+        "slow_server.c",
+        "slow_server",
+        &["-O2", "-g", "-pthread", "-Wall"],
+    );
+    let bin = bin.to_str().unwrap();
+    let port = ports::free_tcp();
+    let dir = common::scratch(name);
+    let json = dir.join("t.json");
+    let script = format!(
+        "{bin} serve {port} sleep 2 >/dev/null & sleep 0.2; {bin} load {port} 2 1 1000000000; wait"
+    );
+    let (st, out, err) = common::run_bounded(
+        &[
+            "trace",
+            "--requests",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "{err}");
+    let answered: u64 = out
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("requests ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no count from the client: {out}"));
+    assert!(answered > 100, "{out}");
+    let rep = common::read_json(&json);
+    assert_eq!(turns_of_port(&rep, port), answered, "{}", rep["anatomy"]);
 }
 
 /// The exporter's request count for `port` once it reaches `sent` (it

@@ -775,6 +775,7 @@ fn embedded_trace_is_stopped_by_its_caller() {
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
         window_opened: vec![tx],
+        launch_holds: Vec::new(),
         by: Default::default(),
         max_series: 0,
         sinks: Default::default(),

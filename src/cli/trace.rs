@@ -304,6 +304,7 @@ impl TraceArgs {
                 handle_signals: true,
                 stop: None,
                 window_opened: Vec::new(),
+                launch_holds: Vec::new(),
                 by: self.by,
                 max_series: self.max_series,
                 sinks: Default::default(),

@@ -92,6 +92,11 @@ pub struct TraceOptions {
     /// pid (the launched command's, or -p's), 0 in a scope mode. Each
     /// sender is told (the request anatomy's, the stack sampler's).
     pub window_opened: Vec<mpsc::Sender<i32>>,
+    /// Launch mode: the command is held until each of these says so (or
+    /// is dropped), at most [`HOLD_LIMIT`]: what runs beside the tracer
+    /// and must see the command's first request (the request anatomy,
+    /// whose programs load after the window opens) attaches first.
+    pub launch_holds: Vec<Hold>,
     /// Per-group breakdown (scope modes and attach mode alike).
     pub by: snapshot::Breakdown,
     /// Series (group x syscall) kept apart before the rest is pooled.
@@ -215,6 +220,14 @@ impl Session<'_, '_> {
 /// How often launch mode looks for its command's exit besides SIGCHLD.
 const REAP_EVERY: Duration = Duration::from_millis(500);
 
+/// What a launched command waits for (`TraceOptions::launch_holds`): told
+/// once, or dropped. Shared, so the options stay `Clone`.
+pub type Hold = Arc<std::sync::Mutex<mpsc::Receiver<()>>>;
+
+/// The longest a launched command is held for what runs beside the
+/// tracer to attach (`TraceOptions::launch_holds`).
+pub const HOLD_LIMIT: Duration = Duration::from_secs(60);
+
 /// Runs a whole trace: preflight, load, attach, window, report.
 pub fn run(opts: &TraceOptions) -> Result<TraceOutcome> {
     let mut startup = startup::Timeline::begin();
@@ -320,6 +333,14 @@ fn run_launch(
     let started = s.open_window();
     for tx in &opts.window_opened {
         let _ = tx.send(pid);
+    }
+    // A beside that failed drops its sender: the command runs without it
+    // (its error is reported at the end).
+    let hold_until = Instant::now() + HOLD_LIMIT;
+    for hold in &opts.launch_holds {
+        if let Ok(rx) = hold.lock() {
+            let _ = rx.recv_timeout(hold_until.saturating_duration_since(Instant::now()));
+        }
     }
     held.release(&program)?;
 

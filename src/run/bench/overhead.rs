@@ -107,6 +107,7 @@ fn collateral(exe: &Path, calls: u64) -> Result<f64> {
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
         window_opened: vec![open_tx],
+        launch_holds: Vec::new(),
         by: Default::default(),
         max_series: 0,
         sinks: Default::default(),

@@ -86,6 +86,7 @@ pub(super) fn start_tracer(spec: &ProfileSpec, pid: i32, count_only: bool) -> Re
         handle_signals: false,
         stop: Some(Arc::clone(&stop)),
         window_opened: vec![open_tx],
+        launch_holds: Vec::new(),
         by: Default::default(),
         max_series: 0,
         sinks: Default::default(),

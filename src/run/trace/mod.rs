@@ -166,6 +166,12 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
     let beside = if spec.requests {
         let (tx, rx) = std::sync::mpsc::channel();
         options.window_opened.push(tx);
+        // A launched command waits for the anatomy's programs, which load
+        // after the window opens: its first requests are then seen.
+        let (attached, hold) = std::sync::mpsc::channel();
+        options
+            .launch_holds
+            .push(std::sync::Arc::new(std::sync::Mutex::new(hold)));
         // The exporter serves the anatomy's counts beside the trace's.
         let latest = exporter.as_ref().map(|e| {
             let l = crate::anatomy::latest();
@@ -179,6 +185,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             latest,
             options.verbose,
             tie,
+            attached,
         )?)
     } else {
         None

@@ -24,7 +24,9 @@ pub type Beside = crate::recorder::Beside<Session>;
 /// is open, which is later than the tracer's "attached" (its programs load
 /// after that), so a caller that starts traffic on the tracer's line alone
 /// would lose the first requests. `reading`: how requests are read from
-/// the bytes (names kept per port, TLS plaintext).
+/// the bytes (names kept per port, TLS plaintext). `attached` is told
+/// once the programs are attached (dropped if they fail): a launched
+/// command is held until then.
 pub fn when_open(
     opened: mpsc::Receiver<i32>,
     target: &TargetSpec,
@@ -32,6 +34,7 @@ pub fn when_open(
     latest: Option<Latest>,
     verbose: bool,
     tie: Option<Tie>,
+    attached: mpsc::Sender<()>,
 ) -> Result<Beside> {
     let target = target.clone();
     Beside::when_open(opened, "anatomy", move |root| {
@@ -47,6 +50,7 @@ pub fn when_open(
             let _ = t.then.send(root);
         }
         let session = session?;
+        let _ = attached.send(());
         if verbose {
             crate::progress::say!("sockscope: request anatomy attached: its window is open");
         }
