@@ -74,16 +74,10 @@ pub struct LoadReport {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub latency_uncorrected: Option<LatencyRecord>,
     /// How late the generator released each send after its intended time
-    /// while a connection was free for it (--rate only): the generator's
-    /// own share of `latency`. A send that found every connection busy is
-    /// in `conn_wait` instead: that wait is the target's (or the pool's).
+    /// (--rate only): the generator's own share of `latency`. Time spent
+    /// waiting for a free connection is not in it: that is the target's.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub send_lag: Option<LatencyRecord>,
-    /// How long the sends that found every connection busy waited, from
-    /// their intended time to their send (--rate only; absent in
-    /// artifacts older than the split, and when none waited).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub conn_wait: Option<LatencyRecord>,
     /// Connect latency (tcp-crr).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub connect_latency: Option<LatencyRecord>,

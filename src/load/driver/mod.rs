@@ -280,12 +280,7 @@ fn count_done<'a, W: WorkerConns<'a>>(w: &W) -> bool {
 }
 
 /// Open loop: releases the sends due by `now` into the backlog and hands
-/// them to idle connections. A release's lateness is the generator's
-/// send lag when a connection was free for it (fewer sends queued ahead
-/// of it than connections idle); a send that had none waits for one,
-/// and that wait, from its intended time to its send, is the connection
-/// wait (the target's, or the pool's: every connection had a request in
-/// flight).
+/// them to idle connections.
 pub fn release_and_dispatch<'a, W: WorkerConns<'a>>(w: &mut W, now: u64, tally: &mut WorkerTally) {
     let core = w.core();
     // Nothing new goes out once the window has ended (the drain).
@@ -295,9 +290,7 @@ pub fn release_and_dispatch<'a, W: WorkerConns<'a>>(w: &mut W, now: u64, tally: 
     let Some(sched) = core.sched.as_mut() else {
         return;
     };
-    let idle = core.idle.len();
-    let mut queued_before = sched.backlog.len();
-    sched.release(now, |t, lag, ahead| tally.release_lag(t, lag, ahead < idle));
+    sched.release(now, |t, lag| tally.release_lag(t, lag));
     loop {
         let core = w.core();
         let Some(&intended) = core.sched.as_ref().and_then(|s| s.backlog.front()) else {
@@ -311,10 +304,6 @@ pub fn release_and_dispatch<'a, W: WorkerConns<'a>>(w: &mut W, now: u64, tally: 
         }
         if let Some(s) = w.core().sched.as_mut() {
             s.backlog.pop_front();
-        }
-        if queued_before > 0 {
-            queued_before -= 1;
-            tally.conn_wait(intended, now.saturating_sub(intended));
         }
         w.issue(i, intended, now, tally);
     }

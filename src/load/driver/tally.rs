@@ -239,12 +239,8 @@ pub struct WorkerTally {
     /// Latency from the actual send time (open-loop mode only).
     pub uncorrected: Option<LatencyHist>,
     /// How late the generator released sends after their intended time
-    /// when a connection was free for them (open-loop mode; waiting for a
-    /// free connection not included).
+    /// (open-loop mode; waiting for a free connection not included).
     pub send_lag: Option<LatencyHist>,
-    /// How long sends that found no free connection waited, from their
-    /// intended time to their send (open-loop mode).
-    pub conn_wait: Option<LatencyHist>,
     /// Connect latency (tcp-crr).
     pub connect: Option<LatencyHist>,
     /// TLS handshake latency, from the TCP connect's end to the
@@ -317,7 +313,6 @@ impl WorkerTally {
             latency: LatencyHist::new(),
             uncorrected: open_loop.then(LatencyHist::new),
             send_lag: open_loop.then(LatencyHist::new),
-            conn_wait: open_loop.then(LatencyHist::new),
             connect: connect.then(LatencyHist::new),
             tls_handshake: tls.then(LatencyHist::new),
             tls_negotiated: None,
@@ -410,11 +405,10 @@ impl WorkerTally {
     }
 
     /// Records how late an open-loop send was released after its intended
-    /// time, when a connection was `free` for it (otherwise its wait is
-    /// the connection wait, recorded when it is sent).
+    /// time.
     #[inline]
-    pub fn release_lag(&mut self, intended: u64, lag: u64, free: bool) {
-        if free && intended >= self.measure_from {
+    pub fn release_lag(&mut self, intended: u64, lag: u64) {
+        if intended >= self.measure_from {
             if let Some(l) = self.send_lag.as_mut() {
                 l.record(lag);
             }
@@ -425,17 +419,6 @@ impl WorkerTally {
                     let _ = h.record(lag.clamp(1, 60_000_000_000));
                 }
             }
-        }
-    }
-
-    /// Records how long an open-loop send meant for `intended` waited for
-    /// a free connection (from its intended time to its send).
-    #[inline]
-    pub fn conn_wait(&mut self, intended: u64, wait: u64) {
-        if intended >= self.measure_from
-            && let Some(h) = self.conn_wait.as_mut()
-        {
-            h.record(wait);
         }
     }
 
@@ -565,9 +548,6 @@ pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
             a.merge(b);
         }
         if let (Some(a), Some(b)) = (acc.send_lag.as_mut(), t.send_lag.as_ref()) {
-            a.merge(b);
-        }
-        if let (Some(a), Some(b)) = (acc.conn_wait.as_mut(), t.conn_wait.as_ref()) {
             a.merge(b);
         }
         if let (Some(a), Some(b)) = (acc.tls_handshake.as_mut(), t.tls_handshake.as_ref()) {

@@ -124,14 +124,6 @@ fn said(p: &SweepPoint) -> String {
     )
 }
 
-/// The step's sends whose wait for a free connection alone reached
-/// `limit_ns` (None: no such wait recorded, or unreadable).
-fn conn_waits_over(r: &ProfileReport, limit_ns: u64) -> Option<u64> {
-    let rec = r.load.as_ref()?.conn_wait.as_ref()?;
-    let h = crate::stats::LatencyHist::from_v2_base64(&rec.hdr_histogram).ok()?;
-    Some(h.count_at_or_above(limit_ns))
-}
-
 /// The generator's signs over a step, from its load report.
 fn signs(r: &ProfileReport) -> GeneratorSigns {
     let load = r.load.as_ref();
@@ -350,14 +342,7 @@ fn capacity_steps(
         };
         match run.step(live, signals, Some(rate), step_s)? {
             StepEnd::Done => {
-                let over = run
-                    .last
-                    .as_ref()
-                    .and_then(|r| conn_waits_over(r, slo.limit_ns));
-                let p = run.points.last_mut().expect("a step just ran");
-                if let Some(w) = p.conn_wait.as_mut() {
-                    w.over_limit = over;
-                }
+                let p = run.points.last().expect("a step just ran");
                 let v = search::verdict(p, slo);
                 records.push(Tried {
                     step: p.step,
