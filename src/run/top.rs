@@ -255,25 +255,24 @@ fn start_stacks(
     Ok((Some(session), Some(rx)))
 }
 
-/// True when the terminal hung up (its emulator or tmux went away):
-/// crossterm's poll then never returns (measured: a top left behind by a
-/// killed tmux spun a CPU for 18 min), so the loop asks the kernel itself
-/// before it hands the terminal to crossterm.
-fn hung_up() -> bool {
-    let stdin = std::io::stdin();
-    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
-    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
-        && fds[0].revents().is_some_and(|r| {
-            r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
-        })
-}
-
-/// True when stdin has input (or a hangup) within `wait`.
-fn input_ready(wait: Duration) -> bool {
+/// What stdin had within `wait`: its poll events, or None when nothing
+/// (or the wait was interrupted).
+fn stdin_events(wait: Duration) -> Option<PollFlags> {
     let stdin = std::io::stdin();
     let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
     let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
-    matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0)
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(n) if n > 0 => fds[0].revents(),
+        _ => None,
+    }
+}
+
+/// True when the events say the terminal hung up (its emulator or tmux
+/// went away): crossterm's poll then never returns (measured: a top left
+/// behind by a killed tmux spun a CPU for 18 min), so the loop asks the
+/// kernel itself before it hands the terminal to crossterm.
+fn hung_up(events: PollFlags) -> bool {
+    events.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
 }
 
 /// True when `fd` (the target's pidfd) is readable: the target exited.
@@ -386,17 +385,19 @@ fn live(
                 .context("drawing the screen")?;
             dirty = false;
         }
-        if signals.pending().is_some() || deadline.is_some_and(|d| Instant::now() >= d) || hung_up()
-        {
+        if signals.pending().is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        // Wait for input with the kernel's poll, not crossterm's: once the
-        // terminal hangs up, crossterm's poll never returns (it spun a CPU
-        // for 18 min under a killed tmux).
-        if !input_ready(Duration::from_millis(100)) {
+        // Wait for input with the kernel's poll, one call per turn, not
+        // crossterm's: once the terminal hangs up, crossterm's poll never
+        // returns.
+        let Some(events) = stdin_events(Duration::from_millis(100)) else {
             continue;
+        };
+        if hung_up(events) {
+            break;
         }
-        if hung_up() || !event::poll(Duration::ZERO).context("reading the terminal")? {
+        if !event::poll(Duration::ZERO).context("reading the terminal")? {
             continue;
         }
         match event::read().context("reading the terminal")? {

@@ -100,40 +100,39 @@ fn draw_functions(s: &Screen, area: Rect, strong: Style, buf: &mut Buffer) {
         height: area.height.saturating_sub(1),
         ..area
     };
-    let none = match &s.functions {
-        None => Some("waiting for the first interval"),
-        Some(h) if h.functions.is_empty() => Some("no on-CPU sample of the target"),
-        Some(_) => None,
+    let h = match &s.functions {
+        Some(h) if !h.functions.is_empty() => h,
+        other => {
+            let why = if other.is_none() {
+                "waiting for the first interval"
+            } else {
+                "no on-CPU sample of the target"
+            };
+            Paragraph::new(format!("        {why}")).render(body, buf);
+            return;
+        }
     };
-    if let Some(why) = none {
-        Paragraph::new(format!("        {why}")).render(body, buf);
-        return;
-    }
-    let rows: Vec<TableRow> = match &s.functions {
-        None => Vec::new(),
-        Some(h) => h
-            .functions
-            .iter()
-            .take(usize::from(body.height))
-            .map(|f| {
-                let share = f.samples as f64 * 100.0 / h.samples.max(1) as f64;
-                TableRow::new(vec![
-                    Cell::from(format!("{share:5.1} %")),
-                    Cell::from(f.name.clone()),
-                    Cell::from(module_text(&f.module).to_string()),
-                ])
-            })
-            .collect(),
-    };
+    let rows: Vec<TableRow> = h
+        .functions
+        .iter()
+        .take(usize::from(body.height))
+        .map(|f| {
+            let share = f.samples as f64 * 100.0 / h.samples.max(1) as f64;
+            TableRow::new(vec![
+                Cell::from(format!("{share:5.1} %")),
+                Cell::from(f.name.clone()),
+                Cell::from(module_text(&f.module).to_string()),
+            ])
+        })
+        .collect();
     // The names as wide as the longest needs (up to what the module
     // leaves), the module right after.
-    let longest = s.functions.as_ref().map_or(0, |h| {
-        h.functions
-            .iter()
-            .map(|f| f.name.chars().count())
-            .max()
-            .unwrap_or(0)
-    });
+    let longest = h
+        .functions
+        .iter()
+        .map(|f| f.name.chars().count())
+        .max()
+        .unwrap_or(0);
     let name_width = u16::try_from(longest)
         .unwrap_or(u16::MAX)
         .clamp(16, area.width.saturating_sub(7 + 2 + 12).max(16));
