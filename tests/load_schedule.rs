@@ -163,6 +163,39 @@ fn a_staircase_runs_each_step_at_its_rate_and_the_steps_add_up() {
 }
 
 #[test]
+fn a_rate_past_the_servers_is_connection_wait_not_send_lag() {
+    // One thread of 5 ms per request (200/s at most) asked for 600/s on
+    // two connections: both are busy nearly always, so the sends wait for
+    // a connection (the target's doing), while the generator itself,
+    // releasing them, is on time.
+    let dir = scratch("sched-conn-wait");
+    let srv = echo(&["--threads", "1", "--work-us", "5000"]);
+    let addr = srv.addr.to_string();
+    let (code, rep, err) = load_json(
+        &dir,
+        &["tcp-rr", &addr, "-c", "2", "-d", "2", "--rate", "600"],
+        LIMIT,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let tx = u(&rep["transactions"]);
+    let waited = &rep["conn_wait"];
+    assert!(
+        u(&waited["count"]) >= tx / 2,
+        "{tx} transactions, conn_wait {waited}"
+    );
+    // Sends late by a second are the backlog's, not a late timer.
+    assert!(u(&waited["p99_ns"]) >= 100_000_000, "{waited}");
+    // Only the sends that had a free connection count as the generator's
+    // lag: a few (a connection freed between releases), never the
+    // backlog's wait.
+    let lagged = rep["send_lag"]["count"].as_u64().unwrap_or(0);
+    assert!(lagged < u(&waited["count"]), "send_lag {}", rep["send_lag"]);
+    let (st, out, err) = run_bounded(&["report", dir.join("l.json").to_str().unwrap()], LIMIT);
+    assert!(st.success(), "{err}");
+    assert!(out.contains("conn wait"), "{out}");
+}
+
+#[test]
 fn a_ramp_from_zero_rises_step_by_step_and_adds_up() {
     let dir = scratch("sched-ramp");
     let srv = echo(&[]);

@@ -74,10 +74,23 @@ pub struct LoadReport {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub latency_uncorrected: Option<LatencyRecord>,
     /// How late the generator released each send after its intended time
-    /// (--rate only): the generator's own share of `latency`. Time spent
-    /// waiting for a free connection is not in it: that is the target's.
+    /// while a connection was free for it (--rate only): the generator's
+    /// own share of `latency`. A send that found every connection busy is
+    /// in `conn_wait` instead: that wait is the target's (or the pool's).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub send_lag: Option<LatencyRecord>,
+    /// How late the generator released every send after its intended
+    /// time, a connection free for it or not (--rate only; absent in
+    /// artifacts older than it). Its tail at the SLO's limit says the
+    /// generator alone could put a percentile over it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub release_lag: Option<LatencyRecord>,
+    /// How long the sends that found every connection busy waited for
+    /// one, from their release to their send, less the generator's own
+    /// stalls meanwhile (--rate only; absent in artifacts older than the
+    /// split, and when none waited).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub conn_wait: Option<LatencyRecord>,
     /// Connect latency (tcp-crr).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub connect_latency: Option<LatencyRecord>,

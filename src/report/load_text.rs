@@ -346,6 +346,8 @@ fn tcp_lines(s: &mut String, rep: &LoadReport) {
         record_line(corrected, &rep.latency),
         record_line("uncorrected", &rep.latency_uncorrected),
         record_line("send lag", &rep.send_lag),
+        record_line("release lag", &rep.release_lag),
+        record_line("conn wait", &rep.conn_wait),
         record_line("connect", &rep.connect_latency),
         record_line("tls handshake", &rep.tls_handshake_latency),
     ]

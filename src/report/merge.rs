@@ -412,6 +412,8 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         &mut warnings,
     )?;
     let send_lag = merge_hist(inputs, "send_lag", |r| &r.send_lag, &mut warnings)?;
+    let release_lag = merge_hist(inputs, "release_lag", |r| &r.release_lag, &mut warnings)?;
+    let conn_wait = merge_hist(inputs, "conn_wait", |r| &r.conn_wait, &mut warnings)?;
     let connect_latency = merge_hist(
         inputs,
         "connect_latency",
@@ -580,6 +582,8 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
         latency,
         latency_uncorrected,
         send_lag,
+        release_lag,
+        conn_wait,
         connect_latency,
         tls_handshake_latency,
         errors: Errors {

@@ -44,6 +44,16 @@ pub struct Slo {
 }
 
 impl Slo {
+    /// The percentile as a quantile (`p99`: 0.99).
+    pub fn quantile(&self) -> f64 {
+        match self.percentile.as_str() {
+            "p50" => 0.5,
+            "p90" => 0.9,
+            "p99" => 0.99,
+            _ => 0.999,
+        }
+    }
+
     /// Parses `--find-capacity`'s text (see [`SLO_SYNTAX`]).
     pub fn parse(s: &str) -> Result<Slo, String> {
         let err = |why: &str| format!("`{s}`: {why}; accepted: {SLO_SYNTAX}");
@@ -129,6 +139,36 @@ pub struct PointAnatomy {
     pub turns: u64,
     /// The parts' sums, ns.
     pub sums_ns: PartSums,
+    /// The server time's percentiles (the target's own time, arrival to
+    /// last write; absent in artifacts older than them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<ServerPercentiles>,
+}
+
+/// The server time's percentiles over a step, with their intervals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerPercentiles {
+    /// Median.
+    pub p50: Percentile,
+    /// 90th.
+    pub p90: Percentile,
+    /// 99th.
+    pub p99: Percentile,
+    /// 99.9th.
+    pub p999: Percentile,
+}
+
+impl ServerPercentiles {
+    /// The named percentile (`p50`, `p90`, `p99`, `p99.9`).
+    pub fn get(&self, name: &str) -> Option<&Percentile> {
+        match name {
+            "p50" => Some(&self.p50),
+            "p90" => Some(&self.p90),
+            "p99" => Some(&self.p99),
+            "p99.9" => Some(&self.p999),
+            _ => None,
+        }
+    }
 }
 
 impl PointAnatomy {
@@ -214,6 +254,34 @@ pub struct SweepPoint {
     /// limited step says nothing about the target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator_limited: Option<String>,
+    /// The generator's send lag while a connection was free (its own
+    /// lateness: CPU, timer), p99, ns (open-loop steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag_p99_ns: Option<u64>,
+    /// Sends that found every connection busy and waited for one, and
+    /// that wait's p99 from their intended time, ns (open-loop steps with
+    /// any such send): the target (or the pool) was the limit then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn_wait: Option<ConnWait>,
+    /// The sends the generator itself released at least the SLO's limit
+    /// after their intended time, free connection or not (a capacity
+    /// search's open-loop steps): more than the percentile lets be over
+    /// it, and the generator alone could have failed the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_late_over_limit: Option<u64>,
+}
+
+/// The sends of a step that waited for a free connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnWait {
+    /// How many.
+    pub sends: u64,
+    /// Their wait's p99 (intended time to send), ns.
+    pub p99_ns: u64,
+    /// Those whose wait alone reached the SLO's limit (a capacity
+    /// search's steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_limit: Option<u64>,
 }
 
 /// What a point is made of: one step's window, as its report has it
@@ -291,7 +359,22 @@ impl SweepPoint {
                 .and_then(|e| e.sched.as_ref())
                 .map(|s| s.wait_share),
             generator_limited: limited,
+            send_lag_p99_ns: load
+                .and_then(|l| l.send_lag.as_ref())
+                .map(|s| s.summary.p99_ns),
+            conn_wait: load.and_then(|l| l.conn_wait.as_ref()).map(|w| ConnWait {
+                sends: w.summary.count,
+                p99_ns: w.summary.p99_ns,
+                over_limit: None,
+            }),
+            released_late_over_limit: None,
         }
+    }
+
+    /// The target's own server time at the named percentile (the
+    /// anatomy's), when the step had it.
+    pub fn server_percentile(&self, name: &str) -> Option<&Percentile> {
+        self.anatomy.as_ref()?.server_time.as_ref()?.get(name)
     }
 
     /// The named percentile (`p50`, `p90`, `p99`, `p99.9`).
@@ -325,9 +408,17 @@ impl SweepPoint {
 }
 
 fn point_anatomy(a: &AnatomyReport) -> PointAnatomy {
+    let s = &a.parts.server_time;
+    let pct = |ns, ci| Percentile { ns, ci };
     PointAnatomy {
         turns: a.turns,
         sums_ns: a.sums_ns,
+        server_time: (s.count > 0).then(|| ServerPercentiles {
+            p50: pct(s.p50_ns, s.p50_ci),
+            p90: pct(s.p90_ns, s.p90_ci),
+            p99: pct(s.p99_ns, s.p99_ci),
+            p999: pct(s.p999_ns, s.p999_ci),
+        }),
     }
 }
 
@@ -631,6 +722,7 @@ mod tests {
                 send: 7,
                 server_time: 100,
             },
+            server_time: None,
         });
         b.anatomy = Some(PointAnatomy {
             turns: 10,
@@ -641,6 +733,7 @@ mod tests {
                 send: 4,
                 server_time: 100,
             },
+            server_time: None,
         });
         a.evidence.insert("TcpExt.ListenOverflows".into(), 0);
         b.evidence.insert("TcpExt.ListenOverflows".into(), 18);

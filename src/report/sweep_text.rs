@@ -9,7 +9,8 @@ use super::table::{Align, Column, Table};
 use super::units::{fmt_si, human_ns};
 
 /// A row per step: step, requested, achieved, p50, p99 [interval],
-/// errors, the anatomy's largest part, CPU us per request, LIMITED.
+/// errors, the generator's send lag and the connection wait, the
+/// anatomy's largest part, CPU us per request, the verdict.
 pub fn table(s: &Sweep, capacity: Option<&Capacity>) -> Table {
     let columns = vec![
         Column::both("step", "step", 4, Align::Right),
@@ -18,6 +19,12 @@ pub fn table(s: &Sweep, capacity: Option<&Capacity>) -> Table {
         Column::both("p50", "p50", 7, Align::Right),
         Column::both("p99 [95 % interval]", "p99 [interval]", 24, Align::Right),
         Column::both("errors", "errors", 6, Align::Right),
+        Column::both(
+            "send lag p99 | conn wait p99",
+            "lag | wait",
+            15,
+            Align::Right,
+        ),
         Column::both(
             "largest part of server time",
             "largest part",
@@ -60,11 +67,21 @@ fn row(p: &SweepPoint, knee: bool, verdict: Option<String>) -> Vec<String> {
         format!("{name} {:.0} %", share * 100.0)
     });
     let mut flags = Vec::new();
-    if p.generator_limited.is_some() {
-        flags.push("LIMITED".to_string());
-    } else if let Some(v) = verdict {
+    if let Some(v) = verdict {
         flags.push(v);
+    } else if p.generator_limited.is_some() {
+        flags.push("LIMITED".to_string());
     }
+    // The generator's own lateness (a free connection waiting), then the
+    // wait of the sends that found every connection busy.
+    let lag = match (p.send_lag_p99_ns, p.conn_wait) {
+        (None, None) => "-".to_string(),
+        (l, w) => format!(
+            "{} | {}",
+            l.map_or("-".into(), human_ns),
+            w.map_or("-".into(), |w| human_ns(w.p99_ns))
+        ),
+    };
     if knee {
         flags.push("knee".into());
     }
@@ -75,6 +92,7 @@ fn row(p: &SweepPoint, knee: bool, verdict: Option<String>) -> Vec<String> {
         human_ns(p.p50.ns),
         p99,
         p.errors.to_string(),
+        lag,
         part,
         p.cpu_us_per_request
             .map_or("-".into(), |v| format!("{v:.1}")),

@@ -323,6 +323,8 @@ mod tests {
             latency: None,
             latency_uncorrected: None,
             send_lag: None,
+            release_lag: None,
+            conn_wait: None,
             connect_latency: None,
             tls_handshake_latency: None,
             errors: Default::default(),

@@ -78,6 +78,11 @@ impl LatencyHist {
         self.h.is_empty()
     }
 
+    /// Samples at or above `ns` (to the histogram's resolution).
+    pub fn count_at_or_above(&self, ns: u64) -> u64 {
+        self.h.count_between(ns.clamp(1, MAX_NS), MAX_NS)
+    }
+
     /// Value at quantile q (0..=1), ns.
     pub fn quantile(&self, q: f64) -> u64 {
         self.h.value_at_quantile(q)

@@ -42,6 +42,7 @@ pub mod per_txn;
 pub mod persistent;
 pub mod plan;
 pub mod socket;
+pub mod stalls;
 pub mod steps;
 pub mod tally;
 pub mod tcp_report;
@@ -55,6 +56,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use self::socket::ReadOutcome;
+use self::stalls::{Stalls, Stamps};
 use crate::load::driver::plan::{Stop, TcpPlan, WorkerCtx};
 use crate::load::driver::tally::WorkerTally;
 use crate::load::driver::tls::{Handshake, TlsConn};
@@ -87,6 +89,10 @@ pub struct WorkerCore<'a> {
     /// Open loop: connections offered for the next send (a connection may
     /// be listed and no longer free: the dispatch asks it again).
     pub idle: Vec<usize>,
+    /// Open loop: the release stamps of the sends in the backlog.
+    pub stamps: Stamps,
+    /// The loop's own stall time (late wakes).
+    pub stalls: Stalls,
     /// Measured requests issued so far (count quota).
     pub issued_measured: u64,
 }
@@ -114,6 +120,8 @@ impl<'a> WorkerCore<'a> {
                 .as_ref()
                 .map(|r| Schedule::new(r, ctx.clock.now(), ctx.measure_from, ctx.quota)),
             idle: Vec::new(),
+            stamps: Stamps::default(),
+            stalls: Stalls::default(),
             issued_measured: 0,
         })
     }
@@ -280,7 +288,13 @@ fn count_done<'a, W: WorkerConns<'a>>(w: &W) -> bool {
 }
 
 /// Open loop: releases the sends due by `now` into the backlog and hands
-/// them to idle connections.
+/// them to idle connections. A release's lateness is the generator's
+/// send lag when a connection was free for it (fewer sends queued ahead
+/// of it than connections idle); every release's lateness is in the
+/// release lag. A send that had no free connection waits for one, and
+/// that wait, from its release to its send less the generator's own
+/// stalls meanwhile (see [`stalls`]), is the connection wait: the
+/// target's, or the pool's (every connection had a request in flight).
 pub fn release_and_dispatch<'a, W: WorkerConns<'a>>(w: &mut W, now: u64, tally: &mut WorkerTally) {
     let core = w.core();
     // Nothing new goes out once the window has ended (the drain).
@@ -290,7 +304,12 @@ pub fn release_and_dispatch<'a, W: WorkerConns<'a>>(w: &mut W, now: u64, tally: 
     let Some(sched) = core.sched.as_mut() else {
         return;
     };
-    sched.release(now, |t, lag| tally.release_lag(t, lag));
+    let idle = core.idle.len();
+    let queued_before = sched.backlog.len();
+    sched.release(now, |t, lag, ahead| tally.release_lag(t, lag, ahead < idle));
+    let released = sched.backlog.len().saturating_sub(queued_before);
+    let stamp = core.stalls.stamp(now);
+    core.stamps.push_back(stamp, released);
     loop {
         let core = w.core();
         let Some(&intended) = core.sched.as_ref().and_then(|s| s.backlog.front()) else {
@@ -302,10 +321,27 @@ pub fn release_and_dispatch<'a, W: WorkerConns<'a>>(w: &mut W, now: u64, tally: 
         if !w.take_idle(i, now) {
             continue;
         }
-        if let Some(s) = w.core().sched.as_mut() {
+        let core = w.core();
+        let queued = core.sched.as_mut().map_or(0, |s| {
             s.backlog.pop_front();
-        }
+            s.backlog.len()
+        });
+        let stamp = core.stamps.pop_front();
+        let stalled = core.stalls.total;
         w.issue(i, intended, now, tally);
+        let core = w.core();
+        if core
+            .sched
+            .as_ref()
+            .is_some_and(|s| s.backlog.len() > queued)
+        {
+            // Put back (a datagram socket that could not send): it waits on.
+            if let Some(s) = stamp {
+                core.stamps.push_front(s);
+            }
+        } else if let Some(s) = stamp.filter(|s| s.at < now) {
+            tally.conn_wait(intended, s.wait_until(now, stalled));
+        }
     }
 }
 
@@ -376,6 +412,12 @@ pub fn drive<'a, W: WorkerConns<'a>>(w: &mut W, tally: &mut WorkerTally) -> io::
             None => Some(Duration::from_nanos(wake.saturating_sub(now))),
         };
         let n = w.core().poller.wait(timeout)?;
+        if due.is_some() {
+            // A wake later than planned is the generator's stall: its CPU
+            // (a quota, a busy machine) or its timer, not the target.
+            let woke = ctx.clock.now();
+            w.core().stalls.woke(wake, woke);
+        }
         for k in 0..n {
             let ev = w.core().poller.ready(k);
             if ev.token == TIMER_TOKEN {

@@ -239,8 +239,16 @@ pub struct WorkerTally {
     /// Latency from the actual send time (open-loop mode only).
     pub uncorrected: Option<LatencyHist>,
     /// How late the generator released sends after their intended time
-    /// (open-loop mode; waiting for a free connection not included).
+    /// when a connection was free for them (open-loop mode; waiting for a
+    /// free connection not included).
     pub send_lag: Option<LatencyHist>,
+    /// How late the generator released every send after its intended
+    /// time, whether a connection was free for it or not (open-loop mode).
+    pub release_lag: Option<LatencyHist>,
+    /// How long sends that found no free connection waited for one, from
+    /// their release to their send less the generator's own stalls
+    /// meanwhile (open-loop mode).
+    pub conn_wait: Option<LatencyHist>,
     /// Connect latency (tcp-crr).
     pub connect: Option<LatencyHist>,
     /// TLS handshake latency, from the TCP connect's end to the
@@ -313,6 +321,8 @@ impl WorkerTally {
             latency: LatencyHist::new(),
             uncorrected: open_loop.then(LatencyHist::new),
             send_lag: open_loop.then(LatencyHist::new),
+            release_lag: open_loop.then(LatencyHist::new),
+            conn_wait: open_loop.then(LatencyHist::new),
             connect: connect.then(LatencyHist::new),
             tls_handshake: tls.then(LatencyHist::new),
             tls_negotiated: None,
@@ -405,10 +415,17 @@ impl WorkerTally {
     }
 
     /// Records how late an open-loop send was released after its intended
-    /// time.
+    /// time: always in the release lag, and in the send lag when a
+    /// connection was `free` for it (otherwise what it waits next is the
+    /// connection wait, recorded when it is sent).
     #[inline]
-    pub fn release_lag(&mut self, intended: u64, lag: u64) {
-        if intended >= self.measure_from {
+    pub fn release_lag(&mut self, intended: u64, lag: u64, free: bool) {
+        if intended >= self.measure_from
+            && let Some(l) = self.release_lag.as_mut()
+        {
+            l.record(lag);
+        }
+        if free && intended >= self.measure_from {
             if let Some(l) = self.send_lag.as_mut() {
                 l.record(lag);
             }
@@ -419,6 +436,18 @@ impl WorkerTally {
                     let _ = h.record(lag.clamp(1, 60_000_000_000));
                 }
             }
+        }
+    }
+
+    /// Records how long an open-loop send meant for `intended` waited for
+    /// a free connection (from its release to its send, less the
+    /// generator's stalls meanwhile).
+    #[inline]
+    pub fn conn_wait(&mut self, intended: u64, wait: u64) {
+        if intended >= self.measure_from
+            && let Some(h) = self.conn_wait.as_mut()
+        {
+            h.record(wait);
         }
     }
 
@@ -548,6 +577,12 @@ pub fn merge(parts: Vec<WorkerTally>) -> Option<WorkerTally> {
             a.merge(b);
         }
         if let (Some(a), Some(b)) = (acc.send_lag.as_mut(), t.send_lag.as_ref()) {
+            a.merge(b);
+        }
+        if let (Some(a), Some(b)) = (acc.release_lag.as_mut(), t.release_lag.as_ref()) {
+            a.merge(b);
+        }
+        if let (Some(a), Some(b)) = (acc.conn_wait.as_mut(), t.conn_wait.as_ref()) {
             a.merge(b);
         }
         if let (Some(a), Some(b)) = (acc.tls_handshake.as_mut(), t.tls_handshake.as_ref()) {

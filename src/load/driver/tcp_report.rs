@@ -376,6 +376,8 @@ pub(in crate::load) fn report(
         latency: record(&t.latency)?,
         latency_uncorrected: t.uncorrected.as_ref().map(record).transpose()?.flatten(),
         send_lag: t.send_lag.as_ref().map(record).transpose()?.flatten(),
+        release_lag: t.release_lag.as_ref().map(record).transpose()?.flatten(),
+        conn_wait: t.conn_wait.as_ref().map(record).transpose()?.flatten(),
         connect_latency: t.connect.as_ref().map(record).transpose()?.flatten(),
         tls_handshake_latency: t.tls_handshake.as_ref().map(record).transpose()?.flatten(),
         errors: Errors {

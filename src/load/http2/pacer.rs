@@ -74,7 +74,9 @@ impl Pacer {
                 let mut s = self.sched.borrow_mut();
                 let before = s.backlog.len();
                 let mut tally = tally.borrow_mut();
-                s.release(t, |at, lag| tally.release_lag(at, lag));
+                // Streams share a connection: a release never waits for
+                // one, so its lateness is all the generator's.
+                s.release(t, |at, lag, _| tally.release_lag(at, lag, true));
                 s.backlog.len().saturating_sub(before)
             };
             for _ in 0..released {

@@ -4,10 +4,12 @@
 //! rate are the generator's. Two signs, either enough:
 //!
 //! - send lag: intended send times released late by the generator's own
-//!   loop (before any wait for a free connection, which is the server's
-//!   doing and shows as latency instead). A p99 beyond [`SEND_LAG_BOUND_NS`]
-//!   means the worker threads could not wake on time: busy, or starved of
-//!   CPU by the server they share the machine with;
+//!   loop while a connection was free for them. A send that found every
+//!   connection busy would have waited anyway: its wait is the server's
+//!   (or the pool's) doing, kept apart as the connection wait, and shows
+//!   as latency. A p99 beyond [`SEND_LAG_BOUND_NS`] means the worker
+//!   threads could not wake on time: busy, or starved of CPU by the
+//!   server they share the machine with;
 //! - a worker thread busy for at least [`BUSY_SHARE`] of the window.
 //!
 //! A saturated server makes the backlog (and the measured latency) grow

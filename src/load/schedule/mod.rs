@@ -100,9 +100,10 @@ impl Schedule {
     }
 
     /// Releases every intended time up to `now` into the backlog, calling
-    /// `lag` with how late each was released (the generator's lateness,
-    /// before any wait for a free connection).
-    pub fn release(&mut self, now: u64, mut lag: impl FnMut(u64, u64)) {
+    /// `lag` with each one's intended time, how late it was released (the
+    /// generator's lateness, before any wait for a free connection) and
+    /// how many sends were queued ahead of it.
+    pub fn release(&mut self, now: u64, mut lag: impl FnMut(u64, u64, usize)) {
         while !self.exhausted() {
             let Some(t) = self.next.filter(|&t| t <= now) else {
                 break;
@@ -111,7 +112,7 @@ impl Schedule {
             if t >= self.measure_from {
                 self.measured_released += 1;
             }
-            lag(t, now - t);
+            lag(t, now - t, self.backlog.len());
             if self.backlog.len() >= MAX_BACKLOG {
                 self.overflowed += 1;
             } else {
@@ -134,13 +135,17 @@ mod tests {
     fn releases_at_rate_and_respects_quota() {
         let mut s = Schedule::new(&RatePlan::Constant(1000.0), 0, 0, Some(5));
         let mut lags = Vec::new();
-        s.release(2_500_000, |_, l| lags.push(l)); // 0, 1 ms, 2 ms
-        assert_eq!(lags, vec![2_500_000, 1_500_000, 500_000]);
+        s.release(2_500_000, |_, l, q| lags.push((l, q))); // 0, 1 ms, 2 ms
+        assert_eq!(
+            lags,
+            vec![(2_500_000, 0), (1_500_000, 1), (500_000, 2)],
+            "each with the sends queued ahead of it"
+        );
         assert_eq!(
             s.backlog.iter().copied().collect::<Vec<_>>(),
             vec![0, 1_000_000, 2_000_000]
         );
-        s.release(10_000_000, |_, _| {});
+        s.release(10_000_000, |_, _, _| {});
         assert_eq!(s.backlog.len(), 5);
         assert!(s.exhausted());
         assert_eq!(s.next_due(), None);
@@ -149,7 +154,7 @@ mod tests {
     #[test]
     fn warmup_releases_do_not_count_against_quota() {
         let mut s = Schedule::new(&RatePlan::Constant(1000.0), 0, 3_000_000, Some(2));
-        s.release(100_000_000, |_, _| {});
+        s.release(100_000_000, |_, _, _| {});
         // 0,1,2 ms are warm-up; 3 and 4 ms are the measured quota.
         assert_eq!(s.backlog.len(), 5);
     }
@@ -159,7 +164,7 @@ mod tests {
         let plan = RatePlan::parse("10,20 every 1s").unwrap();
         // Warm-up of 0.5 s at 10/s, then the plan from 0.5 s.
         let mut s = Schedule::new(&plan, 0, 500_000_000, None);
-        s.release(10_000_000_000, |_, _| {});
+        s.release(10_000_000_000, |_, _, _| {});
         let times: Vec<u64> = s.backlog.iter().copied().collect();
         let warm = times.iter().filter(|&&t| t < 500_000_000).count();
         assert_eq!(warm, 5);
@@ -179,7 +184,7 @@ mod tests {
     fn a_ramp_from_zero_releases_what_the_plan_counts() {
         let plan = RatePlan::parse("0..400 over 3s").unwrap();
         let mut s = Schedule::new(&plan, 0, 0, None);
-        s.release(4_000_000_000, |_, _| {});
+        s.release(4_000_000_000, |_, _, _| {});
         assert_eq!(s.backlog.len() as f64, plan.count_until(3.0));
         let per_s: Vec<usize> = (0..3u64)
             .map(|i| {

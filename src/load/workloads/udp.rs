@@ -528,6 +528,8 @@ fn report(
         latency: None,
         latency_uncorrected: None,
         send_lag: None,
+        release_lag: None,
+        conn_wait: None,
         connect_latency: None,
         tls_handshake_latency: None,
         errors: Errors {

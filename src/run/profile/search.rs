@@ -7,9 +7,18 @@
 //! machine would otherwise cap the answer below the capacity). A
 //! generator-limited step is neither a pass nor a fail: tried twice at one
 //! rate below the answer, it ends the search with no capacity named.
+//!
+//! Who limited a step is told apart: the target's own server time (the
+//! request anatomy's) over the SLO fails the step whatever the generator
+//! did; a client percentile within it passes; and a step is generator-
+//! limited only when the generator was late while a connection was free
+//! for the send (its CPU, its timer). A send that found every connection
+//! busy waited on the target (or the pool of connections), which is a
+//! fail, not the generator's doing.
 
 use crate::report::sweep::{PASS_ACHIEVED_SHARE, Slo, SweepPoint};
 use crate::report::units::{fmt_si, human_ns};
+use crate::stats::TailInterval;
 
 /// The search stops when the lowest fail is within this share above the
 /// highest pass.
@@ -51,20 +60,116 @@ impl Verdict {
     }
 }
 
-/// The verdict on an open-loop step `p` against `slo`. A step whose
-/// generator lagged still passes when it met the SLO at the rate asked:
-/// its latencies run from the intended send times, so the generator's
-/// lateness can only have added to them, never hidden the target's. A
-/// generator-limited step that did not pass says nothing of the target.
+/// The verdict on an open-loop step `p` against `slo`. The target's own
+/// server time at the SLO's percentile over the limit fails the step,
+/// whoever else was late: that time does not include the generator's. A
+/// step whose generator lagged still passes when it met the SLO at the
+/// rate asked: its latencies run from the intended send times, so the
+/// generator's lateness can only have added to them, never hidden the
+/// target's. A step that did not pass says nothing of the target when
+/// the generator alone could have failed it (it released more sends at
+/// least the limit late than the percentile lets be over it), or when it
+/// was late with a free connection and neither the connection waits nor
+/// the client percentile less its lag are over the limit on their own.
 pub fn verdict(p: &SweepPoint, slo: &Slo) -> Verdict {
+    if let Some(said) = server_fails(p, slo) {
+        return Verdict::Fail(said);
+    }
     let v = judge(p, slo);
+    if matches!(v, Verdict::Fail(_))
+        && let Some(why) = stalled(p, slo)
+    {
+        return Verdict::Limited(why);
+    }
     match (&p.generator_limited, v) {
         (Some(why), Verdict::Pass(said)) => Verdict::Pass(format!(
             "{said}, met with the generator's lag counted in ({why})"
         )),
+        // Late, but the sends that waited for a busy connection are alone
+        // enough to put the percentile over the limit: the target's (or
+        // the pool's) fail, whatever the generator's lateness added.
+        (Some(_), Verdict::Fail(said)) if waits_fail(p, slo) => {
+            Verdict::Fail(format!("{said}; {}", waited(p).unwrap_or_default()))
+        }
+        (Some(_), Verdict::Fail(said)) if over_without_lag(p, slo) => Verdict::Fail(format!(
+            "{said}, over it even less the generator's send lag p99 ({})",
+            human_ns(p.send_lag_p99_ns.unwrap_or(0))
+        )),
         (Some(why), _) => Verdict::Limited(why.clone()),
+        (None, Verdict::Fail(said)) => Verdict::Fail(match waited(p) {
+            Some(w) => format!("{said}; {w}"),
+            None => said,
+        }),
         (None, v) => v,
     }
+}
+
+/// Why the generator alone could have failed the step: it released more
+/// sends at least the SLO's limit after their intended time than the
+/// percentile lets be over it (a worker held by a CPU quota, or starved).
+fn stalled(p: &SweepPoint, slo: &Slo) -> Option<String> {
+    let late = p.released_late_over_limit?;
+    let sends = (p.transactions + p.errors) as f64;
+    (late as f64 > (1.0 - slo.quantile()) * sends).then(|| {
+        format!(
+            "the generator itself released {late} of {sends:.0} sends at least {} late (its \
+             CPU or its timer): more than the {} lets be over the limit",
+            human_ns(slo.limit_ns),
+            slo.percentile
+        )
+    })
+}
+
+/// Whether the client percentile is over the limit even less the
+/// generator's own send lag at its p99 (the most its lateness added to
+/// all but 1 % of the sends): at the interval's lower end, so that a
+/// percentile of few samples is not over it by luck.
+fn over_without_lag(p: &SweepPoint, slo: &Slo) -> bool {
+    let (Some(pct), Some(lag)) = (p.percentile(&slo.percentile), p.send_lag_p99_ns) else {
+        return false;
+    };
+    let low = pct.ci.map_or(pct.ns, |c| c.low_ns.min(pct.ns));
+    low.saturating_sub(lag) >= slo.limit_ns
+}
+
+/// Whether the sends whose wait for a free connection alone reached the
+/// limit are more than the percentile lets be over it: then the client
+/// percentile is over the limit with no help from the generator.
+fn waits_fail(p: &SweepPoint, slo: &Slo) -> bool {
+    let Some(over) = p.conn_wait.and_then(|w| w.over_limit) else {
+        return false;
+    };
+    let sends = (p.transactions + p.errors) as f64;
+    over as f64 > (1.0 - slo.quantile()) * sends
+}
+
+/// Why the target's own time failed the SLO: its server time at the
+/// SLO's percentile (the lower end of its interval, so that a percentile
+/// of few turns fails only when even that is over) at or over the limit.
+fn server_fails(p: &SweepPoint, slo: &Slo) -> Option<String> {
+    let s = p.server_percentile(&slo.percentile)?;
+    let low = s.ci.map_or(s.ns, |c: TailInterval| c.low_ns.min(s.ns));
+    (low >= slo.limit_ns).then(|| {
+        format!(
+            "the target's own server time {} {} (interval from {}) against {}, whatever the \
+             generator did",
+            slo.percentile,
+            human_ns(s.ns),
+            human_ns(low),
+            human_ns(slo.limit_ns)
+        )
+    })
+}
+
+/// What the sends that found every connection busy say, when some did.
+fn waited(p: &SweepPoint) -> Option<String> {
+    let w = p.conn_wait.filter(|w| w.sends > 0)?;
+    Some(format!(
+        "{} sends found every connection busy and waited (p99 {}): the target, or the pool \
+         of connections, was the limit, not the generator",
+        w.sends,
+        human_ns(w.p99_ns)
+    ))
 }
 
 /// The verdict on the step's own figures, whoever limited it.
@@ -158,6 +263,26 @@ pub fn next(ceiling: f64, tried: &[(f64, Verdict)]) -> Next {
             .count();
         if times < 2 {
             return Next::Run(*r);
+        }
+        // Inside a bracket the target itself closed (a pass below, its
+        // own fail above): the capacity is the pass, the generator's
+        // lateness only kept the bracket from narrowing.
+        if let (Some(l), Some(h)) = (lo, hi)
+            && l < *r
+        {
+            return Next::Done(Outcome {
+                rate: Some(l),
+                bracket: [lo, hi],
+                limited_by: None,
+                reason: format!(
+                    "the highest pass ({}/s) and the lowest fail ({}/s) are {:.0} % apart; \
+                     between them the generator could not keep up at {}/s, twice ({why})",
+                    fmt_si(l),
+                    fmt_si(h),
+                    (h - l) / h * 100.0,
+                    fmt_si(*r)
+                ),
+            });
         }
         return Next::Done(Outcome {
             rate: None,
@@ -318,6 +443,23 @@ mod tests {
         // Limited above a known fail is past the answer: ignored.
         let tried = vec![(1000.0, pass()), (1500.0, fail()), (3000.0, limited())];
         assert_eq!(next(2000.0, &tried), Next::Run(1250.0));
+        // Limited twice inside a bracket the target closed: the pass is
+        // the capacity, the reason says the bracket stayed open there.
+        let tried = vec![
+            (900.0, pass()),
+            (1000.0, fail()),
+            (950.0, limited()),
+            (950.0, limited()),
+        ];
+        let Next::Done(o) = next(2000.0, &tried) else {
+            panic!("not done")
+        };
+        assert_eq!((o.rate, o.limited_by), (Some(900.0), None));
+        assert!(
+            o.reason.contains("could not keep up at 950/s"),
+            "{}",
+            o.reason
+        );
     }
 
     #[test]
@@ -417,5 +559,117 @@ mod tests {
             ..slow
         };
         assert_eq!(verdict(&lim_slow, &slo), Verdict::Limited("busy".into()));
+    }
+
+    #[test]
+    fn the_targets_own_time_fails_a_step_whoever_was_late() {
+        use crate::report::sweep::{ConnWait, PointAnatomy, ServerPercentiles};
+        let slo = Slo::parse("p99<20ms").unwrap();
+        let server = |ms: u64, low_ms: u64| PointAnatomy {
+            turns: 5000,
+            server_time: Some(ServerPercentiles {
+                p99: Percentile {
+                    ns: ms * 1_000_000,
+                    ci: Some(TailInterval {
+                        low_ns: low_ms * 1_000_000,
+                        high_ns: (ms + 5) * 1_000_000,
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        // Over the SLO at the client, the generator late: the server's own
+        // p99 of 80 ms fails it, not "limited".
+        let p = SweepPoint {
+            step: 3,
+            requested_per_s: Some(2000.0),
+            achieved_per_s: 1500.0,
+            transactions: 3000,
+            p99: Percentile {
+                ns: 900_000_000,
+                ci: None,
+            },
+            generator_limited: Some("the generator sent late".into()),
+            anatomy: Some(server(80, 70)),
+            ..Default::default()
+        };
+        let v = verdict(&p, &slo);
+        assert!(matches!(v, Verdict::Fail(_)), "{v:?}");
+        assert!(v.why().contains("own server time p99"), "{v:?}");
+        // Its interval reaching under the limit: not the server's fail;
+        // the late generator leaves it limited.
+        let near = SweepPoint {
+            anatomy: Some(server(25, 15)),
+            ..p.clone()
+        };
+        assert!(matches!(verdict(&near, &slo), Verdict::Limited(_)));
+        // No generator lateness with a free connection, every connection
+        // busy: a fail that says the sends waited.
+        let waited = SweepPoint {
+            generator_limited: None,
+            anatomy: Some(server(4, 3)),
+            conn_wait: Some(ConnWait {
+                sends: 2500,
+                p99_ns: 850_000_000,
+                over_limit: None,
+            }),
+            ..p
+        };
+        let v = verdict(&waited, &slo);
+        assert!(matches!(v, Verdict::Fail(_)), "{v:?}");
+        assert!(
+            v.why().contains("2500 sends found every connection busy"),
+            "{v:?}"
+        );
+        // The generator late too: the waits over the limit (100 of 3000
+        // sends, over the 1 % the p99 allows) make it the target's fail;
+        // 20 of them would not.
+        let both = |over| SweepPoint {
+            generator_limited: Some("the generator sent late".into()),
+            conn_wait: Some(ConnWait {
+                sends: 2500,
+                p99_ns: 850_000_000,
+                over_limit: Some(over),
+            }),
+            ..waited.clone()
+        };
+        assert!(matches!(verdict(&both(100), &slo), Verdict::Fail(_)));
+        assert!(matches!(verdict(&both(20), &slo), Verdict::Limited(_)));
+        // Over the limit even less the generator's lag: the target's.
+        let lag = |ms: u64| SweepPoint {
+            send_lag_p99_ns: Some(ms * 1_000_000),
+            ..both(0)
+        };
+        let v = verdict(&lag(4), &slo);
+        assert!(
+            v.why().contains("even less the generator's send lag"),
+            "{v:?}"
+        );
+        let mut near = lag(4);
+        near.p99 = Percentile {
+            ns: 22_000_000,
+            ci: None,
+        };
+        assert!(matches!(verdict(&near, &slo), Verdict::Limited(_)));
+        // A generator that itself released 100 of 3000 sends 20 ms late or
+        // more (held by a CPU quota: its connections looked busy because
+        // it left their answers unread): limited, whatever the waits say;
+        // 20 such sends are within the 1 % the p99 lets over.
+        let held = |late| SweepPoint {
+            released_late_over_limit: Some(late),
+            ..both(100)
+        };
+        let v = verdict(&held(100), &slo);
+        assert!(matches!(v, Verdict::Limited(_)), "{v:?}");
+        assert!(v.why().contains("released 100 of 3000 sends"), "{v:?}");
+        assert!(matches!(verdict(&held(20), &slo), Verdict::Fail(_)));
+        // The target's own server time still fails it.
+        let own = SweepPoint {
+            anatomy: Some(server(80, 70)),
+            ..held(100)
+        };
+        assert!(matches!(verdict(&own, &slo), Verdict::Fail(_)));
     }
 }

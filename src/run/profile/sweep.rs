@@ -21,6 +21,7 @@ use super::spec::{ProfileSpec, StepPlan, Steps, Workload};
 use super::watch::check_signals;
 use crate::error::Exit;
 use crate::load::schedule::limited::{self, GeneratorSigns};
+use crate::report::load::LatencyRecord;
 use crate::report::profile::{ProfileReport, SWEEP_SCHEMA_VERSION};
 use crate::report::sweep::{self, Capacity, Sweep, SweepPoint, Tried};
 use crate::run::exit::{self, fail};
@@ -122,6 +123,13 @@ fn said(p: &SweepPoint) -> String {
             ""
         }
     )
+}
+
+/// How many of a step's values in `rec` reached `limit_ns` (None: none
+/// recorded, or unreadable).
+fn over(rec: Option<&LatencyRecord>, limit_ns: u64) -> Option<u64> {
+    let h = crate::stats::LatencyHist::from_v2_base64(&rec?.hdr_histogram).ok()?;
+    Some(h.count_at_or_above(limit_ns))
 }
 
 /// The generator's signs over a step, from its load report.
@@ -342,7 +350,14 @@ fn capacity_steps(
         };
         match run.step(live, signals, Some(rate), step_s)? {
             StepEnd::Done => {
-                let p = run.points.last().expect("a step just ran");
+                let load = run.last.as_ref().and_then(|r| r.load.as_ref());
+                let waits = over(load.and_then(|l| l.conn_wait.as_ref()), slo.limit_ns);
+                let late = over(load.and_then(|l| l.release_lag.as_ref()), slo.limit_ns);
+                let p = run.points.last_mut().expect("a step just ran");
+                if let Some(w) = p.conn_wait.as_mut() {
+                    w.over_limit = waits;
+                }
+                p.released_late_over_limit = late;
                 let v = search::verdict(p, slo);
                 records.push(Tried {
                     step: p.step,
