@@ -444,17 +444,7 @@ def cmd_names(a):
 # whose condition does not hold fails the check, and a listed name that
 # has series is reported as no longer a gap). Delete an entry to make the
 # check strict about it.
-KNOWN_GAPS = {
-    "node:sockscope_tracer_bpf_cpu:rate1m": {
-        "needs": "sockscope_tracer_bpf_seconds_per_event",
-        "cap": "SYS_ADMIN",
-        "why": "the tracer measures its BPF programs' run time with BPF_ENABLE_STATS "
-               "(src/trace/bpf/cost.rs), which the kernel allows only with CAP_SYS_ADMIN; the "
-               "DaemonSet does not grant it, so the agent notes \"tracer self-cost not "
-               "measured\", never exports sockscope_tracer_bpf_seconds_per_event, and the "
-               "dashboard's \"Agent CPU\" panel has no BPF line",
-    },
-}
+KNOWN_GAPS: dict = {}
 
 
 def present(prom, name, node):

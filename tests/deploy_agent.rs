@@ -78,7 +78,8 @@ fn the_daemonset_runs_the_agent_with_named_capabilities_and_host_mounts() {
     for a in args.iter().filter(|a| a.starts_with('-')) {
         assert!(known.contains(a), "{a} is not a flag of `sockscope trace`");
     }
-    for f in ["--system", "--requests", "--metrics-public"] {
+    // The anatomy alone by default: no syscall tracer (issue 41).
+    for f in ["--system", "--requests-only", "--metrics-public"] {
         assert!(args.iter().any(|a| a == f), "{f} in {args:?}");
     }
     // The bounds stay explicit, not left to defaults that may change.
@@ -359,23 +360,21 @@ fn echo_server() -> Server {
     ])
 }
 
-/// The agent's command as the DaemonSet runs it, on loopback.
+/// The agent's command as the DaemonSet runs it (its arguments, read from
+/// the manifest), exporting on `maddr` instead of the pod's address.
 fn agent_args(maddr: SocketAddr) -> Vec<String> {
-    let m = maddr.to_string();
-    [
-        "trace",
-        "--system",
-        "--requests",
-        "--by",
-        "comm",
-        "--max-series",
-        "1024",
-        "--metrics",
-        m.as_str(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    let args = strings(&daemonset()["spec"]["template"]["spec"]["containers"][0]["args"]);
+    let mut out = Vec::new();
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        if a == "--metrics" {
+            it.next();
+            out.extend(["--metrics".to_string(), maddr.to_string()]);
+        } else {
+            out.push(a);
+        }
+    }
+    out
 }
 
 /// The agent, started in `cwd`, its stderr to `log`.
@@ -426,7 +425,7 @@ fn scrape_until(maddr: SocketAddr, ready: impl Fn(&str) -> bool) -> String {
     last
 }
 
-/// Some bounded loopback traffic to `addr`.
+/// Two seconds of loopback traffic to `addr`.
 fn traffic(addr: SocketAddr) {
     let (st, _, err) = common::run_bounded(
         &[
@@ -435,8 +434,10 @@ fn traffic(addr: SocketAddr) {
             &addr.to_string(),
             "-c",
             "2",
-            "-n",
-            "2000",
+            // Long enough for the cost slices (50 ms of every 500 ms) to
+            // time some of its runs.
+            "-d",
+            "2",
             "-q",
         ],
         Duration::from_secs(60),
@@ -484,8 +485,10 @@ fn every_metric_the_rules_and_dashboard_query_is_exported() {
     scrape_until(maddr, |b| b.contains("sockscope_agent_series "));
     traffic(srv.addr);
     let want = format!("sockscope_requests_total{{port=\"{}\"", srv.addr.port());
+    // The per-command cost: a reading every 5 s, of the processes whose
+    // programs' runs the cost slices timed.
     let body = scrape_until(maddr, |b| {
-        b.contains(&want) && b.contains("sockscope_tracer_bpf_seconds_per_event ")
+        b.contains(&want) && b.contains("sockscope_agent_target_bpf_seconds_total{")
     });
     stop(child, &log);
     assert!(body.contains(&want), "the served port is exported: {body}");

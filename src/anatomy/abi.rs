@@ -241,6 +241,8 @@ pub const PROG_NAMES: [&str; PROGS] = [
 // SAFETY (all): skeleton structs generated from src/bpf/anatomy.h:
 // repr(C), integers and explicit padding only (see trace/pod.rs).
 unsafe impl Plain for types::ss_anat_stats {}
+// SAFETY: as above (two u64s).
+unsafe impl Plain for types::ss_anat_svc_cost {}
 // SAFETY: as above.
 unsafe impl Plain for types::ss_anat_stats_key {}
 // SAFETY: as above.

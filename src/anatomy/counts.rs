@@ -424,7 +424,7 @@ impl NameCounts {
 }
 
 /// Everything the programs hold at one moment.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Counts {
     /// Per served port, sorted by transport and port.
     pub ports: Vec<PortTurns>,
@@ -438,6 +438,10 @@ pub struct Counts {
     pub names: Vec<NameCounts>,
     /// What the loader's HTTP/2 decoding saw (cumulative, as `count`).
     pub h2: H2Stats,
+    /// What the programs cost each command name's processes (the node
+    /// agent's; empty elsewhere). Totals since the start: `since` keeps
+    /// them as they are.
+    pub services: Vec<super::service_cost::ServiceCost>,
 }
 
 impl Counts {
@@ -459,6 +463,7 @@ impl Counts {
             progs: [ProgRuns::default(); PROGS],
             names: Vec::new(),
             h2: Default::default(),
+            services: Vec::new(),
         }
     }
 
@@ -503,6 +508,7 @@ impl Counts {
             progs,
             names,
             h2: self.h2.since(&earlier.h2),
+            services: self.services.clone(),
         }
     }
 

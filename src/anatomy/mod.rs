@@ -26,6 +26,7 @@ pub mod counts;
 pub mod ends;
 pub mod h2names;
 pub mod ports;
+pub mod service_cost;
 pub mod summary;
 pub mod tls;
 
@@ -178,8 +179,11 @@ pub struct AnatomyConfig {
     /// Length of the intervals the window is cut into.
     pub interval: Duration,
     /// Where the window's counts so far are published, at every interval
-    /// and at the end (for `--metrics`).
+    /// and at the end (for `--metrics`), with what the programs cost each
+    /// process they ran in ([`service_cost`]).
     pub latest: Option<Latest>,
+    /// Command names the per-process cost keeps apart (`--max-series`).
+    pub max_services: u32,
     /// Sample the window instead of following all of it (None: all).
     pub duty: Option<Duty>,
     /// Where each interval's end is sent as it passes (for `trace
@@ -340,6 +344,9 @@ pub struct Session {
 /// The programs time themselves this long in every [`COST_PERIOD`].
 const COST_SLICE: Duration = Duration::from_millis(50);
 const COST_PERIOD: Duration = Duration::from_millis(500);
+/// How often the per-process cost is read (a /proc read per process the
+/// programs ran in).
+const SERVICE_COST_EVERY: Duration = Duration::from_secs(5);
 const TICK: Duration = Duration::from_millis(10);
 
 impl Session {
@@ -494,6 +501,13 @@ fn run(
     let mut last = before.clone();
     let mut next_interval = cfg.interval;
     let mut cost_on = false;
+    // The per-process cost, when the counts are published.
+    let mut services = cfg.latest.as_ref().map(|_| {
+        service_cost::ServiceCosts::new(cfg.max_services as usize, crate::procfs::clock_ticks())
+    });
+    let mut next_services = Duration::ZERO;
+    // The kernel's run time of the programs over its slices (ns, runs).
+    let (mut kernel_on, mut kernel0, mut kernel_sliced) = (false, None, None::<(u64, u64)>);
     // Sampled windows: whether the per-request hooks are on, since when,
     // and the time they were on in all.
     let (mut sampling, mut since, mut on_total) = (true, Duration::ZERO, Duration::ZERO);
@@ -533,6 +547,45 @@ fn run(
             cost_on = in_slice;
             progs.set_cost(cost_on)?;
         }
+        // The kernel's accounting in slices of its own, where the programs
+        // do not time themselves, and only where the per-process cost is
+        // read: it costs every program on the machine while held.
+        let in_kernel_slice = services.is_some()
+            && (el.as_nanos() + COST_PERIOD.as_nanos() / 2) % COST_PERIOD.as_nanos()
+                < COST_SLICE.as_nanos();
+        if in_kernel_slice != kernel_on {
+            kernel_on = in_kernel_slice;
+            if kernel_on {
+                kernel0 = if progs.set_kernel_stats(true) {
+                    progs.kernel_run_time()
+                } else {
+                    None
+                };
+            } else {
+                if let (Some((n0, c0)), Some((n1, c1))) = (kernel0.take(), progs.kernel_run_time())
+                {
+                    let k = kernel_sliced.get_or_insert((0, 0));
+                    k.0 += n1.saturating_sub(n0);
+                    k.1 += c1.saturating_sub(c0);
+                }
+                progs.set_kernel_stats(false);
+            }
+        }
+        if let Some(s) = services.as_mut()
+            && el >= next_services
+        {
+            next_services = el + SERVICE_COST_EVERY;
+            let runs = service_cost::Runs {
+                all: progs.runs_total()?,
+                kernel: kernel_sliced,
+            };
+            s.read(
+                el,
+                runs,
+                &progs.service_costs()?,
+                service_cost::ProcStat::read,
+            );
+        }
         if !cfg.interval.is_zero() && el >= next_interval {
             next_interval += cfg.interval;
             let now = progs.read()?;
@@ -540,6 +593,10 @@ fn run(
             let so_far = now.since(&before);
             if let Some(tx) = &cfg.progress {
                 let _ = tx.try_send((el.as_secs_f64(), so_far.clone()));
+            }
+            let mut so_far = so_far;
+            if let Some(s) = services.as_ref() {
+                so_far.services = s.costs();
             }
             publish(cfg.latest.as_ref(), so_far, &ports, cfg.max_ports);
             last = now;

@@ -197,6 +197,16 @@ struct {
 	__type(value, struct ss_anat_stats);
 } stats_other SEC(".maps");
 
+/* The timed runs per process (tgid) whose context they ran in: written
+ * only during the cost slices, so the rest of the time costs nothing.
+ * LRU: a machine with more processes than entries forgets the quietest. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct ss_anat_svc_cost);
+} svc_cost SEC(".maps");
+
 static __always_inline struct ss_anat_cpu *cpu_here(void)
 {
 	return &cpus[bpf_get_smp_processor_id() & (SS_MAX_CPUS - 1)];
@@ -673,6 +683,21 @@ static __always_inline void prog_end(enum ss_anat_prog p, bool matched, __u64 t0
 		c->filtered_ns += t2 - t1;
 	}
 	c->clock_ns += t1 - t0;
+
+	/* The process this run cost: the one whose context it ran in. */
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 ns = t2 - t1 > t1 - t0 ? (t2 - t1) - (t1 - t0) : 0;
+	struct ss_anat_svc_cost *v = bpf_map_lookup_elem(&svc_cost, &tgid);
+
+	if (v) {
+		v->ns += ns;
+		v->runs++;
+		v->clock_ns += t1 - t0;
+	} else {
+		struct ss_anat_svc_cost n = { .ns = ns, .runs = 1, .clock_ns = t1 - t0 };
+
+		bpf_map_update_elem(&svc_cost, &tgid, &n, BPF_NOEXIST);
+	}
 }
 
 #ifdef SS_ANAT_HOOKS_ONLY

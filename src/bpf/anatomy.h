@@ -340,6 +340,16 @@ struct ss_anat_prog_cost {
 	__u64 pad;
 };
 
+/* The timed runs of one process (tgid) during the cost slices, on one
+ * CPU: what the programs cost the process they ran in the context of
+ * (src/anatomy/service_cost.rs). */
+struct ss_anat_svc_cost {
+	__u64 ns;          /* run time, the clock read's own cost taken out */
+	__u64 runs;
+	__u64 clock_ns;    /* one clock read's cost per run, summed */
+	__u64 pad;
+};
+
 /* Everything the programs count on one CPU (plain stores). */
 struct ss_anat_cpu {
 	struct ss_anat_prog_cost prog[SS_ANAT_PROGS];

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 
 use super::model::{OTHER, Sticky, counter, family, gauge, histogram_of, label, pb};
 use crate::anatomy::counts::GRPC_CODES;
+use crate::anatomy::service_cost::ServiceCost;
 use crate::anatomy::{Counts, NameCounts, Part, PortTurns, Transport, Wire};
 use crate::probe::hist::Histogram;
 use crate::report::commands::grpc_code_name;
@@ -275,7 +276,44 @@ pub fn families(c: &Counts, adm: &mut EndpointAdmission) -> Vec<pb::MetricFamily
     ]
     .into_iter()
     .chain(endpoint_families(&c.names, adm))
+    .chain(cost_families(&c.services))
     .collect()
+}
+
+/// What the request anatomy's programs cost each command name's
+/// processes (none until the first reading with a delta).
+fn cost_families(services: &[ServiceCost]) -> Vec<pb::MetricFamily> {
+    use pb::MetricType::{Counter, Gauge};
+    if services.is_empty() {
+        return Vec::new();
+    }
+    let comm = |s: &ServiceCost| vec![label("comm", &s.name)];
+    vec![
+        family(
+            "sockscope_agent_target_bpf_seconds_total",
+            "Run time of the request anatomy's BPF programs in the context of a command's \
+             processes (estimated from timed slices, 50 ms of every 500 ms), since they were \
+             first seen.",
+            Counter,
+            services.iter().map(|s| counter(comm(s), s.bpf_s)).collect(),
+        ),
+        family(
+            "sockscope_agent_target_cpu_seconds_total",
+            "CPU time of the same processes over the same span (/proc, clock ticks).",
+            Counter,
+            services.iter().map(|s| counter(comm(s), s.cpu_s)).collect(),
+        ),
+        family(
+            "sockscope_agent_target_cpu_share",
+            "The anatomy's BPF run time over the processes' CPU time, in the last 60 s: what \
+             the agent costs them (the tracepoints' own dispatch left out).",
+            Gauge,
+            services
+                .iter()
+                .filter_map(|s| Some(gauge(comm(s), s.share?)))
+                .collect(),
+        ),
+    ]
 }
 
 #[cfg(test)]

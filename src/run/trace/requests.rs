@@ -77,6 +77,9 @@ pub type ThreadsMap = std::sync::Arc<std::os::fd::OwnedFd>;
 /// publications to `--metrics`, the lines of `--requests-only
 /// --interval`).
 pub const INTERVAL: Duration = Duration::from_secs(1);
+/// Command names the per-process cost keeps apart when nothing bounds
+/// them otherwise (the exporter's default `--max-series`).
+pub const DEFAULT_MAX_SERVICES: u32 = 1024;
 
 /// What the anatomy follows for a trace target whose root pid (tree
 /// modes) is `root`, reading requests as `reading` says.
@@ -105,6 +108,7 @@ pub fn config_for(
         tie_samples: None,
         interval: INTERVAL,
         latest: None,
+        max_services: DEFAULT_MAX_SERVICES,
         duty: None,
         progress: None,
     })

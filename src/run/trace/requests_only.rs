@@ -86,6 +86,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     let (root, pidfd) = attach_root(target)?;
     let mut cfg = super::requests::config_for(target, root, spec.reading)?;
     cfg.latest = Some(latest);
+    cfg.max_services = u32::try_from(spec.max_series).unwrap_or(u32::MAX);
     cfg.duty = spec.duty;
     // The lines are progress: none under -q.
     let live = match spec.interval.filter(|_| !spec.quiet) {

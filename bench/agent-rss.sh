@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The node agent's memory over a long run (issue 41; docs/benchmarks.md,
+# "The node agent's cost per service"): deploy/k8s/agent-daemonset.yaml's
+# arguments (the pod's address replaced by 127.0.0.1 and a free port) for
+# SECS seconds (default 600) beside 50 echo servers on 50 loopback ports
+# under load, and a loop that runs 1,000 distinct process names (a name is
+# what a process was executed as: symlinks to python3), each making one
+# request to one of the ports, over and over. Prints the agent's VmRSS every
+# 30 s, its CPU, and how many command names it exports.
+#
+#   bench/agent-rss.sh [SECS]
+#
+# Only loopback is used; every process started here is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+SECS=${1:-600}
+BIN=${SOCKSCOPE:-target/release/sockscope}
+OUT=target/bench/agent-rss
+rm -rf "$OUT"
+mkdir -p "$OUT/names"
+OUT=$(cd "$OUT" && pwd)
+[ -x "$BIN" ] || { echo "bench/agent-rss.sh: build first ($BIN missing)" >&2; exit 1; }
+PY=$(command -v python3)
+PIDS=()
+cleanup() { for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+ARGS=$(python3 - deploy/k8s/agent-daemonset.yaml <<'PY'
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+i = next(n for n, l in enumerate(lines) if l.strip() == "args:")
+ind = len(lines[i + 1]) - len(lines[i + 1].lstrip())
+out = []
+for l in lines[i + 1:]:
+    s = l.strip()
+    if s.startswith("#") or not s:
+        continue
+    if len(l) - len(l.lstrip()) < ind or not s.startswith("- "):
+        break
+    out.append(s[2:].strip().strip('"'))
+print(" ".join(out))
+PY
+)
+MPORT=$(free_port)
+# shellcheck disable=SC2086
+set -- $ARGS
+AGENT=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --metrics) AGENT+=(--metrics "127.0.0.1:$MPORT"); shift ;;
+    *) AGENT+=("$1") ;;
+  esac
+  shift
+done
+"$BIN" "${AGENT[@]}" --duration $((SECS + 120)) 2>"$OUT/agent.err" &
+APID=$!
+PIDS+=("$APID")
+sleep 3
+
+PORTS=()
+for _ in $(seq 50); do
+  p=$(free_port)
+  "$BIN" serve echo --threads 1 --listen "127.0.0.1:$p" >/dev/null 2>&1 &
+  PIDS+=("$!")
+  PORTS+=("$p")
+done
+sleep 1
+for n in $(seq -w 1 1000); do ln -s "$PY" "$OUT/names/ssn$n"; done
+
+end=$((SECONDS + SECS))
+# Load: each port in turn, 2 s at 1,000 requests/s.
+(
+  i=0
+  while [ $SECONDS -lt $end ]; do
+    "$BIN" load tcp-rr "127.0.0.1:${PORTS[$((i % 50))]}" -c 2 --rate 1000 -d 2 -q >/dev/null 2>&1 || true
+    i=$((i + 1))
+  done
+) &
+PIDS+=("$!")
+# Names: one request each, cycling through the 1,000.
+(
+  i=0
+  while [ $SECONDS -lt $end ]; do
+    n=$(printf '%04d' $((i % 1000 + 1)))
+    "$OUT/names/ssn$n" -c "import socket; s=socket.create_connection(('127.0.0.1', ${PORTS[$((i % 50))]}), 2); s.sendall(b'x' * 64); s.recv(64)" 2>/dev/null || true
+    i=$((i + 1))
+  done
+  echo "$i" >"$OUT/names-run"
+) &
+PIDS+=("$!")
+
+echo "machine: $(uname -r), $(nproc) CPUs; $SECS s; agent: sockscope ${AGENT[*]}"
+echo "| s | agent VmRSS MB | agent CPU s | commands exported |"
+echo "|---:|---:|---:|---:|"
+peak=0
+while [ $SECONDS -lt $end ]; do
+  sleep 30
+  [ -d "/proc/$APID" ] || { echo "bench/agent-rss.sh: the agent exited: $(cat "$OUT/agent.err")" >&2; exit 1; }
+  rss=$(awk '/^VmRSS/{print $2}' "/proc/$APID/status")
+  cpu=$(proc_ticks "$APID")
+  comms=$(python3 -c "
+import urllib.request
+t = urllib.request.urlopen('http://127.0.0.1:$MPORT/metrics', timeout=5).read().decode()
+print(sum(1 for l in t.splitlines() if l.startswith('sockscope_agent_target_cpu_seconds_total{')))" 2>/dev/null || echo "?")
+  [ "$rss" -gt "$peak" ] && peak=$rss
+  echo "| $((SECS - end + SECONDS)) | $(python3 -c "print(f'{$rss/1024:.1f}')") | $(python3 -c "print(f'{$cpu/$(getconf CLK_TCK):.1f}')") | $comms |"
+done
+wait "${PIDS[-1]}" 2>/dev/null || true
+echo
+echo "peak VmRSS $(python3 -c "print(f'{$peak/1024:.1f}')") MB; processes named: $(cat "$OUT/names-run" 2>/dev/null || echo '?') runs of 1,000 names"
