@@ -26,34 +26,9 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-ARGS=$(python3 - deploy/k8s/agent-daemonset.yaml <<'PY'
-import sys
-lines = open(sys.argv[1]).read().splitlines()
-i = next(n for n, l in enumerate(lines) if l.strip() == "args:")
-ind = len(lines[i + 1]) - len(lines[i + 1].lstrip())
-out = []
-for l in lines[i + 1:]:
-    s = l.strip()
-    if s.startswith("#") or not s:
-        continue
-    if len(l) - len(l.lstrip()) < ind or not s.startswith("- "):
-        break
-    out.append(s[2:].strip().strip('"'))
-print(" ".join(out))
-PY
-)
 MPORT=$(free_port)
-# shellcheck disable=SC2086
-set -- $ARGS
-AGENT=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --metrics) AGENT+=(--metrics "127.0.0.1:$MPORT"); shift ;;
-    *) AGENT+=("$1") ;;
-  esac
-  shift
-done
-"$BIN" "${AGENT[@]}" --duration $((SECS + 120)) 2>"$OUT/agent.err" &
+agent_argv "$MPORT"
+"$BIN" "${AGENT_ARGV[@]}" --duration $((SECS + 120)) 2>"$OUT/agent.err" &
 APID=$!
 PIDS+=("$APID")
 sleep 3
@@ -90,7 +65,7 @@ PIDS+=("$!")
 ) &
 PIDS+=("$!")
 
-echo "machine: $(uname -r), $(nproc) CPUs; $SECS s; agent: sockscope ${AGENT[*]}"
+echo "machine: $(uname -r), $(nproc) CPUs; $SECS s; agent: sockscope ${AGENT_ARGV[*]}"
 echo "| s | agent VmRSS MB | agent CPU s | commands exported |"
 echo "|---:|---:|---:|---:|"
 peak=0

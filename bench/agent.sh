@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the node agent costs the services beside it (issue 41;
 # docs/benchmarks.md, "The node agent's cost per service"): nginx (one
-# worker, wrk -t1 -c32) and redis (redis-benchmark -c 32, GET) at
+# worker, wrk -t1 -c32, Debian's default page) and redis (redis-benchmark -c 32, GET) at
 # saturation over loopback, each with nothing beside it ("base") and with
 # the agent running machine-wide with deploy/k8s/agent-daemonset.yaml's
 # arguments, read from the file ("agent"; the pod's address becomes
@@ -34,65 +34,16 @@ for t in wrk redis-server redis-benchmark python3; do
 done
 [ -x /usr/sbin/nginx ] || { echo "bench/agent.sh: nginx missing (make deps)" >&2; exit 1; }
 
-# The DaemonSet's container arguments, as shipped.
-if [ -z "${AGENT_ARGS:-}" ]; then
-  AGENT_ARGS=$(python3 - deploy/k8s/agent-daemonset.yaml <<'PY'
-import re, sys
-lines = open(sys.argv[1]).read().splitlines()
-i = next(n for n, l in enumerate(lines) if l.strip() == "args:")
-ind = len(lines[i + 1]) - len(lines[i + 1].lstrip())
-out = []
-for l in lines[i + 1:]:
-    s = l.strip()
-    if s.startswith("#") or not s:
-        continue
-    if len(l) - len(l.lstrip()) < ind or not s.startswith("- "):
-        break
-    out.append(s[2:].strip().strip('"'))
-print(" ".join(out))
-PY
-)
-fi
 PIDS=()
 cleanup() { for p in "${PIDS[@]:-}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 0.3; for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-wait_port() {
-  for _ in $(seq 100); do
-    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "nothing listens on $1" >&2; exit 1
-}
 HZ=$(getconf CLK_TCK)
 
 start_nginx() {
-  local d=$OUT/nginx
-  mkdir -p "$d/html" "$d/logs" "$d/tmp"
-  printf '<!DOCTYPE html><html><body>%0600d</body></html>\n' 0 >"$d/html/index.html"
-  NPORT=$(free_port)
-  cat >"$d/nginx.conf" <<EOF
-worker_processes 1;
-pid $d/nginx.pid;
-error_log $d/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path $d/tmp;
-  proxy_temp_path $d/tmp;
-  fastcgi_temp_path $d/tmp;
-  uwsgi_temp_path $d/tmp;
-  scgi_temp_path $d/tmp;
-  server { listen 127.0.0.1:$NPORT; root $d/html; }
-}
-EOF
-  /usr/sbin/nginx -p "$d" -c "$d/nginx.conf" -g 'daemon off;' &
-  PIDS+=("$!")
-  NGINX_MASTER=$!
-  wait_port "$NPORT"
-  sleep 0.3
-  NGINX_PIDS=("$NGINX_MASTER" $(pgrep -P "$NGINX_MASTER"))
-  PIDS+=("${NGINX_PIDS[@]:1}")
+  nginx_start "$OUT/nginx" 1
+  NPORT=$PORT
+  NGINX_PIDS=("${NPIDS[@]}")
+  PIDS+=("${NPIDS[@]:1}")
 }
 start_redis() {
   RPORT=$(free_port)
@@ -128,17 +79,8 @@ run() {
   if [ "$target" = nginx ]; then pids=("${NGINX_PIDS[@]}"); else pids=("$REDIS_PID"); fi
   if [ "$mode" = agent ]; then
     mport=$(free_port)
-    # shellcheck disable=SC2086
-    set -- $AGENT_ARGS
-    local -a args=()
-    while [ $# -gt 0 ]; do
-      case $1 in
-        --metrics) args+=(--metrics "127.0.0.1:$mport"); shift ;;
-        *) args+=("$1") ;;
-      esac
-      shift
-    done
-    "$BIN" "${args[@]}" --duration $((SECS * 4 + 30)) 2>"$OUT/agent-$target-$round.err" &
+    agent_argv "$mport"
+    "$BIN" "${AGENT_ARGV[@]}" --duration $((SECS * 4 + 30)) 2>"$OUT/agent-$target-$round.err" &
     agent=$!
     PIDS+=("$agent")
     # Attached and past its first per-process reading.
@@ -182,7 +124,8 @@ open(rows, "a").write(f"{target} {mode} {rps} {svc_us} {agent_cpu} {at100k}\n")
 PY
 }
 
-echo "machine: $(uname -r), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds; agent: sockscope $AGENT_ARGS"
+agent_argv 0
+echo "machine: $(uname -r), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds; agent: sockscope ${AGENT_ARGV[*]}"
 echo
 echo "| target | round | mode | req/s | service CPU us/req | agent CPU (of one CPU) | agent's target_cpu_share |"
 echo "|---|---:|---|---:|---:|---|---:|"

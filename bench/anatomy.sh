@@ -81,13 +81,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_port() {
-  for _ in $(seq 100); do
-    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "nothing listens on $1" >&2; exit 1
-}
 # CPU ticks (user+system) of a process and its children's threads.
 busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 

@@ -48,18 +48,65 @@ print(f"{t / hz:.3f}")
 PY
 }
 
-# nginx_start DIR: Debian's nginx with 2 workers serving a static page on
-# a free 127.0.0.1 port, its files under DIR; sets PORT, MASTER and NPIDS
-# (master, then workers) and adds the master to PIDS (the caller's
-# cleanup stops it).
+# wait_port PORT: waits (5 s at most) until 127.0.0.1:PORT accepts a
+# connection; stops the calling script when it does not.
+wait_port() {
+  for _ in $(seq 100); do
+    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on 127.0.0.1:$1" >&2
+  exit 1
+}
+
+# agent_argv MPORT: sets AGENT_ARGV to the node agent's command as
+# deploy/k8s/agent-daemonset.yaml's container runs it (or as AGENT_ARGS
+# says, when set), exporting on 127.0.0.1:MPORT instead of the pod's
+# address.
+agent_argv() {
+  local mport=$1 args=${AGENT_ARGS:-}
+  if [ -z "$args" ]; then
+    args=$(python3 - deploy/k8s/agent-daemonset.yaml <<'PY'
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+i = next(n for n, l in enumerate(lines) if l.strip() == "args:")
+ind = len(lines[i + 1]) - len(lines[i + 1].lstrip())
+out = []
+for l in lines[i + 1:]:
+    s = l.strip()
+    if s.startswith("#") or not s:
+        continue
+    if len(l) - len(l.lstrip()) < ind or not s.startswith("- "):
+        break
+    out.append(s[2:].strip().strip('"'))
+print(" ".join(out))
+PY
+)
+  fi
+  AGENT_ARGV=()
+  # shellcheck disable=SC2086
+  set -- $args
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --metrics) AGENT_ARGV+=(--metrics "127.0.0.1:$mport"); shift ;;
+      *) AGENT_ARGV+=("$1") ;;
+    esac
+    shift
+  done
+}
+
+# nginx_start DIR [WORKERS]: Debian's nginx with WORKERS workers (default
+# 2) serving a static page on a free 127.0.0.1 port, its files under DIR;
+# sets PORT, MASTER and NPIDS (master, then workers) and adds the master to
+# PIDS (the caller's cleanup stops it).
 nginx_start() {
-  local d=$1
+  local d=$1 workers=${2:-2}
   mkdir -p "$d/html" "$d/logs"
   cp /usr/share/nginx/html/index.html "$d/html/" 2>/dev/null ||
     printf '<!DOCTYPE html><html><body>%0600d</body></html>\n' 0 >"$d/html/index.html"
   PORT=$(free_port)
   cat >"$d/nginx.conf" <<EOC
-worker_processes 2;
+worker_processes $workers;
 pid $d/nginx.pid;
 error_log $d/logs/error.log;
 events { worker_connections 1024; }
@@ -75,10 +122,7 @@ EOC
   /usr/sbin/nginx -p "$d" -c "$d/nginx.conf" -g 'daemon off;' &
   MASTER=$!
   PIDS+=("$MASTER")
-  for _ in $(seq 100); do
-    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 0.2)" "$PORT" 2>/dev/null && break
-    sleep 0.05
-  done
+  wait_port "$PORT"
   sleep 0.3
   NPIDS=("$MASTER" $(pgrep -P "$MASTER"))
 }
