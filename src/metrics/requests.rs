@@ -292,8 +292,9 @@ fn cost_families(services: &[ServiceCost]) -> Vec<pb::MetricFamily> {
         family(
             "sockscope_agent_target_bpf_seconds_total",
             "Run time of the request anatomy's BPF programs in the context of a command's \
-             processes (estimated from timed slices, 50 ms of every 500 ms), since they were \
-             first seen.",
+             processes since they were first seen: the kernel's cost of a run (or the \
+             programs' own timing without CAP_SYS_ADMIN) times every run, split as the runs \
+             timed in slices of 50 ms every 500 ms were.",
             Counter,
             services.iter().map(|s| counter(comm(s), s.bpf_s)).collect(),
         ),

@@ -4,7 +4,8 @@
 //! take it ([`scope_filter`]: the read-only globals, the tree of
 //! processes), the capability checks made before loading ([`preflight`]),
 //! libbpf's log for load errors ([`libbpf_log`]), map values as bytes
-//! ([`pod`]) and the latency histogram's layout ([`hist`]).
+//! ([`pod`]), the latency histogram's layout ([`hist`]) and the kernel's
+//! run-time accounting of programs ([`run_stats`]).
 //!
 //! The syscall tracer (`trace`), the request anatomy (`anatomy`), the stack
 //! sampler (`stacks`) and the relay's sockmap (`serve`) stand on it; it
@@ -15,6 +16,7 @@ pub mod hist;
 pub mod libbpf_log;
 pub mod pod;
 pub mod preflight;
+pub mod run_stats;
 pub mod scope;
 pub mod scope_filter;
 pub mod syscall_names;

@@ -2,8 +2,6 @@
 //! run counts, and their timed runs per process (for
 //! [`crate::anatomy::service_cost`]).
 
-use std::os::fd::AsFd;
-
 use anyhow::{Context, Result, bail};
 use libbpf_rs::{MapCore, MapFlags};
 
@@ -20,21 +18,10 @@ impl Programs<'_> {
     pub fn set_kernel_stats(&mut self, on: bool) -> bool {
         if !on {
             self.stats_fd = None;
-            return true;
+        } else if self.stats_fd.is_none() {
+            self.stats_fd = crate::probe::run_stats::enable().ok();
         }
-        if self.stats_fd.is_none() {
-            // SAFETY: plain syscall wrapper; a non-negative result is an fd
-            // we own.
-            let fd = unsafe {
-                libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
-            };
-            if fd < 0 {
-                return false;
-            }
-            // SAFETY: fd is a fresh descriptor returned by the kernel.
-            self.stats_fd = Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
-        }
-        true
+        !on || self.stats_fd.is_some()
     }
 
     /// Every run of the programs so far, summed over CPUs (they count each
@@ -64,22 +51,9 @@ impl Programs<'_> {
             &progs.ss_send,
             &progs.ss_sock_state,
         ] {
-            // SAFETY: zeroed plain struct of the length we pass.
-            let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
-            // SAFETY: info is a zeroed bpf_prog_info of the length we pass.
-            let rc = unsafe {
-                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
-                    std::os::fd::AsRawFd::as_raw_fd(&prog.as_fd()),
-                    &mut info,
-                    &mut len,
-                )
-            };
-            if rc != 0 {
-                return None;
-            }
-            sum.0 += info.run_time_ns;
-            sum.1 += info.run_cnt;
+            let (runs, ns) = crate::probe::run_stats::of(prog)?;
+            sum.0 += ns;
+            sum.1 += runs;
         }
         Some(sum)
     }

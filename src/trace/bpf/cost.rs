@@ -2,11 +2,6 @@
 //! (BPF_ENABLE_STATS) per program, and the syscall programs' own timing of
 //! traced and filtered runs in .bss, both switched on for sampled slices.
 
-use std::mem::size_of;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-
-use libbpf_rs::libbpf_sys;
-
 use super::super::abi::types;
 use super::Tracer;
 use crate::probe::ScopeFilter;
@@ -97,16 +92,7 @@ impl Tracer<'_> {
         if self.stats_fd.is_some() {
             return Ok(());
         }
-        // SAFETY: plain syscall wrapper; a non-negative result is an fd we own.
-        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-        if fd < 0 {
-            return Err(format!(
-                "BPF run-time statistics unavailable: {}",
-                std::io::Error::from_raw_os_error(-fd)
-            ));
-        }
-        // SAFETY: fd is a fresh descriptor returned by the kernel.
-        self.stats_fd = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        self.stats_fd = Some(crate::probe::run_stats::enable()?);
         self.set_cost_flag(true);
         Ok(())
     }
@@ -171,19 +157,11 @@ impl Tracer<'_> {
             if !loaded {
                 continue;
             }
-            let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
-            let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
-            // SAFETY: info is a zeroed bpf_prog_info of the length we pass.
-            let rc = unsafe {
-                libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
-            };
-            if rc != 0 {
-                return None;
-            }
+            let (run_cnt, run_time_ns) = crate::probe::run_stats::of(prog)?;
             out.push(ProgCost {
                 name,
-                run_cnt: info.run_cnt,
-                run_time_ns: info.run_time_ns,
+                run_cnt,
+                run_time_ns,
             });
         }
         Some(out)
