@@ -847,6 +847,16 @@ static __always_inline bool ready_work(const struct sock *sk)
 		/* More of the request, or the next one pipelined behind it:
 		 * a read after the response began tells. */
 		c->flags |= SS_CONN_WAITING;
+		barrier();
+		/* Unless a reader on another CPU took this very data between
+		 * the test of unread data above and the state read here: its
+		 * read began the SERVING turn seen (recv_work stores the state
+		 * after the kernel took the bytes), and the data is that
+		 * request's own, not one waiting behind it. Taken for waiting,
+		 * the next request read before its data_ready would make a
+		 * lockstep connection look multiplexed. */
+		if (!unread_data(sk, c))
+			c->flags &= ~SS_CONN_WAITING;
 	}
 	return true;
 }
