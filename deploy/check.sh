@@ -364,10 +364,29 @@ sleep 2
 sample=$(helper sample --prom "$PROM" --port "$ECHO_PORT" --node "$NODE")
 read -r BASELINE OTHER_BASELINE <<<"$sample"
 say "agent's count before the load: port $ECHO_PORT $BASELINE, port=\"(other)\" $OTHER_BASELINE"
-LOAD_CMD=("$BIN" load tcp-rr "$ECHO_ADDR" -c 4 --rate 500 -d 10 --json "$WORK/load.json")
+# A sampling agent (--requests-duty in the manifest) counts the requests of
+# its samples only: the load then lasts a period and more, and the agent's
+# own /metrics is read twice inside it, a period apart, for the rate over
+# the time it followed.
+DUTY=$(helper duty --manifest "$MANIFEST")
+read -r DUTY_ON DUTY_PERIOD <<<"$DUTY"
+LOAD_SECS=10
+if [[ -n ${DUTY_PERIOD:-} ]]; then
+	SPAN=$(python3 -c "import math; print(math.ceil($DUTY_PERIOD) + 2)")
+	LOAD_SECS=$((SPAN + 8))
+	say "the agent samples ${DUTY_ON}s of every ${DUTY_PERIOD}s: a ${LOAD_SECS}s load, read twice ${SPAN}s apart inside it"
+fi
+LOAD_CMD=("$BIN" load tcp-rr "$ECHO_ADDR" -c 4 --rate 500 -d "$LOAD_SECS" --json "$WORK/load.json")
 say "${LOAD_CMD[*]##*/}"
-start_bg "$WORK/load.log" timeout --kill-after=5 60 "${LOAD_CMD[@]}"
-wait_bg "$LAST_PID" "sockscope load" "$WORK/load.log"
+start_bg "$WORK/load.log" timeout --kill-after=5 $((LOAD_SECS + 50)) "${LOAD_CMD[@]}"
+LOAD_PID=$LAST_PID
+if [[ -n ${DUTY_PERIOD:-} ]]; then
+	sleep 3
+	curl -fs --max-time 5 "http://$METRICS_ADDR/metrics" >"$WORK/scrape-before" || fail "no scrape of the agent"
+	sleep "$SPAN"
+	curl -fs --max-time 5 "http://$METRICS_ADDR/metrics" >"$WORK/scrape-after" || fail "no scrape of the agent"
+fi
+wait_bg "$LOAD_PID" "sockscope load" "$WORK/load.log"
 LOAD_END=$(date +%s.%N)
 grep -E 'transactions|requests|p99' "$WORK/load.log" | head -n 6 || true
 stop_pid "$ECHO_PID"
@@ -375,10 +394,17 @@ stop_pid "$ECHO_PID"
 
 # --- 7 -----------------------------------------------------------------------
 step "query Prometheus: the dashboard's metrics, the request count"
-say "the agent's request count for port $ECHO_PORT, after the load:"
-helper compare --prom "$PROM" --port "$ECHO_PORT" --node "$NODE" --load-json "$WORK/load.json" \
-	--server-json "$WORK/echo.json" --baseline "$BASELINE" --other-baseline "$OTHER_BASELINE" --load-end "$LOAD_END" \
-	--out "$WORK/counts"
+if [[ -n ${DUTY_PERIOD:-} ]]; then
+	say "the agent's request rate for port $ECHO_PORT over the time it followed, inside the load:"
+	helper compare-sampled --port "$ECHO_PORT" --load-json "$WORK/load.json" \
+		--before "$WORK/scrape-before" --after "$WORK/scrape-after" --rate 500 \
+		--on "$DUTY_ON" --period "$DUTY_PERIOD" --span "$SPAN" --out "$WORK/counts"
+else
+	say "the agent's request count for port $ECHO_PORT, after the load:"
+	helper compare --prom "$PROM" --port "$ECHO_PORT" --node "$NODE" --load-json "$WORK/load.json" \
+		--server-json "$WORK/echo.json" --baseline "$BASELINE" --other-baseline "$OTHER_BASELINE" --load-end "$LOAD_END" \
+		--out "$WORK/counts"
+fi
 say "every metric the dashboard queries (panels and variables; recording rules evaluate every 30 s):"
 helper families --prom "$PROM" --dashboard "$DASHBOARD" --rules "$PROM_DIR/rules.yml" \
 	--node "$NODE" --caps "$WORK/caps-effective" --out "$WORK/families"

@@ -82,6 +82,13 @@ fn the_daemonset_runs_the_agent_with_named_capabilities_and_host_mounts() {
     for f in ["--system", "--requests-only", "--metrics-public"] {
         assert!(args.iter().any(|a| a == f), "{f} in {args:?}");
     }
+    // Sampled at most a sixtieth of the time: following every request
+    // costs a small-request server up to 1.8x its CPU per request
+    // (docs/benchmarks.md), and the agent may cost it 2 %.
+    let duty = after(&args, "--requests-duty");
+    let (on, period) = duty.split_once('/').unwrap();
+    let secs = |t: &str| t.trim_end_matches('s').parse::<f64>().unwrap();
+    assert!(secs(on) / secs(period) <= 1.0 / 60.0, "{duty}");
     // The bounds stay explicit, not left to defaults that may change.
     assert!(after(&args, "--max-series").parse::<u32>().unwrap() > 0);
     assert!(
@@ -346,6 +353,55 @@ fn exported(body: &str) -> BTreeSet<String> {
     out
 }
 
+/// The systemd unit's `ExecStart` command line, its continuations joined,
+/// split on white space (it quotes nothing).
+fn systemd_exec_start() -> Vec<String> {
+    let unit = std::fs::read_to_string(repo("deploy/systemd/sockscope-metrics.service")).unwrap();
+    let mut line = String::new();
+    let mut inside = false;
+    for l in unit.lines() {
+        if let Some(rest) = l.strip_prefix("ExecStart=") {
+            inside = true;
+            line.push_str(rest);
+        } else if inside {
+            line.push(' ');
+            line.push_str(l.trim());
+        } else {
+            continue;
+        }
+        if line.ends_with('\\') {
+            line.pop();
+        } else {
+            break;
+        }
+    }
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn the_systemd_unit_runs_the_agent_s_defaults() {
+    let cmd = systemd_exec_start();
+    assert!(cmd[0].ends_with("/sockscope"), "{cmd:?}");
+    assert_eq!(cmd[1], "trace", "{cmd:?}");
+    let known = trace_flags();
+    for a in cmd.iter().filter(|a| a.starts_with('-')) {
+        assert!(known.contains(a), "{a} is not a flag of `sockscope trace`");
+    }
+    // The same defaults as the DaemonSet: the anatomy alone, sampled as
+    // it samples, the series bounded.
+    assert!(cmd.iter().any(|a| a == "--requests-only"), "{cmd:?}");
+    let ds = strings(&daemonset()["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert_eq!(
+        after(&cmd, "--requests-duty"),
+        after(&ds, "--requests-duty")
+    );
+    assert!(after(&cmd, "--max-series").parse::<u32>().unwrap() > 0);
+    assert!(
+        after(&cmd, "--metrics").starts_with("127.0.0.1:"),
+        "{cmd:?}"
+    );
+}
+
 /// A one-thread echo server on loopback.
 fn echo_server() -> Server {
     Server::start(&[
@@ -361,7 +417,10 @@ fn echo_server() -> Server {
 }
 
 /// The agent's command as the DaemonSet runs it (its arguments, read from
-/// the manifest), exporting on `maddr` instead of the pod's address.
+/// the manifest), exporting on `maddr` instead of the pod's address, and
+/// sampling 1 s of every 2 s instead of its duty's longer period, so that
+/// seconds of traffic are followed (tests/metrics.rs checks what a duty
+/// exports).
 fn agent_args(maddr: SocketAddr) -> Vec<String> {
     let args = strings(&daemonset()["spec"]["template"]["spec"]["containers"][0]["args"]);
     let mut out = Vec::new();
@@ -370,6 +429,9 @@ fn agent_args(maddr: SocketAddr) -> Vec<String> {
         if a == "--metrics" {
             it.next();
             out.extend(["--metrics".to_string(), maddr.to_string()]);
+        } else if a == "--requests-duty" {
+            it.next();
+            out.extend(["--requests-duty".to_string(), "1s/2s".to_string()]);
         } else {
             out.push(a);
         }
@@ -425,7 +487,8 @@ fn scrape_until(maddr: SocketAddr, ready: impl Fn(&str) -> bool) -> String {
     last
 }
 
-/// Two seconds of loopback traffic to `addr`.
+/// Three seconds of loopback traffic to `addr`: Redis PINGs (which the
+/// echo server sends back), so that the anatomy names an endpoint.
 fn traffic(addr: SocketAddr) {
     let (st, _, err) = common::run_bounded(
         &[
@@ -434,11 +497,16 @@ fn traffic(addr: SocketAddr) {
             &addr.to_string(),
             "-c",
             "2",
-            // Long enough for the cost slices (50 ms of every 500 ms) to
-            // time some of its runs.
+            // Long enough for a sample (1 s of every 2 s) and the cost
+            // slices in it (50 ms of every 500 ms) to time some of its
+            // runs.
             "-d",
-            "2",
+            "3",
             "-q",
+            "--request",
+            "*1\\r\\n$4\\r\\nPING\\r\\n",
+            "--expect",
+            "14",
         ],
         Duration::from_secs(60),
     );

@@ -650,3 +650,90 @@ fn the_agent_exports_what_its_programs_cost_each_service() {
         "agent {ours} s of BPF time, kernel {kernel} s"
     );
 }
+
+/// A value of an unlabelled series, or of the series whose labels contain
+/// `labels`, in a scrape.
+fn series_value(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|r| r.starts_with(' ') || (r.starts_with('{') && r.contains(labels)))
+        })
+        .find_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+}
+
+/// Issue 41: an agent that samples (`--requests-duty`) exports how long it
+/// followed requests, and the requests counted over that time are the
+/// rate the server really served: an open-loop load at a known rate,
+/// across two scrapes, is that rate within 15 %, and the time followed
+/// is the duty's share of the time between the readings.
+#[test]
+fn a_sampled_agent_exports_its_observed_time_and_rates_come_out_right() {
+    let test = "a_sampled_agent_exports_its_observed_time_and_rates_come_out_right";
+    if !common::require_bpf(test) {
+        return;
+    }
+    const RATE: f64 = 1000.0;
+    let mut echo = Command::new(common::sockscope())
+        .args(["serve", "echo", "--listen", "127.0.0.1:0", "--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let echo_addr = ports::listening(&mut echo, Duration::from_secs(30));
+    let (mut trace, addr) = exporting(&[
+        "--system",
+        "--requests-only",
+        "--requests-duty",
+        "500ms/2s",
+        "--duration",
+        "60",
+    ]);
+    let mut load = Command::new(common::sockscope())
+        .args(["load", "tcp-rr", &echo_addr.to_string(), "-c", "2"])
+        .args(["--rate", &RATE.to_string(), "-d", "14", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let scrape = || {
+        http_get(addr, "/metrics", None)
+            .map(|(_, _, b)| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let port = format!("port=\"{}\"", echo_addr.port());
+    let read = |t: &str| {
+        (
+            series_value(t, "sockscope_requests_observed_seconds_total", "")
+                .unwrap_or_else(|| panic!("no observed seconds:\n{t}")),
+            series_value(t, "sockscope_requests_total", &port).unwrap_or(0.0),
+        )
+    };
+    // Past the load's start, then 8 s of it (the readings are published
+    // once a second: both scrapes are as late).
+    std::thread::sleep(Duration::from_secs(3));
+    let (o0, n0) = read(&scrape());
+    std::thread::sleep(Duration::from_secs(8));
+    let (o1, n1) = read(&scrape());
+    let st = common::wait_bounded(&mut load, Duration::from_secs(60));
+    let _ = echo.kill();
+    let _ = echo.wait();
+    let (status, err) = interrupt(&mut trace);
+    assert!(st.success(), "load: {st}");
+    assert!(status.success(), "sockscope exit {status}: {err}");
+
+    let observed = o1 - o0;
+    // 500 ms of every 2 s, between readings 8 s apart give or take the
+    // one-second publication on either side.
+    assert!(
+        (0.25 * 8.0 - 0.6..=0.25 * 8.0 + 0.6).contains(&observed),
+        "observed {observed} s of 8"
+    );
+    let rate = (n1 - n0) / observed;
+    eprintln!("{test}: {rate:.0} requests/s over {observed:.2} s followed");
+    assert!(
+        (0.85 * RATE..=1.15 * RATE).contains(&rate),
+        "{} requests in {observed} s followed: {rate}/s, the load sent {RATE}/s",
+        n1 - n0
+    );
+}

@@ -442,6 +442,12 @@ pub struct Counts {
     /// agent's; empty elsewhere). Totals since the start: `since` keeps
     /// them as they are.
     pub services: Vec<super::service_cost::ServiceCost>,
+    /// How long the per-request hooks were attached, ns, from the
+    /// window's start to this reading: all of it when following every
+    /// request, the samples' time under `--requests-duty`. What an
+    /// exporter divides the request counters by for a rate (0 where the
+    /// counts are not published; `since` keeps it as it is).
+    pub observed_ns: u64,
 }
 
 impl Counts {
@@ -464,6 +470,7 @@ impl Counts {
             names: Vec::new(),
             h2: Default::default(),
             services: Vec::new(),
+            observed_ns: 0,
         }
     }
 
@@ -509,6 +516,7 @@ impl Counts {
             names,
             h2: self.h2.since(&earlier.h2),
             services: self.services.clone(),
+            observed_ns: self.observed_ns,
         }
     }
 

@@ -242,6 +242,12 @@ pub fn latest() -> Latest {
     Arc::new(Mutex::new(None))
 }
 
+/// The time the per-request hooks were on, ns: the samples that ended
+/// (`on_total`) and, while `sampling`, the one under way for `current`.
+fn observed(on_total: Duration, sampling: bool, current: Duration) -> u64 {
+    (on_total + if sampling { current } else { Duration::ZERO }).as_nanos() as u64
+}
+
 /// Publishes `counts`, with a row of no turns for each served port known
 /// when the window opened and not yet in them (the kernel keeps a port's
 /// figures from its first turn on), so an idle port reads 0 rather than
@@ -598,6 +604,7 @@ fn run(
             if let Some(s) = services.as_ref() {
                 so_far.services = s.costs();
             }
+            so_far.observed_ns = observed(on_total, sampling, el - since);
             publish(cfg.latest.as_ref(), so_far, &ports, cfg.max_ports);
             last = now;
         }
@@ -621,7 +628,11 @@ fn run(
             intervals.push(summary::interval_row(t0.elapsed().as_secs_f64(), &tail));
         }
     }
-    let window = end.since(&before);
+    let mut window = end.since(&before);
+    window.observed_ns = on_total.as_nanos() as u64;
+    if let Some(s) = services.as_ref() {
+        window.services = s.costs();
+    }
     publish(cfg.latest.as_ref(), window.clone(), &ports, cfg.max_ports);
     Ok(Recorded {
         window,

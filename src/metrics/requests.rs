@@ -273,6 +273,15 @@ pub fn families(c: &Counts, adm: &mut EndpointAdmission) -> Vec<pb::MetricFamily
                 })
                 .collect(),
         ),
+        family(
+            "sockscope_requests_observed_seconds_total",
+            "How long the request anatomy has followed requests: all the time it ran when it \
+             follows every request, only its samples' time under --requests-duty. Every \
+             request counter and histogram grows only then: a rate of requests is \
+             rate(sockscope_requests_total) / rate(sockscope_requests_observed_seconds_total).",
+            Counter,
+            vec![counter(Vec::new(), c.observed_ns as f64 / 1e9)],
+        ),
     ]
     .into_iter()
     .chain(endpoint_families(&c.names, adm))
@@ -342,8 +351,14 @@ mod tests {
         c.ports.push(port(7001, &[300_000, 310_000, 2_000_000]));
         c.ports.push(port(53, &[]));
         c.ports[1].transport = Transport::Udp;
+        c.observed_ns = 2_500_000_000;
         let f = families(&c, &mut EndpointAdmission::new(8));
         let text = super::super::text::encode(&f);
+        let observed = text
+            .lines()
+            .find_map(|l| l.strip_prefix("sockscope_requests_observed_seconds_total "))
+            .and_then(|v| v.parse::<f64>().ok());
+        assert_eq!(observed, Some(2.5), "{text}");
         assert!(
             text.contains("sockscope_requests_total{port=\"7001\",transport=\"tcp\"} 3\n"),
             "{text}"
