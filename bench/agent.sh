@@ -10,9 +10,15 @@
 # run in its context is in it), and the agent's own CPU as a share of one
 # CPU, also scaled to 100,000 requests/s. The agent's own
 # sockscope_agent_target_cpu_share for the service is read from its
-# exporter at the end of each agent run.
+# exporter at the end of each agent run ("-" under a duty until the agent
+# has read the service for a whole window: a run of one period has none).
 #
-#   bench/agent.sh [SECS_PER_RUN]      (default 5; ROUNDS=5, TARGETS="nginx redis")
+#   bench/agent.sh [SECS_PER_RUN]      (default 60; ROUNDS=5, TARGETS="nginx redis")
+#
+# Under a --requests-duty the agent's hooks are attached ON of every
+# PERIOD from its start; each run drives from 6 s after the agent starts
+# for SECS_PER_RUN, so a run of one period holds exactly one sample: the
+# script refuses a shorter run.
 #
 # AGENT_ARGS="..." replaces the file's arguments (e.g. to try another
 # --requests-duty). Only loopback is used; every process started here is
@@ -20,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-SECS=${1:-5}
+SECS=${1:-60}
 ROUNDS=${ROUNDS:-5}
 TARGETS=${TARGETS:-nginx redis}
 BIN=${SOCKSCOPE:-target/release/sockscope}
@@ -60,7 +66,8 @@ drive() {
   case $1 in
     nginx)
       wrk -t1 -c32 -d"${2}s" "http://127.0.0.1:$NPORT/index.html" >"$OUT/drive.txt"
-      python3 -c "import re,sys; t=open(sys.argv[1]).read(); print(re.search(r'(\d+) requests in', t).group(1), re.search(r'requests in ([\d.]+)s', t).group(1))" "$OUT/drive.txt" ;;
+      # wrk writes the span as 10.00s, or 1.00m from a minute.
+      python3 -c "import re,sys; t=open(sys.argv[1]).read(); m=re.search(r'(\d+) requests in ([\d.]+)(ms|s|m)', t); print(m.group(1), float(m.group(2)) * {'ms': 1e-3, 's': 1, 'm': 60}[m.group(3)])" "$OUT/drive.txt" ;;
     redis)
       # A fixed count sized from the first base run, so each run lasts about SECS.
       local n=${REDIS_N:-400000}
@@ -125,6 +132,11 @@ PY
 }
 
 agent_argv 0
+PERIOD=$(duty_period_s)
+if [ "$PERIOD" -gt 0 ] && [ "$SECS" -lt "$PERIOD" ]; then
+  echo "bench/agent.sh: the agent samples every ${PERIOD}s (--requests-duty): a ${SECS}s run could fall between samples; give at least $PERIOD s per run (bench/agent.sh $PERIOD)" >&2
+  exit 2
+fi
 echo "machine: $(uname -r), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds; agent: sockscope ${AGENT_ARGV[*]}"
 echo
 echo "| target | round | mode | req/s | service CPU us/req | agent CPU (of one CPU) | agent's target_cpu_share |"

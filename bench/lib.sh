@@ -95,6 +95,21 @@ PY
   done
 }
 
+# duty_period_s: the period of AGENT_ARGV's --requests-duty in whole
+# seconds, rounded up (0 when it follows every request). A run shorter
+# than that may fall between samples and measure nothing.
+duty_period_s() {
+  local prev="" a
+  for a in "${AGENT_ARGV[@]}"; do
+    if [ "$prev" = --requests-duty ]; then
+      python3 -c "import math,re,sys; t=sys.argv[1].split('/')[1]; m=re.fullmatch(r'([0-9.]+)(ms|s|m|h)', t); print(math.ceil(float(m.group(1)) * {'ms': 1e-3, 's': 1, 'm': 60, 'h': 3600}[m.group(2)]))" "$a"
+      return
+    fi
+    prev=$a
+  done
+  echo 0
+}
+
 # nginx_start DIR [WORKERS]: Debian's nginx with WORKERS workers (default
 # 2) serving a static page on a free 127.0.0.1 port, its files under DIR;
 # sets PORT, MASTER and NPIDS (master, then workers) and adds the master to

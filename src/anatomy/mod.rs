@@ -242,6 +242,42 @@ pub fn latest() -> Latest {
     Arc::new(Mutex::new(None))
 }
 
+/// The kernel's run-time accounting of the programs, held in slices of its
+/// own: what it counted over them (ns, runs; None until a slice ended
+/// with figures, or when the kernel refuses the accounting).
+#[derive(Default)]
+struct KernelSlices {
+    on: bool,
+    /// The figures when the slice under way began.
+    start: Option<(u64, u64)>,
+    sliced: Option<(u64, u64)>,
+}
+
+impl KernelSlices {
+    /// Holds the accounting while `in_slice`, lets it go after, adding
+    /// what each slice counted.
+    fn step(&mut self, in_slice: bool, progs: &mut bpf::Programs) {
+        if in_slice == self.on {
+            return;
+        }
+        self.on = in_slice;
+        if in_slice {
+            self.start = if progs.set_kernel_stats(true) {
+                progs.kernel_run_time()
+            } else {
+                None
+            };
+            return;
+        }
+        if let (Some((n0, c0)), Some((n1, c1))) = (self.start.take(), progs.kernel_run_time()) {
+            let k = self.sliced.get_or_insert((0, 0));
+            k.0 += n1.saturating_sub(n0);
+            k.1 += c1.saturating_sub(c0);
+        }
+        progs.set_kernel_stats(false);
+    }
+}
+
 /// The time the per-request hooks were on, ns: the samples that ended
 /// (`on_total`) and, while `sampling`, the one under way for `current`.
 fn observed(on_total: Duration, sampling: bool, current: Duration) -> u64 {
@@ -509,11 +545,17 @@ fn run(
     let mut cost_on = false;
     // The per-process cost, when the counts are published.
     let mut services = cfg.latest.as_ref().map(|_| {
-        service_cost::ServiceCosts::new(cfg.max_services as usize, crate::procfs::clock_ticks())
+        let s = service_cost::ServiceCosts::new(
+            cfg.max_services as usize,
+            crate::procfs::clock_ticks(),
+        );
+        match cfg.duty {
+            Some(d) => s.sampled(d.period),
+            None => s,
+        }
     });
     let mut next_services = Duration::ZERO;
-    // The kernel's run time of the programs over its slices (ns, runs).
-    let (mut kernel_on, mut kernel0, mut kernel_sliced) = (false, None, None::<(u64, u64)>);
+    let mut kernel = KernelSlices::default();
     // Sampled windows: whether the per-request hooks are on, since when,
     // and the time they were on in all.
     let (mut sampling, mut since, mut on_total) = (true, Duration::ZERO, Duration::ZERO);
@@ -559,31 +601,14 @@ fn run(
         let in_kernel_slice = services.is_some()
             && (el.as_nanos() + COST_PERIOD.as_nanos() / 2) % COST_PERIOD.as_nanos()
                 < COST_SLICE.as_nanos();
-        if in_kernel_slice != kernel_on {
-            kernel_on = in_kernel_slice;
-            if kernel_on {
-                kernel0 = if progs.set_kernel_stats(true) {
-                    progs.kernel_run_time()
-                } else {
-                    None
-                };
-            } else {
-                if let (Some((n0, c0)), Some((n1, c1))) = (kernel0.take(), progs.kernel_run_time())
-                {
-                    let k = kernel_sliced.get_or_insert((0, 0));
-                    k.0 += n1.saturating_sub(n0);
-                    k.1 += c1.saturating_sub(c0);
-                }
-                progs.set_kernel_stats(false);
-            }
-        }
+        kernel.step(in_kernel_slice, &mut progs);
         if let Some(s) = services.as_mut()
             && el >= next_services
         {
             next_services = el + SERVICE_COST_EVERY;
             let runs = service_cost::Runs {
                 all: progs.runs_total()?,
-                kernel: kernel_sliced,
+                kernel: kernel.sliced,
             };
             s.read(
                 el,

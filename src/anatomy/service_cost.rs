@@ -22,8 +22,13 @@ use std::time::Duration;
 
 /// The label of the processes past the series limit.
 pub const OTHER: &str = "(other)";
-/// The share gauge's window.
+/// The share gauge's window (at least; a whole number of a duty's
+/// periods under `--requests-duty`).
 pub const SHARE_WINDOW: Duration = Duration::from_secs(60);
+/// How much earlier than a window's start a reading may be taken and still
+/// be left out of it (the readings come on the agent's 10 ms ticks: a
+/// window of 60 s holds the last 12 readings 5 s apart, not 13).
+const READ_SLACK: Duration = Duration::from_secs(1);
 
 /// One process's timed runs, summed over the CPUs (the `svc_cost` map).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,7 +85,8 @@ pub struct ServiceCost {
     pub bpf_s: f64,
     /// Its processes' CPU time over the same readings, s.
     pub cpu_s: f64,
-    /// bpf over cpu over the last [`SHARE_WINDOW`] (None: no CPU in it).
+    /// bpf over cpu over the last [`SHARE_WINDOW`] (None: no CPU in it,
+    /// or, under a duty, the name not read for a whole window yet).
     pub share: Option<f64>,
 }
 
@@ -126,6 +132,16 @@ pub struct ServiceCosts {
     runs: Runs,
     /// The cost of a run the last reading used, ns.
     per_run: Option<f64>,
+    /// The share's window.
+    window: Duration,
+    /// How long a name must have been read before its share is given
+    /// (under a duty: a window, so that the CPU of a whole window is put
+    /// against the runs of the samples in it).
+    settle: Duration,
+    /// When each name was first read.
+    first: HashMap<String, Duration>,
+    /// When the last reading was.
+    last: Duration,
 }
 
 /// Fewer kernel-counted runs than this between two readings leave the
@@ -147,7 +163,25 @@ impl ServiceCosts {
             raw: HashMap::new(),
             runs: Runs::default(),
             per_run: None,
+            window: SHARE_WINDOW,
+            settle: Duration::ZERO,
+            first: HashMap::new(),
+            last: Duration::ZERO,
         }
+    }
+
+    /// For a window sampled `on` of every `period` (`--requests-duty`):
+    /// the programs' runs come in bursts, the CPU all the time, so the
+    /// share's window is a whole number of periods (at least
+    /// [`SHARE_WINDOW`]) and a name's share is given only once it has been
+    /// read for a whole window; before, its runs' burst would be put
+    /// against less than a window's CPU.
+    pub fn sampled(mut self, period: Duration) -> Self {
+        let p = period.as_millis().max(1);
+        let n = SHARE_WINDOW.as_millis().div_ceil(p);
+        self.window = Duration::from_millis(u64::try_from(n * p).unwrap_or(u64::MAX));
+        self.settle = self.window;
+        self
     }
 
     /// A reading at `el` (time since the start): `runs` the programs' run
@@ -223,18 +257,21 @@ impl ServiceCosts {
             let t = self.totals.entry(name.clone()).or_default();
             t.0 += b;
             t.1 += c;
+            self.first.entry(name.clone()).or_insert(el);
         }
         self.recent.push_back((
             el,
             deltas.into_iter().map(|(n, (_, c, p))| (n, p, c)).collect(),
         ));
+        let keep = self.window.saturating_sub(READ_SLACK);
         while self
             .recent
             .front()
-            .is_some_and(|(t, _)| el.saturating_sub(*t) > SHARE_WINDOW)
+            .is_some_and(|(t, _)| el.saturating_sub(*t) >= keep)
         {
             self.recent.pop_front();
         }
+        self.last = el;
     }
 
     /// Each entry's timed sums since the last reading, and their sum over
@@ -333,6 +370,11 @@ impl ServiceCosts {
                 share: window
                     .get(name.as_str())
                     .filter(|w| w.1 > 0.0)
+                    .filter(|_| {
+                        self.first
+                            .get(name)
+                            .is_some_and(|f| self.last.saturating_sub(*f) >= self.settle)
+                    })
                     .map(|w| w.0 / w.1),
             })
             .collect()
@@ -440,6 +482,56 @@ mod tests {
         });
         let a = c.costs().into_iter().find(|s| s.name == "a").unwrap();
         assert!((a.cpu_s - 0.1).abs() < 1e-9, "{a:?}");
+    }
+
+    #[test]
+    fn under_a_duty_the_share_puts_one_sample_against_a_whole_windows_cpu() {
+        // 1 s of every 60 s; readings every 5 s (at 5.01, 10.01...: the
+        // agent's ticks are late by a few ms); 100 ticks/s. The server
+        // uses 0.5 CPU all the time; the programs run in it only in the
+        // samples: 6,000 runs of 100 ns (0.6 ms) per sample.
+        let mut c = ServiceCosts::new(8, 100.0).sampled(Duration::from_secs(60));
+        let t = |runs: u64| Timed {
+            ns: 100 * runs,
+            runs,
+            clock_ns: 0,
+        };
+        let mut all = 0;
+        let mut timed = 0;
+        let mut shares = Vec::new();
+        for i in 1..=60u64 {
+            let el = Duration::from_millis(5_000 * i + 10);
+            // The reading after each sample's second carries its runs,
+            // from the first sample at 60 s (the server was not seen
+            // before: no run in its context).
+            if i % 12 == 1 && i > 1 {
+                all += 6_000;
+                timed += 600;
+            }
+            let kernel = Some((100 * all, all));
+            // In the programs' map from its first timed run on.
+            let map = if timed > 0 {
+                vec![(7, t(timed))]
+            } else {
+                Vec::new()
+            };
+            c.read(el, runs(all, kernel), &map, |_| {
+                Some(stat("srv", 250 * i, 1))
+            });
+            let share = c.costs().first().and_then(|s| s.share);
+            shares.push((i * 5, share));
+        }
+        // First read at 65 s: no share for a whole window (until 125 s).
+        for &(at, share) in &shares {
+            if at < 125 {
+                assert_eq!(share, None, "{at} s: {shares:?}");
+            }
+        }
+        // Then every window holds one sample's 0.6 ms against 30 s of CPU.
+        for &(at, share) in shares.iter().filter(|(at, _)| *at >= 125) {
+            let v = share.unwrap_or_else(|| panic!("{at} s: {shares:?}"));
+            assert!((v - 0.6e-3 / 30.0).abs() < 1e-9, "{at} s: {v} ({shares:?})");
+        }
     }
 
     proptest! {
