@@ -131,7 +131,8 @@ demo: deps-demo build
 # made with debootstrap) and run as deploy/k8s/agent-daemonset.yaml runs it,
 # scraped by Prometheus with deploy/prometheus's rules; deploy/check.sh says
 # which step failed (docs/deploy-check.md). Not part of `make test`: it
-# installs podman and debootstrap, about 3 minutes cold, 40 s warm.
+# installs podman and debootstrap, about 4 minutes cold, 100 s warm (the
+# load outlasts the agent's 60 s sampling period).
 image-check: build
 	deploy/check.sh
 
