@@ -22,6 +22,9 @@ use std::time::Duration;
 
 /// The label of the processes past the series limit.
 pub const OTHER: &str = "(other)";
+/// The label of the runs in processes that exited before a reading named
+/// them (a reading every 5 s): counted, with no CPU and no share.
+pub const EXITED: &str = "(exited)";
 /// The share gauge's window (at least; a whole number of a duty's
 /// periods under `--requests-duty`).
 pub const SHARE_WINDOW: Duration = Duration::from_secs(60);
@@ -216,6 +219,12 @@ impl ServiceCosts {
                 continue;
             }
             let Some(st) = stat(tgid) else {
+                // Gone: its runs since the last reading still cost what
+                // they cost; there is no name, nor CPU, to put them with.
+                let ns = weights.get(&tgid).map_or(0.0, share_of);
+                if ns > 0.0 {
+                    deltas.entry(EXITED.to_string()).or_default().0 += ns;
+                }
                 continue;
             };
             seen.push(tgid);
@@ -447,6 +456,35 @@ mod tests {
         );
         assert_eq!(c.per_run_ns(), Some(300.0));
         assert!((c.costs()[0].bpf_s - 525e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn runs_of_a_process_gone_before_the_reading_are_counted_as_exited() {
+        let mut c = ServiceCosts::new(8, 100.0);
+        let at = |s: u64| Duration::from_secs(s);
+        let t = |ns| Timed {
+            ns,
+            runs: ns,
+            clock_ns: 0,
+        };
+        c.read(at(5), runs(0, None), &[(1, t(0))], |_| {
+            Some(stat("srv", 0, 1))
+        });
+        // 400 runs of 1 ns: 300 timed in the server, 100 in a process
+        // that exited before this reading.
+        c.read(at(10), runs(400, None), &[(1, t(300)), (2, t(100))], |p| {
+            (p == 1).then(|| stat("srv", 100, 1))
+        });
+        let got = c.costs();
+        let of = |n: &str| got.iter().find(|s| s.name == n).cloned();
+        let exited = of(EXITED).unwrap_or_else(|| panic!("{got:?}"));
+        assert!((exited.bpf_s - 100e-9).abs() < 1e-15, "{got:?}");
+        assert_eq!((exited.cpu_s, exited.share), (0.0, None));
+        let all: f64 = got.iter().map(|s| s.bpf_s).sum();
+        assert!(
+            (all - 400e-9).abs() < 1e-15,
+            "every run is in a name: {got:?}"
+        );
     }
 
     #[test]

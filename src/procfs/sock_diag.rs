@@ -363,7 +363,7 @@ fn raw_message(m: &[u8], f: &mut impl FnMut(&[u8])) -> io::Result<bool> {
     };
     match kind {
         NLMSG_DONE => match errno() {
-            e if e < 0 => Err(io::Error::from_raw_os_error(-e)),
+            e if e < 0 => Err(io::Error::from_raw_os_error(e.saturating_neg())),
             _ => Ok(true),
         },
         NLMSG_ERROR => match errno() {
@@ -704,6 +704,15 @@ mod tests {
         let mut got = Vec::new();
         let done = messages(datagram, |m| Ok(handle(m, &mut |e| got.push(e))?.is_some()))?;
         Ok((got, done))
+    }
+
+    #[test]
+    fn a_done_or_error_carrying_the_lowest_errno_is_an_error_not_a_panic() {
+        // Found by mutated_datagrams_never_panic: -i32::MIN overflows.
+        for kind in [NLMSG_DONE, NLMSG_ERROR] {
+            let m = nl(kind, &i32::MIN.to_ne_bytes());
+            assert!(raw_message(&m, &mut |_| {}).is_err(), "kind {kind}");
+        }
     }
 
     proptest! {
