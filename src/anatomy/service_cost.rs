@@ -25,6 +25,10 @@ pub const OTHER: &str = "(other)";
 /// The label of the runs in processes that exited before a reading named
 /// them (a reading every 5 s): counted, with no CPU and no share.
 pub const EXITED: &str = "(exited)";
+/// The label of the runs in no process's context (tgid 0: the idle task,
+/// whose CPU's softirq work, a timer's or a packet's, they were):
+/// counted, with no CPU and no share.
+pub const KERNEL: &str = "(kernel)";
 /// The share gauge's window (at least; a whole number of a duty's
 /// periods under `--requests-duty`).
 pub const SHARE_WINDOW: Duration = Duration::from_secs(60);
@@ -216,6 +220,13 @@ impl ServiceCosts {
         let mut seen = Vec::with_capacity(timed.len());
         for &(tgid, _) in timed {
             if tgid == self.own {
+                continue;
+            }
+            if tgid == 0 {
+                let ns = weights.get(&tgid).map_or(0.0, share_of);
+                if ns > 0.0 {
+                    deltas.entry(KERNEL.to_string()).or_default().0 += ns;
+                }
                 continue;
             }
             let Some(st) = stat(tgid) else {
@@ -459,7 +470,7 @@ mod tests {
     }
 
     #[test]
-    fn runs_of_a_process_gone_before_the_reading_are_counted_as_exited() {
+    fn runs_of_a_process_gone_or_of_no_process_are_counted_apart() {
         let mut c = ServiceCosts::new(8, 100.0);
         let at = |s: u64| Duration::from_secs(s);
         let t = |ns| Timed {
@@ -470,19 +481,25 @@ mod tests {
         c.read(at(5), runs(0, None), &[(1, t(0))], |_| {
             Some(stat("srv", 0, 1))
         });
-        // 400 runs of 1 ns: 300 timed in the server, 100 in a process
-        // that exited before this reading.
-        c.read(at(10), runs(400, None), &[(1, t(300)), (2, t(100))], |p| {
-            (p == 1).then(|| stat("srv", 100, 1))
-        });
+        // 450 runs of 1 ns: 300 timed in the server, 100 in a process
+        // that exited before this reading, 50 on an idle CPU (tgid 0,
+        // which /proc has no entry for).
+        c.read(
+            at(10),
+            runs(450, None),
+            &[(1, t(300)), (2, t(100)), (0, t(50))],
+            |p| (p == 1).then(|| stat("srv", 100, 1)),
+        );
         let got = c.costs();
         let of = |n: &str| got.iter().find(|s| s.name == n).cloned();
-        let exited = of(EXITED).unwrap_or_else(|| panic!("{got:?}"));
-        assert!((exited.bpf_s - 100e-9).abs() < 1e-15, "{got:?}");
-        assert_eq!((exited.cpu_s, exited.share), (0.0, None));
+        for (name, ns) in [(EXITED, 100e-9), (KERNEL, 50e-9)] {
+            let s = of(name).unwrap_or_else(|| panic!("{name}: {got:?}"));
+            assert!((s.bpf_s - ns).abs() < 1e-15, "{got:?}");
+            assert_eq!((s.cpu_s, s.share), (0.0, None));
+        }
         let all: f64 = got.iter().map(|s| s.bpf_s).sum();
         assert!(
-            (all - 400e-9).abs() < 1e-15,
+            (all - 450e-9).abs() < 1e-15,
             "every run is in a name: {got:?}"
         );
     }

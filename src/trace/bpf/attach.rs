@@ -164,12 +164,12 @@ impl Tracer<'_> {
             flags: NEED_BASELINE | if pending_exec { PENDING_EXEC } else { 0 },
             ..Default::default()
         };
-        if let Err(e) = self
-            .skel
-            .maps
-            .tasks
-            .update(&key, as_bytes(&state), MapFlags::NO_EXIST)
-        {
+        if let Err(e) = retry_transient(|| {
+            self.skel
+                .maps
+                .tasks
+                .update(&key, as_bytes(&state), MapFlags::NO_EXIST)
+        }) {
             return classify_update_error(tid, e);
         }
         if self.cfg.per_thread {
@@ -177,12 +177,12 @@ impl Tracer<'_> {
                 r#type: EvType::SS_EV_THREAD_STATS,
                 ..Default::default()
             });
-            if let Err(e) =
+            if let Err(e) = retry_transient(|| {
                 self.skel
                     .maps
                     .thread_stats
                     .update(&key, as_bytes(&*table), MapFlags::ANY)
-            {
+            }) {
                 return classify_update_error(tid, e);
             }
         }
@@ -192,6 +192,27 @@ impl Tracer<'_> {
     pub fn detach(&mut self) {
         self.links.clear();
         self.iter_link = None;
+    }
+}
+
+/// Runs a task-storage update again while the kernel says to try again:
+/// it answers EAGAIN when the task's storage is being freed or made by a
+/// program on another CPU at that moment (bpf_local_storage_update),
+/// which passes in microseconds (seen once in CI: `trace -- CMD` failed
+/// "registering thread N for tracing: Resource temporarily
+/// unavailable"). At most 20 tries, 1 ms apart.
+fn retry_transient(
+    mut update: impl FnMut() -> std::result::Result<(), libbpf_rs::Error>,
+) -> std::result::Result<(), libbpf_rs::Error> {
+    let mut tries = 0;
+    loop {
+        match update() {
+            Err(e) if tries < 20 && e.kind() == libbpf_rs::ErrorKind::WouldBlock => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            r => return r,
+        }
     }
 }
 
