@@ -527,6 +527,19 @@ fn process_cpu_s(pid: i32) -> f64 {
     f.iter().sum::<u64>() as f64 / hz
 }
 
+/// A one-thread `serve echo` on loopback, run as `program` (sockscope, or
+/// a link to it whose name the process then has), and its address.
+fn echo_server(program: impl AsRef<std::ffi::OsStr>) -> (Child, SocketAddr) {
+    let mut echo = Command::new(program)
+        .args(["serve", "echo", "--listen", "127.0.0.1:0", "--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = ports::listening(&mut echo, Duration::from_secs(30));
+    (echo, addr)
+}
+
 /// The value of the series `name{comm="COMM"}` in a scrape, or the sum
 /// over every comm when `comm` is None.
 fn comm_value(text: &str, name: &str, comm: Option<&str>) -> Option<f64> {
@@ -563,13 +576,7 @@ fn the_agent_exports_what_its_programs_cost_each_service() {
     let link = common::scratch("metrics-cost").join(&name);
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(common::sockscope(), &link).unwrap();
-    let mut echo = Command::new(&link)
-        .args(["serve", "echo", "--listen", "127.0.0.1:0", "--threads", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let echo_addr = ports::listening(&mut echo, Duration::from_secs(30));
+    let (mut echo, echo_addr) = echo_server(&link);
     // Some traffic, then a quiet spell with a reading in it (one every
     // 5 s): the agent has the server's CPU from there.
     let warm = Command::new(common::sockscope())
@@ -674,13 +681,7 @@ fn a_sampled_agent_exports_its_observed_time_and_rates_come_out_right() {
         return;
     }
     const RATE: f64 = 1000.0;
-    let mut echo = Command::new(common::sockscope())
-        .args(["serve", "echo", "--listen", "127.0.0.1:0", "--threads", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let echo_addr = ports::listening(&mut echo, Duration::from_secs(30));
+    let (mut echo, echo_addr) = echo_server(common::sockscope());
     let (mut trace, addr) = exporting(&[
         "--system",
         "--requests-only",

@@ -391,7 +391,15 @@ fn requests_on_a_unix_socket_are_counted_by_the_anatomy_whatever_the_load() {
         let (code, msg, out) = profile(&run, &args);
         assert_eq!(code, Some(0), "{args:?}: {msg}");
         let rep = read_json(&out.join("run.json"));
-        assert_eq!(unix_turns(&rep, sock.to_str().unwrap()), 300, "{args:?}");
+        // 300 turns; one more at most per read before its data-ready
+        // (the known defect the redis test above allows for too).
+        let turns = unix_turns(&rep, sock.to_str().unwrap());
+        let raced = u(&rep["anatomy"]["read_before_ready"]);
+        assert!(
+            (300..=300 + raced).contains(&turns),
+            "{args:?}: the anatomy timed {turns} turns of 300; its counts: {}",
+            anatomy_counts(&rep["anatomy"])
+        );
         if extra[0] == "--load-cmd" {
             assert_eq!(u(&rep["workload"]["requests"]["count"]), 300);
             let argv = rep["workload"]["command"].to_string();
