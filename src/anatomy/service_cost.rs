@@ -222,19 +222,15 @@ impl ServiceCosts {
             if tgid == self.own {
                 continue;
             }
-            if tgid == 0 {
+            // Tgid 0 (the idle task) has no /proc entry.
+            let Some(st) = (tgid != 0).then(|| stat(tgid)).flatten() else {
+                // No process, or one gone: its runs since the last reading
+                // still cost what they cost, with no name nor CPU to put
+                // them with.
                 let ns = weights.get(&tgid).map_or(0.0, share_of);
                 if ns > 0.0 {
-                    deltas.entry(KERNEL.to_string()).or_default().0 += ns;
-                }
-                continue;
-            }
-            let Some(st) = stat(tgid) else {
-                // Gone: its runs since the last reading still cost what
-                // they cost; there is no name, nor CPU, to put them with.
-                let ns = weights.get(&tgid).map_or(0.0, share_of);
-                if ns > 0.0 {
-                    deltas.entry(EXITED.to_string()).or_default().0 += ns;
+                    let label = if tgid == 0 { KERNEL } else { EXITED };
+                    deltas.entry(label.to_string()).or_default().0 += ns;
                 }
                 continue;
             };
