@@ -40,7 +40,8 @@
 //!   header values redacted), [`values`] (the value parsers and value types options
 //!   share: seconds, rates, instants, addresses, escapes), [`error`]
 //!   (exit-status carrying errors), [`text`] (untrusted text made safe to
-//!   print: control characters written out visibly); in tests,
+//!   print: control characters written out visibly), [`series`] (bounded
+//!   label sets: first come, first kept, the rest `(other)`); in tests,
 //!   `hostile` (the mutations and bounded configuration of the parsers'
 //!   property tests).
 
@@ -70,6 +71,7 @@ pub mod proto;
 pub mod recorder;
 pub mod report;
 pub mod run;
+pub mod series;
 pub mod serve;
 pub mod signals;
 pub mod stacks;

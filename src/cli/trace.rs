@@ -105,6 +105,13 @@ pub struct TraceArgs {
     #[command(flatten)]
     pub stack_args: super::stacks::StackArgs,
 
+    /// With --requests-only --stacks --metrics (a node agent): the window
+    /// whose whole stacks /debug/pprof/profile serves, the last complete
+    /// one; each window starts afresh, so the agent's memory does not grow
+    /// with time. Whole seconds, 1s to 1h (default 60s).
+    #[arg(long, value_name = "SPAN", value_parser = values::stack_window)]
+    pub stack_window: Option<Duration>,
+
     /// With --requests-only: follow the requests ON of every PERIOD only
     /// (e.g. 1s/10s): the per-request hooks are detached the rest of the
     /// time, when they cost nothing; the turns are a sample.
@@ -240,13 +247,15 @@ impl TraceArgs {
         if self.stacks_only {
             self.check_alone("--stacks-only", "--stacks")?;
         }
+        if self.requests_only && self.stacks {
+            self.check_agent_stacks()?;
+        } else if self.stack_window.is_some() {
+            return Err(error::usage(
+                "--stack-window applies to a node agent's stacks: --requests-only --stacks \
+                 --metrics ADDR",
+            ));
+        }
         let stacks = if self.stacks || self.stacks_only {
-            if self.requests_only {
-                return Err(error::usage(
-                    "--stacks samples over the syscall tracer's window, and --requests-only runs \
-                     none; use --requests --stacks to have the anatomy and the stacks",
-                ));
-            }
             Some(self.stack_args.clone().into_options()?)
         } else {
             None
@@ -328,7 +337,44 @@ impl TraceArgs {
             },
             stacks,
             stacks_only: self.stacks_only,
+            stack_window: self
+                .stack_window
+                .unwrap_or(crate::stacks::export::DEFAULT_WINDOW),
         })
+    }
+
+    /// `--requests-only --stacks` is a node agent's: its stacks are served
+    /// (per-command counters on /metrics, each window's pprof on
+    /// /debug/pprof/profile), never gathered for a report at the end, so it
+    /// needs --metrics and takes none of the end-of-window outputs.
+    fn check_agent_stacks(&self) -> Result<()> {
+        if self.metrics.is_none() {
+            return Err(error::usage(
+                "--stacks beside --requests-only serves the stacks as a node agent does \
+                 (per-command counters on /metrics, the last window's profile on \
+                 /debug/pprof/profile): add --metrics ADDR. For a report of the window, use \
+                 --requests --stacks, or --stacks-only",
+            ));
+        }
+        let a = &self.stack_args;
+        let end_of_window = [
+            (a.off_cpu, "--off-cpu"),
+            (a.stacks_folded.is_some(), "--stacks-folded"),
+            (a.offcpu_folded.is_some(), "--offcpu-folded"),
+            (a.stacks_pprof.is_some(), "--stacks-pprof"),
+            (a.offcpu_pprof.is_some(), "--offcpu-pprof"),
+            (a.tail.is_some(), "--tail"),
+            (a.tail_folded.is_some(), "--tail-folded"),
+            (a.rest_folded.is_some(), "--rest-folded"),
+        ];
+        if let Some((_, flag)) = end_of_window.iter().find(|(set, _)| *set) {
+            return Err(error::usage(format!(
+                "{flag} is not served by a node agent: --requests-only --stacks serves the \
+                 on-CPU stacks of each --stack-window at /debug/pprof/profile; for {flag}, use \
+                 --requests --stacks or --stacks-only"
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses what `mode` (--requests-only, --stacks-only: no syscall

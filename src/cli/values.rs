@@ -70,20 +70,38 @@ pub fn tree_root(flag: &str, pids: &[i32]) -> anyhow::Result<Option<i32>> {
 /// A reporting interval (trace `--interval`): `10s`, `500ms`, `1m`, or a
 /// number of seconds; between 100 ms and a day.
 pub fn interval(s: &str) -> Result<std::time::Duration, String> {
-    let d = match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => std::time::Duration::from_secs_f64(v.min(1e9)),
-        Ok(_) => {
-            return Err(format!(
-                "`{s}`: must be a positive span such as 10s or 500ms"
-            ));
-        }
-        Err(_) => humantime::parse_duration(s)
-            .map_err(|e| format!("`{s}` is not a span such as 10s or 500ms ({e})"))?,
-    };
+    let d = span(s)?;
     if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(86_400) {
         return Err(format!("`{s}`: must be between 100ms and 24h"));
     }
     Ok(d)
+}
+
+/// A node agent's stacks window (trace `--stack-window`): `60s`, `5m`, or
+/// a number of seconds; whole seconds (a pprof scraper asks for
+/// `seconds=N`), between 1 s and an hour.
+pub fn stack_window(s: &str) -> Result<std::time::Duration, String> {
+    use crate::stacks::export::{MAX_WINDOW, MIN_WINDOW};
+    let d = span(s)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("`{s}`: must be whole seconds"));
+    }
+    if d < MIN_WINDOW || d > MAX_WINDOW {
+        return Err(format!("`{s}`: must be between 1s and 1h"));
+    }
+    Ok(d)
+}
+
+/// A span: a humantime text (`10s`, `500ms`, `1m`) or a number of seconds.
+fn span(s: &str) -> Result<std::time::Duration, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(std::time::Duration::from_secs_f64(v.min(1e9))),
+        Ok(_) => Err(format!(
+            "`{s}`: must be a positive span such as 10s or 500ms"
+        )),
+        Err(_) => humantime::parse_duration(s)
+            .map_err(|e| format!("`{s}` is not a span such as 10s or 500ms ({e})")),
+    }
 }
 
 #[cfg(test)]
@@ -107,6 +125,18 @@ mod tests {
         assert!(interval("2d").unwrap_err().contains("24h"));
         assert!(interval("-1").is_err());
         assert!(interval("soon").unwrap_err().contains("10s"));
+    }
+
+    #[test]
+    fn stack_windows_are_whole_seconds_within_bounds() {
+        use std::time::Duration;
+        assert_eq!(stack_window("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(stack_window("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(stack_window("1h"), Ok(Duration::from_secs(3600)));
+        assert!(stack_window("1500ms").unwrap_err().contains("whole"));
+        assert!(stack_window("0").unwrap_err().contains("1s and 1h"));
+        assert!(stack_window("2h").unwrap_err().contains("1s and 1h"));
+        assert!(stack_window("-5").is_err());
     }
 
     #[test]

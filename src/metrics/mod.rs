@@ -6,6 +6,10 @@
 //! anatomy's per-port counts (`requests`), read from the session's
 //! [`crate::anatomy::Latest`]; with `--requests-only` those alone.
 //!
+//! With `--requests-only --stacks` it serves the sampled stacks too: per
+//! command and innermost function on `/metrics`, and the last complete
+//! window's pprof profile on `/debug/pprof/profile` (`stacks`).
+//!
 //! Every scrape also carries the agent's own cost (CPU, resident memory,
 //! series) and its network namespace's reset and drop counters (`agent`).
 //!
@@ -19,6 +23,7 @@ pub mod agent;
 pub mod model;
 pub mod requests;
 mod server;
+pub mod stacks;
 pub mod text;
 
 use std::net::{SocketAddr, TcpListener};
@@ -51,6 +56,8 @@ struct State {
     snap: Option<Arc<Snapshot>>,
     /// The request anatomy's counts (`--requests`, `--requests-only`).
     requests: Option<crate::anatomy::Latest>,
+    /// A node agent's stacks (`--requests-only --stacks`).
+    stacks: Option<crate::stacks::export::Shared>,
     detaching: bool,
     admission: model::Admission,
     /// The endpoint series' own admission (same `--max-series`).
@@ -108,6 +115,7 @@ impl Exporter {
         let state = Arc::new(Mutex::new(State {
             snap: None,
             requests: None,
+            stacks: None,
             detaching: false,
             admission: model::Admission::new(opts.max_series),
             endpoints: requests::EndpointAdmission::new(opts.max_series),
@@ -135,6 +143,14 @@ impl Exporter {
     pub fn serve_requests(&self, latest: crate::anatomy::Latest) {
         if let Ok(mut st) = self.state.lock() {
             st.requests = Some(latest);
+        }
+    }
+
+    /// Serves a node agent's stacks too: their families on `/metrics` and
+    /// the last complete window's profile on `/debug/pprof/profile`.
+    pub fn serve_stacks(&self, stacks: crate::stacks::export::Shared) {
+        if let Ok(mut st) = self.state.lock() {
+            st.stacks = Some(stacks);
         }
     }
 

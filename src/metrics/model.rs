@@ -3,7 +3,7 @@
 //! proto/io/prometheus/client/metrics.proto), from which both exposition
 //! formats are encoded.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::probe::hist;
 use crate::probe::syscall_names;
@@ -22,48 +22,7 @@ pub mod pb {
 const CLASSIC_EXPONENTS: std::ops::RangeInclusive<u32> = 8..=34;
 /// Native histogram schema: 2^3 = 8 buckets per power of two.
 pub const NATIVE_SCHEMA: i32 = 3;
-/// Label value of the series that pools what `--max-series` keeps out.
-pub const OTHER: &str = "(other)";
-
-/// Which series are exported under their own labels: first come, first
-/// kept, for the life of the exporter, so an exported counter never
-/// disappears into `(other)` and every series stays monotonic; a key
-/// turned away once is folded for good.
-#[derive(Debug)]
-pub struct Sticky<K> {
-    max: usize,
-    admitted: HashSet<K>,
-    folded: HashSet<K>,
-}
-
-impl<K: std::hash::Hash + Eq + Clone> Sticky<K> {
-    /// At most `max` keys kept apart.
-    pub fn new(max: usize) -> Self {
-        Self {
-            max,
-            admitted: HashSet::new(),
-            folded: HashSet::new(),
-        }
-    }
-
-    /// Is `k` exported under its own labels?
-    pub fn admit(&mut self, k: &K) -> bool {
-        if self.admitted.contains(k) {
-            return true;
-        }
-        if self.folded.contains(k) || self.admitted.len() >= self.max {
-            self.folded.insert(k.clone());
-            return false;
-        }
-        self.admitted.insert(k.clone());
-        true
-    }
-
-    /// Keys folded into `(other)` so far.
-    pub fn folded(&self) -> usize {
-        self.folded.len()
-    }
-}
+pub use crate::series::{OTHER, Sticky};
 
 /// Which per-group series are exported under their own labels
 /// ([`Sticky`] over (group, syscall); the `(other)` group is always its

@@ -280,6 +280,39 @@ fn response(status: u16, ctype: &str, body: &[u8], head_only: bool) -> Vec<u8> {
     out
 }
 
+/// The last complete window of a node agent's stacks, as a pprof file.
+fn profile(query: &str, state: &Mutex<State>, head_only: bool) -> Vec<u8> {
+    let shared = state.lock().ok().and_then(|st| st.stacks.clone());
+    let Some(shared) = shared else {
+        return response(
+            404,
+            "text/plain",
+            b"not found: this exporter samples no stacks (trace --requests-only --stacks)\n",
+            head_only,
+        );
+    };
+    let (window, last) = match shared.lock() {
+        Ok(e) => (e.window(), e.last_window()),
+        Err(_) => return response(503, "text/plain", b"exporter failed\n", head_only),
+    };
+    if let Err(why) = super::stacks::check_query(query, window.as_secs()) {
+        return response(400, "text/plain", why.as_bytes(), head_only);
+    }
+    match last {
+        Some(w) => response(200, "application/octet-stream", &w.pprof, head_only),
+        None => response(
+            503,
+            "text/plain",
+            format!(
+                "no complete window yet: the first ends {} s after the sampler started\n",
+                window.as_secs()
+            )
+            .as_bytes(),
+            head_only,
+        ),
+    }
+}
+
 /// The response to one whole request head.
 fn answer(head: &[u8], state: &Mutex<State>) -> Vec<u8> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -301,8 +334,10 @@ fn answer(head: &[u8], state: &Mutex<State>) -> Vec<u8> {
     if method != "GET" && !head_only {
         return response(405, "text/plain", b"only GET and HEAD\n", false);
     }
-    match path.split('?').next().unwrap_or("") {
+    let (route, query) = path.split_once('?').unwrap_or((path.as_str(), ""));
+    match route {
         "/metrics" => {}
+        "/debug/pprof/profile" => return profile(query, state, head_only),
         "/" => {
             return response(
                 200,
@@ -346,6 +381,9 @@ fn answer(head: &[u8], state: &Mutex<State>) -> Vec<u8> {
     if let Some(c) = &requests {
         fams.extend(super::requests::families(c, &mut st.endpoints));
     }
+    if let Some(e) = st.stacks.as_ref().and_then(|s| s.lock().ok()) {
+        fams.extend(super::stacks::families(&e));
+    }
     super::agent::extend(&mut fams);
     if protobuf {
         let mut out = Vec::new();
@@ -378,6 +416,7 @@ mod tests {
         Mutex::new(State {
             snap: None,
             requests: None,
+            stacks: None,
             detaching: false,
             admission: model::Admission::new(4),
             endpoints: super::super::requests::EndpointAdmission::new(4),

@@ -43,6 +43,9 @@ pub struct Profile {
     /// Every string, referenced by index; the first is "".
     #[prost(string, repeated, tag = "6")]
     pub string_table: Vec<String>,
+    /// When the window began, ns since the Unix epoch (0: not said).
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
     /// The window's length.
     #[prost(int64, tag = "10")]
     pub duration_nanos: i64,
@@ -195,6 +198,8 @@ pub struct Meta<'a> {
     pub window_s: f64,
     /// What the file holds, for its comment (after "sockscope VERSION: ").
     pub comment: &'a str,
+    /// When the window began (None: not said).
+    pub started: Option<std::time::SystemTime>,
 }
 
 /// Strings, interned in first-use order, index 0 the empty string.
@@ -453,6 +458,10 @@ pub fn profile(g: &StackGraph, parts: &[Part<'_>], meta: &Meta<'_>) -> Profile {
         location,
         function,
         string_table: s.table,
+        time_nanos: meta
+            .started
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
         duration_nanos: (meta.window_s.max(0.0) * 1e9) as i64,
         period_type: Some(period_type),
         period,
@@ -511,6 +520,7 @@ fn meta_of<'a>(report: &super::stacks::StacksReport, what: &'a str) -> Meta<'a> 
         hz: report.hz,
         window_s: report.cost.window_s,
         comment: what,
+        started: None,
     }
 }
 
@@ -572,6 +582,7 @@ mod tests {
             hz: 100,
             window_s: 2.0,
             comment: "test",
+            started: None,
         }
     }
 

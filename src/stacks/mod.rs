@@ -10,10 +10,12 @@
 //! and `symbolize` (user space: a process's mapped objects, unwinding,
 //! names; `perfmap`, JIT code's names) with `resolve` (`Resolver`: the three per sample), `session`
 //! (the sampler, resolver and aggregation on a thread of their own, for
-//! `profile` and `trace --stacks`).
+//! `profile` and `trace --stacks`), and `export` (what a node agent serves
+//! of them: per-command counters and the last window's pprof).
 
 pub mod abi;
 pub mod bpf;
+pub mod export;
 pub mod fde;
 pub mod kallsyms;
 pub mod live;

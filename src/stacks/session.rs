@@ -97,6 +97,10 @@ pub struct StacksConfig {
     /// A live view's channel and interval: each interval's hottest
     /// functions are sent on it (`sockscope top --stacks`).
     pub hot: Option<(mpsc::SyncSender<HotFunctions>, Duration)>,
+    /// A node agent's export ([`super::export`]): the samples are counted
+    /// there as they come, and the graph is published and started afresh
+    /// every window, so the window's memory does not grow with time.
+    pub export: Option<super::export::Shared>,
 }
 
 /// What a window collected.
@@ -195,6 +199,10 @@ fn run(
         .hot
         .as_ref()
         .map(|(tx, every)| HotCounter::new(tx.clone(), *every));
+    let mut rotation = cfg.export.clone().map(|shared| {
+        agg.leaves = Some(HashMap::new());
+        Rotation::new(shared)
+    });
     let mut resolver = Resolver::new();
     let mut last_reap = Instant::now();
     loop {
@@ -204,6 +212,9 @@ fn run(
             for s in sampler.close()? {
                 agg.add(&mut resolver, &s);
             }
+            if let Some(r) = rotation.as_mut() {
+                r.publish(&mut agg, &sampler.counters()?);
+            }
             break;
         }
         for s in sampler.drain(DRAIN)? {
@@ -212,6 +223,9 @@ fn run(
         if let Some(hot) = agg.hot.as_mut() {
             let frames = &agg.frames;
             hot.tick(|i| &frames[i as usize]);
+        }
+        if let Some(r) = rotation.as_mut() {
+            r.tick(&mut agg, &sampler, cfg.hz)?;
         }
         if last_reap.elapsed() >= REAP {
             agg.reap(&mut resolver);
@@ -243,6 +257,91 @@ fn run(
     })
 }
 
+/// How often an agent's counts are handed to the exporter.
+const PUBLISH: Duration = Duration::from_secs(1);
+
+/// A node agent's windows: the counts handed over every [`PUBLISH`], the
+/// graph as a pprof and started afresh every window.
+struct Rotation {
+    shared: super::export::Shared,
+    window: Duration,
+    started: Instant,
+    started_at: std::time::SystemTime,
+    published: Instant,
+}
+
+impl Rotation {
+    fn new(shared: super::export::Shared) -> Self {
+        let window = shared
+            .lock()
+            .map_or(super::export::DEFAULT_WINDOW, |e| e.window());
+        Rotation {
+            shared,
+            window,
+            started: Instant::now(),
+            started_at: std::time::SystemTime::now(),
+            published: Instant::now(),
+        }
+    }
+
+    fn tick(&mut self, agg: &mut Aggregate, sampler: &Sampler<'_>, hz: u32) -> Result<()> {
+        if self.published.elapsed() >= PUBLISH {
+            self.publish(agg, &sampler.counters()?);
+        }
+        let length = self.started.elapsed();
+        if length < self.window {
+            return Ok(());
+        }
+        // The counts name the window's interned ids: handed over first.
+        self.publish(agg, &sampler.counters()?);
+        let samples = agg.on.values().map(|w| w.0).sum();
+        let graph = StackGraph::build(WeightUnit::Samples, agg.stacks_of(&agg.on), TOP);
+        let what = format!("on-CPU stacks of a node agent's window, {hz} Hz per CPU");
+        let pprof = crate::report::pprof::file_bytes(
+            &graph,
+            &[],
+            &crate::report::pprof::Meta {
+                hz,
+                window_s: length.as_secs_f64(),
+                comment: &what,
+                started: Some(self.started_at),
+            },
+        )?;
+        if let Ok(mut e) = self.shared.lock() {
+            e.set_window(super::export::Window {
+                pprof,
+                started: self.started_at,
+                length,
+                samples,
+            });
+        }
+        agg.new_window();
+        self.started = Instant::now();
+        self.started_at = std::time::SystemTime::now();
+        Ok(())
+    }
+
+    /// Hands the counts since the last call, and the sampler's counters,
+    /// to the exporter.
+    fn publish(&mut self, agg: &mut Aggregate, counters: &SamplerCounters) {
+        self.published = Instant::now();
+        let Ok(mut e) = self.shared.lock() else {
+            return;
+        };
+        e.set_counters(counters.lost, counters.bpf_ns);
+        let Some(leaves) = agg.leaves.as_mut() else {
+            return;
+        };
+        for ((process, leaf), w) in leaves.drain() {
+            e.add(
+                &agg.names[process as usize],
+                leaf.map(|i| &agg.frames[i as usize]),
+                w,
+            );
+        }
+    }
+}
+
 /// The window's stacks so far, frames interned (a long window repeats the
 /// same few thousand frames millions of times).
 struct Aggregate {
@@ -261,6 +360,9 @@ struct Aggregate {
     tie: Option<TieBuilder>,
     /// The live view's counts of the interval.
     hot: Option<HotCounter>,
+    /// A node agent's on-CPU samples by (process name, innermost frame)
+    /// since they were last handed to the exporter.
+    leaves: Option<HashMap<(u32, Option<u32>), u64>>,
 }
 
 impl Aggregate {
@@ -276,7 +378,24 @@ impl Aggregate {
             live: BTreeSet::new(),
             tie: None,
             hot: None,
+            leaves: None,
         }
+    }
+
+    /// Forgets the window's graph and everything interned for it (a node
+    /// agent's next window starts from nothing). The counts not yet handed
+    /// over name interned ids, so they must have been handed over first.
+    fn new_window(&mut self) {
+        debug_assert!(self.leaves.as_ref().is_none_or(HashMap::is_empty));
+        self.frames = Vec::new();
+        self.frame_ids = HashMap::new();
+        self.names = Vec::new();
+        self.name_ids = HashMap::new();
+        self.on = HashMap::new();
+        if let Some(off) = self.off.as_mut() {
+            *off = HashMap::new();
+        }
+        self.process_names = HashMap::new();
     }
 
     fn intern_name(&mut self, name: String) -> u32 {
@@ -353,6 +472,11 @@ impl Aggregate {
         if !off && let Some(hot) = self.hot.as_mut() {
             let frames = &self.frames;
             hot.add(&key.frames, weight, |i| live::is_ours(&frames[i as usize]));
+        }
+        if !off && let Some(leaves) = self.leaves.as_mut() {
+            *leaves
+                .entry((key.process, key.frames.last().copied()))
+                .or_default() += weight;
         }
         let table = if off {
             match self.off.as_mut() {

@@ -52,6 +52,19 @@ pub fn top(file: &Path) -> Vec<(String, f64)> {
     rows
 }
 
+/// `-raw`'s header lines `Time:` and `Duration:` (when the window began,
+/// how long it was), as pprof prints them.
+pub fn time_and_duration(file: &Path) -> (String, String) {
+    let text = pprof(&["-raw"], file);
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    (field("Time:"), field("Duration:"))
+}
+
 /// `-raw`'s samples: (first value, its label lines joined).
 pub fn raw(file: &Path) -> Vec<(u64, String)> {
     let text = pprof(&["-raw"], file);

@@ -65,6 +65,9 @@ pub struct TraceSpec {
     pub stacks: Option<crate::stacks::StacksOptions>,
     /// `--stacks-only`: the stack sampler alone (`stacks_only`).
     pub stacks_only: bool,
+    /// A node agent's stacks window (`--stack-window`, with
+    /// `--requests-only --stacks`).
+    pub stack_window: std::time::Duration,
 }
 
 /// Traces, writes the outputs and returns the exit status: the launched
@@ -82,6 +85,7 @@ pub fn run(spec: &TraceSpec) -> Result<u8> {
             duty: spec.requests_duty,
             interval: spec.interval,
             reading: spec.reading,
+            stacks: spec.stacks.clone().map(|s| (s, spec.stack_window)),
         });
     }
     if spec.stacks_only {

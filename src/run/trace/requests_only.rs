@@ -54,6 +54,9 @@ pub struct RequestsOnlySpec {
     pub interval: Option<Duration>,
     /// How requests are read (`--max-endpoints`, `--tls-plaintext`).
     pub reading: crate::anatomy::Reading,
+    /// A node agent's stacks (`--stacks`, served with --metrics) and their
+    /// window (`--stack-window`).
+    pub stacks: Option<(crate::stacks::StacksOptions, Duration)>,
 }
 
 /// Runs `trace --requests-only` and returns the exit status: 0, or 1 when
@@ -102,6 +105,18 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     // a fraction of a second to seconds): --duration runs from then, the
     // window starts then, and the target's CPU is read over it.
     let session = Session::start(cfg)?;
+    let stacks = match (&spec.stacks, &exporter) {
+        (Some((options, window)), Some(e)) => {
+            let shared =
+                crate::stacks::export::Exported::shared(options.hz, *window, spec.max_series);
+            let mut c = super::stacks::config_for(target, root, options)?;
+            c.export = Some(shared.clone());
+            let s = crate::stacks::Session::start(c)?;
+            e.serve_stacks(shared);
+            Some(s)
+        }
+        _ => None,
+    };
     let before = probe.read();
     let started_at = SystemTime::now();
     let started = Instant::now();
@@ -115,12 +130,21 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
             );
         }
         crate::progress::say!("sockscope: {}", opening_line(target, root, duration));
+        if let Some((options, window)) = &spec.stacks {
+            crate::progress::say!(
+                "sockscope: sampling stacks at {} Hz per CPU; each {} s window's profile at \
+                 /debug/pprof/profile",
+                options.hz,
+                window.as_secs()
+            );
+        }
     }
     if let Some((_, Some(note))) = &live {
         crate::progress::say!("sockscope: {note}");
     }
     let reason = wait_end(&mut signals, pidfd.as_ref(), duration.map(|d| started + d))?;
     let rec = session.finish()?;
+    let stacks = stacks.map(crate::stacks::Session::finish);
     // The window is closed: the last line is out before the table.
     if let Some((live, _)) = live {
         live.finish();
@@ -159,6 +183,11 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
         anatomy,
     };
     write_outputs(spec, &rep)?;
+    // What the anatomy measured is written before a failed sampler's
+    // error ends the run.
+    if let Some(Err(e)) = stacks {
+        return Err(e.context("--stacks: the stack sampler failed"));
+    }
     if !complete {
         crate::progress::say!(
             "sockscope: the window ended early (target exited); the data covers only the part \

@@ -57,6 +57,7 @@ pub fn config_for(target: &TargetSpec, root: i32, options: &StacksOptions) -> Re
         off_cpu: options.off_cpu,
         tie: None,
         hot: None,
+        export: None,
     })
 }
 
