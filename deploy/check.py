@@ -12,6 +12,7 @@ Subcommands:
   duty          the DaemonSet's --requests-duty, in seconds (nothing: none)
   compare-sampled  a sampling agent's rate over the time followed against the load's
   as-run        what the agent process really runs with (/proc/PID)
+  stacks        the agent's stacks: functions named, the last window's profile
 
 Every failure prints what failed and why on stderr and exits 1.
 Only 127.0.0.1 is ever queried.
@@ -718,6 +719,71 @@ def cmd_compare_sampled(a):
         die(f"the agent's rate {rate:.0f}/s is not the load's {a.rate:g}/s within 10 %")
 
 
+# --- the agent's stacks ------------------------------------------------------
+
+
+def get(url, timeout=10):
+    """(status, body) of a GET on loopback."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+SAMPLE = re.compile(r'^sockscope_stack_samples_total\{comm="((?:[^"\\]|\\.)*)",'
+                    r'function="((?:[^"\\]|\\.)*)",module="((?:[^"\\]|\\.)*)"\} (\S+)$')
+
+
+def cmd_stacks(a):
+    """The host's `serve echo` and `load` run the sockscope binary: its
+    samples must name user functions (the agent opened the binary through
+    /proc/PID/map_files) and kernel functions (it read /proc/kallsyms'
+    addresses); and the last complete window's profile is served, gzip'd."""
+    status, body = get(a.metrics + "/metrics")
+    if status != 200:
+        die(f"/metrics answered {status}")
+    rows = []
+    for line in body.decode("utf-8", "replace").splitlines():
+        m = SAMPLE.match(line)
+        if m:
+            rows.append((m.group(1), m.group(2), m.group(3), float(m.group(4))))
+    if not rows:
+        die("no sockscope_stack_samples_total series: the agent sampled no stack")
+    ours = [r for r in rows if r[0] == a.comm]
+    # An unnamed frame is bracketed: "[unknown]", "[no frame]", its
+    # module's name ("[sockscope]") or "[kernel]+0xADDR_[k]".
+    named_user = sum(r[3] for r in ours if r[2] not in ("[kernel]", "") and
+                     not r[1].startswith("["))
+    named_kernel = sum(r[3] for r in ours if r[2] == "[kernel]" and not r[1].startswith("["))
+    total = sum(r[3] for r in ours)
+    comms = len({r[0] for r in rows})
+    print(f"  {len(rows)} series over {comms} commands; {a.comm}: {total:.0f} samples, "
+          f"{named_user:.0f} in named user functions, {named_kernel:.0f} in named kernel ones")
+    top = sorted(ours, key=lambda r: -r[3])[:3]
+    for c, f, m, n in top:
+        print(f"    {n:6.0f}  {f}  ({m})")
+    if total == 0:
+        die(f"no stack sample of {a.comm} (the server and the load on the host)")
+    if named_user == 0:
+        die(f"none of {a.comm}'s samples is in a named user function: the agent could not "
+            f"open its binary (CHECKPOINT_RESTORE for /proc/PID/map_files)")
+    if named_kernel == 0:
+        die(f"none of {a.comm}'s samples is in a named kernel function: /proc/kallsyms' "
+            f"addresses were hidden (SYSLOG)")
+    status, body = get(a.metrics + "/debug/pprof/profile")
+    if status != 200:
+        die(f"/debug/pprof/profile answered {status}: {body[:200]!r}")
+    if body[:2] != b"\x1f\x8b":
+        die("/debug/pprof/profile is not gzip'd")
+    import gzip
+    raw = gzip.decompress(body)
+    print(f"  /debug/pprof/profile: {len(body)} bytes gzip'd, {len(raw)} of profile.proto")
+    with open(a.out, "w") as f:
+        f.write(f"{a.comm}: {total:.0f} samples, {named_user:.0f} named user, "
+                f"{named_kernel:.0f} named kernel; profile {len(raw)} bytes\n")
+
+
 # --- the agent process as it runs ------------------------------------------
 
 CAPS = ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
@@ -773,6 +839,9 @@ def cmd_as_run(a):
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("stacks")
+    for k in ("metrics", "comm", "out"):
+        s.add_argument("--" + k, required=True)
     s = sub.add_parser("podman-args")
     s.add_argument("--manifest", required=True)
     s.add_argument("--name", required=True)
@@ -820,7 +889,7 @@ def main():
     {"podman-args": cmd_podman_args, "prom-config": cmd_prom_config, "names": cmd_names,
      "wait-up": cmd_wait_up, "families": cmd_families, "sample": cmd_sample,
      "compare": cmd_compare, "duty": cmd_duty, "compare-sampled": cmd_compare_sampled,
-     "as-run": cmd_as_run}[a.cmd](a)
+     "as-run": cmd_as_run, "stacks": cmd_stacks}[a.cmd](a)
 
 
 if __name__ == "__main__":

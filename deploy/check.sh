@@ -13,8 +13,9 @@
 #    hostPID, hostNetwork, hostPath mounts, limits)
 # 5. starts Prometheus on loopback with deploy/prometheus/rules.yml
 # 6. runs `serve echo` and a bounded `load tcp-rr` on the host
-# 7. checks every metric the Grafana dashboard queries has a series, and the
-#    agent's request count for the echo port against the load's
+# 7. checks every metric the Grafana dashboard queries has a series, the
+#    agent's request count for the echo port against the load's, and its
+#    stacks (functions named, the last window's pprof served)
 # 8. stops the agent as the kubelet does (SIGTERM, then the grace period)
 #
 # Everything it starts (processes, the container, temp dirs) is removed on
@@ -405,6 +406,8 @@ else
 		--server-json "$WORK/echo.json" --baseline "$BASELINE" --other-baseline "$OTHER_BASELINE" --load-end "$LOAD_END" \
 		--out "$WORK/counts"
 fi
+say "the agent's stacks of the host's sockscope processes (serve echo, load), and its profile:"
+helper stacks --metrics "http://$METRICS_ADDR" --comm sockscope --out "$WORK/stacks"
 say "every metric the dashboard queries (panels and variables; recording rules evaluate every 30 s):"
 helper families --prom "$PROM" --dashboard "$DASHBOARD" --rules "$PROM_DIR/rules.yml" \
 	--node "$NODE" --caps "$WORK/caps-effective" --out "$WORK/families"
@@ -436,4 +439,5 @@ say "ran as:       podman run ${ran_as[*]} $IMAGE ..."
 say "capabilities: $(<"$WORK/caps-effective") (effective, read from /proc/$AGENT_PID/status)"
 say "families:     $(<"$WORK/families")"
 say "requests:     $(<"$WORK/counts")"
+say "stacks:       $(<"$WORK/stacks")"
 say "deploy/check.sh: PASSED in $((SECONDS - T0))s"

@@ -89,6 +89,9 @@ fn the_daemonset_runs_the_agent_with_named_capabilities_and_host_mounts() {
     let (on, period) = duty.split_once('/').unwrap();
     let secs = |t: &str| t.trim_end_matches('s').parse::<f64>().unwrap();
     assert!(secs(on) / secs(period) <= 1.0 / 60.0, "{duty}");
+    // Stacks at 19 Hz, and the capabilities that name their functions.
+    assert!(args.iter().any(|a| a == "--stacks"), "{args:?}");
+    assert_eq!(after(&args, "--stack-hz"), "19");
     // The bounds stay explicit, not left to defaults that may change.
     assert!(after(&args, "--max-series").parse::<u32>().unwrap() > 0);
     assert!(
@@ -104,7 +107,7 @@ fn the_daemonset_runs_the_agent_with_named_capabilities_and_host_mounts() {
     assert_eq!(sc["privileged"].as_bool(), Some(false));
     assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"]);
     let caps = strings(&sc["capabilities"]["add"]);
-    for needed in ["BPF", "PERFMON"] {
+    for needed in ["BPF", "PERFMON", "CHECKPOINT_RESTORE", "SYSLOG"] {
         assert!(caps.iter().any(|c| c == needed), "{needed} in {caps:?}");
     }
     assert!(
@@ -395,6 +398,8 @@ fn the_systemd_unit_runs_the_agent_s_defaults() {
         after(&cmd, "--requests-duty"),
         after(&ds, "--requests-duty")
     );
+    assert!(cmd.iter().any(|a| a == "--stacks"), "{cmd:?}");
+    assert_eq!(after(&cmd, "--stack-hz"), after(&ds, "--stack-hz"));
     assert!(after(&cmd, "--max-series").parse::<u32>().unwrap() > 0);
     assert!(
         after(&cmd, "--metrics").starts_with("127.0.0.1:"),
@@ -554,9 +559,12 @@ fn every_metric_the_rules_and_dashboard_query_is_exported() {
     traffic(srv.addr);
     let want = format!("sockscope_requests_total{{port=\"{}\"", srv.addr.port());
     // The per-command cost: a reading every 5 s, of the processes whose
-    // programs' runs the cost slices timed.
+    // programs' runs the cost slices timed; the stacks, handed over once
+    // a second.
     let body = scrape_until(maddr, |b| {
-        b.contains(&want) && b.contains("sockscope_agent_target_bpf_seconds_total{")
+        b.contains(&want)
+            && b.contains("sockscope_agent_target_bpf_seconds_total{")
+            && b.contains("sockscope_stack_samples_total{")
     });
     stop(child, &log);
     assert!(body.contains(&want), "the served port is exported: {body}");
