@@ -11,7 +11,9 @@
 # CPU, also scaled to 100,000 requests/s. The agent's own
 # sockscope_agent_target_cpu_share for the service is read from its
 # exporter at the end of each agent run ("-" under a duty until the agent
-# has read the service for a whole window: a run of one period has none).
+# has read the service for a whole window: a run of one period has none),
+# and with --stacks the stack sampler's BPF run time over the agent's
+# life, machine-wide (sockscope_stack_bpf_seconds_total, "/ N ms").
 #
 #   bench/agent.sh [SECS_PER_RUN]      (default 60; ROUNDS=5, TARGETS="nginx redis")
 #
@@ -110,7 +112,11 @@ port, comm = sys.argv[1:]
 text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
 v = [l.rsplit(" ", 1)[1] for l in text.splitlines()
      if l.startswith("sockscope_agent_target_cpu_share{") and f'comm="{comm}"' in l]
-print(f"{float(v[0]):.4f}" if v else "-")
+share = f"{float(v[0]):.4f}" if v else "-"
+# The stack sampler's program, machine-wide, over the agent's life so far.
+st = [float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+      if l.startswith("sockscope_stack_bpf_seconds_total ")]
+print(share + (f" / {1e3 * st[0]:.1f} ms" if st else ""))
 PY
 )
     kill -INT "$agent" 2>/dev/null || true
@@ -139,7 +145,7 @@ if [ "$PERIOD" -gt 0 ] && [ "$SECS" -lt "$PERIOD" ]; then
 fi
 echo "machine: $(uname -r), $(nproc) CPUs; $SECS s per run, $ROUNDS rounds; agent: sockscope ${AGENT_ARGV[*]}"
 echo
-echo "| target | round | mode | req/s | service CPU us/req | agent CPU (of one CPU) | agent's target_cpu_share |"
+echo "| target | round | mode | req/s | service CPU us/req | agent CPU (of one CPU) | agent's target_cpu_share / stacks BPF |"
 echo "|---|---:|---|---:|---:|---|---:|"
 for target in $TARGETS; do
   case $target in

@@ -66,6 +66,13 @@ impl<T: Send + 'static> Recorder<T> {
         }
     }
 
+    /// Whether the thread has ended on its own (an error: a recorder
+    /// records until told to stop), so a long window need not wait for its
+    /// end to say so.
+    pub fn ended(&self) -> bool {
+        self.handle.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// Stops the recorder and returns what it recorded.
     pub fn finish(mut self) -> Result<T> {
         self.stop.store(true, Ordering::Relaxed);

@@ -415,6 +415,11 @@ impl Session {
         self.threads.clone()
     }
 
+    /// Whether the anatomy's thread ended on its own (it failed).
+    pub fn ended(&self) -> bool {
+        self.recorder.ended()
+    }
+
     /// Closes the window and returns what it recorded.
     pub fn finish(self) -> Result<Recorded> {
         self.recorder.finish()

@@ -94,6 +94,10 @@ impl Frame {
     }
 }
 
+/// The most (module, offset) names kept before the cache starts afresh
+/// (about 100 bytes each).
+const MAX_NAMES: usize = 100_000;
+
 /// Why frames of one module have no names, and how many.
 #[derive(Clone, Debug)]
 struct Missing {
@@ -228,6 +232,11 @@ impl Symbolizer {
             Some(n) => n.clone(),
             None => {
                 let n = self.lookup_file(f, off);
+                if self.names.len() >= MAX_NAMES {
+                    // A cache: a node agent sampling for days would
+                    // otherwise keep every address it ever named.
+                    self.names.clear();
+                }
                 self.names.insert(key, n.clone());
                 n
             }

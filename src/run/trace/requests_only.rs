@@ -29,6 +29,9 @@ use crate::report::requests::{self, RequestsReport, TargetCpu};
 use crate::report::trace::{Target, Window};
 use crate::signals::{Signals, signal_name};
 
+/// How often a running window checks that its recorders still run.
+const RECORDER_CHECK: Duration = Duration::from_secs(1);
+
 /// One `trace --requests-only` run, validated (`run::trace` builds it
 /// from the trace options, which it shares).
 #[derive(Clone, Debug)]
@@ -142,7 +145,13 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     if let Some((_, Some(note))) = &live {
         crate::progress::say!("sockscope: {note}");
     }
-    let reason = wait_end(&mut signals, pidfd.as_ref(), duration.map(|d| started + d))?;
+    let failed = || session.ended() || stacks.as_ref().is_some_and(|s| s.ended());
+    let reason = wait_end(
+        &mut signals,
+        pidfd.as_ref(),
+        duration.map(|d| started + d),
+        &failed,
+    )?;
     let rec = session.finish()?;
     let stacks = stacks.map(crate::stacks::Session::finish);
     // The window is closed: the last line is out before the table.
@@ -153,7 +162,8 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     drop(exporter);
     let mut notes = Vec::new();
     let cpu_s = probe.cpu(&before, &after, &mut notes).map(|c| c.total_s());
-    let complete = !(reason == "target_exited" && duration.is_some());
+    let recorder_failed = reason == "recorder_failed";
+    let complete = !(recorder_failed || reason == "target_exited" && duration.is_some());
     if reason == "target_exited" {
         notes.push(format!(
             "process {root} exited after {:.3} s; the data covers the window until then",
@@ -187,6 +197,12 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     // error ends the run.
     if let Some(Err(e)) = stacks {
         return Err(e.context("--stacks: the stack sampler failed"));
+    }
+    if recorder_failed {
+        return Err(anyhow!(
+            "a recorder's thread ended before the window did; the data covers the window until \
+             then"
+        ));
     }
     if !complete {
         crate::progress::say!(
@@ -243,22 +259,25 @@ pub(super) fn wait_end(
     signals: &mut Signals,
     pidfd: Option<&OwnedFd>,
     deadline: Option<Instant>,
+    failed: &dyn Fn() -> bool,
 ) -> Result<String> {
     loop {
         if let Some(si) = signals.pending() {
             return Ok(format!("signal:{}", signal_name(si.ssi_signo)));
         }
-        let timeout = match deadline {
-            None => PollTimeout::NONE,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok("duration".into());
-                }
-                let ms = left.as_millis().saturating_add(1).min(i32::MAX as u128) as i32;
-                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
-            }
-        };
+        // A recorder's thread that ended on its own failed: the window
+        // ends there (its error is the run's), not at a --duration or a
+        // signal hours later, an agent serving figures that stopped.
+        if failed() {
+            return Ok("recorder_failed".into());
+        }
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) {
+            return Ok("duration".into());
+        }
+        let wait = left.map_or(RECORDER_CHECK, |l| l.min(RECORDER_CHECK));
+        let ms = wait.as_millis().saturating_add(1).min(i32::MAX as u128) as i32;
+        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
         let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
         if let Some(p) = pidfd {
             fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));

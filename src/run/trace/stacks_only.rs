@@ -64,6 +64,7 @@ pub fn run(spec: &StacksOnlySpec) -> Result<u8> {
         &mut signals,
         pidfd.as_ref(),
         duration.map(|d| started + d),
+        &|| session.ended(),
     )?;
     let collected = session.finish()?;
     let window_s = started.elapsed().as_secs_f64();
