@@ -117,6 +117,9 @@ bench: deps build
 	bench/evidence.sh
 	bench/udp_rr.sh
 	DUTY=500ms/5s bench/anatomy.sh
+	bench/agent.sh 60
+	bench/agent-steady.sh
+	bench/agent-rss.sh 600
 
 # The built-in demonstration: the transport comparison (every point a
 # traced profile), the UDP receive-buffer sweep and the tracer overhead

@@ -137,6 +137,10 @@ impl KernelTable {
         }
         // Stable: among equal addresses the first listed is found.
         t.syms.sort_by_key(|s| s.addr);
+        // Kept for the window's life (an agent's: days): not the doubling
+        // growth's spare capacity.
+        t.syms.shrink_to_fit();
+        t.names.shrink_to_fit();
         t
     }
 
