@@ -249,6 +249,16 @@ fn run(
         }
         if last_reap.elapsed() >= REAP {
             agg.reap(&mut resolver);
+            if rotation.is_some() {
+                // What the gone processes, the samples' stack copies and
+                // a past window's graph held was freed into the sampling
+                // thread's malloc arena, which glibc keeps resident unless
+                // asked: an agent's memory is then what it holds, not its
+                // churn (measured: 63 MB VmRSS trimmed each window, 51 MB
+                // right after a trim).
+                // SAFETY: malloc_trim has no preconditions.
+                unsafe { libc::malloc_trim(0) };
+            }
             last_reap = Instant::now();
         }
     }
