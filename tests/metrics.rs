@@ -758,28 +758,7 @@ fn an_agent_exports_each_command_s_hot_functions_and_each_window_s_profile() {
     let name = format!("ssk{}", std::process::id() % 100_000);
     let bin = common::scratch("metrics-agent-stacks").join(&name);
     std::fs::copy(&built, &bin).unwrap();
-    let port = ports::free_tcp().to_string();
-    let mut srv = common::Reaped(
-        Command::new(&bin)
-            .args(["serve", &port, "cpu", "60"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut ready = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(srv.stdout.as_mut().unwrap()),
-        &mut ready,
-    )
-    .unwrap();
-    assert_eq!(ready.trim(), "ready");
-    let _load = common::Reaped(
-        Command::new(&bin)
-            .args(["load", &port, "1", "40", "1"])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (srv, _load, _) = common::slow::cpu_under_load(&bin, 60, 40);
     let (mut trace, addr) = exporting(&[
         "--system",
         "--requests-only",

@@ -245,28 +245,7 @@ fn top_stacks_lists_the_function_the_target_burns() {
         "slow_server",
         &["-O2", "-g", "-pthread", "-Wall"],
     );
-    let port = common::ports::free_tcp().to_string();
-    let mut srv = common::Reaped(
-        Command::new(&bin)
-            .args(["serve", &port, "cpu", "30"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut ready = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(srv.stdout.as_mut().unwrap()),
-        &mut ready,
-    )
-    .unwrap();
-    assert_eq!(ready.trim(), "ready");
-    let load = common::Reaped(
-        Command::new(&bin)
-            .args(["load", &port, "1", "8", "1"])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (srv, load, port) = common::slow::cpu_under_load(&bin, 30, 8);
     let pid = srv.id().to_string();
     let (st, once, err) = run_bounded(
         &["top", "--once", "--stacks", "-p", &pid],
@@ -277,7 +256,7 @@ fn top_stacks_lists_the_function_the_target_burns() {
     let (share, function) = hottest(&once).unwrap_or_else(|| panic!("no functions:\n{once}"));
     assert_eq!(function, "slow_hash", "{once}");
     assert!(share >= 50.0, "{once}");
-    assert!(rate_of(&once, port.parse().unwrap()).is_some(), "{once}");
+    assert!(rate_of(&once, port).is_some(), "{once}");
 }
 
 #[test]

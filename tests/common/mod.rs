@@ -21,6 +21,7 @@ pub mod prometheus;
 pub mod pyserver;
 pub mod redis;
 pub mod server;
+pub mod slow;
 pub mod tmpfs;
 
 use std::io::{BufRead, BufReader, Read};
@@ -144,7 +145,11 @@ pub fn workload() -> &'static Path {
 /// returns its path.
 pub fn build_c(src: &str, out: &str, flags: &[&str]) -> PathBuf {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(out);
-    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    // Two tests of one binary may build the same program at once: each
+    // writes its own file, and the renames replace one another whole.
+    static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = out.with_extension(format!("tmp{}-{n}", std::process::id()));
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/workload")
         .join(src);
