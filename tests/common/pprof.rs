@@ -120,15 +120,25 @@ pub fn check_against(g: &Value, file: &Path, top_n: usize, what: &str) {
         "{what}: a sample without its process label: {samples:?}"
     );
     let rows = top(file);
-    for t in g["top"].as_array().unwrap().iter().take(top_n) {
-        let name = t["name"].as_str().unwrap();
+    let shown_of = |t: &Value| {
         let suffix = if t["kernel"].as_bool().unwrap() {
             "_[k]"
         } else {
             ""
         };
-        let shown = format!("{name}{suffix}");
-        let ours = t["self_share"].as_f64().unwrap() * 100.0;
+        format!("{}{suffix}", t["name"].as_str().unwrap())
+    };
+    let all = g["top"].as_array().unwrap();
+    for t in all.iter().take(top_n) {
+        let shown = shown_of(t);
+        // pprof's -top merges the functions of one name whatever their
+        // module (clock_gettime in the vDSO and in libc): so are ours.
+        let ours = all
+            .iter()
+            .filter(|u| shown_of(u) == shown)
+            .map(|u| u["self_share"].as_f64().unwrap())
+            .sum::<f64>()
+            * 100.0;
         let theirs = rows
             .iter()
             .find(|(n, _)| *n == shown)
