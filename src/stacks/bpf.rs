@@ -312,9 +312,14 @@ impl<'obj> Sampler<'obj> {
     /// The samples the ring buffer holds, waiting up to `timeout` for the
     /// first when it holds none.
     pub fn drain(&mut self, timeout: Duration) -> Result<Vec<RawSample>> {
-        self.ring
-            .poll(timeout)
-            .map_err(|e| anyhow!("reading the sampler's ring buffer: {e}"))?;
+        // A signal's arrival (a container's stop reaches every thread of
+        // its first process: deploy/check.sh saw EINTR here on SIGTERM)
+        // only cuts the wait short; what the ring holds is read below.
+        if let Err(e) = self.ring.poll(timeout)
+            && e.kind() != libbpf_rs::ErrorKind::Interrupted
+        {
+            return Err(anyhow!("reading the sampler's ring buffer: {e}"));
+        }
         self.ring
             .consume()
             .map_err(|e| anyhow!("reading the sampler's ring buffer: {e}"))?;
