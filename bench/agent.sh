@@ -43,8 +43,7 @@ done
 [ -x /usr/sbin/nginx ] || { echo "bench/agent.sh: nginx missing (make deps)" >&2; exit 1; }
 
 PIDS=()
-cleanup() { for p in "${PIDS[@]:-}"; do kill -TERM "$p" 2>/dev/null || true; done; sleep 0.3; for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
+trap stop_pids EXIT
 HZ=$(getconf CLK_TCK)
 
 start_nginx() {

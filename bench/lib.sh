@@ -110,6 +110,15 @@ duty_period_s() {
   echo 0
 }
 
+# stop_pids: SIGTERM to every pid in PIDS, then SIGKILL 0.3 s later (a
+# script's EXIT trap: `PIDS=(); trap stop_pids EXIT`).
+stop_pids() {
+  local p
+  for p in "${PIDS[@]:-}"; do kill -TERM "$p" 2>/dev/null || true; done
+  sleep 0.3
+  for p in "${PIDS[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done
+}
+
 # nginx_start DIR [WORKERS]: Debian's nginx with WORKERS workers (default
 # 2) serving a static page on a free 127.0.0.1 port, its files under DIR;
 # sets PORT, MASTER and NPIDS (master, then workers) and adds the master to

@@ -31,15 +31,13 @@ impl<K: std::hash::Hash + Eq + Clone> Sticky<K> {
 
     /// Is `k` exported under its own labels?
     pub fn admit(&mut self, k: &K) -> bool {
-        if self.admitted.contains(k) {
+        // Keys are turned away only once the set is full, which it then
+        // stays: a key folded once is turned away again without a look.
+        if self.admit_untracked(k) {
             return true;
         }
-        if self.folded.contains(k) || self.admitted.len() >= self.max {
-            self.folded.insert(k.clone());
-            return false;
-        }
-        self.admitted.insert(k.clone());
-        true
+        self.folded.insert(k.clone());
+        false
     }
 
     /// As [`Sticky::admit`], but a key turned away is not remembered: for

@@ -292,14 +292,14 @@ fn profile(query: &str, state: &Mutex<State>, head_only: bool) -> Vec<u8> {
         );
     };
     let (window, last) = match shared.lock() {
-        Ok(e) => (e.window(), e.last_window()),
+        Ok(e) => (e.window(), e.last_profile()),
         Err(_) => return response(503, "text/plain", b"exporter failed\n", head_only),
     };
     if let Err(why) = super::stacks::check_query(query, window.as_secs()) {
         return response(400, "text/plain", why.as_bytes(), head_only);
     }
     match last {
-        Some(w) => response(200, "application/octet-stream", &w.pprof, head_only),
+        Some(pprof) => response(200, "application/octet-stream", &pprof, head_only),
         None => response(
             503,
             "text/plain",

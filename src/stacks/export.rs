@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use crate::report::stacks::{FrameKey, frame_text};
 use crate::series::{OTHER, Sticky};
@@ -30,19 +30,6 @@ pub const NO_FRAME: &str = "[no frame]";
 /// A counter's labels: (command, function, module).
 pub type LeafKey = (String, String, String);
 
-/// One complete window's on-CPU graph.
-#[derive(Clone, Debug)]
-pub struct Window {
-    /// The profile: gzip'd profile.proto.
-    pub pprof: Vec<u8>,
-    /// When the window began.
-    pub started: SystemTime,
-    /// Its length.
-    pub length: Duration,
-    /// Its on-CPU samples.
-    pub samples: u64,
-}
-
 /// What the sampling thread publishes for the exporter.
 #[derive(Debug)]
 pub struct Exported {
@@ -52,7 +39,7 @@ pub struct Exported {
     admission: Sticky<LeafKey>,
     lost: u64,
     bpf_ns: u64,
-    last: Option<Arc<Window>>,
+    last: Option<Arc<Vec<u8>>>,
 }
 
 /// The state the sampling thread and the exporter share.
@@ -104,9 +91,11 @@ impl Exported {
         self.bpf_ns = bpf_ns;
     }
 
-    /// Replaces the last complete window.
-    pub fn set_window(&mut self, w: Window) {
-        self.last = Some(Arc::new(w));
+    /// Replaces the last complete window's profile (gzip'd
+    /// profile.proto, which says when the window began and how long it
+    /// was).
+    pub fn set_profile(&mut self, pprof: Vec<u8>) {
+        self.last = Some(Arc::new(pprof));
     }
 
     /// Per label set, the samples counted so far.
@@ -134,8 +123,8 @@ impl Exported {
         self.bpf_ns
     }
 
-    /// The last complete window (None before the first ends).
-    pub fn last_window(&self) -> Option<Arc<Window>> {
+    /// The last complete window's profile (None before the first ends).
+    pub fn last_profile(&self) -> Option<Arc<Vec<u8>>> {
         self.last.clone()
     }
 }

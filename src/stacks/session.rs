@@ -218,6 +218,11 @@ fn run(
         agg.leaves = Some(HashMap::new());
         Rotation::new(shared)
     });
+    let drain_every = if rotation.is_some() {
+        AGENT_DRAIN
+    } else {
+        DRAIN
+    };
     let mut resolver = Resolver::new();
     let mut last_reap = Instant::now();
     loop {
@@ -232,12 +237,7 @@ fn run(
             }
             break;
         }
-        let every = if rotation.is_some() {
-            AGENT_DRAIN
-        } else {
-            DRAIN
-        };
-        for s in sampler.drain(every)? {
+        for s in sampler.drain(drain_every)? {
             agg.add(&mut resolver, &s);
         }
         if let Some(hot) = agg.hot.as_mut() {
@@ -332,7 +332,6 @@ impl Rotation {
         }
         // The counts name the window's interned ids: handed over first.
         self.publish(agg, &counters()?);
-        let samples = agg.on.values().map(|w| w.0).sum();
         let graph = StackGraph::build(WeightUnit::Samples, agg.stacks_of(&agg.on), TOP);
         let what = format!("on-CPU stacks of a node agent's window, {hz} Hz per CPU");
         let pprof = crate::report::pprof::file_bytes(
@@ -346,12 +345,7 @@ impl Rotation {
             },
         )?;
         if let Ok(mut e) = self.shared.lock() {
-            e.set_window(super::export::Window {
-                pprof,
-                started: self.started_at,
-                length,
-                samples,
-            });
+            e.set_profile(pprof);
         }
         agg.new_window();
         self.started = Instant::now();
@@ -783,13 +777,14 @@ mod tests {
             agg.add(&mut resolver, &on_cpu(b"agent-test"));
         }
         rotation.tick(&mut agg, counters, 19).unwrap();
-        let first = shared.lock().unwrap().last_window().unwrap();
-        assert_eq!(first.samples, 3);
+        let samples_of = |pprof: &[u8]| -> i64 {
+            let p = crate::report::pprof::read(pprof).unwrap();
+            assert!(p.time_nanos > 0);
+            p.sample.iter().map(|s| s.value[0]).sum()
+        };
+        let first = shared.lock().unwrap().last_profile().unwrap();
+        assert_eq!(samples_of(&first), 3);
         assert!(agg.on.is_empty() && agg.names.is_empty() && agg.frames.is_empty());
-        let p = crate::report::pprof::read(&first.pprof).unwrap();
-        let in_file: i64 = p.sample.iter().map(|s| s.value[0]).sum();
-        assert_eq!(in_file, 3);
-        assert!(p.time_nanos > 0);
 
         for _ in 0..2 {
             agg.add(&mut resolver, &on_cpu(b"agent-test"));
@@ -797,7 +792,7 @@ mod tests {
         rotation.tick(&mut agg, counters, 19).unwrap();
         let e = shared.lock().unwrap();
         // The window holds its own samples; the counter, every sample.
-        assert_eq!(e.last_window().unwrap().samples, 2);
+        assert_eq!(samples_of(&e.last_profile().unwrap()), 2);
         let name = crate::procfs::comm(std::process::id() as i32).unwrap();
         let key = (name, NO_FRAME.to_string(), String::new());
         assert_eq!(e.leaves().get(&key), Some(&5), "{:?}", e.leaves());
