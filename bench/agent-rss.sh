@@ -6,7 +6,9 @@
 # under load, and a loop that runs 1,000 distinct process names (a name is
 # what a process was executed as: symlinks to python3), each making one
 # request to one of the ports, over and over. Prints the agent's VmRSS every
-# 30 s, its CPU, and how many command names it exports.
+# 30 s (anonymous and file-backed: a ring buffer's pages count as a file's),
+# its CPU, how many command names it exports, and what its stack resolver
+# holds and has dropped to keep to its budget.
 #
 #   bench/agent-rss.sh [SECS]
 #
@@ -66,20 +68,25 @@ PIDS+=("$!")
 PIDS+=("$!")
 
 echo "machine: $(uname -r), $(nproc) CPUs; $SECS s; agent: sockscope ${AGENT_ARGV[*]}"
-echo "| s | agent VmRSS MB | agent CPU s | commands exported |"
-echo "|---:|---:|---:|---:|"
+echo "| s | agent VmRSS MB | of which anonymous | of which files | agent CPU s | commands exported | module cache MB | modules evicted |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
 peak=0
 while [ $SECONDS -lt $end ]; do
   sleep 30
   [ -d "/proc/$APID" ] || { echo "bench/agent-rss.sh: the agent exited: $(cat "$OUT/agent.err")" >&2; exit 1; }
   rss=$(awk '/^VmRSS/{print $2}' "/proc/$APID/status")
+  anon=$(awk '/^RssAnon/{print $2}' "/proc/$APID/status")
+  file=$(awk '/^RssFile/{print $2}' "/proc/$APID/status")
   cpu=$(proc_ticks "$APID")
-  comms=$(python3 -c "
+  read -r comms cache evicted < <(python3 -c "
 import urllib.request
 t = urllib.request.urlopen('http://127.0.0.1:$MPORT/metrics', timeout=5).read().decode()
-print(sum(1 for l in t.splitlines() if l.startswith('sockscope_agent_target_cpu_seconds_total{')))" 2>/dev/null || echo "?")
+v = lambda name: next((l.split()[-1] for l in t.splitlines() if l.startswith(name + ' ')), '?')
+c = v('sockscope_stack_module_cache_bytes')
+print(sum(1 for l in t.splitlines() if l.startswith('sockscope_agent_target_cpu_seconds_total{')),
+      f'{float(c) / 1048576:.1f}' if c != '?' else c, v('sockscope_stack_module_evictions_total'))" 2>/dev/null || echo "? ? ?")
   [ "$rss" -gt "$peak" ] && peak=$rss
-  echo "| $((SECS - end + SECONDS)) | $(python3 -c "print(f'{$rss/1024:.1f}')") | $(python3 -c "print(f'{$cpu/$(getconf CLK_TCK):.1f}')") | $comms |"
+  echo "| $((SECS - end + SECONDS)) | $(python3 -c "print(f'{$rss/1024:.1f}')") | $(python3 -c "print(f'{$anon/1024:.1f}')") | $(python3 -c "print(f'{$file/1024:.1f}')") | $(python3 -c "print(f'{$cpu/$(getconf CLK_TCK):.1f}')") | $comms | $cache | $evicted |"
 done
 wait "${PIDS[-1]}" 2>/dev/null || true
 echo

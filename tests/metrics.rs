@@ -752,6 +752,8 @@ fn an_agent_exports_each_command_s_hot_functions_and_each_window_s_profile() {
         return;
     }
     const HZ: f64 = 99.0;
+    // Before the agent samples the machine, not while.
+    common::pprof::warm();
     // slow_server under a name no other process has: every request is
     // slow_hash's 2 ms of CPU, one connection in closed loop.
     let built = common::build_c("slow_server.c", "slow_server", &["-O2", "-g", "-pthread"]);
@@ -819,6 +821,17 @@ fn an_agent_exports_each_command_s_hot_functions_and_each_window_s_profile() {
         last.contains("sockscope_stack_window_seconds 2\n"),
         "{last}"
     );
+    // What naming the sampled binaries holds, and its budget.
+    let held = last
+        .lines()
+        .find_map(|l| l.strip_prefix("sockscope_stack_module_cache_bytes "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no module cache gauge: {last}"));
+    assert!(held > 0.0 && held < 64.0 * 1048576.0, "{held}");
+    assert!(
+        last.contains("sockscope_stack_module_cache_bytes{budget=\"true\"} 16777216\n"),
+        "{last}"
+    );
 
     // The last window's profile, fetched by pprof itself, twice a window
     // apart: slow_hash heads it, it covers 2 s, and the second is a later
@@ -835,7 +848,9 @@ fn an_agent_exports_each_command_s_hot_functions_and_each_window_s_profile() {
     let first = fetch(1);
     std::thread::sleep(Duration::from_millis(2500));
     let second = fetch(2);
-    let top = common::pprof::top(std::path::Path::new(&url));
+    // The server's own samples: the window holds the whole machine's
+    // (the test lanes beside this one).
+    let top = common::pprof::top_of_process(std::path::Path::new(&url), &name);
     assert_eq!(
         top.first().map(|r| r.0.as_str()),
         Some("slow_hash"),

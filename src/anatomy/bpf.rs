@@ -53,9 +53,17 @@ pub struct Programs<'obj> {
     stats_fd: Option<std::os::fd::OwnedFd>,
 }
 
-/// The HTTP/2 ring buffer's size: a 10 ms tick's records at well over
-/// 100,000 streams a second (a record is 64 or 288 bytes).
-const H2_RING_BYTES: u32 = 8 << 20;
+/// The HTTP/2 ring buffer's size for a run that measures a target under
+/// load: a 10 ms tick's records at well over 100,000 streams a second (a
+/// record is 64 or 288 bytes).
+pub const H2_RING_BYTES: u32 = 8 << 20;
+
+/// The same for a node agent (`--metrics`): the kernel maps a ring's
+/// pages twice into the reader and they are resident from the start, so
+/// 8 MiB would be 16 MB of the agent's RSS. 1 MiB still holds about 30 ms
+/// of records at 100,000 HTTP/2 streams a second (a tick is 10 ms); a
+/// record that finds it full is counted as lost, never waited for.
+pub const AGENT_H2_RING_BYTES: u32 = 1 << 20;
 
 /// Entries of the names map (and of the HTTP/1 route texts): each port's
 /// names and an "(other)" per protocol, at least the kernel's default and
@@ -93,7 +101,8 @@ impl<'obj> Programs<'obj> {
     /// and the uprobes on OpenSSL ([`Programs::attach_tls`] attaches them);
     /// `tie_samples` keeps each serving thread's turn for the stack
     /// sampler ([`Programs::threads_map`]) and writes the ends of the turns
-    /// it sampled.
+    /// it sampled; `ring_bytes` sizes the ring buffer of HTTP/2 records
+    /// and turn ends (a power of two).
     pub fn load(
         storage: &'obj mut MaybeUninit<OpenObject>,
         scope: &ScopeFilter,
@@ -101,6 +110,7 @@ impl<'obj> Programs<'obj> {
         max_endpoints: u32,
         tls_plaintext: bool,
         tie_samples: bool,
+        ring_bytes: u32,
     ) -> Result<Self> {
         // CPU wait is the kernel's per-thread run-queue sum; without
         // CONFIG_SCHED_INFO the field is absent and every turn would show
@@ -148,7 +158,7 @@ impl<'obj> Programs<'obj> {
             .context("sizing the HTTP/1 route texts")?;
         open.maps
             .h2_events
-            .set_max_entries(H2_RING_BYTES)
+            .set_max_entries(ring_bytes)
             .context("sizing the HTTP/2 ring buffer")?;
         if !tls_plaintext {
             // Preallocated LRUs: no room taken for what is not asked.

@@ -176,6 +176,10 @@ pub struct AnatomyConfig {
     /// tail's threshold ([`Session::threads_map`]), so that samples are
     /// tied to requests (None: not tied).
     pub tie_samples: Option<TailSpec>,
+    /// Bytes of the ring buffer of HTTP/2 records and turn ends
+    /// ([`bpf::H2_RING_BYTES`], or [`bpf::AGENT_H2_RING_BYTES`] for a node
+    /// agent).
+    pub ring_bytes: u32,
     /// Length of the intervals the window is cut into.
     pub interval: Duration,
     /// Where the window's counts so far are published, at every interval
@@ -438,6 +442,7 @@ fn open<'obj>(
         cfg.max_endpoints,
         cfg.tls_plaintext,
         cfg.tie_samples.is_some(),
+        cfg.ring_bytes,
     )?;
     let pids = match cfg.scope {
         ScopeFilter::Tree => {

@@ -63,6 +63,26 @@ pub fn families(e: &Exported) -> Vec<pb::MetricFamily> {
             Counter,
             vec![counter(vec![], e.bpf_ns() as f64 / 1e9)],
         ),
+        family(
+            "sockscope_stack_module_cache_bytes",
+            "Bytes the agent holds to unwind and name the modules it sampled (an estimate: their \
+             unwind sections and FDE tables, symbol tables and the index over them, private \
+             copies), and under budget=\"true\" the most it keeps before dropping the least \
+             recently sampled modules.",
+            Gauge,
+            vec![
+                gauge(vec![], e.cache().held as f64),
+                gauge(vec![label("budget", "true")], e.cache().budget as f64),
+            ],
+        ),
+        family(
+            "sockscope_stack_module_evictions_total",
+            "Modules dropped to keep to the budget (each is read and parsed again if sampled \
+             again: a count that keeps rising means the budget is smaller than what the node \
+             runs).",
+            Counter,
+            vec![counter(vec![], e.cache().evicted as f64)],
+        ),
     ]
 }
 
@@ -148,6 +168,18 @@ mod tests {
         );
         assert!(
             text.contains("sockscope_stack_window_seconds 60\n"),
+            "{text}"
+        );
+        e.set_cache(crate::stacks::export::ModuleCacheStats {
+            held: 3 << 20,
+            budget: 16 << 20,
+            evicted: 7,
+        });
+        let text = super::super::text::encode(&families(&e));
+        assert!(
+            text.contains("sockscope_stack_module_cache_bytes 3145728\n")
+                && text.contains("sockscope_stack_module_cache_bytes{budget=\"true\"} 16777216\n")
+                && text.contains("sockscope_stack_module_evictions_total 7\n"),
             "{text}"
         );
         let period = text

@@ -39,7 +39,20 @@ pub struct Exported {
     admission: Sticky<LeafKey>,
     lost: u64,
     bpf_ns: u64,
+    cache: ModuleCacheStats,
     last: Option<Arc<Vec<u8>>>,
+}
+
+/// What the agent's resolver holds to unwind and name frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModuleCacheStats {
+    /// Bytes its modules hold now (an estimate: unwind sections, FDE
+    /// tables, symbol tables and their index, private copies).
+    pub held: u64,
+    /// The most it keeps before dropping the least recently sampled.
+    pub budget: u64,
+    /// Modules dropped to keep to the budget, since the start.
+    pub evicted: u64,
 }
 
 /// The state the sampling thread and the exporter share.
@@ -56,6 +69,7 @@ impl Exported {
             admission: Sticky::new(max_series),
             lost: 0,
             bpf_ns: 0,
+            cache: ModuleCacheStats::default(),
             last: None,
         }))
     }
@@ -89,6 +103,16 @@ impl Exported {
     pub fn set_counters(&mut self, lost: u64, bpf_ns: u64) {
         self.lost = lost;
         self.bpf_ns = bpf_ns;
+    }
+
+    /// Sets what the resolver holds and has dropped.
+    pub fn set_cache(&mut self, cache: ModuleCacheStats) {
+        self.cache = cache;
+    }
+
+    /// What the resolver holds and has dropped.
+    pub fn cache(&self) -> ModuleCacheStats {
+        self.cache
     }
 
     /// Replaces the last complete window's profile (gzip'd

@@ -25,6 +25,9 @@ pub struct CfiSections<'a> {
     pub eh_frame: Option<(&'a [u8], u64)>,
     /// `.eh_frame_hdr`'s address.
     pub eh_frame_hdr: Option<u64>,
+    /// `.eh_frame_hdr`'s bytes: its binary-search table finds one FDE
+    /// without reading the others ([`hdr_find`]).
+    pub eh_frame_hdr_data: Option<&'a [u8]>,
     /// `.text`'s address.
     pub text: Option<u64>,
     /// `.got`'s address.
@@ -97,6 +100,59 @@ impl FdeTable {
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
+
+    /// The bytes its ranges take.
+    pub fn bytes(&self) -> u64 {
+        (self.ranges.capacity() * std::mem::size_of::<Range<u64>>()) as u64
+    }
+}
+
+/// What `.eh_frame_hdr`'s search table says of `svma`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HdrLookup {
+    /// The FDE holding it: its range.
+    Covered(Range<u64>),
+    /// No FDE holds it.
+    Uncovered,
+    /// There is no usable table (none, empty, or it does not parse): the
+    /// whole `.eh_frame` must be read instead ([`FdeTable::of`]).
+    NoTable,
+}
+
+/// Finds the FDE holding `svma` through `.eh_frame_hdr`'s sorted table,
+/// reading only the table entries a binary search visits and that one
+/// FDE: a module's FDEs need not all be read (and kept: 16 bytes each,
+/// 100,000s in a large library) to look one up.
+pub fn hdr_find(cfi: &CfiSections<'_>, svma: u64) -> HdrLookup {
+    let (Some((eh, eh_at)), Some(hdr), Some(hdr_at)) =
+        (cfi.eh_frame, cfi.eh_frame_hdr_data, cfi.eh_frame_hdr)
+    else {
+        return HdrLookup::NoTable;
+    };
+    let mut bases = BaseAddresses::default()
+        .set_eh_frame(eh_at)
+        .set_eh_frame_hdr(hdr_at);
+    if let Some(t) = cfi.text {
+        bases = bases.set_text(t);
+    }
+    if let Some(g) = cfi.got {
+        bases = bases.set_got(g);
+    }
+    let Ok(parsed) = gimli::EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8) else {
+        return HdrLookup::NoTable;
+    };
+    let Some(table) = parsed.table() else {
+        return HdrLookup::NoTable;
+    };
+    let mut frame = EhFrame::new(eh, LittleEndian);
+    frame.set_address_size(8);
+    match table.fde_for_address(&frame, &bases, svma, EhFrame::cie_from_offset) {
+        Ok(fde) => {
+            let start = fde.initial_address();
+            HdrLookup::Covered(start..start.saturating_add(fde.len()))
+        }
+        Err(_) => HdrLookup::Uncovered,
+    }
 }
 
 /// Adds the range of every FDE of `section` that parses; stops at the
@@ -150,7 +206,8 @@ mod tests {
     fn our_own_eh_frame_covers_this_function() {
         let file = std::fs::File::open("/proc/self/exe").unwrap();
         let elf = super::super::modules::parse_elf(&file).expect("our own ELF");
-        let t = FdeTable::of(&elf.cfi_sections());
+        let cfi = elf.cfi_sections();
+        let t = FdeTable::of(&cfi);
         assert!(!t.is_empty());
         // This test's own code, as a file address: the runtime address
         // less the load bias of the mapping holding it.
@@ -164,5 +221,79 @@ mod tests {
         let bias = elf.bias(m.start, m.offset).unwrap();
         let r = t.find(here - bias).expect("an FDE holds a Rust function");
         assert!(r.start <= here - bias && here - bias < r.end);
+        assert_eq!(hdr_find(&cfi, here - bias), HdrLookup::Covered(r));
+    }
+
+    #[test]
+    fn the_hdr_search_agrees_with_the_whole_table() {
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let elf = super::super::modules::parse_elf(&file).expect("our own ELF");
+        let cfi = elf.cfi_sections();
+        let t = FdeTable::of(&cfi);
+        let text = elf.text.clone().expect("a .text");
+        let (mut covered, mut uncovered) = (0, 0);
+        // Every 61st byte of .text, and each FDE's first and last bytes
+        // and the one past it.
+        let probes = (text.clone().step_by(61))
+            .chain(t.ranges.iter().flat_map(|r| [r.start, r.end - 1, r.end]));
+        for a in probes {
+            let want = match t.find(a) {
+                Some(r) => {
+                    covered += 1;
+                    HdrLookup::Covered(r)
+                }
+                None => {
+                    uncovered += 1;
+                    HdrLookup::Uncovered
+                }
+            };
+            assert_eq!(hdr_find(&cfi, a), want, "at {a:#x}");
+        }
+        assert!(covered > 1000 && uncovered > 0, "{covered} {uncovered}");
+        // Without the header's bytes there is no table to search.
+        let no_hdr = CfiSections {
+            eh_frame_hdr_data: None,
+            ..cfi
+        };
+        assert_eq!(hdr_find(&no_hdr, text.start), HdrLookup::NoTable);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::hostile::config(256))]
+
+        /// A module's bytes are hostile: a mutated header or
+        /// `.eh_frame` gives an answer, never a panic or a hang.
+        #[test]
+        fn mutated_cfi_never_panics(
+            ms in crate::hostile::mutations(),
+            on_hdr in proptest::bool::ANY,
+            at in 0..1u64 << 20,
+        ) {
+            let elf = own_elf();
+            let cfi = elf.cfi_sections();
+            let (eh, eh_at) = cfi.eh_frame.unwrap();
+            let hdr = cfi.eh_frame_hdr_data.unwrap();
+            let (eh, hdr) = if on_hdr {
+                (eh.to_vec(), crate::hostile::mutate(hdr, &ms))
+            } else {
+                (crate::hostile::mutate(eh, &ms), hdr.to_vec())
+            };
+            let bad = CfiSections {
+                eh_frame: Some((&eh, eh_at)),
+                eh_frame_hdr_data: Some(&hdr),
+                ..cfi
+            };
+            let text = elf.text.clone().unwrap();
+            let _ = hdr_find(&bad, text.start + at % (text.end - text.start));
+        }
+    }
+
+    fn own_elf() -> &'static super::super::modules::ElfInfo {
+        static ELF: std::sync::OnceLock<super::super::modules::ElfInfo> =
+            std::sync::OnceLock::new();
+        ELF.get_or_init(|| {
+            let file = std::fs::File::open("/proc/self/exe").unwrap();
+            super::super::modules::parse_elf(&file).expect("our own ELF")
+        })
     }
 }

@@ -4,9 +4,12 @@
 //! is the exact inode the process mapped, whatever a path names now, in any
 //! mount namespace, deleted or not, so nothing a non-root user plants or
 //! swaps at a path is ever read. The ELF is parsed with `object` through
-//! `read()` calls (`ReadCache`), never mmap: a file owned by another user
-//! can be truncated under a mapping of ours, and a read then comes back
-//! short where a mapping would raise SIGBUS. Every section read is bounded.
+//! `read()` calls (`ReadCache`): a file owned by another user can be
+//! truncated under a mapping of ours, and a read then comes back short
+//! where a mapping would raise SIGBUS. Only the large unwind sections of a
+//! file only root can change are mapped ([`SectionData`]), so that a node
+//! agent does not hold megabytes of a library's `.eh_frame` of which it
+//! reads a few pages. Every section read is bounded.
 //! Parsed objects are cached per file identity, across processes (nginx's
 //! workers share their modules).
 
@@ -16,9 +19,10 @@ use std::io::{self, BufRead, BufReader};
 use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::fde::{CfiSections, FdeTable};
+use super::fde::{CfiSections, FdeTable, HdrLookup, hdr_find};
 
 use object::read::elf::ElfFile64;
 use object::{LittleEndian, Object, ObjectSection, ObjectSegment, ReadCache, SegmentFlags};
@@ -65,8 +69,90 @@ pub struct Section {
     /// Its addresses as the ELF file states them (SVMA).
     pub svma: Range<u64>,
     /// Its bytes.
-    pub data: Arc<[u8]>,
+    pub data: SectionData,
 }
+
+/// A section's bytes: a copy, or a read-only mapping of a file only root
+/// can change ([`ModuleFile::trusted`]), whose pages are read from the page
+/// cache as lookups touch them (a large library's `.eh_frame` is megabytes,
+/// of which unwinding reads a few pages) and which the kernel may reclaim.
+#[derive(Clone)]
+pub struct SectionData(Arc<Backing>);
+
+enum Backing {
+    Copy(Box<[u8]>),
+    Mapped {
+        map: memmap2::Mmap,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl SectionData {
+    /// A copy of `bytes`.
+    pub fn copy(bytes: &[u8]) -> Self {
+        Self(Arc::new(Backing::Copy(bytes.into())))
+    }
+
+    /// Maps `len` bytes of `file` from `offset`, read-only. The caller
+    /// vouches that only root can change the file (a truncation under the
+    /// mapping would raise SIGBUS on a later read).
+    fn map(file: &File, offset: u64, len: u64) -> io::Result<Self> {
+        let page = offset & !0xfff;
+        let start = usize::try_from(offset - page).map_err(io::Error::other)?;
+        let len = usize::try_from(len).map_err(io::Error::other)?;
+        // SAFETY: read-only and private; the file is one only root can
+        // change (see above), so its bytes stay as mapped.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(page)
+                .len(start + len)
+                .map(file)?
+        };
+        Ok(Self(Arc::new(Backing::Mapped { map, start, len })))
+    }
+
+    /// The bytes it holds in memory of its own (a mapping's pages are the
+    /// page cache's: 0).
+    pub fn owned_bytes(&self) -> u64 {
+        match &*self.0 {
+            Backing::Copy(b) => b.len() as u64,
+            Backing::Mapped { .. } => 0,
+        }
+    }
+}
+
+impl Default for SectionData {
+    fn default() -> Self {
+        Self::copy(&[])
+    }
+}
+
+impl std::ops::Deref for SectionData {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &*self.0 {
+            Backing::Copy(b) => b,
+            Backing::Mapped { map, start, len } => &map[*start..*start + *len],
+        }
+    }
+}
+
+impl std::fmt::Debug for SectionData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &*self.0 {
+            Backing::Copy(_) => "copy",
+            Backing::Mapped { .. } => "mapped",
+        };
+        write!(f, "SectionData({kind}, {} bytes)", self.len())
+    }
+}
+
+/// Sections at least this large are mapped rather than copied, where the
+/// file may be mapped at all (smaller ones cost less copied than a
+/// mapping's page-rounded pages and its descriptor-free bookkeeping).
+const MAP_AT_LEAST: u64 = 64 << 10;
 
 /// One `PT_LOAD` segment: where file bytes go in the address space.
 #[derive(Clone, Copy, Debug)]
@@ -102,6 +188,8 @@ pub struct ElfInfo {
     pub build_id: Option<Vec<u8>>,
     /// Whether it has a non-empty `.symtab` (an unstripped build).
     pub has_symtab: bool,
+    /// What naming from it may hold ([`symbol_bytes`]).
+    pub symbol_bytes: u64,
     /// Its FDE ranges, read on first need ([`ElfInfo::fdes`]).
     pub fde_table: OnceLock<FdeTable>,
 }
@@ -114,11 +202,34 @@ impl ElfInfo {
             .get_or_init(|| FdeTable::of(&self.cfi_sections()))
     }
 
+    /// The range of the FDE holding file address `svma`: looked up in
+    /// `.eh_frame_hdr`'s table where there is one, else in the whole
+    /// table of its FDEs ([`ElfInfo::fdes`], read once).
+    pub fn fde_range(&self, svma: u64) -> Option<Range<u64>> {
+        match hdr_find(&self.cfi_sections(), svma) {
+            HdrLookup::Covered(r) => Some(r),
+            HdrLookup::Uncovered => None,
+            HdrLookup::NoTable => self.fdes().find(svma),
+        }
+    }
+
+    /// Whether it has call-frame information at all.
+    pub fn has_cfi(&self) -> bool {
+        // A module whose header has a table has FDEs; one without is read
+        // whole to know.
+        self.eh_frame_hdr
+            .as_ref()
+            .is_some_and(|h| h.data.len() > 12)
+            && self.eh_frame.is_some()
+            || !self.fdes().is_empty()
+    }
+
     /// Its CFI sections, as [`FdeTable::of`] reads them.
     pub fn cfi_sections(&self) -> CfiSections<'_> {
         CfiSections {
             eh_frame: self.eh_frame.as_ref().map(|s| (&s.data[..], s.svma.start)),
             eh_frame_hdr: self.eh_frame_hdr.as_ref().map(|s| s.svma.start),
+            eh_frame_hdr_data: self.eh_frame_hdr.as_ref().map(|s| &s.data[..]),
             text: self.text.as_ref().map(|t| t.start),
             got: self.got.as_ref().map(|g| g.start),
             debug_frame: self.debug_frame.as_ref().map(|s| &s.data[..]),
@@ -168,6 +279,27 @@ pub struct ModuleFile {
     pub file: File,
     /// Its ELF contents, None when it is not a (readable) 64-bit ELF.
     pub elf: Option<ElfInfo>,
+    /// Bytes held to name its frames (the symbolizer's estimate of its
+    /// symbol tables, mapped or indexed, and of any private copy).
+    pub naming_bytes: AtomicU64,
+    /// When a sample last had a frame in it ([`ModuleCache`]'s clock).
+    used: AtomicU64,
+}
+
+impl ModuleFile {
+    /// The bytes held for it: its unwind sections, their FDE table once
+    /// built, and what naming it holds ([`ModuleFile::naming_bytes`]).
+    pub fn held(&self) -> u64 {
+        let unwind = self.elf.as_ref().map_or(0, |e| {
+            let sections = [&e.eh_frame, &e.eh_frame_hdr, &e.debug_frame]
+                .into_iter()
+                .flatten()
+                .map(|s| s.data.owned_bytes())
+                .sum::<u64>();
+            sections + e.fde_table.get().map_or(0, FdeTable::bytes)
+        });
+        unwind + self.naming_bytes.load(Ordering::Relaxed)
+    }
 }
 
 /// What one executable mapping holds.
@@ -225,13 +357,12 @@ impl Mapping {
         let Some(elf) = &f.elf else {
             return Cfi::Absent;
         };
-        let fdes = elf.fdes();
-        if fdes.is_empty() {
+        if !elf.has_cfi() {
             return Cfi::Absent;
         }
         match elf
             .svma_of_offset(self.file_offset(addr))
-            .and_then(|a| fdes.find(a))
+            .and_then(|a| elf.fde_range(a))
         {
             Some(r) => Cfi::Covered(r),
             None => Cfi::Uncovered,
@@ -257,6 +388,13 @@ pub struct ProcessMaps {
 }
 
 impl ProcessMaps {
+    /// Whether one of its mappings is of a module in `keys`.
+    pub fn maps_any(&self, keys: &[FileKey]) -> bool {
+        self.mappings
+            .iter()
+            .any(|m| matches!(&m.kind, MappingKind::File(f) if keys.contains(&f.key)))
+    }
+
     /// The mapping holding `addr`.
     pub fn find(&self, addr: u64) -> Option<&Mapping> {
         let i = self.mappings.partition_point(|m| m.start <= addr);
@@ -331,6 +469,8 @@ pub struct ModuleCache {
     /// Our own vDSO image (the kernel maps the same one into every
     /// process), loaded on first need; `Some(None)` when it could not be.
     vdso: Option<Option<Arc<ModuleFile>>>,
+    /// Counts samples, to order modules by their last use.
+    clock: u64,
 }
 
 impl ModuleCache {
@@ -383,7 +523,7 @@ impl ModuleCache {
             return Some(Arc::clone(m));
         }
         let trusted = meta.uid() == 0 && !on_fuse(&file);
-        let elf = parse_elf(&file);
+        let elf = parse_elf_as(&file, trusted);
         let m = Arc::new(ModuleFile {
             key,
             path: path.to_string(),
@@ -392,6 +532,8 @@ impl ModuleCache {
             trusted,
             file,
             elf,
+            naming_bytes: AtomicU64::new(0),
+            used: AtomicU64::new(self.clock),
         });
         self.files.insert(key, Arc::clone(&m));
         Some(m)
@@ -408,6 +550,60 @@ impl ModuleCache {
         let before = self.files.len();
         self.files.retain(|_, m| Arc::strong_count(m) > 1);
         self.files.len() != before
+    }
+
+    /// Starts a sample: the modules [`ModuleCache::touch`]ed from now on
+    /// are its.
+    pub fn tick(&mut self) {
+        self.clock += 1;
+    }
+
+    /// Marks `m` as used by the current sample.
+    pub fn touch(&self, m: &ModuleFile) {
+        m.used.store(self.clock, Ordering::Relaxed);
+    }
+
+    /// The bytes the cached modules hold ([`ModuleFile::held`]).
+    pub fn held(&self) -> u64 {
+        self.files.values().map(|m| m.held()).sum()
+    }
+
+    /// The current sample's clock reading.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// Drops the least recently used modules until those left hold at
+    /// most `target` bytes, sparing those used since clock `hot_since`;
+    /// then, if they still hold more than `cap`, the least recently used
+    /// of those too, down to `cap`. The current sample's modules and the
+    /// vDSO (every process maps it) are always kept. Returns the modules
+    /// dropped, which their holders must let go of for the memory to be
+    /// freed.
+    pub fn evict_to(&mut self, target: u64, hot_since: u64, cap: u64) -> Vec<FileKey> {
+        let vdso = self.vdso.clone().flatten().map(|m| m.key);
+        let mut by_age: Vec<(u64, u64, FileKey)> = self
+            .files
+            .values()
+            .map(|m| (m.used.load(Ordering::Relaxed), m.held(), m.key))
+            .filter(|&(used, _, key)| used < self.clock && Some(key) != vdso)
+            .collect();
+        let mut held = self.held();
+        by_age.sort_unstable_by_key(|(used, _, _)| *used);
+        let mut gone = Vec::new();
+        for (used, h, key) in by_age {
+            let limit = if used < hot_since { target } else { cap };
+            if held <= limit {
+                if used < hot_since {
+                    continue;
+                }
+                break;
+            }
+            self.files.remove(&key);
+            held -= h;
+            gone.push(key);
+        }
+        gone
     }
 
     fn vdso(&mut self) -> Option<Arc<ModuleFile>> {
@@ -435,6 +631,12 @@ fn on_fuse(file: &File) -> bool {
 /// headers do not parse; a section that is too large or unreadable is
 /// left out, not an error.
 pub fn parse_elf(file: &File) -> Option<ElfInfo> {
+    parse_elf_as(file, false)
+}
+
+/// [`parse_elf`], mapping the large unwind sections instead of copying
+/// them when `map` (only for a file only root can change).
+pub fn parse_elf_as(file: &File, map: bool) -> Option<ElfInfo> {
     let cache = ReadCache::new(file);
     let elf = ElfFile64::<LittleEndian, _>::parse(&cache).ok()?;
     let loads: Vec<Segment> = elf
@@ -459,11 +661,16 @@ pub fn parse_elf(file: &File) -> Option<ElfInfo> {
         if s.size() > MAX_UNWIND_SECTION {
             return None;
         }
-        let data = s.data().ok()?;
-        Some(Section {
-            svma: s.address()..s.address().saturating_add(s.size()),
-            data: Arc::from(data),
-        })
+        let svma = s.address()..s.address().saturating_add(s.size());
+        let mapped = s
+            .file_range()
+            .filter(|&(_, len)| map && len >= MAP_AT_LEAST && len == s.size())
+            .and_then(|(off, len)| SectionData::map(file, off, len).ok());
+        let data = match mapped {
+            Some(d) => d,
+            None => SectionData::copy(s.data().ok()?),
+        };
+        Some(Section { svma, data })
     };
     Some(ElfInfo {
         base_svma,
@@ -474,9 +681,26 @@ pub fn parse_elf(file: &File) -> Option<ElfInfo> {
         debug_frame: section(".debug_frame"),
         build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
         has_symtab: elf.section_by_name(".symtab").is_some_and(|s| s.size() > 0),
+        symbol_bytes: symbol_bytes_of(&elf),
         fde_table: OnceLock::new(),
         loads,
     })
+}
+
+/// What naming from an ELF file holds: its symbol tables (`.symtab`,
+/// `.dynsym`), which blazesym reads whole to sort them, plus a third of
+/// them for the sorted index it keeps (8 bytes per 24-byte symbol). The
+/// names are read only for the addresses looked up (a few pages). 0 for a
+/// file that does not parse.
+pub fn symbol_bytes(file: &File) -> u64 {
+    let cache = ReadCache::new(file);
+    ElfFile64::<LittleEndian, _>::parse(&cache).map_or(0, |elf| symbol_bytes_of(&elf))
+}
+
+fn symbol_bytes_of<'d, R: object::ReadRef<'d>>(elf: &ElfFile64<'d, LittleEndian, R>) -> u64 {
+    let size = |name: &str| elf.section_by_name(name).map_or(0, |s| s.size());
+    let tables = size(".symtab") + size(".dynsym");
+    tables + tables / 3
 }
 
 /// Our own vDSO image, copied into a sealed memfd: the kernel maps the

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::modules::{ModuleCache, ProcessMaps};
+use super::modules::{MappingKind, ModuleCache, ProcessMaps};
 use super::sample::RawSample;
 use super::symbolize::Symbolizer;
 use super::unwind::{ProcessUnwinder, Unwound};
@@ -62,11 +62,38 @@ impl Process {
     }
 }
 
+/// A bound on what a resolver keeps ([`Resolver::with_budget`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// The most bytes its modules hold: their unwind sections and FDE
+    /// tables, and what naming them holds (symbol tables and their index,
+    /// private copies). Past it, the least recently sampled modules are
+    /// dropped, down to three quarters of it, and parsed again if sampled
+    /// again; those sampled in the last [`HOT_CHECKS`] checks are kept
+    /// unless the modules hold more than one and a half times the budget
+    /// (a node whose hot modules alone exceed the budget would otherwise
+    /// parse them again at every check).
+    pub module_bytes: u64,
+    /// The most function names cached.
+    pub names: usize,
+}
+
+/// How many of the last budget checks a module sampled in is hot (kept
+/// while the modules hold at most one and a half times the budget): with
+/// a check every 2 s, what was sampled in the last 30 s.
+pub const HOT_CHECKS: usize = 15;
+
 /// Unwinds and symbolizes samples; see the module documentation.
 pub struct Resolver {
     modules: ModuleCache,
     processes: HashMap<u32, Process>,
     symbolizer: Symbolizer,
+    budget: Option<Budget>,
+    /// Modules dropped to keep to the budget.
+    evicted: u64,
+    /// The module clock at the last [`HOT_CHECKS`] checks of the budget,
+    /// oldest first.
+    checked_at: std::collections::VecDeque<u64>,
     unwind_ns: u64,
     symbolize_ns: u64,
 }
@@ -78,20 +105,81 @@ impl Default for Resolver {
 }
 
 impl Resolver {
-    /// A resolver with empty caches.
+    /// A resolver with empty caches, bounded only by what is sampled
+    /// (a run's own length).
     pub fn new() -> Self {
         Self {
             modules: ModuleCache::default(),
             processes: HashMap::new(),
             symbolizer: Symbolizer::new(),
+            budget: None,
+            evicted: 0,
+            checked_at: std::collections::VecDeque::new(),
             unwind_ns: 0,
             symbolize_ns: 0,
         }
     }
 
+    /// A resolver whose caches keep to `budget` (a node agent, which
+    /// samples every process on the machine for days).
+    pub fn with_budget(budget: Budget) -> Self {
+        Self {
+            // A private copy of a module someone else owns is held whole:
+            // none larger than half the budget.
+            symbolizer: Symbolizer::bounded(budget.names, budget.module_bytes / 2),
+            budget: Some(budget),
+            ..Self::new()
+        }
+    }
+
+    /// Its budget, if bounded.
+    pub fn budget(&self) -> Option<Budget> {
+        self.budget
+    }
+
+    /// How many modules were dropped to keep to the budget.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// The bytes the cached modules hold ([`Budget::module_bytes`]).
+    pub fn held(&self) -> u64 {
+        self.modules.held()
+    }
+
+    /// Drops the least recently sampled modules, and the processes that
+    /// map them (read again when next sampled), once the modules hold more
+    /// than the budget ([`Budget::module_bytes`] says which are kept).
+    /// Called every few seconds, not per sample: what was sampled since
+    /// the last call is what the node runs now.
+    pub fn keep_to_budget(&mut self) {
+        let Some(b) = self.budget else { return };
+        let hot_since = self.checked_at.front().copied().unwrap_or(0);
+        if self.checked_at.len() >= HOT_CHECKS {
+            self.checked_at.pop_front();
+        }
+        self.checked_at.push_back(self.modules.clock());
+        if self.modules.held() <= b.module_bytes {
+            return;
+        }
+        let gone = self.modules.evict_to(
+            b.module_bytes / 4 * 3,
+            hot_since,
+            b.module_bytes.saturating_add(b.module_bytes / 2),
+        );
+        if gone.is_empty() {
+            return;
+        }
+        self.evicted += gone.len() as u64;
+        self.processes.retain(|_, p| !p.maps.maps_any(&gone));
+        let modules = &self.modules;
+        self.symbolizer.retain_modules(&|k| modules.contains(k));
+    }
+
     /// Unwinds and names `s` now, while its process still exists (its
     /// modules are read through /proc/PID).
     pub fn resolve(&mut self, s: &RawSample) -> Resolved {
+        self.modules.tick();
         let t0 = thread_cpu_ns();
         self.symbolizer.begin_sample();
         let mut frames = self.symbolizer.kernel(&s.kernel, s.ts_ns);
@@ -114,7 +202,12 @@ impl Resolver {
         let mut stray = false;
         for (i, f) in unwound.frames.iter().enumerate() {
             frames.push(match proc.maps.find(f.lookup) {
-                Some(m) => self.symbolizer.user(s.pid, m, f.lookup),
+                Some(m) => {
+                    if let MappingKind::File(file) = &m.kind {
+                        self.modules.touch(file);
+                    }
+                    self.symbolizer.user(s.pid, m, f.lookup)
+                }
                 None if i == 0 => Frame {
                     name: "[unknown]".to_string(),
                     module: "[unknown]".to_string(),
@@ -333,6 +426,77 @@ mod tests {
         assert!(!got.complete, "{:#?}", got.frames);
         assert!(got.frames[0].name.contains("chain_leaf"));
         assert!(!got.frames.iter().any(|f| f.name.contains("thread_start")));
+    }
+
+    #[test]
+    fn a_budget_drops_the_least_recently_sampled_modules_and_reads_them_again() {
+        if !root_or_skip("a_budget_drops_the_least_recently_sampled_modules_and_reads_them_again") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+        let (base, _f) = map_exec(dir.path(), "other.bin", &garbage);
+        let elsewhere = || {
+            let regs = UserRegs {
+                ip: base + 0x10,
+                sp: 0x7000_0000,
+                bp: 0x7000_0010,
+            };
+            sample(regs, vec![0xffu8; 256], Vec::new())
+        };
+        let mut r = Resolver::with_budget(Budget {
+            module_bytes: 1,
+            names: 4,
+        });
+        let first = r.resolve(&chain_outer());
+        assert_eq!(position(&first, "chain_leaf"), 0);
+        // The last sample's own modules are spared, however much they hold.
+        r.keep_to_budget();
+        assert_eq!(r.evicted(), 0);
+        let held = r.held();
+        assert!(held > 1, "the test binary's unwind and symbol data: {held}");
+        // A sample elsewhere makes them the least recently used: dropped,
+        // with the process that maps them.
+        r.resolve(&elsewhere());
+        r.keep_to_budget();
+        assert!(r.evicted() >= 1);
+        assert!(r.held() < held, "{} after, {held} before", r.held());
+        // Sampled again, they are read again: the same frames.
+        let again = r.resolve(&chain_outer());
+        assert_eq!(position(&again, "chain_leaf"), 0);
+        assert!(position(&again, "chain_middle") < position(&again, "chain_outer"));
+        assert!(again.complete, "{:#?}", again.frames);
+        // Over a budget, but within one and a half times it: the modules
+        // sampled in the last checks are kept, and dropped once the checks
+        // since they were last sampled are HOT_CHECKS.
+        let budget = held / 4 * 3;
+        let mut r = Resolver::with_budget(Budget {
+            module_bytes: budget,
+            names: 4,
+        });
+        r.resolve(&chain_outer());
+        r.keep_to_budget();
+        r.resolve(&elsewhere());
+        r.resolve(&elsewhere());
+        assert!(r.held() > budget);
+        r.keep_to_budget();
+        assert_eq!(r.evicted(), 0, "sampled since the last check: kept");
+        for _ in 1..HOT_CHECKS {
+            r.resolve(&elsewhere());
+            r.keep_to_budget();
+            assert_eq!(r.evicted(), 0, "sampled in the last checks: kept");
+        }
+        r.resolve(&elsewhere());
+        r.keep_to_budget();
+        assert!(r.evicted() >= 1, "cold by now: dropped");
+        assert!(r.held() <= budget / 4 * 3, "{} of {budget}", r.held());
+        // Unbounded, nothing is ever dropped.
+        let mut unbounded = Resolver::new();
+        unbounded.resolve(&chain_outer());
+        unbounded.resolve(&elsewhere());
+        unbounded.keep_to_budget();
+        assert_eq!(unbounded.evicted(), 0);
+        assert!(unbounded.held() >= held);
     }
 
     /// Maps `bytes` executable in this process, as a file in a temp dir.

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow};
 
 use super::bpf::{Sampler, SamplerConfig, SamplerCounters};
+use super::export::ModuleCacheStats;
 use super::live::{self, HotCounter, HotFunctions};
+use super::resolve::Budget;
 use super::sample::{RawSample, SampleKind};
 use super::tie::{StackKey, TieBuilder};
 use super::{Frame, Resolver};
@@ -43,6 +45,13 @@ const DRAIN: Duration = Duration::from_millis(40);
 /// 40 ms); a process that exits within it may lose its last samples'
 /// names.
 const AGENT_DRAIN: Duration = Duration::from_millis(250);
+/// What a node agent's resolver keeps: the modules' unwind and symbol
+/// data it samples node-wide (a Rust build's libLLVM and librustc_driver
+/// alone would take 40 MB), and the names of the addresses sampled.
+const AGENT_BUDGET: Budget = Budget {
+    module_bytes: 16 << 20,
+    names: 16_384,
+};
 /// How often processes that are gone are forgotten.
 const REAP: Duration = Duration::from_secs(2);
 
@@ -223,7 +232,11 @@ fn run(
     } else {
         DRAIN
     };
-    let mut resolver = Resolver::new();
+    let mut resolver = if rotation.is_some() {
+        Resolver::with_budget(AGENT_BUDGET)
+    } else {
+        Resolver::new()
+    };
     let mut last_reap = Instant::now();
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -233,7 +246,7 @@ fn run(
                 agg.add(&mut resolver, &s);
             }
             if let Some(r) = rotation.as_mut() {
-                r.publish(&mut agg, &sampler.counters()?);
+                r.publish(&mut agg, &sampler.counters()?, cache_of(&resolver));
             }
             break;
         }
@@ -245,10 +258,11 @@ fn run(
             hot.tick(|i| &frames[i as usize]);
         }
         if let Some(r) = rotation.as_mut() {
-            r.tick(&mut agg, || sampler.counters(), cfg.hz)?;
+            r.tick(&mut agg, || sampler.counters(), cache_of(&resolver), cfg.hz)?;
         }
         if last_reap.elapsed() >= REAP {
             agg.reap(&mut resolver);
+            resolver.keep_to_budget();
             if rotation.is_some() {
                 // What the gone processes, the samples' stack copies and
                 // a past window's graph held was freed into the sampling
@@ -287,6 +301,15 @@ fn run(
     })
 }
 
+/// What an agent's resolver holds and has dropped, for the exporter.
+fn cache_of(r: &Resolver) -> ModuleCacheStats {
+    ModuleCacheStats {
+        held: r.held(),
+        budget: r.budget().map_or(0, |b| b.module_bytes),
+        evicted: r.evicted(),
+    }
+}
+
 /// How often an agent's counts are handed to the exporter.
 const PUBLISH: Duration = Duration::from_secs(1);
 
@@ -321,17 +344,18 @@ impl Rotation {
         &mut self,
         agg: &mut Aggregate,
         counters: impl Fn() -> Result<SamplerCounters>,
+        cache: ModuleCacheStats,
         hz: u32,
     ) -> Result<()> {
         if self.published.elapsed() >= PUBLISH {
-            self.publish(agg, &counters()?);
+            self.publish(agg, &counters()?, cache);
         }
         let length = self.started.elapsed();
         if length < self.window {
             return Ok(());
         }
         // The counts name the window's interned ids: handed over first.
-        self.publish(agg, &counters()?);
+        self.publish(agg, &counters()?, cache);
         let graph = StackGraph::build(WeightUnit::Samples, agg.stacks_of(&agg.on), TOP);
         let what = format!("on-CPU stacks of a node agent's window, {hz} Hz per CPU");
         let pprof = crate::report::pprof::file_bytes(
@@ -355,12 +379,18 @@ impl Rotation {
 
     /// Hands the counts since the last call, and the sampler's counters,
     /// to the exporter.
-    fn publish(&mut self, agg: &mut Aggregate, counters: &SamplerCounters) {
+    fn publish(
+        &mut self,
+        agg: &mut Aggregate,
+        counters: &SamplerCounters,
+        cache: ModuleCacheStats,
+    ) {
         self.published = Instant::now();
         let Ok(mut e) = self.shared.lock() else {
             return;
         };
         e.set_counters(counters.lost, counters.bpf_ns);
+        e.set_cache(cache);
         let Some(leaves) = agg.leaves.as_mut() else {
             return;
         };
@@ -776,7 +806,9 @@ mod tests {
         for _ in 0..3 {
             agg.add(&mut resolver, &on_cpu(b"agent-test"));
         }
-        rotation.tick(&mut agg, counters, 19).unwrap();
+        rotation
+            .tick(&mut agg, counters, ModuleCacheStats::default(), 19)
+            .unwrap();
         let samples_of = |pprof: &[u8]| -> i64 {
             let p = crate::report::pprof::read(pprof).unwrap();
             assert!(p.time_nanos > 0);
@@ -789,7 +821,9 @@ mod tests {
         for _ in 0..2 {
             agg.add(&mut resolver, &on_cpu(b"agent-test"));
         }
-        rotation.tick(&mut agg, counters, 19).unwrap();
+        rotation
+            .tick(&mut agg, counters, ModuleCacheStats::default(), 19)
+            .unwrap();
         let e = shared.lock().unwrap();
         // The window holds its own samples; the counter, every sample.
         assert_eq!(samples_of(&e.last_profile().unwrap()), 2);

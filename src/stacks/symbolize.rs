@@ -95,7 +95,7 @@ impl Frame {
 }
 
 /// The most (module, offset) names kept before the cache starts afresh
-/// (about 100 bytes each).
+/// (about 100 bytes each), unless [`Symbolizer::with_max_names`] says.
 const MAX_NAMES: usize = 100_000;
 
 /// Why frames of one module have no names, and how many.
@@ -125,6 +125,10 @@ pub struct Symbolizer {
     missing: HashMap<String, Missing>,
     /// Bytes of private copies held.
     copied: u64,
+    /// The most entries of `names`.
+    max_names: usize,
+    /// The largest module copied privately.
+    max_copy: u64,
 }
 
 impl Default for Symbolizer {
@@ -156,6 +160,19 @@ impl Symbolizer {
             perf_reread: false,
             missing: HashMap::new(),
             copied: 0,
+            max_names: MAX_NAMES,
+            max_copy: MAX_COPY,
+        }
+    }
+
+    /// An empty symbolizer that keeps at most `names` names and copies no
+    /// module larger than `copy` bytes (a node agent's budget: a copy is
+    /// held whole while its module is cached).
+    pub fn bounded(names: usize, copy: u64) -> Self {
+        Self {
+            max_names: names.max(1),
+            max_copy: copy.min(MAX_COPY),
+            ..Self::new()
         }
     }
 
@@ -232,7 +249,7 @@ impl Symbolizer {
             Some(n) => n.clone(),
             None => {
                 let n = self.lookup_file(f, off);
-                if self.names.len() >= MAX_NAMES {
+                if self.names.len() >= self.max_names {
                     // A cache: a node agent sampling for days would
                     // otherwise keep every address it ever named.
                     self.names.clear();
@@ -248,7 +265,7 @@ impl Symbolizer {
         match self.missing.get_mut(&f.path) {
             Some(m) => m.frames += 1,
             None => {
-                let hint = hint_for(f, self.copied);
+                let hint = hint_for(f, self.copied, self.max_copy);
                 self.count_missing(&f.path, &hint);
             }
         }
@@ -256,7 +273,7 @@ impl Symbolizer {
         // frame per unnamed function, not one per instruction sampled.
         let fde = f.elf.as_ref().and_then(|e| {
             let svma = e.svma_of_offset(off)?;
-            e.fdes().find(svma)
+            e.fde_range(svma)
         });
         match fde {
             Some(r) => Frame::unnamed(&f.name, r.start, false),
@@ -291,17 +308,22 @@ impl Symbolizer {
 
     fn open_sources(&mut self, f: &ModuleFile) -> Vec<File> {
         let mut out = Vec::new();
+        // What naming from it holds, for the resolver's budget.
+        let symbols = f.elf.as_ref().map_or(0, |e| e.symbol_bytes);
+        let mut held = 0;
         if f.trusted {
             if let Ok(c) = f.file.try_clone() {
+                held += symbols;
                 out.push(c);
             }
-        } else if f.key.size <= MAX_COPY && self.copied + f.key.size <= COPY_BUDGET {
+        } else if f.key.size <= self.max_copy && self.copied + f.key.size <= COPY_BUDGET {
             let reader = AtReader {
                 file: &f.file,
                 pos: 0,
             };
-            if let Ok(c) = sealed_copy(reader.take(MAX_COPY), "sockscope-module") {
+            if let Ok(c) = sealed_copy(reader.take(self.max_copy), "sockscope-module") {
                 self.copied += f.key.size;
+                held += f.key.size + symbols;
                 out.push(c);
             }
         }
@@ -314,8 +336,11 @@ impl Symbolizer {
             .and_then(|e| e.build_id.as_deref())
             .and_then(debug_file)
         {
+            held += super::modules::symbol_bytes(&d);
             out.push(d);
         }
+        f.naming_bytes
+            .store(held, std::sync::atomic::Ordering::Relaxed);
         out
     }
 
@@ -431,11 +456,11 @@ fn debug_file(build_id: &[u8]) -> Option<File> {
 }
 
 /// What would name a module's frames.
-fn hint_for(f: &ModuleFile, copied: u64) -> String {
+fn hint_for(f: &ModuleFile, copied: u64, max_copy: u64) -> String {
     let Some(elf) = &f.elf else {
         return "not an ELF file sockscope can read".to_string();
     };
-    if !f.trusted && (f.key.size > MAX_COPY || copied + f.key.size > COPY_BUDGET) {
+    if !f.trusted && (f.key.size > max_copy || copied + f.key.size > COPY_BUDGET) {
         return "owned by a non-root user and too large to copy privately".to_string();
     }
     if elf.has_symtab {

@@ -9,12 +9,10 @@
 //! built without frame pointers as well, so `rbp` is any value and the
 //! frames it leads to are made up.
 
-use std::sync::Arc;
-
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 
-use super::modules::{Cfi, MappingKind, ProcessMaps};
+use super::modules::{Cfi, MappingKind, ProcessMaps, SectionData};
 use super::sample::UserRegs;
 
 /// The most user frames unwound per sample.
@@ -46,7 +44,7 @@ pub struct Unwound {
 
 /// One process's unwinder: its modules' unwind sections and a rule cache.
 pub struct ProcessUnwinder {
-    unwinder: UnwinderX86_64<Arc<[u8]>>,
+    unwinder: UnwinderX86_64<SectionData>,
     cache: CacheX86_64,
 }
 
@@ -69,10 +67,10 @@ impl ProcessUnwinder {
                 text_svma: elf.text.clone(),
                 got_svma: elf.got.clone(),
                 eh_frame_svma: elf.eh_frame.as_ref().map(|s| s.svma.clone()),
-                eh_frame: elf.eh_frame.as_ref().map(|s| Arc::clone(&s.data)),
+                eh_frame: elf.eh_frame.as_ref().map(|s| s.data.clone()),
                 eh_frame_hdr_svma: elf.eh_frame_hdr.as_ref().map(|s| s.svma.clone()),
-                eh_frame_hdr: elf.eh_frame_hdr.as_ref().map(|s| Arc::clone(&s.data)),
-                debug_frame: elf.debug_frame.as_ref().map(|s| Arc::clone(&s.data)),
+                eh_frame_hdr: elf.eh_frame_hdr.as_ref().map(|s| s.data.clone()),
+                debug_frame: elf.debug_frame.as_ref().map(|s| s.data.clone()),
                 ..Default::default()
             };
             unwinder.add_module(Module::new(

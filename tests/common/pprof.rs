@@ -25,10 +25,33 @@ fn pprof(args: &[&str], file: &Path) -> String {
     String::from_utf8(out.stdout).expect("pprof writes text")
 }
 
+/// Has `go tool pprof` built and cached (Go builds its tools on first
+/// use, which takes both CPUs of this machine for most of a minute: a test
+/// whose profiler samples the whole machine would sample the compiler).
+#[allow(dead_code)]
+pub fn warm() {
+    let _ = Command::new("go")
+        .args(["tool", "pprof", "-h"])
+        .env("HOME", std::env::temp_dir())
+        .output();
+}
+
 /// `-top`'s rows: (function, flat %).
 pub fn top(file: &Path) -> Vec<(String, f64)> {
+    top_with(file, &[])
+}
+
+/// `-top`'s rows of the samples whose `process` label is `process`.
+#[allow(dead_code)]
+pub fn top_of_process(file: &Path, process: &str) -> Vec<(String, f64)> {
+    top_with(file, &[&format!("-tagfocus=process=^{process}$")])
+}
+
+fn top_with(file: &Path, extra: &[&str]) -> Vec<(String, f64)> {
     // Every node: by default pprof hides those under 0.5 % of the total.
-    let text = pprof(&["-top", "-nodecount=100000", "-nodefraction=0"], file);
+    let mut args = vec!["-top", "-nodecount=100000", "-nodefraction=0"];
+    args.extend_from_slice(extra);
+    let text = pprof(&args, file);
     let mut rows = Vec::new();
     let mut table = false;
     for l in text.lines() {

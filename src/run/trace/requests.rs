@@ -106,6 +106,7 @@ pub fn config_for(
         max_endpoints: reading.max_endpoints,
         tls_plaintext: reading.tls_plaintext,
         tie_samples: None,
+        ring_bytes: anatomy::bpf::H2_RING_BYTES,
         interval: INTERVAL,
         latest: None,
         max_services: DEFAULT_MAX_SERVICES,

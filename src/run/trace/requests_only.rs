@@ -94,6 +94,9 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     cfg.latest = Some(latest);
     cfg.max_services = u32::try_from(spec.max_series).unwrap_or(u32::MAX);
     cfg.duty = spec.duty;
+    if exporter.is_some() {
+        cfg.ring_bytes = anatomy::bpf::AGENT_H2_RING_BYTES;
+    }
     // The lines are progress: none under -q.
     let live = match spec.interval.filter(|_| !spec.quiet) {
         Some(span) => {
