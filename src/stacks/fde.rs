@@ -204,8 +204,7 @@ mod tests {
 
     #[test]
     fn our_own_eh_frame_covers_this_function() {
-        let file = std::fs::File::open("/proc/self/exe").unwrap();
-        let elf = super::super::modules::parse_elf(&file).expect("our own ELF");
+        let elf = own_elf();
         let cfi = elf.cfi_sections();
         let t = FdeTable::of(&cfi);
         assert!(!t.is_empty());
@@ -226,8 +225,7 @@ mod tests {
 
     #[test]
     fn the_hdr_search_agrees_with_the_whole_table() {
-        let file = std::fs::File::open("/proc/self/exe").unwrap();
-        let elf = super::super::modules::parse_elf(&file).expect("our own ELF");
+        let elf = own_elf();
         let cfi = elf.cfi_sections();
         let t = FdeTable::of(&cfi);
         let text = elf.text.clone().expect("a .text");

@@ -213,15 +213,22 @@ impl ElfInfo {
         }
     }
 
-    /// Whether it has call-frame information at all.
-    pub fn has_cfi(&self) -> bool {
-        // A module whose header has a table has FDEs; one without is read
-        // whole to know.
-        self.eh_frame_hdr
-            .as_ref()
-            .is_some_and(|h| h.data.len() > 12)
-            && self.eh_frame.is_some()
-            || !self.fdes().is_empty()
+    /// Where file address `svma` (None: outside its segments) stands with
+    /// its call-frame information: one search of `.eh_frame_hdr`'s table
+    /// where there is one, else the whole table of its FDEs.
+    fn cfi_of(&self, svma: Option<u64>) -> Cfi {
+        match svma.map(|a| hdr_find(&self.cfi_sections(), a)) {
+            Some(HdrLookup::Covered(r)) => Cfi::Covered(r),
+            Some(HdrLookup::Uncovered) => Cfi::Uncovered,
+            Some(HdrLookup::NoTable) | None => {
+                let fdes = self.fdes();
+                if fdes.is_empty() {
+                    return Cfi::Absent;
+                }
+                svma.and_then(|a| fdes.find(a))
+                    .map_or(Cfi::Uncovered, Cfi::Covered)
+            }
+        }
     }
 
     /// Its CFI sections, as [`FdeTable::of`] reads them.
@@ -357,16 +364,7 @@ impl Mapping {
         let Some(elf) = &f.elf else {
             return Cfi::Absent;
         };
-        if !elf.has_cfi() {
-            return Cfi::Absent;
-        }
-        match elf
-            .svma_of_offset(self.file_offset(addr))
-            .and_then(|a| elf.fde_range(a))
-        {
-            Some(r) => Cfi::Covered(r),
-            None => Cfi::Uncovered,
-        }
+        elf.cfi_of(elf.svma_of_offset(self.file_offset(addr)))
     }
 
     /// The module name frames in it carry.

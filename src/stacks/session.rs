@@ -258,7 +258,12 @@ fn run(
             hot.tick(|i| &frames[i as usize]);
         }
         if let Some(r) = rotation.as_mut() {
-            r.tick(&mut agg, || sampler.counters(), cache_of(&resolver), cfg.hz)?;
+            r.tick(
+                &mut agg,
+                || sampler.counters(),
+                || cache_of(&resolver),
+                cfg.hz,
+            )?;
         }
         if last_reap.elapsed() >= REAP {
             agg.reap(&mut resolver);
@@ -339,23 +344,24 @@ impl Rotation {
 
     /// Hands the counts over once a [`PUBLISH`], and at the window's end
     /// publishes its graph and starts the next; `counters` reads the
-    /// sampler's own.
+    /// sampler's own and `cache` the resolver's (each only when handed
+    /// over).
     fn tick(
         &mut self,
         agg: &mut Aggregate,
         counters: impl Fn() -> Result<SamplerCounters>,
-        cache: ModuleCacheStats,
+        cache: impl Fn() -> ModuleCacheStats,
         hz: u32,
     ) -> Result<()> {
         if self.published.elapsed() >= PUBLISH {
-            self.publish(agg, &counters()?, cache);
+            self.publish(agg, &counters()?, cache());
         }
         let length = self.started.elapsed();
         if length < self.window {
             return Ok(());
         }
         // The counts name the window's interned ids: handed over first.
-        self.publish(agg, &counters()?, cache);
+        self.publish(agg, &counters()?, cache());
         let graph = StackGraph::build(WeightUnit::Samples, agg.stacks_of(&agg.on), TOP);
         let what = format!("on-CPU stacks of a node agent's window, {hz} Hz per CPU");
         let pprof = crate::report::pprof::file_bytes(
@@ -807,7 +813,7 @@ mod tests {
             agg.add(&mut resolver, &on_cpu(b"agent-test"));
         }
         rotation
-            .tick(&mut agg, counters, ModuleCacheStats::default(), 19)
+            .tick(&mut agg, counters, ModuleCacheStats::default, 19)
             .unwrap();
         let samples_of = |pprof: &[u8]| -> i64 {
             let p = crate::report::pprof::read(pprof).unwrap();
@@ -822,7 +828,7 @@ mod tests {
             agg.add(&mut resolver, &on_cpu(b"agent-test"));
         }
         rotation
-            .tick(&mut agg, counters, ModuleCacheStats::default(), 19)
+            .tick(&mut agg, counters, ModuleCacheStats::default, 19)
             .unwrap();
         let e = shared.lock().unwrap();
         // The window holds its own samples; the counter, every sample.

@@ -95,7 +95,7 @@ impl Frame {
 }
 
 /// The most (module, offset) names kept before the cache starts afresh
-/// (about 100 bytes each), unless [`Symbolizer::with_max_names`] says.
+/// (about 100 bytes each), unless [`Symbolizer::bounded`] says.
 const MAX_NAMES: usize = 100_000;
 
 /// Why frames of one module have no names, and how many.
