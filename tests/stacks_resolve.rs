@@ -135,7 +135,7 @@ impl Drop for Chain {
 }
 
 fn names(r: &Resolved) -> Vec<&str> {
-    r.frames.iter().map(|f| f.name.as_str()).collect()
+    r.frames.iter().map(|f| &*f.name).collect()
 }
 
 /// Whether libc's debug file (Debian's libc6-dbg) is installed: it names
@@ -194,8 +194,8 @@ fn resolves_to_main(test: &str, flags: &[&str]) {
     let cold = r.resolve(&s);
     eprintln!("{test}: {:?}", names(&cold));
     assert_chain(&cold, "leaf", "middle", "main");
-    let top = &cold.frames[cold.frames.iter().position(|f| f.name == "leaf").unwrap()];
-    assert_eq!(top.module, "stack_chain");
+    let top = &cold.frames[cold.frames.iter().position(|f| &*f.name == "leaf").unwrap()];
+    assert_eq!(&*top.module, "stack_chain");
     assert!(top.symbolized);
     // Resolved again from the caches: the same frames.
     assert_eq!(r.resolve(&s), cold);
@@ -234,7 +234,7 @@ fn a_stripped_build_gives_module_offsets_and_says_what_would_name_them() {
     let ours: Vec<_> = got
         .frames
         .iter()
-        .filter(|f| f.module == "chain_stripped")
+        .filter(|f| &*f.module == "chain_stripped")
         .collect();
     // leaf, middle, main and _start, none named.
     assert!(ours.len() >= 4, "{n:?}");
@@ -420,8 +420,8 @@ fn kernel_addresses_resolve_to_their_kallsyms_names() {
     let got = Resolver::new().resolve(&s);
     assert_eq!(got.frames.len(), syms.len());
     for (f, (_, name)) in got.frames.iter().zip(&syms) {
-        assert_eq!(&f.name, name);
-        assert_eq!(f.module, "[kernel]");
+        assert_eq!(&*f.name, name);
+        assert_eq!(&*f.module, "[kernel]");
         assert!(f.kernel && f.symbolized);
     }
     assert!(!got.complete, "no user stack to complete");
@@ -504,7 +504,9 @@ fn a_bpf_program_loaded_after_kallsyms_was_read_gets_its_own_name_marked_as_ours
     // kallsyms read now, before the program exists.
     let schedule = unique_kernel_symbols(&["schedule"]);
     assert_eq!(
-        r.resolve(&kernel_sample(vec![schedule[0].0 + 1])).frames[0].name,
+        r.resolve(&kernel_sample(vec![schedule[0].0 + 1])).frames[0]
+            .name
+            .as_ref(),
         "schedule"
     );
     let mut storage = std::mem::MaybeUninit::uninit();
@@ -547,13 +549,20 @@ fn a_bpf_program_loaded_after_kallsyms_was_read_gets_its_own_name_marked_as_ours
         .collect();
     assert!(!judged.is_empty(), "our own ss_tick is still loaded");
     for (f, (_, name)) in judged {
-        assert_eq!(f.name, format!("[sockscope] {name}"), "{:?}", got.frames);
-        assert_eq!(f.module, "[sockscope]");
+        assert_eq!(
+            f.name.to_string(),
+            format!("[sockscope] {name}"),
+            "{:?}",
+            got.frames
+        );
+        assert_eq!(&*f.module, "[sockscope]");
         assert!(f.kernel && f.symbolized);
     }
     // The kernel's own text kept its name.
     assert_eq!(
-        r.resolve(&kernel_sample(vec![schedule[0].0 + 1])).frames[0].name,
+        r.resolve(&kernel_sample(vec![schedule[0].0 + 1])).frames[0]
+            .name
+            .as_ref(),
         "schedule"
     );
 }

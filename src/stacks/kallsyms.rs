@@ -9,7 +9,12 @@
 //! sampled after the
 //! table was read, makes the table be read again (at most once per
 //! [`REREAD_EVERY`], at most [`MAX_KALLSYMS`] bytes); its name is kept
-//! only once a table read after its sample named it. Names are chosen as
+//! only once a table read after its sample named it. Reading the table
+//! costs tens of milliseconds (the kernel formats every symbol), so where
+//! it can be known cheaply whether code was loaded since (the highest BPF
+//! program id, and /proc/modules' names and addresses: [`Generation`]), a
+//! table nothing was loaded after is current for later samples too and is
+//! not read again. Names are chosen as
 //! blazesym chose them before (the first listed of the symbols at the
 //! greatest address not above it), so kernel frames keep their names.
 //!
@@ -19,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::io::Read as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::monotonic_ns;
@@ -28,6 +34,10 @@ use crate::clock::monotonic_ns;
 pub const MAX_KALLSYMS: u64 = 64 << 20;
 /// The least time between two readings.
 pub const REREAD_EVERY: Duration = Duration::from_secs(1);
+/// The least time between two checks of [`Generation`].
+pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// The most bytes of /proc/modules read for [`loaded_code_generation`].
+const MAX_MODULES: u64 = 4 << 20;
 
 /// The names sockscope gives its BPF programs (src/bpf/*.bpf.c), as the
 /// kernel keeps them (15 characters at most).
@@ -179,8 +189,9 @@ impl KernelTable {
 /// A kernel address's name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelName {
-    /// The symbol.
-    pub name: String,
+    /// The symbol, made safe to print (shared: it is handed out for every
+    /// sample of its address).
+    pub name: Arc<str>,
     /// One of sockscope's own BPF programs.
     pub ours: bool,
 }
@@ -189,14 +200,26 @@ pub struct KernelName {
 /// tests).
 pub type Source = Box<dyn FnMut() -> Option<Vec<u8>> + Send>;
 
+/// A token that changes whenever kernel code is loaded (a BPF program,
+/// a module); `None` when that cannot be known (then a sample of loaded
+/// code taken after the reading makes the table be read again).
+pub type Generation = Box<dyn FnMut() -> Option<u64> + Send>;
+
 /// Names kernel addresses; see the module documentation.
 pub struct KernelSymbols {
     source: Source,
     every: Duration,
+    generation: Generation,
     table: Option<KernelTable>,
+    /// The generation taken just before the table was read.
+    read_generation: Option<u64>,
     /// CLOCK_MONOTONIC when the table was read (samples' clock).
     read_mono_ns: u64,
+    /// CLOCK_MONOTONIC of the last check that found the generation
+    /// unchanged since the reading: samples up to it are current.
+    valid_mono_ns: u64,
     read_at: Option<Instant>,
+    checked_at: Option<Instant>,
     /// Address -> name (and whether it lies in loaded code), kept once
     /// known to be current.
     names: HashMap<u64, (Option<KernelName>, bool)>,
@@ -211,25 +234,43 @@ impl Default for KernelSymbols {
 }
 
 impl KernelSymbols {
-    /// Symbols from /proc/kallsyms.
+    /// Symbols from /proc/kallsyms, read again only when code was loaded
+    /// since ([`loaded_code_generation`]).
     pub fn new() -> Self {
         Self::with_source(Box::new(read_kallsyms), REREAD_EVERY)
+            .with_generation(loaded_code_generation())
     }
 
-    /// Symbols from `source`, read again at most once per `every`.
+    /// Symbols from `source`, read again at most once per `every`
+    /// whenever loaded code is sampled after the reading (no
+    /// [`Generation`]).
     pub fn with_source(source: Source, every: Duration) -> Self {
         Self {
             source,
             every,
+            generation: Box::new(|| None),
             table: None,
+            read_generation: None,
             read_mono_ns: 0,
+            valid_mono_ns: 0,
             read_at: None,
+            checked_at: None,
             names: HashMap::new(),
             reads: 0,
         }
     }
 
+    /// Reads again only when `generation` changed since the reading.
+    pub fn with_generation(mut self, generation: Generation) -> Self {
+        self.generation = generation;
+        self
+    }
+
     fn read(&mut self) {
+        // Taken first: code loaded between the two is a change at the next
+        // check (one reading too many), never a stale name.
+        self.read_generation = (self.generation)();
+        self.valid_mono_ns = 0;
         self.read_mono_ns = monotonic_ns();
         self.read_at = Some(Instant::now());
         self.reads += 1;
@@ -248,8 +289,11 @@ impl KernelSymbols {
         if self.table.is_none() {
             self.read();
         }
-        let mut current = self.read_mono_ns >= ts_ns;
+        let mut current = self.read_mono_ns.max(self.valid_mono_ns) >= ts_ns;
         let loaded = self.table.as_ref().is_some_and(|t| t.in_loaded_code(addr));
+        if loaded && !current && self.unchanged_since_reading() {
+            current = self.valid_mono_ns >= ts_ns;
+        }
         if loaded && !current && self.read_at.is_none_or(|t| t.elapsed() >= self.every) {
             self.read();
             current = self.read_mono_ns >= ts_ns;
@@ -258,10 +302,10 @@ impl KernelSymbols {
         let found = table.lookup(addr);
         let loaded = table.in_loaded_code(addr);
         let name = found.map(|s| {
-            let name = table.name(s).to_string();
+            let name = table.name(s);
             KernelName {
-                ours: s.bpf && is_sockscope_prog(&name),
-                name,
+                ours: s.bpf && is_sockscope_prog(name),
+                name: crate::text::escape(name).into(),
             }
         });
         // A name from a table older than the sample, for loaded code, may
@@ -271,6 +315,75 @@ impl KernelSymbols {
         }
         name
     }
+}
+
+impl KernelSymbols {
+    /// Whether the generation is known and the same as at the reading
+    /// (checked at most once per [`CHECK_EVERY`]); if so, samples taken
+    /// up to now are current.
+    fn unchanged_since_reading(&mut self) -> bool {
+        if self.read_generation.is_none()
+            || self.checked_at.is_some_and(|t| t.elapsed() < CHECK_EVERY)
+        {
+            return false;
+        }
+        self.checked_at = Some(Instant::now());
+        // Before the check: code loaded after it is sampled after it.
+        let now = monotonic_ns();
+        let same = (self.generation)().is_some_and(|g| Some(g) == self.read_generation);
+        if same {
+            self.valid_mono_ns = now;
+        }
+        same
+    }
+}
+
+/// The running kernel's [`Generation`]: the highest BPF program id (ids
+/// are handed out in increasing order, so a program loaded since has a
+/// higher one) and /proc/modules' names and addresses. `None` where the
+/// ids cannot be listed (no CAP_SYS_ADMIN).
+pub fn loaded_code_generation() -> Generation {
+    let mut max_id = 0u32;
+    Box::new(move || {
+        loop {
+            let mut next = 0u32;
+            // SAFETY: libbpf writes the next id through a valid pointer.
+            let rc = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_next_id(max_id, &mut next) };
+            if rc == 0 {
+                max_id = next;
+                continue;
+            }
+            if rc == -libc::ENOENT
+                || std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT)
+            {
+                break;
+            }
+            return None;
+        }
+        Some(u64::from(max_id) ^ modules_hash()?.rotate_left(32))
+    })
+}
+
+/// A hash of each loaded module's name and address (0 on a kernel
+/// without modules); `None` when /proc/modules cannot be read.
+fn modules_hash() -> Option<u64> {
+    use std::hash::{Hash as _, Hasher as _};
+    let f = match std::fs::File::open("/proc/modules") {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(0),
+        Err(_) => return None,
+    };
+    let mut bytes = Vec::new();
+    f.take(MAX_MODULES).read_to_end(&mut bytes).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        // `name size refs deps state address [taint]`: the counts change
+        // with use, not with what is loaded.
+        let mut tok = line.split(|b| *b == b' ').filter(|t| !t.is_empty());
+        tok.next().hash(&mut h);
+        tok.nth(4).hash(&mut h);
+    }
+    Some(h.finish())
 }
 
 /// Reads /proc/kallsyms, at most [`MAX_KALLSYMS`] bytes.
@@ -284,7 +397,7 @@ fn read_kallsyms() -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
 
     const V1: &str = "ffffffff81000000 T _stext\n\
         ffffffff81000100 T schedule\n\
@@ -300,7 +413,7 @@ mod tests {
     }
 
     fn name(k: &mut KernelSymbols, addr: u64, ts: u64) -> Option<String> {
-        k.name(addr, ts).map(|n| n.name)
+        k.name(addr, ts).map(|n| n.name.to_string())
     }
 
     #[test]
@@ -343,7 +456,7 @@ mod tests {
             .unwrap()
             .push_str("ffffffffc0001400 t bpf_prog_fedcba9876543210_ss_sys_enter\t[bpf]\n");
         let got = k.name(prog, monotonic_ns()).unwrap();
-        assert_eq!(got.name, "bpf_prog_fedcba9876543210_ss_sys_enter");
+        assert_eq!(&*got.name, "bpf_prog_fedcba9876543210_ss_sys_enter");
         assert!(got.ours);
         assert_eq!(k.reads, 2);
         // Known now: no reading.
@@ -421,6 +534,98 @@ mod tests {
             Some("bpf_prog_fedcba9876543210_new")
         );
         assert_eq!(k.reads, 2);
+    }
+
+    #[test]
+    fn a_table_nothing_was_loaded_after_is_not_read_again() {
+        let text = Arc::new(Mutex::new(V1.to_string()));
+        let generation = Arc::new(Mutex::new(Some(7u64)));
+        let g = Arc::clone(&generation);
+        let mut k = KernelSymbols::with_source(source(&text), Duration::ZERO)
+            .with_generation(Box::new(move || *g.lock().unwrap()));
+        let (other, late) = (0xffffffffc0001010, 0xffffffffc0001800);
+        assert_eq!(
+            name(&mut k, other, 0).as_deref(),
+            Some("bpf_prog_0123456789abcdef_other")
+        );
+        assert_eq!(k.reads, 1);
+        // Loaded code sampled after the reading, nothing loaded since:
+        // the table is current, the name kept, no reading.
+        k.checked_at = None;
+        assert_eq!(
+            name(&mut k, late, monotonic_ns()).as_deref(),
+            Some("bpf_prog_0123456789abcdef_other")
+        );
+        assert_eq!(k.reads, 1);
+        assert!(k.names.contains_key(&late));
+        // Checks are rate-limited: within CHECK_EVERY a later sample is
+        // named from the table but not kept (and nothing is read: the
+        // reading's own interval is zero here, so it would be).
+        let x = 0xffffffffc0001900;
+        k.checked_at = Some(Instant::now());
+        k.every = Duration::from_secs(3600);
+        k.read_at = Some(Instant::now());
+        assert!(name(&mut k, x, monotonic_ns()).is_some());
+        assert!(!k.names.contains_key(&x));
+        assert_eq!(k.reads, 1);
+        // A program loaded since changes the generation: read again, and
+        // named after the new one.
+        k.every = Duration::ZERO;
+        k.checked_at = None;
+        text.lock()
+            .unwrap()
+            .push_str("ffffffffc0001400 t bpf_prog_fedcba9876543210_new\t[bpf]\n");
+        *generation.lock().unwrap() = Some(8);
+        k.names.clear();
+        assert_eq!(
+            name(&mut k, late, monotonic_ns()).as_deref(),
+            Some("bpf_prog_fedcba9876543210_new")
+        );
+        assert_eq!(k.reads, 2);
+        // An unknown generation (no permission): read as without one.
+        *generation.lock().unwrap() = None;
+        k.checked_at = None;
+        assert!(name(&mut k, 0xffffffffc0001a00, monotonic_ns()).is_some());
+        assert_eq!(k.reads, 3);
+        k.checked_at = None;
+        assert!(name(&mut k, 0xffffffffc0001b00, monotonic_ns()).is_some());
+        assert_eq!(k.reads, 4, "never current without a known generation");
+    }
+
+    #[test]
+    fn the_running_kernel_s_generation_is_steady_and_moves_with_a_new_program() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root: listing BPF programs must be tried"
+            );
+            eprintln!("skipped: listing and loading BPF programs needs root");
+            return;
+        }
+        let mut g = loaded_code_generation();
+        let a = g().expect("root lists BPF program ids");
+        assert_eq!(g(), Some(a), "nothing loaded between two checks");
+        // `r0 = 0; exit`, as a socket filter: the least program there is.
+        let insns: [u64; 2] = [0xb7, 0x95];
+        // SAFETY: two valid instructions, NUL-terminated strings, no opts.
+        let fd = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_load(
+                libbpf_rs::libbpf_sys::BPF_PROG_TYPE_SOCKET_FILTER,
+                c"ss_gen_test".as_ptr(),
+                c"GPL".as_ptr(),
+                insns.as_ptr().cast(),
+                2,
+                std::ptr::null_mut(),
+            )
+        };
+        assert!(fd >= 0, "loading a socket filter: {fd}");
+        let b = g();
+        // SAFETY: fd was returned by bpf_prog_load above and is ours.
+        unsafe { libc::close(fd) };
+        assert!(
+            b.is_some() && b != Some(a),
+            "a program loaded since moves it"
+        );
     }
 
     #[test]

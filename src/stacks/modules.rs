@@ -276,7 +276,7 @@ pub struct ModuleFile {
     /// for hints only, never opened).
     pub path: String,
     /// Its file name, made safe to print.
-    pub name: String,
+    pub name: Arc<str>,
     /// Its owner.
     pub uid: u32,
     /// True when only root can change its bytes: owned by root and not on
@@ -370,7 +370,7 @@ impl Mapping {
     /// The module name frames in it carry.
     pub fn module_name(&self) -> String {
         match &self.kind {
-            MappingKind::File(m) => m.name.clone(),
+            MappingKind::File(m) => m.name.to_string(),
             MappingKind::Unread(p) => file_name(p),
             MappingKind::Anon => "[anon]".to_string(),
             MappingKind::Special(s) => crate::text::escape(s).into_owned(),
@@ -525,7 +525,7 @@ impl ModuleCache {
         let m = Arc::new(ModuleFile {
             key,
             path: path.to_string(),
-            name: file_name(path),
+            name: file_name(path).into(),
             uid: meta.uid(),
             trusted,
             file,

@@ -209,8 +209,8 @@ impl Resolver {
                     self.symbolizer.user(s.pid, m, f.lookup)
                 }
                 None if i == 0 => Frame {
-                    name: "[unknown]".to_string(),
-                    module: "[unknown]".to_string(),
+                    name: "[unknown]".into(),
+                    module: "[unknown]".into(),
                     kernel: false,
                     symbolized: false,
                 },
@@ -223,7 +223,7 @@ impl Resolver {
         let outermost = frames
             .last()
             .filter(|f| !f.kernel && f.symbolized)
-            .is_some_and(|f| OUTERMOST.contains(&f.name.as_str()));
+            .is_some_and(|f| OUTERMOST.contains(&&*f.name));
         self.symbolize_ns += thread_cpu_ns().saturating_sub(t2);
         Resolved {
             frames,
@@ -545,10 +545,10 @@ mod tests {
             };
             let got = r.resolve(&sample(regs, stack, Vec::new()));
             let first = &got.frames[0];
-            assert_eq!(first.module, name);
+            assert_eq!(&*first.module, name);
             assert!(!first.symbolized);
             // No FDE to name a function by: the module, as one frame.
-            assert_eq!(first.name, format!("[{name}]"), "{first:?}");
+            assert_eq!(first.name.to_string(), format!("[{name}]"), "{first:?}");
         }
         let missing = r.unsymbolized();
         let garbage_note = missing

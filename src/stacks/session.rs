@@ -414,7 +414,9 @@ impl Rotation {
 /// same few thousand frames millions of times).
 struct Aggregate {
     frames: Vec<FrameKey>,
-    frame_ids: HashMap<FrameKey, u32>,
+    /// Interned frames by (name, module, kernel): shared strings, so a
+    /// lookup copies none.
+    frame_ids: HashMap<(Arc<str>, Arc<str>, bool), u32>,
     names: Vec<String>,
     name_ids: HashMap<String, u32>,
     /// Per stack: (weight, weight whose unwinding was complete).
@@ -477,16 +479,16 @@ impl Aggregate {
     }
 
     fn intern_frame(&mut self, f: &Frame) -> u32 {
-        let key = FrameKey {
-            name: f.name.clone(),
-            module: f.module.clone(),
-            kernel: f.kernel,
-        };
+        let key = (Arc::clone(&f.name), Arc::clone(&f.module), f.kernel);
         if let Some(&id) = self.frame_ids.get(&key) {
             return id;
         }
         let id = self.frames.len() as u32;
-        self.frames.push(key.clone());
+        self.frames.push(FrameKey {
+            name: f.name.to_string(),
+            module: f.module.to_string(),
+            kernel: f.kernel,
+        });
         self.frame_ids.insert(key, id);
         id
     }

@@ -22,6 +22,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
@@ -49,10 +50,10 @@ pub struct Frame {
     /// function is one frame; `[module]` where no FDE holds it (all of the
     /// module's unnamed code without CFI as one frame); `[kernel]+0xADDR`
     /// for a kernel address kallsyms does not name.
-    pub name: String,
+    pub name: Arc<str>,
     /// The module's file name, `[kernel]`, `[vdso]`, `[anon]` (JIT code)
     /// or `[unknown]` (an address in no mapping).
-    pub module: String,
+    pub module: Arc<str>,
     /// A kernel frame.
     pub kernel: bool,
     /// Whether `name` is a function name.
@@ -60,34 +61,37 @@ pub struct Frame {
 }
 
 impl Frame {
-    fn named(name: &str, module: &str, kernel: bool) -> Self {
+    /// A named frame; `name` is made safe to print. Names and modules are
+    /// shared (`Arc`): a frame is made for every address of every sample,
+    /// its strings once per address.
+    fn named(name: &str, module: &Arc<str>, kernel: bool) -> Self {
         Self {
-            name: crate::text::escape(name).into_owned(),
-            module: module.to_string(),
+            name: crate::text::escape(name).into(),
+            module: Arc::clone(module),
             kernel,
             symbolized: true,
         }
     }
 
-    fn unnamed(module: &str, offset: u64, kernel: bool) -> Self {
+    fn unnamed(module: &Arc<str>, offset: u64, kernel: bool) -> Self {
         Self {
-            name: format!("{module}+0x{offset:x}"),
-            module: module.to_string(),
+            name: format!("{module}+0x{offset:x}").into(),
+            module: Arc::clone(module),
             kernel,
             symbolized: false,
         }
     }
 
     /// A frame with no name and no FDE: its module, as one frame.
-    fn in_module(module: &str) -> Self {
+    fn in_module(module: &Arc<str>) -> Self {
         let name = if module.starts_with('[') {
-            module.to_string()
+            Arc::clone(module)
         } else {
-            format!("[{module}]")
+            format!("[{module}]").into()
         };
         Self {
             name,
-            module: module.to_string(),
+            module: Arc::clone(module),
             kernel: false,
             symbolized: false,
         }
@@ -115,8 +119,15 @@ pub struct Symbolizer {
     /// Per module, the files given to blazesym, in the order tried: the
     /// module (or its private copy), then its debug file.
     sources: HashMap<FileKey, Vec<File>>,
-    /// (module, file offset) -> name.
-    names: HashMap<(FileKey, u64), Option<String>>,
+    /// (module, file offset) -> its frame.
+    names: HashMap<(FileKey, u64), Frame>,
+    /// The module names of kernel frames, `[kernel]` and
+    /// [`SOCKSCOPE_MODULE`], and `[anon]`.
+    kernel_module: Arc<str>,
+    ours_module: Arc<str>,
+    anon_module: Arc<str>,
+    /// Each of sockscope's BPF programs' frame name, `[sockscope] NAME`.
+    ours_names: HashMap<Arc<str>, Arc<str>>,
     /// Every process's perf map, parsed once per change.
     perf_maps: PerfMaps,
     /// Whether a perf map was re-read for the current sample.
@@ -156,6 +167,10 @@ impl Symbolizer {
             kernel: KernelSymbols::new(),
             sources: HashMap::new(),
             names: HashMap::new(),
+            kernel_module: "[kernel]".into(),
+            ours_module: SOCKSCOPE_MODULE.into(),
+            anon_module: "[anon]".into(),
+            ours_names: HashMap::new(),
             perf_maps: PerfMaps::default(),
             perf_reread: false,
             missing: HashMap::new(),
@@ -189,18 +204,31 @@ impl Symbolizer {
         let mut out = Vec::with_capacity(addrs.len());
         for &a in addrs {
             out.push(match self.kernel.name(a, ts_ns) {
-                Some(n) if n.ours => Frame::named(
-                    &format!("{SOCKSCOPE_PREFIX}{}", n.name),
-                    SOCKSCOPE_MODULE,
-                    true,
-                ),
-                Some(n) => Frame::named(&n.name, "[kernel]", true),
+                Some(n) if n.ours => {
+                    let name = self
+                        .ours_names
+                        .entry(n.name)
+                        .or_insert_with_key(|n| format!("{SOCKSCOPE_PREFIX}{n}").into());
+                    Frame {
+                        name: Arc::clone(name),
+                        module: Arc::clone(&self.ours_module),
+                        kernel: true,
+                        symbolized: true,
+                    }
+                }
+                // kallsyms' names are made safe to print as read.
+                Some(n) => Frame {
+                    name: n.name,
+                    module: Arc::clone(&self.kernel_module),
+                    kernel: true,
+                    symbolized: true,
+                },
                 None => {
                     self.count_missing(
                         "[kernel]",
                         "kernel symbols: /proc/kallsyms shows addresses to root only",
                     );
-                    Frame::unnamed("[kernel]", a, true)
+                    Frame::unnamed(&self.kernel_module, a, true)
                 }
             });
         }
@@ -212,7 +240,7 @@ impl Symbolizer {
         match &m.kind {
             MappingKind::File(f) => self.file_frame(f, m.file_offset(lookup)),
             MappingKind::Anon => match self.perf_name(pid, lookup) {
-                Some(n) => Frame::named(&n, "[anon]", false),
+                Some(n) => Frame::named(&n, &self.anon_module, false),
                 None => {
                     match self.perf_maps.refusal(pid) {
                         // Its own reason, not the generic hint, and the
@@ -229,7 +257,7 @@ impl Symbolizer {
                              (node --perf-basic-prof, perf-map-agent for Java)",
                         ),
                     }
-                    Frame::in_module("[anon]")
+                    Frame::in_module(&self.anon_module)
                 }
             },
             MappingKind::Unread(path) => {
@@ -237,48 +265,53 @@ impl Symbolizer {
                     path,
                     "its file could not be opened through /proc/PID/map_files (needs root)",
                 );
-                Frame::in_module(&m.module_name())
+                Frame::in_module(&m.module_name().into())
             }
-            MappingKind::Special(_) => Frame::in_module(&m.module_name()),
+            MappingKind::Special(_) => Frame::in_module(&m.module_name().into()),
         }
     }
 
     fn file_frame(&mut self, f: &ModuleFile, off: u64) -> Frame {
         let key = (f.key, off);
-        let name = match self.names.get(&key) {
-            Some(n) => n.clone(),
+        let frame = match self.names.get(&key) {
+            Some(fr) => fr.clone(),
             None => {
-                let n = self.lookup_file(f, off);
+                let fr = match self.lookup_file(f, off) {
+                    Some(n) => Frame::named(&n, &f.name, false),
+                    None => {
+                        // The function's first address, from the FDE
+                        // holding it: one frame per unnamed function, not
+                        // one per instruction sampled.
+                        let fde = f.elf.as_ref().and_then(|e| {
+                            let svma = e.svma_of_offset(off)?;
+                            e.fde_range(svma)
+                        });
+                        match fde {
+                            Some(r) => Frame::unnamed(&f.name, r.start, false),
+                            None => Frame::in_module(&f.name),
+                        }
+                    }
+                };
                 if self.names.len() >= self.max_names {
                     // A cache: a node agent sampling for days would
                     // otherwise keep every address it ever named.
                     self.names.clear();
                 }
-                self.names.insert(key, n.clone());
-                n
+                self.names.insert(key, fr.clone());
+                fr
             }
         };
-        if let Some(n) = name {
-            return Frame::named(&n, &f.name, false);
-        }
-        // The hint (a scan of dpkg's file lists) once per module.
-        match self.missing.get_mut(&f.path) {
-            Some(m) => m.frames += 1,
-            None => {
-                let hint = hint_for(f, self.copied, self.max_copy);
-                self.count_missing(&f.path, &hint);
+        if !frame.symbolized {
+            // The hint (a scan of dpkg's file lists) once per module.
+            match self.missing.get_mut(&f.path) {
+                Some(m) => m.frames += 1,
+                None => {
+                    let hint = hint_for(f, self.copied, self.max_copy);
+                    self.count_missing(&f.path, &hint);
+                }
             }
         }
-        // The function's first address, from the FDE holding it: one
-        // frame per unnamed function, not one per instruction sampled.
-        let fde = f.elf.as_ref().and_then(|e| {
-            let svma = e.svma_of_offset(off)?;
-            e.fde_range(svma)
-        });
-        match fde {
-            Some(r) => Frame::unnamed(&f.name, r.start, false),
-            None => Frame::in_module(&f.name),
-        }
+        frame
     }
 
     fn lookup_file(&mut self, f: &ModuleFile, off: u64) -> Option<String> {
@@ -510,7 +543,7 @@ mod tests {
 
     #[test]
     fn a_symbol_name_with_escapes_is_made_safe() {
-        let f = Frame::named("evil\x1b]0;title\x07", "m", false);
+        let f = Frame::named("evil\x1b]0;title\x07", &"m".into(), false);
         assert!(!f.name.contains('\x1b'));
         assert!(f.name.contains("\\x1b"));
     }

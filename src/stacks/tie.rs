@@ -262,8 +262,8 @@ mod tests {
 
     fn k(name: &str) -> Frame {
         Frame {
-            name: name.to_string(),
-            module: "[kernel]".to_string(),
+            name: name.into(),
+            module: "[kernel]".into(),
             kernel: true,
             symbolized: true,
         }

@@ -42,10 +42,18 @@ pub struct Unwound {
     pub uncovered: bool,
 }
 
+/// Entries of [`ProcessUnwinder`]'s cache of CFI-uncovered addresses.
+const COVER_SLOTS: usize = 512;
+
 /// One process's unwinder: its modules' unwind sections and a rule cache.
 pub struct ProcessUnwinder {
     unwinder: UnwinderX86_64<SectionData>,
     cache: CacheX86_64,
+    /// Lookup address -> whether it is CFI-uncovered, direct-mapped: the
+    /// same return addresses come back sample after sample, and each
+    /// check is a search of the module's `.eh_frame_hdr` and a parse of
+    /// an FDE. Valid for the mappings this unwinder was made from.
+    covered: Box<[(u64, bool); COVER_SLOTS]>,
 }
 
 impl ProcessUnwinder {
@@ -74,7 +82,7 @@ impl ProcessUnwinder {
                 ..Default::default()
             };
             unwinder.add_module(Module::new(
-                file.name.clone(),
+                file.name.to_string(),
                 m.start..m.end,
                 elf.base_svma.wrapping_add(bias),
                 info,
@@ -83,9 +91,28 @@ impl ProcessUnwinder {
         Self {
             unwinder,
             cache: CacheX86_64::new(),
+            covered: Box::new([(0, false); COVER_SLOTS]),
         }
     }
+}
 
+/// Whether `lookup` lies in a module with CFI that has none for it,
+/// through `cache` (see [`ProcessUnwinder`]).
+fn uncovered(cache: &mut [(u64, bool); COVER_SLOTS], maps: &ProcessMaps, lookup: u64) -> bool {
+    // Fibonacci hashing: code addresses share their low and high bits.
+    let slot = (lookup.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize % COVER_SLOTS;
+    let (addr, known) = cache[slot];
+    if addr == lookup && addr != 0 {
+        return known;
+    }
+    let found = maps
+        .find(lookup)
+        .is_some_and(|m| m.cfi(lookup) == Cfi::Uncovered);
+    cache[slot] = (lookup, found);
+    found
+}
+
+impl ProcessUnwinder {
     /// Unwinds from `regs` over `stack`, the bytes from `regs.sp` upward;
     /// `maps` are the mappings this unwinder was made from.
     pub fn unwind(&mut self, maps: &ProcessMaps, regs: UserRegs, stack: &[u8]) -> Unwound {
@@ -110,10 +137,7 @@ impl ProcessUnwinder {
                         addr: f.address(),
                         lookup,
                     });
-                    if maps
-                        .find(lookup)
-                        .is_some_and(|m| m.cfi(lookup) == Cfi::Uncovered)
-                    {
+                    if uncovered(&mut self.covered, maps, lookup) {
                         out.uncovered = true;
                         break;
                     }
@@ -126,5 +150,35 @@ impl ProcessUnwinder {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stacks::modules::ModuleCache;
+
+    #[test]
+    fn the_cover_cache_answers_as_a_search_does() {
+        let maps = ModuleCache::default()
+            .process(std::process::id())
+            .expect("our own maps");
+        let mut cache = Box::new([(0, false); COVER_SLOTS]);
+        let (mut checked, mut uncovered_seen) = (0, 0);
+        for m in &maps.mappings {
+            // Every 4099th byte: more addresses than slots, so slots are
+            // taken over, and each asked twice (the second from the cache
+            // where its slot still holds it).
+            for a in (m.start..m.end).step_by(4099).take(2000) {
+                let truth = maps.find(a).is_some_and(|m| m.cfi(a) == Cfi::Uncovered);
+                assert_eq!(uncovered(&mut cache, &maps, a), truth, "{a:#x}");
+                assert_eq!(uncovered(&mut cache, &maps, a), truth, "{a:#x} again");
+                checked += 1;
+                uncovered_seen += usize::from(truth);
+            }
+        }
+        assert!(checked > COVER_SLOTS, "{checked} addresses");
+        // Padding between functions has no FDE: some must be uncovered.
+        assert!(uncovered_seen > 0);
     }
 }
