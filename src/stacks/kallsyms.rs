@@ -291,12 +291,18 @@ impl KernelSymbols {
         }
         let mut current = self.read_mono_ns.max(self.valid_mono_ns) >= ts_ns;
         let loaded = self.table.as_ref().is_some_and(|t| t.in_loaded_code(addr));
-        if loaded && !current && self.unchanged_since_reading() {
-            current = self.valid_mono_ns >= ts_ns;
-        }
-        if loaded && !current && self.read_at.is_none_or(|t| t.elapsed() >= self.every) {
-            self.read();
-            current = self.read_mono_ns >= ts_ns;
+        if loaded && !current {
+            match self.since_reading() {
+                Loaded::Nothing => current = self.valid_mono_ns >= ts_ns,
+                // Asked too recently: named from this table, not kept.
+                Loaded::NotAsked => {}
+                Loaded::Something => {
+                    if self.read_at.is_none_or(|t| t.elapsed() >= self.every) {
+                        self.read();
+                        current = self.read_mono_ns >= ts_ns;
+                    }
+                }
+            }
         }
         let table = self.table.as_ref()?;
         let found = table.lookup(addr);
@@ -317,24 +323,37 @@ impl KernelSymbols {
     }
 }
 
+/// What was loaded since the table was read, as far as is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loaded {
+    /// Nothing: the generation is the reading's.
+    Nothing,
+    /// Not asked: the last check was less than [`CHECK_EVERY`] ago.
+    NotAsked,
+    /// Something, or it cannot be known (no generation).
+    Something,
+}
+
 impl KernelSymbols {
-    /// Whether the generation is known and the same as at the reading
-    /// (checked at most once per [`CHECK_EVERY`]); if so, samples taken
+    /// Whether code was loaded since the reading (the generation checked
+    /// at most once per [`CHECK_EVERY`]); if nothing was, samples taken
     /// up to now are current.
-    fn unchanged_since_reading(&mut self) -> bool {
-        if self.read_generation.is_none()
-            || self.checked_at.is_some_and(|t| t.elapsed() < CHECK_EVERY)
-        {
-            return false;
+    fn since_reading(&mut self) -> Loaded {
+        if self.read_generation.is_none() {
+            return Loaded::Something;
+        }
+        if self.checked_at.is_some_and(|t| t.elapsed() < CHECK_EVERY) {
+            return Loaded::NotAsked;
         }
         self.checked_at = Some(Instant::now());
         // Before the check: code loaded after it is sampled after it.
         let now = monotonic_ns();
-        let same = (self.generation)().is_some_and(|g| Some(g) == self.read_generation);
-        if same {
+        if (self.generation)().is_some_and(|g| Some(g) == self.read_generation) {
             self.valid_mono_ns = now;
+            Loaded::Nothing
+        } else {
+            Loaded::Something
         }
-        same
     }
 }
 
@@ -559,18 +578,18 @@ mod tests {
         assert_eq!(k.reads, 1);
         assert!(k.names.contains_key(&late));
         // Checks are rate-limited: within CHECK_EVERY a later sample is
-        // named from the table but not kept (and nothing is read: the
-        // reading's own interval is zero here, so it would be).
+        // named from the table but not kept, and nothing is read (the
+        // reading's own interval is zero here: a check not made is not a
+        // change).
         let x = 0xffffffffc0001900;
         k.checked_at = Some(Instant::now());
-        k.every = Duration::from_secs(3600);
-        k.read_at = Some(Instant::now());
-        assert!(name(&mut k, x, monotonic_ns()).is_some());
+        for _ in 0..5 {
+            assert!(name(&mut k, x, monotonic_ns()).is_some());
+        }
         assert!(!k.names.contains_key(&x));
         assert_eq!(k.reads, 1);
         // A program loaded since changes the generation: read again, and
         // named after the new one.
-        k.every = Duration::ZERO;
         k.checked_at = None;
         text.lock()
             .unwrap()
