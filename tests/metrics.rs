@@ -658,6 +658,79 @@ fn the_agent_exports_what_its_programs_cost_each_service() {
     );
 }
 
+/// Issue 41: the stack sampler's program is part of what the agent costs a
+/// service. A busy process that opens no socket (the anatomy never runs in
+/// it) gets BPF time and a share from the sampler's runs in its context:
+/// some, and no more than the sampler's whole run time.
+#[test]
+fn the_stack_sampler_s_runs_are_part_of_what_the_agent_costs_a_service() {
+    let test = "the_stack_sampler_s_runs_are_part_of_what_the_agent_costs_a_service";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let (mut trace, addr) = exporting(&[
+        "--system",
+        "--requests-only",
+        "--stacks",
+        "--stack-hz",
+        "99",
+        "--duration",
+        "120",
+    ]);
+    // A busy loop under a name of its own, bounded in time.
+    let name = format!("ssburn{}", std::process::id() % 100_000);
+    let link = common::scratch("metrics-burn").join(&name);
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("/usr/bin/python3", &link).unwrap();
+    let mut burn = Command::new(&link)
+        .args([
+            "-c",
+            "import time\nt = time.time()\nwhile time.time() - t < 60: pass",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let scrape = || {
+        http_get(addr, "/metrics", None)
+            .map(|(_, _, b)| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    // A reading every 5 s: the first names the process, the next puts its
+    // runs against its CPU.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let text = loop {
+        let text = scrape();
+        if comm_value(&text, "sockscope_agent_target_cpu_share", Some(&name)).is_some()
+            || Instant::now() > deadline
+        {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let _ = burn.kill();
+    let _ = burn.wait();
+    let (status, err) = interrupt(&mut trace);
+    assert!(status.success(), "sockscope exit {status}: {err}");
+    let share = comm_value(&text, "sockscope_agent_target_cpu_share", Some(&name))
+        .unwrap_or_else(|| panic!("no share for {name} in 40 s:\n{text}"));
+    let bpf = comm_value(
+        &text,
+        "sockscope_agent_target_bpf_seconds_total",
+        Some(&name),
+    )
+    .unwrap();
+    let sampler = series_value(&text, "sockscope_stack_bpf_seconds_total", "").unwrap();
+    eprintln!("{test}: share {share:.6}, {bpf:.6} s of the sampler's {sampler:.6} s");
+    assert!(
+        bpf > 0.0 && bpf <= sampler,
+        "{bpf} s in {name}, {sampler} s in all"
+    );
+    // About 99 runs a second of its CPU, each from a fraction of a
+    // microsecond to 100 us.
+    assert!((1e-5..1e-2).contains(&share), "share {share}");
+}
+
 /// A value of an unlabelled series, or of the series whose labels contain
 /// `labels`, in a scrape.
 fn series_value(text: &str, name: &str, labels: &str) -> Option<f64> {

@@ -188,6 +188,9 @@ pub struct AnatomyConfig {
     pub latest: Option<Latest>,
     /// Command names the per-process cost keeps apart (`--max-series`).
     pub max_services: u32,
+    /// Other programs' run time per process (the agent's stack sampler),
+    /// put into the per-process cost at each of its readings.
+    pub other_runs: Option<service_cost::OtherRuns>,
     /// Sample the window instead of following all of it (None: all).
     pub duty: Option<Duty>,
     /// Where each interval's end is sent as it passes (for `trace
@@ -620,6 +623,11 @@ fn run(
                 all: progs.runs_total()?,
                 kernel: kernel.sliced,
             };
+            if let Some(o) = &cfg.other_runs {
+                s.add_other(std::mem::take(
+                    &mut *o.lock().unwrap_or_else(|e| e.into_inner()),
+                ));
+            }
             s.read(
                 el,
                 runs,

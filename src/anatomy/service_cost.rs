@@ -14,8 +14,13 @@
 //! seen less exactly than a steady one; the whole is exact in runs.
 //! A run on the receive path (sk_data_ready) runs in the context of
 //! whoever was on the CPU when the packet arrived: on loopback the sender.
-//! The share leaves out the tracepoints' own dispatch (tens of ns per run)
-//! and the stack sampler's program; docs/metrics.md says so.
+//! The stack sampler's program, where the agent runs it, is added
+//! ([`OtherRuns`]): it times every run itself, and its run time since the
+//! last handing over is split between processes as its samples were
+//! (each sample one run; ticks that left no sample, such as those of an
+//! idle CPU, in no process's). The share leaves out the tracepoints' own
+//! dispatch (tens of ns per run) and the programs' entry and exit around
+//! the sampler's own timing; docs/metrics.md says so.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
@@ -149,7 +154,15 @@ pub struct ServiceCosts {
     first: HashMap<String, Duration>,
     /// When the last reading was.
     last: Duration,
+    /// Other programs' run time per tgid ([`ServiceCosts::add_other`]),
+    /// put with the next reading.
+    other: HashMap<u32, f64>,
 }
+
+/// Run time of programs other than the anatomy's (the stack sampler's,
+/// which run in whatever task a tick interrupts), ns per tgid: their
+/// owner adds, each reading of the anatomy's costs takes it all.
+pub type OtherRuns = std::sync::Arc<std::sync::Mutex<HashMap<u32, f64>>>;
 
 /// Fewer kernel-counted runs than this between two readings leave the
 /// cost of a run as it was.
@@ -174,6 +187,15 @@ impl ServiceCosts {
             settle: Duration::ZERO,
             first: HashMap::new(),
             last: Duration::ZERO,
+            other: HashMap::new(),
+        }
+    }
+
+    /// Adds other programs' run time in each tgid's context, ns, to the
+    /// next reading (tgid 0: in no process's).
+    pub fn add_other(&mut self, runs: HashMap<u32, f64>) {
+        for (tgid, ns) in runs {
+            *self.other.entry(tgid).or_default() += ns;
         }
     }
 
@@ -215,10 +237,16 @@ impl ServiceCosts {
                 per_run * all * d.ns as f64 / whole.ns as f64
             }
         };
+        let other = std::mem::take(&mut self.other);
+        let ns_of = |tgid: u32| {
+            weights.get(&tgid).map_or(0.0, share_of) + other.get(&tgid).copied().unwrap_or(0.0)
+        };
+        let mut tgids: Vec<u32> = timed.iter().map(|&(t, _)| t).collect();
+        tgids.extend(other.keys().filter(|t| !weights.contains_key(t)));
         // Per name: bpf ns, cpu ns, and the bpf ns paired with that CPU.
         let mut deltas: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
-        let mut seen = Vec::with_capacity(timed.len());
-        for &(tgid, _) in timed {
+        let mut seen = Vec::with_capacity(tgids.len());
+        for tgid in tgids {
             if tgid == self.own {
                 continue;
             }
@@ -227,7 +255,7 @@ impl ServiceCosts {
                 // No process, or one gone: its runs since the last reading
                 // still cost what they cost, with no name nor CPU to put
                 // them with.
-                let ns = weights.get(&tgid).map_or(0.0, share_of);
+                let ns = ns_of(tgid);
                 if ns > 0.0 {
                     let label = if tgid == 0 { KERNEL } else { EXITED };
                     deltas.entry(label.to_string()).or_default().0 += ns;
@@ -247,7 +275,7 @@ impl ServiceCosts {
                 // programs' doing.
                 _ => (st.cpu_ticks, self.name_for(&st.comm)),
             };
-            let ns = weights.get(&tgid).map_or(0.0, share_of);
+            let ns = ns_of(tgid);
             let cpu = st.cpu_ticks.saturating_sub(cpu_base) as f64 * self.ns_per_tick;
             self.procs.insert(
                 tgid,
@@ -463,6 +491,56 @@ mod tests {
         );
         assert_eq!(c.per_run_ns(), Some(300.0));
         assert!((c.costs()[0].bpf_s - 525e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_stack_sampler_s_runs_are_added_to_the_process_they_ran_in() {
+        let mut c = ServiceCosts::new(8, 100.0);
+        let at = |s: u64| Duration::from_secs(s);
+        let t = |ns: u64| Timed {
+            ns,
+            runs: ns,
+            clock_ns: 0,
+        };
+        let stats = |p: u32| match p {
+            1 => Some(stat("nginx", 100, 1)),
+            // Sampled, never in the anatomy's map: a CPU-bound process.
+            3 => Some(stat("cruncher", 200, 1)),
+            _ => None,
+        };
+        c.read(at(5), runs(0, None), &[(1, t(0))], |p| {
+            stats(p).map(|s| ProcStat { cpu_ticks: 0, ..s })
+        });
+        c.add_other(HashMap::from([(3, 1.0)]));
+        c.read(at(10), runs(0, None), &[(1, t(0))], |p| {
+            stats(p).map(|s| ProcStat { cpu_ticks: 0, ..s })
+        });
+        // Since: the anatomy 400 ns in nginx; the sampler 100 us in nginx,
+        // 300 us in cruncher, 50 us on an idle CPU, handed over in two
+        // parts (added up).
+        c.add_other(HashMap::from([(1, 60_000.0), (3, 300_000.0)]));
+        c.add_other(HashMap::from([(1, 40_000.0), (0, 50_000.0)]));
+        c.read(at(15), runs(400, None), &[(1, t(400))], stats);
+        let got = c.costs();
+        let of = |n: &str| got.iter().find(|s| s.name == n).cloned().unwrap();
+        assert!((of("nginx").bpf_s - 100.4e-6).abs() < 1e-12, "{got:?}");
+        // 1 s of nginx's CPU, 2 s of cruncher's, since their first reading.
+        assert!(
+            (of("nginx").share.unwrap() - 100.4e-6).abs() < 1e-12,
+            "{got:?}"
+        );
+        assert!(
+            (of("cruncher").share.unwrap() - 150e-6).abs() < 1e-12,
+            "{got:?}"
+        );
+        // Its first reading's run is in the counter, not the share.
+        assert!((of("cruncher").bpf_s - 300.001e-6).abs() < 1e-12, "{got:?}");
+        assert!((of(KERNEL).bpf_s - 50e-6).abs() < 1e-12, "{got:?}");
+        // Taken: the next reading adds nothing of them.
+        c.read(at(20), runs(400, None), &[(1, t(400))], stats);
+        assert!(
+            (c.costs().iter().find(|s| s.name == "nginx").unwrap().bpf_s - 100.4e-6).abs() < 1e-12
+        );
     }
 
     #[test]

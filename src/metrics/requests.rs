@@ -300,10 +300,11 @@ fn cost_families(services: &[ServiceCost]) -> Vec<pb::MetricFamily> {
     vec![
         family(
             "sockscope_agent_target_bpf_seconds_total",
-            "Run time of the request anatomy's BPF programs in the context of a command's \
-             processes since they were first seen: the kernel's cost of a run (or the \
-             programs' own timing without CAP_SYS_ADMIN) times every run, split as the runs \
-             timed in slices of 50 ms every 500 ms were.",
+            "Run time of the agent's BPF programs in the context of a command's processes \
+             since they were first seen: the request anatomy's (the kernel's cost of a run, or \
+             the programs' own timing without CAP_SYS_ADMIN, times every run, split as the \
+             runs timed in slices of 50 ms every 500 ms were) and, with --stacks, the stack \
+             sampler's (its own timing of every run, split as its samples were).",
             Counter,
             services.iter().map(|s| counter(comm(s), s.bpf_s)).collect(),
         ),
@@ -315,8 +316,9 @@ fn cost_families(services: &[ServiceCost]) -> Vec<pb::MetricFamily> {
         ),
         family(
             "sockscope_agent_target_cpu_share",
-            "The anatomy's BPF run time over the processes' CPU time, in the last 60 s: what \
-             the agent costs them (the tracepoints' own dispatch left out).",
+            "The agent's BPF run time (the anatomy's and the stack sampler's) over the \
+             processes' CPU time, in the last 60 s: what the agent costs them (the \
+             tracepoints' own dispatch left out).",
             Gauge,
             services
                 .iter()

@@ -116,6 +116,10 @@ pub struct StacksConfig {
     /// there as they come, and the graph is published and started afresh
     /// every window, so the window's memory does not grow with time.
     pub export: Option<super::export::Shared>,
+    /// With `export`: where the sampler's run time is handed, split by
+    /// the process each sample was taken in, for the per-service cost
+    /// ([`crate::anatomy::service_cost::OtherRuns`]).
+    pub other_runs: Option<crate::anatomy::service_cost::OtherRuns>,
 }
 
 /// What a window collected.
@@ -225,7 +229,12 @@ fn run(
         .map(|(tx, every)| HotCounter::new(tx.clone(), *every));
     let mut rotation = cfg.export.clone().map(|shared| {
         agg.leaves = Some(HashMap::new());
-        Rotation::new(shared)
+        let mut r = Rotation::new(shared);
+        if let Some(o) = &cfg.other_runs {
+            agg.runs = Some(HashMap::new());
+            r.other_runs = Some((o.clone(), RunMark::default()));
+        }
+        r
     });
     let drain_every = if rotation.is_some() {
         AGENT_DRAIN
@@ -326,6 +335,49 @@ struct Rotation {
     started: Instant,
     started_at: std::time::SystemTime,
     published: Instant,
+    /// Where the sampler's run time goes per process, and the counters at
+    /// the last handing over.
+    other_runs: Option<(crate::anatomy::service_cost::OtherRuns, RunMark)>,
+}
+
+/// The sampler's counters at a handing over of its run time.
+#[derive(Clone, Copy, Debug, Default)]
+struct RunMark {
+    ticks: u64,
+    run_ns: u64,
+}
+
+/// Splits the sampler's run time since `mark` (`counters`) between the
+/// processes its samples since were taken in (`runs`, drained): each
+/// sample is one run; the ticks that left none (an idle CPU's, a sample
+/// lost) are in no process's context (tgid 0). Never more than the run
+/// time counted: the samples drained and the ticks counted may straddle
+/// a handing over.
+fn split_runs(
+    runs: &mut HashMap<u32, u64>,
+    mark: &mut RunMark,
+    counters: &SamplerCounters,
+) -> HashMap<u32, f64> {
+    let ns = counters.bpf_ns.saturating_sub(mark.run_ns) as f64;
+    let ticks = counters.ticks.saturating_sub(mark.ticks);
+    *mark = RunMark {
+        ticks: counters.ticks,
+        run_ns: counters.bpf_ns,
+    };
+    let sampled: u64 = runs.values().sum();
+    let all = ticks.max(sampled);
+    let mut out = HashMap::with_capacity(runs.len() + 1);
+    if all == 0 {
+        runs.clear();
+        return out;
+    }
+    for (tgid, n) in runs.drain() {
+        *out.entry(tgid).or_default() += ns * n as f64 / all as f64;
+    }
+    if ticks > sampled {
+        *out.entry(0).or_default() += ns * (ticks - sampled) as f64 / all as f64;
+    }
+    out
 }
 
 impl Rotation {
@@ -339,6 +391,7 @@ impl Rotation {
             started: Instant::now(),
             started_at: std::time::SystemTime::now(),
             published: Instant::now(),
+            other_runs: None,
         }
     }
 
@@ -392,6 +445,13 @@ impl Rotation {
         cache: ModuleCacheStats,
     ) {
         self.published = Instant::now();
+        if let (Some((to, mark)), Some(runs)) = (self.other_runs.as_mut(), agg.runs.as_mut()) {
+            let split = split_runs(runs, mark, counters);
+            let mut to = to.lock().unwrap_or_else(|e| e.into_inner());
+            for (tgid, ns) in split {
+                *to.entry(tgid).or_default() += ns;
+            }
+        }
         let Ok(mut e) = self.shared.lock() else {
             return;
         };
@@ -433,6 +493,9 @@ struct Aggregate {
     /// A node agent's on-CPU samples by (process name, innermost frame)
     /// since they were last handed to the exporter.
     leaves: Option<HashMap<(u32, Option<u32>), u64>>,
+    /// A node agent's on-CPU samples by tgid since they were last handed
+    /// over: each the sampler's run in that process's context.
+    runs: Option<HashMap<u32, u64>>,
 }
 
 impl Aggregate {
@@ -449,6 +512,7 @@ impl Aggregate {
             tie: None,
             hot: None,
             leaves: None,
+            runs: None,
         }
     }
 
@@ -542,6 +606,9 @@ impl Aggregate {
         if !off && let Some(hot) = self.hot.as_mut() {
             let frames = &self.frames;
             hot.add(&key.frames, weight, |i| live::is_ours(&frames[i as usize]));
+        }
+        if !off && let Some(runs) = self.runs.as_mut() {
+            *runs.entry(s.pid).or_default() += 1;
         }
         if !off && let Some(leaves) = self.leaves.as_mut() {
             *leaves
@@ -862,6 +929,28 @@ mod tests {
         );
         // Too few due to judge.
         assert_eq!(short_samples_note(10, 40.0, 0), None);
+    }
+
+    #[test]
+    fn the_sampler_s_run_time_is_split_as_its_samples_were_and_never_exceeded() {
+        let counters = |ticks, bpf_ns| SamplerCounters {
+            ticks,
+            bpf_ns,
+            ..Default::default()
+        };
+        let mut mark = RunMark::default();
+        // 5 ticks, 1000 ns: 3 samples in 10, 1 in 20, one tick left none.
+        let mut runs = HashMap::from([(10, 3), (20, 1)]);
+        let got = split_runs(&mut runs, &mut mark, &counters(5, 1000));
+        assert_eq!(got, HashMap::from([(10, 600.0), (20, 200.0), (0, 200.0)]));
+        assert!(runs.is_empty());
+        // Samples drained ahead of the ticks counted: split, not exceeded.
+        let mut runs = HashMap::from([(10, 6)]);
+        let got = split_runs(&mut runs, &mut mark, &counters(9, 1600));
+        assert_eq!(got, HashMap::from([(10, 600.0)]));
+        // Nothing since: nothing.
+        let got = split_runs(&mut HashMap::new(), &mut mark, &counters(9, 1600));
+        assert!(got.is_empty());
     }
 
     #[test]

@@ -107,6 +107,7 @@ pub fn config_for(
         tls_plaintext: reading.tls_plaintext,
         tie_samples: None,
         ring_bytes: anatomy::bpf::H2_RING_BYTES,
+        other_runs: None,
         interval: INTERVAL,
         latest: None,
         max_services: DEFAULT_MAX_SERVICES,

@@ -94,6 +94,10 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
     cfg.latest = Some(latest);
     cfg.max_services = u32::try_from(spec.max_series).unwrap_or(u32::MAX);
     cfg.duty = spec.duty;
+    // The stack sampler's run time, per process, into the per-service cost.
+    let other_runs: Option<crate::anatomy::service_cost::OtherRuns> =
+        spec.stacks.as_ref().map(|_| Default::default());
+    cfg.other_runs = other_runs.clone();
     if exporter.is_some() {
         cfg.ring_bytes = anatomy::bpf::AGENT_H2_RING_BYTES;
     }
@@ -117,6 +121,7 @@ pub fn run(spec: &RequestsOnlySpec) -> Result<u8> {
                 crate::stacks::export::Exported::shared(options.hz, *window, spec.max_series);
             let mut c = super::stacks::config_for(target, root, options)?;
             c.export = Some(shared.clone());
+            c.other_runs = other_runs;
             let s = crate::stacks::Session::start(c)?;
             e.serve_stacks(shared);
             Some(s)

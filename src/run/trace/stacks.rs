@@ -58,6 +58,7 @@ pub fn config_for(target: &TargetSpec, root: i32, options: &StacksOptions) -> Re
         tie: None,
         hot: None,
         export: None,
+        other_runs: None,
     })
 }
 
