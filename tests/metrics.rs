@@ -540,6 +540,13 @@ fn echo_server(program: impl AsRef<std::ffi::OsStr>) -> (Child, SocketAddr) {
     (echo, addr)
 }
 
+/// The exporter's /metrics as text (empty when it did not answer).
+fn scrape_text(addr: SocketAddr) -> String {
+    http_get(addr, "/metrics", None)
+        .map(|(_, _, b)| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
 /// The value of the series `name{comm="COMM"}` in a scrape, or the sum
 /// over every comm when `comm` is None.
 fn comm_value(text: &str, name: &str, comm: Option<&str>) -> Option<f64> {
@@ -595,11 +602,7 @@ fn the_agent_exports_what_its_programs_cost_each_service() {
         .unwrap();
     assert!(warm.success());
     std::thread::sleep(Duration::from_secs(6));
-    let scrape = || {
-        http_get(addr, "/metrics", None)
-            .map(|(_, _, b)| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
+    let scrape = || scrape_text(addr);
     let bpf = "sockscope_agent_target_bpf_seconds_total";
     let before = scrape();
     let (k0, s0) = (kernel_run_ns(trace.id()), comm_value(&before, bpf, None));
@@ -691,11 +694,7 @@ fn the_stack_sampler_s_runs_are_part_of_what_the_agent_costs_a_service() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let scrape = || {
-        http_get(addr, "/metrics", None)
-            .map(|(_, _, b)| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
+    let scrape = || scrape_text(addr);
     // A reading every 5 s: the first names the process, the next puts its
     // runs against its CPU.
     let deadline = Instant::now() + Duration::from_secs(40);
@@ -770,11 +769,7 @@ fn a_sampled_agent_exports_its_observed_time_and_rates_come_out_right() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let scrape = || {
-        http_get(addr, "/metrics", None)
-            .map(|(_, _, b)| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
+    let scrape = || scrape_text(addr);
     let port = format!("port=\"{}\"", echo_addr.port());
     let read = |t: &str| {
         (
@@ -845,11 +840,7 @@ fn an_agent_exports_each_command_s_hot_functions_and_each_window_s_profile() {
         "--duration",
         "60",
     ]);
-    let scrape = || {
-        http_get(addr, "/metrics", None)
-            .map(|(_, _, b)| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
+    let scrape = || scrape_text(addr);
     let comm = format!("comm=\"{name}\"");
     let of_server = |t: &str| -> Vec<(String, f64)> {
         t.lines()
