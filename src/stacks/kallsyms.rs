@@ -372,9 +372,8 @@ pub fn loaded_code_generation() -> Generation {
                 max_id = next;
                 continue;
             }
-            if rc == -libc::ENOENT
-                || std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT)
-            {
+            // libbpf returns -errno: ENOENT past the highest id.
+            if rc == -libc::ENOENT {
                 break;
             }
             return None;

@@ -206,10 +206,9 @@ impl ElfInfo {
     /// `.eh_frame_hdr`'s table where there is one, else in the whole
     /// table of its FDEs ([`ElfInfo::fdes`], read once).
     pub fn fde_range(&self, svma: u64) -> Option<Range<u64>> {
-        match hdr_find(&self.cfi_sections(), svma) {
-            HdrLookup::Covered(r) => Some(r),
-            HdrLookup::Uncovered => None,
-            HdrLookup::NoTable => self.fdes().find(svma),
+        match self.cfi_of(Some(svma)) {
+            Cfi::Covered(r) => Some(r),
+            Cfi::Uncovered | Cfi::Absent => None,
         }
     }
 

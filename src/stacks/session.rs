@@ -4,6 +4,8 @@
 //! window's folded stacks; [`report`] turns what was collected into the
 //! artifact's section.
 
+mod rotation;
+
 use std::collections::{BTreeSet, HashMap};
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
@@ -13,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 
+use rotation::{Rotation, cache_of};
+
 use super::bpf::{Sampler, SamplerConfig, SamplerCounters};
 use super::live::{self, HotCounter, HotFunctions};
 use super::resolve::Budget;
@@ -21,10 +25,6 @@ use super::tie::{StackKey, TieBuilder};
 use super::{Frame, Resolver};
 use crate::probe::ScopeFilter;
 use crate::recorder::Recorder;
-mod rotation;
-
-use rotation::{Rotation, RunMark, cache_of};
-
 use crate::report::stacks::{
     FrameKey, ModuleNote, StackGraph, StacksCost, StacksReport, WeightUnit, WeightedStack,
 };
@@ -232,12 +232,10 @@ fn run(
         .map(|(tx, every)| HotCounter::new(tx.clone(), *every));
     let mut rotation = cfg.export.clone().map(|shared| {
         agg.leaves = Some(HashMap::new());
-        let mut r = Rotation::new(shared);
-        if let Some(o) = &cfg.other_runs {
+        if cfg.other_runs.is_some() {
             agg.runs = Some(HashMap::new());
-            r.other_runs = Some((o.clone(), RunMark::default()));
         }
-        r
+        Rotation::new(shared, cfg.other_runs.clone())
     });
     let drain_every = if rotation.is_some() {
         AGENT_DRAIN
@@ -724,7 +722,7 @@ mod tests {
         let shared = Exported::shared(19, Duration::ZERO, 64);
         let mut agg = Aggregate::new(false);
         agg.leaves = Some(HashMap::new());
-        let mut rotation = Rotation::new(shared.clone());
+        let mut rotation = Rotation::new(shared.clone(), None);
         let mut resolver = Resolver::new();
         let counters = || Ok(SamplerCounters::default());
         for _ in 0..3 {

@@ -42,8 +42,10 @@ pub struct Unwound {
     pub uncovered: bool,
 }
 
-/// Entries of [`ProcessUnwinder`]'s cache of CFI-uncovered addresses.
-const COVER_SLOTS: usize = 512;
+/// Entries of [`ProcessUnwinder`]'s cache of CFI-uncovered addresses: a
+/// power of two, `1 << COVER_BITS`.
+const COVER_BITS: u32 = 9;
+const COVER_SLOTS: usize = 1 << COVER_BITS;
 
 /// One process's unwinder: its modules' unwind sections and a rule cache.
 pub struct ProcessUnwinder {
@@ -94,25 +96,7 @@ impl ProcessUnwinder {
             covered: Box::new([(0, false); COVER_SLOTS]),
         }
     }
-}
 
-/// Whether `lookup` lies in a module with CFI that has none for it,
-/// through `cache` (see [`ProcessUnwinder`]).
-fn uncovered(cache: &mut [(u64, bool); COVER_SLOTS], maps: &ProcessMaps, lookup: u64) -> bool {
-    // Fibonacci hashing: code addresses share their low and high bits.
-    let slot = (lookup.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize % COVER_SLOTS;
-    let (addr, known) = cache[slot];
-    if addr == lookup && addr != 0 {
-        return known;
-    }
-    let found = maps
-        .find(lookup)
-        .is_some_and(|m| m.cfi(lookup) == Cfi::Uncovered);
-    cache[slot] = (lookup, found);
-    found
-}
-
-impl ProcessUnwinder {
     /// Unwinds from `regs` over `stack`, the bytes from `regs.sp` upward;
     /// `maps` are the mappings this unwinder was made from.
     pub fn unwind(&mut self, maps: &ProcessMaps, regs: UserRegs, stack: &[u8]) -> Unwound {
@@ -151,6 +135,22 @@ impl ProcessUnwinder {
         }
         out
     }
+}
+
+/// Whether `lookup` lies in a module with CFI that has none for it,
+/// through `cache` (see [`ProcessUnwinder`]).
+fn uncovered(cache: &mut [(u64, bool); COVER_SLOTS], maps: &ProcessMaps, lookup: u64) -> bool {
+    // Fibonacci hashing: code addresses share their low and high bits.
+    let slot = (lookup.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - COVER_BITS)) as usize;
+    let (addr, known) = cache[slot];
+    if addr == lookup && addr != 0 {
+        return known;
+    }
+    let found = maps
+        .find(lookup)
+        .is_some_and(|m| m.cfi(lookup) == Cfi::Uncovered);
+    cache[slot] = (lookup, found);
+    found
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::{Aggregate, TOP};
+use crate::anatomy::service_cost::OtherRuns;
 use crate::report::stacks::{StackGraph, WeightUnit};
 use crate::stacks::Resolver;
 use crate::stacks::bpf::SamplerCounters;
@@ -36,12 +37,12 @@ pub(super) struct Rotation {
     published: Instant,
     /// Where the sampler's run time goes per process, and the counters at
     /// the last handing over.
-    pub(super) other_runs: Option<(crate::anatomy::service_cost::OtherRuns, RunMark)>,
+    other_runs: Option<(OtherRuns, RunMark)>,
 }
 
 /// The sampler's counters at a handing over of its run time.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct RunMark {
+struct RunMark {
     ticks: u64,
     run_ns: u64,
 }
@@ -80,7 +81,12 @@ fn split_runs(
 }
 
 impl Rotation {
-    pub(super) fn new(shared: crate::stacks::export::Shared) -> Self {
+    /// Windows published to `shared`; with `other_runs`, the sampler's
+    /// run time handed there too, split by process ([`split_runs`]).
+    pub(super) fn new(
+        shared: crate::stacks::export::Shared,
+        other_runs: Option<OtherRuns>,
+    ) -> Self {
         let window = shared
             .lock()
             .map_or(crate::stacks::export::DEFAULT_WINDOW, |e| e.window());
@@ -90,7 +96,7 @@ impl Rotation {
             started: Instant::now(),
             started_at: std::time::SystemTime::now(),
             published: Instant::now(),
-            other_runs: None,
+            other_runs: other_runs.map(|o| (o, RunMark::default())),
         }
     }
 
