@@ -136,6 +136,14 @@ pub mod count {
     pub const TURN_ENDS: usize = C::SS_CNT_TURN_ENDS.0 as usize;
     /// Of them, the ring buffer had no room for.
     pub const TURN_ENDS_LOST: usize = C::SS_CNT_TURN_ENDS_LOST.0 as usize;
+    /// Answered turns two hooks came to close at the same moment (the
+    /// next request's read and the peer's close, a write's end or the
+    /// window's end, on two CPUs): closed and recorded once.
+    pub const CLOSE_RACES: usize = C::SS_CNT_CLOSE_RACES.0 as usize;
+    /// Of them, those whose losing hook did not see the close end (its
+    /// closer beneath it on its CPU, or slower than it waits): what that
+    /// hook came to do (mark an arrival, begin a turn) was left undone.
+    pub const CLOSE_UNWAITED: usize = C::SS_CNT_CLOSE_UNWAITED.0 as usize;
     /// Connections whose first read began with the HTTP/2 preface.
     pub const H2_CONNS: usize = C::SS_CNT_H2_CONNS.0 as usize;
     /// Of them, given up on (bounds, an unreadable buffer, a lost record).

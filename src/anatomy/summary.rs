@@ -240,6 +240,8 @@ pub fn report(
         overflow_turns: c[count::SERIES_FULL],
         next_during_write: c[count::NEXT_IN_WRITE],
         sampling_cut: c[count::RESYNC],
+        close_races: c[count::CLOSE_RACES],
+        close_unwaited: c[count::CLOSE_UNWAITED],
         sampled: None,
         parts: parts_of(&total),
         sums_ns: PartSums {

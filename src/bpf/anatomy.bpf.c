@@ -477,9 +477,9 @@ static __always_inline void add_by_server(struct ss_anat_stats *s, __u32 b, __u6
 	row[SS_PART_SEND] += send;
 }
 
-static __always_inline void turn_reset(struct ss_anat_conn *c)
+/* Clears the turn's fields; the state is the caller's to set. */
+static __always_inline void turn_clear(struct ss_anat_conn *c)
 {
-	c->state = SS_TURN_IDLE;
 	c->flags &= ~(SS_CONN_ARRIVAL_UNSEEN | SS_CONN_NEXT | SS_CONN_SKIP | SS_CONN_WAITING |
 		      SS_CONN_NOREPLY | SS_CONN_QUIET | SS_CONN_HANDSHAKE);
 	c->tcmds = 0;
@@ -489,6 +489,13 @@ static __always_inline void turn_reset(struct ss_anat_conn *c)
 	c->cpu_queue = 0;
 	c->cpu_service = 0;
 	c->cpu_send = 0;
+	c->ready_at = 0;
+}
+
+static __always_inline void turn_reset(struct ss_anat_conn *c)
+{
+	turn_clear(c);
+	c->state = SS_TURN_IDLE;
 }
 
 /* Adds one timed turn of the port `c` serves: its four parts and their
@@ -551,34 +558,100 @@ static __always_inline void turn_end(__u64 id, __u32 tid, const struct ss_anat_c
 	count(SS_CNT_TURN_ENDS);
 }
 
-/* Ends the turn in progress: a responded one is timed (or counted as
- * multiplexed), one with no response yet is dropped. */
-static __always_inline void turn_close(struct ss_anat_conn *c)
+/* --- closing an answered turn ---------------------------------------------
+ *
+ * An answered turn (RESPONDING) ends at the next request, which two hooks
+ * on two CPUs see at nearly the same moment: its data-ready (in the peer's
+ * softirq or send) and the read that takes it, which may come first
+ * (read_before_ready). Only the read closes it: the data-ready keeps the
+ * arrival (ready_at) for it. Other hooks end turns too (a write's end that
+ * saw the next request come during it, the peer's close, the reader's end
+ * of file, the window's end), and may meet the reader: each claims the turn
+ * by swapping RESPONDING for CLOSING (tagged with its CPU), and only the
+ * hook that made the swap records the turn; it clears it and stores the
+ * next turn's state last, with an atomic exchange (ordered after the
+ * stores before it). A reader that finds the turn CLOSING waits for that
+ * store, then goes on from the state it finds. It does not wait for a
+ * closer beneath it on its own CPU (interrupted or preempted there: it
+ * cannot go on until the waiter returns), nor longer than SS_SETTLE_SPINS
+ * reads; either is counted (SS_CNT_CLOSE_UNWAITED). */
+
+#define SS_SETTLE_SPINS 8192
+
+static __always_inline bool is_closing(__u64 st)
+{
+	return (__u32)st == SS_TURN_CLOSING;
+}
+
+/* The state as stored: the compiler may neither cache nor merge it. */
+static __always_inline __u64 state_now(const struct ss_anat_conn *c)
+{
+	return *(volatile const __u64 *)&c->state;
+}
+
+struct ss_settle {
+	struct ss_anat_conn *c;
+	__u64 st;
+};
+
+static long settle_step(__u64 i, void *ctx)
+{
+	struct ss_settle *s = ctx;
+
+	if (!s->c)
+		return 1;
+	s->st = state_now(s->c);
+	return !is_closing(s->st);
+}
+
+/* The state once no close is under way (`st` is what was read). */
+static __always_inline __u64 settled_state(struct ss_anat_conn *c, __u64 st)
+{
+	struct ss_settle s = { c, st };
+
+	if (!is_closing(st))
+		return st;
+	if ((st >> 32) == (__u64)bpf_get_smp_processor_id() + 1) {
+		count(SS_CNT_CLOSE_UNWAITED);
+		return st;
+	}
+	bpf_loop(SS_SETTLE_SPINS, settle_step, &s, 0);
+	if (is_closing(s.st)) {
+		count(SS_CNT_CLOSE_UNWAITED);
+		return s.st;
+	}
+	/* An atomic read: the closer's stores before its exchange are seen
+	 * after it on every architecture, not only on x86's. */
+	return __sync_val_compare_and_swap(&c->state, s.st, s.st);
+}
+
+/* The answered turn's next request has come (its data-ready kept its
+ * arrival, after the turn's last write): it waits for its read. */
+static __always_inline bool ready_pending(const struct ss_anat_conn *c)
+{
+	return c->ready_at > c->last_write;
+}
+
+/* Records the answered turn: timed, or counted as what it was. Returns
+ * whether it was a TLS handshake's (the next turn then follows it). */
+static __always_inline bool turn_record(struct ss_anat_conn *c)
 {
 	__u64 queue, cpu, service, send;
 
-	if (c->state != SS_TURN_RESPONDING) {
-		turn_reset(c);
-		return;
-	}
 	if (c->flags & SS_CONN_SKIP) {
 		count(SS_CNT_RESYNC);
-		turn_reset(c);
-		return;
+		return false;
 	}
 	if (c->flags & SS_CONN_HANDSHAKE) {
 		/* A TLS handshake's flight and its answer: no request. */
 		count(SS_CNT_TLS_HANDSHAKES);
-		turn_reset(c);
-		c->flags |= SS_CONN_HS_TAIL;
-		return;
+		return true;
 	}
 	if (c->flags & SS_CONN_MULTIPLEXED) {
 		count(SS_CNT_MUX_TURNS);
 		if (c->tcmds)
 			name_turn(c, NULL);
-		turn_reset(c);
-		return;
+		return false;
 	}
 	if (c->flags & SS_CONN_ARRIVAL_UNSEEN)
 		count(SS_CNT_BEFORE_WINDOW);
@@ -600,18 +673,55 @@ static __always_inline void turn_close(struct ss_anat_conn *c)
 			turn_end(c->turn_id, c->reader_tid, c, c->arrival, c->first_read,
 				 c->last_write, parts.p, c->tname[0], c->tname[1], c->tcmds > 0);
 	}
-	turn_reset(c);
+	return false;
+}
+
+/* Closes the answered turn and stores its successor: `next` (IDLE, or
+ * ARRIVED at `arrival`). false: the turn was not RESPONDING when claimed
+ * (another hook is closing it, or did): nothing was done. */
+static __always_inline bool turn_close_to(struct ss_anat_conn *c, __u64 next, __u64 arrival)
+{
+	__u64 mine = SS_TURN_CLOSING | ((__u64)bpf_get_smp_processor_id() + 1) << 32;
+	__u64 was = __sync_val_compare_and_swap(&c->state, SS_TURN_RESPONDING, mine);
+	bool hs;
+
+	if (was != SS_TURN_RESPONDING) {
+		if (is_closing(was))
+			count(SS_CNT_CLOSE_RACES);
+		return false;
+	}
+	hs = turn_record(c);
+	turn_clear(c);
+	if (hs)
+		c->flags |= SS_CONN_HS_TAIL;
+	c->arrival = arrival;
+	__sync_lock_test_and_set(&c->state, next);
+	return true;
+}
+
+/* Ends the turn in progress: a responded one is timed (or counted as
+ * multiplexed), one with no response yet is dropped. false: another hook
+ * is closing it. */
+static __always_inline bool turn_close(struct ss_anat_conn *c)
+{
+	__u64 st = state_now(c);
+
+	if (is_closing(st)) {
+		count(SS_CNT_CLOSE_RACES);
+		return false;
+	}
+	if (st != SS_TURN_RESPONDING) {
+		turn_reset(c);
+		return true;
+	}
+	return turn_close_to(c, SS_TURN_IDLE, 0);
 }
 
 /* Closes the answered turn and opens the one of the request that came
  * during its last write (SS_CONN_NEXT). */
-static __always_inline void open_next_turn(struct ss_anat_conn *c)
+static __always_inline bool open_next_turn(struct ss_anat_conn *c)
 {
-	__u64 next = c->next_arrival;
-
-	turn_close(c);
-	c->arrival = next;
-	c->state = SS_TURN_ARRIVED;
+	return turn_close_to(c, SS_TURN_ARRIVED, c->next_arrival);
 }
 
 static __always_inline void mark_multiplexed(struct ss_anat_conn *c)
@@ -771,7 +881,7 @@ static __always_inline bool peer_reads(const struct sock *sk)
 static __always_inline bool ready_work(const struct sock *sk)
 {
 	struct ss_anat_conn *c;
-	__u64 now;
+	__u64 now, st;
 	__u32 i;
 
 	c = conn_of(sk, false);
@@ -838,12 +948,34 @@ static __always_inline bool ready_work(const struct sock *sk)
 	 * test above saw has left RESPONDING here, never a SERVING that
 	 * would take this request for more of the last one. */
 	barrier();
-	if (c->state == SS_TURN_RESPONDING)
-		turn_close(c);
-	if (c->state == SS_TURN_IDLE || c->state == SS_TURN_RESYNC) {
+	st = state_now(c);
+	if (st == SS_TURN_RESPONDING) {
+		/* The next request: its arrival is kept for the read that
+		 * takes it, which closes the answered turn (the only hook
+		 * that does, so none records it twice: the reader may be
+		 * taking these very bytes on another CPU now). The first
+		 * arrival after the turn's last write stands. */
+		if (!ready_pending(c)) {
+			__u64 at = bpf_ktime_get_ns();
+
+			c->ready_at = at;
+			barrier();
+			/* A reader that took this data before the stamp has
+			 * begun its turn: the stamp would be the next one's. */
+			if (!unread_data(sk, c))
+				__sync_val_compare_and_swap(&c->ready_at, at, 0);
+		}
+		return true;
+	}
+	/* A hook closing the turn: the reader that took this data (its
+	 * first read then sees any data left unread), or the peer's end.
+	 * Nothing is left to this data-ready. */
+	if (is_closing(st))
+		return true;
+	if (st == SS_TURN_IDLE || st == SS_TURN_RESYNC) {
 		c->arrival = now;
 		c->state = SS_TURN_ARRIVED;
-	} else if (c->state == SS_TURN_SERVING) {
+	} else if (st == SS_TURN_SERVING) {
 		/* More of the request, or the next one pipelined behind it:
 		 * a read after the response began tells. */
 		c->flags |= SS_CONN_WAITING;
@@ -903,7 +1035,8 @@ static __always_inline void first_read(struct ss_anat_conn *c, const struct sock
 static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 {
 	struct ss_anat_conn *c;
-	__u64 now, arrival, rd;
+	__u64 now, arrival, rd, st;
+	bool closed;
 
 	if (flags & MSG_PEEK)
 		return false;
@@ -995,7 +1128,8 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 		}
 		return true;
 	}
-	switch (c->state) {
+	st = settled_state(c, state_now(c));
+	switch (st) {
 	case SS_TURN_IDLE:
 		if (c->flags & SS_CONN_QUIET) {
 			/* After a turn of `noreply` commands only: this read
@@ -1030,42 +1164,48 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 			/* The next request came during the last write, and the
 			 * write's end missed it (the data-ready ran on another
 			 * CPU at that very moment): it is this read's. */
-			open_next_turn(c);
-			first_read(c, sk, now);
-			break;
-		}
-		if (!(c->flags & SS_CONN_WAITING)) {
-			/* No data was waiting when the response began, and no
-			 * data_ready has run since: this read took the next
-			 * request between its queueing and its data_ready (which
-			 * will find nothing unread). Its arrival was a moment
-			 * ago. */
-			count(SS_CNT_READ_BEFORE_READY);
-			turn_close(c);
-			c->arrival = now;
-			first_read(c, sk, now);
-			break;
-		}
-		if (c->flags & SS_CONN_HANDSHAKE) {
+			closed = open_next_turn(c);
+		} else if (!(c->flags & SS_CONN_WAITING)) {
+			/* No data was waiting when the response began: this
+			 * read took the next request, which came at its
+			 * data-ready's stamp. Without one, the read took it
+			 * between its queueing and its data-ready (which will
+			 * find nothing unread): it came a moment ago. The
+			 * stamp is read once: the data-ready withdraws it when
+			 * it sees this read took the data. */
+			arrival = *(volatile __u64 *)&c->ready_at;
+			if (arrival <= c->last_write) {
+				arrival = now;
+				count(SS_CNT_READ_BEFORE_READY);
+			}
+			closed = turn_close_to(c, SS_TURN_ARRIVED, arrival);
+		} else if (c->flags & SS_CONN_HANDSHAKE) {
 			/* TLS: the client's first request came with (or right
 			 * behind) its handshake's last flight, before the
 			 * server's answer to it (TLS 1.3's session tickets):
 			 * no pipelining. It is timed from that flight's
 			 * arrival, the earliest it can have come at (its
 			 * queue wait an upper bound). */
-			arrival = c->arrival;
-			turn_close(c);
-			c->arrival = arrival;
-			first_read(c, sk, now);
-			break;
+			closed = turn_close_to(c, SS_TURN_ARRIVED, c->arrival);
+		} else {
+			/* This data was waiting before the response began: the
+			 * connection carries the next request behind this
+			 * one. It is still a request of its own: the answered
+			 * turn ends (counted, not timed) and this one
+			 * begins. */
+			mark_multiplexed(c);
+			closed = turn_close_to(c, SS_TURN_ARRIVED, now);
 		}
-		/* This data was waiting before the response began: the
-		 * connection carries the next request behind this one. It
-		 * is still a request of its own: the answered turn ends
-		 * (counted, not timed) and this one begins. */
-		mark_multiplexed(c);
-		turn_close(c);
-		c->arrival = now;
+		if (!closed) {
+			/* Another hook closed the turn first: a write's end
+			 * that saw this request come during it (ARRIVED), or
+			 * the peer's close (IDLE). */
+			st = settled_state(c, state_now(c));
+			if (st == SS_TURN_IDLE)
+				c->arrival = now;
+			else if (st != SS_TURN_ARRIVED)
+				break;
+		}
 		first_read(c, sk, now);
 		break;
 	case SS_TURN_SERVING:
@@ -1157,7 +1297,7 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 			c->flags |= SS_CONN_SAMPLED;
 		t->wrote = c->turn_id;
 	}
-	switch (c->state) {
+	switch (state_now(c)) {
 	case SS_TURN_IDLE:
 		count(SS_CNT_UNSOLICITED);
 		break;
@@ -1183,10 +1323,19 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 		c->state = SS_TURN_RESPONDING;
 		break;
 	case SS_TURN_RESPONDING:
+		if (ready_pending(c)) {
+			/* As in ARRIVED: the next request came after the last
+			 * write and is unread. */
+			if (c->reader && !(c->flags & SS_CONN_HS_TAIL))
+				mark_multiplexed(c);
+			else
+				count(SS_CNT_UNSOLICITED);
+			break;
+		}
 		write_continues(c, now, task, rd);
 		break;
 	default:
-		break;
+		break;  /* CLOSING: the turn is another hook's */
 	}
 }
 
@@ -1560,6 +1709,8 @@ int ss_close_turns(struct bpf_iter__task_file *ctx)
 {
 	struct file *f = ctx->file;
 	struct ss_anat_conn *c;
+	bool pending;
+	__u64 st;
 	struct socket *so;
 	struct sock *sk;
 
@@ -1584,16 +1735,20 @@ int ss_close_turns(struct bpf_iter__task_file *ctx)
 		turn_reset(c);
 		return 0;
 	}
-	if (c->state == SS_TURN_RESPONDING)
-		turn_close(c);
-	else if (c->state == SS_TURN_SERVING && sk && !pausing &&
+	st = settled_state(c, state_now(c));
+	if (st == SS_TURN_RESPONDING) {
+		/* The next request, come and not read, is in flight as an
+		 * ARRIVED one is. */
+		pending = ready_pending(c);
+		if (turn_close(c) && pending && !(c->flags & SS_CONN_FOREIGN))
+			count(pausing ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);
+	} else if (st == SS_TURN_SERVING && sk && !pausing &&
 		 !(c->flags & SS_CONN_FOREIGN) && write_under_way(sk, c))
 		/* The response is being written (a Unix peer may even have
 		 * read it) but the write has not returned: answered, its
 		 * service not known. */
 		count(SS_CNT_WRITING_AT_END);
-	else if (c->state != SS_TURN_IDLE && c->state != SS_TURN_RESYNC &&
-		 !(c->flags & SS_CONN_FOREIGN))
+	else if (st != SS_TURN_IDLE && st != SS_TURN_RESYNC && !(c->flags & SS_CONN_FOREIGN))
 		count(pausing ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);
 	turn_reset(c);
 	if (pausing) {

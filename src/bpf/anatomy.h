@@ -28,6 +28,9 @@ enum ss_anat_state {
 	SS_TURN_SERVING = 2,    /* read, no response written yet */
 	SS_TURN_RESPONDING = 3, /* response written; ends at the next arrival */
 	SS_TURN_RESYNC = 4,     /* sampling resumed: where it is is not known */
+	SS_TURN_CLOSING = 5,    /* one hook is closing the answered turn; the
+				 * state's high 32 bits: its CPU + 1 (anatomy.bpf.c,
+				 * "Closing an answered turn") */
 };
 
 /* ss_anat_conn.flags (bits) */
@@ -246,7 +249,15 @@ enum ss_anat_count {
 	SS_CNT_TLS_HANDSHAKES = 56, /* TLS handshake turns (dropped: no request) */
 	SS_CNT_TURN_ENDS = 57,     /* ends of turns a stack sample fell in, written */
 	SS_CNT_TURN_ENDS_LOST = 58, /* of them, the ring buffer had no room for */
-	SS_COUNTS = 59,
+	SS_CNT_CLOSE_RACES = 59,   /* answered turns two hooks came to close at once
+				    * (the next request's read and the peer's close,
+				    * a write's end or the window's end, on two
+				    * CPUs): closed, and recorded, once */
+	SS_CNT_CLOSE_UNWAITED = 60, /* of them, the hook that lost did not see the
+				     * close end (its closer interrupted beneath it on
+				     * its CPU, or slower than the wait allows): what
+				     * it had come to do was left undone */
+	SS_COUNTS = 61,
 };
 
 /* HTTP/2 (h2.h). */
@@ -464,6 +475,8 @@ struct ss_anat_conn {
 	__u64 first_write;
 	__u64 last_write;
 	__u64 next_arrival; /* TCP: the next request's, come during a write */
+	__u64 ready_at;     /* the next request's data-ready, come while the
+			     * turn was RESPONDING (kept if after last_write) */
 	__u64 cpu_queue;    /* CPU wait before the first read */
 	__u64 rq_read;      /* the reader's run_delay at the first read */
 	__u64 rq_write;     /* the writer's at the first write */
@@ -475,7 +488,7 @@ struct ss_anat_conn {
 	__u64 tls_ssl;      /* TLS (tls.h): the SSL a socket op was last seen in */
 	__u64 tls_retry_buf; /* TLS: the rest of a write whose plaintext was parsed */
 	__u64 tls_retry_len; /* and did not all go: its retry is not parsed again */
-	__u32 state;
+	__u64 state;        /* enum ss_anat_state (64 bits: closed by compare-and-swap) */
 	__u32 flags;
 	__u16 port;
 	__u16 proto;

@@ -275,6 +275,16 @@ pub struct AnatomyReport {
     /// Turns under way when a sampled window resumed or paused: not timed.
     #[serde(default)]
     pub sampling_cut: u64,
+    /// Answered turns that two hooks came to close at the same moment
+    /// (the next request's read and the peer's close, a write's end or the
+    /// window's end, on two CPUs): each was closed, and recorded, once.
+    #[serde(default)]
+    pub close_races: u64,
+    /// Of them, those whose second hook did not wait for the close to end
+    /// (the closer was beneath it on its own CPU, or slower than the wait
+    /// allows): the next turn's start may be missing (not timed).
+    #[serde(default)]
+    pub close_unwaited: u64,
     /// A sampled window (`--requests-duty`): the turns are those of the
     /// samples only. Absent when the whole window was followed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -647,6 +657,12 @@ pub fn render(a: &AnatomyReport) -> String {
         out.push_str(&format!(
             "; {} responses still being written at the end (not timed)",
             a.writing_at_end
+        ));
+    }
+    if a.close_unwaited > 0 {
+        out.push_str(&format!(
+            "; {} turns whose start met another hook's close (may be untimed)",
+            a.close_unwaited
         ));
     }
     out.push('\n');
