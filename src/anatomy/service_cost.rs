@@ -243,6 +243,15 @@ impl ServiceCosts {
         };
         let mut tgids: Vec<u32> = timed.iter().map(|&(t, _)| t).collect();
         tgids.extend(other.keys().filter(|t| !weights.contains_key(t)));
+        // Processes followed before and in neither now (one the stack
+        // sampler alone saw, between its samples): their CPU goes on
+        // counting, against no runs, while they live; dropped, the next
+        // sample would find them new and leave its runs out of the share.
+        tgids.extend(
+            self.procs
+                .keys()
+                .filter(|t| !weights.contains_key(t) && !other.contains_key(t)),
+        );
         // Per name: bpf ns, cpu ns, and the bpf ns paired with that CPU.
         let mut deltas: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
         let mut seen = Vec::with_capacity(tgids.len());
@@ -541,6 +550,34 @@ mod tests {
         assert!(
             (c.costs().iter().find(|s| s.name == "nginx").unwrap().bpf_s - 100.4e-6).abs() < 1e-12
         );
+    }
+
+    #[test]
+    fn a_process_only_the_sampler_saw_is_followed_between_its_samples() {
+        let mut c = ServiceCosts::new(8, 100.0);
+        let at = |s: u64| Duration::from_secs(s);
+        let cpu = std::cell::Cell::new(0);
+        let stats = |p: u32| (p == 3).then(|| stat("cruncher", cpu.get(), 1));
+        c.add_other(HashMap::from([(3, 1.0)]));
+        c.read(at(5), runs(0, None), &[], stats);
+        // No sample of it in this reading: its CPU still counts.
+        cpu.set(100);
+        c.read(at(10), runs(0, None), &[], stats);
+        cpu.set(200);
+        c.add_other(HashMap::from([(3, 300_000.0)]));
+        c.read(at(15), runs(0, None), &[], stats);
+        let got = c.costs();
+        let of = |n: &str| got.iter().find(|s| s.name == n).cloned().unwrap();
+        // 300 us of runs over the 2 s of CPU since its first reading.
+        assert!((of("cruncher").cpu_s - 2.0).abs() < 1e-9, "{got:?}");
+        assert!(
+            (of("cruncher").share.unwrap() - 150e-6).abs() < 1e-12,
+            "{got:?}"
+        );
+        // Gone: no longer followed, nothing more counted.
+        c.read(at(20), runs(0, None), &[], |_| None);
+        assert!(c.procs.is_empty());
+        assert!((c.costs()[0].cpu_s - 2.0).abs() < 1e-9);
     }
 
     #[test]
