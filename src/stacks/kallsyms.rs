@@ -22,7 +22,6 @@
 //! tag; sockscope's own ([`SOCKSCOPE_PROGS`]) are marked as such
 //! ([`KernelName::ours`]).
 
-use std::collections::HashMap;
 use std::io::Read as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -222,7 +221,7 @@ pub struct KernelSymbols {
     checked_at: Option<Instant>,
     /// Address -> name (and whether it lies in loaded code), kept once
     /// known to be current.
-    names: HashMap<u64, (Option<KernelName>, bool)>,
+    names: super::FastMap<u64, (Option<KernelName>, bool)>,
     /// Times the table was read.
     pub reads: u64,
 }
@@ -255,7 +254,7 @@ impl KernelSymbols {
             valid_mono_ns: 0,
             read_at: None,
             checked_at: None,
-            names: HashMap::new(),
+            names: Default::default(),
             reads: 0,
         }
     }

@@ -14,6 +14,14 @@
 //! of them: per-command counters and the last window's pprof).
 
 pub mod abi;
+
+/// A hash map with foldhash's hasher: the maps a stack sample goes
+/// through once per frame (names by address, interned frames, stacks),
+/// where std's SipHash was a tenth of a node agent's time per sample.
+/// Seeded per map, as std's is, so keys from a target's binaries cannot
+/// be chosen to collide in advance.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 pub mod bpf;
 pub mod export;
 pub mod fde;

@@ -2,7 +2,6 @@
 //! per-process modules and unwinders, the shared module and name caches,
 //! and the CPU time spent in each half.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::modules::{MappingKind, ModuleCache, ProcessMaps};
@@ -86,7 +85,7 @@ pub const HOT_CHECKS: usize = 15;
 /// Unwinds and symbolizes samples; see the module documentation.
 pub struct Resolver {
     modules: ModuleCache,
-    processes: HashMap<u32, Process>,
+    processes: super::FastMap<u32, Process>,
     symbolizer: Symbolizer,
     budget: Option<Budget>,
     /// Modules dropped to keep to the budget.
@@ -110,7 +109,7 @@ impl Resolver {
     pub fn new() -> Self {
         Self {
             modules: ModuleCache::default(),
-            processes: HashMap::new(),
+            processes: Default::default(),
             symbolizer: Symbolizer::new(),
             budget: None,
             evicted: 0,

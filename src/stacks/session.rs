@@ -17,6 +17,7 @@ use anyhow::{Result, anyhow};
 
 use rotation::{Rotation, cache_of};
 
+use super::FastMap;
 use super::bpf::{Sampler, SamplerConfig, SamplerCounters};
 use super::live::{self, HotCounter, HotFunctions};
 use super::resolve::Budget;
@@ -322,15 +323,18 @@ struct Aggregate {
     frames: Vec<FrameKey>,
     /// Interned frames by (name, module, kernel): shared strings, so a
     /// lookup copies none.
-    frame_ids: HashMap<(Arc<str>, Arc<str>, bool), u32>,
+    frame_ids: FastMap<(Arc<str>, Arc<str>, bool), u32>,
     names: Vec<String>,
-    name_ids: HashMap<String, u32>,
+    name_ids: FastMap<String, u32>,
     /// Per stack: (weight, weight whose unwinding was complete).
-    on: HashMap<StackKey, (u64, u64)>,
-    off: Option<HashMap<StackKey, (u64, u64)>>,
+    on: FastMap<StackKey, (u64, u64)>,
+    off: Option<FastMap<StackKey, (u64, u64)>>,
     /// Each process's name, read once (a thread's own name is not its
     /// process's).
-    process_names: HashMap<u32, u32>,
+    process_names: FastMap<u32, u32>,
+    /// Each thread name's id, by the sample's bytes (no string made per
+    /// sample).
+    thread_names: FastMap<[u8; 16], u32>,
     live: BTreeSet<u32>,
     /// Samples kept for the tie to requests.
     tie: Option<TieBuilder>,
@@ -348,12 +352,13 @@ impl Aggregate {
     fn new(off_cpu: bool) -> Self {
         Aggregate {
             frames: Vec::new(),
-            frame_ids: HashMap::new(),
+            frame_ids: FastMap::default(),
             names: Vec::new(),
-            name_ids: HashMap::new(),
-            on: HashMap::new(),
-            off: off_cpu.then(HashMap::new),
-            process_names: HashMap::new(),
+            name_ids: FastMap::default(),
+            on: FastMap::default(),
+            off: off_cpu.then(FastMap::default),
+            process_names: FastMap::default(),
+            thread_names: FastMap::default(),
             live: BTreeSet::new(),
             tie: None,
             hot: None,
@@ -368,14 +373,15 @@ impl Aggregate {
     fn new_window(&mut self) {
         debug_assert!(self.leaves.as_ref().is_none_or(HashMap::is_empty));
         self.frames = Vec::new();
-        self.frame_ids = HashMap::new();
+        self.frame_ids = FastMap::default();
         self.names = Vec::new();
-        self.name_ids = HashMap::new();
-        self.on = HashMap::new();
+        self.name_ids = FastMap::default();
+        self.on = FastMap::default();
         if let Some(off) = self.off.as_mut() {
-            *off = HashMap::new();
+            *off = FastMap::default();
         }
-        self.process_names = HashMap::new();
+        self.process_names = FastMap::default();
+        self.thread_names = FastMap::default();
     }
 
     fn intern_name(&mut self, name: String) -> u32 {
@@ -421,7 +427,14 @@ impl Aggregate {
         };
         let resolved = resolver.resolve(s);
         let process = self.process_name(s);
-        let thread = self.intern_name(comm_text(&s.comm));
+        let thread = match self.thread_names.get(&s.comm) {
+            Some(&id) => id,
+            None => {
+                let id = self.intern_name(comm_text(&s.comm));
+                self.thread_names.insert(s.comm, id);
+                id
+            }
+        };
         self.live.insert(s.pid);
         // Innermost first -> root first.
         let frames: Vec<u32> = resolved
@@ -491,7 +504,7 @@ impl Aggregate {
         }
     }
 
-    fn stacks_of(&self, table: &HashMap<StackKey, (u64, u64)>) -> Vec<WeightedStack> {
+    fn stacks_of(&self, table: &FastMap<StackKey, (u64, u64)>) -> Vec<WeightedStack> {
         let mut out = Vec::with_capacity(table.len() * 2);
         for (key, &(weight, complete)) in table {
             let keys: Vec<FrameKey> = key

@@ -120,14 +120,14 @@ pub struct Symbolizer {
     /// module (or its private copy), then its debug file.
     sources: HashMap<FileKey, Vec<File>>,
     /// (module, file offset) -> its frame.
-    names: HashMap<(FileKey, u64), Frame>,
+    names: super::FastMap<(FileKey, u64), Frame>,
     /// The module names of kernel frames, `[kernel]` and
     /// [`SOCKSCOPE_MODULE`], and `[anon]`.
     kernel_module: Arc<str>,
     ours_module: Arc<str>,
     anon_module: Arc<str>,
     /// Each of sockscope's BPF programs' frame name, `[sockscope] NAME`.
-    ours_names: HashMap<Arc<str>, Arc<str>>,
+    ours_names: super::FastMap<Arc<str>, Arc<str>>,
     /// Every process's perf map, parsed once per change.
     perf_maps: PerfMaps,
     /// Whether a perf map was re-read for the current sample.
@@ -166,11 +166,11 @@ impl Symbolizer {
             files: blaze(),
             kernel: KernelSymbols::new(),
             sources: HashMap::new(),
-            names: HashMap::new(),
+            names: Default::default(),
             kernel_module: "[kernel]".into(),
             ours_module: SOCKSCOPE_MODULE.into(),
             anon_module: "[anon]".into(),
-            ours_names: HashMap::new(),
+            ours_names: Default::default(),
             perf_maps: PerfMaps::default(),
             perf_reread: false,
             missing: HashMap::new(),
