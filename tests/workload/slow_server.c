@@ -74,16 +74,26 @@ __attribute__((noinline)) static void slow_hash(void)
 	sink = x;
 }
 
+/* The fastest of five timings: on a busy VM one run's CPU time can hold
+ * time the vCPU was not running (steal), which would make slow_hash
+ * shorter than 2 ms afterwards, and some slow requests faster than a
+ * tail threshold of 1 ms (seen in CI: a quarter of slow_hash's samples in
+ * the rest). A loop timed too fast only makes it longer. */
 static void calibrate(void)
 {
-	double t0, t;
+	double best = 0;
 
 	hash_rounds = 1000000;
-	t0 = thread_cpu_s();
-	slow_hash();
-	t = thread_cpu_s() - t0;
-	if (t > 0)
-		hash_rounds = (unsigned long)(1000000 * 0.002 / t) + 1;
+	for (int i = 0; i < 5; i++) {
+		double t0 = thread_cpu_s(), t;
+
+		slow_hash();
+		t = thread_cpu_s() - t0;
+		if (t > 0 && (best == 0 || t < best))
+			best = t;
+	}
+	if (best > 0)
+		hash_rounds = (unsigned long)(1000000 * 0.002 / best) + 1;
 }
 
 __attribute__((noinline)) static void take_lock(void)

@@ -601,10 +601,15 @@ mod tests {
     #[test]
     fn samples_this_process_as_a_target() {
         let _alone = alone();
-        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-            .unwrap();
-        l.listen(2).unwrap();
+        let l = on_a_clean_port(|| {
+            let l =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+                .unwrap();
+            l.listen(2).unwrap();
+            let port = l.local_addr().unwrap().as_socket().unwrap().port();
+            (l, port)
+        });
         let addr = l.local_addr().unwrap().as_socket().unwrap();
         let pid = std::process::id() as i32;
         let mut s = Sampler::new(pid, addr).unwrap();
@@ -650,27 +655,50 @@ mod tests {
         assert!(e.errors.is_empty(), "{:?}", e.errors);
     }
 
+    /// The TIME_WAIT sockets that have `port` at one end.
+    fn time_wait_on(diag: &mut Diag, port: u16) -> usize {
+        let mut seen = 0;
+        for by_local in [true, false] {
+            let mut q = Query::tcp(libc::AF_INET as u8, 1 << TIME_WAIT);
+            if by_local {
+                q.sport = port;
+            } else {
+                q.dport = port;
+            }
+            diag.dump(&q, |_| seen += 1).unwrap();
+        }
+        seen
+    }
+
     /// Waits (up to 5 s) until `n` TIME_WAIT sockets have `port` at one
     /// end, so the counts below do not race the closing handshakes.
     fn wait_time_wait(port: u16, n: usize) {
         let mut diag = Diag::open().unwrap();
         for _ in 0..500 {
-            let mut seen = 0;
-            for by_local in [true, false] {
-                let mut q = Query::tcp(libc::AF_INET as u8, 1 << TIME_WAIT);
-                if by_local {
-                    q.sport = port;
-                } else {
-                    q.dport = port;
-                }
-                diag.dump(&q, |_| seen += 1).unwrap();
-            }
-            if seen >= n {
+            if time_wait_on(&mut diag, port) >= n {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         panic!("{n} TIME_WAIT sockets on port {port} never appeared");
+    }
+
+    /// A listener made by `listen` on a port no TIME_WAIT socket has at
+    /// either end: a port just freed by another test's server can still
+    /// have its clients' TIME_WAIT ends (to that port) for a minute, and
+    /// the counts below are of this test's own. Ports tried are held until
+    /// one is found, so each try gets another.
+    fn on_a_clean_port<T>(listen: impl Fn() -> (T, u16)) -> T {
+        let mut diag = Diag::open().unwrap();
+        let mut tried = Vec::new();
+        for _ in 0..100 {
+            let (l, port) = listen();
+            if time_wait_on(&mut diag, port) == 0 {
+                return l;
+            }
+            tried.push(l);
+        }
+        panic!("no port free of TIME_WAIT sockets in 100 tries");
     }
 
     /// A TIME_WAIT socket left on the target's port before the window is
@@ -679,7 +707,11 @@ mod tests {
     #[test]
     fn time_wait_from_before_the_window_is_not_counted_as_this_runs() {
         let _alone = alone();
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = on_a_clean_port(|| {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = l.local_addr().unwrap().port();
+            (l, port)
+        });
         let addr = l.local_addr().unwrap();
         // Before: the target closes first, then the client.
         let c0 = TcpStream::connect(addr).unwrap();
