@@ -625,11 +625,15 @@ static __always_inline __u64 settled_state(struct ss_anat_conn *c, __u64 st)
 	return __sync_val_compare_and_swap(&c->state, s.st, s.st);
 }
 
-/* The answered turn's next request has come (its data-ready kept its
- * arrival, after the turn's last write): it waits for its read. */
-static __always_inline bool ready_pending(const struct ss_anat_conn *c)
+/* The arrival of the answered turn's next request, which waits for its
+ * read (its data-ready's stamp, when after the turn's last write); 0:
+ * none came. The stamp is read once: a data-ready withdraws it when it
+ * sees a read took the data. */
+static __always_inline __u64 pending_arrival(const struct ss_anat_conn *c)
 {
-	return c->ready_at > c->last_write;
+	__u64 at = *(volatile const __u64 *)&c->ready_at;
+
+	return at > c->last_write ? at : 0;
 }
 
 /* Records the answered turn: timed, or counted as what it was. Returns
@@ -955,7 +959,7 @@ static __always_inline bool ready_work(const struct sock *sk)
 		 * that does, so none records it twice: the reader may be
 		 * taking these very bytes on another CPU now). The first
 		 * arrival after the turn's last write stands. */
-		if (!ready_pending(c)) {
+		if (!pending_arrival(c)) {
 			__u64 at = bpf_ktime_get_ns();
 
 			c->ready_at = at;
@@ -1170,11 +1174,9 @@ static __always_inline bool recv_work(struct sock *sk, int ret, int flags)
 			 * read took the next request, which came at its
 			 * data-ready's stamp. Without one, the read took it
 			 * between its queueing and its data-ready (which will
-			 * find nothing unread): it came a moment ago. The
-			 * stamp is read once: the data-ready withdraws it when
-			 * it sees this read took the data. */
-			arrival = *(volatile __u64 *)&c->ready_at;
-			if (arrival <= c->last_write) {
+			 * find nothing unread): it came a moment ago. */
+			arrival = pending_arrival(c);
+			if (!arrival) {
 				arrival = now;
 				count(SS_CNT_READ_BEFORE_READY);
 			}
@@ -1279,6 +1281,18 @@ static __always_inline void tls_write_plain(const struct sock *sk, struct ss_ana
 
 /* --- a write returns ---------------------------------------------------- */
 
+/* A response written while the next request is still unread: it answers
+ * an earlier one; on a connection never read yet it answers none (a
+ * greeting: an HTTP/2 server's SETTINGS, sent as the client's preface
+ * arrives), nor does the rest of a TLS handshake's. */
+static __always_inline void written_before_read(struct ss_anat_conn *c)
+{
+	if (c->reader && !(c->flags & SS_CONN_HS_TAIL))
+		mark_multiplexed(c);
+	else
+		count(SS_CNT_UNSOLICITED);
+}
+
 /* A write of the response returns: the first one ends the service part
  * (the service includes that write's own time: no hook reports a TCP
  * write's start without costing a second run per write). */
@@ -1304,14 +1318,7 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 	case SS_TURN_RESYNC:
 		break;  /* answers a request read while paused */
 	case SS_TURN_ARRIVED:
-		/* A response while this turn's request is still unread: it
-		 * answers an earlier one; on a connection never read yet it
-		 * answers none (a greeting: an HTTP/2 server's SETTINGS, sent
-		 * as the client's preface arrives). */
-		if (c->reader && !(c->flags & SS_CONN_HS_TAIL))
-			mark_multiplexed(c);
-		else
-			count(SS_CNT_UNSOLICITED);  /* or the rest of a TLS handshake's */
+		written_before_read(c);
 		break;
 	case SS_TURN_SERVING:
 		c->first_write = now;
@@ -1323,16 +1330,12 @@ static __always_inline void write_ends(struct ss_anat_conn *c, __u64 now)
 		c->state = SS_TURN_RESPONDING;
 		break;
 	case SS_TURN_RESPONDING:
-		if (ready_pending(c)) {
-			/* As in ARRIVED: the next request came after the last
-			 * write and is unread. */
-			if (c->reader && !(c->flags & SS_CONN_HS_TAIL))
-				mark_multiplexed(c);
-			else
-				count(SS_CNT_UNSOLICITED);
-			break;
-		}
-		write_continues(c, now, task, rd);
+		/* The next request came after the last write, unread: as in
+		 * ARRIVED. */
+		if (pending_arrival(c))
+			written_before_read(c);
+		else
+			write_continues(c, now, task, rd);
 		break;
 	default:
 		break;  /* CLOSING: the turn is another hook's */
@@ -1739,7 +1742,7 @@ int ss_close_turns(struct bpf_iter__task_file *ctx)
 	if (st == SS_TURN_RESPONDING) {
 		/* The next request, come and not read, is in flight as an
 		 * ARRIVED one is. */
-		pending = ready_pending(c);
+		pending = pending_arrival(c) != 0;
 		if (turn_close(c) && pending && !(c->flags & SS_CONN_FOREIGN))
 			count(pausing ? SS_CNT_RESYNC : SS_CNT_IN_FLIGHT);
 	} else if (st == SS_TURN_SERVING && sk && !pausing &&
