@@ -73,6 +73,11 @@ __u64 window_end_ns = 0;
  * `threads`, is the anatomy's own map, reused), and run-queue waits
  * are sampled too (with the off-CPU side). */
 const volatile __u32 tie_turns = 0;
+/* Set by the loader for a reader that drains the ring on a timer (a node
+ * agent): no sample wakes it, so none pays for a wake-up in the sampled
+ * task's context and the reader pays for one wake-up a drain, not one a
+ * sample. */
+const volatile __u32 quiet_ring = 0;
 
 /* Keeps the enums no field uses in BTF, for the skeleton's types. */
 enum ss_stk_limits layout_stk_limits __attribute__((unused));
@@ -204,7 +209,7 @@ static __always_inline void emit(struct ss_stk_buf *b, __u32 kframes, __u32 ubyt
 	b->hdr.stack_bytes = ubytes;
 	if (size > sizeof(*b))
 		return;
-	if (bpf_ringbuf_output(&samples, b, size, 0)) {
+	if (bpf_ringbuf_output(&samples, b, size, quiet_ring ? BPF_RB_NO_WAKEUP : 0)) {
 		count(SS_STK_CNT_LOST, 1);
 		return;
 	}

@@ -45,6 +45,9 @@ pub struct SamplerConfig {
     /// turn its thread served, and run-queue waits are sampled with the
     /// off-CPU side.
     pub tie: Option<Arc<OwnedFd>>,
+    /// The reader drains on a timer ([`Sampler::take`]) instead of
+    /// waiting for samples ([`Sampler::drain`]): samples wake no one.
+    pub quiet: bool,
 }
 
 impl SamplerConfig {
@@ -58,6 +61,7 @@ impl SamplerConfig {
             stack_bytes: 16384,
             ringbuf_bytes: 4 << 20,
             tie: None,
+            quiet: false,
         }
     }
 
@@ -150,6 +154,7 @@ impl<'obj> Sampler<'obj> {
             ro.stack_bytes = cfg.stack_bytes;
             ro.period_ns = 1_000_000_000 / u64::from(cfg.hz);
             ro.tie_turns = u32::from(cfg.tie.is_some());
+            ro.quiet_ring = u32::from(cfg.quiet);
         }
         if let Some(fd) = &cfg.tie {
             open.maps
@@ -320,6 +325,16 @@ impl<'obj> Sampler<'obj> {
         {
             return Err(anyhow!("reading the sampler's ring buffer: {e}"));
         }
+        self.ring
+            .consume()
+            .map_err(|e| anyhow!("reading the sampler's ring buffer: {e}"))?;
+        Ok(std::mem::take(&mut *self.queue.borrow_mut()))
+    }
+
+    /// The samples the ring buffer holds now, without waiting: for a
+    /// reader that drains on a timer ([`SamplerConfig::quiet`], whose
+    /// samples wake no one).
+    pub fn take(&mut self) -> Result<Vec<RawSample>> {
         self.ring
             .consume()
             .map_err(|e| anyhow!("reading the sampler's ring buffer: {e}"))?;

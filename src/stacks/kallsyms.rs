@@ -35,6 +35,9 @@ pub const MAX_KALLSYMS: u64 = 64 << 20;
 pub const REREAD_EVERY: Duration = Duration::from_secs(1);
 /// The least time between two checks of [`Generation`].
 pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// The most addresses [`KernelSymbols`] keeps of one reading before it
+/// starts that cache afresh.
+const MAX_THIS_READING: usize = 16_384;
 /// The most bytes of /proc/modules read for [`loaded_code_generation`].
 const MAX_MODULES: u64 = 4 << 20;
 
@@ -222,6 +225,12 @@ pub struct KernelSymbols {
     /// Address -> name (and whether it lies in loaded code), kept once
     /// known to be current.
     names: super::FastMap<u64, (Option<KernelName>, bool)>,
+    /// Address -> what this reading of the table says of it (its name,
+    /// whether it lies in loaded code), for the addresses `names` may not
+    /// keep yet: loaded code sampled after the last check, which is named
+    /// from this table until a check or a reading settles it. Emptied at
+    /// each reading; bounded by [`MAX_THIS_READING`].
+    this_reading: super::FastMap<u64, (Option<KernelName>, bool)>,
     /// Times the table was read.
     pub reads: u64,
 }
@@ -255,6 +264,7 @@ impl KernelSymbols {
             read_at: None,
             checked_at: None,
             names: Default::default(),
+            this_reading: Default::default(),
             reads: 0,
         }
     }
@@ -277,6 +287,34 @@ impl KernelSymbols {
         self.table = Some(table.unwrap_or_default());
         // Loaded code may have moved: its names are looked up again.
         self.names.retain(|_, (_, loaded)| !*loaded);
+        self.this_reading.clear();
+    }
+
+    /// What the table read last says of `addr`: its name and whether it
+    /// lies in loaded code, looked up once per reading (two binary
+    /// searches of 100,000-odd symbols each otherwise, for every frame in
+    /// a module or a BPF program sampled between two checks).
+    fn table_says(&mut self, addr: u64) -> Option<(Option<KernelName>, bool)> {
+        if let Some(known) = self.this_reading.get(&addr) {
+            return Some(known.clone());
+        }
+        let table = self.table.as_ref()?;
+        let loaded = table.in_loaded_code(addr);
+        let name = table.lookup(addr).map(|s| {
+            let name = table.name(s);
+            KernelName {
+                ours: s.bpf && is_sockscope_prog(name),
+                name: crate::text::escape(name).into(),
+            }
+        });
+        // The rest is kept in `names` at once.
+        if loaded {
+            if self.this_reading.len() >= MAX_THIS_READING {
+                self.this_reading.clear();
+            }
+            self.this_reading.insert(addr, (name.clone(), loaded));
+        }
+        Some((name, loaded))
     }
 
     /// The name of kernel address `addr`, sampled at `ts_ns`
@@ -289,7 +327,7 @@ impl KernelSymbols {
             self.read();
         }
         let mut current = self.read_mono_ns.max(self.valid_mono_ns) >= ts_ns;
-        let loaded = self.table.as_ref().is_some_and(|t| t.in_loaded_code(addr));
+        let (mut name, mut loaded) = self.table_says(addr)?;
         if loaded && !current {
             match self.since_reading() {
                 Loaded::Nothing => current = self.valid_mono_ns >= ts_ns,
@@ -299,20 +337,11 @@ impl KernelSymbols {
                     if self.read_at.is_none_or(|t| t.elapsed() >= self.every) {
                         self.read();
                         current = self.read_mono_ns >= ts_ns;
+                        (name, loaded) = self.table_says(addr)?;
                     }
                 }
             }
         }
-        let table = self.table.as_ref()?;
-        let found = table.lookup(addr);
-        let loaded = table.in_loaded_code(addr);
-        let name = found.map(|s| {
-            let name = table.name(s);
-            KernelName {
-                ours: s.bpf && is_sockscope_prog(name),
-                name: crate::text::escape(name).into(),
-            }
-        });
         // A name from a table older than the sample, for loaded code, may
         // be stale: it is not kept, so a later reading names it.
         if current || !loaded {
@@ -544,7 +573,11 @@ mod tests {
         }
         assert_eq!(k.reads, 1);
         assert!(!k.names.contains_key(&prog));
-        // Once the interval has passed, read again and named right.
+        // Looked up in the table once, kept for this reading only.
+        assert_eq!(k.this_reading.len(), 1);
+        assert!(k.this_reading.contains_key(&prog));
+        // Once the interval has passed, read again and named right (the
+        // old reading's answer is not used).
         k.every = Duration::ZERO;
         assert_eq!(
             name(&mut k, prog, monotonic_ns()).as_deref(),

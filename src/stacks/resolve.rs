@@ -415,6 +415,32 @@ mod tests {
     }
 
     #[test]
+    fn a_new_address_in_a_function_already_named_is_named_from_its_extent() {
+        if !root_or_skip("a_new_address_in_a_function_already_named_is_named_from_its_extent") {
+            return;
+        }
+        let s = chain_outer();
+        let mut r = Resolver::new();
+        let got = r.resolve(&s);
+        let leaf = &got.frames[position(&got, "chain_leaf")];
+        let ip = s.user_regs.expect("user registers").ip;
+        let before = r.symbolizer.lookups();
+        assert!(before > 0);
+        // Another instruction of chain_leaf (the one before the sampled
+        // address): a new address, but in a function named already.
+        let m = r.processes[&s.pid].maps.find(ip - 1).expect("mapped");
+        let again = r.symbolizer.user(s.pid, m, ip - 1);
+        assert_eq!(again.name, leaf.name);
+        assert_eq!(r.symbolizer.lookups(), before, "named without blazesym");
+        // A function never sampled is looked up.
+        let other = Resolver::keep_to_budget as fn(&mut Resolver) as usize as u64;
+        let m = r.processes[&s.pid].maps.find(other).expect("mapped");
+        let named = r.symbolizer.user(s.pid, m, other);
+        assert!(named.name.contains("keep_to_budget"), "{named:?}");
+        assert_eq!(r.symbolizer.lookups(), before + 1);
+    }
+
+    #[test]
     fn a_stack_cut_short_unwinds_honestly_incomplete() {
         if !root_or_skip("a_stack_cut_short_unwinds_honestly_incomplete") {
             return;

@@ -121,6 +121,18 @@ pub struct Symbolizer {
     sources: HashMap<FileKey, Vec<File>>,
     /// (module, file offset) -> its frame.
     names: super::FastMap<(FileKey, u64), Frame>,
+    /// Per module, the functions named so far by their extent (file
+    /// offsets of the first byte -> of the byte past the last, and the
+    /// frame): an address `names` has not seen, in a function already
+    /// named, is named without asking blazesym (a leaf frame's address is
+    /// any instruction of its function, so most leaves are new
+    /// addresses).
+    functions: super::FastMap<FileKey, std::collections::BTreeMap<u64, (u64, Frame)>>,
+    /// Functions held in `functions`, bounded by `max_names`.
+    function_count: usize,
+    /// Addresses of modules named through blazesym (misses of both
+    /// caches).
+    lookups: u64,
     /// The module names of kernel frames, `[kernel]` and
     /// [`SOCKSCOPE_MODULE`], and `[anon]`.
     kernel_module: Arc<str>,
@@ -167,6 +179,9 @@ impl Symbolizer {
             kernel: KernelSymbols::new(),
             sources: HashMap::new(),
             names: Default::default(),
+            functions: Default::default(),
+            function_count: 0,
+            lookups: 0,
             kernel_module: "[kernel]".into(),
             ours_module: SOCKSCOPE_MODULE.into(),
             anon_module: "[anon]".into(),
@@ -276,21 +291,9 @@ impl Symbolizer {
         let frame = match self.names.get(&key) {
             Some(fr) => fr.clone(),
             None => {
-                let fr = match self.lookup_file(f, off) {
-                    Some(n) => Frame::named(&n, &f.name, false),
-                    None => {
-                        // The function's first address, from the FDE
-                        // holding it: one frame per unnamed function, not
-                        // one per instruction sampled.
-                        let fde = f.elf.as_ref().and_then(|e| {
-                            let svma = e.svma_of_offset(off)?;
-                            e.fde_range(svma)
-                        });
-                        match fde {
-                            Some(r) => Frame::unnamed(&f.name, r.start, false),
-                            None => Frame::in_module(&f.name),
-                        }
-                    }
+                let fr = match self.function_at(f.key, off) {
+                    Some(fr) => fr,
+                    None => self.name_new(f, off),
                 };
                 if self.names.len() >= self.max_names {
                     // A cache: a node agent sampling for days would
@@ -314,8 +317,52 @@ impl Symbolizer {
         frame
     }
 
-    fn lookup_file(&mut self, f: &ModuleFile, off: u64) -> Option<String> {
+    /// The frame of a function already named that holds file offset
+    /// `off` of module `key`.
+    fn function_at(&self, key: FileKey, off: u64) -> Option<Frame> {
+        let (_, (end, fr)) = self.functions.get(&key)?.range(..=off).next_back()?;
+        (off < *end).then(|| fr.clone())
+    }
+
+    /// Names file offset `off` of `f` through its files (blazesym), and
+    /// keeps the extent of the function found.
+    fn name_new(&mut self, f: &ModuleFile, off: u64) -> Frame {
+        match self.lookup_file(f, off) {
+            Some((n, extent)) => {
+                let fr = Frame::named(&n, &f.name, false);
+                if let Some((start, end)) = extent {
+                    if self.function_count >= self.max_names {
+                        self.functions.clear();
+                        self.function_count = 0;
+                    }
+                    let fns = self.functions.entry(f.key).or_default();
+                    if fns.insert(start, (end, fr.clone())).is_none() {
+                        self.function_count += 1;
+                    }
+                }
+                fr
+            }
+            None => {
+                // The function's first address, from the FDE
+                // holding it: one frame per unnamed function, not
+                // one per instruction sampled.
+                let fde = f.elf.as_ref().and_then(|e| {
+                    let svma = e.svma_of_offset(off)?;
+                    e.fde_range(svma)
+                });
+                match fde {
+                    Some(r) => Frame::unnamed(&f.name, r.start, false),
+                    None => Frame::in_module(&f.name),
+                }
+            }
+        }
+    }
+
+    /// The name of the function holding file offset `off` of `f`, and
+    /// its extent in file offsets when the symbol gives its size.
+    fn lookup_file(&mut self, f: &ModuleFile, off: u64) -> Option<(String, Option<(u64, u64)>)> {
         let svma = f.elf.as_ref()?.svma_of_offset(off)?;
+        self.lookups += 1;
         if !self.sources.contains_key(&f.key) {
             let s = self.open_sources(f);
             self.sources.insert(f.key, s);
@@ -333,7 +380,14 @@ impl Symbolizer {
             if let Ok(Symbolized::Sym(s)) =
                 self.files.symbolize_single(&src, Input::VirtOffset(svma))
             {
-                return Some(s.name.into_owned());
+                // The symbol's extent, moved from addresses to file
+                // offsets as `off` was (one segment holds a function).
+                let start = off.checked_sub(s.offset as u64);
+                let extent = start
+                    .zip(s.size.filter(|&n| n > 0))
+                    .and_then(|(a, n)| Some((a, a.checked_add(n as u64)?)))
+                    .filter(|&(a, b)| a <= off && off < b);
+                return Some((s.name.into_owned(), extent));
             }
         }
         None
@@ -388,6 +442,12 @@ impl Symbolizer {
         n
     }
 
+    /// How many module addresses were named through their files, not
+    /// from a cache.
+    pub fn lookups(&self) -> u64 {
+        self.lookups
+    }
+
     /// What was cut short or refused while naming (a perf map past its
     /// bound), for the section's notes.
     pub fn notes(&self) -> Vec<String> {
@@ -415,6 +475,8 @@ impl Symbolizer {
         let before = self.sources.len();
         self.sources.retain(|k, _| live(k));
         self.names.retain(|(k, _), _| live(k));
+        self.functions.retain(|k, _| live(k));
+        self.function_count = self.functions.values().map(|f| f.len()).sum();
         if self.sources.len() != before {
             self.files = blaze();
             self.copied = 0;
