@@ -29,6 +29,9 @@ enum Behaviour {
     /// Echo for 127.0.0.1; close at once a connection from any other
     /// source (PostgreSQL's stock pg_hba.conf, seen from the client).
     LocalhostOnly,
+    /// Echo each read after sleeping this long: a connection serves at
+    /// most 1000/ms reads a second.
+    Slow { ms: u64 },
 }
 
 /// A thread-per-connection test server; counts echoed bytes.
@@ -108,6 +111,9 @@ fn serve(mut s: TcpStream, b: Behaviour, stop: &AtomicBool, echoed: &AtomicU64) 
             Err(_) => return,
         };
         let mut out = buf[..n].to_vec();
+        if let Behaviour::Slow { ms } = b {
+            thread::sleep(Duration::from_millis(ms));
+        }
         match b {
             Behaviour::Corrupt { size } => {
                 for (k, byte) in out.iter_mut().enumerate() {
@@ -539,6 +545,26 @@ fn malformed_input_is_a_usage_error() {
         vec!["tcp-crr", "127.0.0.1:1", "--close", "sideways"],
         vec!["udp", "127.0.0.1:1"],
         vec!["udp", "127.0.0.1:1", "--burst", "10", "--size", "8"],
+        // --max-conns: open loop only, never below -c, persistent only.
+        vec!["tcp-rr", "127.0.0.1:1", "--max-conns", "4"],
+        vec![
+            "tcp-rr",
+            "127.0.0.1:1",
+            "-c",
+            "8",
+            "--rate",
+            "100",
+            "--max-conns",
+            "4",
+        ],
+        vec![
+            "tcp-crr",
+            "127.0.0.1:1",
+            "--rate",
+            "100",
+            "--max-conns",
+            "4",
+        ],
     ] {
         let out = load(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -644,6 +670,72 @@ fn open_loop_rate_is_held_and_reports_both_latencies() {
         assert_eq!(tail["partial"], true, "{tail}");
         assert!(tail["covered_s"].as_f64().unwrap() < 1.0, "{tail}");
     }
+}
+
+#[test]
+fn max_conns_opens_connections_while_every_one_is_busy() {
+    // 20 ms a request: one connection carries 50/s at most; 200/s needs
+    // about 4.
+    let srv = TestServer::start(Behaviour::Slow { ms: 20 });
+    let dir = scratch("load-max-conns");
+    let addr = srv.addr.to_string();
+    let run = |extra: &[&str], name: &str| {
+        let json = dir.join(name);
+        let mut args = vec![
+            "tcp-rr",
+            &addr,
+            "-c",
+            "1",
+            "-t",
+            "1",
+            "-n",
+            "100",
+            "--rate",
+            "200",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = load(&args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        (
+            read_json(&json),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (fixed, _) = run(&[], "fixed.json");
+    let (grown, text) = run(&["--max-conns", "16"], "grown.json");
+    for rep in [&fixed, &grown] {
+        assert_eq!(rep["transactions"].as_u64(), Some(100));
+        assert_eq!(rep["errors"]["total"].as_u64(), Some(0));
+    }
+    // One connection, its queue growing by 150 sends a second.
+    assert_eq!(fixed["connections"]["established"].as_u64(), Some(1));
+    assert!(
+        fixed["connections"].get("added").is_none(),
+        "{}",
+        fixed["connections"]
+    );
+    // Connections were added, each came up, and within the bound.
+    let added = grown["connections"]["added"].as_u64().unwrap();
+    assert!((1..=15).contains(&added), "{added}");
+    assert_eq!(
+        grown["connections"]["established"].as_u64(),
+        Some(1 + added)
+    );
+    assert_eq!(grown["config"]["max_conns"].as_u64(), Some(16));
+    assert!(
+        text.contains(&format!("{added} added (--max-conns 16")),
+        "{text}"
+    );
+    // The fixed pool's sends queue for up to 1.5 s (100 at 50/s, sent
+    // over 0.5 s): its median waits longer than the grown pool's p99.
+    let fixed_p50 = fixed["latency"]["p50_ns"].as_u64().unwrap();
+    let grown_p99 = grown["latency"]["p99_ns"].as_u64().unwrap();
+    assert!(
+        grown_p99 < fixed_p50,
+        "grown p99 {grown_p99} ns, fixed p50 {fixed_p50} ns"
+    );
 }
 
 #[test]

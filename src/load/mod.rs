@@ -197,6 +197,25 @@ fn run_tcp<E: WorkerLoop>(
             "--connect-rate paces TCP connects; udp-rr opens its UDP sockets at once",
         ));
     }
+    if let Some(max) = a.max_conns {
+        if !matches!(w.mode, ConnMode::Persistent { .. }) || w.mode.datagram() {
+            return Err(error::usage(format!(
+                "--max-conns adds persistent connections; {} has none",
+                w.name
+            )));
+        }
+        if a.rate.is_none() {
+            return Err(error::usage(
+                "--max-conns needs --rate: a closed loop sends only on a free connection",
+            ));
+        }
+        if max < a.connections {
+            return Err(error::usage(format!(
+                "--max-conns {max} is fewer than the {} connections asked for (-c)",
+                a.connections
+            )));
+        }
+    }
     let exchange = w.exchange?;
     if exchange.has_on_connect() && !matches!(w.mode, ConnMode::Persistent { .. }) {
         return Err(error::usage(format!(
@@ -251,6 +270,7 @@ fn run_tcp<E: WorkerLoop>(
         rate: a.rate.clone(),
         timeout: Duration::from_secs_f64(a.timeout),
         connect_rate: a.connect_rate,
+        max_conns: a.max_conns.map(|n| n as usize),
         sources: sources.clone(),
         abort,
         start_at: a.start_at.clone(),
@@ -278,6 +298,7 @@ fn run_tcp<E: WorkerLoop>(
         timeout_s: a.timeout,
         max_errors: a.max_errors,
         connect_rate: a.connect_rate,
+        max_conns: a.max_conns.map(|n| n as usize),
         source_ips: Some(sources.len().max(1)),
         tls: w.tls.as_ref().map(|t| TlsConfig {
             server_name: t.server_name.clone(),

@@ -433,6 +433,13 @@ pub struct TcpArgs {
     /// whose accept loop is slow is not handed a full listen backlog).
     #[arg(long, value_name = "PER_SEC", value_parser = values::rate)]
     pub connect_rate: Option<f64>,
+    /// Open loop (--rate) on persistent connections: when a send is due
+    /// and every connection has a request in flight, open another, up to N
+    /// in all (as an open-loop generator must to keep its schedule against
+    /// a slow target); the report says how many were added. Without it
+    /// such a send waits for a free connection (`conn_wait`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_conns: Option<u32>,
     /// Errors tolerated before the run counts as failed (exit 1).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_errors: u64,

@@ -512,8 +512,13 @@ pub(super) fn volume_sentence(d: &Derived, vol: Volume, unit: &str) -> String {
         Volume::Load(l) => l,
         Volume::Counted(w) => return volume::counted_sentence(d, w),
     };
+    // Connections --max-conns opened while every one was busy.
+    let added = match load.connections.added {
+        0 => String::new(),
+        n => format!(" and {n} more opened while every one was busy"),
+    };
     format!(
-        "{} {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{} ({}).",
+        "{} {tx} {unit}s in {:.2} s ({:.0}/s) with {} connection{}{added} ({}).",
         if d.attribution.is_some() {
             "The load completed"
         } else {

@@ -271,6 +271,10 @@ pub struct LoadConfig {
     /// Most new connections per second (tcp-rr --connect-rate).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub connect_rate: Option<f64>,
+    /// Open loop: the most connections, opened while every one was busy
+    /// (--max-conns).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_conns: Option<usize>,
     /// Datagrams sent back to back (udp --burst).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub burst: Option<u64>,
@@ -370,6 +374,15 @@ pub struct Connections {
     pub established: u64,
     /// Successful connects including reconnects.
     pub connects: u64,
+    /// Open loop with --max-conns: connections opened beyond `requested`
+    /// because a send was due and every connection had a request in
+    /// flight.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub added: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A latency histogram: summary plus the lossless encoding.

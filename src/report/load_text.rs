@@ -200,6 +200,13 @@ fn title(s: &mut String, rep: &LoadReport) {
                 rep.connections.established,
                 threads
             );
+            if let Some(max) = c.max_conns {
+                let _ = write!(
+                    s,
+                    ", {} added (--max-conns {max}: every connection was busy when a send was due)",
+                    rep.connections.added
+                );
+            }
         }
         // HTTP/2 names its protocol, and its requests in flight per
         // connection are streams, not a pipeline.

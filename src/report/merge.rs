@@ -571,6 +571,7 @@ pub fn merge(inputs: &[Input], force: bool, command_line: Vec<String>) -> Result
             requested: inputs.iter().map(|i| i.report.connections.requested).sum(),
             established: sum(|r| r.connections.established),
             connects: sum(|r| r.connections.connects),
+            added: sum(|r| r.connections.added),
         },
         transactions,
         rate_per_s: if duration_s > 0.0 {

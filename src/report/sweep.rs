@@ -269,6 +269,10 @@ pub struct SweepPoint {
     /// it, and the generator alone could have failed the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_late_over_limit: Option<u64>,
+    /// Connections the load opened beyond its `-c` while every one was
+    /// busy (`--max-conns`), when it opened any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_added: Option<u64>,
 }
 
 /// The sends of a step that waited for a free connection.
@@ -368,6 +372,7 @@ impl SweepPoint {
                 over_limit: None,
             }),
             released_late_over_limit: None,
+            connections_added: load.map(|l| l.connections.added).filter(|&n| n > 0),
         }
     }
 

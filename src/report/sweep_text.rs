@@ -85,6 +85,9 @@ fn row(p: &SweepPoint, knee: bool, verdict: Option<String>) -> Vec<String> {
     if knee {
         flags.push("knee".into());
     }
+    if let Some(n) = p.connections_added {
+        flags.push(format!("+{n} conns"));
+    }
     vec![
         p.step.to_string(),
         p.label(),

@@ -233,6 +233,10 @@ pub trait WorkerConns<'a> {
     fn take_idle(&mut self, i: usize, now: u64) -> bool;
     /// Open loop: issues the send intended at `intended` on connection `i`.
     fn issue(&mut self, i: usize, intended: u64, now: u64, tally: &mut WorkerTally);
+    /// Open loop: `waiting` sends are due and no connection is free; a
+    /// driver that may open more (--max-conns) starts one for each that
+    /// no connection being opened will take. None opens nothing.
+    fn grow(&mut self, _waiting: usize, _now: u64, _tally: &mut WorkerTally) {}
     /// Once the loop is over: what the connections leave that only the
     /// state machine knows (connections established, its own records);
     /// [`run`] adds the rest.
@@ -342,6 +346,10 @@ pub fn release_and_dispatch<'a, W: WorkerConns<'a>>(w: &mut W, now: u64, tally: 
         } else if let Some(s) = stamp.filter(|s| s.at < now) {
             tally.conn_wait(intended, s.wait_until(now, stalled));
         }
+    }
+    let waiting = w.core().sched.as_ref().map_or(0, |s| s.backlog.len());
+    if waiting > 0 && w.core().idle.is_empty() {
+        w.grow(waiting, now, tally);
     }
 }
 
@@ -493,6 +501,8 @@ pub struct WorkerEnd {
     pub stalled: bool,
     /// Connections still in their TLS handshake when the run ended.
     pub handshaking: usize,
+    /// Connections opened beyond its share of -c (--max-conns).
+    pub added: usize,
     /// Persistent connections: every socket that was connected, with the
     /// responses it completed (profile uses them to tell which process
     /// served what).

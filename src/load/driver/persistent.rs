@@ -119,6 +119,8 @@ struct PersistentWorker<'a, E: Exchange> {
     started_at: u64,
     /// Sockets closed so far, with what they completed.
     closed: Vec<ConnTally>,
+    /// Connections opened beyond its share of -c (--max-conns).
+    added: usize,
 }
 
 /// Runs one worker of persistent connections until its share of the run
@@ -138,6 +140,7 @@ pub fn run<E: Exchange>(
         handshaking_at_close: 0,
         started_at: ctx.clock.now(),
         closed: Vec::new(),
+        added: 0,
     };
     driver::run(&mut w, tally)
 }
@@ -195,6 +198,7 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
             established: self.conns.iter().filter(|c| c.ever_up).count(),
             connections: std::mem::take(&mut self.closed),
             handshaking,
+            added: self.added,
             ..Default::default()
         }
     }
@@ -209,6 +213,34 @@ impl<'a, E: Exchange> WorkerConns<'a> for PersistentWorker<'a, E> {
         self.push_request(i, intended, now);
         self.flush(i, now, tally);
         self.mark_idle(i);
+    }
+
+    fn grow(&mut self, waiting: usize, now: u64, tally: &mut WorkerTally) {
+        // A connection on its way up (a first connect, a reconnect) takes
+        // a waiting send once up: one new connection per send no such
+        // connection will take.
+        let opening = self
+            .conns
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    ConnState::Connecting { .. }
+                        | ConnState::Handshaking { .. }
+                        | ConnState::Opening { .. }
+                )
+            })
+            .count();
+        for _ in opening..waiting {
+            if self.conns.len() >= self.core.ctx.max_conns || !self.connect_allowed(now) {
+                return;
+            }
+            let i = self.conns.len();
+            self.conns.push(PersistentConn::new());
+            self.added += 1;
+            self.connects_started += 1;
+            self.connect(i, now, tally);
+        }
     }
 
     fn handle(&mut self, ev: poller::Ready, tally: &mut WorkerTally) {

@@ -51,6 +51,9 @@ pub struct TcpPlan {
     pub timeout: Duration,
     /// Most new connections per second (tcp-rr), None: as fast as possible.
     pub connect_rate: Option<f64>,
+    /// Open loop: the most connections, opened beyond `connections` while
+    /// every one is busy (--max-conns); None: `connections` only.
+    pub max_conns: Option<usize>,
     /// Source addresses to spread connects over (empty: the kernel's).
     pub sources: Vec<std::net::IpAddr>,
     /// Ends the run early when raised by an embedding caller (profile
@@ -76,6 +79,8 @@ pub struct WorkerCtx {
     pub rate: Option<RatePlan>,
     /// Its share of --connect-rate.
     pub connect_rate: Option<f64>,
+    /// Its share of --max-conns (at least `conns`).
+    pub max_conns: usize,
     /// Its share of the measured transactions (count mode).
     pub quota: Option<u64>,
     /// Shared clock.

@@ -365,6 +365,7 @@ pub(in crate::load) fn report(
             requested: plan.connections,
             established: m.ends.iter().map(|e| e.established as u64).sum(),
             connects: t.connects,
+            added: m.ends.iter().map(|e| e.added as u64).sum(),
         },
         transactions: t.transactions,
         warmup_transactions: t.warmup_transactions,

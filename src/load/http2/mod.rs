@@ -62,6 +62,7 @@ pub fn refuse_driver_options(t: &crate::load::spec::TcpArgs, what: &str) -> anyh
     for (given, name) in [
         (t.connect_rate.is_some(), "--connect-rate"),
         (t.source_ips.is_some(), "--source-ips"),
+        (t.max_conns.is_some(), "--max-conns"),
     ] {
         if given {
             return Err(crate::error::usage(format!(
