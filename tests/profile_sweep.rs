@@ -289,8 +289,8 @@ fn find_capacity_lands_near_the_closed_loop_maximum() {
         .unwrap_or_else(|| panic!("no capacity named (closed loop {readings:?}/s): {cap}"));
     // Against the maximum's readings under the same hog: up to 1.1x the
     // highest, and at least 0.6x the lowest. Issue 41 asks 0.8x in 4 runs
-    // of 5; 11 of 16 recorded runs made it, and the misses (0.75x, 0.75x,
-    // 0.797x, 0.77x, and 0.66x in CI at 3df0c8f) were the target's, not
+    // of 5; 24 of 31 recorded runs made it (docs/benchmarks.md), and the
+    // misses (0.75x to 0.797x, and 0.66x in CI at 3df0c8f) were the target's, not
     // the search's: brackets 3-5 % wide with the fail above confirmed on
     // its rerun (p99 36-39 ms at 812/s, every connection busy, the
     // server's threads waiting for a CPU 47 % of their time). Beside two
