@@ -198,7 +198,7 @@ fn run_tcp<E: WorkerLoop>(
         ));
     }
     if let Some(max) = a.max_conns {
-        if !matches!(w.mode, ConnMode::Persistent { .. }) || w.mode.datagram() {
+        if !matches!(w.mode, ConnMode::Persistent { .. }) {
             return Err(error::usage(format!(
                 "--max-conns adds persistent connections; {} has none",
                 w.name

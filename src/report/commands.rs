@@ -92,7 +92,8 @@ pub struct ProtocolCounts {
     pub names_lost: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+/// For `skip_serializing_if`: a count that is 0 is left out.
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -377,12 +377,8 @@ pub struct Connections {
     /// Open loop with --max-conns: connections opened beyond `requested`
     /// because a send was due and every connection had a request in
     /// flight.
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "crate::report::commands::is_zero", default)]
     pub added: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// A latency histogram: summary plus the lossless encoding.

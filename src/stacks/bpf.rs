@@ -45,8 +45,8 @@ pub struct SamplerConfig {
     /// turn its thread served, and run-queue waits are sampled with the
     /// off-CPU side.
     pub tie: Option<Arc<OwnedFd>>,
-    /// The reader drains on a timer ([`Sampler::take`]) instead of
-    /// waiting for samples ([`Sampler::drain`]): samples wake no one.
+    /// Samples wake no one: [`Sampler::drain`] then waits its whole
+    /// timeout, and the reader wakes once a drain, not once a sample.
     pub quiet: bool,
 }
 
@@ -315,7 +315,8 @@ impl<'obj> Sampler<'obj> {
     }
 
     /// The samples the ring buffer holds, waiting up to `timeout` for the
-    /// first when it holds none.
+    /// first when it holds none (the whole `timeout` when samples wake no
+    /// one, [`SamplerConfig::quiet`]).
     pub fn drain(&mut self, timeout: Duration) -> Result<Vec<RawSample>> {
         // A signal's arrival (a container's stop reaches every thread of
         // its first process: deploy/check.sh saw EINTR here on SIGTERM)
@@ -325,16 +326,6 @@ impl<'obj> Sampler<'obj> {
         {
             return Err(anyhow!("reading the sampler's ring buffer: {e}"));
         }
-        self.ring
-            .consume()
-            .map_err(|e| anyhow!("reading the sampler's ring buffer: {e}"))?;
-        Ok(std::mem::take(&mut *self.queue.borrow_mut()))
-    }
-
-    /// The samples the ring buffer holds now, without waiting: for a
-    /// reader that drains on a timer ([`SamplerConfig::quiet`], whose
-    /// samples wake no one).
-    pub fn take(&mut self) -> Result<Vec<RawSample>> {
         self.ring
             .consume()
             .map_err(|e| anyhow!("reading the sampler's ring buffer: {e}"))?;

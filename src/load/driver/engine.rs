@@ -168,7 +168,7 @@ pub fn run_tcp<E: WorkerLoop>(
     max_errors: u64,
     quiet: bool,
 ) -> Result<TcpOutcome> {
-    ensure_fd_room(plan.max_conns.unwrap_or(0).max(plan.connections))?;
+    ensure_fd_room(plan.max_connections())?;
     let mut signals = Signals::block(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP])?;
     if let Some(at) = &plan.start_at {
         wait_for_start(at, &mut signals, plan.abort.as_deref(), quiet)?;
@@ -242,11 +242,7 @@ fn worker_ctxs(plan: &TcpPlan, clock: RunClock, window: Window) -> Vec<WorkerCtx
         .map(|i| WorkerCtx {
             index: i,
             conns: WorkerCtx::share(plan.connections as u64, plan.threads, i) as usize,
-            max_conns: WorkerCtx::share(
-                plan.max_conns.unwrap_or(0).max(plan.connections) as u64,
-                plan.threads,
-                i,
-            ) as usize,
+            max_conns: WorkerCtx::share(plan.max_connections() as u64, plan.threads, i) as usize,
             rate: plan
                 .rate
                 .as_ref()

@@ -68,6 +68,14 @@ pub struct TcpPlan {
     pub full_log: Option<usize>,
 }
 
+impl TcpPlan {
+    /// The most connections the run may hold at once: --max-conns, or
+    /// `connections` without it.
+    pub fn max_connections(&self) -> usize {
+        self.max_conns.unwrap_or(0).max(self.connections)
+    }
+}
+
 /// One worker's share of the run.
 #[derive(Clone, Debug)]
 pub struct WorkerCtx {
